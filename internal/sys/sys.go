@@ -1,0 +1,47 @@
+// Package sys is the thin layer between writeout and the system calls it makes for durability
+// and memory: fdatasync, sync_file_range, fallocate, mmap, munmap, msync, madvise,
+// copy_file_range and O_TMPFILE. Every call goes through a Calls table so that tests can replace
+// one entry and see the failing path taken, not just reviewed.
+//
+// Linux gets the real calls (sys_linux.go); other unix systems get portable equivalents
+// (sys_unix.go); elsewhere the calls that have no equivalent return ErrUnsupported.
+package sys
+
+import (
+	"errors"
+	"os"
+)
+
+// ErrUnsupported is returned by a call the platform does not have. Callers fall back to a
+// slower, correct path.
+var ErrUnsupported = errors.New("sys: not supported on this platform")
+
+// Calls is a table of system calls. The zero value is not usable; start from Default and
+// replace entries in tests.
+type Calls struct {
+	// Fdatasync flushes a file's data (and the metadata needed to read it) to stable storage.
+	Fdatasync func(f *os.File) error
+	// Fsync flushes a file or directory with all its metadata.
+	Fsync func(f *os.File) error
+	// SyncFileRange submits or waits for writeback of a range (Linux sync_file_range flags).
+	SyncFileRange func(f *os.File, off, n int64, flags int) error
+	// Fallocate reserves [off, off+n) so later writes there cannot fail for lack of space.
+	Fallocate func(f *os.File, off, n int64) error
+	// CopyFileRange copies n bytes from src at *srcOff to dst at its current position, in the
+	// kernel, advancing *srcOff. It returns the bytes copied; 0 with a nil error means src ended.
+	CopyFileRange func(dst, src *os.File, srcOff *int64, n int) (int, error)
+	// Mmap maps length bytes of fd at offset (fd -1 and MAP_ANON flags for anonymous memory).
+	Mmap func(fd int, offset int64, length int, prot, flags int) ([]byte, error)
+	// Munmap unmaps a mapping returned by Mmap.
+	Munmap func(b []byte) error
+	// Msync flushes a page-aligned range of a shared file mapping.
+	Msync func(b []byte, flags int) error
+	// Madvise gives the kernel advice about a range of a mapping.
+	Madvise func(b []byte, advice int) error
+	// OpenTmpfile opens an unnamed temp file in dir (O_TMPFILE); ErrUnsupported where the
+	// platform or file system has none.
+	OpenTmpfile func(dir string) (*os.File, error)
+}
+
+// Default is the table of the real calls. Packages copy it; tests copy it and replace entries.
+var Default = defaultCalls()

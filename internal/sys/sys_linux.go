@@ -1,0 +1,112 @@
+//go:build linux
+
+package sys
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Flags and advice values, named here so callers need not import x/sys/unix.
+const (
+	SyncFileRangeWaitBefore = unix.SYNC_FILE_RANGE_WAIT_BEFORE
+	SyncFileRangeWrite      = unix.SYNC_FILE_RANGE_WRITE
+	SyncFileRangeWaitAfter  = unix.SYNC_FILE_RANGE_WAIT_AFTER
+	MadvHugepage            = unix.MADV_HUGEPAGE
+	MadvDontneed            = unix.MADV_DONTNEED
+	MsSync                  = unix.MS_SYNC
+	ProtRead                = unix.PROT_READ
+	ProtWrite               = unix.PROT_WRITE
+	MapShared               = unix.MAP_SHARED
+	MapPrivate              = unix.MAP_PRIVATE
+	MapAnon                 = unix.MAP_ANON
+)
+
+func defaultCalls() Calls {
+	return Calls{
+		Fdatasync: func(f *os.File) error {
+			return fdCall(f, "fdatasync", func(fd int) error { return unix.Fdatasync(fd) })
+		},
+		Fsync: func(f *os.File) error {
+			return fdCall(f, "fsync", func(fd int) error { return unix.Fsync(fd) })
+		},
+		SyncFileRange: func(f *os.File, off, n int64, flags int) error {
+			return fdCall(f, "sync_file_range", func(fd int) error { return unix.SyncFileRange(fd, off, n, flags) })
+		},
+		Fallocate: func(f *os.File, off, n int64) error {
+			return fdCall(f, "fallocate", func(fd int) error { return unix.Fallocate(fd, 0, off, n) })
+		},
+		CopyFileRange: copyFileRange,
+		Mmap:          unix.Mmap,
+		Munmap:        unix.Munmap,
+		Msync:         unix.Msync,
+		Madvise:       unix.Madvise,
+		OpenTmpfile: func(dir string) (*os.File, error) {
+			f, err := os.OpenFile(dir, unix.O_TMPFILE|os.O_RDWR, 0o600)
+			if err != nil {
+				var perr *os.PathError
+				if errors.As(err, &perr) && (errors.Is(perr.Err, unix.EOPNOTSUPP) || errors.Is(perr.Err, unix.EISDIR) || errors.Is(perr.Err, unix.EINVAL)) {
+					return nil, fmt.Errorf("%w: O_TMPFILE in %s: %v", ErrUnsupported, dir, perr.Err)
+				}
+				return nil, err
+			}
+			return f, nil
+		},
+	}
+}
+
+// fdCall runs call on f's descriptor through SyscallConn, so the descriptor stays valid and the
+// os.File keeps its blocking mode.
+func fdCall(f *os.File, name string, call func(fd int) error) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", name, f.Name(), err)
+	}
+	var callErr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			callErr = call(int(fd))
+			if callErr != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return fmt.Errorf("%s %s: %w", name, f.Name(), err)
+	}
+	if callErr != nil {
+		return &os.PathError{Op: name, Path: f.Name(), Err: callErr}
+	}
+	return nil
+}
+
+func copyFileRange(dst, src *os.File, srcOff *int64, n int) (int, error) {
+	var copied int
+	var callErr error
+	err := fdCall(src, "copy_file_range", func(sfd int) error {
+		return fdCall(dst, "copy_file_range", func(dfd int) error {
+			copied, callErr = unix.CopyFileRange(sfd, srcOff, dfd, nil, n, 0)
+			if callErr == unix.EINTR {
+				return callErr
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	if callErr != nil {
+		return copied, &os.PathError{Op: "copy_file_range", Path: src.Name(), Err: callErr}
+	}
+	return copied, nil
+}
+
+// CopyUnsupported reports whether err from CopyFileRange means the kernel cannot copy between
+// these two files (and nothing was copied), so a buffered copy should be used instead.
+func CopyUnsupported(err error) bool {
+	return errors.Is(err, unix.EXDEV) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) ||
+		errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EBADF) || errors.Is(err, unix.EPERM) ||
+		errors.Is(err, unix.ETXTBSY)
+}

@@ -1,0 +1,47 @@
+//go:build !linux
+
+package sys
+
+import (
+	"fmt"
+	"os"
+)
+
+// Flags and advice values: placeholders where the calls they go with are unsupported.
+const (
+	SyncFileRangeWaitBefore = 1
+	SyncFileRangeWrite      = 2
+	SyncFileRangeWaitAfter  = 4
+	MadvHugepage            = 14
+	MadvDontneed            = 4
+	MsSync                  = 4
+	ProtRead                = 1
+	ProtWrite               = 2
+	MapShared               = 1
+	MapPrivate              = 2
+	MapAnon                 = 0x20
+)
+
+func unsupported(name string) error { return fmt.Errorf("%w: %s", ErrUnsupported, name) }
+
+func defaultCalls() Calls {
+	return Calls{
+		// Without fdatasync, a full fsync is the correct, slower equivalent.
+		Fdatasync: func(f *os.File) error { return f.Sync() },
+		Fsync:     func(f *os.File) error { return f.Sync() },
+		// Writeback pacing is advice; where it does not exist, doing nothing is correct.
+		SyncFileRange: func(*os.File, int64, int64, int) error { return nil },
+		Fallocate:     func(*os.File, int64, int64) error { return unsupported("fallocate") },
+		CopyFileRange: func(*os.File, *os.File, *int64, int) (int, error) {
+			return 0, unsupported("copy_file_range")
+		},
+		Mmap:        func(int, int64, int, int, int) ([]byte, error) { return nil, unsupported("mmap") },
+		Munmap:      func([]byte) error { return unsupported("munmap") },
+		Msync:       func([]byte, int) error { return unsupported("msync") },
+		Madvise:     func([]byte, int) error { return nil },
+		OpenTmpfile: func(string) (*os.File, error) { return nil, unsupported("O_TMPFILE") },
+	}
+}
+
+// CopyUnsupported reports whether err from CopyFileRange means a buffered copy should be used.
+func CopyUnsupported(err error) bool { return err != nil }

@@ -1,0 +1,69 @@
+package medium
+
+import "fmt"
+
+// SyncMode says which files are synced to stable storage.
+type SyncMode uint8
+
+const (
+	// SyncOutput fdatasyncs the published file once, renames it into place and fsyncs the
+	// directory. Stages are never synced. It is the zero value and the default.
+	SyncOutput SyncMode = iota
+	// SyncNone makes no syncs at all: scratch output and tests.
+	SyncNone
+	// SyncAll also fsyncs every file-backed stage before it is read back.
+	SyncAll
+)
+
+// String returns the mode's name as the CLI spells it.
+func (m SyncMode) String() string {
+	switch m {
+	case SyncOutput:
+		return "output"
+	case SyncNone:
+		return "none"
+	case SyncAll:
+		return "all"
+	}
+	return fmt.Sprintf("SyncMode(%d)", uint8(m))
+}
+
+// ParseSyncMode parses "none", "output" or "all".
+func ParseSyncMode(s string) (SyncMode, error) {
+	switch s {
+	case "output", "":
+		return SyncOutput, nil
+	case "none":
+		return SyncNone, nil
+	case "all":
+		return SyncAll, nil
+	}
+	return 0, fmt.Errorf("%w: unknown durability %q (want none, output or all)", ErrInvalid, s)
+}
+
+// Durability says what is synced when files are written. Its zero value is the safe default:
+// sync the output once, never the stages.
+type Durability struct {
+	Sync SyncMode
+	// TrickleBytes, when positive, paces writeback while a file is written: every TrickleBytes
+	// bytes the new range is submitted for writeback (sync_file_range WRITE) and only the range
+	// before it is waited for. The final fdatasync still runs where Sync asks for it.
+	TrickleBytes int64
+}
+
+// Validate reports an invalid setting.
+func (d Durability) Validate() error {
+	if d.Sync > SyncAll {
+		return fmt.Errorf("%w: durability: unknown sync mode %d", ErrInvalid, d.Sync)
+	}
+	if d.TrickleBytes < 0 {
+		return fmt.Errorf("%w: durability: negative TrickleBytes %d", ErrInvalid, d.TrickleBytes)
+	}
+	return nil
+}
+
+// SyncsOutput reports whether the published file and its directory are synced.
+func (d Durability) SyncsOutput() bool { return d.Sync == SyncOutput || d.Sync == SyncAll }
+
+// SyncsStages reports whether file-backed stages are synced before they are read back.
+func (d Durability) SyncsStages() bool { return d.Sync == SyncAll }

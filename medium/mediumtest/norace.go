@@ -1,0 +1,5 @@
+//go:build !race
+
+package mediumtest
+
+const raceEnabled = false
