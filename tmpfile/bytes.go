@@ -1,0 +1,340 @@
+package tmpfile
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/writeout/writeout/internal/sys"
+	"github.com/writeout/writeout/medium"
+)
+
+// extent is a run of a Bytes' content in the file.
+type extent struct {
+	start int64 // logical offset in the Bytes
+	off   int64 // offset in the file
+	n     int64
+}
+
+// tmpBytes is a Bytes of a tmpfile medium: extents in the file, then a buffer.
+type tmpBytes struct {
+	m       *Medium
+	st      *store
+	extents []extent
+	flushed int64  // bytes in extents
+	buf     []byte // bytes flushed..size
+	size    int64
+	err     error // sticky first write error
+}
+
+var (
+	_ medium.Bytes  = (*tmpBytes)(nil)
+	_ io.WriterTo   = (*tmpBytes)(nil)
+	_ io.ReaderFrom = (*tmpBytes)(nil)
+)
+
+// Pool of copy buffers for the buffered paths of WriteTo.
+var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+func (b *tmpBytes) Size() int64 { return b.size }
+
+func (b *tmpBytes) check(op string) error {
+	if b.m.lc.Closed() {
+		return fmt.Errorf("tmpfile: %s: %w", op, medium.ErrClosed)
+	}
+	return nil
+}
+
+func (b *tmpBytes) checkWrite() error {
+	if err := b.check("write"); err != nil {
+		return err
+	}
+	return b.err
+}
+
+// fail records the first write error; every later write returns it.
+func (b *tmpBytes) fail(err error) error {
+	if b.err == nil {
+		b.err = err
+	}
+	return err
+}
+
+// makeRoom makes len(b.buf) < cap(b.buf): the first buffer, a larger one while the budget
+// allows, or a flush to the file.
+func (b *tmpBytes) makeRoom() error {
+	if len(b.buf) < cap(b.buf) {
+		return nil
+	}
+	opts := &b.st.opts
+	if cap(b.buf) == 0 {
+		b.st.bufMem.Add(int64(opts.MinBufferSize))
+		b.buf = make([]byte, 0, opts.MinBufferSize)
+		return nil
+	}
+	if c := cap(b.buf); c < opts.BufferSize {
+		grow := int64(min(2*c, opts.BufferSize) - c)
+		if b.st.bufMem.Add(grow) <= opts.BufferBudget {
+			nb := make([]byte, len(b.buf), c+int(grow))
+			copy(nb, b.buf)
+			b.buf = nb
+			return nil
+		}
+		b.st.bufMem.Add(-grow)
+	}
+	return b.flush()
+}
+
+// flush appends the buffer to the file as an extent.
+func (b *tmpBytes) flush() error {
+	if len(b.buf) == 0 {
+		return nil
+	}
+	if err := b.appendExtent(b.buf); err != nil {
+		return err
+	}
+	b.buf = b.buf[:0]
+	return nil
+}
+
+// appendExtent writes p to the file and records it as the next extent; p must be the bytes at
+// logical offset b.flushed.
+func (b *tmpBytes) appendExtent(p []byte) error {
+	off, err := b.st.appendAt(p)
+	if err != nil {
+		return err
+	}
+	n := int64(len(p))
+	if k := len(b.extents); k > 0 && b.extents[k-1].off+b.extents[k-1].n == off {
+		b.extents[k-1].n += n
+	} else {
+		b.extents = append(b.extents, extent{start: b.flushed, off: off, n: n})
+	}
+	b.flushed += n
+	return nil
+}
+
+func (b *tmpBytes) Write(p []byte) (int, error) {
+	if err := b.checkWrite(); err != nil {
+		return 0, err
+	}
+	if len(p) <= cap(b.buf)-len(b.buf) {
+		b.buf = append(b.buf, p...)
+		b.size += int64(len(p))
+		return len(p), nil
+	}
+	return b.writeSlow(p)
+}
+
+func (b *tmpBytes) writeSlow(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		// A write as large as the largest buffer goes to the file directly.
+		if len(b.buf) == 0 && len(p) >= b.st.opts.BufferSize {
+			if err := b.appendExtent(p); err != nil {
+				return n, b.fail(err)
+			}
+			b.size += int64(len(p))
+			return n + len(p), nil
+		}
+		if err := b.makeRoom(); err != nil {
+			return n, b.fail(err)
+		}
+		k := copy(b.buf[len(b.buf):cap(b.buf)], p)
+		b.buf = b.buf[:len(b.buf)+k]
+		b.size += int64(k)
+		n += k
+		p = p[k:]
+	}
+	return n, nil
+}
+
+func (b *tmpBytes) WriteString(s string) (int, error) {
+	if err := b.checkWrite(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for len(s) > 0 {
+		if err := b.makeRoom(); err != nil {
+			return n, b.fail(err)
+		}
+		k := copy(b.buf[len(b.buf):cap(b.buf)], s)
+		b.buf = b.buf[:len(b.buf)+k]
+		b.size += int64(k)
+		n += k
+		s = s[k:]
+	}
+	return n, nil
+}
+
+func (b *tmpBytes) WriteByte(c byte) error {
+	if err := b.checkWrite(); err != nil {
+		return err
+	}
+	if len(b.buf) == cap(b.buf) {
+		if err := b.makeRoom(); err != nil {
+			return b.fail(err)
+		}
+	}
+	b.buf = append(b.buf, c)
+	b.size++
+	return nil
+}
+
+// ReadFrom reads from r into the buffer, flushing as it fills, until io.EOF. Bytes read before
+// an error of r stay appended and r's error is returned; a failure to write the file is sticky.
+func (b *tmpBytes) ReadFrom(r io.Reader) (int64, error) {
+	if err := b.checkWrite(); err != nil {
+		return 0, err
+	}
+	var total int64
+	for {
+		if err := b.makeRoom(); err != nil {
+			return total, b.fail(err)
+		}
+		k, err := r.Read(b.buf[len(b.buf):cap(b.buf)])
+		if k < 0 || k > cap(b.buf)-len(b.buf) {
+			return total, fmt.Errorf("tmpfile: read from: reader returned invalid count %d", k)
+		}
+		b.buf = b.buf[:len(b.buf)+k]
+		b.size += int64(k)
+		total += int64(k)
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// WriteTo writes the extents and then the buffer to w. Into an *os.File it copies the
+// extents in the kernel where it can.
+func (b *tmpBytes) WriteTo(w io.Writer) (int64, error) {
+	if err := b.check("write to"); err != nil {
+		return 0, err
+	}
+	var total int64
+	if len(b.extents) > 0 {
+		if err := b.st.beforeRead(); err != nil {
+			return 0, err
+		}
+		var err error
+		if dst, ok := w.(*os.File); ok && b.st.osFile != nil {
+			total, err = b.copyExtentsKernel(dst)
+		} else {
+			total, err = b.copyExtentsBuffered(w, 0)
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+	if len(b.buf) > 0 {
+		k, err := w.Write(b.buf)
+		total += int64(k)
+		if err != nil {
+			return total, err
+		}
+		if k != len(b.buf) {
+			return total, io.ErrShortWrite
+		}
+	}
+	return total, nil
+}
+
+// copyExtentsKernel copies the extents with copy_file_range; if the kernel cannot copy between
+// the two files it finishes with a buffered copy.
+func (b *tmpBytes) copyExtentsKernel(dst *os.File) (int64, error) {
+	var total int64
+	for i, e := range b.extents {
+		src := e.off
+		for left := e.n; left > 0; {
+			k, err := b.st.calls.CopyFileRange(dst, b.st.osFile, &src, int(min(left, 1<<30)))
+			if err != nil && total == 0 && k == 0 && sys.CopyUnsupported(err) {
+				return b.copyExtentsBuffered(dst, i)
+			}
+			total += int64(k)
+			left -= int64(k)
+			if err != nil {
+				return total, fmt.Errorf("tmpfile: copy to %s: %w", dst.Name(), err)
+			}
+			if k == 0 {
+				return total, fmt.Errorf("tmpfile: copy to %s: %w: file %s ended at %d", dst.Name(), io.ErrUnexpectedEOF, b.st.path, src)
+			}
+		}
+	}
+	return total, nil
+}
+
+// copyExtentsBuffered copies the extents from index first on through a pooled buffer.
+func (b *tmpBytes) copyExtentsBuffered(w io.Writer, first int) (int64, error) {
+	bp := copyBufPool.Get().(*[]byte)
+	defer copyBufPool.Put(bp)
+	buf := *bp
+	var total int64
+	for _, e := range b.extents[first:] {
+		for pos := int64(0); pos < e.n; {
+			p := buf[:min(int64(len(buf)), e.n-pos)]
+			if err := b.st.readAt(p, e.off+pos); err != nil {
+				return total, err
+			}
+			k, err := w.Write(p)
+			total += int64(k)
+			pos += int64(k)
+			if err != nil {
+				return total, err
+			}
+			if k != len(p) {
+				return total, io.ErrShortWrite
+			}
+		}
+	}
+	return total, nil
+}
+
+func (b *tmpBytes) ReadAt(p []byte, off int64) (int, error) {
+	if err := b.check("read at"); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("tmpfile: read at %d: %w: negative offset", off, medium.ErrInvalid)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if off >= b.size {
+		return 0, io.EOF
+	}
+	n := 0
+	if off < b.flushed {
+		if err := b.st.beforeRead(); err != nil {
+			return 0, err
+		}
+		i := sort.Search(len(b.extents), func(i int) bool { return b.extents[i].start > off }) - 1
+		for ; i < len(b.extents) && n < len(p); i++ {
+			e := b.extents[i]
+			within := off + int64(n) - e.start
+			q := p[n:min(int64(len(p)), int64(n)+e.n-within)]
+			if err := b.st.readAt(q, e.off+within); err != nil {
+				return n, err
+			}
+			n += len(q)
+		}
+	}
+	if n < len(p) && off+int64(n) < b.size {
+		n += copy(p[n:], b.buf[off+int64(n)-b.flushed:])
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// releaseBuf drops the buffer and returns its memory to the medium's budget.
+func (b *tmpBytes) releaseBuf() {
+	b.st.bufMem.Add(-int64(cap(b.buf)))
+	b.buf = nil
+	b.extents = nil
+}

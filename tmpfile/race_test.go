@@ -1,0 +1,5 @@
+//go:build race
+
+package tmpfile
+
+const raceEnabled = true

@@ -1,0 +1,403 @@
+// Package tmpfile is a medium.Medium backend that stages bytes in one temp file per medium.
+//
+// # Few files, whatever the number of Bytes
+//
+// A medium and all its children share one append-only file. Each Bytes keeps a small memory
+// buffer and a list of extents of that file; when its buffer fills, the buffer is appended to the
+// file at an offset reserved atomically and becomes an extent. A merge of a 1,000-column table
+// therefore holds one descriptor, not 1,000, and creates one file.
+//
+// A Bytes' buffer starts small (MinBufferSize) and doubles, while the medium's buffer memory is
+// under BufferBudget, up to BufferSize: a small Bytes never touches the disk at all, and a large
+// one writes to the file in BufferSize pieces, as a bufio.Writer would. A write at least as large
+// as the buffer goes to the file directly when the buffer is empty.
+//
+// # No litter
+//
+// On Linux with the OS file system the file is unnamed (O_TMPFILE): even a crash leaves nothing.
+// Elsewhere it is created under a name of the pattern
+//
+//	writeout-tmpfile-<pid>-<random>.tmp
+//
+// and, except on Windows, unlinked at once while it stays open; on Windows it is removed at
+// Close. Sweep removes leftovers of the pattern, for example those of a process that was killed
+// between creating a file and unlinking it.
+//
+// # Reading back
+//
+// WriteTo into an *os.File copies in the kernel with copy_file_range (explicit source offsets,
+// the destination's own position) when the medium's file is an OS file, and falls back to a
+// buffered copy otherwise. With Durability SyncAll the file is fdatasynced before flushed bytes
+// are read back; a failed sync is never retried, and the medium fails from then on.
+package tmpfile
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/spf13/afero"
+
+	"github.com/writeout/writeout/internal/sys"
+	"github.com/writeout/writeout/medium"
+)
+
+// The name pattern of named temp files: Prefix + pid + "-" + random hex + Suffix.
+const (
+	Prefix = "writeout-tmpfile-"
+	Suffix = ".tmp"
+)
+
+// Defaults for the zero Options.
+const (
+	DefaultMinBufferSize = 4 << 10
+	DefaultBufferSize    = 1 << 20
+	DefaultBufferBudget  = 64 << 20
+)
+
+// Options configure a Medium. The zero value means: the OS file system, the system temp
+// directory, default buffer sizes, default durability (stages are not synced).
+type Options struct {
+	// Fs is the file system; nil means afero.NewOsFs().
+	Fs afero.Fs
+	// Dir is the directory of the temp file; "" means os.TempDir(). It must exist and be
+	// writable: New fails otherwise.
+	Dir string
+	// MinBufferSize is the first buffer of a Bytes; 0 means DefaultMinBufferSize.
+	MinBufferSize int
+	// BufferSize is the largest buffer of a Bytes, and so the size of most file writes;
+	// 0 means DefaultBufferSize.
+	BufferSize int
+	// BufferBudget caps the memory of all buffers of the medium and its children; buffers stop
+	// growing at the cap (they never shrink below MinBufferSize). 0 means DefaultBufferBudget.
+	BufferBudget int64
+	// Durability: with Sync SyncAll the file is fdatasynced before flushed bytes are read back.
+	Durability medium.Durability
+}
+
+func (o *Options) ensureDefaults() error {
+	if o.Fs == nil {
+		o.Fs = afero.NewOsFs()
+	}
+	if o.Dir == "" {
+		o.Dir = os.TempDir()
+	}
+	if o.MinBufferSize == 0 {
+		o.MinBufferSize = DefaultMinBufferSize
+	}
+	if o.BufferSize == 0 {
+		o.BufferSize = DefaultBufferSize
+	}
+	if o.BufferBudget == 0 {
+		o.BufferBudget = DefaultBufferBudget
+	}
+	switch {
+	case o.MinBufferSize < 0 || o.BufferSize < 0 || o.BufferBudget < 0:
+		return fmt.Errorf("tmpfile: %w: negative buffer option", medium.ErrInvalid)
+	case o.MinBufferSize > o.BufferSize:
+		return fmt.Errorf("tmpfile: %w: MinBufferSize %d > BufferSize %d", medium.ErrInvalid, o.MinBufferSize, o.BufferSize)
+	}
+	return o.Durability.Validate()
+}
+
+// Medium stages Bytes in one temp file. Create it with New; its methods are safe for concurrent
+// use.
+type Medium struct {
+	lc    medium.Lifecycle
+	store *store
+	root  bool
+
+	mu    sync.Mutex
+	bytes []*tmpBytes
+}
+
+var _ medium.Medium = (*Medium)(nil)
+
+// New creates the medium's file in opts.Dir and returns the medium. A missing or unwritable
+// directory is an error here, not at a later write.
+func New(opts Options) (*Medium, error) {
+	return newWithCalls(opts, &sys.Default)
+}
+
+func newWithCalls(opts Options, calls *sys.Calls) (*Medium, error) {
+	if err := opts.ensureDefaults(); err != nil {
+		return nil, err
+	}
+	st, err := openStore(opts, calls)
+	if err != nil {
+		return nil, err
+	}
+	m := &Medium{store: st, root: true}
+	m.lc.OnClose(m.release)
+	return m, nil
+}
+
+// NewBytes returns an empty Bytes staged in the medium's file.
+func (m *Medium) NewBytes() (medium.Bytes, error) {
+	b := &tmpBytes{m: m, st: m.store}
+	err := m.lc.Do(func() error {
+		m.mu.Lock()
+		m.bytes = append(m.bytes, b)
+		m.mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tmpfile: new bytes: %w", err)
+	}
+	return b, nil
+}
+
+// NewChild returns a medium that shares this one's file and settings. Closing the child
+// releases its buffers; its bytes in the file are reclaimed when the root medium closes.
+func (m *Medium) NewChild() (medium.Medium, error) {
+	child := &Medium{store: m.store}
+	child.lc.OnClose(child.release)
+	if err := m.lc.AddChild(child); err != nil {
+		_ = child.Close()
+		return nil, fmt.Errorf("tmpfile: new child: %w", err)
+	}
+	return child, nil
+}
+
+// OnClose registers fn to run at Close, last registered first.
+func (m *Medium) OnClose(fn func() error) { m.lc.OnClose(fn) }
+
+// Close closes the children, runs the OnClose hooks, releases every buffer and, for the root
+// medium, closes the file and removes it if it still has a name. The first error is returned
+// with later ones joined behind it; a second Close returns nil.
+func (m *Medium) Close() error { return m.lc.Close() }
+
+// Syncs returns how many times the medium's file was synced.
+func (m *Medium) Syncs() int64 { return m.store.syncs.Load() }
+
+// FileBytes returns how many bytes have been appended to the medium's file.
+func (m *Medium) FileBytes() int64 { return m.store.end.Load() }
+
+// Name returns the file's path, or "" for an unnamed (O_TMPFILE) file.
+func (m *Medium) Name() string { return m.store.name }
+
+func (m *Medium) release() error {
+	m.mu.Lock()
+	bs := m.bytes
+	m.bytes = nil
+	m.mu.Unlock()
+	for _, b := range bs {
+		b.releaseBuf()
+	}
+	if m.root {
+		return m.store.close()
+	}
+	return nil
+}
+
+// store is the file a root medium and its children share.
+type store struct {
+	opts   Options
+	calls  *sys.Calls
+	file   afero.File
+	osFile *os.File // the same file when it is an OS file: pread/pwrite and copy_file_range
+	name   string   // path while the file has one; "" when unnamed or unlinked
+	path   string   // the path it was created under, for error messages
+	end    atomic.Int64
+	bufMem atomic.Int64
+
+	ioMu sync.Mutex // serializes I/O on files that are not OS files (afero's mem files are not safe for concurrent ReadAt/WriteAt)
+
+	syncMu sync.Mutex
+	dirty  atomic.Bool
+	failed atomic.Pointer[error] // a failed sync: the file's state is unknown, nothing is read back
+	syncs  atomic.Int64
+	closed bool
+}
+
+func openStore(opts Options, calls *sys.Calls) (*store, error) {
+	st := &store{opts: opts, calls: calls}
+	info, err := opts.Fs.Stat(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("tmpfile: dir %s: %w", opts.Dir, err)
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("tmpfile: dir %s: %w: not a directory", opts.Dir, medium.ErrInvalid)
+	}
+	_, osfs := opts.Fs.(*afero.OsFs)
+	if osfs {
+		f, err := calls.OpenTmpfile(opts.Dir)
+		switch {
+		case err == nil:
+			st.file, st.osFile, st.path = f, f, filepath.Join(opts.Dir, "(unnamed)")
+			return st, nil
+		case !errors.Is(err, sys.ErrUnsupported):
+			return nil, fmt.Errorf("tmpfile: create in %s: %w", opts.Dir, err)
+		}
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	path := filepath.Join(opts.Dir, Prefix+strconv.Itoa(os.Getpid())+"-"+hex.EncodeToString(rnd[:])+Suffix)
+	f, err := opts.Fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("tmpfile: create in %s: %w", opts.Dir, err)
+	}
+	st.file, st.name, st.path = f, path, path
+	st.osFile, _ = f.(*os.File)
+	// Unlink at once where an open file survives it, so a crash leaves nothing behind.
+	if runtime.GOOS != "windows" || !osfs {
+		if err := opts.Fs.Remove(path); err != nil {
+			return nil, medium.JoinErrors(fmt.Errorf("tmpfile: unlink %s: %w", path, err), st.close())
+		}
+		st.name = ""
+	}
+	return st, nil
+}
+
+// close closes the file and removes its name if it still has one. Both are attempted.
+func (st *store) close() error {
+	if st.closed {
+		return nil
+	}
+	st.closed = true
+	var errs []error
+	if err := st.file.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("tmpfile: close %s: %w", st.path, err))
+	}
+	if st.name != "" {
+		if err := st.opts.Fs.Remove(st.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("tmpfile: remove %s: %w", st.name, err))
+		} else {
+			st.name = ""
+		}
+	}
+	return medium.JoinErrors(errs...)
+}
+
+func (st *store) failure() error {
+	if p := st.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// appendAt writes p at a newly reserved offset and returns the offset.
+func (st *store) appendAt(p []byte) (int64, error) {
+	if err := st.failure(); err != nil {
+		return 0, err
+	}
+	off := st.end.Add(int64(len(p))) - int64(len(p))
+	var err error
+	if st.osFile != nil {
+		_, err = st.osFile.WriteAt(p, off)
+	} else {
+		st.ioMu.Lock()
+		_, err = st.file.WriteAt(p, off)
+		st.ioMu.Unlock()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("tmpfile: write %d bytes at %d of %s: %w", len(p), off, st.path, err)
+	}
+	if st.opts.Durability.SyncsStages() {
+		st.dirty.Store(true)
+	}
+	return off, nil
+}
+
+func (st *store) readAt(p []byte, off int64) error {
+	var n int
+	var err error
+	if st.osFile != nil {
+		n, err = st.osFile.ReadAt(p, off)
+	} else {
+		st.ioMu.Lock()
+		n, err = st.file.ReadAt(p, off)
+		st.ioMu.Unlock()
+	}
+	if n == len(p) {
+		return nil
+	}
+	if err == nil {
+		err = errors.New("short read")
+	}
+	return fmt.Errorf("tmpfile: read %d bytes at %d of %s: %w", len(p), off, st.path, err)
+}
+
+// beforeRead syncs the file first where the durability asks for it. A failed sync is never
+// retried: the store fails from then on.
+func (st *store) beforeRead() error {
+	if err := st.failure(); err != nil {
+		return err
+	}
+	if !st.dirty.Load() {
+		return nil
+	}
+	st.syncMu.Lock()
+	defer st.syncMu.Unlock()
+	if err := st.failure(); err != nil {
+		return err
+	}
+	if !st.dirty.Swap(false) {
+		return nil
+	}
+	var err error
+	if st.osFile != nil {
+		err = st.calls.Fdatasync(st.osFile)
+	} else {
+		err = st.file.Sync()
+	}
+	st.syncs.Add(1)
+	if err != nil {
+		err = fmt.Errorf("tmpfile: sync %s: %w: %w", st.path, medium.ErrSync, err)
+		st.failed.Store(&err)
+		return err
+	}
+	return nil
+}
+
+// Sweep removes the leftovers of the temp-name pattern from dir: files that crashed or killed
+// processes left behind. Call it when no medium of another process is using dir; on Linux and
+// other unix systems a live medium's file has no name, so Sweep cannot touch it. Every removal
+// is attempted; the first error is returned with later ones joined.
+func Sweep(fsys afero.Fs, dir string) error {
+	if fsys == nil {
+		fsys = afero.NewOsFs()
+	}
+	entries, err := afero.ReadDir(fsys, dir)
+	if err != nil {
+		return fmt.Errorf("tmpfile: sweep %s: %w", dir, err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.IsDir() || !IsTempName(e.Name()) {
+			continue
+		}
+		if err := fsys.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("tmpfile: sweep: %w", err))
+		}
+	}
+	return medium.JoinErrors(errs...)
+}
+
+// IsTempName reports whether a file name has the pattern of this package's temp files.
+func IsTempName(name string) bool {
+	if !strings.HasPrefix(name, Prefix) || !strings.HasSuffix(name, Suffix) {
+		return false
+	}
+	mid := strings.TrimSuffix(strings.TrimPrefix(name, Prefix), Suffix)
+	pid, rnd, ok := strings.Cut(mid, "-")
+	if !ok || pid == "" || rnd == "" {
+		return false
+	}
+	for _, c := range pid {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	_, err := hex.DecodeString(rnd)
+	return err == nil
+}
