@@ -1,0 +1,607 @@
+// Package mmapfile is a medium backend whose Bytes are staged in a file-backed shared mapping
+// (MAP_SHARED) and read back without copies: ReadAt copies straight out of the mapping and
+// WriteTo hands the mapped memory to the destination, one extent per Write call.
+//
+// # File and windows
+//
+// A Medium owns one temp file, whatever the number of its Bytes: an unnamed O_TMPFILE file where
+// the file system has them, else a file named writeout-mmapfile-*.tmp that is unlinked right
+// after it is created, so that nothing is left in the directory even if the process dies.
+// A child Medium (NewChild) has a file of its own, released by its own Close.
+//
+// The file is mapped in windows of Options.WindowSize bytes (64 MiB by default), window k
+// covering file offsets [k*WindowSize, (k+1)*WindowSize). A window is mapped when the first region
+// in it is handed out and stays mapped, at the same address, until the Medium is closed: every
+// byte of every Bytes stays readable, so a window is never moved (no mremap) and never retired
+// while the Medium is open.
+//
+// # Regions and extents
+//
+// Each Bytes owns extents: regions of the file handed out in file order from the Medium's
+// current window. The first region of a Bytes is one page, each next one twice the last (or as
+// large as the pending write), up to 4 MiB or the window size, whichever is smaller; a region
+// never crosses a window. An empty Bytes costs nothing and a small one costs a page, not a window.
+// A Bytes that fills its region gets a new one; its logical offsets map to (window, offset)
+// through the list of its extents.
+//
+// # No SIGBUS on a full disk
+//
+// A region's file space is reserved with fallocate before a byte is written to it through the
+// mapping, so a full disk is an error (wrapping ENOSPC) from the write that needed the space,
+// never a SIGBUS. The bytes written before stay readable; the failed Bytes returns the same error
+// from every later write. Where the file system has no fallocate, the region is reserved by
+// writing zeros to it with pwrite, which fails the same way.
+//
+// # Durability
+//
+// With Durability.Sync set to medium.SyncAll, the bytes a Bytes received since its last
+// read-back are flushed with msync(MS_SYNC) before ReadAt or WriteTo reads them (on Linux,
+// MS_SYNC on a shared file mapping also runs fdatasync on the range). The other modes never sync a
+// stage. msync is given a page-aligned address (the offset rounded down to the page, the length
+// extended to match) and is never called on an empty, read-only or unmapped range. A failed msync
+// is never retried: the error wraps medium.ErrSync and the system's error, and the Bytes returns
+// it from every later call. Since windows are not retired while the Medium is open and the file is
+// discarded at Close, no other flush is ever needed.
+//
+// # Close
+//
+// Close unmaps every window and closes the file, on every path; with the file unlinked, that
+// frees its space. When several of these fail, the first error is returned and the others are
+// joined behind it. A second Close returns nil.
+//
+// # Platforms
+//
+// mmapfile needs Linux (fallocate, MAP_SHARED mappings of a file through internal/sys). On other
+// systems New returns an error wrapping both sys.ErrUnsupported and medium.ErrInvalid; the
+// package still compiles there.
+package mmapfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/spf13/afero"
+
+	"github.com/writeout/writeout/internal/sys"
+	"github.com/writeout/writeout/medium"
+)
+
+// DefaultWindowSize is the size of a mapping window when Options.WindowSize is zero.
+const DefaultWindowSize = 64 << 20
+
+// maxRegion caps the size of one region (extent) of a Bytes.
+const maxRegion = 4 << 20
+
+// Options configure a Medium. The zero value is valid: the OS file system, os.TempDir(), the
+// default durability and 64 MiB windows.
+type Options struct {
+	// Fs must be the OS file system (afero.NewOsFs()) or nil: a shared mapping needs a real OS
+	// file. Any other afero.Fs makes New fail with an error wrapping medium.ErrInvalid.
+	Fs afero.Fs
+	// Dir is the directory of the temp file; empty means os.TempDir(). It must exist and be
+	// writable.
+	Dir string
+	// Durability says whether stages are synced: with SyncAll each Bytes is msynced before its
+	// bytes are read back; the other modes never sync a stage.
+	Durability medium.Durability
+	// WindowSize is the length of one mapping of the file; zero means DefaultWindowSize. It must be
+	// a positive multiple of the page size (os.Getpagesize()).
+	WindowSize int64
+}
+
+// ensureDefaults validates o and fills in its defaults.
+func (o *Options) ensureDefaults(page int64) error {
+	switch o.Fs.(type) {
+	case nil, *afero.OsFs, afero.OsFs:
+	default:
+		return fmt.Errorf("mmapfile: Options.Fs is %T, not the OS file system: a shared mapping needs a real OS file: %w",
+			o.Fs, medium.ErrInvalid)
+	}
+	if err := o.Durability.Validate(); err != nil {
+		return fmt.Errorf("mmapfile: %w", err)
+	}
+	if o.WindowSize == 0 {
+		o.WindowSize = DefaultWindowSize
+	}
+	if o.WindowSize < 0 || o.WindowSize%page != 0 || o.WindowSize > math.MaxInt {
+		return fmt.Errorf("mmapfile: Options.WindowSize %d is not a positive multiple of the page size %d: %w",
+			o.WindowSize, page, medium.ErrInvalid)
+	}
+	if o.Dir == "" {
+		o.Dir = os.TempDir()
+	}
+	fi, err := os.Stat(o.Dir)
+	if err != nil {
+		return fmt.Errorf("mmapfile: temp directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("mmapfile: temp directory %s is not a directory: %w", o.Dir, medium.ErrInvalid)
+	}
+	return nil
+}
+
+// Medium is a medium.Medium on a file-backed shared mapping. Its methods are safe for
+// concurrent use; Close must not run while a call on one of its Bytes is in progress.
+type Medium struct {
+	lc    medium.Lifecycle
+	calls *sys.Calls
+	opts  Options
+	page  int64
+	maxRg int64 // largest region
+	f     *os.File
+
+	mu       sync.Mutex // guards what follows
+	windows  []*window
+	next     int64 // file offset of the next free region
+	zeroFill bool  // fallocate is unsupported: reserve by writing zeros
+	released bool
+}
+
+// window is one mapping of the file.
+type window struct {
+	mem      []byte
+	off      int64 // file offset of mem[0]
+	prot     int
+	unmapped atomic.Bool
+}
+
+var _ medium.Medium = (*Medium)(nil)
+
+// New returns a Medium staging its Bytes in a temp file in opts.Dir, mapped shared. It fails
+// with an error wrapping medium.ErrInvalid for invalid options (an Fs that is not the OS file
+// system, a bad window size or durability, a Dir that is not a directory), with the system's
+// error when the temp file cannot be created, and off Linux with an error wrapping
+// sys.ErrUnsupported.
+func New(opts Options) (*Medium, error) {
+	calls := sys.Default
+	return newMedium(opts, &calls)
+}
+
+// newMedium is New with the system calls given: in-package tests replace entries of calls.
+func newMedium(opts Options, calls *sys.Calls) (*Medium, error) {
+	if err := platformErr(); err != nil {
+		return nil, fmt.Errorf("mmapfile: %w", err)
+	}
+	page := int64(os.Getpagesize())
+	if err := opts.ensureDefaults(page); err != nil {
+		return nil, err
+	}
+	f, err := openFile(calls, opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	m := &Medium{
+		calls: calls,
+		opts:  opts,
+		page:  page,
+		maxRg: min(opts.WindowSize, max(maxRegion/page, 1)*page),
+		f:     f,
+	}
+	m.lc.OnClose(m.release)
+	return m, nil
+}
+
+// openFile opens an unnamed temp file in dir, or creates a named one and unlinks it at once.
+func openFile(calls *sys.Calls, dir string) (*os.File, error) {
+	f, err := calls.OpenTmpfile(dir)
+	if err == nil {
+		return f, nil
+	}
+	if !errors.Is(err, sys.ErrUnsupported) {
+		return nil, fmt.Errorf("mmapfile: open temp file in %s: %w", dir, err)
+	}
+	f, err = os.CreateTemp(dir, "writeout-mmapfile-*.tmp")
+	if err != nil {
+		return nil, fmt.Errorf("mmapfile: create temp file: %w", err)
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		return nil, medium.JoinErrors(fmt.Errorf("mmapfile: unlink temp file: %w", err), f.Close())
+	}
+	return f, nil
+}
+
+// NewBytes returns an empty Bytes. It holds no file space until its first byte is written.
+func (m *Medium) NewBytes() (medium.Bytes, error) {
+	if err := m.lc.Do(func() error { return nil }); err != nil {
+		return nil, fmt.Errorf("mmapfile: new bytes: %w", err)
+	}
+	return &bytesImpl{m: m, nextRegion: m.page}, nil
+}
+
+// NewChild returns a Medium with the same settings and a temp file of its own, closed by its own
+// Close or by m's.
+func (m *Medium) NewChild() (medium.Medium, error) {
+	if m.lc.Closed() {
+		return nil, fmt.Errorf("mmapfile: new child: %w", medium.ErrClosed)
+	}
+	child, err := newMedium(m.opts, m.calls)
+	if err != nil {
+		return nil, fmt.Errorf("mmapfile: new child: %w", err)
+	}
+	if err := m.lc.AddChild(child); err != nil {
+		return nil, medium.JoinErrors(fmt.Errorf("mmapfile: new child: %w", err), child.Close())
+	}
+	return child, nil
+}
+
+// OnClose registers fn to run at Close, last registered first.
+func (m *Medium) OnClose(fn func() error) { m.lc.OnClose(fn) }
+
+// Close runs the OnClose hooks and closes the children, then unmaps every window and closes
+// (and so frees) the temp file. The first error is returned, the others joined behind it. A
+// second Close returns nil.
+func (m *Medium) Close() error { return m.lc.Close() }
+
+// release unmaps every window and closes the file, on every path.
+func (m *Medium) release() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.released {
+		return nil
+	}
+	m.released = true
+	var errs []error
+	for _, w := range m.windows {
+		if w.unmapped.Swap(true) {
+			continue
+		}
+		if err := m.calls.Munmap(w.mem); err != nil {
+			errs = append(errs, fmt.Errorf("mmapfile: munmap window at file offset %d: %w", w.off, err))
+		}
+	}
+	m.windows = nil
+	if err := m.f.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("mmapfile: close temp file: %w", err))
+	}
+	return medium.JoinErrors(errs...)
+}
+
+// extent is one region of the file owned by a Bytes.
+type extent struct {
+	start  int64  // logical offset of mem[0] in the Bytes
+	mem    []byte // the region in the window's mapping
+	win    *window
+	winOff int // offset of mem[0] in win.mem
+}
+
+// alloc hands out a region of want bytes (a positive multiple of the page size), or less where
+// the current window ends. Its file space is reserved and its window mapped before it is
+// returned.
+func (m *Medium) alloc(want int64) (extent, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.released || m.lc.Closed() {
+		return extent{}, medium.ErrClosed
+	}
+	ws := m.opts.WindowSize
+	off := m.next
+	n := min(want, ws-off%ws)
+	if err := m.reserve(off, n); err != nil {
+		return extent{}, err
+	}
+	k := int(off / ws)
+	if k == len(m.windows) {
+		w, err := m.mapWindow(int64(k) * ws)
+		if err != nil {
+			return extent{}, err
+		}
+		m.windows = append(m.windows, w)
+	}
+	w := m.windows[k]
+	wo := int(off - w.off)
+	m.next = off + n
+	return extent{mem: w.mem[wo : wo+int(n) : wo+int(n)], win: w, winOff: wo}, nil
+}
+
+// reserve makes sure [off, off+n) of the file has disk space, so that writing it through the
+// mapping cannot fault.
+func (m *Medium) reserve(off, n int64) error {
+	if !m.zeroFill {
+		err := m.calls.Fallocate(m.f, off, n)
+		if err == nil {
+			return nil
+		}
+		if !fallocateUnsupported(err) {
+			return fmt.Errorf("mmapfile: reserve %d bytes at file offset %d: %w", n, off, err)
+		}
+		m.zeroFill = true
+	}
+	for n > 0 {
+		k := min(n, int64(len(zeros)))
+		if _, err := m.f.WriteAt(zeros[:k], off); err != nil {
+			return fmt.Errorf("mmapfile: reserve %d bytes at file offset %d by writing zeros: %w", n, off, err)
+		}
+		off += k
+		n -= k
+	}
+	return nil
+}
+
+var zeros [64 << 10]byte
+
+func (m *Medium) mapWindow(off int64) (*window, error) {
+	prot := sys.ProtRead | sys.ProtWrite
+	mem, err := m.calls.Mmap(int(m.f.Fd()), off, int(m.opts.WindowSize), prot, sys.MapShared)
+	if err != nil {
+		return nil, fmt.Errorf("mmapfile: map %d bytes at file offset %d: %w", m.opts.WindowSize, off, err)
+	}
+	return &window{mem: mem, off: off, prot: prot}, nil
+}
+
+// msync flushes n bytes at offset off of w with MS_SYNC. The address is rounded down to the page
+// and the length extended to match. An empty range, a read-only window and an unmapped one are
+// never synced. A failure wraps medium.ErrSync and the system's error; it is not retried.
+func (m *Medium) msync(w *window, off, n int) error {
+	if n <= 0 || len(w.mem) == 0 || w.prot&sys.ProtWrite == 0 || w.unmapped.Load() {
+		return nil
+	}
+	lo := off - off%int(m.page)
+	if err := m.calls.Msync(w.mem[lo:off+n], sys.MsSync); err != nil {
+		return fmt.Errorf("mmapfile: msync %d bytes at file offset %d: %w: %w", off+n-lo, w.off+int64(lo), medium.ErrSync, err)
+	}
+	return nil
+}
+
+// bytesImpl is a Bytes of a Medium. Every extent but the last is full.
+type bytesImpl struct {
+	m          *Medium
+	exts       []extent
+	free       []byte // the unwritten rest of the last extent
+	size       int64
+	nextRegion int64 // size of the next region asked for
+	synced     int64 // bytes before this offset have been msynced (SyncAll)
+	err        error // sticky: fails every later write
+	syncErr    error // sticky: a failed msync fails every later call
+}
+
+var (
+	_ medium.Bytes    = (*bytesImpl)(nil)
+	_ io.WriterTo     = (*bytesImpl)(nil)
+	_ io.ReaderFrom   = (*bytesImpl)(nil)
+	_ io.StringWriter = (*bytesImpl)(nil)
+	_ io.ReaderAt     = (*bytesImpl)(nil)
+)
+
+// Size returns the number of bytes written: a counter, no system call.
+func (b *bytesImpl) Size() int64 { return b.size }
+
+// writable returns the error that stops a write, if any.
+func (b *bytesImpl) writable(op string) error {
+	if b.m.lc.Closed() {
+		return fmt.Errorf("mmapfile: %s: %w", op, medium.ErrClosed)
+	}
+	return b.err
+}
+
+// readable returns the error that stops a read, if any.
+func (b *bytesImpl) readable(op string) error {
+	if b.m.lc.Closed() {
+		return fmt.Errorf("mmapfile: %s: %w", op, medium.ErrClosed)
+	}
+	return b.syncErr
+}
+
+// grow adds a region for at least one more byte, sized for a pending write of hint bytes.
+// A failure is sticky.
+func (b *bytesImpl) grow(hint int) error {
+	page := b.m.page
+	want := max(b.nextRegion, (int64(hint)+page-1)/page*page)
+	want = min(want, b.m.maxRg)
+	e, err := b.m.alloc(want)
+	if err != nil {
+		if errors.Is(err, medium.ErrClosed) {
+			return fmt.Errorf("mmapfile: write: %w", err)
+		}
+		b.err = err
+		return err
+	}
+	e.start = b.size
+	b.exts = append(b.exts, e)
+	b.free = e.mem
+	b.nextRegion = min(2*want, b.m.maxRg)
+	return nil
+}
+
+// Write appends p. When the file has no room for all of it, the bytes that fit are kept, the
+// error (wrapping ENOSPC) is returned and every later write returns it too.
+func (b *bytesImpl) Write(p []byte) (int, error) {
+	if err := b.writable("write"); err != nil {
+		return 0, err
+	}
+	n := 0
+	for n < len(p) {
+		if len(b.free) == 0 {
+			if err := b.grow(len(p) - n); err != nil {
+				return n, err
+			}
+		}
+		k := copy(b.free, p[n:])
+		b.free = b.free[k:]
+		b.size += int64(k)
+		n += k
+	}
+	return n, nil
+}
+
+// WriteString appends s, like Write.
+func (b *bytesImpl) WriteString(s string) (int, error) {
+	if err := b.writable("write"); err != nil {
+		return 0, err
+	}
+	n := 0
+	for n < len(s) {
+		if len(b.free) == 0 {
+			if err := b.grow(len(s) - n); err != nil {
+				return n, err
+			}
+		}
+		k := copy(b.free, s[n:])
+		b.free = b.free[k:]
+		b.size += int64(k)
+		n += k
+	}
+	return n, nil
+}
+
+// WriteByte appends c.
+func (b *bytesImpl) WriteByte(c byte) error {
+	if err := b.writable("write"); err != nil {
+		return err
+	}
+	if len(b.free) == 0 {
+		if err := b.grow(1); err != nil {
+			return err
+		}
+	}
+	b.free[0] = c
+	b.free = b.free[1:]
+	b.size++
+	return nil
+}
+
+// ReadFrom reads from r straight into the mapping until io.EOF. Bytes read before an error stay
+// appended; the reader's error is returned (io.EOF is not) and leaves the Bytes usable.
+func (b *bytesImpl) ReadFrom(r io.Reader) (int64, error) {
+	if err := b.writable("read from"); err != nil {
+		return 0, err
+	}
+	var total int64
+	for {
+		if len(b.free) == 0 {
+			if err := b.grow(0); err != nil {
+				return total, err
+			}
+		}
+		k, err := r.Read(b.free)
+		if k < 0 || k > len(b.free) {
+			return total, fmt.Errorf("mmapfile: read from: reader returned invalid count %d", k)
+		}
+		b.free = b.free[k:]
+		b.size += int64(k)
+		total += int64(k)
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// used returns how many bytes of extent i hold data.
+func (b *bytesImpl) used(i int) int {
+	if i == len(b.exts)-1 {
+		return len(b.exts[i].mem) - len(b.free)
+	}
+	return len(b.exts[i].mem)
+}
+
+// syncForRead msyncs the bytes written since the last read-back, where the durability asks for
+// it. Extents that follow each other in one window are synced with one call.
+func (b *bytesImpl) syncForRead() error {
+	if !b.m.opts.Durability.SyncsStages() || b.synced >= b.size {
+		return nil
+	}
+	i := sort.Search(len(b.exts), func(i int) bool { return b.exts[i].start > b.synced }) - 1
+	var (
+		win    *window
+		lo, hi int
+	)
+	flush := func() error {
+		if win == nil {
+			return nil
+		}
+		return b.m.msync(win, lo, hi-lo)
+	}
+	for ; i < len(b.exts); i++ {
+		e := &b.exts[i]
+		from := e.winOff + int(max(b.synced-e.start, 0))
+		to := e.winOff + b.used(i)
+		if from >= to {
+			continue
+		}
+		if e.win == win && from == hi {
+			hi = to
+			continue
+		}
+		if err := flush(); err != nil {
+			return b.failSync(err)
+		}
+		win, lo, hi = e.win, from, to
+	}
+	if err := flush(); err != nil {
+		return b.failSync(err)
+	}
+	b.synced = b.size
+	return nil
+}
+
+// failSync makes a failed msync sticky: it is never retried and every later call returns it.
+func (b *bytesImpl) failSync(err error) error {
+	b.syncErr = err
+	b.err = err
+	return err
+}
+
+// WriteTo writes every byte written so far to w, one Write call per extent, straight from the
+// mapping. A failing w fails this call only.
+func (b *bytesImpl) WriteTo(w io.Writer) (int64, error) {
+	if err := b.readable("write to"); err != nil {
+		return 0, err
+	}
+	if err := b.syncForRead(); err != nil {
+		return 0, err
+	}
+	var total int64
+	for i := range b.exts {
+		c := b.exts[i].mem[:b.used(i)]
+		if len(c) == 0 {
+			continue
+		}
+		k, err := w.Write(c)
+		total += int64(k)
+		if err != nil {
+			return total, err
+		}
+		if k != len(c) {
+			return total, io.ErrShortWrite
+		}
+	}
+	return total, nil
+}
+
+// ReadAt copies bytes written so far, from offset off, out of the mapping. Fewer than len(p)
+// bytes come with io.EOF.
+func (b *bytesImpl) ReadAt(p []byte, off int64) (int, error) {
+	if err := b.readable("read at"); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("mmapfile: read at %d: %w: negative offset", off, medium.ErrInvalid)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if off >= b.size {
+		return 0, io.EOF
+	}
+	if err := b.syncForRead(); err != nil {
+		return 0, err
+	}
+	i := sort.Search(len(b.exts), func(i int) bool { return b.exts[i].start > off }) - 1
+	n := 0
+	for ; i < len(b.exts) && n < len(p); i++ {
+		within := off + int64(n) - b.exts[i].start
+		n += copy(p[n:], b.exts[i].mem[within:b.used(i)])
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
