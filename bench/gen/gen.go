@@ -1,0 +1,213 @@
+package gen
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrInvalid is wrapped by every error about a bad argument or option.
+var ErrInvalid = errors.New("gen: invalid argument")
+
+// MaxRows is the largest row count a generator accepts.
+const MaxRows = 1 << 40
+
+// Kind is the type of a column's values.
+type Kind uint8
+
+// The column kinds.
+const (
+	// Time is the __time column: int64 milliseconds since the Unix epoch,
+	// held in Row.Time.
+	Time Kind = iota + 1
+	// String is a string dimension, held in Row.Strings[Column.Slot].
+	String
+	// Long is an int64 column, held in Row.Longs[Column.Slot].
+	Long
+	// Double is a float64 column, held in Row.Doubles[Column.Slot].
+	Double
+	// Sketch is a HyperLogLog sketch. It appears only as the kind of an
+	// aggregator column (hyperUnique), never in a Row.
+	Sketch
+)
+
+var kindNames = [...]string{Time: "time", String: "string", Long: "long", Double: "double", Sketch: "sketch"}
+
+// String returns the lower-case name of k.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// The aggregator names used in Column.Aggregator.
+const (
+	AggCount       = "count"
+	AggLongSum     = "longSum"
+	AggLongMax     = "longMax"
+	AggDoubleSum   = "doubleSum"
+	AggDoubleMin   = "doubleMin"
+	AggHyperUnique = "hyperUnique"
+)
+
+// Column describes one column of generated data, or (in Aggregators) one
+// metric column a segment built from the data holds.
+type Column struct {
+	Name string
+	Kind Kind
+	// Slot is the index of the column's value in the Row slice of its kind
+	// (Strings, Longs or Doubles); 0 for the Time column and -1 for an
+	// aggregator column, which has no value in a Row.
+	Slot int
+	// MultiValue: a String column whose rows hold zero or more values.
+	MultiValue bool
+	// Nullable: a row's value (the whole value, for multi-value) may be null.
+	Nullable bool
+	// NullElements: a multi-value row may hold null elements.
+	NullElements bool
+	// Raw: a String column stored without dictionary and bitmap index
+	// (payloads, high-cardinality ids). Raw and Bitmap concern String
+	// columns only; Long and Double columns are never dictionary-encoded.
+	Raw bool
+	// Bitmap: a dictionary-encoded String column that also wants a bitmap
+	// (inverted) index. A String column with Raw and Bitmap both false is
+	// dictionary-encoded without a bitmap index.
+	Bitmap bool
+	// Aggregator is set only on aggregator columns: one of the Agg* names.
+	Aggregator string
+	// Source names the input column an aggregator reads; empty for count.
+	Source string
+}
+
+// StringValue is the value of one String column in one Row.
+type StringValue struct {
+	// Null is true when the row's value is null; Values is then empty.
+	Null bool
+	// Values holds the values: exactly one for a single-value column that
+	// is not null, any number (in generation order, duplicates kept) for a
+	// multi-value column.
+	Values []string
+	// NullAt is either empty, meaning no element is null, or parallel to
+	// Values: NullAt[i] marks Values[i] (which is then "") as a null
+	// element. Columns with NullElements always fill it; others leave it
+	// empty.
+	NullAt []bool
+}
+
+// IsNullAt reports whether element i is a null element.
+func (v *StringValue) IsNullAt(i int) bool { return i < len(v.NullAt) && v.NullAt[i] }
+
+func (v *StringValue) reset() {
+	v.Null = false
+	v.Values = v.Values[:0]
+	v.NullAt = v.NullAt[:0]
+}
+
+// Row is one generated row. Generators overwrite a Row in place and reuse
+// its slices, so a caller that keeps a row past the next call to Next must
+// Clone it. The strings themselves are immutable and may be kept.
+type Row struct {
+	Time    int64         // milliseconds since the Unix epoch, UTC
+	Strings []StringValue // one per String column, indexed by Column.Slot
+	Longs   []int64       // one per Long column, indexed by Column.Slot
+	Doubles []float64     // one per Double column, indexed by Column.Slot
+}
+
+// Clone returns a deep copy of r that shares nothing mutable with it.
+func (r *Row) Clone() Row {
+	c := Row{Time: r.Time}
+	if r.Strings != nil {
+		c.Strings = make([]StringValue, len(r.Strings))
+		for i := range r.Strings {
+			s := &r.Strings[i]
+			c.Strings[i] = StringValue{Null: s.Null, Values: append([]string(nil), s.Values...)}
+			if len(s.NullAt) > 0 {
+				c.Strings[i].NullAt = append([]bool(nil), s.NullAt...)
+			}
+		}
+	}
+	if r.Longs != nil {
+		c.Longs = append([]int64(nil), r.Longs...)
+	}
+	if r.Doubles != nil {
+		c.Doubles = append([]float64(nil), r.Doubles...)
+	}
+	return c
+}
+
+// shape sizes r for nStr string, nLong long and nDouble double columns,
+// reusing its slices, and clears every string value.
+func (r *Row) shape(nStr, nLong, nDouble int) {
+	if cap(r.Strings) >= nStr {
+		r.Strings = r.Strings[:nStr]
+	} else {
+		r.Strings = append(r.Strings[:cap(r.Strings)], make([]StringValue, nStr-cap(r.Strings))...)
+	}
+	for i := range r.Strings {
+		r.Strings[i].reset()
+	}
+	if cap(r.Longs) >= nLong {
+		r.Longs = r.Longs[:nLong]
+	} else {
+		r.Longs = make([]int64, nLong)
+	}
+	if cap(r.Doubles) >= nDouble {
+		r.Doubles = r.Doubles[:nDouble]
+	} else {
+		r.Doubles = make([]float64, nDouble)
+	}
+}
+
+// Generator produces a fixed number of rows, deterministically from a seed.
+// A Generator is not safe for concurrent use; make one per goroutine.
+type Generator interface {
+	// Schema lists the columns of every row: __time (Kind Time) first, then
+	// the other columns in a fixed order, each with its Slot in the Row.
+	Schema() []Column
+	// Aggregators lists the metric columns a segment built from this data
+	// holds (Aggregator and Source set, Slot -1).
+	Aggregators() []Column
+	// Next fills r with the next row, reusing r's slices, and reports
+	// whether there was one. After Rows() rows it returns false and leaves
+	// r unchanged.
+	Next(r *Row) bool
+	// Rows is the total number of rows the generator produces.
+	Rows() int
+	// Interval is the half-open time range [start, end) in milliseconds
+	// that holds every row's Time.
+	Interval() (start, end int64)
+}
+
+func checkRows(name string, rows int) error {
+	if rows < 0 || rows > MaxRows {
+		return fmt.Errorf("gen: %s: row count %d outside [0, %d]: %w", name, rows, int64(MaxRows), ErrInvalid)
+	}
+	return nil
+}
+
+// Start2000 is 2000-01-01T00:00:00Z in milliseconds since the Unix epoch,
+// the start of the interval of both generators.
+const Start2000 int64 = 946684800000
+
+// DayMillis is the length of a day in milliseconds.
+const DayMillis int64 = 86_400_000
+
+// clock hands out non-decreasing timestamps spread evenly over
+// [start, start+span) with seeded jitter: row i of n gets
+// start + floor((i + u) * span / n) with u uniform in [0, 1), computed in
+// exact integer arithmetic.
+type clock struct {
+	rng   rng
+	start int64
+	span  uint64
+	n     uint64
+}
+
+const jitterBits = 24
+
+func (c *clock) at(i int) int64 {
+	x := uint64(i)<<jitterBits | c.rng.Uint64()>>(64-jitterBits)
+	hi, lo := mul64(x, c.span)
+	q, _ := div64(hi, lo, c.n) // hi < n because x < n<<jitterBits and span < 1<<(64-jitterBits)
+	return c.start + int64(q>>jitterBits)
+}
