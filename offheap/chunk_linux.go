@@ -1,0 +1,40 @@
+//go:build linux
+
+package offheap
+
+import (
+	"fmt"
+
+	"github.com/writeout/writeout/internal/sys"
+)
+
+// heapChunks reports whether chunks come from the Go heap (only where there is no mmap).
+const heapChunks = false
+
+// mapChunk maps one anonymous private chunk and advises huge pages for it. A failed madvise is
+// not an error: the chunk works with small pages.
+func mapChunk(calls *sys.Calls) ([]byte, error) {
+	c, err := calls.Mmap(-1, 0, ChunkSize, sys.ProtRead|sys.ProtWrite, sys.MapPrivate|sys.MapAnon)
+	if err != nil {
+		return nil, fmt.Errorf("offheap: mmap %d bytes: %w", ChunkSize, err)
+	}
+	if len(c) != ChunkSize || cap(c) != ChunkSize {
+		err := fmt.Errorf("offheap: mmap returned %d bytes, want %d", len(c), ChunkSize)
+		if len(c) > 0 {
+			if uerr := calls.Munmap(c); uerr != nil {
+				err = fmt.Errorf("%w (and munmap: %v)", err, uerr)
+			}
+		}
+		return nil, err
+	}
+	_ = calls.Madvise(c, sys.MadvHugepage)
+	return c, nil
+}
+
+// unmapChunk unmaps a chunk made by mapChunk.
+func unmapChunk(calls *sys.Calls, c []byte) error {
+	if err := calls.Munmap(c); err != nil {
+		return fmt.Errorf("offheap: munmap chunk: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,271 @@
+// Package offheap is a medium.Medium backend whose bytes live in anonymous private mappings
+// outside the Go heap: a merge can stage gigabytes without growing the GC heap or triggering
+// collections in the host program.
+//
+// # Chunks
+//
+// Memory comes in chunks of [ChunkSize] (2 MiB, the x86-64 and arm64-with-4K-pages huge page
+// size), each one mmap(MAP_PRIVATE|MAP_ANON) of exactly that size and advised MADV_HUGEPAGE, so
+// that with transparent huge pages in "madvise" mode the kernel backs it with one huge page: one
+// page fault per 2 MiB instead of 512. Linux (since 6.7) places mappings whose length is a
+// multiple of the huge page size on a huge page boundary; on older kernels a chunk may be
+// unaligned, which stays correct and only loses part of the huge page backing. A failed
+// madvise is not an error.
+//
+// # Small Bytes
+//
+// A Bytes grows by segments that double from 256 bytes to 256 KiB; those segments are carved,
+// one after the other, from a slab chunk that the medium shares among all its Bytes. Only from
+// then on does a Bytes take whole chunks. Thousands of Bytes of a few bytes each therefore cost a
+// few hundred bytes each, all outside the Go heap. A large single write skips ahead to the size
+// it needs (up to a whole chunk). Nothing is freed before the medium closes: Bytes are
+// append-only.
+//
+// # The pool, and how memory goes back to the system
+//
+// Closing a medium returns its chunks to a process-wide pool, kept hot: the pages stay mapped and
+// resident (no MADV_DONTNEED), so that the next medium writes into them without a page fault.
+// The pool holds at most its limit ([DefaultPoolLimit], 64 MiB, changed with [SetPoolLimit]);
+// chunks that do not fit are unmapped at Close. [TrimPool] (or SetPoolLimit(0)) unmaps every
+// pooled chunk. Memory therefore goes back to the system with munmap only: at Close for what
+// passes the limit, and at TrimPool or SetPoolLimit for the rest. Nothing is unmapped while a
+// medium that holds it is open.
+//
+// # Budget and spill
+//
+// Options.MaxBytes caps the chunk memory one medium and its children hold; Options.Budget is a
+// [Budget] shared by several media. Both count whole chunks mapped for staging (slab chunks
+// included), not bytes written, because a touched chunk is what costs resident memory. Pooled
+// chunks count against no budget.
+//
+// When a Bytes needs a chunk that a budget refuses:
+//   - with Options.Spill set, the Bytes continues on a Bytes of the spill medium (of a child of
+//     it that the offheap medium creates at its first spill and closes with itself). Its content
+//     is the offheap head followed by the spilled tail; Size, ReadAt, WriteTo and ReadFrom see one
+//     sequence. Once spilled, a Bytes stays spilled even if the budget frees up.
+//   - without Spill, the write fails with an error wrapping [ErrBudget]. The bytes of that write
+//     that fit in memory already held are staged and counted (Write returns n < len(p) with the
+//     error, as io.Writer allows); everything written before stays readable; every later write
+//     returns the same error (the medium contract's sticky error).
+//
+// # Platforms
+//
+// On Linux the chunks are anonymous mappings made through internal/sys. Elsewhere (the sys layer
+// maps memory only on Linux) the chunks are ordinary Go heap slices of the same size, pooled the
+// same way: correct, but seen by the garbage collector. WriteTo into an *os.File uses writev(2)
+// where x/sys has it, one write per chunk elsewhere.
+package offheap
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/writeout/writeout/internal/sys"
+	"github.com/writeout/writeout/medium"
+)
+
+// ChunkSize is the size of every mapping the package makes.
+const ChunkSize = 2 << 20
+
+// Segment sizes of a Bytes before it takes whole chunks: they double from minSegment up to
+// maxSlabSegment, carved from the medium's slab chunk.
+const (
+	minSegment     = 256
+	maxSlabSegment = 256 << 10
+)
+
+// ErrBudget is wrapped by the error of a write that would pass a memory budget on a medium
+// without a spill medium.
+var ErrBudget = errors.New("offheap: memory budget exceeded")
+
+// Options configure a Medium. The zero value is an unlimited medium with no spill.
+type Options struct {
+	// MaxBytes caps the chunk memory held by the medium and its children; 0 means no cap. It is
+	// counted in whole chunks of ChunkSize: a value below ChunkSize lets nothing stay in memory.
+	MaxBytes int64
+	// Budget, if set, is shared with other media; the medium and its children count against it
+	// as well as against MaxBytes.
+	Budget *Budget
+	// Spill, if set, receives what does not fit in the budget (see the package doc). The offheap
+	// medium makes a child of it and closes that child with itself; Spill itself stays open and
+	// belongs to the caller.
+	Spill medium.Medium
+}
+
+// Medium is an offheap medium. Its methods are safe for concurrent use.
+type Medium struct {
+	lc      medium.Lifecycle
+	budgets []*Budget // the medium's own MaxBytes budget and Options.Budget, shared with children
+	spill   medium.Medium
+	pool    *chunkPool
+	writev  func(f *os.File, bufs [][]byte) (int64, error)
+
+	mu         sync.Mutex
+	released   bool
+	slab       []byte   // the unused rest of the current slab chunk
+	chunks     [][]byte // every chunk the medium holds, slab chunks included
+	bytes      []*offBytes
+	spillChild medium.Medium // made at the first spill
+}
+
+var _ medium.Medium = (*Medium)(nil)
+
+// New returns an offheap medium.
+func New(opts Options) (*Medium, error) {
+	if opts.MaxBytes < 0 {
+		return nil, fmt.Errorf("offheap: new: %w: MaxBytes %d is negative", medium.ErrInvalid, opts.MaxBytes)
+	}
+	var budgets []*Budget
+	if opts.MaxBytes > 0 {
+		budgets = append(budgets, NewBudget(opts.MaxBytes))
+	}
+	if opts.Budget != nil {
+		budgets = append(budgets, opts.Budget)
+	}
+	return newMedium(budgets, opts.Spill, defaultPool), nil
+}
+
+func newMedium(budgets []*Budget, spill medium.Medium, pool *chunkPool) *Medium {
+	m := &Medium{budgets: budgets, spill: spill, pool: pool, writev: sys.Writev}
+	m.lc.OnClose(m.release)
+	return m
+}
+
+// NewBytes returns an empty Bytes. It takes no memory until the first write.
+func (m *Medium) NewBytes() (medium.Bytes, error) {
+	b := &offBytes{m: m}
+	err := m.lc.Do(func() error {
+		m.mu.Lock()
+		m.bytes = append(m.bytes, b)
+		m.mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("offheap: new bytes: %w", err)
+	}
+	return b, nil
+}
+
+// NewChild returns a medium with the same budgets and spill medium, closed by its own Close or
+// by m's.
+func (m *Medium) NewChild() (medium.Medium, error) {
+	child := newMedium(m.budgets, m.spill, m.pool)
+	child.writev = m.writev
+	if err := m.lc.AddChild(child); err != nil {
+		return nil, medium.JoinErrors(fmt.Errorf("offheap: new child: %w", err), child.Close())
+	}
+	return child, nil
+}
+
+// OnClose registers fn to run at Close, last registered first.
+func (m *Medium) OnClose(fn func() error) { m.lc.OnClose(fn) }
+
+// Close closes the children, runs the OnClose hooks, closes the spill child, returns the chunks
+// to the pool (unmapping those past its limit) and releases the budget. Every step runs even when
+// an earlier one fails; the first error is returned with the others joined. A second Close
+// returns nil.
+func (m *Medium) Close() error { return m.lc.Close() }
+
+// release is the medium's own Close hook, registered first so that it runs last.
+func (m *Medium) release() error {
+	m.mu.Lock()
+	m.released = true
+	chunks, bs, spillChild := m.chunks, m.bytes, m.spillChild
+	m.chunks, m.bytes, m.slab, m.spillChild = nil, nil, nil, nil
+	m.mu.Unlock()
+
+	// No Bytes keeps a slice into a chunk that goes back to the pool or is unmapped.
+	for _, b := range bs {
+		b.drop()
+	}
+	var errs []error
+	if spillChild != nil {
+		if err := spillChild.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("offheap: close spill medium: %w", err))
+		}
+	}
+	errs = append(errs, m.pool.put(chunks)...)
+	for _, bud := range m.budgets {
+		bud.release(int64(len(chunks)) * ChunkSize)
+	}
+	return medium.JoinErrors(errs...)
+}
+
+// reserve takes n bytes from every budget, or from none.
+func (m *Medium) reserve(n int64) error {
+	for i, bud := range m.budgets {
+		if err := bud.reserve(n); err != nil {
+			for _, prev := range m.budgets[:i] {
+				prev.release(n)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// chunkLocked maps or reuses one chunk for the medium, within its budgets. m.mu is held.
+func (m *Medium) chunkLocked() ([]byte, error) {
+	if m.released {
+		return nil, medium.ErrClosed
+	}
+	if err := m.reserve(ChunkSize); err != nil {
+		return nil, err
+	}
+	c, err := m.pool.get()
+	if err != nil {
+		for _, bud := range m.budgets {
+			bud.release(ChunkSize)
+		}
+		return nil, err
+	}
+	m.chunks = append(m.chunks, c)
+	return c, nil
+}
+
+// segment returns an empty segment of capacity n: carved from the slab if n <= maxSlabSegment,
+// else a whole chunk (n is then ChunkSize).
+func (m *Medium) segment(n int) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n > maxSlabSegment {
+		c, err := m.chunkLocked()
+		if err != nil {
+			return nil, err
+		}
+		return c[:0], nil
+	}
+	if len(m.slab) < n {
+		c, err := m.chunkLocked()
+		if err != nil {
+			return nil, err
+		}
+		m.slab = c
+	}
+	s := m.slab[:0:n]
+	m.slab = m.slab[n:]
+	return s, nil
+}
+
+// spillBytes returns a new Bytes of the spill child, making the child at the first call.
+func (m *Medium) spillBytes() (medium.Bytes, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.released {
+		return nil, medium.ErrClosed
+	}
+	if m.spillChild == nil {
+		child, err := m.spill.NewChild()
+		if err != nil {
+			return nil, fmt.Errorf("offheap: spill: new child of the spill medium: %w", err)
+		}
+		m.spillChild = child
+	}
+	b, err := m.spillChild.NewBytes()
+	if err != nil {
+		return nil, fmt.Errorf("offheap: spill: new bytes: %w", err)
+	}
+	return b, nil
+}
