@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/mmapfile"
+	"github.com/writeout/writeout/offheap"
 	"github.com/writeout/writeout/tmpfile"
 )
 
@@ -54,6 +56,20 @@ func sinks(dir string) []sinkMaker {
 		{"heap", func(b *testing.B) sink { return mediumSink(b, medium.NewHeap()) }},
 		{"tmpfile", func(b *testing.B) sink {
 			m, err := tmpfile.New(tmpfile.Options{Dir: dir})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return mediumSink(b, m)
+		}},
+		{"offheap", func(b *testing.B) sink {
+			m, err := offheap.New(offheap.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return mediumSink(b, m)
+		}},
+		{"mmapfile", func(b *testing.B) sink {
+			m, err := mmapfile.New(mmapfile.Options{Dir: dir})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -185,6 +201,20 @@ func BenchmarkWriteTo(b *testing.B) {
 	}
 	media := map[string]func() medium.Medium{
 		"heap": medium.NewHeap,
+		"offheap": func() medium.Medium {
+			m, err := offheap.New(offheap.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return m
+		},
+		"mmapfile": func() medium.Medium {
+			m, err := mmapfile.New(mmapfile.Options{Dir: dir})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return m
+		},
 		"tmpfile": func() medium.Medium {
 			m, err := tmpfile.New(tmpfile.Options{Dir: dir})
 			if err != nil {
@@ -193,7 +223,7 @@ func BenchmarkWriteTo(b *testing.B) {
 			return m
 		},
 	}
-	for _, name := range []string{"heap", "tmpfile"} {
+	for _, name := range []string{"heap", "offheap", "tmpfile", "mmapfile"} {
 		m := media[name]()
 		bs, err := m.NewBytes()
 		if err != nil {
