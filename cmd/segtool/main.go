@@ -1,0 +1,146 @@
+// Command segtool builds, merges, inspects, verifies and queries writeout segments.
+//
+//	segtool demo                                   the main job, no set-up
+//	segtool gen --schema basic --rows N --out DIR  generated segments
+//	segtool ingest --spec SPEC.json --out SEG.seg FILE...
+//	segtool merge --out SEG.seg SEG...
+//	segtool inspect [--json] SEG
+//	segtool verify SEG...
+//	segtool dump [--format csv|ndjson] [--columns a,b] SEG
+//	segtool query [--filter EXPR] [--group-by a,b] SEG...
+//	segtool sweep DIR
+//
+// Results go to standard output, so they pipe; errors go to standard error as one line that
+// names the file and the cause. The exit status is 0 on success, 1 on a failure and 2 on a
+// usage error (an unknown command or flag, a missing or malformed argument).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+func main() {
+	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// Main runs segtool with args (without the program name) and returns the exit status. The first
+// SIGINT or SIGTERM cancels the command's context: a merge stops, removes its temp files and
+// leaves no output; a second signal kills the process the usual way.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // restore the default action, so a second signal ends the process at once
+	}()
+	return run(ctx, args, stdin, stdout, stderr)
+}
+
+// run is Main without the signal handling: tests call it directly.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "segtool: "+oneLine(err.Error()))
+	var u usageError
+	if errors.As(err, &u) {
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// oneLine folds a multi-line message (errors.Join puts one error per line) into one line.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
+}
+
+// usageError marks a mistake in the command line: exit status 2.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// usageArgs wraps a cobra argument check so that its error is a usage error.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError{fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
+		}
+		return nil
+	}
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "segtool",
+		Short: "Build, merge, inspect, verify and query writeout segments",
+		Long: `segtool builds columnar segments from CSV or NDJSON files, merges them through a
+write-out medium (heap, offheap, tmpfile, mmapfile), and inspects, verifies, dumps and
+queries them. Start with 'segtool demo'.
+
+Results go to standard output; errors go to standard error as one line naming the file and
+the cause. Exit status: 0 success, 1 failure, 2 usage error.`,
+		Example: `  segtool demo
+  segtool ingest --spec spec.json --out events.seg events.csv
+  segtool merge --out all.seg day1.seg day2.seg
+  segtool query --filter 'country = "FR"' --group-by page all.seg`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q (see 'segtool --help')", args[0])
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += "; did you mean " + strings.Join(s, " or ") + "?"
+			}
+			return usageError{errors.New(msg)}
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return usagef("no command given (see 'segtool --help')")
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
+	})
+	root.AddCommand(
+		newDemoCmd(),
+		newGenCmd(),
+		newIngestCmd(),
+		newMergeCmd(),
+		newInspectCmd(),
+		newVerifyCmd(),
+		newDumpCmd(),
+		newQueryCmd(),
+		newSweepCmd(),
+	)
+	return root
+}
