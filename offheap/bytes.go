@@ -135,18 +135,15 @@ func (b *offBytes) fail(err error) error {
 	return b.err
 }
 
-// grow makes room for more bytes: a new tail segment (hint bytes are waiting; 0 if unknown) or,
-// when a budget refuses one and there is a spill medium, a spill Bytes. The current tail is full.
+// grow makes room for more bytes: a larger or new tail segment (hint bytes are waiting; 0 if
+// unknown) or, when a budget refuses a chunk and there is a spill medium, a spill Bytes. The
+// current tail is full.
 func (b *offBytes) grow(hint int) error {
 	want := max(2*cap(b.tail), minSegment)
 	if hint > want {
 		want = 1 << bits.Len(uint(hint-1)) // the next power of two
 	}
-	n := ChunkSize
-	if want <= maxSlabSegment {
-		n = want
-	}
-	seg, err := b.m.segment(n)
+	seg, extended, err := b.m.segment(b, min(want, maxSegment))
 	if err != nil {
 		if errors.Is(err, medium.ErrClosed) {
 			return closedErr("write")
@@ -162,6 +159,10 @@ func (b *offBytes) grow(hint int) error {
 			return serr
 		}
 		b.spill = sp
+		return nil
+	}
+	if extended {
+		b.tail = seg
 		return nil
 	}
 	if len(b.tail) > 0 {

@@ -14,12 +14,14 @@
 //
 // # Small Bytes
 //
-// A Bytes grows by segments that double from 256 bytes to 256 KiB; those segments are carved,
-// one after the other, from a slab chunk that the medium shares among all its Bytes. Only from
-// then on does a Bytes take whole chunks. Thousands of Bytes of a few bytes each therefore cost a
-// few hundred bytes each, all outside the Go heap. A large single write skips ahead to the size
-// it needs (up to a whole chunk). Nothing is freed before the medium closes: Bytes are
-// append-only.
+// A Bytes grows by segments that double from 256 bytes to 256 KiB (a large write skips ahead to
+// the size it needs). Every segment is carved, one after the other, from the chunk the medium is
+// currently filling, shared by all its Bytes: thousands of Bytes of a few bytes each cost a few
+// hundred bytes each, all outside the Go heap, and many Bytes growing side by side fill chunks in
+// turn instead of each holding a half-empty chunk of its own. When a Bytes takes the next carve
+// right after its own last one, its segment simply grows, so a Bytes written alone holds whole
+// chunks as single segments (and WriteTo hands whole chunks to the destination). Nothing is freed
+// before the medium closes: Bytes are append-only.
 //
 // # The pool, and how memory goes back to the system
 //
@@ -34,8 +36,8 @@
 // # Budget and spill
 //
 // Options.MaxBytes caps the chunk memory one medium and its children hold; Options.Budget is a
-// [Budget] shared by several media. Both count whole chunks mapped for staging (slab chunks
-// included), not bytes written, because a touched chunk is what costs resident memory. Pooled
+// [Budget] shared by several media. Both count whole chunks mapped for staging, not bytes
+// written, because a touched chunk is what costs resident memory. Pooled
 // chunks count against no budget.
 //
 // When a Bytes needs a chunk that a budget refuses:
@@ -69,11 +71,11 @@ import (
 // ChunkSize is the size of every mapping the package makes.
 const ChunkSize = 2 << 20
 
-// Segment sizes of a Bytes before it takes whole chunks: they double from minSegment up to
-// maxSlabSegment, carved from the medium's slab chunk.
+// Segment sizes: the segments of a Bytes double from minSegment up to maxSegment (a large write
+// skips ahead to the size it needs). Every segment is carved from the medium's current chunk.
 const (
-	minSegment     = 256
-	maxSlabSegment = 256 << 10
+	minSegment = 256
+	maxSegment = 256 << 10
 )
 
 // ErrBudget is wrapped by the error of a write that would pass a memory budget on a medium
@@ -104,8 +106,11 @@ type Medium struct {
 
 	mu         sync.Mutex
 	released   bool
-	slab       []byte   // the unused rest of the current slab chunk
-	chunks     [][]byte // every chunk the medium holds, slab chunks included
+	cur        []byte    // the chunk segments are carved from
+	off        int       // cur[off:] is not carved yet
+	lastOwner  *offBytes // the Bytes whose tail is the last carve from cur (nil: none)
+	lastStart  int       // where that carve starts in cur
+	chunks     [][]byte  // every chunk the medium holds
 	bytes      []*offBytes
 	spillChild medium.Medium // made at the first spill
 }
@@ -173,7 +178,7 @@ func (m *Medium) release() error {
 	m.mu.Lock()
 	m.released = true
 	chunks, bs, spillChild := m.chunks, m.bytes, m.spillChild
-	m.chunks, m.bytes, m.slab, m.spillChild = nil, nil, nil, nil
+	m.chunks, m.bytes, m.cur, m.lastOwner, m.spillChild = nil, nil, nil, nil, nil
 	m.mu.Unlock()
 
 	// No Bytes keeps a slice into a chunk that goes back to the pool or is unmapped.
@@ -225,28 +230,38 @@ func (m *Medium) chunkLocked() ([]byte, error) {
 	return c, nil
 }
 
-// segment returns an empty segment of capacity n: carved from the slab if n <= maxSlabSegment,
-// else a whole chunk (n is then ChunkSize).
-func (m *Medium) segment(n int) ([]byte, error) {
+// segment gives b room for n more bytes (n <= maxSegment), carved from the medium's current
+// chunk right after the last carve, or from a new chunk when the current one has less than
+// minSegment left (a smaller room than n is handed out rather than wasted). When the last carve
+// of the current chunk was b's tail, the tail itself is returned with its capacity extended, so
+// that a Bytes written alone holds whole chunks as single segments. Otherwise the result is a new
+// empty segment. b.tail must be full.
+func (m *Medium) segment(b *offBytes, n int) (seg []byte, extended bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if n > maxSlabSegment {
-		c, err := m.chunkLocked()
-		if err != nil {
-			return nil, err
-		}
-		return c[:0], nil
+	if m.released {
+		return nil, false, medium.ErrClosed
 	}
-	if len(m.slab) < n {
-		c, err := m.chunkLocked()
-		if err != nil {
-			return nil, err
+	if room := len(m.cur) - m.off; room < n {
+		if room >= minSegment {
+			n = room
+		} else {
+			c, err := m.chunkLocked()
+			if err != nil {
+				return nil, false, err
+			}
+			m.cur, m.off, m.lastOwner = c, 0, nil
 		}
-		m.slab = c
 	}
-	s := m.slab[:0:n]
-	m.slab = m.slab[n:]
-	return s, nil
+	end := m.off + n
+	if m.lastOwner == b {
+		seg = m.cur[m.lastStart : m.lastStart+len(b.tail) : end]
+		m.off = end
+		return seg, true, nil
+	}
+	seg = m.cur[m.off:m.off:end]
+	m.lastOwner, m.lastStart, m.off = b, m.off, end
+	return seg, false, nil
 }
 
 // spillBytes returns a new Bytes of the spill child, making the child at the first call.
