@@ -1,0 +1,141 @@
+package columns
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/RoaringBitmap/roaring/v2"
+)
+
+// A bitmap index part holds one roaring bitmap (portable serialization, as roaring's WriteTo
+// writes it) per dictionary id, back to back, then a table of where each ends:
+//
+//	bitmap 0 | bitmap 1 | ... | bitmap c-1 | ends: c x u64 | count c u32
+//
+// Bitmap i spans [ends[i-1], ends[i]) from the start of the part (ends[-1] = 0), so one value's
+// bitmap is read without touching the others. A nulls part is one roaring bitmap.
+const bitmapsTrailerSize = 4
+
+// bitmapsWriter streams bitmaps into a stage in id order.
+type bitmapsWriter struct {
+	st   *stage
+	ends []uint64
+}
+
+func (b *bitmapsWriter) add(bm *roaring.Bitmap) error {
+	if bm == nil {
+		bm = roaring.New()
+	}
+	if _, err := bm.WriteTo(b.st); err != nil {
+		return b.st.fail(err)
+	}
+	b.ends = append(b.ends, uint64(b.st.n))
+	return b.st.err
+}
+
+func (b *bitmapsWriter) finish() error {
+	buf := make([]byte, 0, 8*len(b.ends)+4)
+	for _, e := range b.ends {
+		buf = binary.LittleEndian.AppendUint64(buf, e)
+	}
+	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(b.ends)))
+	b.ends = nil
+	return b.st.write(buf)
+}
+
+// decodeBitmap decodes one serialized roaring bitmap that must fill b exactly and hold only
+// rows below rows.
+func decodeBitmap(b []byte, rows int) (*roaring.Bitmap, error) {
+	bm := roaring.New()
+	err := safely("roaring", func() error {
+		n, err := bm.ReadFrom(bytes.NewReader(b))
+		if err != nil {
+			return corruptf("roaring: %v", err)
+		}
+		if n != int64(len(b)) {
+			return corruptf("roaring: %d bytes read of %d", n, len(b))
+		}
+		if err := bm.Validate(); err != nil {
+			return corruptf("roaring: %v", err)
+		}
+		if !bm.IsEmpty() && int64(bm.Maximum()) >= int64(rows) {
+			return corruptf("bitmap holds row %d, the segment has %d rows", bm.Maximum(), rows)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return bm, nil
+}
+
+// bitmapsReader reads a bitmap index part; safe for concurrent use.
+type bitmapsReader struct {
+	src      *source
+	part     *PartInfo
+	count    int
+	tableOff int64
+	rows     int
+}
+
+func parseBitmaps(src *source, p *PartInfo, cardinality, rows int) (*bitmapsReader, error) {
+	if p.Length < bitmapsTrailerSize {
+		return nil, corruptf("%d bytes, too short for a bitmap index", p.Length)
+	}
+	tr, err := src.view(p.Offset+p.Length-bitmapsTrailerSize, bitmapsTrailerSize, nil)
+	if err != nil {
+		return nil, err
+	}
+	count := int64(binary.LittleEndian.Uint32(tr))
+	if count != int64(cardinality) {
+		return nil, corruptf("%d bitmaps for a dictionary of %d values", count, cardinality)
+	}
+	body := p.Length - bitmapsTrailerSize
+	if count*8 > body {
+		return nil, corruptf("a table of %d bitmaps does not fit in %d bytes", count, body)
+	}
+	return &bitmapsReader{src: src, part: p, count: int(count), tableOff: body - count*8, rows: rows}, nil
+}
+
+// span returns where bitmap id lies within the part.
+func (b *bitmapsReader) span(id int) (int64, int64, error) {
+	var buf [16]byte
+	var start, end uint64
+	if id == 0 {
+		t, err := b.src.view(b.part.Offset+b.tableOff, 8, buf[:0])
+		if err != nil {
+			return 0, 0, err
+		}
+		end = binary.LittleEndian.Uint64(t)
+	} else {
+		t, err := b.src.view(b.part.Offset+b.tableOff+int64(id-1)*8, 16, buf[:0])
+		if err != nil {
+			return 0, 0, err
+		}
+		start, end = binary.LittleEndian.Uint64(t), binary.LittleEndian.Uint64(t[8:])
+	}
+	if start > end || end > uint64(b.tableOff) {
+		return 0, 0, corruptf("bitmap %d at [%d, %d) outside [0, %d)", id, start, end, b.tableOff)
+	}
+	return int64(start), int64(end), nil
+}
+
+func (b *bitmapsReader) bitmap(id int) (*roaring.Bitmap, error) {
+	if id < 0 || id >= b.count {
+		return nil, fmt.Errorf("columns: bitmap id %d out of range [0, %d)", id, b.count)
+	}
+	start, end, err := b.span(id)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := b.src.view(b.part.Offset+start, end-start, nil)
+	if err != nil {
+		return nil, err
+	}
+	bm, err := decodeBitmap(raw, b.rows)
+	if err != nil {
+		return nil, fmt.Errorf("bitmap %d: %w", id, err)
+	}
+	return bm, nil
+}

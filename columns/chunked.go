@@ -1,0 +1,209 @@
+package columns
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/writeout/writeout/medium"
+)
+
+// A chunked part holds a column's values in chunks of up to ChunkRows rows, each chunk framed by
+// appendChunk (codec byte, optional compression), then an index and a trailer:
+//
+//	chunk 0 | chunk 1 | ... | chunk k-1 |
+//	index: k x (offset u64 | first row u64) | chunk count u32 | rows u64
+//
+// Offsets are from the start of the part; chunk i ends where chunk i+1 (or the index) starts.
+// Rows are numbered from 0 and first rows strictly increase from 0; a part with no rows has no
+// chunks. A row is found by a binary search of the first rows, so chunks may hold different
+// numbers of rows (blob chunks close early when they grow large).
+const (
+	chunkIndexEntry   = 16
+	chunkTrailerSize  = 12
+	maxChunkRows      = 1 << 16
+	DefaultChunkRows  = 4096
+	chunkInitialIndex = 64
+)
+
+// source is where a segment's bytes come from: a mapping or an io.ReaderAt.
+type source struct {
+	data []byte      // the whole file when mapped
+	r    io.ReaderAt // otherwise
+	size int64
+	// closed is set by Segment.Close, which must not run concurrently with reads.
+	closed bool
+}
+
+// view returns the n bytes at off. A mapped source returns a view of the mapping, valid until
+// the segment is closed; otherwise the bytes are read into buf (grown when too small). The range
+// is checked against the size first, so nothing outside the file is ever read.
+func (s *source) view(off, n int64, buf []byte) ([]byte, error) {
+	if s.closed {
+		return nil, fmt.Errorf("columns: segment closed: %w", medium.ErrClosed)
+	}
+	if off < 0 || n < 0 || off > s.size || n > s.size-off {
+		return nil, corruptf("range [%d, %d+%d) outside the file of %d bytes", off, off, n, s.size)
+	}
+	if s.data != nil {
+		return s.data[off : off+n : off+n], nil
+	}
+	if int64(cap(buf)) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	k, err := s.r.ReadAt(buf, off)
+	if k == len(buf) {
+		return buf, nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return nil, fmt.Errorf("read %d bytes at %d: %w", n, off, err)
+}
+
+// chunkedWriter writes chunk frames to a stage and keeps the index.
+type chunkedWriter struct {
+	st     *stage
+	comp   Compression
+	frame  []byte
+	index  []byte
+	rows   int
+	chunks int
+}
+
+func (c *chunkedWriter) writeChunk(raw []byte, rows int) error {
+	if rows <= 0 {
+		return nil
+	}
+	var err error
+	c.frame, err = appendChunk(c.frame[:0], raw, c.comp)
+	if err != nil {
+		return c.st.fail(err)
+	}
+	c.index = binary.LittleEndian.AppendUint64(c.index, uint64(c.st.n))
+	c.index = binary.LittleEndian.AppendUint64(c.index, uint64(c.rows))
+	c.rows += rows
+	c.chunks++
+	return c.st.write(c.frame)
+}
+
+func (c *chunkedWriter) finish() error {
+	c.index = binary.LittleEndian.AppendUint32(c.index, uint32(c.chunks))
+	c.index = binary.LittleEndian.AppendUint64(c.index, uint64(c.rows))
+	err := c.st.write(c.index)
+	c.index, c.frame = nil, nil
+	return err
+}
+
+// chunkIndex is the parsed index of a chunked part.
+type chunkIndex struct {
+	part  *PartInfo
+	offs  []int64 // chunks+1 entries, the last is the index's offset
+	first []int   // chunks+1 entries, the last is the row count
+}
+
+// parseChunkIndex reads and checks the index of a chunked part whose column has rows rows.
+func parseChunkIndex(src *source, p *PartInfo, rows int) (*chunkIndex, error) {
+	if p.Length < chunkTrailerSize {
+		return nil, corruptf("%d bytes, too short for a chunk trailer", p.Length)
+	}
+	tr, err := src.view(p.Offset+p.Length-chunkTrailerSize, chunkTrailerSize, nil)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(binary.LittleEndian.Uint32(tr))
+	total := binary.LittleEndian.Uint64(tr[4:])
+	if total != uint64(rows) {
+		return nil, corruptf("%d rows, the segment has %d", total, rows)
+	}
+	body := p.Length - chunkTrailerSize
+	if n > body/(chunkIndexEntry+1) {
+		return nil, corruptf("%d chunks do not fit in %d bytes", n, body)
+	}
+	if (n == 0) != (rows == 0) {
+		return nil, corruptf("%d chunks for %d rows", n, rows)
+	}
+	idxOff := body - n*chunkIndexEntry
+	raw, err := src.view(p.Offset+idxOff, n*chunkIndexEntry, nil)
+	if err != nil {
+		return nil, err
+	}
+	ix := &chunkIndex{part: p, offs: make([]int64, n+1), first: make([]int, n+1)}
+	for i := int64(0); i < n; i++ {
+		off := binary.LittleEndian.Uint64(raw[i*16:])
+		fr := binary.LittleEndian.Uint64(raw[i*16+8:])
+		switch {
+		case i == 0 && (off != 0 || fr != 0):
+			return nil, corruptf("chunk 0 at offset %d row %d, want 0 and 0", off, fr)
+		case i > 0 && (off <= uint64(ix.offs[i-1]) || fr <= uint64(ix.first[i-1])):
+			return nil, corruptf("chunk %d at offset %d row %d: not after chunk %d", i, off, fr, i-1)
+		case off >= uint64(idxOff) || fr >= uint64(rows):
+			return nil, corruptf("chunk %d at offset %d row %d: past the index at %d or the row count %d", i, off, fr, idxOff, rows)
+		}
+		if i > 0 && fr-uint64(ix.first[i-1]) > maxChunkRows {
+			return nil, corruptf("chunk %d holds %d rows, at most %d", i-1, fr-uint64(ix.first[i-1]), maxChunkRows)
+		}
+		ix.offs[i], ix.first[i] = int64(off), int(fr)
+	}
+	ix.offs[n], ix.first[n] = idxOff, rows
+	if n > 0 && rows-ix.first[n-1] > maxChunkRows {
+		return nil, corruptf("chunk %d holds %d rows, at most %d", n-1, rows-ix.first[n-1], maxChunkRows)
+	}
+	return ix, nil
+}
+
+// chunks returns the number of chunks.
+func (ix *chunkIndex) chunks() int { return len(ix.offs) - 1 }
+
+// find returns the chunk holding row, which must be below the row count.
+func (ix *chunkIndex) find(row int) int {
+	return sort.Search(ix.chunks(), func(i int) bool { return ix.first[i+1] > row })
+}
+
+// frame returns the bytes of chunk i (read into buf unless mapped).
+func (ix *chunkIndex) frame(src *source, i int, buf []byte) ([]byte, error) {
+	return src.view(ix.part.Offset+ix.offs[i], ix.offs[i+1]-ix.offs[i], buf)
+}
+
+// chunkReader decodes the chunks of one part one at a time, keeping the raw bytes of the current
+// one. It is used by one goroutine.
+type chunkReader struct {
+	src   *source
+	ix    *chunkIndex
+	cur   int // current chunk, -1 for none
+	lo    int // first row of the current chunk
+	hi    int // first row after it
+	frame []byte
+	buf   []byte
+}
+
+func newChunkReader(src *source, ix *chunkIndex) chunkReader {
+	return chunkReader{src: src, ix: ix, cur: -1}
+}
+
+// load returns the raw (decompressed) bytes of chunk i and sets the current range.
+func (c *chunkReader) load(i int, maxRaw int) ([]byte, error) {
+	c.cur = -1
+	fr, err := c.ix.frame(c.src, i, c.frame)
+	if err != nil {
+		return nil, err
+	}
+	if c.src.data == nil {
+		c.frame = fr
+	}
+	raw, buf, err := decodeChunk(c.buf, fr, maxRaw)
+	c.buf = buf
+	if err != nil {
+		return nil, fmt.Errorf("chunk %d: %w", i, err)
+	}
+	c.lo, c.hi = c.ix.first[i], c.ix.first[i+1]
+	return raw, nil
+}
+
+// rowErr reports a row outside the column.
+func rowErr(row, rows int) error {
+	return fmt.Errorf("columns: row %d out of range [0, %d)", row, rows)
+}

@@ -1,0 +1,269 @@
+package columns
+
+import (
+	"fmt"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/writeout/writeout/medium"
+)
+
+// DimColumn is a dictionary dimension: a sorted dictionary, ids per row and (unless the schema
+// says NoBitmapIndex) a bitmap per id. Ids follow value order; when the dimension has nulls,
+// null is id 0 and the first value id 1. It is safe for concurrent use.
+type DimColumn struct {
+	seg   *Segment
+	dim   Dimension
+	dict  *dictReader
+	ix    *chunkIndex
+	bms   *bitmapsReader // nil without a bitmap index
+	nulls *PartInfo
+}
+
+// Dimension returns the column's schema entry.
+func (c *DimColumn) Dimension() Dimension { return c.dim }
+
+// Cardinality returns the number of ids, null included.
+func (c *DimColumn) Cardinality() int { return c.dict.cardinality() }
+
+// HasNull reports whether the dictionary has the null value, as id 0.
+func (c *DimColumn) HasNull() bool { return c.dict.hasNull }
+
+// IsNull reports whether id is the null id.
+func (c *DimColumn) IsNull(id uint32) bool { return c.dict.hasNull && id == 0 }
+
+// HasBitmaps reports whether the column has a bitmap index.
+func (c *DimColumn) HasBitmaps() bool { return c.bms != nil }
+
+func (c *DimColumn) index(id uint32) int {
+	if c.dict.hasNull {
+		return int(id) - 1
+	}
+	return int(id)
+}
+
+func (c *DimColumn) idOf(index int) uint32 {
+	if c.dict.hasNull {
+		return uint32(index + 1)
+	}
+	return uint32(index)
+}
+
+// Value returns the value of id; the null id gives "".
+func (c *DimColumn) Value(id uint32) (string, error) {
+	if int64(id) >= int64(c.Cardinality()) {
+		return "", fmt.Errorf("columns: column %q: id %d not below the cardinality %d", c.dim.Name, id, c.Cardinality())
+	}
+	if c.IsNull(id) {
+		return "", nil
+	}
+	var it blockIter
+	v, err := c.dict.value(c.index(id), &it, nil)
+	return v, partError(c.dim.Name, PartDictionary, err)
+}
+
+// Lookup returns the id of a (non-null) value by binary search, and whether it is present.
+func (c *DimColumn) Lookup(v string) (uint32, bool, error) {
+	i, ok, err := c.dict.lookup(v)
+	if err != nil || !ok {
+		return 0, false, partError(c.dim.Name, PartDictionary, err)
+	}
+	return c.idOf(i), true, nil
+}
+
+// Bitmap returns the rows holding id, decoding that one bitmap only. The bitmap is the
+// caller's to keep and change.
+func (c *DimColumn) Bitmap(id uint32) (*roaring.Bitmap, error) {
+	if c.bms == nil {
+		return nil, fmt.Errorf("columns: column %q has no bitmap index: %w", c.dim.Name, ErrSchema)
+	}
+	if c.seg.src.closed {
+		return nil, fmt.Errorf("columns: column %q: segment closed: %w", c.dim.Name, medium.ErrClosed)
+	}
+	bm, err := c.bms.bitmap(int(id))
+	return bm, partError(c.dim.Name, PartBitmaps, err)
+}
+
+// Nulls returns the null rows.
+func (c *DimColumn) Nulls() (*roaring.Bitmap, error) { return c.seg.readNulls(c.dim.Name, c.nulls) }
+
+// Dictionary returns an iterator over the dictionary in id order, null (when present) first.
+func (c *DimColumn) Dictionary() *DictIter { return &DictIter{col: c, id: -1} }
+
+// DictIter walks a dictionary in id order, decoding one block at a time. Use it from one
+// goroutine at a time.
+//
+//	it := col.Dictionary()
+//	for it.Next() { use(it.ID(), it.Value()) }
+//	if err := it.Err(); err != nil { ... }
+type DictIter struct {
+	col   *DimColumn
+	id    int
+	block blockIter
+	left  int // values left in the current block
+	bn    int // next block
+	val   string
+	err   error
+}
+
+// Next advances to the next id; false at the end or on an error.
+func (it *DictIter) Next() bool {
+	if it.err != nil || it.id+1 >= it.col.Cardinality() {
+		return false
+	}
+	it.id++
+	if it.col.IsNull(uint32(it.id)) {
+		it.val = ""
+		return true
+	}
+	if it.left == 0 {
+		raw, err := it.col.dict.block(it.bn, nil)
+		if err != nil {
+			it.err = partError(it.col.dim.Name, PartDictionary, err)
+			return false
+		}
+		it.block.rest, it.block.i = raw, 0
+		it.left = it.col.dict.blockLen(it.bn)
+		it.bn++
+	}
+	if err := it.block.next(); err != nil {
+		it.err = partError(it.col.dim.Name, PartDictionary, err)
+		return false
+	}
+	it.left--
+	it.val = string(it.block.val)
+	return true
+}
+
+// ID returns the current id.
+func (it *DictIter) ID() uint32 { return uint32(it.id) }
+
+// Value returns the current value ("" for null).
+func (it *DictIter) Value() string { return it.val }
+
+// IsNull reports whether the current id is the null id.
+func (it *DictIter) IsNull() bool { return it.col.IsNull(uint32(it.id)) }
+
+// Err returns the error that stopped the iteration, if any.
+func (it *DictIter) Err() error { return it.err }
+
+// Cursor returns a new cursor over the rows' ids.
+func (c *DimColumn) Cursor() *DimCursor {
+	return &DimCursor{col: c, cr: newChunkReader(&c.seg.src, c.ix)}
+}
+
+// DimCursor reads the ids of a dictionary dimension chunk by chunk; one goroutine at a time.
+type DimCursor struct {
+	col  *DimColumn
+	cr   chunkReader
+	ids  []uint32
+	offs []uint32 // multi-value: row k's ids are ids[offs[k]:offs[k+1]]
+}
+
+// IDs returns the ids of row (the null id alone for a null row), valid until the cursor's next
+// call. Every id is below the cardinality.
+func (c *DimCursor) IDs(row int) ([]uint32, error) {
+	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {
+		if err := c.load(row); err != nil {
+			return nil, err
+		}
+	}
+	k := row - c.cr.lo
+	if c.col.dim.MultiValue {
+		return c.ids[c.offs[k]:c.offs[k+1]:c.offs[k+1]], nil
+	}
+	return c.ids[k : k+1 : k+1], nil
+}
+
+// ID returns the first id of row: the id, for a single-value dimension.
+func (c *DimCursor) ID(row int) (uint32, error) {
+	ids, err := c.IDs(row)
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// Chunk returns the ids of the chunk holding row and the row of its first entry. For a
+// single-value dimension offs is nil and ids[k] is row first+k's id; for a multi-value one row
+// first+k's ids are ids[offs[k]:offs[k+1]]. Valid until the cursor's next call.
+func (c *DimCursor) Chunk(row int) (first int, ids, offs []uint32, err error) {
+	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {
+		if err := c.load(row); err != nil {
+			return 0, nil, nil, err
+		}
+	}
+	if c.col.dim.MultiValue {
+		return c.cr.lo, c.ids, c.offs, nil
+	}
+	return c.cr.lo, c.ids, nil, nil
+}
+
+// Values returns the values of row, nil for a null row.
+func (c *DimCursor) Values(row int) ([]string, error) {
+	ids, err := c.IDs(row)
+	if err != nil {
+		return nil, err
+	}
+	if c.col.IsNull(ids[0]) {
+		return nil, nil
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		if out[i], err = c.col.Value(id); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (c *DimCursor) load(row int) error {
+	if err := c.cr.seg(row); err != nil {
+		return err
+	}
+	i := c.cr.next(row)
+	n := c.cr.ix.first[i+1] - c.cr.ix.first[i]
+	card := c.col.Cardinality()
+	maxRaw := 16 + 4*n
+	if c.col.dim.MultiValue {
+		maxRaw = 16 + 4*n + 4*maxChunkValues
+	}
+	raw, err := c.cr.load(i, maxRaw)
+	if err == nil {
+		if c.col.dim.MultiValue {
+			c.offs, c.ids, err = DecodeMultiIDs(c.offs, c.ids, raw, n, card)
+		} else {
+			c.ids, err = DecodeIDs(c.ids[:0], raw, n, card)
+		}
+		if err == nil {
+			err = c.checkNulls()
+		}
+		if err != nil {
+			err = fmt.Errorf("chunk %d: %w", i, err)
+		}
+	}
+	if err != nil {
+		c.cr.cur = -1
+		return partError(c.col.dim.Name, PartIDs, err)
+	}
+	c.cr.cur = i
+	return nil
+}
+
+// checkNulls checks that the null id only ever stands alone in a multi-value row.
+func (c *DimCursor) checkNulls() error {
+	if !c.col.dim.MultiValue || !c.col.dict.hasNull {
+		return nil
+	}
+	for k := 0; k+1 < len(c.offs); k++ {
+		lo, hi := c.offs[k], c.offs[k+1]
+		if hi-lo > 1 {
+			for _, id := range c.ids[lo:hi] {
+				if id == 0 {
+					return corruptf("row %d: the null id inside a multi-value row", c.cr.lo+k)
+				}
+			}
+		}
+	}
+	return nil
+}

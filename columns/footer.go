@@ -1,0 +1,302 @@
+package columns
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"time"
+)
+
+// File framing.
+const (
+	magic = "WOSEG"
+	// Version is the format version this package writes and reads.
+	Version    = 1
+	headerSize = len(magic) + 1
+	// trailer: footer CRC-32C u32 | footer length u32 | magic
+	trailerSize = 4 + 4 + len(magic)
+	maxFooter   = 1 << 30
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// PartKind says what a part of a column holds.
+type PartKind uint8
+
+// The part kinds.
+const (
+	PartValues     PartKind = 1 // chunked values: __time, metrics, raw strings, sketches
+	PartDictionary PartKind = 2 // a dimension's sorted, front-coded dictionary
+	PartIDs        PartKind = 3 // a dimension's dictionary ids per row
+	PartBitmaps    PartKind = 4 // a dimension's bitmap index: one roaring bitmap per id
+	PartNulls      PartKind = 5 // a dimension's null rows, one roaring bitmap
+)
+
+func (k PartKind) String() string {
+	switch k {
+	case PartValues:
+		return "values"
+	case PartDictionary:
+		return "dictionary"
+	case PartIDs:
+		return "ids"
+	case PartBitmaps:
+		return "bitmaps"
+	case PartNulls:
+		return "nulls"
+	}
+	return fmt.Sprintf("kind%d", uint8(k))
+}
+
+// Encoding says how a part is laid out; see doc.go.
+type Encoding uint8
+
+// The part encodings.
+const (
+	EncLongChunks    Encoding = 1 // chunks of int64 values
+	EncDoubleChunks  Encoding = 2 // chunks of float64 values
+	EncBlobChunks    Encoding = 3 // chunks of byte strings (raw strings, sketches)
+	EncIDChunks      Encoding = 4 // chunks of one bit-packed id per row
+	EncMultiIDChunks Encoding = 5 // chunks of per-row id counts and bit-packed ids
+	EncFrontCoded    Encoding = 6 // front-coded dictionary blocks with a block table
+	EncRoaringTable  Encoding = 7 // roaring bitmaps back to back with an end-offset table
+	EncRoaring       Encoding = 8 // one roaring bitmap
+)
+
+func (e Encoding) String() string {
+	switch e {
+	case EncLongChunks:
+		return "long-chunks"
+	case EncDoubleChunks:
+		return "double-chunks"
+	case EncBlobChunks:
+		return "blob-chunks"
+	case EncIDChunks:
+		return "id-chunks"
+	case EncMultiIDChunks:
+		return "multi-id-chunks"
+	case EncFrontCoded:
+		return "front-coded"
+	case EncRoaringTable:
+		return "roaring-table"
+	case EncRoaring:
+		return "roaring"
+	}
+	return fmt.Sprintf("encoding%d", uint8(e))
+}
+
+// PartInfo describes one part of a segment file, as its footer lists it.
+type PartInfo struct {
+	Column   string // TimeColumn, a dimension or a metric
+	Kind     PartKind
+	Encoding Encoding
+	Offset   int64  // from the start of the file
+	Length   int64  // bytes
+	CRC      uint32 // CRC-32C (Castagnoli) of the part's bytes
+	column   int    // index: 0 __time, then dimensions, then metrics
+}
+
+// Interval is a time range in milliseconds since the epoch, Start inclusive, End exclusive.
+type Interval struct {
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+}
+
+// Contains reports whether t is within the interval.
+func (iv Interval) Contains(t int64) bool { return iv.Start <= t && t < iv.End }
+
+// String formats the interval as Druid does: start/end in ISO 8601, UTC.
+func (iv Interval) String() string {
+	f := func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z") }
+	return f(iv.Start) + "/" + f(iv.End)
+}
+
+// partSpec is one part the schema asks for.
+type partSpec struct {
+	column int
+	kind   PartKind
+	enc    Encoding
+}
+
+// layout returns the parts a schema's segment holds, in the order the writer writes them.
+func layout(s Schema) []partSpec {
+	out := []partSpec{{0, PartValues, EncLongChunks}}
+	for i, d := range s.Dimensions {
+		c := 1 + i
+		if d.Raw {
+			out = append(out, partSpec{c, PartValues, EncBlobChunks}, partSpec{c, PartNulls, EncRoaring})
+			continue
+		}
+		ids := EncIDChunks
+		if d.MultiValue {
+			ids = EncMultiIDChunks
+		}
+		out = append(out, partSpec{c, PartDictionary, EncFrontCoded}, partSpec{c, PartIDs, ids})
+		if !d.NoBitmapIndex {
+			out = append(out, partSpec{c, PartBitmaps, EncRoaringTable})
+		}
+		out = append(out, partSpec{c, PartNulls, EncRoaring})
+	}
+	for i, m := range s.Metrics {
+		enc := EncLongChunks
+		switch m.ValueType() {
+		case MetricDouble:
+			enc = EncDoubleChunks
+		case MetricHyperUnique:
+			enc = EncBlobChunks
+		}
+		out = append(out, partSpec{1 + len(s.Dimensions) + i, PartValues, enc})
+	}
+	return out
+}
+
+// columnName returns the name of column index c of s.
+func columnName(s Schema, c int) string {
+	switch {
+	case c == 0:
+		return TimeColumn
+	case c <= len(s.Dimensions):
+		return s.Dimensions[c-1].Name
+	case c <= len(s.Dimensions)+len(s.Metrics):
+		return s.Metrics[c-1-len(s.Dimensions)].Name
+	}
+	return fmt.Sprintf("#%d", c)
+}
+
+// footer is the decoded footer of a segment.
+type footer struct {
+	rows     int
+	interval Interval
+	schema   Schema
+	parts    []PartInfo
+}
+
+// Footer layout (all integers little-endian):
+//
+//	version u8 | rows u64 | interval start i64 | interval end i64 |
+//	schema length uvarint | schema JSON | part count uvarint |
+//	part count x (column uvarint | kind u8 | encoding u8 | offset u64 | length u64 | crc u32)
+func appendFooter(dst []byte, f *footer) ([]byte, error) {
+	js, err := json.Marshal(f.schema)
+	if err != nil {
+		return dst, fmt.Errorf("columns: footer: schema: %w", err)
+	}
+	dst = append(dst, Version)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.rows))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.interval.Start))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.interval.End))
+	dst = binary.AppendUvarint(dst, uint64(len(js)))
+	dst = append(dst, js...)
+	dst = binary.AppendUvarint(dst, uint64(len(f.parts)))
+	for _, p := range f.parts {
+		dst = binary.AppendUvarint(dst, uint64(p.column))
+		dst = append(dst, byte(p.Kind), byte(p.Encoding))
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(p.Offset))
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(p.Length))
+		dst = binary.LittleEndian.AppendUint32(dst, p.CRC)
+	}
+	return dst, nil
+}
+
+// appendTrailer appends the trailer after a footer of the given bytes.
+func appendTrailer(dst, footerBytes []byte) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(footerBytes, castagnoli))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(footerBytes)))
+	return append(dst, magic...)
+}
+
+func appendHeader(dst []byte) []byte { return append(append(dst, magic...), Version) }
+
+// maxRows bounds a segment's row count: row numbers are roaring bitmap members (uint32), and
+// must fit an int everywhere.
+const maxRows = 1<<31 - 1
+
+// decodeFooter parses and checks a footer that starts at footerStart (the end of the last part).
+func decodeFooter(b []byte, footerStart int64) (*footer, error) {
+	bad := func(format string, args ...any) error {
+		return corruptf("columns: footer: "+format, args...)
+	}
+	if len(b) < 1+8+8+8 {
+		return nil, bad("%d bytes, too short", len(b))
+	}
+	if b[0] != Version {
+		return nil, fmt.Errorf("columns: footer: version %d (this reader reads %d): %w", b[0], Version, ErrVersion)
+	}
+	f := &footer{}
+	rows := binary.LittleEndian.Uint64(b[1:])
+	if rows > maxRows {
+		return nil, bad("%d rows, at most %d", rows, maxRows)
+	}
+	f.rows = int(rows)
+	f.interval = Interval{int64(binary.LittleEndian.Uint64(b[9:])), int64(binary.LittleEndian.Uint64(b[17:]))}
+	if f.interval.Start > f.interval.End {
+		return nil, bad("interval start %d after end %d", f.interval.Start, f.interval.End)
+	}
+	rest := b[25:]
+	n, k := binary.Uvarint(rest)
+	if k <= 0 || n > uint64(len(rest)-k) {
+		return nil, bad("schema length past the end")
+	}
+	js := rest[k : k+int(n)]
+	rest = rest[k+int(n):]
+	schema, err := ParseSchema(js)
+	if err != nil {
+		return nil, bad("schema: %v", err)
+	}
+	f.schema = schema
+	want := layout(schema)
+	np, k := binary.Uvarint(rest)
+	if k <= 0 || np != uint64(len(want)) {
+		return nil, bad("%d parts listed, the schema has %d", np, len(want))
+	}
+	rest = rest[k:]
+	expect := make(map[[2]int]Encoding, len(want))
+	for _, w := range want {
+		expect[[2]int{w.column, int(w.kind)}] = w.enc
+	}
+	ncols := 1 + len(schema.Dimensions) + len(schema.Metrics)
+	next := int64(headerSize)
+	f.parts = make([]PartInfo, 0, len(want))
+	for i := 0; i < len(want); i++ {
+		c, k := binary.Uvarint(rest)
+		if k <= 0 || c >= uint64(ncols) || len(rest)-k < 2+8+8+4 {
+			return nil, bad("part %d: bad column or short entry", i)
+		}
+		rest = rest[k:]
+		p := PartInfo{
+			column:   int(c),
+			Kind:     PartKind(rest[0]),
+			Encoding: Encoding(rest[1]),
+			Offset:   int64(binary.LittleEndian.Uint64(rest[2:])),
+			Length:   int64(binary.LittleEndian.Uint64(rest[10:])),
+			CRC:      binary.LittleEndian.Uint32(rest[18:]),
+		}
+		rest = rest[22:]
+		p.Column = columnName(schema, p.column)
+		key := [2]int{p.column, int(p.Kind)}
+		enc, ok := expect[key]
+		if !ok {
+			return nil, corruptf("columns: column %q part %s: unexpected or duplicate part", p.Column, p.Kind)
+		}
+		delete(expect, key)
+		if enc != p.Encoding {
+			return nil, corruptf("columns: column %q part %s: encoding %s, want %s", p.Column, p.Kind, p.Encoding, enc)
+		}
+		if p.Offset != next {
+			return nil, corruptf("columns: column %q part %s: offset %d, want %d (parts are contiguous)", p.Column, p.Kind, p.Offset, next)
+		}
+		if p.Length < 0 || p.Length > footerStart-p.Offset {
+			return nil, corruptf("columns: column %q part %s: offset %d length %d past end %d", p.Column, p.Kind, p.Offset, p.Length, footerStart)
+		}
+		next = p.Offset + p.Length
+		f.parts = append(f.parts, p)
+	}
+	if next != footerStart {
+		return nil, bad("parts end at %d, footer starts at %d", next, footerStart)
+	}
+	if len(rest) != 0 {
+		return nil, bad("%d trailing bytes", len(rest))
+	}
+	return f, nil
+}

@@ -1,0 +1,359 @@
+package columns
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// Value encodings of one chunk of int64 values. Every encoding starts with its byte and the
+// value count n (uvarint); the encoder picks the smallest for the data:
+//
+//	plain     0 | n | n x int64 LE
+//	constant  1 | n | v varint                                   (all n values equal v)
+//	for       2 | n | min varint | w u8 | n values v-min packed at w bits
+//	delta     3 | n | first varint | dmin varint | w u8 | n-1 deltas d-dmin packed at w bits
+//
+// (varint is zigzag, as encoding/binary.AppendVarint; arithmetic wraps modulo 2^64, so every
+// int64 sequence round-trips.)
+const (
+	intPlain    byte = 0
+	intConstant byte = 1
+	intFOR      byte = 2
+	intDelta    byte = 3
+)
+
+// maxChunkValues bounds the values one decoded chunk may hold, so that no length field can make
+// a reader allocate more than a few MiB.
+const maxChunkValues = 1 << 20
+
+type intPlan struct {
+	enc   byte
+	base  int64 // constant value, min, or first
+	dmin  int64
+	width int
+	size  int
+}
+
+func uvarintLen(v uint64) int { return (bits64Len(v|1) + 6) / 7 }
+func varintLen(v int64) int   { return uvarintLen(uint64(v<<1) ^ uint64(v>>63)) }
+func bits64Len(v uint64) int  { return BitWidth(v) }
+
+func planInt64s(vals []int64) intPlan {
+	n := len(vals)
+	head := 1 + uvarintLen(uint64(n))
+	best := intPlan{enc: intPlain, size: head + 8*n}
+	if n == 0 {
+		return best
+	}
+	lo, hi := vals[0], vals[0]
+	dlo, dhi := int64(math.MaxInt64), int64(math.MinInt64)
+	for i, v := range vals {
+		lo, hi = min(lo, v), max(hi, v)
+		if i > 0 {
+			d := v - vals[i-1]
+			dlo, dhi = min(dlo, d), max(dhi, d)
+		}
+	}
+	if lo == hi {
+		return intPlan{enc: intConstant, base: lo, size: head + varintLen(lo)}
+	}
+	w := BitWidth(uint64(hi) - uint64(lo))
+	if s := head + varintLen(lo) + 1 + PackedSize(n, w); s < best.size {
+		best = intPlan{enc: intFOR, base: lo, width: w, size: s}
+	}
+	if n >= 2 {
+		w := BitWidth(uint64(dhi) - uint64(dlo))
+		if s := head + varintLen(vals[0]) + varintLen(dlo) + 1 + PackedSize(n-1, w); s < best.size {
+			best = intPlan{enc: intDelta, base: vals[0], dmin: dlo, width: w, size: s}
+		}
+	}
+	return best
+}
+
+// Int64sSize returns the bytes AppendInt64s(dst, vals) appends.
+func Int64sSize(vals []int64) int { return planInt64s(vals).size }
+
+// AppendInt64s appends vals in the smallest of the int64 chunk encodings.
+func AppendInt64s(dst []byte, vals []int64) []byte {
+	return appendInt64sPlan(dst, vals, planInt64s(vals))
+}
+
+func appendInt64sPlan(dst []byte, vals []int64, p intPlan) []byte {
+	dst = append(dst, p.enc)
+	dst = binary.AppendUvarint(dst, uint64(len(vals)))
+	switch p.enc {
+	case intPlain:
+		for _, v := range vals {
+			dst = binary.LittleEndian.AppendUint64(dst, uint64(v))
+		}
+	case intConstant:
+		dst = binary.AppendVarint(dst, p.base)
+	case intFOR:
+		dst = binary.AppendVarint(dst, p.base)
+		dst = append(dst, byte(p.width))
+		pk := packer{dst: dst, w: uint(p.width)}
+		if p.width > 0 {
+			for _, v := range vals {
+				pk.put(uint64(v) - uint64(p.base))
+			}
+		}
+		dst = pk.flush()
+	case intDelta:
+		dst = binary.AppendVarint(dst, p.base)
+		dst = binary.AppendVarint(dst, p.dmin)
+		dst = append(dst, byte(p.width))
+		pk := packer{dst: dst, w: uint(p.width)}
+		if p.width > 0 {
+			for i := 1; i < len(vals); i++ {
+				pk.put(uint64(vals[i]-vals[i-1]) - uint64(p.dmin))
+			}
+		}
+		dst = pk.flush()
+	}
+	return dst
+}
+
+// DecodeInt64s appends the values of one int64 chunk encoding at the front of src to dst and
+// returns the rest of src. Bad bytes give an error wrapping ErrCorrupt.
+func DecodeInt64s(dst []int64, src []byte) ([]int64, []byte, error) {
+	return decodeInt64s(dst, src, -1)
+}
+
+// decodeInt64s decodes like DecodeInt64s; want >= 0 requires exactly want values, checked
+// before anything is allocated.
+func decodeInt64s(dst []int64, src []byte, want int) ([]int64, []byte, error) {
+	if len(src) < 1 {
+		return dst, src, corruptf("int64 chunk: empty")
+	}
+	enc := src[0]
+	n, k := binary.Uvarint(src[1:])
+	if k <= 0 {
+		return dst, src, corruptf("int64 chunk: bad value count")
+	}
+	if n > maxChunkValues || (want >= 0 && n != uint64(want)) {
+		return dst, src, corruptf("int64 chunk: %d values, want %d (at most %d)", n, want, maxChunkValues)
+	}
+	rest := src[1+k:]
+	count := int(n)
+	switch enc {
+	case intPlain:
+		if uint64(len(rest)) < 8*n {
+			return dst, src, corruptf("int64 chunk: %d plain values need %d bytes, have %d", n, 8*n, len(rest))
+		}
+		start := len(dst)
+		dst = grow(dst, count)
+		out := dst[start:]
+		for i := range out {
+			out[i] = int64(binary.LittleEndian.Uint64(rest[8*i:]))
+		}
+		return dst, rest[8*count:], nil
+	case intConstant:
+		v, k := binary.Varint(rest)
+		if k <= 0 {
+			return dst, src, corruptf("int64 chunk: bad constant")
+		}
+		start := len(dst)
+		dst = grow(dst, count)
+		out := dst[start:]
+		for i := range out {
+			out[i] = v
+		}
+		return dst, rest[k:], nil
+	case intFOR, intDelta:
+		base, k := binary.Varint(rest)
+		if k <= 0 {
+			return dst, src, corruptf("int64 chunk: bad base")
+		}
+		rest = rest[k:]
+		var dmin int64
+		if enc == intDelta {
+			if count == 0 {
+				return dst, src, corruptf("int64 chunk: delta encoding of no values")
+			}
+			dmin, k = binary.Varint(rest)
+			if k <= 0 {
+				return dst, src, corruptf("int64 chunk: bad delta minimum")
+			}
+			rest = rest[k:]
+		}
+		if len(rest) < 1 {
+			return dst, src, corruptf("int64 chunk: missing bit width")
+		}
+		w := int(rest[0])
+		rest = rest[1:]
+		if w > 64 {
+			return dst, src, corruptf("int64 chunk: bit width %d", w)
+		}
+		packed := count
+		if enc == intDelta {
+			packed = count - 1
+		}
+		size := PackedSize(packed, w)
+		if size > len(rest) {
+			return dst, src, corruptf("int64 chunk: %d values of %d bits need %d bytes, have %d", packed, w, size, len(rest))
+		}
+		start := len(dst)
+		dst = grow(dst, count)
+		out := dst[start:]
+		if enc == intFOR {
+			unpack(out, rest[:size], uint(w))
+			for i := range out {
+				out[i] = int64(uint64(out[i]) + uint64(base))
+			}
+		} else {
+			unpack(out[1:], rest[:size], uint(w))
+			out[0] = base
+			prev := base
+			for i := 1; i < len(out); i++ {
+				prev = int64(uint64(prev) + uint64(out[i]) + uint64(dmin))
+				out[i] = prev
+			}
+		}
+		return dst, rest[size:], nil
+	}
+	return dst, src, corruptf("int64 chunk: unknown encoding %d", enc)
+}
+
+// Value encodings of one chunk of float64 values:
+//
+//	plain     0 | n | n x float64 bits LE
+//	constant  1 | n | float64 bits LE                     (all n values have the same bits)
+//	integral  2 | n | an int64 chunk encoding of the values (every value a whole number that
+//	                  converts to int64 and back to the same bits)
+const (
+	floatPlain    byte = 0
+	floatConstant byte = 1
+	floatIntegral byte = 2
+)
+
+func integral(v float64) (int64, bool) {
+	if !(v >= -(1<<62) && v <= 1<<62) { // also rejects NaN
+		return 0, false
+	}
+	i := int64(v)
+	return i, math.Float64bits(float64(i)) == math.Float64bits(v)
+}
+
+// Float64sSize returns the bytes AppendFloat64s(dst, vals) appends.
+func Float64sSize(vals []float64) int {
+	_, size, _ := planFloat64s(vals, nil)
+	return size
+}
+
+// planFloat64s picks the encoding; for integral it returns the values as int64 in ints.
+func planFloat64s(vals []float64, ints []int64) (byte, int, []int64) {
+	n := len(vals)
+	head := 1 + uvarintLen(uint64(n))
+	plain := head + 8*n
+	if n == 0 {
+		return floatPlain, plain, ints
+	}
+	first := math.Float64bits(vals[0])
+	constant, whole := true, true
+	ints = ints[:0]
+	for _, v := range vals {
+		if math.Float64bits(v) != first {
+			constant = false
+		}
+		if whole {
+			i, ok := integral(v)
+			whole = ok
+			ints = append(ints, i)
+		}
+	}
+	if constant {
+		return floatConstant, head + 8, ints
+	}
+	if whole {
+		if s := head + Int64sSize(ints); s < plain {
+			return floatIntegral, s, ints
+		}
+	}
+	return floatPlain, plain, ints
+}
+
+// AppendFloat64s appends vals in the smallest of the float64 chunk encodings.
+func AppendFloat64s(dst []byte, vals []float64) []byte {
+	dst, _ = appendFloat64s(dst, vals, nil)
+	return dst
+}
+
+// appendFloat64s appends vals, using and returning ints as scratch.
+func appendFloat64s(dst []byte, vals []float64, ints []int64) ([]byte, []int64) {
+	enc, _, ints := planFloat64s(vals, ints)
+	dst = append(dst, enc)
+	dst = binary.AppendUvarint(dst, uint64(len(vals)))
+	switch enc {
+	case floatPlain:
+		for _, v := range vals {
+			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
+		}
+	case floatConstant:
+		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(vals[0]))
+	case floatIntegral:
+		dst = AppendInt64s(dst, ints)
+	}
+	return dst, ints
+}
+
+// DecodeFloat64s appends the values of one float64 chunk encoding at the front of src to dst
+// and returns the rest of src.
+func DecodeFloat64s(dst []float64, src []byte) ([]float64, []byte, error) {
+	out, rest, _, err := decodeFloat64s(dst, src, -1, nil)
+	return out, rest, err
+}
+
+func decodeFloat64s(dst []float64, src []byte, want int, ints []int64) ([]float64, []byte, []int64, error) {
+	if len(src) < 1 {
+		return dst, src, ints, corruptf("float64 chunk: empty")
+	}
+	enc := src[0]
+	n, k := binary.Uvarint(src[1:])
+	if k <= 0 {
+		return dst, src, ints, corruptf("float64 chunk: bad value count")
+	}
+	if n > maxChunkValues || (want >= 0 && n != uint64(want)) {
+		return dst, src, ints, corruptf("float64 chunk: %d values, want %d (at most %d)", n, want, maxChunkValues)
+	}
+	rest := src[1+k:]
+	count := int(n)
+	switch enc {
+	case floatPlain:
+		if uint64(len(rest)) < 8*n {
+			return dst, src, ints, corruptf("float64 chunk: %d plain values need %d bytes, have %d", n, 8*n, len(rest))
+		}
+		start := len(dst)
+		dst = grow(dst, count)
+		out := dst[start:]
+		for i := range out {
+			out[i] = math.Float64frombits(binary.LittleEndian.Uint64(rest[8*i:]))
+		}
+		return dst, rest[8*count:], ints, nil
+	case floatConstant:
+		if len(rest) < 8 {
+			return dst, src, ints, corruptf("float64 chunk: short constant")
+		}
+		v := math.Float64frombits(binary.LittleEndian.Uint64(rest))
+		start := len(dst)
+		dst = grow(dst, count)
+		out := dst[start:]
+		for i := range out {
+			out[i] = v
+		}
+		return dst, rest[8:], ints, nil
+	case floatIntegral:
+		var err error
+		ints, rest, err = decodeInt64s(ints[:0], rest, count)
+		if err != nil {
+			return dst, src, ints, err
+		}
+		start := len(dst)
+		dst = grow(dst, count)
+		out := dst[start:]
+		for i, v := range ints {
+			out[i] = float64(v)
+		}
+		return dst, rest, ints, nil
+	}
+	return dst, src, ints, corruptf("float64 chunk: unknown encoding %d", enc)
+}

@@ -1,0 +1,329 @@
+package columns
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// TimeColumn is the name of the time column every segment has: int64 milliseconds since the
+// epoch. No dimension or metric may use it.
+const TimeColumn = "__time"
+
+// Schema describes the columns of a segment besides __time. It serializes to JSON in the shape
+// a Druid user recognises:
+//
+//	{"dimensions":[{"name":"page","type":"string","multiValue":false,"raw":false}],
+//	 "metrics":[{"name":"added","type":"long","aggregator":"longSum"}],
+//	 "rollup":true,"granularity":"hour"}
+//
+// Column order is significant: a segment's parts and its rows' dimension values follow it.
+type Schema struct {
+	Dimensions  []Dimension `json:"dimensions"`
+	Metrics     []Metric    `json:"metrics"`
+	Rollup      bool        `json:"rollup"`
+	Granularity Granularity `json:"granularity"`
+}
+
+// DimensionType is the type of a dimension's values. Only strings exist today.
+type DimensionType string
+
+// The dimension types. The empty type means string.
+const (
+	DimString DimensionType = "string"
+)
+
+// Dimension is a string column. A dictionary dimension (the default) stores a sorted dictionary,
+// bit-packed ids per row and, unless NoBitmapIndex, one roaring bitmap per value; a raw one
+// stores the strings themselves in compressed chunks, for long payloads. Any dimension may be
+// null in a row; a multi-value dimension holds a list of values per row.
+type Dimension struct {
+	Name          string        `json:"name"`
+	Type          DimensionType `json:"type,omitempty"`
+	MultiValue    bool          `json:"multiValue"`
+	Raw           bool          `json:"raw"`
+	NoBitmapIndex bool          `json:"noBitmapIndex,omitempty"`
+}
+
+// MetricType is the type of a metric's values.
+type MetricType string
+
+// The metric types. HyperUnique metrics store one serialized HyperLogLog sketch per row.
+const (
+	MetricLong        MetricType = "long"
+	MetricDouble      MetricType = "double"
+	MetricHyperUnique MetricType = "hyperUnique"
+)
+
+// Aggregator names how a metric combines rows under rollup and in queries.
+type Aggregator string
+
+// The aggregators.
+const (
+	AggCount       Aggregator = "count"
+	AggLongSum     Aggregator = "longSum"
+	AggLongMin     Aggregator = "longMin"
+	AggLongMax     Aggregator = "longMax"
+	AggDoubleSum   Aggregator = "doubleSum"
+	AggDoubleMin   Aggregator = "doubleMin"
+	AggDoubleMax   Aggregator = "doubleMax"
+	AggHyperUnique Aggregator = "hyperUnique"
+)
+
+// Aggregators lists every aggregator, in a fixed order.
+var Aggregators = []Aggregator{AggCount, AggLongSum, AggLongMin, AggLongMax, AggDoubleSum, AggDoubleMin, AggDoubleMax, AggHyperUnique}
+
+// ValueType returns the metric type an aggregator works on, or "" for an unknown aggregator.
+func (a Aggregator) ValueType() MetricType {
+	switch a {
+	case AggCount, AggLongSum, AggLongMin, AggLongMax:
+		return MetricLong
+	case AggDoubleSum, AggDoubleMin, AggDoubleMax:
+		return MetricDouble
+	case AggHyperUnique:
+		return MetricHyperUnique
+	}
+	return ""
+}
+
+// Metric is a numeric or sketch column with the aggregator that combines it. Type may be left
+// empty: it then follows from the aggregator. Field names the input field the metric is computed
+// from at ingestion (for hyperUnique, the dimension value added to the sketch); empty means Name.
+// The columns package stores Field but does not use it.
+type Metric struct {
+	Name       string     `json:"name"`
+	Type       MetricType `json:"type,omitempty"`
+	Aggregator Aggregator `json:"aggregator"`
+	Field      string     `json:"fieldName,omitempty"`
+}
+
+// ValueType returns the metric's type: Type when set, else the aggregator's.
+func (m Metric) ValueType() MetricType {
+	if m.Type != "" {
+		return m.Type
+	}
+	return m.Aggregator.ValueType()
+}
+
+// Validate reports the first problem of the schema, naming the column: an empty, over-long or
+// non-UTF-8 name, a duplicate name, an unknown type or aggregator, a metric type that does not
+// fit its aggregator, a raw multi-value dimension, an unknown granularity. Errors wrap ErrSchema.
+func (s Schema) Validate() error {
+	seen := make(map[string]bool, len(s.Dimensions)+len(s.Metrics)+1)
+	seen[TimeColumn] = true
+	name := func(kind, n string) error {
+		switch {
+		case n == "":
+			return fmt.Errorf("columns: schema: %s with an empty name: %w", kind, ErrSchema)
+		case len(n) > maxNameLen:
+			return fmt.Errorf("columns: schema: %s %.40q...: name longer than %d bytes: %w", kind, n, maxNameLen, ErrSchema)
+		case !utf8.ValidString(n):
+			return fmt.Errorf("columns: schema: %s %q: name is not UTF-8: %w", kind, n, ErrSchema)
+		case n == TimeColumn:
+			return fmt.Errorf("columns: schema: %s %q: name is reserved for the time column: %w", kind, n, ErrSchema)
+		case seen[n]:
+			return fmt.Errorf("columns: schema: %s %q: duplicate column name: %w", kind, n, ErrSchema)
+		}
+		seen[n] = true
+		return nil
+	}
+	if n := len(s.Dimensions) + len(s.Metrics); n > maxColumns {
+		return fmt.Errorf("columns: schema: %d columns, at most %d: %w", n, maxColumns, ErrSchema)
+	}
+	for _, d := range s.Dimensions {
+		if err := name("dimension", d.Name); err != nil {
+			return err
+		}
+		if d.Type != "" && d.Type != DimString {
+			return fmt.Errorf("columns: schema: dimension %q: unknown type %q (want %q): %w", d.Name, d.Type, DimString, ErrSchema)
+		}
+		if d.Raw && d.MultiValue {
+			return fmt.Errorf("columns: schema: dimension %q: a raw dimension cannot be multi-value: %w", d.Name, ErrSchema)
+		}
+		if d.Raw && d.NoBitmapIndex {
+			return fmt.Errorf("columns: schema: dimension %q: noBitmapIndex is for dictionary dimensions (raw ones have no index): %w", d.Name, ErrSchema)
+		}
+	}
+	for _, m := range s.Metrics {
+		if err := name("metric", m.Name); err != nil {
+			return err
+		}
+		want := m.Aggregator.ValueType()
+		if want == "" {
+			return fmt.Errorf("columns: schema: metric %q: unknown aggregator %q (want one of %s): %w", m.Name, m.Aggregator, aggregatorList(), ErrSchema)
+		}
+		switch m.Type {
+		case "", want:
+		case MetricLong, MetricDouble, MetricHyperUnique:
+			return fmt.Errorf("columns: schema: metric %q: aggregator %q works on %s, not %s: %w", m.Name, m.Aggregator, want, m.Type, ErrSchema)
+		default:
+			return fmt.Errorf("columns: schema: metric %q: unknown type %q (want long, double or hyperUnique): %w", m.Name, m.Type, ErrSchema)
+		}
+	}
+	if !s.Granularity.valid() {
+		return fmt.Errorf("columns: schema: unknown granularity %d: %w", s.Granularity, ErrSchema)
+	}
+	return nil
+}
+
+func aggregatorList() string {
+	names := make([]string, len(Aggregators))
+	for i, a := range Aggregators {
+		names[i] = string(a)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Limits of the format, checked by the writer and the reader.
+const (
+	maxNameLen = 1 << 10
+	maxColumns = 1 << 12
+)
+
+// Dimension returns the index of the named dimension, or -1.
+func (s Schema) Dimension(name string) int {
+	for i, d := range s.Dimensions {
+		if d.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Metric returns the index of the named metric, or -1.
+func (s Schema) Metric(name string) int {
+	for i, m := range s.Metrics {
+		if m.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Clone returns a deep copy of s.
+func (s Schema) Clone() Schema {
+	s.Dimensions = append([]Dimension(nil), s.Dimensions...)
+	s.Metrics = append([]Metric(nil), s.Metrics...)
+	return s
+}
+
+// Equal reports whether two schemas are the same, treating an empty dimension type as string
+// and an empty metric type as its aggregator's.
+func (s Schema) Equal(o Schema) bool {
+	if len(s.Dimensions) != len(o.Dimensions) || len(s.Metrics) != len(o.Metrics) ||
+		s.Rollup != o.Rollup || s.Granularity != o.Granularity {
+		return false
+	}
+	for i, d := range s.Dimensions {
+		e := o.Dimensions[i]
+		if d.Name != e.Name || d.MultiValue != e.MultiValue || d.Raw != e.Raw || d.NoBitmapIndex != e.NoBitmapIndex ||
+			(d.Type != e.Type && (d.Type != "" && d.Type != DimString || e.Type != "" && e.Type != DimString)) {
+			return false
+		}
+	}
+	for i, m := range s.Metrics {
+		e := o.Metrics[i]
+		if m.Name != e.Name || m.Aggregator != e.Aggregator || m.ValueType() != e.ValueType() || m.Field != e.Field {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseSchema decodes a JSON schema, rejecting unknown fields, and validates it.
+func ParseSchema(data []byte) (Schema, error) {
+	var s Schema
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return Schema{}, fmt.Errorf("columns: schema: %w: %w", ErrSchema, err)
+	}
+	if dec.More() {
+		return Schema{}, fmt.Errorf("columns: schema: trailing data after the schema: %w", ErrSchema)
+	}
+	if err := s.Validate(); err != nil {
+		return Schema{}, err
+	}
+	return s, nil
+}
+
+// Granularity is the query granularity: rollup combines rows whose times truncate to the same
+// bucket. The zero value is none (millisecond precision).
+type Granularity uint8
+
+// The granularities.
+const (
+	GranularityNone Granularity = iota
+	GranularitySecond
+	GranularityMinute
+	GranularityHour
+	GranularityDay
+)
+
+var granularityNames = [...]string{"none", "second", "minute", "hour", "day"}
+var granularityMillis = [...]int64{1, 1000, 60 * 1000, 3600 * 1000, 24 * 3600 * 1000}
+
+func (g Granularity) valid() bool { return int(g) < len(granularityNames) }
+
+// String returns the granularity's name: none, second, minute, hour or day.
+func (g Granularity) String() string {
+	if g.valid() {
+		return granularityNames[g]
+	}
+	return fmt.Sprintf("Granularity(%d)", uint8(g))
+}
+
+// Millis returns the bucket width in milliseconds (1 for none).
+func (g Granularity) Millis() int64 {
+	if g.valid() {
+		return granularityMillis[g]
+	}
+	return 1
+}
+
+// Truncate returns the start of the bucket holding ms, rounding down (towards negative infinity
+// for times before the epoch). Days are UTC days.
+func (g Granularity) Truncate(ms int64) int64 {
+	w := g.Millis()
+	if w == 1 {
+		return ms
+	}
+	r := ms % w
+	if r < 0 {
+		r += w
+	}
+	return ms - r
+}
+
+// ParseGranularity parses a granularity name; the empty string is none. Names are matched
+// case-insensitively, as Druid does.
+func ParseGranularity(s string) (Granularity, error) {
+	if s == "" {
+		return GranularityNone, nil
+	}
+	for i, n := range granularityNames {
+		if strings.EqualFold(s, n) {
+			return Granularity(i), nil
+		}
+	}
+	return 0, fmt.Errorf("columns: unknown granularity %q (want none, second, minute, hour or day): %w", s, ErrSchema)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (g Granularity) MarshalText() ([]byte, error) {
+	if !g.valid() {
+		return nil, fmt.Errorf("columns: unknown granularity %d: %w", g, ErrSchema)
+	}
+	return []byte(g.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (g *Granularity) UnmarshalText(b []byte) error {
+	v, err := ParseGranularity(string(b))
+	if err != nil {
+		return err
+	}
+	*g = v
+	return nil
+}

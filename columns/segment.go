@@ -1,0 +1,649 @@
+package columns
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+	"sync/atomic"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/axiomhq/hyperloglog"
+
+	"github.com/writeout/writeout/internal/sys"
+	"github.com/writeout/writeout/medium"
+)
+
+// Segment is an open segment file.
+//
+// A Segment and its column handles (LongColumn, DimColumn, ...) are safe for concurrent use by
+// many goroutines: they hold no mutable state, and reads go through a mapping or an
+// io.ReaderAt. Cursors (LongCursor, DimCursor, ...) and dictionary iterators keep the chunk
+// they decoded last and are used by one goroutine at a time; take one per goroutine. Close must
+// not run while other calls are in progress; after it, calls fail.
+//
+// Opening checks the header, the trailer, the footer's CRC, the footer itself and the index of
+// every part; reads check every offset and length they follow. Part CRCs and the invariants
+// that need the whole data (dictionary order, ids against bitmaps, ...) are checked by Verify.
+type Segment struct {
+	src     source
+	closed  atomic.Bool
+	closeFn func() error
+	f       *footer
+
+	time     *LongColumn
+	dims     []*DimColumn // nil for raw dimensions
+	raws     []*RawColumn // nil for dictionary dimensions
+	longs    []*LongColumn
+	doubles  []*DoubleColumn
+	sketches []*SketchColumn
+}
+
+// Open opens a segment file. On Linux it maps the file (read-only, shared); elsewhere, or if
+// the mapping fails as unsupported, it reads with ReadAt. Close unmaps or closes the file.
+func Open(path string) (*Segment, error) { return openWith(path, &sys.Default) }
+
+func openWith(path string, calls *sys.Calls) (*Segment, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("columns: open: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, medium.JoinErrors(fmt.Errorf("columns: open: %w", err), f.Close())
+	}
+	size := st.Size()
+	if size < int64(headerSize+trailerSize) || size > math.MaxInt {
+		// Too small to map usefully (a zero-length mapping is an error); let the checks say why.
+		s, err := newSegment(source{r: f, size: size}, f.Close)
+		if err != nil {
+			return nil, medium.JoinErrors(fmt.Errorf("columns: open %s: %w", path, err), f.Close())
+		}
+		return s, nil
+	}
+	data, err := calls.Mmap(int(f.Fd()), 0, int(size), sys.ProtRead, sys.MapShared)
+	if err != nil {
+		if !errors.Is(err, sys.ErrUnsupported) {
+			return nil, medium.JoinErrors(fmt.Errorf("columns: open %s: mmap: %w", path, err), f.Close())
+		}
+		s, err := newSegment(source{r: f, size: size}, f.Close)
+		if err != nil {
+			return nil, medium.JoinErrors(fmt.Errorf("columns: open %s: %w", path, err), f.Close())
+		}
+		return s, nil
+	}
+	// The mapping outlives the descriptor.
+	if err := f.Close(); err != nil {
+		return nil, medium.JoinErrors(fmt.Errorf("columns: open %s: %w", path, err), calls.Munmap(data))
+	}
+	unmap := func() error {
+		if err := calls.Munmap(data); err != nil {
+			return fmt.Errorf("columns: munmap %s: %w", path, err)
+		}
+		return nil
+	}
+	s, err := newSegment(source{data: data, size: size}, unmap)
+	if err != nil {
+		return nil, medium.JoinErrors(fmt.Errorf("columns: open %s: %w", path, err), unmap())
+	}
+	return s, nil
+}
+
+// NewSegment reads a segment of size bytes from r, which must allow concurrent ReadAt calls (as
+// io.ReaderAt promises) and stay readable until the segment is closed. Close does not close r.
+func NewSegment(r io.ReaderAt, size int64) (*Segment, error) {
+	if r == nil || size < 0 {
+		return nil, fmt.Errorf("columns: NewSegment: nil reader or negative size: %w", medium.ErrInvalid)
+	}
+	return newSegment(source{r: r, size: size}, nil)
+}
+
+// NewSegmentBytes reads a segment from b without copying; b must not change while the segment
+// is in use.
+func NewSegmentBytes(b []byte) (*Segment, error) {
+	if len(b) == 0 {
+		return newSegment(source{r: bytes.NewReader(nil), size: 0}, nil)
+	}
+	return newSegment(source{data: b, size: int64(len(b))}, nil)
+}
+
+func newSegment(src source, closeFn func() error) (*Segment, error) {
+	s := &Segment{src: src, closeFn: closeFn}
+	size := src.size
+	if size < int64(headerSize+trailerSize) {
+		return nil, corruptf("columns: file of %d bytes, too short for a segment", size)
+	}
+	h, err := s.src.view(0, int64(headerSize), nil)
+	if err != nil {
+		return nil, fmt.Errorf("columns: header: %w", err)
+	}
+	if string(h[:len(magic)]) != magic {
+		return nil, corruptf("columns: header: bad magic %q", h[:len(magic)])
+	}
+	if h[len(magic)] != Version {
+		return nil, fmt.Errorf("columns: header: version %d (this reader reads %d): %w", h[len(magic)], Version, ErrVersion)
+	}
+	t, err := s.src.view(size-int64(trailerSize), int64(trailerSize), nil)
+	if err != nil {
+		return nil, fmt.Errorf("columns: trailer: %w", err)
+	}
+	if string(t[8:]) != magic {
+		return nil, corruptf("columns: trailer: bad magic %q (truncated file?)", t[8:])
+	}
+	fcrc := binary.LittleEndian.Uint32(t)
+	flen := int64(binary.LittleEndian.Uint32(t[4:]))
+	footerStart := size - int64(trailerSize) - flen
+	if flen > maxFooter || footerStart < int64(headerSize) {
+		return nil, corruptf("columns: trailer: footer of %d bytes does not fit in a file of %d", flen, size)
+	}
+	fb, err := s.src.view(footerStart, flen, nil)
+	if err != nil {
+		return nil, fmt.Errorf("columns: footer: %w", err)
+	}
+	if c := crc32.Checksum(fb, castagnoli); c != fcrc {
+		return nil, corruptf("columns: footer: CRC %08x, want %08x", c, fcrc)
+	}
+	f, err := decodeFooter(fb, footerStart)
+	if err != nil {
+		return nil, err
+	}
+	s.f = f
+	if err := s.parseColumns(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Segment) part(col int, kind PartKind) *PartInfo {
+	for i := range s.f.parts {
+		if p := &s.f.parts[i]; p.column == col && p.Kind == kind {
+			return p
+		}
+	}
+	return nil // not reached: decodeFooter checked every part the schema needs is there
+}
+
+func (s *Segment) parseColumns() error {
+	sc := s.f.schema
+	rows := s.f.rows
+	chunked := func(col int) (*chunkIndex, error) {
+		p := s.part(col, PartValues)
+		ix, err := parseChunkIndex(&s.src, p, rows)
+		return ix, partError(p.Column, p.Kind, err)
+	}
+	ix, err := chunked(0)
+	if err != nil {
+		return err
+	}
+	s.time = &LongColumn{seg: s, name: TimeColumn, ix: ix}
+	s.dims = make([]*DimColumn, len(sc.Dimensions))
+	s.raws = make([]*RawColumn, len(sc.Dimensions))
+	for i, d := range sc.Dimensions {
+		c := 1 + i
+		if d.Raw {
+			ix, err := chunked(c)
+			if err != nil {
+				return err
+			}
+			s.raws[i] = &RawColumn{seg: s, dim: d, ix: ix, nulls: s.part(c, PartNulls)}
+			continue
+		}
+		dc := &DimColumn{seg: s, dim: d, nulls: s.part(c, PartNulls)}
+		p := s.part(c, PartDictionary)
+		if dc.dict, err = parseDict(&s.src, p); err != nil {
+			return partError(d.Name, p.Kind, err)
+		}
+		card := dc.dict.cardinality()
+		if card == 0 && rows > 0 {
+			return partError(d.Name, p.Kind, corruptf("empty dictionary for %d rows", rows))
+		}
+		p = s.part(c, PartIDs)
+		if dc.ix, err = parseChunkIndex(&s.src, p, rows); err != nil {
+			return partError(d.Name, p.Kind, err)
+		}
+		if !d.NoBitmapIndex {
+			p = s.part(c, PartBitmaps)
+			if dc.bms, err = parseBitmaps(&s.src, p, card, rows); err != nil {
+				return partError(d.Name, p.Kind, err)
+			}
+		}
+		s.dims[i] = dc
+	}
+	for i, m := range sc.Metrics {
+		c := 1 + len(sc.Dimensions) + i
+		ix, err := chunked(c)
+		if err != nil {
+			return err
+		}
+		var (
+			l  *LongColumn
+			d  *DoubleColumn
+			sk *SketchColumn
+		)
+		switch m.ValueType() {
+		case MetricLong:
+			l = &LongColumn{seg: s, name: m.Name, ix: ix}
+		case MetricDouble:
+			d = &DoubleColumn{seg: s, name: m.Name, ix: ix}
+		case MetricHyperUnique:
+			sk = &SketchColumn{seg: s, name: m.Name, ix: ix}
+		}
+		s.longs, s.doubles, s.sketches = append(s.longs, l), append(s.doubles, d), append(s.sketches, sk)
+	}
+	return nil
+}
+
+// Close unmaps the file (or closes it) for a segment from Open; for one from NewSegment it
+// releases nothing. A second Close returns nil.
+func (s *Segment) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.src.closed = true
+	if s.closeFn != nil {
+		return s.closeFn()
+	}
+	return nil
+}
+
+// Schema returns the segment's schema.
+func (s *Segment) Schema() Schema { return s.f.schema.Clone() }
+
+// Rows returns the number of rows.
+func (s *Segment) Rows() int { return s.f.rows }
+
+// Interval returns the time interval the segment covers.
+func (s *Segment) Interval() Interval { return s.f.interval }
+
+// Size returns the size of the segment file in bytes.
+func (s *Segment) Size() int64 { return s.src.size }
+
+// Parts returns the footer's list of parts, in file order.
+func (s *Segment) Parts() []PartInfo { return append([]PartInfo(nil), s.f.parts...) }
+
+// Info returns the segment's description, as Writer.Finish returned it (without path and syncs).
+func (s *Segment) Info() Info { return s.f.info(s.src.size) }
+
+// Time returns the __time column.
+func (s *Segment) Time() *LongColumn { return s.time }
+
+// Dim returns a dictionary dimension.
+func (s *Segment) Dim(name string) (*DimColumn, error) {
+	i := s.f.schema.Dimension(name)
+	if i < 0 || s.dims[i] == nil {
+		return nil, fmt.Errorf("columns: no dictionary dimension %q: %w", name, ErrSchema)
+	}
+	return s.dims[i], nil
+}
+
+// Raw returns a raw dimension.
+func (s *Segment) Raw(name string) (*RawColumn, error) {
+	i := s.f.schema.Dimension(name)
+	if i < 0 || s.raws[i] == nil {
+		return nil, fmt.Errorf("columns: no raw dimension %q: %w", name, ErrSchema)
+	}
+	return s.raws[i], nil
+}
+
+// Long returns a long metric.
+func (s *Segment) Long(name string) (*LongColumn, error) {
+	i := s.f.schema.Metric(name)
+	if i < 0 || s.longs[i] == nil {
+		return nil, fmt.Errorf("columns: no long metric %q: %w", name, ErrSchema)
+	}
+	return s.longs[i], nil
+}
+
+// Double returns a double metric.
+func (s *Segment) Double(name string) (*DoubleColumn, error) {
+	i := s.f.schema.Metric(name)
+	if i < 0 || s.doubles[i] == nil {
+		return nil, fmt.Errorf("columns: no double metric %q: %w", name, ErrSchema)
+	}
+	return s.doubles[i], nil
+}
+
+// Sketch returns a hyperUnique metric.
+func (s *Segment) Sketch(name string) (*SketchColumn, error) {
+	i := s.f.schema.Metric(name)
+	if i < 0 || s.sketches[i] == nil {
+		return nil, fmt.Errorf("columns: no hyperUnique metric %q: %w", name, ErrSchema)
+	}
+	return s.sketches[i], nil
+}
+
+// Bitmap returns the bitmap of id in a dictionary dimension: the rows holding that value.
+func (s *Segment) Bitmap(dim string, id uint32) (*roaring.Bitmap, error) {
+	d, err := s.Dim(dim)
+	if err != nil {
+		return nil, err
+	}
+	return d.Bitmap(id)
+}
+
+// Nulls returns the null rows of a dimension (dictionary or raw).
+func (s *Segment) Nulls(dim string) (*roaring.Bitmap, error) {
+	i := s.f.schema.Dimension(dim)
+	switch {
+	case i < 0:
+		return nil, fmt.Errorf("columns: no dimension %q: %w", dim, ErrSchema)
+	case s.raws[i] != nil:
+		return s.raws[i].Nulls()
+	}
+	return s.dims[i].Nulls()
+}
+
+func (s *Segment) readNulls(name string, p *PartInfo) (*roaring.Bitmap, error) {
+	raw, err := s.src.view(p.Offset, p.Length, nil)
+	if err != nil {
+		return nil, partError(name, p.Kind, err)
+	}
+	bm, err := decodeBitmap(raw, s.f.rows)
+	return bm, partError(name, p.Kind, err)
+}
+
+// chunkRaw bounds for the chunk kinds, from their row counts.
+func numericMaxRaw(rows int) int { return 32 + 8*rows }
+
+// LongColumn is __time or a long metric.
+type LongColumn struct {
+	seg  *Segment
+	name string
+	ix   *chunkIndex
+}
+
+// Name returns the column's name.
+func (c *LongColumn) Name() string { return c.name }
+
+// Cursor returns a new cursor over the column.
+func (c *LongColumn) Cursor() *LongCursor {
+	return &LongCursor{col: c, cr: newChunkReader(&c.seg.src, c.ix)}
+}
+
+// Get returns one row's value, decoding its chunk; use a cursor for more than a few rows.
+func (c *LongColumn) Get(row int) (int64, error) { return c.Cursor().At(row) }
+
+// LongCursor reads a long column, keeping the last chunk it decoded: sequential reads decode
+// each chunk once. Use it from one goroutine at a time.
+type LongCursor struct {
+	col  *LongColumn
+	cr   chunkReader
+	vals []int64
+}
+
+// At returns the value of row.
+func (c *LongCursor) At(row int) (int64, error) {
+	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {
+		if err := c.load(row); err != nil {
+			return 0, err
+		}
+	}
+	return c.vals[row-c.cr.lo], nil
+}
+
+// Chunk returns the values of the chunk holding row, and the row of its first value. The slice
+// is valid until the cursor's next call.
+func (c *LongCursor) Chunk(row int) (first int, vals []int64, err error) {
+	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {
+		if err := c.load(row); err != nil {
+			return 0, nil, err
+		}
+	}
+	return c.cr.lo, c.vals, nil
+}
+
+func (c *LongCursor) load(row int) error {
+	if err := c.cr.seg(row); err != nil {
+		return err
+	}
+	i := c.cr.next(row)
+	raw, err := c.cr.load(i, numericMaxRaw(c.cr.ix.first[i+1]-c.cr.ix.first[i]))
+	if err == nil {
+		var rest []byte
+		c.vals, rest, err = decodeInt64s(c.vals[:0], raw, c.cr.ix.first[i+1]-c.cr.ix.first[i])
+		if err == nil && len(rest) != 0 {
+			err = corruptf("%d trailing bytes", len(rest))
+		}
+		if err != nil {
+			err = fmt.Errorf("chunk %d: %w", i, err)
+		}
+	}
+	if err != nil {
+		c.cr.cur = -1
+		return partError(c.col.name, PartValues, err)
+	}
+	c.cr.cur = i
+	return nil
+}
+
+// seg checks the segment is open and row within it.
+func (c *chunkReader) seg(row int) error {
+	if c.src.closed {
+		return fmt.Errorf("columns: segment closed: %w", medium.ErrClosed)
+	}
+	if rows := c.ix.first[len(c.ix.first)-1]; row < 0 || row >= rows {
+		return rowErr(row, rows)
+	}
+	return nil
+}
+
+// next returns the chunk holding row: the one after the current when reading on, else found
+// by binary search.
+func (c *chunkReader) next(row int) int {
+	if c.cur >= 0 && row == c.hi && c.cur+1 < c.ix.chunks() {
+		return c.cur + 1
+	}
+	return c.ix.find(row)
+}
+
+// DoubleColumn is a double metric.
+type DoubleColumn struct {
+	seg  *Segment
+	name string
+	ix   *chunkIndex
+}
+
+// Name returns the column's name.
+func (c *DoubleColumn) Name() string { return c.name }
+
+// Cursor returns a new cursor over the column.
+func (c *DoubleColumn) Cursor() *DoubleCursor {
+	return &DoubleCursor{col: c, cr: newChunkReader(&c.seg.src, c.ix)}
+}
+
+// Get returns one row's value; use a cursor for more than a few rows.
+func (c *DoubleColumn) Get(row int) (float64, error) { return c.Cursor().At(row) }
+
+// DoubleCursor reads a double column chunk by chunk; one goroutine at a time.
+type DoubleCursor struct {
+	col  *DoubleColumn
+	cr   chunkReader
+	vals []float64
+	ints []int64
+}
+
+// At returns the value of row.
+func (c *DoubleCursor) At(row int) (float64, error) {
+	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {
+		if err := c.load(row); err != nil {
+			return 0, err
+		}
+	}
+	return c.vals[row-c.cr.lo], nil
+}
+
+// Chunk returns the values of the chunk holding row and the row of its first value; valid
+// until the cursor's next call.
+func (c *DoubleCursor) Chunk(row int) (first int, vals []float64, err error) {
+	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {
+		if err := c.load(row); err != nil {
+			return 0, nil, err
+		}
+	}
+	return c.cr.lo, c.vals, nil
+}
+
+func (c *DoubleCursor) load(row int) error {
+	if err := c.cr.seg(row); err != nil {
+		return err
+	}
+	i := c.cr.next(row)
+	n := c.cr.ix.first[i+1] - c.cr.ix.first[i]
+	raw, err := c.cr.load(i, numericMaxRaw(n))
+	if err == nil {
+		var rest []byte
+		c.vals, rest, c.ints, err = decodeFloat64s(c.vals[:0], raw, n, c.ints)
+		if err == nil && len(rest) != 0 {
+			err = corruptf("%d trailing bytes", len(rest))
+		}
+		if err != nil {
+			err = fmt.Errorf("chunk %d: %w", i, err)
+		}
+	}
+	if err != nil {
+		c.cr.cur = -1
+		return partError(c.col.name, PartValues, err)
+	}
+	c.cr.cur = i
+	return nil
+}
+
+// blobCursor reads blob chunks.
+type blobCursor struct {
+	name string
+	cr   chunkReader
+	offs []int
+	lens []int64
+	data []byte
+}
+
+func (c *blobCursor) at(row int) ([]byte, error) {
+	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {
+		if err := c.load(row); err != nil {
+			return nil, err
+		}
+	}
+	k := row - c.cr.lo
+	return c.data[c.offs[k]:c.offs[k+1]:c.offs[k+1]], nil
+}
+
+func (c *blobCursor) load(row int) error {
+	if err := c.cr.seg(row); err != nil {
+		return err
+	}
+	i := c.cr.next(row)
+	raw, err := c.cr.load(i, maxChunkBytes)
+	if err == nil {
+		c.offs, c.lens, c.data, err = DecodeBlobs(c.offs, c.lens, raw, c.cr.ix.first[i+1]-c.cr.ix.first[i])
+		if err != nil {
+			err = fmt.Errorf("chunk %d: %w", i, err)
+		}
+	}
+	if err != nil {
+		c.cr.cur = -1
+		return partError(c.name, PartValues, err)
+	}
+	c.cr.cur = i
+	return nil
+}
+
+// SketchColumn is a hyperUnique metric: one HyperLogLog sketch per row.
+type SketchColumn struct {
+	seg  *Segment
+	name string
+	ix   *chunkIndex
+}
+
+// Name returns the column's name.
+func (c *SketchColumn) Name() string { return c.name }
+
+// Cursor returns a new cursor over the column.
+func (c *SketchColumn) Cursor() *SketchCursor {
+	return &SketchCursor{blobCursor{name: c.name, cr: newChunkReader(&c.seg.src, c.ix)}}
+}
+
+// SketchCursor reads a hyperUnique column chunk by chunk; one goroutine at a time.
+type SketchCursor struct{ blobCursor }
+
+// Bytes returns the serialized sketch of row (as SketchWriter.AppendBytes takes it), valid
+// until the cursor's next call.
+func (c *SketchCursor) Bytes(row int) ([]byte, error) { return c.at(row) }
+
+// Sketch returns the sketch of row, decoded.
+func (c *SketchCursor) Sketch(row int) (*hyperloglog.Sketch, error) {
+	b, err := c.at(row)
+	if err != nil {
+		return nil, err
+	}
+	return decodeSketch(c.name, row, b)
+}
+
+func decodeSketch(name string, row int, b []byte) (*hyperloglog.Sketch, error) {
+	sk := hyperloglog.New()
+	err := safely("hyperloglog", func() error {
+		if err := sk.UnmarshalBinary(b); err != nil {
+			return corruptf("row %d: sketch: %v", row, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, partError(name, PartValues, err)
+	}
+	return sk, nil
+}
+
+// RawColumn is a raw string dimension.
+type RawColumn struct {
+	seg   *Segment
+	dim   Dimension
+	ix    *chunkIndex
+	nulls *PartInfo
+}
+
+// Dimension returns the column's schema entry.
+func (c *RawColumn) Dimension() Dimension { return c.dim }
+
+// Nulls returns the null rows.
+func (c *RawColumn) Nulls() (*roaring.Bitmap, error) { return c.seg.readNulls(c.dim.Name, c.nulls) }
+
+// Cursor returns a new cursor over the column.
+func (c *RawColumn) Cursor() *RawCursor {
+	return &RawCursor{blobCursor: blobCursor{name: c.dim.Name, cr: newChunkReader(&c.seg.src, c.ix)}, col: c}
+}
+
+// RawCursor reads a raw dimension chunk by chunk; one goroutine at a time.
+type RawCursor struct {
+	blobCursor
+	col   *RawColumn
+	nulls *roaring.Bitmap
+}
+
+// Bytes returns the value of row, valid until the cursor's next call, and whether it is
+// non-null.
+func (c *RawCursor) Bytes(row int) ([]byte, bool, error) {
+	if c.nulls == nil {
+		bm, err := c.col.Nulls()
+		if err != nil {
+			return nil, false, err
+		}
+		c.nulls = bm
+	}
+	b, err := c.at(row)
+	if err != nil {
+		return nil, false, err
+	}
+	if c.nulls.Contains(uint32(row)) {
+		return nil, false, nil
+	}
+	return b, true, nil
+}
+
+// At returns the value of row and whether it is non-null.
+func (c *RawCursor) At(row int) (string, bool, error) {
+	b, ok, err := c.Bytes(row)
+	return string(b), ok, err
+}

@@ -1,0 +1,267 @@
+package columns
+
+import (
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"strings"
+)
+
+// Verify checks the whole segment: the CRC-32C of every part, then every structural invariant
+// by decoding everything: chunk bounds and encodings, times in order and within the interval,
+// dictionaries strictly sorted and exactly filling their blocks, ids below the cardinality, the
+// null id alone in its row and exactly on the null rows, every bitmap exactly the rows holding
+// its id, raw null rows empty, and every sketch decodable. The first problem is returned,
+// wrapping ErrCorrupt and naming the column and part.
+func (s *Segment) Verify() error {
+	for i := range s.f.parts {
+		if err := s.verifyCRC(&s.f.parts[i]); err != nil {
+			return err
+		}
+	}
+	if err := s.verifyTime(); err != nil {
+		return err
+	}
+	for i, d := range s.f.schema.Dimensions {
+		var err error
+		if d.Raw {
+			err = s.verifyRaw(s.raws[i])
+		} else {
+			err = s.verifyDim(s.dims[i])
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for i := range s.f.schema.Metrics {
+		var err error
+		switch {
+		case s.longs[i] != nil:
+			c := s.longs[i].Cursor()
+			err = s.eachChunk(c.cr.ix, func(row int) error { _, _, err := c.Chunk(row); return err })
+		case s.doubles[i] != nil:
+			c := s.doubles[i].Cursor()
+			err = s.eachChunk(c.cr.ix, func(row int) error { _, _, err := c.Chunk(row); return err })
+		default:
+			c := s.sketches[i].Cursor()
+			for row := 0; row < s.f.rows && err == nil; row++ {
+				_, err = c.Sketch(row)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Segment) verifyCRC(p *PartInfo) error {
+	const piece = 1 << 20
+	var crc uint32
+	var buf []byte
+	for off := int64(0); off < p.Length; off += piece {
+		n := min(piece, p.Length-off)
+		b, err := s.src.view(p.Offset+off, n, buf)
+		if err != nil {
+			return partError(p.Column, p.Kind, err)
+		}
+		if s.src.data == nil {
+			buf = b
+		}
+		crc = crc32.Update(crc, castagnoli, b)
+	}
+	if crc != p.CRC {
+		return partError(p.Column, p.Kind, corruptf("CRC %08x, the footer says %08x", crc, p.CRC))
+	}
+	return nil
+}
+
+// eachChunk calls fn with the first row of every chunk.
+func (s *Segment) eachChunk(ix *chunkIndex, fn func(row int) error) error {
+	for i := 0; i < ix.chunks(); i++ {
+		if err := fn(ix.first[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Segment) verifyTime() error {
+	c := s.time.Cursor()
+	prev := int64(0)
+	iv := s.f.interval
+	return s.eachChunk(c.cr.ix, func(row int) error {
+		first, vals, err := c.Chunk(row)
+		if err != nil {
+			return err
+		}
+		for k, v := range vals {
+			r := first + k
+			if r > 0 && v < prev {
+				return partError(TimeColumn, PartValues, corruptf("row %d: time %d before the previous row's %d", r, v, prev))
+			}
+			if !iv.Contains(v) {
+				return partError(TimeColumn, PartValues, corruptf("row %d: time %d outside the interval [%d, %d)", r, v, iv.Start, iv.End))
+			}
+			prev = v
+		}
+		return nil
+	})
+}
+
+func (s *Segment) verifyRaw(c *RawColumn) error {
+	nulls, err := c.Nulls()
+	if err != nil {
+		return err
+	}
+	cur := c.Cursor()
+	cur.nulls = nulls
+	for row := 0; row < s.f.rows; row++ {
+		b, err := cur.at(row)
+		if err != nil {
+			return err
+		}
+		if len(b) > 0 && nulls.Contains(uint32(row)) {
+			return partError(c.dim.Name, PartValues, corruptf("row %d: null row holds %d bytes", row, len(b)))
+		}
+	}
+	return nil
+}
+
+func (s *Segment) verifyDim(c *DimColumn) error {
+	name := c.dim.Name
+	// The dictionary: every block exactly filled, values strictly increasing.
+	d := c.dict
+	var prev []byte
+	var it blockIter
+	for b := 0; b < d.nblocks; b++ {
+		raw, err := d.block(b, nil)
+		if err != nil {
+			return partError(name, PartDictionary, err)
+		}
+		it.rest, it.i = raw, 0
+		for k := 0; k < d.blockLen(b); k++ {
+			if err := it.next(); err != nil {
+				return partError(name, PartDictionary, fmt.Errorf("block %d value %d: %w", b, k, err))
+			}
+			if (b > 0 || k > 0) && strings.Compare(string(prev), string(it.val)) >= 0 {
+				return partError(name, PartDictionary, corruptf("value %d (%.40q) does not sort after %.40q", b*dictBlock+k, it.val, prev))
+			}
+			prev = append(prev[:0], it.val...)
+		}
+		if len(it.rest) != 0 {
+			return partError(name, PartDictionary, corruptf("block %d: %d trailing bytes", b, len(it.rest)))
+		}
+	}
+	// The rows' ids (the cursor checks widths, cardinality and nulls inside multi-value rows).
+	rows := s.f.rows
+	multi := c.dim.MultiValue
+	var all, offs []uint32
+	if multi {
+		offs = make([]uint32, 0, rows+1)
+	}
+	var pairs uint64
+	var seen []uint32
+	cur := c.Cursor()
+	for row := 0; row < rows; row++ {
+		ids, err := cur.IDs(row)
+		if err != nil {
+			return err
+		}
+		if multi {
+			offs = append(offs, uint32(len(all)))
+			seen = append(seen[:0], ids...)
+			pairs += distinctSorted(seen)
+		} else {
+			pairs++
+		}
+		all = append(all, ids...)
+	}
+	if multi {
+		offs = append(offs, uint32(len(all)))
+	}
+	rowIDs := func(row uint32) []uint32 {
+		if multi {
+			return all[offs[row]:offs[row+1]]
+		}
+		return all[row : row+1]
+	}
+	// The null rows.
+	nulls, err := c.Nulls()
+	if err != nil {
+		return err
+	}
+	var nullRows uint64
+	for row := 0; row < rows; row++ {
+		isNull := c.IsNull(rowIDs(uint32(row))[0])
+		if isNull {
+			nullRows++
+		}
+		if isNull != nulls.Contains(uint32(row)) {
+			return partError(name, PartNulls, corruptf("row %d: null is %v, the null bitmap says %v", row, isNull, !isNull))
+		}
+	}
+	if nulls.GetCardinality() != nullRows {
+		return partError(name, PartNulls, corruptf("%d null rows, the null bitmap holds %d", nullRows, nulls.GetCardinality()))
+	}
+	if c.bms == nil {
+		return nil
+	}
+	// The bitmap index: every member holds the id, and there are as many members as distinct
+	// (row, id) pairs, so no pair is missing.
+	var members uint64
+	var lastEnd int64
+	for id := 0; id < c.bms.count; id++ {
+		start, end, err := c.bms.span(id)
+		if err != nil {
+			return partError(name, PartBitmaps, err)
+		}
+		if start != lastEnd {
+			return partError(name, PartBitmaps, corruptf("bitmap %d starts at %d, the one before ends at %d", id, start, lastEnd))
+		}
+		lastEnd = end
+		bm, err := c.Bitmap(uint32(id))
+		if err != nil {
+			return err
+		}
+		members += bm.GetCardinality()
+		itr := bm.Iterator()
+		for itr.HasNext() {
+			row := itr.Next()
+			if !containsID(rowIDs(row), uint32(id)) {
+				return partError(name, PartBitmaps, corruptf("bitmap %d holds row %d, which does not hold id %d", id, row, id))
+			}
+		}
+	}
+	if lastEnd != c.bms.tableOff {
+		return partError(name, PartBitmaps, corruptf("bitmaps end at %d, the table starts at %d", lastEnd, c.bms.tableOff))
+	}
+	if members != pairs {
+		return partError(name, PartBitmaps, corruptf("bitmaps hold %d rows in all, the rows hold %d distinct values", members, pairs))
+	}
+	return nil
+}
+
+func containsID(ids []uint32, id uint32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// distinctSorted sorts ids in place and counts the distinct ones.
+func distinctSorted(ids []uint32) uint64 {
+	if len(ids) <= 1 {
+		return uint64(len(ids))
+	}
+	slices.Sort(ids)
+	n := uint64(1)
+	for i := 1; i < len(ids); i++ {
+		if ids[i] != ids[i-1] {
+			n++
+		}
+	}
+	return n
+}
