@@ -26,13 +26,13 @@ type spec struct {
 	name    string
 	kind    Kind
 	dist    distKind
-	start   int64     // first value of the range [start, start+n)
-	n       int64     // number of distinct values
-	weights []float64 // distTable: one weight per offset
-	enum    []string  // String only: enum[v] replaces start+v
-	enumNul int       // index into enum that stands for null, or -1
-	rowSize int       // values per row; >1 makes a multi-value column
-	nullP   float64   // String only: probability the whole row is null
+	start   int64    // first value of the range [start, start+n)
+	n       int64    // number of distinct values
+	tab     *table   // distTable: the sampler, shared and read-only
+	enum    []string // String only: enum[v] replaces start+v
+	enumNul int      // index into enum that stands for null, or -1
+	rowSize int      // values per row; >1 makes a multi-value column
+	nullP   float64  // String only: probability the whole row is null
 }
 
 func sequential(name string, kind Kind, start, end int64) spec {
@@ -45,22 +45,25 @@ func uniform(name string, kind Kind, start, end int64) spec {
 
 // zipf draws start+k-1 with probability proportional to 1/k^s, k = 1..end-start.
 func zipf(name string, kind Kind, start, end int64, s float64) spec {
-	return spec{name: name, kind: kind, dist: distTable, start: start, n: end - start,
-		weights: zipfWeights(int(end-start), s), enumNul: -1, rowSize: 1}
+	n := int(end - start)
+	tab := cachedTable(tableKey{"zipf", n, s}, func() []float64 { return zipfWeights(n, s) })
+	return spec{name: name, kind: kind, dist: distTable, start: start, n: end - start, tab: tab, enumNul: -1, rowSize: 1}
 }
 
 // roundedNormal draws round(X), X normal(mean, sd), mean an integer.
 func roundedNormal(name string, kind Kind, mean int64, sd float64) spec {
 	half := int(10*sd) + 1
+	tab := cachedTable(tableKey{"roundedNormal", half, sd}, func() []float64 { return roundedNormalWeights(sd, half) })
 	return spec{name: name, kind: kind, dist: distTable, start: mean - int64(half), n: int64(2*half + 1),
-		weights: roundedNormalWeights(sd, half), enumNul: -1, rowSize: 1}
+		tab: tab, enumNul: -1, rowSize: 1}
 }
 
 // enumerated draws values[i] with probability probs[i]; a value "\x00null"
 // stands for null.
 func enumerated(name string, values []string, probs []float64) spec {
+	tab := newTable(probs)
 	sp := spec{name: name, kind: String, dist: distTable, n: int64(len(values)),
-		weights: probs, enum: values, enumNul: -1, rowSize: 1}
+		tab: &tab, enum: values, enumNul: -1, rowSize: 1}
 	for i, v := range values {
 		if v == enumNull {
 			sp.enumNul = i
@@ -86,6 +89,26 @@ func (s spec) column(slot int) Column {
 	return c
 }
 
+// tableKey names a distribution whose sampler is worth sharing.
+type tableKey struct {
+	dist  string
+	n     int
+	param float64
+}
+
+var tables sync.Map // tableKey -> *table
+
+// cachedTable returns the shared table for key, building it from weights()
+// on first use. Tables are never modified after they are built.
+func cachedTable(key tableKey, weights func() []float64) *table {
+	if t, ok := tables.Load(key); ok {
+		return t.(*table)
+	}
+	t := newTable(weights())
+	actual, _ := tables.LoadOrStore(key, &t)
+	return actual.(*table)
+}
+
 // colState is the running state of one generated column.
 type colState struct {
 	kind    Kind
@@ -94,14 +117,14 @@ type colState struct {
 	start   int64
 	n       uint64
 	seq     uint64
-	tab     table
+	tab     *table
 	enum    []string
 	enumNul int
 	rowSize int
 	nullT   uint64
 	multi   bool
 	nullEl  bool
-	dec     []string
+	dec     *decimalTable
 	rng     rng
 }
 
@@ -110,7 +133,7 @@ func newColState(s spec, slot int, seed int64, stream uint64) colState {
 		enum: s.enum, enumNul: s.enumNul, rowSize: s.rowSize, nullT: threshold(s.nullP),
 		multi: s.rowSize > 1, nullEl: s.enumNul >= 0 && s.rowSize > 1}
 	if s.dist == distTable {
-		c.tab = newTable(s.weights)
+		c.tab = s.tab
 	}
 	if s.kind == String && s.enum == nil {
 		c.dec = decimals()
@@ -154,8 +177,8 @@ func (c *colState) fill(r *Row) {
 			switch {
 			case c.enum == nil:
 				x := c.start + int64(v)
-				if x >= 0 && x < int64(len(c.dec)) {
-					sv.Values = append(sv.Values, c.dec[x])
+				if x >= 0 && x <= decimalMax {
+					sv.Values = append(sv.Values, c.dec.get(x))
 				} else {
 					sv.Values = append(sv.Values, strconv.FormatInt(x, 10))
 				}
@@ -172,25 +195,29 @@ func (c *colState) fill(r *Row) {
 	}
 }
 
-// decimals holds the decimal text of 0..decimalMax, as substrings of one
-// string, built on first use.
+// decimalTable holds the decimal text of 0..decimalMax back to back in one
+// string: value v is all[off[v]:off[v+1]]. Offsets (400 KB) instead of
+// string headers (1.6 MB) keep random lookups in cache.
+type decimalTable struct {
+	all string
+	off []uint32
+}
+
 const decimalMax = 100_000
 
-var decimals = sync.OnceValue(func() []string {
+// get returns the decimal text of v, which must be in [0, decimalMax].
+func (d *decimalTable) get(v int64) string { return d.all[d.off[v]:d.off[v+1]] }
+
+// decimals builds the table on first use.
+var decimals = sync.OnceValue(func() *decimalTable {
 	var b strings.Builder
 	b.Grow(6 * (decimalMax + 1))
-	ends := make([]int, decimalMax+1)
+	d := &decimalTable{off: make([]uint32, decimalMax+2)}
 	var buf [20]byte
-	for i := range ends {
+	for i := range decimalMax + 1 {
 		b.Write(strconv.AppendInt(buf[:0], int64(i), 10))
-		ends[i] = b.Len()
+		d.off[i+1] = uint32(b.Len())
 	}
-	all := b.String()
-	out := make([]string, decimalMax+1)
-	prev := 0
-	for i, e := range ends {
-		out[i] = all[prev:e]
-		prev = e
-	}
-	return out
+	d.all = b.String()
+	return d
 })

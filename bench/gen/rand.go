@@ -72,8 +72,15 @@ func threshold(p float64) uint64 {
 // u < cum[i] for u uniform in [0, 2^53). cum is non-decreasing and its last
 // entry is 2^53, so every u lands somewhere; an index whose probability
 // rounds to zero is never drawn.
+//
+// A guide table makes the search O(1) on average (the "indexed search" of
+// Chen and Asau): the top bits of u pick a bucket, guide[bucket] is the
+// answer for the smallest u in the bucket, and a short forward scan finds
+// the answer for u. The result is exactly that of a binary search.
 type table struct {
-	cum []uint64
+	cum   []uint64
+	guide []int32
+	shift uint
 }
 
 // newTable builds a table from non-negative weights (not all zero).
@@ -94,21 +101,28 @@ func newTable(weights []float64) table {
 		}
 	}
 	cum[len(cum)-1] = unitOne
-	return table{cum: cum}
+	// About four buckets per index, so that most buckets lie within one
+	// index and the scan ends at its first comparison; at most 2^18.
+	bitsK := min(uint(bits.Len(uint(len(cum))))+2, 18)
+	t := table{cum: cum, guide: make([]int32, 1<<bitsK), shift: unitBits - bitsK}
+	i := 0
+	for b := range t.guide {
+		lo := uint64(b) << t.shift
+		for cum[i] <= lo {
+			i++
+		}
+		t.guide[b] = int32(i)
+	}
+	return t
 }
 
 func (t *table) sample(r *rng) int {
 	u := unit(r)
-	lo, hi := 0, len(t.cum)-1
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if u < t.cum[m] {
-			hi = m
-		} else {
-			lo = m + 1
-		}
+	i := int(t.guide[u>>t.shift])
+	for u >= t.cum[i] {
+		i++
 	}
-	return lo
+	return i
 }
 
 // prob returns the exact probability the table gives index i.

@@ -15,7 +15,7 @@ import (
 // multi-value cell, and an empty field for null.
 type CSVOptions struct {
 	// Comma separates fields; 0 means ','. It must be a valid rune other
-	// than '"', '\r' and '\n'.
+	// than '"', '\r', '\n' and utf8.RuneError.
 	Comma rune
 	// MultiDelimiter joins the values of a multi-value cell; "" means "|".
 	MultiDelimiter string
@@ -33,7 +33,7 @@ func (o *CSVOptions) ensureDefaults() error {
 	if o.MultiDelimiter == "" {
 		o.MultiDelimiter = "|"
 	}
-	if !utf8.ValidRune(o.Comma) || o.Comma == '"' || o.Comma == '\r' || o.Comma == '\n' {
+	if !utf8.ValidRune(o.Comma) || o.Comma == utf8.RuneError || o.Comma == '"' || o.Comma == '\r' || o.Comma == '\n' {
 		return fmt.Errorf("gen: csv: field separator %q: %w", o.Comma, ErrInvalid)
 	}
 	return nil

@@ -96,10 +96,10 @@ type wideGen struct {
 	normalRng  rng // metric4
 	rawIntRng  rng // rawInt1
 	textRng    rng // payloadText
-	textTab    table
+	textTab    *table
 	randRng    rng // payloadRandom
 	jsonRng    rng
-	jsonTab    table
+	jsonTab    *table
 	words      []string
 	buf        []byte
 }
@@ -175,8 +175,8 @@ func Wide(seed int64, rows int, opts WideOptions) (Generator, error) {
 		seedStream(r, seed, stream)
 		stream++
 	}
-	g.textTab = newTable(zipfWeights(4096, 1.0))
-	g.jsonTab = newTable(zipfWeights(1000, 1.0))
+	g.textTab = cachedTable(tableKey{"zipf", 4096, 1.0}, func() []float64 { return zipfWeights(4096, 1.0) })
+	g.jsonTab = cachedTable(tableKey{"zipf", 1000, 1.0}, func() []float64 { return zipfWeights(1000, 1.0) })
 	for i := range 5 {
 		g.aggs = append(g.aggs, Column{Name: fmt.Sprintf("metric%d", i), Kind: Long, Slot: -1,
 			Aggregator: AggLongSum, Source: fmt.Sprintf("metric%d", i)})
