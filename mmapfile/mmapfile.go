@@ -30,7 +30,17 @@
 // mapping, so a full disk is an error (wrapping ENOSPC) from the write that needed the space,
 // never a SIGBUS. The bytes written before stay readable; the failed Bytes returns the same error
 // from every later write. Where the file system has no fallocate, the region is reserved by
-// writing zeros to it with pwrite, which fails the same way.
+// writing zeros to it with pwrite, which fails the same way. (On a copy-on-write file system
+// such as btrfs, no reservation covers rewriting a page after its writeback; use ext4 or xfs.)
+//
+// # Prefill
+//
+// After fallocate, the region is also filled with zeros through pwrite, so that the first touch
+// of each page through the mapping finds it in the page cache. On the development machine this
+// makes staging 2-3 times faster (about 1.5-2 GB/s instead of 0.5-0.7 GB/s for 256 MiB in 64 KiB
+// writes): write(2) fills the page cache much faster than one page fault per fresh page of a
+// shared file mapping does. It costs the region's pages up front (at most 4 MiB ahead of the
+// writes of a Bytes).
 //
 // # Durability
 //
@@ -300,30 +310,33 @@ func (m *Medium) alloc(want int64) (extent, error) {
 }
 
 // reserve makes sure [off, off+n) of the file has disk space, so that writing it through the
-// mapping cannot fault.
+// mapping cannot fault, and fills it with zeros through write(2) so that the first touch of
+// each page through the mapping finds it in the page cache: pwrite fills the page cache several
+// times faster than page faults on fresh pages of a shared mapping do. Where fallocate is
+// unsupported, the zeros alone reserve the space (the file system allocates or reserves blocks
+// for them and fails the pwrite with ENOSPC when it cannot).
 func (m *Medium) reserve(off, n int64) error {
 	if !m.zeroFill {
 		err := m.calls.Fallocate(m.f, off, n)
-		if err == nil {
-			return nil
-		}
-		if !fallocateUnsupported(err) {
+		if err != nil && !fallocateUnsupported(err) {
 			return fmt.Errorf("mmapfile: reserve %d bytes at file offset %d: %w", n, off, err)
 		}
-		m.zeroFill = true
+		if err != nil {
+			m.zeroFill = true
+		}
 	}
-	for n > 0 {
-		k := min(n, int64(len(zeros)))
+	for end := off + n; off < end; {
+		k := min(end-off, int64(len(zeros)))
 		if _, err := m.f.WriteAt(zeros[:k], off); err != nil {
-			return fmt.Errorf("mmapfile: reserve %d bytes at file offset %d by writing zeros: %w", n, off, err)
+			return fmt.Errorf("mmapfile: reserve %d bytes at file offset %d: write zeros: %w", end-off, off, err)
 		}
 		off += k
-		n -= k
 	}
 	return nil
 }
 
-var zeros [64 << 10]byte
+// zeros is only ever read: untouched, it costs no memory.
+var zeros [1 << 20]byte
 
 func (m *Medium) mapWindow(off int64) (*window, error) {
 	prot := sys.ProtRead | sys.ProtWrite

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/spf13/afero"
@@ -191,4 +192,41 @@ func TestNoFileInDirWhileOpen(t *testing.T) {
 	requireEmptyDir(t, dir)
 	assert.NoError(t, m.Close())
 	assert.NoError(t, m.Close(), "second Close")
+}
+
+// TestFullFileSystem fills a small real file system (set WRITEOUT_SMALL_FS_DIR to a directory on
+// one, such as a tmpfs mounted with size=1m) until a write fails: the failure is ENOSPC from the
+// write, not a SIGBUS, and every byte written before reads back.
+func TestFullFileSystem(t *testing.T) {
+	dir := os.Getenv("WRITEOUT_SMALL_FS_DIR")
+	if dir == "" {
+		t.Skip("set WRITEOUT_SMALL_FS_DIR to a directory on a small file system")
+	}
+	dir, err := os.MkdirTemp(dir, "mmapfile-test-")
+	require.NoError(t, err)
+	defer os.RemoveAll(dir)
+	m, err := mmapfile.New(mmapfile.Options{Dir: dir, WindowSize: 1 << 20})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, m.Close()) }()
+	b, err := m.NewBytes()
+	require.NoError(t, err)
+	var model bytes.Buffer
+	p := make([]byte, 1000)
+	for i := 0; ; i++ {
+		for j := range p {
+			p[j] = byte(i ^ j)
+		}
+		n, err := b.Write(p)
+		model.Write(p[:n])
+		if err != nil {
+			require.ErrorIs(t, err, syscall.ENOSPC)
+			t.Logf("after %d bytes: %v", model.Len(), err)
+			break
+		}
+		require.Less(t, i, 1<<20, "the file system never filled up")
+	}
+	got := make([]byte, model.Len())
+	_, err = b.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(model.Bytes(), got))
 }
