@@ -1,0 +1,183 @@
+package merger
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// Filter selects rows of a segment or builder. The filters are Eq, In, IsNull, And, Or and Not;
+// a nil Filter selects every row. String renders a filter in the expression language that
+// ParseFilter reads (see the package documentation), so a filter survives a round trip.
+//
+// Semantics follow Druid's string dimensions:
+//   - Eq and In on a multi-value dimension match a row when any of its values matches.
+//   - IsNull matches a row whose value is null (a multi-value row with an empty list is null).
+//     A multi-value row holding a null element among other values is not null, and Eq never
+//     matches a null value or element.
+//   - Not is the complement within the rows: Not(Eq{d, "a"}) also holds the null rows (two-valued
+//     logic, as Druid's default null handling).
+//   - A dimension the schema lacks is null in every row.
+type Filter interface {
+	String() string
+	isFilter()
+}
+
+// Eq matches rows whose dimension Dim holds Value.
+type Eq struct {
+	Dim   string
+	Value string
+}
+
+// In matches rows whose dimension Dim holds any of Values.
+type In struct {
+	Dim    string
+	Values []string
+}
+
+// IsNull matches rows whose dimension Dim is null.
+type IsNull struct {
+	Dim string
+}
+
+// And matches rows that every filter matches; an empty And matches every row.
+type And []Filter
+
+// Or matches rows that any filter matches; an empty Or matches no row.
+type Or []Filter
+
+// Not matches the rows its filter does not.
+type Not struct {
+	Filter Filter
+}
+
+func (Eq) isFilter()     {}
+func (In) isFilter()     {}
+func (IsNull) isFilter() {}
+func (And) isFilter()    {}
+func (Or) isFilter()     {}
+func (Not) isFilter()    {}
+
+func (f Eq) String() string { return quoteIdent(f.Dim) + " = " + quoteString(f.Value) }
+
+func (f In) String() string {
+	var b strings.Builder
+	b.WriteString(quoteIdent(f.Dim))
+	b.WriteString(" in (")
+	for i, v := range f.Values {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(quoteString(v))
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+func (f IsNull) String() string { return quoteIdent(f.Dim) + " is null" }
+
+func (f And) String() string { return joinFilters([]Filter(f), " and ", "true") }
+func (f Or) String() string  { return joinFilters([]Filter(f), " or ", "false") }
+
+func (f Not) String() string {
+	if f.Filter == nil {
+		return "not true"
+	}
+	return "not " + parenthesize(f.Filter)
+}
+
+func joinFilters(fs []Filter, sep, empty string) string {
+	if len(fs) == 0 {
+		return empty
+	}
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		parts[i] = parenthesize(f)
+	}
+	if len(fs) == 1 {
+		return "(" + parts[0] + ")"
+	}
+	return strings.Join(parts, sep)
+}
+
+// parenthesize renders f so that it binds as one operand of and, or, not.
+func parenthesize(f Filter) string {
+	switch f := f.(type) {
+	case nil:
+		return "true"
+	case And, Or:
+		return "(" + f.String() + ")"
+	default:
+		return f.String()
+	}
+}
+
+// quoteString writes s as a single-quoted string literal of the expression language.
+func quoteString(s string) string { return quoteWith(s, '\'') }
+
+// quoteIdent writes a dimension name bare when it is a plain identifier and not a keyword,
+// otherwise double-quoted with the string escapes.
+func quoteIdent(s string) string {
+	if isPlainIdent(s) {
+		return s
+	}
+	return quoteWith(s, '"')
+}
+
+func quoteWith(s string, q byte) string {
+	var b strings.Builder
+	b.WriteByte(q)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			b.WriteString(`\x`)
+			b.WriteString(hex2(s[i]))
+		case r == rune(q) || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f:
+			b.WriteString(`\x`)
+			b.WriteString(hex2(byte(r)))
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	b.WriteByte(q)
+	return b.String()
+}
+
+func hex2(c byte) string {
+	const digits = "0123456789abcdef"
+	return string([]byte{digits[c>>4], digits[c&15]})
+}
+
+func isPlainIdent(s string) bool {
+	if s == "" || isKeyword(s) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isKeyword(s string) bool {
+	switch strings.ToLower(s) {
+	case "and", "or", "not", "in", "is", "null", "true", "false":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,429 @@
+package merger
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// ParseError is a syntax error in a filter expression. Pos is the 1-based byte column where
+// the problem was found.
+type ParseError struct {
+	Expr string
+	Pos  int
+	Msg  string
+}
+
+func (e *ParseError) Error() string {
+	return fmt.Sprintf("merger: filter: column %d: %s", e.Pos, e.Msg)
+}
+
+// ParseFilter parses a filter expression (see the package documentation for the language).
+// The empty expression (or one of only spaces) gives a nil Filter, which selects every row.
+func ParseFilter(expr string) (Filter, error) {
+	p := &parser{src: expr}
+	if err := p.next(); err != nil {
+		return nil, err
+	}
+	if p.tok.kind == tokEOF {
+		return nil, nil
+	}
+	f, err := p.parseOr(0)
+	if err != nil {
+		return nil, err
+	}
+	if p.tok.kind != tokEOF {
+		return nil, p.errorf(p.tok.pos, "unexpected %s after the end of the expression", p.tok)
+	}
+	return f, nil
+}
+
+// MustParseFilter is ParseFilter for expressions known to be valid (tests, constants); it
+// panics on a syntax error.
+func MustParseFilter(expr string) Filter {
+	f, err := ParseFilter(expr)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+type tokKind uint8
+
+const (
+	tokEOF tokKind = iota
+	tokIdent
+	tokString
+	tokKeyword
+	tokLParen
+	tokRParen
+	tokComma
+	tokEq
+	tokNe
+)
+
+type token struct {
+	kind tokKind
+	text string // identifier (unquoted), string value, or lower-case keyword
+	pos  int    // 0-based byte offset
+}
+
+func (t token) String() string {
+	switch t.kind {
+	case tokEOF:
+		return "end of expression"
+	case tokIdent:
+		return fmt.Sprintf("name %q", t.text)
+	case tokString:
+		return fmt.Sprintf("string %s", quoteString(t.text))
+	case tokKeyword:
+		return fmt.Sprintf("%q", t.text)
+	case tokLParen:
+		return `"("`
+	case tokRParen:
+		return `")"`
+	case tokComma:
+		return `","`
+	case tokEq:
+		return `"="`
+	case tokNe:
+		return `"!="`
+	}
+	return "token"
+}
+
+// maxDepth bounds nesting so that a hostile expression cannot exhaust the stack.
+const maxDepth = 200
+
+type parser struct {
+	src string
+	off int
+	tok token
+}
+
+func (p *parser) errorf(pos int, format string, args ...any) error {
+	return &ParseError{Expr: p.src, Pos: pos + 1, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (p *parser) next() error {
+	s := p.src
+	for p.off < len(s) && (s[p.off] == ' ' || s[p.off] == '\t' || s[p.off] == '\n' || s[p.off] == '\r') {
+		p.off++
+	}
+	start := p.off
+	if p.off >= len(s) {
+		p.tok = token{kind: tokEOF, pos: start}
+		return nil
+	}
+	c := s[p.off]
+	switch {
+	case c == '(':
+		p.off++
+		p.tok = token{kind: tokLParen, pos: start}
+	case c == ')':
+		p.off++
+		p.tok = token{kind: tokRParen, pos: start}
+	case c == ',':
+		p.off++
+		p.tok = token{kind: tokComma, pos: start}
+	case c == '=':
+		p.off++
+		if p.off < len(s) && s[p.off] == '=' { // == is accepted as =
+			p.off++
+		}
+		p.tok = token{kind: tokEq, pos: start}
+	case c == '!' || c == '<':
+		if c == '!' && p.off+1 < len(s) && s[p.off+1] == '=' || c == '<' && p.off+1 < len(s) && s[p.off+1] == '>' {
+			p.off += 2
+			p.tok = token{kind: tokNe, pos: start}
+			return nil
+		}
+		return p.errorf(start, "unexpected %q (did you mean != ?)", c)
+	case c == '\'' || c == '"':
+		text, err := p.quoted(c)
+		if err != nil {
+			return err
+		}
+		kind := tokString
+		if c == '"' {
+			kind = tokIdent
+		}
+		p.tok = token{kind: kind, text: text, pos: start}
+	case c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z':
+		for p.off < len(s) {
+			c := s[p.off]
+			if c == '_' || c == '.' || c == '-' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+				p.off++
+				continue
+			}
+			break
+		}
+		word := s[start:p.off]
+		if isKeyword(word) {
+			p.tok = token{kind: tokKeyword, text: strings.ToLower(word), pos: start}
+		} else {
+			p.tok = token{kind: tokIdent, text: word, pos: start}
+		}
+	default:
+		r, _ := utf8.DecodeRuneInString(s[p.off:])
+		return p.errorf(start, "unexpected character %q", r)
+	}
+	return nil
+}
+
+// quoted reads a quoted literal starting at p.off (the opening quote q) with the escapes
+// \\ \' \" \n \r \t \xHH \uHHHH \UHHHHHHHH.
+func (p *parser) quoted(q byte) (string, error) {
+	s := p.src
+	start := p.off
+	p.off++
+	var b []byte
+	for {
+		if p.off >= len(s) {
+			return "", p.errorf(start, "unterminated quoted %s", map[byte]string{'\'': "string", '"': "name"}[q])
+		}
+		c := s[p.off]
+		switch c {
+		case q:
+			p.off++
+			return string(b), nil
+		case '\\':
+			if p.off+1 >= len(s) {
+				return "", p.errorf(p.off, "unterminated escape")
+			}
+			e := s[p.off+1]
+			switch e {
+			case '\\', '\'', '"':
+				b = append(b, e)
+				p.off += 2
+			case 'n':
+				b = append(b, '\n')
+				p.off += 2
+			case 'r':
+				b = append(b, '\r')
+				p.off += 2
+			case 't':
+				b = append(b, '\t')
+				p.off += 2
+			case 'x', 'u', 'U':
+				n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
+				if p.off+2+n > len(s) {
+					return "", p.errorf(p.off, "escape \\%c needs %d hex digits", e, n)
+				}
+				var v rune
+				for _, h := range []byte(s[p.off+2 : p.off+2+n]) {
+					d := unhex(h)
+					if d < 0 {
+						return "", p.errorf(p.off, "escape \\%c needs %d hex digits", e, n)
+					}
+					v = v<<4 | rune(d)
+				}
+				if e == 'x' {
+					b = append(b, byte(v))
+				} else {
+					if !utf8.ValidRune(v) {
+						return "", p.errorf(p.off, "escape %s is not a valid code point", s[p.off:p.off+2+n])
+					}
+					b = utf8.AppendRune(b, v)
+				}
+				p.off += 2 + n
+			default:
+				return "", p.errorf(p.off, "unknown escape \\%c", e)
+			}
+		default:
+			b = append(b, c)
+			p.off++
+		}
+	}
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+func (p *parser) isKeyword(k string) bool { return p.tok.kind == tokKeyword && p.tok.text == k }
+
+func (p *parser) parseOr(depth int) (Filter, error) {
+	f, err := p.parseAnd(depth)
+	if err != nil {
+		return nil, err
+	}
+	if !p.isKeyword("or") {
+		return f, nil
+	}
+	out := Or{f}
+	for p.isKeyword("or") {
+		if err := p.next(); err != nil {
+			return nil, err
+		}
+		g, err := p.parseAnd(depth)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+func (p *parser) parseAnd(depth int) (Filter, error) {
+	f, err := p.parseUnary(depth)
+	if err != nil {
+		return nil, err
+	}
+	if !p.isKeyword("and") {
+		return f, nil
+	}
+	out := And{f}
+	for p.isKeyword("and") {
+		if err := p.next(); err != nil {
+			return nil, err
+		}
+		g, err := p.parseUnary(depth)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+func (p *parser) parseUnary(depth int) (Filter, error) {
+	if depth > maxDepth {
+		return nil, p.errorf(p.tok.pos, "expression nested deeper than %d", maxDepth)
+	}
+	switch {
+	case p.isKeyword("not"):
+		if err := p.next(); err != nil {
+			return nil, err
+		}
+		f, err := p.parseUnary(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		return Not{f}, nil
+	case p.tok.kind == tokLParen:
+		open := p.tok.pos
+		if err := p.next(); err != nil {
+			return nil, err
+		}
+		f, err := p.parseOr(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		if p.tok.kind != tokRParen {
+			return nil, p.errorf(p.tok.pos, "expected \")\" to close the \"(\" at column %d, found %s", open+1, p.tok)
+		}
+		if err := p.next(); err != nil {
+			return nil, err
+		}
+		return f, nil // "(a and b) and c" keeps its shape: And{And{a, b}, c}
+	case p.isKeyword("true"):
+		err := p.next()
+		return And{}, err
+	case p.isKeyword("false"):
+		err := p.next()
+		return Or{}, err
+	case p.tok.kind == tokIdent:
+		return p.parseComparison()
+	}
+	return nil, p.errorf(p.tok.pos, "expected a dimension name, \"not\" or \"(\", found %s", p.tok)
+}
+
+func (p *parser) parseComparison() (Filter, error) {
+	dim := p.tok.text
+	if err := p.next(); err != nil {
+		return nil, err
+	}
+	switch {
+	case p.tok.kind == tokEq || p.tok.kind == tokNe:
+		ne := p.tok.kind == tokNe
+		if err := p.next(); err != nil {
+			return nil, err
+		}
+		if p.tok.kind != tokString {
+			return nil, p.errorf(p.tok.pos, "expected a quoted string after the comparison, found %s", p.tok)
+		}
+		var f Filter = Eq{Dim: dim, Value: p.tok.text}
+		if ne {
+			f = Not{f}
+		}
+		return f, p.next()
+	case p.isKeyword("in"):
+		if err := p.next(); err != nil {
+			return nil, err
+		}
+		return p.parseIn(dim)
+	case p.isKeyword("not"):
+		if err := p.next(); err != nil {
+			return nil, err
+		}
+		if !p.isKeyword("in") {
+			return nil, p.errorf(p.tok.pos, "expected \"in\" after %q not, found %s", dim, p.tok)
+		}
+		if err := p.next(); err != nil {
+			return nil, err
+		}
+		f, err := p.parseIn(dim)
+		if err != nil {
+			return nil, err
+		}
+		return Not{f}, nil
+	case p.isKeyword("is"):
+		if err := p.next(); err != nil {
+			return nil, err
+		}
+		not := false
+		if p.isKeyword("not") {
+			not = true
+			if err := p.next(); err != nil {
+				return nil, err
+			}
+		}
+		if !p.isKeyword("null") {
+			return nil, p.errorf(p.tok.pos, "expected \"null\" after \"is\", found %s", p.tok)
+		}
+		var f Filter = IsNull{Dim: dim}
+		if not {
+			f = Not{f}
+		}
+		return f, p.next()
+	}
+	return nil, p.errorf(p.tok.pos, "expected =, !=, in, not in or is after %q, found %s", dim, p.tok)
+}
+
+func (p *parser) parseIn(dim string) (Filter, error) {
+	if p.tok.kind != tokLParen {
+		return nil, p.errorf(p.tok.pos, "expected \"(\" after \"in\", found %s", p.tok)
+	}
+	f := In{Dim: dim, Values: []string{}}
+	for {
+		if err := p.next(); err != nil {
+			return nil, err
+		}
+		if p.tok.kind == tokRParen && len(f.Values) == 0 {
+			break
+		}
+		if p.tok.kind != tokString {
+			return nil, p.errorf(p.tok.pos, "expected a quoted string in the list, found %s", p.tok)
+		}
+		f.Values = append(f.Values, p.tok.text)
+		if err := p.next(); err != nil {
+			return nil, err
+		}
+		if p.tok.kind == tokRParen {
+			break
+		}
+		if p.tok.kind != tokComma {
+			return nil, p.errorf(p.tok.pos, "expected \",\" or \")\" in the list, found %s", p.tok)
+		}
+	}
+	return f, p.next()
+}

@@ -1,0 +1,117 @@
+package merger
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseFilter(t *testing.T) {
+	f := func(expr string, want Filter) {
+		t.Helper()
+		got, err := ParseFilter(expr)
+		require.NoError(t, err, expr)
+		require.Equal(t, want, got, expr)
+	}
+	f("", nil)
+	f("   ", nil)
+	f("page = 'home'", Eq{"page", "home"})
+	f("page == 'home'", Eq{"page", "home"})
+	f("page != 'home'", Not{Eq{"page", "home"}})
+	f("page <> ''", Not{Eq{"page", ""}})
+	f("page IN ('a', 'b')", In{"page", []string{"a", "b"}})
+	f("page in ()", In{"page", []string{}})
+	f("page not in ('a')", Not{In{"page", []string{"a"}}})
+	f("page is null", IsNull{"page"})
+	f("page IS NOT NULL", Not{IsNull{"page"}})
+	f("not a = 'x' and b = 'y' or c is null", Or{And{Not{Eq{"a", "x"}}, Eq{"b", "y"}}, IsNull{"c"}})
+	f("a = 'x' and (b = 'y' or c = 'z')", And{Eq{"a", "x"}, Or{Eq{"b", "y"}, Eq{"c", "z"}}})
+	f("(a = 'x' and b = 'y') and c = 'z'", And{And{Eq{"a", "x"}, Eq{"b", "y"}}, Eq{"c", "z"}})
+	f(`"my dim" = 'a\'b\\c\n\x41\u00e9\U0001F600'`, Eq{"my dim", "a'b\\c\nAé😀"})
+	f(`"and" = 'x'`, Eq{"and", "x"})
+	f("dim.sub-1 = 'x'", Eq{"dim.sub-1", "x"})
+	f("true", And{})
+	f("false", Or{})
+	f("not not a is null", Not{Not{IsNull{"a"}}})
+}
+
+func TestParseFilterErrors(t *testing.T) {
+	f := func(expr string, pos int, msg string) {
+		t.Helper()
+		_, err := ParseFilter(expr)
+		require.Error(t, err, expr)
+		var pe *ParseError
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, pos, pe.Pos, "%s: %v", expr, err)
+		require.Contains(t, err.Error(), msg, expr)
+	}
+	f("page = home", 8, "expected a quoted string")
+	f("page = 'home", 8, "unterminated quoted string")
+	f("page", 5, "expected =, !=, in")
+	f("page = 'a' and", 15, "expected a dimension name")
+	f("(page = 'a'", 12, `to close the "(" at column 1`)
+	f("page = 'a')", 11, "unexpected")
+	f("page in 'a'", 9, `expected "("`)
+	f("page in ('a' 'b')", 14, `expected "," or ")"`)
+	f("page in ('a',)", 14, "expected a quoted string in the list")
+	f("page is 'a'", 9, `expected "null"`)
+	f(`page = '\q'`, 9, "unknown escape")
+	f(`page = '\u12'`, 9, "hex digits")
+	f(`page = '\uD800'`, 9, "not a valid code point")
+	f("page ~ 'a'", 6, "unexpected character")
+	f("page ! 'a'", 6, "did you mean")
+	f("page not 'a'", 10, `expected "in"`)
+	deep := ""
+	for i := 0; i < 300; i++ {
+		deep += "not "
+	}
+	f(deep+"a is null", 805, "nested deeper")
+}
+
+func TestFilterStringRoundTrip(t *testing.T) {
+	seed := uint64(7)
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	names := []string{"page", "a b", "and", "x'y", `q"d`, "é", "_1", "\x00\xff"}
+	vals := []string{"", "v", "it's", `back\slash`, "tab\t", "\xff\xfe", "日本", "\x7f"}
+	var gen func(depth int) Filter
+	gen = func(depth int) Filter {
+		k := rng.IntN(6)
+		if depth > 3 {
+			k = rng.IntN(3)
+		}
+		switch k {
+		case 0:
+			return Eq{names[rng.IntN(len(names))], vals[rng.IntN(len(vals))]}
+		case 1:
+			in := In{Dim: names[rng.IntN(len(names))], Values: []string{}}
+			for i := rng.IntN(4); i > 0; i-- {
+				in.Values = append(in.Values, vals[rng.IntN(len(vals))])
+			}
+			return in
+		case 2:
+			return IsNull{names[rng.IntN(len(names))]}
+		case 3:
+			return Not{gen(depth + 1)}
+		case 4:
+			a := And{}
+			for i := 2 + rng.IntN(2); i > 0; i-- {
+				a = append(a, gen(depth+1))
+			}
+			return a
+		default:
+			o := Or{}
+			for i := 2 + rng.IntN(2); i > 0; i-- {
+				o = append(o, gen(depth+1))
+			}
+			return o
+		}
+	}
+	for i := 0; i < 2000; i++ {
+		want := gen(0)
+		got, err := ParseFilter(want.String())
+		require.NoError(t, err, want.String())
+		require.Equal(t, want, got, want.String())
+	}
+}
