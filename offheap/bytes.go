@@ -19,12 +19,15 @@ type offBytes struct {
 	segs      [][]byte // full segments; len is what was written in each
 	starts    []int64  // starts[i] is the offset of segs[i][0]
 	tail      []byte   // the segment being written: len written, cap its capacity
-	tailStart int64    // offset of tail[0]
-	head      int64    // bytes in segs and tail
-	size      int64    // head plus the spilled bytes
+	tailStart int64    // offset of tail[0]; tailStart+len(tail) is the size of the head
+	size      int64    // the head plus the spilled bytes
 	spill     medium.Bytes
 	err       error // sticky first write error
 }
+
+// The fast paths of the write methods copy into the tail's spare capacity without looking at
+// the sticky error or the spill Bytes: fail and the switch to spill take that capacity away.
+// Empty writes take the slow path, so that they too return the sticky error.
 
 var (
 	_ medium.Bytes    = (*offBytes)(nil)
@@ -35,6 +38,12 @@ var (
 )
 
 func (b *offBytes) Size() int64 { return b.size }
+
+// headSize returns the bytes staged in memory.
+func (b *offBytes) headSize() int64 { return b.tailStart + int64(len(b.tail)) }
+
+// closeTail takes the tail's spare capacity away, so that no fast path writes there again.
+func (b *offBytes) closeTail() { b.tail = b.tail[:len(b.tail):len(b.tail)] }
 
 // drop forgets every slice into the medium's chunks; the medium is closing.
 func (b *offBytes) drop() {
@@ -47,10 +56,9 @@ func (b *offBytes) Write(p []byte) (int, error) {
 	if b.m.lc.Closed() {
 		return 0, closedErr("write")
 	}
-	if n := len(b.tail); cap(b.tail)-n >= len(p) && b.err == nil {
+	if n := len(b.tail); uint(len(p)-1) < uint(cap(b.tail)-n) { // 0 < len(p) <= room
 		b.tail = b.tail[:n+len(p)]
 		copy(b.tail[n:], p)
-		b.head += int64(len(p))
 		b.size += int64(len(p))
 		return len(p), nil
 	}
@@ -61,10 +69,9 @@ func (b *offBytes) WriteString(s string) (int, error) {
 	if b.m.lc.Closed() {
 		return 0, closedErr("write")
 	}
-	if n := len(b.tail); cap(b.tail)-n >= len(s) && b.err == nil {
+	if n := len(b.tail); uint(len(s)-1) < uint(cap(b.tail)-n) { // 0 < len(s) <= room
 		b.tail = b.tail[:n+len(s)]
 		copy(b.tail[n:], s)
-		b.head += int64(len(s))
 		b.size += int64(len(s))
 		return len(s), nil
 	}
@@ -75,9 +82,8 @@ func (b *offBytes) WriteByte(c byte) error {
 	if b.m.lc.Closed() {
 		return closedErr("write")
 	}
-	if n := len(b.tail); n < cap(b.tail) && b.err == nil {
+	if len(b.tail) < cap(b.tail) {
 		b.tail = append(b.tail, c)
-		b.head++
 		b.size++
 		return nil
 	}
@@ -120,7 +126,6 @@ func write[S string | []byte](b *offBytes, p S) (int, error) {
 		}
 		k := copy(b.tail[len(b.tail):cap(b.tail)], p)
 		b.tail = b.tail[:len(b.tail)+k]
-		b.head += int64(k)
 		b.size += int64(k)
 		n += k
 		p = p[k:]
@@ -131,6 +136,7 @@ func write[S string | []byte](b *offBytes, p S) (int, error) {
 func (b *offBytes) fail(err error) error {
 	if b.err == nil {
 		b.err = err
+		b.closeTail()
 	}
 	return b.err
 }
@@ -159,6 +165,7 @@ func (b *offBytes) grow(hint int) error {
 			return serr
 		}
 		b.spill = sp
+		b.closeTail()
 		return nil
 	}
 	if extended {
@@ -169,8 +176,8 @@ func (b *offBytes) grow(hint int) error {
 		b.segs = append(b.segs, b.tail)
 		b.starts = append(b.starts, b.tailStart)
 	}
+	b.tailStart += int64(len(b.tail))
 	b.tail = seg
-	b.tailStart = b.head
 	return nil
 }
 
@@ -203,7 +210,6 @@ func (b *offBytes) ReadFrom(r io.Reader) (int64, error) {
 			return total, fmt.Errorf("offheap: read from: reader returned invalid count %d", k)
 		}
 		b.tail = b.tail[:len(b.tail)+k]
-		b.head += int64(k)
 		b.size += int64(k)
 		total += int64(k)
 		if err == io.EOF {
@@ -222,13 +228,14 @@ func (b *offBytes) WriteTo(w io.Writer) (int64, error) {
 		return 0, closedErr("write to")
 	}
 	var total int64
-	if f, ok := w.(*os.File); ok && b.head > 0 {
+	head := b.headSize()
+	if f, ok := w.(*os.File); ok && head > 0 {
 		bufs := make([][]byte, 0, len(b.segs)+1)
 		bufs = append(bufs, b.segs...)
 		bufs = append(bufs, b.tail)
 		k, err := b.m.writev(f, bufs)
 		total += k
-		if err == nil && k != b.head {
+		if err == nil && k != head {
 			err = io.ErrShortWrite
 		}
 		if err != nil {
@@ -280,11 +287,12 @@ func (b *offBytes) ReadAt(p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	n := 0
-	if off < b.head {
+	head := b.headSize()
+	if off < head {
 		n = b.readHead(p, off)
 	}
 	if n < len(p) && b.spill != nil {
-		k, err := b.spill.ReadAt(p[n:], off+int64(n)-b.head)
+		k, err := b.spill.ReadAt(p[n:], off+int64(n)-head)
 		n += k
 		if err != nil && err != io.EOF {
 			return n, err

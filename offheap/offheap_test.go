@@ -137,8 +137,12 @@ func TestBudgetNoSpill(t *testing.T) {
 	require.Equal(t, int64(model.Len()), b.Size())
 	require.Greater(t, model.Len(), 4*ChunkSize-5*minSegment, "chunks are filled, whoever writes")
 
-	// Sticky, on every write method.
+	// Sticky, on every write method, empty writes included.
 	_, err = b.Write([]byte("x"))
+	require.ErrorIs(t, err, ErrBudget)
+	_, err = b.Write(nil)
+	require.ErrorIs(t, err, ErrBudget)
+	_, err = b.WriteString("")
 	require.ErrorIs(t, err, ErrBudget)
 	_, err = b.WriteString("x")
 	require.ErrorIs(t, err, ErrBudget)
@@ -221,12 +225,12 @@ func TestSpillSequence(t *testing.T) {
 	require.Equal(t, len(want), n)
 	ob := b.(*offBytes)
 	require.NotNil(t, ob.spill)
-	require.Positive(t, ob.head)
-	require.Less(t, ob.head, int64(len(want)))
-	t.Logf("head %d bytes in memory, %d spilled", ob.head, ob.spill.Size())
+	require.Positive(t, ob.headSize())
+	require.Less(t, ob.headSize(), int64(len(want)))
+	t.Logf("head %d bytes in memory, %d spilled", ob.headSize(), ob.spill.Size())
 
 	// Reads across the seam.
-	for _, off := range []int64{0, ob.head - 5, ob.head, ob.head + 1} {
+	for _, off := range []int64{0, ob.headSize() - 5, ob.headSize(), ob.headSize() + 1} {
 		p := make([]byte, 100)
 		k, err := b.ReadAt(p, off)
 		require.NoError(t, err)
