@@ -121,7 +121,7 @@ func (g *tableGen) Next(r *Row) bool {
 		return false
 	}
 	r.shape(g.nStr, g.nLong, g.nDbl)
-	r.Time = g.clock.at(g.i)
+	r.Time = g.clock.at(uint64(g.i))
 	for k := range g.cols {
 		g.cols[k].fill(r)
 	}

@@ -304,7 +304,7 @@ func TestWideDistributions(t *testing.T) {
 			intIn(&r, "dictInt7", 0, 100000)
 			intIn(&r, "dictInt8", 250, 750)
 			intIn(&r, "dictInt9", 0, 100000)
-			check(t, intIn(&r, "rawInt0", 0, math.MaxInt64) == int64(rawIntBase+i))
+			check(t, intIn(&r, "rawInt0", 0, math.MaxInt64) == rawIntBase+int64(i))
 			intIn(&r, "rawInt1", 0, 1<<31)
 
 			m := func(name string) int64 { return r.Longs[cols[name].Slot] }
@@ -338,7 +338,7 @@ func TestWideDistributions(t *testing.T) {
 			}
 			err := json.Unmarshal([]byte(js), &obj)
 			check(t, err == nil, "%s: %v", js, err)
-			check(t, obj.ID == int64(rawIntBase+i) && obj.TS == r.Time && obj.User != "" && len(obj.Tags) <= 3, js)
+			check(t, obj.ID == rawIntBase+int64(i) && obj.TS == r.Time && obj.User != "" && len(obj.Tags) <= 3, js)
 			check(t, obj.Score >= 0 && obj.Score < 1000)
 			check(t, math.Abs(obj.Geo.Lat) <= 90 && math.Abs(obj.Geo.Lon) <= 180)
 		}

@@ -8,8 +8,9 @@ import (
 // ErrInvalid is wrapped by every error about a bad argument or option.
 var ErrInvalid = errors.New("gen: invalid argument")
 
-// MaxRows is the largest row count a generator accepts.
-const MaxRows = 1 << 40
+// MaxRows is the largest row count a generator accepts (where int is
+// 32 bits wide, every non-negative int is accepted).
+const MaxRows int64 = 1 << 40
 
 // Kind is the type of a column's values.
 type Kind uint8
@@ -179,8 +180,8 @@ type Generator interface {
 }
 
 func checkRows(name string, rows int) error {
-	if rows < 0 || rows > MaxRows {
-		return fmt.Errorf("gen: %s: row count %d outside [0, %d]: %w", name, rows, int64(MaxRows), ErrInvalid)
+	if rows < 0 || int64(rows) > MaxRows {
+		return fmt.Errorf("gen: %s: row count %d outside [0, %d]: %w", name, rows, MaxRows, ErrInvalid)
 	}
 	return nil
 }
@@ -205,8 +206,8 @@ type clock struct {
 
 const jitterBits = 24
 
-func (c *clock) at(i int) int64 {
-	x := uint64(i)<<jitterBits | c.rng.Uint64()>>(64-jitterBits)
+func (c *clock) at(i uint64) int64 {
+	x := i<<jitterBits | c.rng.Uint64()>>(64-jitterBits)
 	hi, lo := mul64(x, c.span)
 	q, _ := div64(hi, lo, c.n) // hi < n because x < n<<jitterBits and span < 1<<(64-jitterBits)
 	return c.start + int64(q>>jitterBits)

@@ -199,7 +199,7 @@ func (g *wideGen) Next(r *Row) bool {
 		return false
 	}
 	r.shape(20, 5, 0)
-	r.Time = g.clock.at(g.i)
+	r.Time = g.clock.at(uint64(g.i))
 	for k := range g.cols {
 		g.cols[k].fill(r)
 	}
