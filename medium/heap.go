@@ -123,6 +123,14 @@ func (b *heapBytes) Write(p []byte) (int, error) {
 	if b.m.lc.Closed() {
 		return 0, b.closedErr("write")
 	}
+	// Fast path: the write fits in the last chunk.
+	if k := len(b.chunks); k > 0 {
+		if c := b.chunks[k-1]; len(p) <= cap(c)-len(c) {
+			b.chunks[k-1] = append(c, p...)
+			b.size += int64(len(p))
+			return len(p), nil
+		}
+	}
 	n := len(p)
 	for len(p) > 0 {
 		c := b.tail()
