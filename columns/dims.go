@@ -154,11 +154,16 @@ func (c *DimColumn) Cursor() *DimCursor {
 
 // DimCursor reads the ids of a dictionary dimension chunk by chunk; one goroutine at a time.
 type DimCursor struct {
-	col  *DimColumn
-	cr   chunkReader
-	ids  []uint32
-	offs []uint32 // multi-value: row k's ids are ids[offs[k]:offs[k+1]]
+	col   *DimColumn
+	cr    chunkReader
+	ids   []uint32
+	offs  []uint32          // multi-value: row k's ids are ids[offs[k]:offs[k+1]]
+	cache map[uint32]string // values already looked up by Values
+	it    blockIter
 }
+
+// maxValueCache bounds the values a DimCursor remembers for Values.
+const maxValueCache = 1 << 12
 
 // IDs returns the ids of row (the null id alone for a null row), valid until the cursor's next
 // call. Every id is below the cardinality.
@@ -210,11 +215,27 @@ func (c *DimCursor) Values(row int) ([]string, error) {
 	}
 	out := make([]string, len(ids))
 	for i, id := range ids {
-		if out[i], err = c.col.Value(id); err != nil {
+		if out[i], err = c.value(id); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// value returns the value of id through the cursor's cache.
+func (c *DimCursor) value(id uint32) (string, error) {
+	if v, ok := c.cache[id]; ok {
+		return v, nil
+	}
+	if c.cache == nil || len(c.cache) >= maxValueCache {
+		c.cache = make(map[uint32]string, 64)
+	}
+	v, err := c.col.dict.value(c.col.index(id), &c.it, nil)
+	if err != nil {
+		return "", partError(c.col.dim.Name, PartDictionary, err)
+	}
+	c.cache[id] = v
+	return v, nil
 }
 
 func (c *DimCursor) load(row int) error {

@@ -583,7 +583,7 @@ func (c *SketchCursor) Sketch(row int) (*hyperloglog.Sketch, error) {
 }
 
 func decodeSketch(name string, row int, b []byte) (*hyperloglog.Sketch, error) {
-	sk := hyperloglog.New()
+	sk := new(hyperloglog.Sketch)
 	err := safely("hyperloglog", func() error {
 		if err := sk.UnmarshalBinary(b); err != nil {
 			return corruptf("row %d: sketch: %v", row, err)

@@ -7,7 +7,7 @@ import (
 	"io"
 	"math"
 	"slices"
-	"sort"
+	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/axiomhq/hyperloglog"
@@ -984,7 +984,7 @@ func (w *Writer) flushRows() error {
 		for k := range order {
 			order[k] = uint32(k)
 		}
-		sort.Slice(order, func(a, b int) bool { return rd.values[order[a]] < rd.values[order[b]] })
+		slices.SortFunc(order, func(a, b uint32) int { return strings.Compare(rd.values[a], rd.values[b]) })
 		final := make([]uint32, len(rd.values))
 		if rd.nulls {
 			if err := dw.AddNull(); err != nil {

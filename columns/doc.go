@@ -1,0 +1,133 @@
+// Package columns encodes the columns of a segment and packs them into one checksummed segment
+// file: written through a medium.Medium by a Writer, published atomically with the durability
+// asked for, and read back through a mapping or any io.ReaderAt by a Segment.
+//
+// # Data model
+//
+// A segment is a table sorted by time: __time (int64 milliseconds since the epoch, rows in
+// non-decreasing order), string dimensions (single- or multi-value, nullable; dictionary-encoded
+// with a roaring bitmap per value, or raw) and metrics (int64, float64 or HyperLogLog sketches),
+// each with the aggregator rollup and queries combine it with. The Schema serializes to JSON in
+// the shape of a Druid ingestion spec.
+//
+// # Writing
+//
+// A Writer stages every part of every column in its own medium.Bytes, computing the part's
+// CRC-32C and size as it is staged. It is fed a row at a time (AddRow, building dictionaries
+// and bitmaps itself) or a column at a time (Time, Dim, Raw, Long, Double, Sketch: the merger's
+// way, which never holds more than one bitmap). Finish writes a temp file (TempPattern) in the
+// destination directory, copies each part out of its stage with WriteTo while checking the
+// bytes against the staged CRC, syncs per medium.Durability, renames it into place and syncs
+// the directory. Abort discards everything.
+//
+// # Reading
+//
+// Open maps a file (Linux; elsewhere it reads with ReadAt), NewSegment reads any io.ReaderAt.
+// A Segment gives the schema, row count and interval, column handles with per-row access and
+// chunk-at-a-time cursors, the dictionaries (by id, by value through binary search, or in
+// order), one value's bitmap at a time, the null rows, and Verify. Bad bytes give errors
+// wrapping ErrCorrupt or ErrVersion that name the column and part; no input makes a reader
+// panic or read outside the file.
+//
+// # File layout
+//
+// All integers are little-endian; uvarint and varint are encoding/binary's (varint zigzag).
+//
+//	+-------------------+  offset 0
+//	| magic "WOSEG"     |  5 bytes
+//	| version u8 = 1    |  1 byte
+//	+-------------------+  offset 6
+//	| part 0            |  parts back to back, in footer order, no gaps:
+//	| part 1            |  part i+1 starts where part i ends
+//	| ...               |
+//	+-------------------+
+//	| footer            |  see below, CRC-32C protected
+//	+-------------------+
+//	| footer CRC-32C u32|  Castagnoli, over the footer bytes
+//	| footer length u32 |
+//	| magic "WOSEG"     |
+//	+-------------------+  end of file
+//
+// The footer:
+//
+//	version u8 | rows u64 | interval start i64 | interval end i64 (exclusive) |
+//	schema length uvarint | schema JSON |
+//	part count uvarint | per part:
+//	    column uvarint (0 = __time, 1.. dimensions, then metrics, in schema order) |
+//	    kind u8 | encoding u8 | offset u64 | length u64 | CRC-32C u32
+//
+// The parts a column has follow from its schema entry (each exactly once, any order):
+//
+//	__time, long metric     values      long-chunks (1)
+//	double metric           values      double-chunks (2)
+//	hyperUnique metric      values      blob-chunks (3), one serialized sketch per row
+//	raw dimension           values      blob-chunks (3); nulls  roaring (8)
+//	dictionary dimension    dictionary  front-coded (6)
+//	                        ids         id-chunks (4) or, multi-value, multi-id-chunks (5)
+//	                        bitmaps     roaring-table (7), unless noBitmapIndex
+//	                        nulls       roaring (8)
+//
+// # Chunked parts (values, ids)
+//
+//	+---------+---------+-----+-----------+-------------------------------------+-----------+------------+
+//	| chunk 0 | chunk 1 | ... | chunk k-1 | index: k x (offset u64, firstRow u64) | k u32     | rows u64   |
+//	+---------+---------+-----+-----------+-------------------------------------+-----------+------------+
+//
+// Offsets are from the part's start; chunk i ends where chunk i+1 or the index starts. First
+// rows start at 0 and strictly increase; a chunk holds at most 65536 rows (WriterOptions.ChunkRows,
+// default 4096; blob chunks also close at 1 MiB). A chunk is framed as
+//
+//	codec u8 = 0 (none) | raw bytes
+//	codec u8 = 1 (zstd) or 2 (s2) | raw length uvarint | compressed raw bytes
+//
+// and the writer keeps the compressed form only when it is smaller. The raw bytes of a chunk:
+//
+//	long chunk     one int64 encoding, picked per chunk as the smallest of
+//	                 plain     0 | n uvarint | n x i64
+//	                 constant  1 | n uvarint | v varint
+//	                 for       2 | n uvarint | min varint | w u8 | n x (v-min) packed at w bits
+//	                 delta     3 | n uvarint | first varint | dmin varint | w u8 |
+//	                               n-1 x (delta-dmin) packed at w bits
+//	double chunk     plain     0 | n uvarint | n x f64 bits
+//	                 constant  1 | n uvarint | f64 bits
+//	                 integral  2 | n uvarint | a long chunk of the values (all whole numbers)
+//	id chunk         n uvarint | w u8 | n ids packed at w bits
+//	multi-id chunk   n uvarint | total uvarint | cw u8 | n x (count-1) packed at cw bits |
+//	                 w u8 | total ids packed at w bits
+//	blob chunk       a long chunk of the n lengths | the n values back to back
+//
+// Bit packing is a little-endian bit stream: value i occupies bits [i*w, (i+1)*w), in
+// ceil(n*w/8) bytes. Ids are packed at w = bits needed for cardinality-1 (0 for cardinality 1).
+// Every row of a dictionary dimension holds at least one id; a null row holds the null id
+// alone.
+//
+// # Dictionary part
+//
+//	+---------+-----+-------------+---------------------------+-----------+----------+---------------+
+//	| block 0 | ... | block b-1   | block offsets: b x u32    | count u32 | flags u8 | block size u8 |
+//	+---------+-----+-------------+---------------------------+-----------+----------+---------------+
+//
+// count non-null values in strictly increasing byte order, 16 to a block. A block's first value
+// is stored whole (length uvarint | bytes), each next one front-coded against the one before
+// (shared prefix uvarint | suffix length uvarint | suffix). flags bit 0: the dimension has the
+// null value, with id 0; value i then has id i+1. Lookup binary-searches the blocks' first
+// values and scans one block.
+//
+// # Bitmap index part and nulls part
+//
+//	+----------+----------+-----+------------+--------------------+-----------+
+//	| bitmap 0 | bitmap 1 | ... | bitmap c-1 | ends: c x u64      | count u32 |
+//	+----------+----------+-----+------------+--------------------+-----------+
+//
+// One roaring bitmap (RoaringBitmap portable serialization) per id, holding the rows that hold
+// the id; bitmap i spans [ends[i-1], ends[i]) of the part (ends[-1] = 0), so one bitmap is read
+// without the others. The nulls part is a single roaring bitmap of the null rows (empty when
+// there are none).
+//
+// # Integrity
+//
+// Open checks the framing, the footer CRC and the footer, and every part's index against the
+// part's bounds. Verify also checks every part's CRC and decodes everything. A part's CRC is
+// computed while it is staged and checked again as it is copied into the file, so a stage that
+// reads back different bytes is caught before anything is published.
+package columns

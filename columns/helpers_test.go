@@ -1,0 +1,337 @@
+package columns
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"testing"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/axiomhq/hyperloglog"
+	"github.com/stretchr/testify/require"
+)
+
+// seedFor returns a seed for a test: WRITEOUT_SEED when set, else a fixed one; it is logged.
+func seedFor(t testing.TB, fixed uint64) uint64 {
+	t.Helper()
+	seed := fixed
+	if s := os.Getenv("WRITEOUT_SEED"); s != "" {
+		_, err := fmt.Sscan(s, &seed)
+		require.NoError(t, err)
+	}
+	t.Logf("seed %d (set WRITEOUT_SEED to repeat)", seed)
+	return seed
+}
+
+var valuePool = []string{
+	"", "a", "ab", "abc", "abd", "b", "page", "page/1", "page/2", "Zürich", "日本語", "日本", "emoji 🙂",
+	"\x00", "\x00\x01", "\xff\xfe", "tab\tsep", "long-" + string(bytes.Repeat([]byte("x"), 300)),
+	"Hello", "World", "Foo", "Bar", "Baz",
+}
+
+// randValue returns a dimension value: mostly from a pool with common prefixes, sometimes random
+// bytes or unicode.
+func randValue(rng *rand.Rand, card int) string {
+	switch rng.IntN(10) {
+	case 0:
+		return valuePool[rng.IntN(len(valuePool))]
+	case 1:
+		b := make([]byte, rng.IntN(12))
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		return string(b)
+	case 2:
+		r := make([]rune, rng.IntN(5))
+		for i := range r {
+			r[i] = rune(0x400 + rng.IntN(0x3000))
+		}
+		return string(r)
+	}
+	return "value-" + strconv.Itoa(rng.IntN(max(card, 1)))
+}
+
+func randSchema(rng *rand.Rand) Schema {
+	var s Schema
+	nd := rng.IntN(6)
+	for i := 0; i < nd; i++ {
+		d := Dimension{Name: fmt.Sprintf("dim%d", i)}
+		if i%3 == 2 {
+			d.Name = fmt.Sprintf("dïm-%d 🙂", i)
+		}
+		switch rng.IntN(6) {
+		case 1:
+			d.MultiValue = true
+		case 2:
+			d.Raw = true
+		case 3:
+			d.NoBitmapIndex = true
+		case 4:
+			d.MultiValue, d.NoBitmapIndex = true, true
+		}
+		if rng.IntN(2) == 0 {
+			d.Type = DimString
+		}
+		s.Dimensions = append(s.Dimensions, d)
+	}
+	for i, a := range Aggregators {
+		if rng.IntN(2) == 0 {
+			m := Metric{Name: fmt.Sprintf("met%d", i), Aggregator: a}
+			if rng.IntN(2) == 0 {
+				m.Type = a.ValueType()
+			}
+			s.Metrics = append(s.Metrics, m)
+		}
+	}
+	s.Rollup = rng.IntN(2) == 0
+	s.Granularity = Granularity(rng.IntN(5))
+	return s
+}
+
+// allSchema has every kind of column and every aggregator.
+func allSchema() Schema {
+	s := Schema{
+		Dimensions: []Dimension{
+			{Name: "page", Type: DimString},
+			{Name: "tags", MultiValue: true},
+			{Name: "body", Raw: true},
+			{Name: "country", NoBitmapIndex: true},
+			{Name: "flags", MultiValue: true, NoBitmapIndex: true},
+		},
+		Rollup: true, Granularity: GranularityHour,
+	}
+	for _, a := range Aggregators {
+		s.Metrics = append(s.Metrics, Metric{Name: string(a) + "_m", Aggregator: a, Field: "f_" + string(a)})
+	}
+	return s
+}
+
+// rowGen generates rows deterministically from a seed.
+type rowGen struct {
+	rng      *rand.Rand
+	s        Schema
+	t        int64
+	card     []int
+	nullP    []float64
+	step     int64
+	row      int
+	sketches bool
+}
+
+func newRowGen(seed uint64, s Schema) *rowGen {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	g := &rowGen{rng: rng, s: s, sketches: true}
+	g.t = rng.Int64N(1<<41) - 1<<40
+	g.step = []int64{0, 1, 1000, 3_600_000}[rng.IntN(4)]
+	for range s.Dimensions {
+		g.card = append(g.card, []int{1, 2, 10, 1000}[rng.IntN(4)])
+		g.nullP = append(g.nullP, []float64{0, 0, 0.2, 1}[rng.IntN(4)])
+	}
+	return g
+}
+
+func (g *rowGen) next() Row {
+	rng := g.rng
+	if g.step > 0 && rng.IntN(3) > 0 {
+		g.t += rng.Int64N(g.step + 1)
+	}
+	r := Row{Time: g.t, Dims: make([][]string, len(g.s.Dimensions)), Metrics: make([]Value, len(g.s.Metrics))}
+	for i, d := range g.s.Dimensions {
+		if rng.Float64() < g.nullP[i] {
+			if rng.IntN(2) == 0 {
+				r.Dims[i] = []string{} // empty is null too
+			}
+			continue
+		}
+		n := 1
+		if d.MultiValue {
+			n = rng.IntN(5)
+		}
+		if n == 0 {
+			continue
+		}
+		vals := make([]string, n)
+		for k := range vals {
+			vals[k] = randValue(rng, g.card[i])
+		}
+		if d.MultiValue && n > 1 && rng.IntN(4) == 0 {
+			vals[n-1] = vals[0] // duplicates stay
+		}
+		r.Dims[i] = vals
+	}
+	for i, m := range g.s.Metrics {
+		switch m.ValueType() {
+		case MetricLong:
+			r.Metrics[i].Long = randLong(rng, g.row)
+		case MetricDouble:
+			r.Metrics[i].Double = randDouble(rng)
+		case MetricHyperUnique:
+			if g.sketches {
+				sk := hyperloglog.New()
+				for k := rng.IntN(4); k > 0; k-- {
+					sk.Insert([]byte(randValue(rng, 1000)))
+				}
+				if rng.IntN(50) == 0 {
+					for k := 0; k < 3000; k++ {
+						sk.Insert(fmt.Appendf(nil, "u%d", k))
+					}
+				}
+				r.Metrics[i].Sketch = sk
+			}
+		}
+	}
+	g.row++
+	return r
+}
+
+func randLong(rng *rand.Rand, row int) int64 {
+	switch rng.IntN(8) {
+	case 0:
+		return math.MinInt64
+	case 1:
+		return math.MaxInt64
+	case 2:
+		return 0
+	case 3:
+		return rng.Int64()
+	case 4:
+		return int64(row)
+	}
+	return rng.Int64N(1000) - 10
+}
+
+func randDouble(rng *rand.Rand) float64 {
+	switch rng.IntN(10) {
+	case 0:
+		return math.NaN()
+	case 1:
+		return math.Inf(1 - 2*rng.IntN(2))
+	case 2:
+		return math.Copysign(0, -1)
+	case 3:
+		return rng.NormFloat64() * 1e300
+	case 4:
+		return math.SmallestNonzeroFloat64
+	case 5, 6:
+		return float64(rng.IntN(1000))
+	}
+	return rng.Float64() * 1000
+}
+
+// normRow returns the row as a reader returns it: empty dimension values are nil.
+func normRow(r Row) Row {
+	out := r
+	out.Dims = make([][]string, len(r.Dims))
+	for i, v := range r.Dims {
+		if len(v) > 0 {
+			out.Dims[i] = v
+		}
+	}
+	return out
+}
+
+// sketchBytes marshals a sketch as the writer does (nil is an empty sketch).
+func sketchBytes(t testing.TB, sk *hyperloglog.Sketch) []byte {
+	if sk == nil {
+		sk = hyperloglog.New()
+	}
+	b, err := sk.MarshalBinary()
+	require.NoError(t, err)
+	return b
+}
+
+// requireRowEqual compares a row read back with the one written (sketch bytes given apart).
+// It calls into testing only on a mismatch: it runs for every row of a million-row test.
+func requireRowEqual(t testing.TB, s Schema, row int, want, got Row) {
+	if want.Time != got.Time {
+		require.Equal(t, want.Time, got.Time, "row %d time", row)
+	}
+	for i := range want.Dims {
+		w := want.Dims[i]
+		if len(w) == 0 {
+			w = nil
+		}
+		if !slices.Equal(w, got.Dims[i]) || (w == nil) != (got.Dims[i] == nil) {
+			require.Equal(t, w, got.Dims[i], "row %d dimension %q", row, s.Dimensions[i].Name)
+		}
+	}
+	for i, m := range s.Metrics {
+		w, g := want.Metrics[i], got.Metrics[i]
+		switch m.ValueType() {
+		case MetricLong:
+			if w.Long != g.Long {
+				require.Equal(t, w.Long, g.Long, "row %d metric %q", row, m.Name)
+			}
+		case MetricDouble:
+			if math.Float64bits(w.Double) != math.Float64bits(g.Double) {
+				require.Equal(t, w.Double, g.Double, "row %d metric %q", row, m.Name)
+			}
+		case MetricHyperUnique:
+			if g.Sketch == nil {
+				require.NotNil(t, g.Sketch, "row %d metric %q", row, m.Name)
+			}
+		}
+	}
+}
+
+// expectedDims computes, from rows, each dictionary dimension's sorted dictionary (with null
+// first when present), ids per row and bitmaps per id: what the column-at-a-time writer is fed.
+type expectedDim struct {
+	hasNull bool
+	values  []string // non-null, sorted
+	ids     [][]uint32
+	bitmaps []*roaring.Bitmap
+	nulls   *roaring.Bitmap
+}
+
+func expectDims(s Schema, rows []Row) []*expectedDim {
+	out := make([]*expectedDim, len(s.Dimensions))
+	for i, d := range s.Dimensions {
+		if d.Raw {
+			continue
+		}
+		e := &expectedDim{nulls: roaring.New()}
+		set := map[string]bool{}
+		for r, row := range rows {
+			if len(row.Dims[i]) == 0 {
+				e.hasNull = true
+				e.nulls.Add(uint32(r))
+			}
+			for _, v := range row.Dims[i] {
+				set[v] = true
+			}
+		}
+		for v := range set {
+			e.values = append(e.values, v)
+		}
+		sort.Strings(e.values)
+		off := uint32(0)
+		if e.hasNull {
+			off = 1
+		}
+		card := len(e.values) + int(off)
+		for k := 0; k < card; k++ {
+			e.bitmaps = append(e.bitmaps, roaring.New())
+		}
+		for r, row := range rows {
+			var ids []uint32
+			if len(row.Dims[i]) == 0 {
+				ids = []uint32{0}
+			}
+			for _, v := range row.Dims[i] {
+				ids = append(ids, uint32(sort.SearchStrings(e.values, v))+off)
+			}
+			for _, id := range ids {
+				e.bitmaps[id].Add(uint32(r))
+			}
+			e.ids = append(e.ids, ids)
+		}
+		out[i] = e
+	}
+	return out
+}
