@@ -8,9 +8,6 @@ import (
 	"github.com/writeout/writeout/internal/sys"
 )
 
-// heapChunks reports whether chunks come from the Go heap (only where there is no mmap).
-const heapChunks = false
-
 // mapChunk maps one anonymous private chunk and advises huge pages for it. A failed madvise is
 // not an error: the chunk works with small pages.
 func mapChunk(calls *sys.Calls) ([]byte, error) {

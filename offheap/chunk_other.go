@@ -4,10 +4,6 @@ package offheap
 
 import "github.com/writeout/writeout/internal/sys"
 
-// heapChunks reports whether chunks come from the Go heap: here, where internal/sys maps no
-// memory, they do.
-const heapChunks = true
-
 // mapChunk returns a chunk from the Go heap.
 func mapChunk(*sys.Calls) ([]byte, error) { return make([]byte, ChunkSize), nil }
 

@@ -284,6 +284,40 @@ func TestSmallBytesCheap(t *testing.T) {
 	}
 }
 
+// TestWholeChunkSegments: a Bytes written alone holds whole chunks as single segments, and a
+// Bytes written beside others shares chunks with them.
+func TestWholeChunkSegments(t *testing.T) {
+	m, err := New(Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, m.Close()) }()
+	x, err := m.NewBytes()
+	require.NoError(t, err)
+	for range 5 * ChunkSize / 1000 {
+		_, err := x.Write(make([]byte, 1000))
+		require.NoError(t, err)
+	}
+	ob := x.(*offBytes)
+	require.Len(t, ob.segs, 4)
+	for _, s := range ob.segs {
+		require.Len(t, s, ChunkSize)
+	}
+	require.Equal(t, int64(len(m.chunks)), (x.Size()+ChunkSize-1)/ChunkSize)
+
+	// Two Bytes side by side fill the same chunks.
+	y, err := m.NewBytes()
+	require.NoError(t, err)
+	z, err := m.NewBytes()
+	require.NoError(t, err)
+	before := len(m.chunks)
+	for range 2 * ChunkSize / 1000 {
+		_, err := y.Write(make([]byte, 500))
+		require.NoError(t, err)
+		_, err = z.Write(make([]byte, 500))
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, len(m.chunks)-before, 3, "2 MiB written by two Bytes takes at most three chunks")
+}
+
 // TestAfterCloseNoSlices: Close leaves no Bytes holding a slice into a chunk, so a chunk reused
 // or unmapped later can never be reached through a closed Bytes.
 func TestAfterCloseNoSlices(t *testing.T) {
