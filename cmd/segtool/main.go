@@ -63,6 +63,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return exitOK
 	}
+	var rep reportedError
+	if errors.As(err, &rep) {
+		return exitFailure
+	}
 	fmt.Fprintln(stderr, "segtool: "+oneLine(err.Error()))
 	var u usageError
 	if errors.As(err, &u) {
@@ -76,6 +80,11 @@ func oneLine(s string) string {
 	s = strings.TrimSpace(s)
 	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
 }
+
+// reportedError is a failure whose messages were printed already (one line per failed file).
+type reportedError struct{ failed, total int }
+
+func (r reportedError) Error() string { return fmt.Sprintf("%d of %d failed", r.failed, r.total) }
 
 // usageError marks a mistake in the command line: exit status 2.
 type usageError struct{ err error }

@@ -22,7 +22,37 @@ func TestScripts(t *testing.T) {
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"flipbyte": cmdFlipByte,
+		},
 	})
+}
+
+// cmdFlipByte corrupts a segment: flipbyte SEG COLUMN KIND flips one bit in the middle of the
+// named part.
+func cmdFlipByte(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: flipbyte SEG COLUMN KIND")
+	}
+	path := ts.MkAbs(args[0])
+	rep, err := inspect(path)
+	ts.Check(err)
+	for _, c := range rep.Columns {
+		if c.Name != args[1] {
+			continue
+		}
+		for _, p := range c.Parts {
+			if p.Kind != args[2] {
+				continue
+			}
+			data, err := os.ReadFile(path)
+			ts.Check(err)
+			data[p.Offset+p.Bytes/2] ^= 0x10
+			ts.Check(os.WriteFile(path, data, 0o644))
+			return
+		}
+	}
+	ts.Fatalf("%s: no part %s of column %s", args[0], args[2], args[1])
 }
 
 // TestEveryCommandHasAnExample checks the --help convention.

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/afero"
 	"github.com/spf13/cobra"
 
+	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/tmpfile"
 )
 
@@ -28,6 +29,13 @@ func sweepers() []sweeper {
 		{"mmapfile media (writeout-mmapfile-*.tmp)", func(dir string) error {
 			return removeGlob(dir, "writeout-mmapfile-*.tmp")
 		}},
+		{"segments being published (" + columns.TempPattern + ")", func(dir string) error {
+			_, err := columns.SweepTemp(afero.NewOsFs(), dir)
+			return err
+		}},
+		{"ingest's intermediate segments (directories " + runTempPattern + ")", func(dir string) error {
+			return removeDirGlob(dir, runTempPattern)
+		}},
 	}
 	return append(s, extraSweepers()...)
 }
@@ -44,6 +52,24 @@ func removeGlob(dir, pattern string) error {
 			continue
 		}
 		if err := os.Remove(n); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeDirGlob removes the directories of dir that match pattern, with their contents.
+func removeDirGlob(dir, pattern string) error {
+	names, err := filepath.Glob(filepath.Join(dir, pattern))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range names {
+		if fi, err := os.Lstat(n); err != nil || !fi.IsDir() {
+			continue
+		}
+		if err := os.RemoveAll(n); err != nil {
 			errs = append(errs, err)
 		}
 	}

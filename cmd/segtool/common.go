@@ -1,0 +1,143 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/mmapfile"
+	"github.com/writeout/writeout/offheap"
+	"github.com/writeout/writeout/tmpfile"
+)
+
+// mediumNames lists the staging media, in the order demo runs them.
+var mediumNames = []string{"heap", "offheap", "tmpfile", "mmapfile"}
+
+// mmapfileAvailable reports whether this platform has the mmapfile medium.
+func mmapfileAvailable() bool { return runtime.GOOS == "linux" }
+
+// openMedium opens the named medium; the file-backed ones keep their temp file in dir.
+func openMedium(name, dir string, d medium.Durability) (medium.Medium, error) {
+	switch name {
+	case "heap":
+		return medium.NewHeap(), nil
+	case "offheap":
+		return offheap.New(offheap.Options{})
+	case "tmpfile":
+		return tmpfile.New(tmpfile.Options{Dir: dir, Durability: d})
+	case "mmapfile":
+		return mmapfile.New(mmapfile.Options{Dir: dir, Durability: d})
+	}
+	return nil, usagef("unknown medium %q (want %s)", name, strings.Join(mediumNames, ", "))
+}
+
+// parseDurability parses --durability.
+func parseDurability(s string) (medium.Durability, error) {
+	switch s {
+	case "none":
+		return medium.Durability{Sync: medium.SyncNone}, nil
+	case "", "output":
+		return medium.Durability{Sync: medium.SyncOutput}, nil
+	case "all":
+		return medium.Durability{Sync: medium.SyncAll}, nil
+	}
+	return medium.Durability{}, usagef("unknown durability %q (want none, output or all)", s)
+}
+
+// checkOutput fails when dst exists and replace is false; it creates dst's directory if missing.
+func checkOutput(dst string, replace bool) error {
+	if dst == "" {
+		return usagef("--out is required")
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	fi, err := os.Stat(dst)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("%s: is a directory", dst)
+	}
+	if !replace {
+		return fmt.Errorf("%s: output exists (use --replace to overwrite it)", dst)
+	}
+	return nil
+}
+
+// requireFlag is a usage error for a missing required flag.
+func requireFlag(cmd *cobra.Command, name string) error {
+	if !cmd.Flags().Changed(name) {
+		return usagef("%s: flag --%s is required", cmd.CommandPath(), name)
+	}
+	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// humanBytes formats a byte count with a binary unit.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// humanDuration rounds a duration for a summary.
+func humanDuration(d time.Duration) string {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	default:
+		return d.Round(100 * time.Microsecond).String()
+	}
+}
+
+// segmentName returns the name of output segment k of a split: SEG.seg -> SEG-0000.seg.
+func segmentName(out string, k int) string {
+	ext := filepath.Ext(out)
+	return fmt.Sprintf("%s-%04d%s", strings.TrimSuffix(out, ext), k, ext)
+}
+
+// rate formats rows per second.
+func rate(rows int64, d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	r := float64(rows) / d.Seconds()
+	switch {
+	case r >= 1e6:
+		return fmt.Sprintf("%.2fM rows/s", r/1e6)
+	case r >= 1e3:
+		return fmt.Sprintf("%.1fk rows/s", r/1e3)
+	}
+	return fmt.Sprintf("%.0f rows/s", r)
+}

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/writeout/writeout/columns"
+)
+
+// segmentReport is what inspect prints; its JSON form is --json's output.
+type segmentReport struct {
+	Path        string           `json:"path"`
+	Size        int64            `json:"size"`
+	Rows        int              `json:"rows"`
+	Interval    columns.Interval `json:"interval"`
+	IntervalISO string           `json:"intervalISO"`
+	Rollup      bool             `json:"rollup"`
+	Granularity string           `json:"granularity"`
+	Schema      columns.Schema   `json:"schema"`
+	Columns     []columnReport   `json:"columns"`
+}
+
+type columnReport struct {
+	Name        string  `json:"name"`
+	Type        string  `json:"type"` // long (time), string, string multi-value, string raw, long, double, hyperUnique
+	Aggregator  string  `json:"aggregator,omitempty"`
+	Cardinality int     `json:"cardinality,omitempty"` // dictionary dimensions: ids, null included
+	HasNull     bool    `json:"hasNull,omitempty"`
+	Bytes       int64   `json:"bytes"`      // all parts in the file
+	PlainBytes  int64   `json:"plainBytes"` // the values written plainly (see the help)
+	Ratio       float64 `json:"ratio"`      // PlainBytes / Bytes
+	Parts       []part  `json:"parts"`
+}
+
+type part struct {
+	Kind     string `json:"kind"`
+	Encoding string `json:"encoding"`
+	Offset   int64  `json:"offset"`
+	Bytes    int64  `json:"bytes"`
+	CRC      string `json:"crc32c"`
+}
+
+func newInspectCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "inspect [--json] SEG",
+		Short: "Describe a segment: schema, rows, interval, and each column's parts and sizes",
+		Long: `inspect prints a segment's schema, row count and interval, then one line per column: its type,
+its cardinality (dictionary dimensions: distinct values, null counted as one), the bytes of each
+of its parts (values, dictionary, ids, bitmaps, nulls) with their encodings, and its compression
+ratio: the column's plain size over its bytes in the file. The plain size is 8 bytes a row for
+__time and numbers, the bytes of every row's strings for dimensions, and the serialized bytes of
+every row's sketch for hyperUnique. --json prints the same as one JSON object.`,
+		Example: `  segtool inspect events.seg
+  segtool inspect --json events.seg | jq '.columns[] | {name, ratio}'`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rep, err := inspect(args[0])
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			return printReport(out, rep)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func inspect(path string) (*segmentReport, error) {
+	seg, err := columns.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer seg.Close()
+	s := seg.Schema()
+	rep := &segmentReport{Path: path, Size: seg.Size(), Rows: seg.Rows(), Interval: seg.Interval(),
+		IntervalISO: seg.Interval().String(), Rollup: s.Rollup, Granularity: s.Granularity.String(), Schema: s}
+	byName := map[string]*columnReport{}
+	add := func(c columnReport) {
+		rep.Columns = append(rep.Columns, c)
+	}
+	rows := int64(seg.Rows())
+	add(columnReport{Name: columns.TimeColumn, Type: "long (time)", PlainBytes: rows * 8})
+	for _, d := range s.Dimensions {
+		c := columnReport{Name: d.Name, Type: "string"}
+		switch {
+		case d.Raw:
+			c.Type = "string raw"
+		case d.MultiValue:
+			c.Type = "string multi-value"
+		}
+		if d.NoBitmapIndex {
+			c.Type += " (no bitmap index)"
+		}
+		var err error
+		if d.Raw {
+			c.PlainBytes, err = rawPlainBytes(seg, d.Name)
+		} else {
+			c.Cardinality, c.HasNull, c.PlainBytes, err = dimStats(seg, d.Name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		add(c)
+	}
+	for _, m := range s.Metrics {
+		c := columnReport{Name: m.Name, Type: string(m.ValueType()), Aggregator: string(m.Aggregator), PlainBytes: rows * 8}
+		if m.ValueType() == columns.MetricHyperUnique {
+			var err error
+			if c.PlainBytes, err = sketchPlainBytes(seg, m.Name); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+		}
+		add(c)
+	}
+	for i := range rep.Columns {
+		byName[rep.Columns[i].Name] = &rep.Columns[i]
+	}
+	for _, p := range seg.Parts() {
+		c := byName[p.Column]
+		if c == nil {
+			continue
+		}
+		c.Parts = append(c.Parts, part{Kind: p.Kind.String(), Encoding: p.Encoding.String(), Offset: p.Offset, Bytes: p.Length,
+			CRC: fmt.Sprintf("%08x", p.CRC)})
+		c.Bytes += p.Length
+	}
+	for i := range rep.Columns {
+		c := &rep.Columns[i]
+		if c.Bytes > 0 {
+			c.Ratio = float64(c.PlainBytes) / float64(c.Bytes)
+		}
+	}
+	return rep, nil
+}
+
+// dimStats returns a dictionary dimension's cardinality, whether it has null, and the bytes
+// of its rows' values.
+func dimStats(seg *columns.Segment, name string) (int, bool, int64, error) {
+	col, err := seg.Dim(name)
+	if err != nil {
+		return 0, false, 0, err
+	}
+	lens := make([]int64, 0, col.Cardinality())
+	it := col.Dictionary()
+	for it.Next() {
+		lens = append(lens, int64(len(it.Value())))
+	}
+	if err := it.Err(); err != nil {
+		return 0, false, 0, err
+	}
+	var total int64
+	cur := col.Cursor()
+	for r := 0; r < seg.Rows(); {
+		first, ids, offs, err := cur.Chunk(r)
+		if err != nil {
+			return 0, false, 0, err
+		}
+		for _, id := range ids {
+			if int(id) < len(lens) {
+				total += lens[id]
+			}
+		}
+		n := len(ids)
+		if offs != nil {
+			n = len(offs) - 1
+		}
+		if first+n <= r {
+			return 0, false, 0, fmt.Errorf("dimension %q: empty chunk at row %d", name, r)
+		}
+		r = first + n
+	}
+	return col.Cardinality(), col.HasNull(), total, nil
+}
+
+func rawPlainBytes(seg *columns.Segment, name string) (int64, error) {
+	col, err := seg.Raw(name)
+	if err != nil {
+		return 0, err
+	}
+	cur := col.Cursor()
+	var total int64
+	for r := 0; r < seg.Rows(); r++ {
+		b, _, err := cur.Bytes(r)
+		if err != nil {
+			return 0, err
+		}
+		total += int64(len(b))
+	}
+	return total, nil
+}
+
+func sketchPlainBytes(seg *columns.Segment, name string) (int64, error) {
+	col, err := seg.Sketch(name)
+	if err != nil {
+		return 0, err
+	}
+	cur := col.Cursor()
+	var total int64
+	for r := 0; r < seg.Rows(); r++ {
+		b, err := cur.Bytes(r)
+		if err != nil {
+			return 0, err
+		}
+		total += int64(len(b))
+	}
+	return total, nil
+}
+
+func printReport(out io.Writer, rep *segmentReport) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "segment\t%s\n", rep.Path)
+	fmt.Fprintf(tw, "size\t%s (%d bytes)\n", humanBytes(rep.Size), rep.Size)
+	fmt.Fprintf(tw, "rows\t%d\n", rep.Rows)
+	fmt.Fprintf(tw, "interval\t%s\n", rep.IntervalISO)
+	fmt.Fprintf(tw, "rollup\t%v (granularity %s)\n", rep.Rollup, rep.Granularity)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "column\ttype\tcardinality\tbytes\tplain\tratio\tparts (kind encoding bytes)")
+	for _, c := range rep.Columns {
+		card := "-"
+		if c.Cardinality > 0 {
+			card = fmt.Sprint(c.Cardinality)
+			if c.HasNull {
+				card += " (null)"
+			}
+		}
+		typ := c.Type
+		if c.Aggregator != "" && c.Aggregator != c.Type {
+			typ += " " + c.Aggregator
+		}
+		var parts []string
+		for _, p := range c.Parts {
+			parts = append(parts, fmt.Sprintf("%s %s %d", p.Kind, p.Encoding, p.Bytes))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f\t%s\n", c.Name, typ, card, c.Bytes, c.PlainBytes, c.Ratio, strings.Join(parts, ", "))
+	}
+	return tw.Flush()
+}
