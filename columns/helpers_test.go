@@ -3,6 +3,7 @@ package columns
 import (
 	"bytes"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -14,6 +15,9 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/axiomhq/hyperloglog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/internal/sys"
+	"github.com/writeout/writeout/medium"
 )
 
 // seedFor returns a seed for a test: WRITEOUT_SEED when set, else a fixed one; it is logged.
@@ -335,3 +339,21 @@ func expectDims(s Schema, rows []Row) []*expectedDim {
 	}
 	return out
 }
+
+func newTestBytes(t testing.TB) medium.Bytes {
+	m := medium.NewHeap()
+	t.Cleanup(func() { _ = m.Close() })
+	b, err := m.NewBytes()
+	require.NoError(t, err)
+	return b
+}
+
+func slicesSortStrings(s []string) { sort.Strings(s) }
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+func sysDefaultCopy() *sys.Calls { c := sys.Default; return &c }
+
+func errUnsupportedForTest() error { return fmt.Errorf("test: %w", sys.ErrUnsupported) }
