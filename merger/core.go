@@ -1,0 +1,729 @@
+package merger
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/axiomhq/hyperloglog"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/medium"
+)
+
+// batchRows is the number of output rows handed to the column writers at a time.
+const batchRows = 4096
+
+// phaseStats is what one merge of sources into one segment reports.
+type phaseStats struct {
+	rowsIn, rowsOut                       int64
+	dictionaries, rows, bitmaps, publish time.Duration
+	info                                 columns.Info
+}
+
+// core merges sources into one segment published at dst. It is the one write path of Merge
+// (every phase) and of Builder.Persist.
+type core struct {
+	ctx     context.Context
+	srcs    []source
+	names   []string
+	out     columns.Schema
+	opts    *Options
+	phase   int
+	phases  int
+	kinds   []dimKind
+	dims    [][]dimSource // [output dim][source]
+	maps    [][][]uint32  // [output dim][source] source id -> merged id
+	card    []int         // [output dim] merged cardinality (dictionary dims)
+	dws     []*columns.DimWriter
+	rowMaps [][]uint32 // [source][source row] -> output row
+	rowsOut int64
+}
+
+func runCore(ctx context.Context, srcs []source, names []string, out columns.Schema, dst string, med medium.Medium,
+	pub columns.PublishOptions, opts *Options, phase, phases int) (st phaseStats, err error) {
+	c := &core{ctx: ctx, srcs: srcs, names: names, out: out, opts: opts, phase: phase, phases: phases}
+	for _, s := range srcs {
+		st.rowsIn += int64(s.rows())
+	}
+	if st.rowsIn > math.MaxUint32 {
+		return st, fmt.Errorf("%w: %d rows, a segment holds at most %d", ErrInvalid, st.rowsIn, uint32(math.MaxUint32))
+	}
+	w, err := columns.NewWriter(out, columns.WriterOptions{
+		Medium:      med,
+		Compression: opts.Compression,
+		ChunkRows:   opts.ChunkRows,
+		Interval:    c.interval(),
+	})
+	if err != nil {
+		return st, fmt.Errorf("merger: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = w.Abort()
+		}
+	}()
+	t0 := time.Now()
+	if err := c.dictionaries(w); err != nil {
+		return st, err
+	}
+	t1 := time.Now()
+	if err := c.mergeRows(w); err != nil {
+		return st, err
+	}
+	t2 := time.Now()
+	if err := c.bitmaps(); err != nil {
+		return st, err
+	}
+	t3 := time.Now()
+	if err := ctx.Err(); err != nil {
+		return st, fmt.Errorf("merger: %w", err)
+	}
+	info, err := w.Finish(dst, pub)
+	if err != nil {
+		return st, fmt.Errorf("merger: publish %s: %w", dst, err)
+	}
+	t4 := time.Now()
+	st.rowsOut = c.rowsOut
+	st.dictionaries, st.rows, st.bitmaps, st.publish = t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), t4.Sub(t3)
+	st.info = info
+	return st, nil
+}
+
+// interval is the union of the sources' intervals (of those with rows), its start truncated
+// to the granularity.
+func (c *core) interval() columns.Interval {
+	var iv columns.Interval
+	have := false
+	for _, s := range c.srcs {
+		if s.rows() == 0 {
+			continue
+		}
+		v := s.interval()
+		v.Start = c.out.Granularity.Truncate(v.Start)
+		if !have {
+			iv, have = v, true
+			continue
+		}
+		iv.Start = min(iv.Start, v.Start)
+		iv.End = max(iv.End, v.End)
+	}
+	return iv
+}
+
+// dictionaries merges every dictionary dimension's dictionaries into its writer.
+func (c *core) dictionaries(w *columns.Writer) error {
+	n := len(c.out.Dimensions)
+	c.kinds = make([]dimKind, n)
+	c.dims = make([][]dimSource, n)
+	c.maps = make([][][]uint32, n)
+	c.card = make([]int, n)
+	c.dws = make([]*columns.DimWriter, n)
+	var todo []int
+	for d, dim := range c.out.Dimensions {
+		switch {
+		case dim.Raw:
+			c.kinds[d] = kindRaw
+			continue
+		case dim.MultiValue:
+			c.kinds[d] = kindMulti
+		default:
+			c.kinds[d] = kindSingle
+		}
+		dw, err := w.Dim(dim.Name)
+		if err != nil {
+			return fmt.Errorf("merger: %w", err)
+		}
+		c.dws[d] = dw
+		c.dims[d] = make([]dimSource, len(c.srcs))
+		for i, s := range c.srcs {
+			c.dims[d][i] = s.dim(dim.Name)
+		}
+		todo = append(todo, d)
+	}
+	return runParallel(len(todo), c.opts.Parallelism, func(k int) error {
+		d := todo[k]
+		withNull := false
+		for i, ds := range c.dims[d] {
+			if ds == nil && c.srcs[i].rows() > 0 || ds != nil && ds.hasNull() {
+				withNull = true
+			}
+		}
+		maps, card, err := mergeDictionaries(c.ctx, c.dims[d], withNull, c.dws[d])
+		if err != nil {
+			return fmt.Errorf("merger: dimension %q: dictionary: %w", c.out.Dimensions[d].Name, err)
+		}
+		c.maps[d], c.card[d] = maps, card
+		return nil
+	})
+}
+
+// batch is a run of output rows on its way to the column writers: their keys, and for each
+// the source rows it combines (one without rollup).
+type batch struct {
+	keys    keys
+	refIn   []int32
+	refRow  []uint32
+	refEnd  []int32 // refEnd[r]: end of output row r's refs
+	pending atomic.Int32
+}
+
+func (b *batch) reset() {
+	b.keys.reset()
+	b.refIn, b.refRow, b.refEnd = b.refIn[:0], b.refRow[:0], b.refEnd[:0]
+}
+
+// A colTask appends one column's values for a batch of output rows.
+type colTask interface {
+	write(b *batch) error
+}
+
+// mergeRows merges the sources' rows k-way and writes every column but the bitmaps.
+func (c *core) mergeRows(w *columns.Writer) error {
+	ctx := c.ctx
+	c.rowMaps = make([][]uint32, len(c.srcs))
+	var total int64
+	cursors := make([]*cursor, 0, len(c.srcs))
+	for i, s := range c.srcs {
+		n := s.rows()
+		total += int64(n)
+		c.rowMaps[i] = make([]uint32, n)
+		if n == 0 {
+			continue
+		}
+		cur := &cursor{in: i, name: c.names[i], n: n, order: s.timeOrder(), gran: c.out.Granularity,
+			times: longCache{c: s.times()}, ids: make([]*idCache, len(c.kinds)), maps: make([][]uint32, len(c.kinds)),
+			raws: make([]rawReader, len(c.kinds)), w: newKeys(c.kinds), fresh: true}
+		for d, dim := range c.out.Dimensions {
+			if c.kinds[d] == kindRaw {
+				cur.raws[d] = s.raw(dim.Name)
+			} else if ds := c.dims[d][i]; ds != nil {
+				cur.ids[d] = &idCache{c: ds.cursor()}
+				cur.maps[d] = c.maps[d][i]
+			}
+		}
+		if err := cur.fill(ctx); err != nil {
+			return err
+		}
+		cursors = append(cursors, cur)
+	}
+	tasks, err := c.tasks(w)
+	if err != nil {
+		return err
+	}
+
+	// Column writers: workers each own some tasks and take every batch.
+	p := max(1, min(c.opts.Parallelism, len(tasks)))
+	var errs firstError
+	free := make(chan *batch, 3)
+	for range 3 {
+		b := &batch{keys: newKeys(c.kinds)}
+		free <- b
+	}
+	work := make([]chan *batch, p)
+	var wg sync.WaitGroup
+	for g := range p {
+		work[g] = make(chan *batch, 3)
+		var mine []colTask
+		for t := g; t < len(tasks); t += p {
+			mine = append(mine, tasks[t])
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range work[g] {
+				if errs.get() == nil {
+					for _, t := range mine {
+						if err := t.write(b); err != nil {
+							errs.report(err)
+							break
+						}
+					}
+				}
+				if b.pending.Add(-1) == 0 {
+					free <- b
+				}
+			}
+		}()
+	}
+	send := func(b *batch) {
+		b.pending.Store(int32(p))
+		for g := range p {
+			work[g] <- b
+		}
+	}
+	stop := func() error {
+		for g := range p {
+			close(work[g])
+		}
+		wg.Wait()
+		return errs.get()
+	}
+
+	// The k-way merge: a binary heap of cursors by (key, input).
+	h := cursors
+	less := func(a, b *cursor) bool {
+		if x := cmpRows(&a.w, a.head(), &b.w, b.head()); x != 0 {
+			return x < 0
+		}
+		return a.in < b.in
+	}
+	down := func(i int) {
+		n := len(h)
+		for {
+			l := 2*i + 1
+			if l >= n {
+				return
+			}
+			m := l
+			if r := l + 1; r < n && less(h[r], h[l]) {
+				m = r
+			}
+			if !less(h[m], h[i]) {
+				return
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
+		}
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	progress := func(done int64) {
+		if c.opts.Progress != nil {
+			c.opts.Progress(Progress{Phase: c.phase, Phases: c.phases, RowsDone: done, RowsTotal: total})
+		}
+	}
+	rollup := c.out.Rollup
+	b := <-free
+	b.reset()
+	var outRow int64 = -1
+	var done int64
+	nextProgress := int64(c.opts.ProgressRows)
+	for len(h) > 0 {
+		cur := h[0]
+		i := cur.head()
+		if !(rollup && b.keys.n > 0 && cmpRows(&cur.w, i, &b.keys, b.keys.n-1) == 0) {
+			if b.keys.n >= batchRows {
+				if err := errs.get(); err != nil {
+					break
+				}
+				if err := ctx.Err(); err != nil {
+					errs.report(fmt.Errorf("merger: %w", err))
+					break
+				}
+				send(b)
+				b = <-free
+				b.reset()
+			}
+			b.keys.appendRow(&cur.w, i)
+			b.refEnd = append(b.refEnd, 0)
+			outRow++
+		}
+		src := cur.w.src[i]
+		b.refIn = append(b.refIn, int32(cur.in))
+		b.refRow = append(b.refRow, src)
+		b.refEnd[b.keys.n-1] = int32(len(b.refIn))
+		c.rowMaps[cur.in][src] = uint32(outRow)
+		done++
+		if done >= nextProgress {
+			progress(done)
+			nextProgress += int64(c.opts.ProgressRows)
+		}
+		if err := cur.advance(ctx); err != nil {
+			errs.report(err)
+			break
+		}
+		if cur.done() {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+		}
+		if len(h) > 1 {
+			down(0)
+		}
+	}
+	if errs.get() == nil && b.keys.n > 0 {
+		send(b)
+	} else {
+		free <- b
+	}
+	if err := stop(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("merger: %w", err)
+	}
+	progress(done)
+	c.rowsOut = outRow + 1
+	return nil
+}
+
+// tasks returns the column writers' tasks: __time, every dimension's rows, every metric.
+func (c *core) tasks(w *columns.Writer) ([]colTask, error) {
+	var tasks []colTask
+	tw, err := w.Time()
+	if err != nil {
+		return nil, fmt.Errorf("merger: %w", err)
+	}
+	tasks = append(tasks, &timeTask{w: tw})
+	for d, dim := range c.out.Dimensions {
+		t := &dimTask{d: d, name: dim.Name, kind: c.kinds[d], dw: c.dws[d]}
+		if t.kind == kindRaw {
+			if t.rw, err = w.Raw(dim.Name); err != nil {
+				return nil, fmt.Errorf("merger: %w", err)
+			}
+		}
+		tasks = append(tasks, t)
+	}
+	for _, m := range c.out.Metrics {
+		agg := m.Aggregator
+		switch m.ValueType() {
+		case columns.MetricLong:
+			lw, err := w.Long(m.Name)
+			if err != nil {
+				return nil, fmt.Errorf("merger: %w", err)
+			}
+			t := &longTask{name: m.Name, agg: agg, w: lw, r: make([]*longCache, len(c.srcs)), names: c.names}
+			for i, s := range c.srcs {
+				if lc := s.long(m.Name); lc != nil {
+					t.r[i] = &longCache{c: lc}
+				}
+			}
+			tasks = append(tasks, t)
+		case columns.MetricDouble:
+			dw, err := w.Double(m.Name)
+			if err != nil {
+				return nil, fmt.Errorf("merger: %w", err)
+			}
+			t := &doubleTask{name: m.Name, agg: agg, w: dw, r: make([]*doubleCache, len(c.srcs)), names: c.names}
+			for i, s := range c.srcs {
+				if dc := s.double(m.Name); dc != nil {
+					t.r[i] = &doubleCache{c: dc}
+				}
+			}
+			tasks = append(tasks, t)
+		case columns.MetricHyperUnique:
+			sw, err := w.Sketch(m.Name)
+			if err != nil {
+				return nil, fmt.Errorf("merger: %w", err)
+			}
+			t := &sketchTask{name: m.Name, w: sw, r: make([]sketchReader, len(c.srcs)), names: c.names}
+			for i, s := range c.srcs {
+				t.r[i] = s.sketch(m.Name)
+			}
+			tasks = append(tasks, t)
+		}
+	}
+	return tasks, nil
+}
+
+type timeTask struct{ w *columns.LongWriter }
+
+func (t *timeTask) write(b *batch) error {
+	for _, v := range b.keys.time {
+		if err := t.w.Append(v); err != nil {
+			return fmt.Errorf("merger: __time: %w", err)
+		}
+	}
+	return nil
+}
+
+type dimTask struct {
+	d    int
+	name string
+	kind dimKind
+	dw   *columns.DimWriter
+	rw   *columns.RawWriter
+}
+
+func (t *dimTask) write(b *batch) error {
+	k := &b.keys.dims[t.d]
+	var err error
+	switch t.kind {
+	case kindSingle:
+		for _, id := range k.ids {
+			if err = t.dw.AppendID(id); err != nil {
+				break
+			}
+		}
+	case kindMulti:
+		for r := 0; r < b.keys.n; r++ {
+			if err = t.dw.AppendIDs(k.ids[k.offs[r]:k.offs[r+1]]); err != nil {
+				break
+			}
+		}
+	case kindRaw:
+		for r := 0; r < b.keys.n; r++ {
+			if k.null[r] {
+				err = t.rw.AppendNull()
+			} else {
+				err = t.rw.Append(string(k.data[k.offs[r]:k.offs[r+1]]))
+			}
+			if err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("merger: dimension %q: %w", t.name, err)
+	}
+	return nil
+}
+
+type longTask struct {
+	name  string
+	agg   columns.Aggregator
+	w     *columns.LongWriter
+	r     []*longCache
+	names []string
+}
+
+func (t *longTask) read(in int32, row uint32) (int64, error) {
+	lc := t.r[in]
+	if lc == nil {
+		return 0, nil
+	}
+	v, err := lc.at(int(row))
+	if err != nil {
+		return 0, fmt.Errorf("merger: %s: metric %q: %w", t.names[in], t.name, err)
+	}
+	return v, nil
+}
+
+func (t *longTask) write(b *batch) error {
+	start := int32(0)
+	for _, end := range b.refEnd {
+		v, err := t.read(b.refIn[start], b.refRow[start])
+		if err != nil {
+			return err
+		}
+		for k := start + 1; k < end; k++ {
+			x, err := t.read(b.refIn[k], b.refRow[k])
+			if err != nil {
+				return err
+			}
+			v = combineLong(t.agg, v, x)
+		}
+		if err := t.w.Append(v); err != nil {
+			return fmt.Errorf("merger: metric %q: %w", t.name, err)
+		}
+		start = end
+	}
+	return nil
+}
+
+func combineLong(agg columns.Aggregator, a, b int64) int64 {
+	switch agg {
+	case columns.AggLongMin:
+		return min(a, b)
+	case columns.AggLongMax:
+		return max(a, b)
+	}
+	return a + b // count, longSum
+}
+
+type doubleTask struct {
+	name  string
+	agg   columns.Aggregator
+	w     *columns.DoubleWriter
+	r     []*doubleCache
+	names []string
+	sum   exactSum
+}
+
+func (t *doubleTask) read(in int32, row uint32) (float64, error) {
+	dc := t.r[in]
+	if dc == nil {
+		return 0, nil
+	}
+	v, err := dc.at(int(row))
+	if err != nil {
+		return 0, fmt.Errorf("merger: %s: metric %q: %w", t.names[in], t.name, err)
+	}
+	return v, nil
+}
+
+func (t *doubleTask) write(b *batch) error {
+	start := int32(0)
+	for _, end := range b.refEnd {
+		v, err := t.read(b.refIn[start], b.refRow[start])
+		if err != nil {
+			return err
+		}
+		if end-start > 1 {
+			if t.agg == columns.AggDoubleSum {
+				t.sum.reset()
+				t.sum.add(v)
+			}
+			for k := start + 1; k < end; k++ {
+				x, err := t.read(b.refIn[k], b.refRow[k])
+				if err != nil {
+					return err
+				}
+				switch t.agg {
+				case columns.AggDoubleMin:
+					v = math.Min(v, x)
+				case columns.AggDoubleMax:
+					v = math.Max(v, x)
+				default:
+					t.sum.add(x)
+				}
+			}
+			if t.agg == columns.AggDoubleSum {
+				v = t.sum.value()
+			}
+		}
+		if err := t.w.Append(v); err != nil {
+			return fmt.Errorf("merger: metric %q: %w", t.name, err)
+		}
+		start = end
+	}
+	return nil
+}
+
+type sketchTask struct {
+	name    string
+	w       *columns.SketchWriter
+	r       []sketchReader
+	names   []string
+	scratch hyperloglog.Sketch
+}
+
+func (t *sketchTask) write(b *batch) error {
+	start := int32(0)
+	for _, end := range b.refEnd {
+		var err error
+		if end-start == 1 {
+			if sr := t.r[b.refIn[start]]; sr == nil {
+				err = t.w.Append(nil)
+			} else {
+				var raw []byte
+				if raw, err = sr.Bytes(int(b.refRow[start])); err != nil {
+					return fmt.Errorf("merger: %s: metric %q: %w", t.names[b.refIn[start]], t.name, err)
+				}
+				err = t.w.AppendBytes(raw)
+			}
+		} else {
+			var acc *hyperloglog.Sketch // nil: every source lacked the metric; written empty
+			for k := start; k < end; k++ {
+				sr := t.r[b.refIn[k]]
+				if sr == nil {
+					continue
+				}
+				raw, err := sr.Bytes(int(b.refRow[k]))
+				if err != nil {
+					return fmt.Errorf("merger: %s: metric %q: %w", t.names[b.refIn[k]], t.name, err)
+				}
+				if err := t.scratch.UnmarshalBinary(raw); err != nil {
+					return fmt.Errorf("merger: %s: metric %q: row %d: %w: %w", t.names[b.refIn[k]], t.name, b.refRow[k], columns.ErrCorrupt, err)
+				}
+				if acc == nil {
+					acc = &hyperloglog.Sketch{}
+				}
+				if err := acc.Merge(&t.scratch); err != nil {
+					return fmt.Errorf("merger: %s: metric %q: %w", t.names[b.refIn[k]], t.name, err)
+				}
+			}
+			err = t.w.Append(acc)
+		}
+		if err != nil {
+			return fmt.Errorf("merger: metric %q: %w", t.name, err)
+		}
+		start = end
+	}
+	return nil
+}
+
+// bitmaps rebuilds every bitmap index, one dimension per goroutine and, within a dimension,
+// one merged value at a time: the rows holding a merged value are the rows the sources'
+// bitmaps of that value map to through the row maps.
+func (c *core) bitmaps() error {
+	var todo []int
+	for d, dim := range c.out.Dimensions {
+		if c.kinds[d] != kindRaw && !dim.NoBitmapIndex {
+			todo = append(todo, d)
+		}
+	}
+	return runParallel(len(todo), c.opts.Parallelism, func(k int) error {
+		d := todo[k]
+		if err := c.dimBitmaps(d); err != nil {
+			return fmt.Errorf("merger: dimension %q: bitmaps: %w", c.out.Dimensions[d].Name, err)
+		}
+		return nil
+	})
+}
+
+func (c *core) dimBitmaps(d int) error {
+	srcs := c.dims[d]
+	maps := c.maps[d]
+	next := make([]int, len(srcs)) // per source: the next source id to place
+	bm := roaring.New()
+	var rows, scratch []uint32
+	scratch = make([]uint32, 256)
+	for v := 0; v < c.card[d]; v++ {
+		if v&255 == 0 {
+			if err := c.ctx.Err(); err != nil {
+				return fmt.Errorf("merger: %w", err)
+			}
+		}
+		rows = rows[:0]
+		sorted := true
+		for i, ds := range srcs {
+			rm := c.rowMaps[i]
+			if ds == nil {
+				if v == 0 {
+					// A source without the dimension is null in every row.
+					before := len(rows)
+					rows = append(rows, rm...)
+					sorted = sorted && (before == 0 || len(rm) == 0 || rows[before-1] <= rows[before])
+					sorted = sorted && slices.IsSorted(rows[before:])
+				}
+				continue
+			}
+			m := maps[i]
+			for next[i] < len(m) && int(m[next[i]]) == v {
+				ib, err := ds.bitmap(uint32(next[i]))
+				if err != nil {
+					return fmt.Errorf("%s: %w", c.names[i], err)
+				}
+				next[i]++
+				before := len(rows)
+				it := ib.ManyIterator()
+				for {
+					k := it.NextMany(scratch)
+					if k == 0 {
+						break
+					}
+					for _, r := range scratch[:k] {
+						if int(r) >= len(rm) {
+							return fmt.Errorf("%s: bitmap row %d past the %d rows", c.names[i], r, len(rm))
+						}
+						rows = append(rows, rm[r])
+					}
+				}
+				if sorted && len(rows) > before {
+					if before > 0 && rows[before-1] > rows[before] {
+						sorted = false
+					} else if !slices.IsSorted(rows[before:]) {
+						sorted = false
+					}
+				}
+			}
+		}
+		if !sorted {
+			slices.Sort(rows)
+		}
+		bm.Clear()
+		bm.AddMany(rows)
+		bm.RunOptimize()
+		if err := c.dws[d].WriteBitmap(uint32(v), bm); err != nil {
+			return err
+		}
+	}
+	return nil
+}

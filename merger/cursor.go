@@ -1,0 +1,185 @@
+package merger
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/writeout/writeout/columns"
+)
+
+// cursorBatch is how many rows a cursor loads at a time (more when a group of equal truncated
+// time continues past it).
+const cursorBatch = 1024
+
+// A cursor reads one source's rows in output key order. It loads rows in batches of whole
+// groups (rows of equal truncated time): a source only promises non-decreasing time, so a
+// group whose rows are not in key order (equal times in a different dimension order, or
+// several times that one granularity bucket joins) is sorted, stably, before it is emitted.
+// Memory is therefore bounded by the largest group, not by the source.
+type cursor struct {
+	in    int
+	name  string
+	n     int // source rows
+	order []uint32
+	gran  columns.Granularity
+	next  int // next position in order to load
+	times longCache
+	ids   []*idCache  // per output dimension; nil when the source lacks it or it is raw
+	maps  [][]uint32  // per output dimension: source id -> merged id
+	raws  []rawReader // per output dimension; nil unless raw and present
+	w     keys        // the loaded rows
+	perm  []int32     // emission order over w; nil is identity
+	pbuf  []int32     // perm's memory
+	cur   int         // position in the emission order
+	lastT int64       // truncated time of the last loaded row
+	fresh bool        // nothing loaded yet
+}
+
+func (c *cursor) head() int {
+	if c.perm != nil {
+		return int(c.perm[c.cur])
+	}
+	return c.cur
+}
+
+// done reports whether the cursor has no current row.
+func (c *cursor) done() bool { return c.cur >= c.w.n }
+
+// advance moves to the next row, loading more when the window is used up.
+func (c *cursor) advance(ctx context.Context) error {
+	c.cur++
+	if c.cur < c.w.n {
+		return nil
+	}
+	return c.fill(ctx)
+}
+
+func (c *cursor) srcRow(p int) int {
+	if c.order != nil {
+		return int(c.order[p])
+	}
+	return p
+}
+
+// fill loads the next batch of whole groups.
+func (c *cursor) fill(ctx context.Context) error {
+	c.w.reset()
+	c.perm = nil
+	c.cur = 0
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("merger: %w", err)
+	}
+	for c.next < c.n {
+		if c.w.n >= cursorBatch {
+			if c.w.n&4095 == 0 {
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("merger: %w", err)
+				}
+			}
+			// Stop at a group boundary only.
+			t, err := c.times.at(c.srcRow(c.next))
+			if err != nil {
+				return fmt.Errorf("merger: %s: __time: %w", c.name, err)
+			}
+			if c.gran.Truncate(t) != c.lastT {
+				break
+			}
+		}
+		if err := c.load(c.next); err != nil {
+			return err
+		}
+		c.next++
+	}
+	if c.w.n > 1 {
+		c.sortGroups()
+	}
+	return nil
+}
+
+// load appends the source row at position p to the window.
+func (c *cursor) load(p int) error {
+	row := c.srcRow(p)
+	t, err := c.times.at(row)
+	if err != nil {
+		return fmt.Errorf("merger: %s: __time: %w", c.name, err)
+	}
+	t = c.gran.Truncate(t)
+	if !c.fresh && t < c.lastT {
+		return fmt.Errorf("%w: %s: row %d has time %d after a row of time %d", ErrUnsorted, c.name, row, t, c.lastT)
+	}
+	c.fresh = false
+	c.lastT = t
+	w := &c.w
+	w.n++
+	w.src = append(w.src, uint32(row))
+	w.time = append(w.time, t)
+	for j := range w.dims {
+		d := &w.dims[j]
+		switch d.kind {
+		case kindSingle, kindMulti:
+			ic := c.ids[j]
+			if ic == nil { // the source lacks the dimension: null
+				d.ids = append(d.ids, 0)
+			} else {
+				ids, err := ic.at(row)
+				if err != nil {
+					return fmt.Errorf("merger: %s: dimension %d: %w", c.name, j, err)
+				}
+				m := c.maps[j]
+				for _, id := range ids {
+					if int(id) >= len(m) {
+						return fmt.Errorf("merger: %s: row %d: id %d not below the cardinality %d", c.name, row, id, len(m))
+					}
+					d.ids = append(d.ids, m[id])
+				}
+				if d.kind == kindSingle && len(ids) != 1 {
+					return fmt.Errorf("merger: internal error: %s: row %d holds %d ids in a single-value dimension", c.name, row, len(ids))
+				}
+			}
+			if d.kind == kindMulti {
+				d.offs = append(d.offs, uint32(len(d.ids)))
+			}
+		case kindRaw:
+			null := true
+			if r := c.raws[j]; r != nil {
+				b, ok, err := r.Bytes(row)
+				if err != nil {
+					return fmt.Errorf("merger: %s: dimension %d: %w", c.name, j, err)
+				}
+				null = !ok
+				d.data = append(d.data, b...)
+			}
+			d.null = append(d.null, null)
+			d.offs = append(d.offs, uint32(len(d.data)))
+		}
+	}
+	return nil
+}
+
+// sortGroups sorts, stably, every group of the window that is not in key order.
+func (c *cursor) sortGroups() {
+	w := &c.w
+	start := 0
+	for start < w.n {
+		end := start + 1
+		sorted := true
+		for end < w.n && w.time[end] == w.time[start] {
+			if sorted && cmpDims(w, end-1, w, end) > 0 {
+				sorted = false
+			}
+			end++
+		}
+		if !sorted {
+			if c.perm == nil {
+				c.pbuf = slices.Grow(c.pbuf[:0], w.n)[:w.n]
+				c.perm = c.pbuf
+				for i := range c.perm {
+					c.perm[i] = int32(i)
+				}
+			}
+			slices.SortStableFunc(c.perm[start:end], func(a, b int32) int { return cmpDims(w, int(a), w, int(b)) })
+		}
+		start = end
+	}
+}

@@ -1,0 +1,132 @@
+package merger
+
+import (
+	"context"
+	"fmt"
+)
+
+// dictSink receives the merged dictionary: addNull first when there is a null, then every
+// value in strictly increasing order. columns.DimWriter is one.
+type dictSink interface {
+	AddNull() error
+	AddValue(v string) (uint32, error)
+}
+
+// mergeDictionaries merges sorted dictionaries k-way. dims[i] is input i's dimension, nil
+// when the input lacks it. The merged dictionary has null (id 0) when withNull is set. It
+// returns for every input holding the dimension the map from its ids to merged ids (nil for
+// the others), and the merged cardinality.
+func mergeDictionaries(ctx context.Context, dims []dimSource, withNull bool, sink dictSink) ([][]uint32, int, error) {
+	maps := make([][]uint32, len(dims))
+	type head struct {
+		in  int
+		it  dictIterator
+		pos uint32 // input id of the current value
+		v   string
+	}
+	var heads []*head
+	card := 0
+	if withNull {
+		if err := sink.AddNull(); err != nil {
+			return nil, 0, err
+		}
+		card = 1
+	}
+	for i, d := range dims {
+		if d == nil {
+			continue
+		}
+		maps[i] = make([]uint32, d.cardinality())
+		it := d.dictionary()
+		h := &head{in: i, it: it}
+		for {
+			if !it.Next() {
+				if err := it.Err(); err != nil {
+					return nil, 0, err
+				}
+				h = nil
+				break
+			}
+			if !it.IsNull() {
+				h.v = it.Value()
+				break
+			}
+			if !withNull {
+				return nil, 0, fmt.Errorf("merger: internal error: null in input %d without a merged null", i)
+			}
+			maps[i][h.pos] = 0
+			h.pos++
+		}
+		if h != nil {
+			heads = append(heads, h)
+		}
+	}
+	// A binary heap ordered by (value, input).
+	less := func(a, b *head) bool {
+		if a.v != b.v {
+			return a.v < b.v
+		}
+		return a.in < b.in
+	}
+	down := func(i int) {
+		n := len(heads)
+		for {
+			l := 2*i + 1
+			if l >= n {
+				return
+			}
+			m := l
+			if r := l + 1; r < n && less(heads[r], heads[l]) {
+				m = r
+			}
+			if !less(heads[m], heads[i]) {
+				return
+			}
+			heads[i], heads[m] = heads[m], heads[i]
+			i = m
+		}
+	}
+	for i := len(heads)/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	var last string
+	var lastID uint32
+	have := false
+	for n := 0; len(heads) > 0; n++ {
+		if n&4095 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, 0, fmt.Errorf("merger: %w", err)
+			}
+		}
+		h := heads[0]
+		if !have || h.v != last {
+			id, err := sink.AddValue(h.v)
+			if err != nil {
+				return nil, 0, err
+			}
+			last, lastID, have = h.v, id, true
+			card++
+		}
+		maps[h.in][h.pos] = lastID
+		h.pos++
+		if h.it.Next() {
+			v := h.it.Value()
+			if h.it.IsNull() || v <= h.v {
+				return nil, 0, fmt.Errorf("merger: input %d: dictionary not strictly sorted at id %d", h.in, h.pos)
+			}
+			h.v = v
+			down(0)
+			continue
+		}
+		if err := h.it.Err(); err != nil {
+			return nil, 0, err
+		}
+		if int(h.pos) != len(maps[h.in]) {
+			return nil, 0, fmt.Errorf("merger: input %d: dictionary holds %d values, cardinality says %d", h.in, h.pos, len(maps[h.in]))
+		}
+		heads[0] = heads[len(heads)-1]
+		heads = heads[:len(heads)-1]
+		down(0)
+	}
+	return maps, card, nil
+}

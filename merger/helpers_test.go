@@ -1,0 +1,383 @@
+package merger
+
+import (
+	"cmp"
+	"context"
+	"math"
+	"math/big"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/axiomhq/hyperloglog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/bench/gen"
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/medium"
+)
+
+// writeSegment writes rows (in non-decreasing time order) through columns' row writer, which
+// builds dictionaries and bitmaps itself: test inputs do not go through the merger.
+func writeSegment(t testing.TB, dir, name string, schema columns.Schema, rows []columns.Row) *columns.Segment {
+	t.Helper()
+	w, err := columns.NewWriter(schema, columns.WriterOptions{Medium: medium.NewHeap()})
+	require.NoError(t, err)
+	for _, r := range rows {
+		require.NoError(t, w.AddRow(r))
+	}
+	path := filepath.Join(dir, name)
+	_, err = w.Finish(path, columns.PublishOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
+	require.NoError(t, err)
+	seg, err := columns.Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = seg.Close() })
+	return seg
+}
+
+// readRows reads every row of a segment.
+func readRows(t testing.TB, seg *columns.Segment) []columns.Row {
+	t.Helper()
+	rr := seg.RowReader()
+	out := make([]columns.Row, seg.Rows())
+	for i := range out {
+		require.NoError(t, rr.Read(i, &out[i]))
+		out[i] = cloneRow(out[i])
+	}
+	return out
+}
+
+func cloneRow(r columns.Row) columns.Row {
+	c := columns.Row{Time: r.Time, Dims: make([][]string, len(r.Dims)), Metrics: slices.Clone(r.Metrics)}
+	for i, d := range r.Dims {
+		if len(d) > 0 {
+			c.Dims[i] = slices.Clone(d)
+		}
+	}
+	return c
+}
+
+// oracleMerge is the naive merge: every row of every input, projected on the output schema
+// (missing dimensions null, missing metrics zero), times truncated, stably sorted by
+// (time, dimensions), and with rollup equal keys combined.
+func oracleMerge(inputs []columns.Schema, rows [][]columns.Row, out columns.Schema) []columns.Row {
+	var all []columns.Row
+	for i, s := range inputs {
+		for _, r := range rows[i] {
+			o := columns.Row{Time: out.Granularity.Truncate(r.Time), Dims: make([][]string, len(out.Dimensions)), Metrics: make([]columns.Value, len(out.Metrics))}
+			for d, dim := range out.Dimensions {
+				if k := s.Dimension(dim.Name); k >= 0 && len(r.Dims[k]) > 0 {
+					o.Dims[d] = r.Dims[k]
+				}
+			}
+			for m, met := range out.Metrics {
+				if k := s.Metric(met.Name); k >= 0 {
+					o.Metrics[m] = r.Metrics[k]
+				}
+			}
+			all = append(all, o)
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return cmpOracle(all[i], all[j]) < 0 })
+	if !out.Rollup {
+		return all
+	}
+	var res []columns.Row
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && cmpOracle(all[i], all[j]) == 0 {
+			j++
+		}
+		r := all[i]
+		r.Metrics = slices.Clone(r.Metrics)
+		for m, met := range out.Metrics {
+			switch met.Aggregator {
+			case columns.AggCount, columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
+				v := all[i].Metrics[m].Long
+				for k := i + 1; k < j; k++ {
+					x := all[k].Metrics[m].Long
+					switch met.Aggregator {
+					case columns.AggLongMin:
+						v = min(v, x)
+					case columns.AggLongMax:
+						v = max(v, x)
+					default:
+						v += x
+					}
+				}
+				r.Metrics[m].Long = v
+			case columns.AggDoubleSum:
+				if j-i > 1 {
+					acc := new(big.Float).SetPrec(2200)
+					for k := i; k < j; k++ {
+						acc.Add(acc, new(big.Float).SetPrec(2200).SetFloat64(all[k].Metrics[m].Double))
+					}
+					r.Metrics[m].Double, _ = acc.Float64()
+				}
+			case columns.AggDoubleMin, columns.AggDoubleMax:
+				v := all[i].Metrics[m].Double
+				for k := i + 1; k < j; k++ {
+					if met.Aggregator == columns.AggDoubleMin {
+						v = math.Min(v, all[k].Metrics[m].Double)
+					} else {
+						v = math.Max(v, all[k].Metrics[m].Double)
+					}
+				}
+				r.Metrics[m].Double = v
+			case columns.AggHyperUnique:
+				acc := hyperloglog.New()
+				for k := i; k < j; k++ {
+					if sk := all[k].Metrics[m].Sketch; sk != nil {
+						_ = acc.Merge(sk)
+					}
+				}
+				r.Metrics[m].Sketch = acc
+			}
+		}
+		res = append(res, r)
+		i = j
+	}
+	return res
+}
+
+func cmpOracle(a, b columns.Row) int {
+	if c := cmp.Compare(a.Time, b.Time); c != 0 {
+		return c
+	}
+	for d := range a.Dims {
+		if c := cmpValues(a.Dims[d], b.Dims[d]); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// cmpValues orders a dimension's values: null (nil) first, then lists lexicographically.
+func cmpValues(a, b []string) int {
+	if (a == nil) != (b == nil) {
+		if a == nil {
+			return -1
+		}
+		return 1
+	}
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if c := strings.Compare(a[i], b[i]); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// requireRowsEqual compares rows, sketches by their estimates. With approx, doubles may differ
+// in their last bits (sums rounded at different points, as a merge in phases with rollup does).
+func requireRowsEqual(t testing.TB, want, got []columns.Row, approx bool, msg string) {
+	t.Helper()
+	require.Equal(t, len(want), len(got), "%s: row count", msg)
+	for i := range want {
+		w, g := want[i], got[i]
+		require.Equal(t, w.Time, g.Time, "%s: row %d time", msg, i)
+		require.Equal(t, w.Dims, g.Dims, "%s: row %d dims", msg, i)
+		require.Equal(t, len(w.Metrics), len(g.Metrics), msg)
+		for m := range w.Metrics {
+			a, b := w.Metrics[m], g.Metrics[m]
+			require.Equal(t, a.Long, b.Long, "%s: row %d metric %d", msg, i, m)
+			if approx && a.Double != b.Double {
+				require.InEpsilon(t, a.Double, b.Double, 1e-12, "%s: row %d metric %d", msg, i, m)
+			} else {
+				require.Equal(t, math.Float64bits(a.Double), math.Float64bits(b.Double), "%s: row %d metric %d: %v != %v", msg, i, m, a.Double, b.Double)
+			}
+			require.Equal(t, sketchEstimate(a.Sketch), sketchEstimate(b.Sketch), "%s: row %d metric %d sketch", msg, i, m)
+		}
+	}
+}
+
+func sketchEstimate(sk *hyperloglog.Sketch) uint64 {
+	if sk == nil {
+		return 0
+	}
+	return sk.Clone().Estimate()
+}
+
+// checkBitmaps checks that every value's bitmap holds exactly the rows holding the value, and
+// runs Verify.
+func checkBitmaps(t testing.TB, seg *columns.Segment) {
+	t.Helper()
+	require.NoError(t, seg.Verify())
+	s := seg.Schema()
+	for _, dim := range s.Dimensions {
+		if dim.Raw || dim.NoBitmapIndex {
+			continue
+		}
+		dc, err := seg.Dim(dim.Name)
+		require.NoError(t, err)
+		want := make([][]uint32, dc.Cardinality())
+		cur := dc.Cursor()
+		for r := 0; r < seg.Rows(); r++ {
+			ids, err := cur.IDs(r)
+			require.NoError(t, err)
+			for _, id := range ids {
+				if n := len(want[id]); n == 0 || want[id][n-1] != uint32(r) {
+					want[id] = append(want[id], uint32(r))
+				}
+			}
+		}
+		for id := range want {
+			bm, err := dc.Bitmap(uint32(id))
+			require.NoError(t, err)
+			got := bm.ToArray()
+			if len(want[id]) == 0 {
+				want[id] = []uint32{}
+			}
+			require.Equal(t, want[id], got, "dimension %q id %d", dim.Name, id)
+		}
+	}
+}
+
+// dirNames lists a directory's entries.
+func dirNames(t testing.TB, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// basicSchema maps bench/gen's basic schema onto a columns schema: its string columns become
+// dimensions (every one with a bitmap index), its aggregators the metrics.
+func genSchema(g gen.Generator) columns.Schema {
+	var s columns.Schema
+	for _, c := range g.Schema() {
+		if c.Kind == gen.String {
+			s.Dimensions = append(s.Dimensions, columns.Dimension{Name: c.Name, MultiValue: c.MultiValue, Raw: c.Raw, NoBitmapIndex: !c.Raw && !c.Bitmap})
+		}
+	}
+	for _, a := range g.Aggregators() {
+		s.Metrics = append(s.Metrics, columns.Metric{Name: a.Name, Aggregator: columns.Aggregator(a.Aggregator), Field: a.Source})
+	}
+	return s
+}
+
+// genRow converts a generated row to a columns row of genSchema: null elements of multi-value
+// cells are dropped (a row of only null elements is null), count is 1, hyperUnique holds the
+// source dimension's values.
+type genConv struct {
+	schema  columns.Schema
+	strSlot []int // per dimension: slot in Row.Strings
+	metSrc  []genMetSrc
+}
+
+type genMetSrc struct {
+	kind gen.Kind
+	slot int
+	agg  columns.Aggregator
+}
+
+func newGenConv(g gen.Generator) *genConv {
+	c := &genConv{schema: genSchema(g)}
+	byName := map[string]gen.Column{}
+	for _, col := range g.Schema() {
+		byName[col.Name] = col
+		if col.Kind == gen.String {
+			c.strSlot = append(c.strSlot, col.Slot)
+		}
+	}
+	for _, a := range g.Aggregators() {
+		src := byName[a.Source]
+		c.metSrc = append(c.metSrc, genMetSrc{kind: src.Kind, slot: src.Slot, agg: columns.Aggregator(a.Aggregator)})
+	}
+	return c
+}
+
+// dims fills r.Dims from g (reusing r's slices where it can).
+func (c *genConv) row(g *gen.Row, r *columns.Row, sketches bool) {
+	r.Time = g.Time
+	if len(r.Dims) != len(c.strSlot) {
+		r.Dims = make([][]string, len(c.strSlot))
+		r.Metrics = make([]columns.Value, len(c.metSrc))
+	}
+	for d, slot := range c.strSlot {
+		v := &g.Strings[slot]
+		out := r.Dims[d][:0]
+		if !v.Null {
+			for i, s := range v.Values {
+				if !v.IsNullAt(i) {
+					out = append(out, s)
+				}
+			}
+		}
+		r.Dims[d] = out
+	}
+	for m, src := range c.metSrc {
+		var val columns.Value
+		switch src.agg {
+		case columns.AggCount:
+			val.Long = 1
+		case columns.AggHyperUnique:
+			if sketches {
+				sk := hyperloglog.New()
+				for _, s := range g.Strings[src.slot].Values {
+					sk.Insert([]byte(s))
+				}
+				val.Sketch = sk
+			}
+		default:
+			switch src.kind {
+			case gen.Long:
+				val.Long = g.Longs[src.slot]
+				val.Double = float64(val.Long)
+			case gen.Double:
+				val.Double = g.Doubles[src.slot]
+				val.Long = int64(val.Double)
+			}
+		}
+		r.Metrics[m] = val
+	}
+}
+
+// genSegment writes rows of the basic schema with seed through columns' row writer.
+func genSegment(t testing.TB, dir string, seed int64, rows int) *columns.Segment {
+	t.Helper()
+	g, err := gen.Basic(seed, rows)
+	require.NoError(t, err)
+	c := newGenConv(g)
+	w, err := columns.NewWriter(c.schema, columns.WriterOptions{Medium: medium.NewHeap()})
+	require.NoError(t, err)
+	var gr gen.Row
+	var r columns.Row
+	for g.Next(&gr) {
+		c.row(&gr, &r, true)
+		require.NoError(t, w.AddRow(r))
+	}
+	path := filepath.Join(dir, "basic-"+itoa(seed)+"-"+itoa(int64(rows))+".seg")
+	_, err = w.Finish(path, columns.PublishOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
+	require.NoError(t, err)
+	seg, err := columns.Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = seg.Close() })
+	return seg
+}
+
+func itoa(v int64) string {
+	return big.NewInt(v).String()
+}
+
+func mustMerge(t testing.TB, inputs []*columns.Segment, dst string, opts Options) Result {
+	t.Helper()
+	res, err := Merge(context.Background(), inputs, dst, opts)
+	require.NoError(t, err)
+	return res
+}
+
+func openSeg(t testing.TB, path string) *columns.Segment {
+	t.Helper()
+	seg, err := columns.Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = seg.Close() })
+	return seg
+}

@@ -1,0 +1,122 @@
+package merger
+
+import (
+	"bytes"
+	"cmp"
+)
+
+// dimKind is how a dimension takes part in a row's sort key.
+type dimKind uint8
+
+const (
+	kindSingle dimKind = iota // one merged id per row (null is id 0)
+	kindMulti                 // a list of merged ids per row (null is the null id alone)
+	kindRaw                   // a raw string per row, or null
+)
+
+// keys holds the sort keys of a run of rows, column by column: truncated time, then each
+// output dimension. Rows compare by time, then dimension by dimension in output order: ids
+// (which follow value order, null first), id lists lexicographically (a prefix first), raw
+// strings bytewise with null first.
+type keys struct {
+	n    int
+	src  []uint32 // source row numbers (cursor windows only)
+	time []int64
+	dims []dimKeys
+}
+
+type dimKeys struct {
+	kind dimKind
+	ids  []uint32 // kindSingle: one per row; kindMulti: every row's ids back to back
+	offs []uint32 // kindMulti, kindRaw: n+1 offsets into ids or data
+	data []byte   // kindRaw
+	null []bool   // kindRaw
+}
+
+func newKeys(kinds []dimKind) keys {
+	k := keys{dims: make([]dimKeys, len(kinds))}
+	for i, kd := range kinds {
+		k.dims[i].kind = kd
+		if kd != kindSingle {
+			k.dims[i].offs = []uint32{0}
+		}
+	}
+	return k
+}
+
+func (k *keys) reset() {
+	k.n = 0
+	k.src = k.src[:0]
+	k.time = k.time[:0]
+	for i := range k.dims {
+		d := &k.dims[i]
+		d.ids = d.ids[:0]
+		d.data = d.data[:0]
+		d.null = d.null[:0]
+		if d.offs != nil {
+			d.offs = d.offs[:1]
+		}
+	}
+}
+
+// appendRow copies row i of o (whose dimensions are of the same kinds) to the end of k.
+func (k *keys) appendRow(o *keys, i int) {
+	k.n++
+	k.time = append(k.time, o.time[i])
+	for j := range k.dims {
+		d, s := &k.dims[j], &o.dims[j]
+		switch d.kind {
+		case kindSingle:
+			d.ids = append(d.ids, s.ids[i])
+		case kindMulti:
+			d.ids = append(d.ids, s.ids[s.offs[i]:s.offs[i+1]]...)
+			d.offs = append(d.offs, uint32(len(d.ids)))
+		case kindRaw:
+			d.data = append(d.data, s.data[s.offs[i]:s.offs[i+1]]...)
+			d.offs = append(d.offs, uint32(len(d.data)))
+			d.null = append(d.null, s.null[i])
+		}
+	}
+}
+
+// cmpRows compares row i of a with row j of b.
+func cmpRows(a *keys, i int, b *keys, j int) int {
+	if c := cmp.Compare(a.time[i], b.time[j]); c != 0 {
+		return c
+	}
+	return cmpDims(a, i, b, j)
+}
+
+// cmpDims compares the dimensions of row i of a with those of row j of b.
+func cmpDims(a *keys, i int, b *keys, j int) int {
+	for d := range a.dims {
+		x, y := &a.dims[d], &b.dims[d]
+		switch x.kind {
+		case kindSingle:
+			if c := cmp.Compare(x.ids[i], y.ids[j]); c != 0 {
+				return c
+			}
+		case kindMulti:
+			p, q := x.ids[x.offs[i]:x.offs[i+1]], y.ids[y.offs[j]:y.offs[j+1]]
+			for t := 0; t < len(p) && t < len(q); t++ {
+				if p[t] != q[t] {
+					return cmp.Compare(p[t], q[t])
+				}
+			}
+			if c := cmp.Compare(len(p), len(q)); c != 0 {
+				return c
+			}
+		case kindRaw:
+			if x.null[i] != y.null[j] {
+				if x.null[i] {
+					return -1
+				}
+				return 1
+			}
+			if c := bytes.Compare(x.data[x.offs[i]:x.offs[i+1]], y.data[y.offs[j]:y.offs[j+1]]); c != 0 {
+				return c
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,209 @@
+package merger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/tmpfile"
+)
+
+// Merge merges inputs into one segment published at dst; see the package documentation for
+// what it does and Options for how. The inputs stay open and the caller's.
+//
+// On any failure, cancellation included, nothing new is left in dst's directory: no output,
+// no temp file, no intermediate segment. A cancelled ctx stops the merge within a few
+// milliseconds (the publication's final fdatasync, once begun, is waited for) and the error
+// wraps ctx.Err().
+func Merge(ctx context.Context, inputs []*columns.Segment, dst string, opts Options) (res Result, err error) {
+	start := time.Now()
+	if err := opts.ensureDefaults(); err != nil {
+		return res, err
+	}
+	if len(inputs) == 0 {
+		return res, fmt.Errorf("%w: no inputs", ErrInvalid)
+	}
+	srcs := make([]source, len(inputs))
+	schemas := make([]columns.Schema, len(inputs))
+	names := make([]string, len(inputs))
+	for i, in := range inputs {
+		if in == nil {
+			return res, fmt.Errorf("%w: input %d is nil", ErrInvalid, i)
+		}
+		srcs[i] = segSource{in}
+		schemas[i] = in.Schema()
+		names[i] = opts.inputName(i)
+	}
+	out, err := outputSchema(schemas, opts.inputName, opts.Dimensions, opts.Rollup, opts.Granularity)
+	if err != nil {
+		return res, err
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("merger: %w", err)
+	}
+	return mergeSources(ctx, srcs, names, out, dst, opts, start)
+}
+
+// mergeSources runs the phases of a merge: while there are more sources than MaxFanIn,
+// consecutive groups of them merge into intermediate segments; the last phase writes dst.
+func mergeSources(ctx context.Context, srcs []source, names []string, out columns.Schema, dst string, opts Options, start time.Time) (res Result, err error) {
+	dir := filepath.Dir(dst)
+	if !opts.Replace {
+		if _, err := os.Lstat(dst); err == nil {
+			return res, fmt.Errorf("merger: %s: %w", dst, fs.ErrExist)
+		}
+	}
+	med := opts.Medium
+	var syncer interface{ Syncs() int64 }
+	if med == nil {
+		tm, err := tmpfile.New(tmpfile.Options{Dir: dir, Durability: opts.Durability})
+		if err != nil {
+			return res, fmt.Errorf("merger: staging medium: %w", err)
+		}
+		med = tm
+		syncer = tm
+		defer func() {
+			if cerr := tm.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("merger: staging medium: %w", cerr)
+			}
+		}()
+	} else if s, ok := med.(interface{ Syncs() int64 }); ok {
+		syncer = s
+	}
+	var syncs0 int64
+	if syncer != nil {
+		syncs0 = syncer.Syncs()
+	}
+	for _, s := range srcs {
+		res.RowsIn += int64(s.rows())
+	}
+
+	phases := 1
+	if opts.MaxFanIn > 0 {
+		for n := len(srcs); n > opts.MaxFanIn; n = (n + opts.MaxFanIn - 1) / opts.MaxFanIn {
+			phases++
+		}
+	}
+	res.Phases = phases
+
+	// Intermediate segments of the phase being read, to remove once read (and on failure).
+	type level struct {
+		src  source
+		name string
+		seg  *columns.Segment
+		path string
+	}
+	cur := make([]level, len(srcs))
+	for i := range srcs {
+		cur[i] = level{src: srcs[i], name: names[i]}
+	}
+	release := func(ls []level) error {
+		var errs []error
+		for _, l := range ls {
+			if l.seg != nil {
+				errs = append(errs, l.seg.Close())
+			}
+			if l.path != "" {
+				if err := os.Remove(l.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					errs = append(errs, err)
+				}
+			}
+		}
+		return medium.JoinErrors(errs...)
+	}
+	defer func() {
+		if rerr := release(cur); rerr != nil && err == nil {
+			err = fmt.Errorf("merger: removing intermediate segments: %w", rerr)
+		}
+	}()
+	add := func(st phaseStats) {
+		res.Dictionaries += st.dictionaries
+		res.Rows += st.rows
+		res.Bitmaps += st.bitmaps
+		res.Publish += st.publish
+		res.BytesWritten += st.info.Size
+	}
+	for phase := 1; phase < phases; phase++ {
+		var next []level
+		for g := 0; g < len(cur); g += opts.MaxFanIn {
+			group := cur[g:min(g+opts.MaxFanIn, len(cur))]
+			if len(group) == 1 {
+				next = append(next, group[0])
+				cur[g] = level{} // handed on: not released with this phase
+				continue
+			}
+			path, err := reserveTemp(dir)
+			if err != nil {
+				_ = release(next)
+				return res, err
+			}
+			gs := make([]source, len(group))
+			gn := make([]string, len(group))
+			for k, l := range group {
+				gs[k], gn[k] = l.src, l.name
+			}
+			st, err := runCore(ctx, gs, gn, out, path, med, columns.PublishOptions{
+				Durability: medium.Durability{Sync: medium.SyncNone}, Replace: true,
+			}, &opts, phase, phases)
+			if err != nil {
+				_ = os.Remove(path)
+				_ = release(next)
+				return res, err
+			}
+			add(st)
+			seg, err := columns.Open(path)
+			if err != nil {
+				_ = os.Remove(path)
+				_ = release(next)
+				return res, fmt.Errorf("merger: open intermediate segment: %w", err)
+			}
+			next = append(next, level{src: segSource{seg}, name: fmt.Sprintf("intermediate segment %d of phase %d", len(next), phase), seg: seg, path: path})
+		}
+		if err := release(cur); err != nil {
+			_ = release(next)
+			cur = nil
+			return res, fmt.Errorf("merger: removing intermediate segments: %w", err)
+		}
+		cur = next
+	}
+	ls := make([]source, len(cur))
+	ln := make([]string, len(cur))
+	for k, l := range cur {
+		ls[k], ln[k] = l.src, l.name
+	}
+	st, err := runCore(ctx, ls, ln, out, dst, med, columns.PublishOptions{Durability: opts.Durability, Replace: opts.Replace}, &opts, phases, phases)
+	if err != nil {
+		return res, err
+	}
+	add(st)
+	res.RowsOut = st.rowsOut
+	res.Bytes = st.info.Size
+	res.Info = st.info
+	res.Syncs = st.info.Syncs
+	if syncer != nil {
+		res.Syncs += int(syncer.Syncs() - syncs0)
+	}
+	res.Total = time.Since(start)
+	return res, nil
+}
+
+// reserveTemp creates an empty file of IntermediatePattern in dir and returns its path; the
+// intermediate segment replaces it.
+func reserveTemp(dir string) (string, error) {
+	f, err := os.CreateTemp(dir, IntermediatePattern)
+	if err != nil {
+		return "", fmt.Errorf("merger: intermediate segment: %w", err)
+	}
+	path := f.Name()
+	if err := f.Close(); err != nil {
+		_ = os.Remove(path)
+		return "", fmt.Errorf("merger: intermediate segment: %w", err)
+	}
+	return path, nil
+}

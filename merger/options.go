@@ -1,0 +1,130 @@
+package merger
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/medium"
+)
+
+// ErrSchemaConflict marks inputs whose schemas cannot be merged: a metric whose type or
+// aggregator differs between inputs, a dimension raw in one input and dictionary-encoded in
+// another, a name that is a dimension in one input and a metric in another. The message names
+// the column and both inputs.
+var ErrSchemaConflict = errors.New("merger: input schemas conflict")
+
+// ErrUnsorted marks an input whose rows are not in non-decreasing time order.
+var ErrUnsorted = errors.New("merger: input rows out of time order")
+
+// ErrInvalid marks a bad argument or option.
+var ErrInvalid = errors.New("merger: invalid argument")
+
+// Options configure Merge. The zero value is the default: a tmpfile medium in the output's
+// directory, output synced once (medium.SyncOutput), no rollup, the union of the inputs'
+// dimensions first seen first, every input in one phase, GOMAXPROCS workers, no progress.
+type Options struct {
+	// Medium stages the output's column parts (and those of intermediate segments). Nil means a
+	// tmpfile medium in dst's directory, created for the merge and closed at its end. A medium
+	// given here stays the caller's: Merge only takes children of it.
+	Medium medium.Medium
+	// Durability of the published output. Intermediate segments are never synced.
+	Durability medium.Durability
+	// Replace allows replacing an existing output file.
+	Replace bool
+
+	// Rollup combines rows whose truncated time and dimensions are equal, through each
+	// metric's aggregator (count and the sums add, min and max keep the extreme, hyperUnique
+	// sketches merge).
+	Rollup bool
+	// Granularity truncates every row's time (as Druid's query granularity does, with or
+	// without rollup); with Rollup, rows in one bucket with equal dimensions combine.
+	Granularity columns.Granularity
+
+	// Dimensions is the output's dimension order. Nil means the union of the inputs'
+	// dimensions, in the order first seen (input 0's order, then dimensions only later inputs
+	// have). A list given here must name dimensions of the inputs; dimensions it leaves out
+	// are dropped from the output (with Rollup, rows then combine across them).
+	Dimensions []string
+	// InputNames name the inputs in error messages (for example their paths); missing names
+	// are "input N".
+	InputNames []string
+
+	// MaxFanIn is the largest number of inputs merged in one phase; more inputs merge in
+	// phases through intermediate segments written in dst's directory (named by
+	// IntermediatePattern) and removed as soon as the next phase has read them. 0 means no
+	// limit; 1 is invalid.
+	MaxFanIn int
+	// Parallelism is the number of goroutines that write columns, merge dictionaries and
+	// rebuild bitmaps at once; 0 means GOMAXPROCS.
+	Parallelism int
+	// Progress, when set, is called from the merging goroutine every ProgressRows rows and at
+	// the end of each phase. It must return quickly.
+	Progress func(Progress)
+	// ProgressRows is the batch of Progress calls; 0 means 65536 rows.
+	ProgressRows int
+
+	// Compression and ChunkRows are passed to columns.WriterOptions.
+	Compression columns.Compression
+	ChunkRows   int
+}
+
+// IntermediatePattern is the name pattern of the intermediate segments of a merge in phases,
+// as in os.CreateTemp ("*" is a random string). It matches columns.TempPattern, so
+// columns.SweepTemp (and segtool sweep) removes the leftovers of a killed merge.
+const IntermediatePattern = ".writeout-merge-*.tmp"
+
+// Progress reports how far a merge is.
+type Progress struct {
+	Phase, Phases int   // 1-based phase of the merge, and how many there are
+	RowsDone      int64 // input rows merged so far in this phase
+	RowsTotal     int64 // input rows of this phase
+}
+
+// Result describes a finished merge.
+type Result struct {
+	RowsIn  int64 // rows of the inputs
+	RowsOut int64 // rows of the output
+	Bytes   int64 // bytes of the output file
+	// BytesWritten counts the bytes of every segment file written: the output and the
+	// intermediate segments.
+	BytesWritten int64
+	Phases       int // 1, or more with MaxFanIn
+	// Syncs counts fdatasync and fsync calls made publishing the output (and its stages).
+	Syncs int
+	// Time spent in each step, summed over every merge of every phase; Total is wall time.
+	Dictionaries, Rows, Bitmaps, Publish, Total time.Duration
+	// Info describes the published output.
+	Info columns.Info
+}
+
+func (o *Options) ensureDefaults() error {
+	if o.MaxFanIn < 0 || o.MaxFanIn == 1 {
+		return fmt.Errorf("%w: MaxFanIn %d (want 0 for no limit, or at least 2)", ErrInvalid, o.MaxFanIn)
+	}
+	if o.Parallelism < 0 {
+		return fmt.Errorf("%w: Parallelism %d", ErrInvalid, o.Parallelism)
+	}
+	if o.Parallelism == 0 {
+		o.Parallelism = runtime.GOMAXPROCS(0)
+	}
+	if o.ProgressRows <= 0 {
+		o.ProgressRows = 1 << 16
+	}
+	if err := o.Durability.Validate(); err != nil {
+		return fmt.Errorf("merger: %w", err)
+	}
+	if o.Granularity > columns.GranularityDay {
+		return fmt.Errorf("%w: unknown granularity %d", ErrInvalid, o.Granularity)
+	}
+	return nil
+}
+
+func (o *Options) inputName(i int) string {
+	if i < len(o.InputNames) && o.InputNames[i] != "" {
+		return o.InputNames[i]
+	}
+	return fmt.Sprintf("input %d", i)
+}

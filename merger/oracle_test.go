@@ -1,0 +1,226 @@
+package merger
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/axiomhq/hyperloglog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/medium"
+)
+
+// randCase is a random set of inputs over a pool of columns: each input takes a random subset
+// of the pool's dimensions (in a random order) and metrics.
+type randCase struct {
+	schemas []columns.Schema
+	rows    [][]columns.Row
+}
+
+var poolDims = []columns.Dimension{
+	{Name: "country"},
+	{Name: "page"},
+	{Name: "tags", MultiValue: true},
+	{Name: "user"},
+	{Name: "payload", Raw: true},
+	{Name: "flags", MultiValue: true},
+	{Name: "noidx", NoBitmapIndex: true},
+}
+
+var poolMetrics = []columns.Metric{
+	{Name: "rows", Aggregator: columns.AggCount},
+	{Name: "added", Aggregator: columns.AggLongSum},
+	{Name: "lmin", Aggregator: columns.AggLongMin},
+	{Name: "lmax", Aggregator: columns.AggLongMax},
+	{Name: "dsum", Aggregator: columns.AggDoubleSum},
+	{Name: "dmin", Aggregator: columns.AggDoubleMin},
+	{Name: "dmax", Aggregator: columns.AggDoubleMax},
+	{Name: "uniq", Aggregator: columns.AggHyperUnique},
+}
+
+var poolValues = []string{"", "a", "b", "ba", "c", "é", "日本", "zz", "a\x00b", "Z"}
+
+func newRandCase(rng *rand.Rand, nInputs, maxRows int) randCase {
+	var rc randCase
+	// Per case, a random subset of the pool and small value sets, so that keys repeat.
+	nvals := 1 + rng.IntN(len(poolValues))
+	vals := poolValues[:nvals]
+	base := int64(946684800000) + rng.Int64N(1000)*3600_000
+	span := []int64{5, 2000, 120_000, 4 * 3600_000, 3 * 86400_000}[rng.IntN(5)]
+	for i := 0; i < nInputs; i++ {
+		var s columns.Schema
+		for _, k := range rng.Perm(len(poolDims)) {
+			if rng.IntN(4) > 0 {
+				s.Dimensions = append(s.Dimensions, poolDims[k])
+			}
+		}
+		for _, m := range poolMetrics {
+			if rng.IntN(5) > 0 {
+				s.Metrics = append(s.Metrics, m)
+			}
+		}
+		n := rng.IntN(maxRows + 1)
+		if rng.IntN(6) == 0 {
+			n = 0
+		}
+		rows := make([]columns.Row, n)
+		for r := range rows {
+			row := columns.Row{Time: base + rng.Int64N(span), Dims: make([][]string, len(s.Dimensions)), Metrics: make([]columns.Value, len(s.Metrics))}
+			for d, dim := range s.Dimensions {
+				switch {
+				case rng.IntN(5) == 0: // null
+				case dim.MultiValue:
+					k := rng.IntN(4)
+					for e := 0; e < k; e++ {
+						row.Dims[d] = append(row.Dims[d], vals[rng.IntN(len(vals))])
+					}
+				case dim.Raw:
+					row.Dims[d] = []string{vals[rng.IntN(len(vals))] + "-raw"}
+				default:
+					row.Dims[d] = []string{vals[rng.IntN(len(vals))]}
+				}
+			}
+			for m, met := range s.Metrics {
+				switch met.Aggregator {
+				case columns.AggCount:
+					row.Metrics[m].Long = 1 + rng.Int64N(3)
+				case columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
+					row.Metrics[m].Long = rng.Int64N(2001) - 1000
+				case columns.AggHyperUnique:
+					sk := hyperloglog.New()
+					for e := rng.IntN(4); e > 0; e-- {
+						sk.Insert([]byte(strconv.Itoa(rng.IntN(50))))
+					}
+					row.Metrics[m].Sketch = sk
+				default:
+					switch rng.IntN(4) {
+					case 0:
+						row.Metrics[m].Double = float64(rng.IntN(100))
+					case 1:
+						row.Metrics[m].Double = rng.NormFloat64() * 1e10
+					default:
+						row.Metrics[m].Double = rng.Float64() - 0.5
+					}
+				}
+			}
+			rows[r] = row
+		}
+		slices.SortStableFunc(rows, func(a, b columns.Row) int { return int(a.Time - b.Time) })
+		rc.schemas = append(rc.schemas, s)
+		rc.rows = append(rc.rows, rows)
+	}
+	return rc
+}
+
+// TestMergeOracle: for seeded random inputs, Merge equals the naive merge, and every value's
+// bitmap holds exactly the rows holding the value.
+func TestMergeOracle(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("WRITEOUT_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err)
+		seed = v
+	}
+	t.Logf("seed %d (set WRITEOUT_SEED to repeat)", seed)
+	rng := rand.New(rand.NewPCG(seed, 5))
+	cases := 60
+	if testing.Short() {
+		cases = 15
+	}
+	grans := []columns.Granularity{columns.GranularityNone, columns.GranularitySecond, columns.GranularityMinute, columns.GranularityHour, columns.GranularityDay}
+	for c := 0; c < cases; c++ {
+		nIn := 1 + rng.IntN(20)
+		rc := newRandCase(rng, nIn, 1+rng.IntN(300))
+		dir := t.TempDir()
+		segs := make([]*columns.Segment, nIn)
+		for i := range segs {
+			segs[i] = writeSegment(t, dir, fmt.Sprintf("in%02d.seg", i), rc.schemas[i], rc.rows[i])
+		}
+		opts := Options{
+			Rollup:      rng.IntN(2) == 0,
+			Granularity: grans[rng.IntN(len(grans))],
+			Durability:  medium.Durability{Sync: medium.SyncNone},
+			Parallelism: 1 + rng.IntN(3),
+			ChunkRows:   []int{0, 7, 64}[rng.IntN(3)],
+		}
+		if rng.IntN(4) == 0 {
+			opts.MaxFanIn = 2 + rng.IntN(4)
+		}
+		if rng.IntN(3) == 0 {
+			opts.Medium = medium.NewHeap()
+		}
+		union, err := outputSchema(rc.schemas, opts.inputName, nil, opts.Rollup, opts.Granularity)
+		require.NoError(t, err)
+		if rng.IntN(3) == 0 { // a random order, sometimes dropping dimensions
+			for _, k := range rng.Perm(len(union.Dimensions)) {
+				if rng.IntN(5) > 0 {
+					opts.Dimensions = append(opts.Dimensions, union.Dimensions[k].Name)
+				}
+			}
+			if opts.Dimensions == nil {
+				opts.Dimensions = []string{}
+			}
+		}
+		out, err := outputSchema(rc.schemas, opts.inputName, opts.Dimensions, opts.Rollup, opts.Granularity)
+		require.NoError(t, err)
+		dst := filepath.Join(dir, "out.seg")
+		res, err := Merge(t.Context(), segs, dst, opts)
+		require.NoError(t, err, "case %d", c)
+		merged := openSeg(t, dst)
+		require.True(t, out.Equal(merged.Schema()), "case %d: schema %+v, want %+v", c, merged.Schema(), out)
+		want := oracleMerge(rc.schemas, rc.rows, out)
+		got := readRows(t, merged)
+		requireRowsEqual(t, want, got, opts.Rollup && opts.MaxFanIn > 0,
+			fmt.Sprintf("case %d: %d inputs rollup=%v gran=%v fanin=%d dims=%v", c, nIn, opts.Rollup, opts.Granularity, opts.MaxFanIn, opts.Dimensions))
+		checkBitmaps(t, merged)
+		var in int64
+		for _, r := range rc.rows {
+			in += int64(len(r))
+		}
+		require.Equal(t, in, res.RowsIn)
+		require.Equal(t, int64(len(want)), res.RowsOut)
+		require.Equal(t, merged.Size(), res.Bytes)
+		for _, name := range dirNames(t, dir) {
+			require.Regexp(t, `^(in\d\d|out)\.seg$`, name, "case %d: leftover", c)
+		}
+	}
+}
+
+func TestMergeSchemaConflicts(t *testing.T) {
+	dir := t.TempDir()
+	a := writeSegment(t, dir, "a.seg", columns.Schema{Metrics: []columns.Metric{{Name: "m", Aggregator: columns.AggLongSum}}}, nil)
+	b := writeSegment(t, dir, "b.seg", columns.Schema{Metrics: []columns.Metric{{Name: "m", Aggregator: columns.AggDoubleSum}}}, nil)
+	_, err := Merge(t.Context(), []*columns.Segment{a, b}, filepath.Join(dir, "o.seg"), Options{InputNames: []string{"A.seg", "B.seg"}})
+	require.ErrorIs(t, err, ErrSchemaConflict)
+	require.ErrorContains(t, err, `metric "m" is longSum(long) in A.seg and doubleSum(double) in B.seg`)
+
+	c := writeSegment(t, dir, "c.seg", columns.Schema{Metrics: []columns.Metric{{Name: "m", Aggregator: columns.AggLongMax}}}, nil)
+	_, err = Merge(t.Context(), []*columns.Segment{a, c}, filepath.Join(dir, "o.seg"), Options{})
+	require.ErrorIs(t, err, ErrSchemaConflict)
+	require.ErrorContains(t, err, `metric "m" is longSum(long) in input 0 and longMax(long) in input 1`)
+
+	d := writeSegment(t, dir, "d.seg", columns.Schema{Dimensions: []columns.Dimension{{Name: "m"}}}, nil)
+	_, err = Merge(t.Context(), []*columns.Segment{a, d}, filepath.Join(dir, "o.seg"), Options{})
+	require.ErrorIs(t, err, ErrSchemaConflict)
+
+	e := writeSegment(t, dir, "e.seg", columns.Schema{Dimensions: []columns.Dimension{{Name: "p"}}}, nil)
+	f := writeSegment(t, dir, "f.seg", columns.Schema{Dimensions: []columns.Dimension{{Name: "p", Raw: true}}}, nil)
+	_, err = Merge(t.Context(), []*columns.Segment{e, f}, filepath.Join(dir, "o.seg"), Options{})
+	require.ErrorIs(t, err, ErrSchemaConflict)
+	require.ErrorContains(t, err, `dimension "p" is dictionary-encoded in input 0 and raw in input 1`)
+
+	_, err = Merge(t.Context(), []*columns.Segment{e}, filepath.Join(dir, "o.seg"), Options{Dimensions: []string{"nope"}})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = Merge(t.Context(), nil, filepath.Join(dir, "o.seg"), Options{})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = Merge(t.Context(), []*columns.Segment{e}, filepath.Join(dir, "o.seg"), Options{MaxFanIn: 1})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.Equal(t, []string{"a.seg", "b.seg", "c.seg", "d.seg", "e.seg", "f.seg"}, dirNames(t, dir))
+}

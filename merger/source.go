@@ -1,0 +1,198 @@
+package merger
+
+import (
+	"fmt"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/writeout/writeout/columns"
+)
+
+// A source is what the merge core reads: a segment, or a Builder's rows being persisted. Row
+// numbers are the source's own (for a Builder, the order rows were added); bitmaps and the
+// merge's row maps use them. Readers are taken one per goroutine.
+type source interface {
+	schema() columns.Schema
+	rows() int
+	interval() columns.Interval
+	// timeOrder returns the row numbers in non-decreasing time order, or nil when the rows
+	// already are (a segment).
+	timeOrder() []uint32
+	times() longChunker
+	// dim returns a dictionary dimension, or nil when the source lacks it (or has it raw).
+	dim(name string) dimSource
+	// raw returns a raw dimension's reader, or nil when the source lacks it.
+	raw(name string) rawReader
+	long(name string) longChunker
+	double(name string) doubleChunker
+	sketch(name string) sketchReader
+}
+
+// The readers are shaped as columns' cursors, which satisfy them as they are.
+type (
+	longChunker interface {
+		Chunk(row int) (first int, vals []int64, err error)
+	}
+	doubleChunker interface {
+		Chunk(row int) (first int, vals []float64, err error)
+	}
+	idChunker interface {
+		Chunk(row int) (first int, ids, offs []uint32, err error)
+	}
+	rawReader interface {
+		Bytes(row int) ([]byte, bool, error)
+	}
+	sketchReader interface {
+		Bytes(row int) ([]byte, error)
+	}
+	dictIterator interface {
+		Next() bool
+		Value() string
+		IsNull() bool
+		Err() error
+	}
+)
+
+type dimSource interface {
+	hasNull() bool
+	cardinality() int
+	dictionary() dictIterator
+	cursor() idChunker
+	hasBitmaps() bool
+	bitmap(id uint32) (*roaring.Bitmap, error)
+	multiValue() bool
+}
+
+// segSource reads a columns.Segment.
+type segSource struct{ seg *columns.Segment }
+
+func (s segSource) schema() columns.Schema     { return s.seg.Schema() }
+func (s segSource) rows() int                  { return s.seg.Rows() }
+func (s segSource) interval() columns.Interval { return s.seg.Interval() }
+func (s segSource) timeOrder() []uint32        { return nil }
+func (s segSource) times() longChunker         { return s.seg.Time().Cursor() }
+
+func (s segSource) dim(name string) dimSource {
+	c, err := s.seg.Dim(name)
+	if err != nil {
+		return nil
+	}
+	return segDim{c}
+}
+
+func (s segSource) raw(name string) rawReader {
+	c, err := s.seg.Raw(name)
+	if err != nil {
+		return nil
+	}
+	return c.Cursor()
+}
+
+func (s segSource) long(name string) longChunker {
+	c, err := s.seg.Long(name)
+	if err != nil {
+		return nil
+	}
+	return c.Cursor()
+}
+
+func (s segSource) double(name string) doubleChunker {
+	c, err := s.seg.Double(name)
+	if err != nil {
+		return nil
+	}
+	return c.Cursor()
+}
+
+func (s segSource) sketch(name string) sketchReader {
+	c, err := s.seg.Sketch(name)
+	if err != nil {
+		return nil
+	}
+	return c.Cursor()
+}
+
+type segDim struct{ c *columns.DimColumn }
+
+func (d segDim) hasNull() bool                             { return d.c.HasNull() }
+func (d segDim) cardinality() int                          { return d.c.Cardinality() }
+func (d segDim) dictionary() dictIterator                  { return d.c.Dictionary() }
+func (d segDim) cursor() idChunker                         { return d.c.Cursor() }
+func (d segDim) hasBitmaps() bool                          { return d.c.HasBitmaps() }
+func (d segDim) bitmap(id uint32) (*roaring.Bitmap, error) { return d.c.Bitmap(id) }
+func (d segDim) multiValue() bool                          { return d.c.Dimension().MultiValue }
+
+// Chunk caches: a reader by row that decodes each chunk once when rows come in order.
+
+type longCache struct {
+	c     longChunker
+	first int
+	vals  []int64
+}
+
+func (l *longCache) at(row int) (int64, error) {
+	if k := row - l.first; k >= 0 && k < len(l.vals) {
+		return l.vals[k], nil
+	}
+	first, vals, err := l.c.Chunk(row)
+	if err != nil {
+		return 0, err
+	}
+	if k := row - first; k < 0 || k >= len(vals) {
+		return 0, fmt.Errorf("merger: chunk at %d does not hold row %d", first, row)
+	}
+	l.first, l.vals = first, vals
+	return vals[row-first], nil
+}
+
+type doubleCache struct {
+	c     doubleChunker
+	first int
+	vals  []float64
+}
+
+func (l *doubleCache) at(row int) (float64, error) {
+	if k := row - l.first; k >= 0 && k < len(l.vals) {
+		return l.vals[k], nil
+	}
+	first, vals, err := l.c.Chunk(row)
+	if err != nil {
+		return 0, err
+	}
+	if k := row - first; k < 0 || k >= len(vals) {
+		return 0, fmt.Errorf("merger: chunk at %d does not hold row %d", first, row)
+	}
+	l.first, l.vals = first, vals
+	return vals[row-first], nil
+}
+
+type idCache struct {
+	c     idChunker
+	first int
+	n     int
+	ids   []uint32
+	offs  []uint32
+}
+
+// at returns the ids of row: one for a single-value chunk.
+func (l *idCache) at(row int) ([]uint32, error) {
+	k := row - l.first
+	if k < 0 || k >= l.n {
+		first, ids, offs, err := l.c.Chunk(row)
+		if err != nil {
+			return nil, err
+		}
+		n := len(ids)
+		if offs != nil {
+			n = len(offs) - 1
+		}
+		if k = row - first; k < 0 || k >= n {
+			return nil, fmt.Errorf("merger: chunk at %d does not hold row %d", first, row)
+		}
+		l.first, l.n, l.ids, l.offs = first, n, ids, offs
+	}
+	if l.offs == nil {
+		return l.ids[k : k+1], nil
+	}
+	return l.ids[l.offs[k]:l.offs[k+1]], nil
+}
