@@ -33,7 +33,11 @@ func heapObjects() int64 {
 // TestGoHeapGrowth1GiB (bar 2): staging 1 GiB through offheap grows the Go heap by less than
 // 4 MiB.
 func TestGoHeapGrowth1GiB(t *testing.T) {
-	const total = 1 << 30
+	total := 1 << 30
+	if raceEnabled {
+		total = 256 << 20
+		t.Logf("-race: staging %d MiB only", total>>20)
+	}
 	src := make([]byte, 64<<10)
 	for i := range src {
 		src[i] = byte(i * 31)
@@ -61,8 +65,8 @@ func TestGoHeapGrowth1GiB(t *testing.T) {
 	}
 	after := heapObjects()
 	growth := after - before
-	t.Logf("Go heap objects: %d before, %d after 1 GiB staged: growth %d bytes (%.2f MiB)",
-		before, after, growth, float64(growth)/(1<<20))
+	t.Logf("Go heap objects: %d before, %d after %d MiB staged: growth %d bytes (%.2f MiB)",
+		before, after, total>>20, growth, float64(growth)/(1<<20))
 	require.Less(t, growth, int64(4<<20))
 	// The bytes are there.
 	p := make([]byte, len(src))
@@ -260,8 +264,12 @@ func checkPattern(t *testing.T, p pattern, i int, b medium.Bytes, buf []byte) {
 // 100 Bytes, every byte reads back exactly, and the resident anonymous memory stays under
 // 64 MiB + one chunk + a fixed overhead.
 func TestBudgetSpill1GiB(t *testing.T) {
+	total := int64(1 << 30)
+	if raceEnabled {
+		total = 128 << 20
+		t.Logf("-race: staging %d MiB only, resident memory not checked (the race detector's shadow memory counts in it)", total>>20)
+	}
 	const (
-		total    = 1 << 30
 		nbytes   = 100
 		maxBytes = 64 << 20
 		// The fixed overhead: the spill medium's write buffers (BufferBudget below), the test's
@@ -321,7 +329,9 @@ func TestBudgetSpill1GiB(t *testing.T) {
 	limit := base + maxBytes + ChunkSize + overhead
 	t.Logf("RssAnon: base %.1f MiB, peak %.1f MiB (+%.1f MiB), limit %.1f MiB; budget used %d MiB; %d of %d Bytes spilled; spill file %d MiB",
 		mib(base), mib(peak), mib(peak-base), mib(limit), m.budgets[0].Used()>>20, spilled, nbytes, spill.FileBytes()>>20)
-	require.Less(t, peak, limit)
+	if !raceEnabled {
+		require.Less(t, peak, limit)
+	}
 	require.Positive(t, spilled)
 }
 

@@ -7,7 +7,7 @@
 // Memory comes in chunks of [ChunkSize] (2 MiB, the x86-64 and arm64-with-4K-pages huge page
 // size), each one mmap(MAP_PRIVATE|MAP_ANON) of exactly that size and advised MADV_HUGEPAGE, so
 // that with transparent huge pages in "madvise" mode the kernel backs it with one huge page: one
-// page fault per 2 MiB instead of 512. Linux (since 6.7) places mappings whose length is a
+// page fault per 2 MiB instead of 512. Recent Linux kernels (6.7 on) place mappings whose length is a
 // multiple of the huge page size on a huge page boundary; on older kernels a chunk may be
 // unaligned, which stays correct and only loses part of the huge page backing. A failed
 // madvise is not an error.
@@ -36,9 +36,10 @@
 // # Budget and spill
 //
 // Options.MaxBytes caps the chunk memory one medium and its children hold; Options.Budget is a
-// [Budget] shared by several media. Both count whole chunks mapped for staging, not bytes
-// written, because a touched chunk is what costs resident memory. Pooled
-// chunks count against no budget.
+// [Budget] shared by several media. Both count whole chunks held for staging, not bytes
+// written, because a touched chunk is what costs resident memory: a medium under MaxBytes never
+// holds more than MaxBytes of chunks. Pooled chunks count against no budget (the pool limit
+// bounds them).
 //
 // When a Bytes needs a chunk that a budget refuses:
 //   - with Options.Spill set, the Bytes continues on a Bytes of the spill medium (of a child of
@@ -49,6 +50,16 @@
 //     that fit in memory already held are staged and counted (Write returns n < len(p) with the
 //     error, as io.Writer allows); everything written before stays readable; every later write
 //     returns the same error (the medium contract's sticky error).
+//
+// Only a budget's refusal spills: a failing mmap is an error of the write, sticky like any other.
+//
+// # Memory safety
+//
+// Close takes every slice into a chunk away from the medium's Bytes before the chunk goes back
+// to the pool or is unmapped, and every call on a Bytes but Size checks first that the medium is
+// open: a closed Bytes can neither reach an unmapped page nor a chunk another medium now uses.
+// ReadAt and WriteTo read only bytes written (a reused chunk is not cleared; its old bytes are
+// never visible).
 //
 // # Platforms
 //

@@ -1,0 +1,5 @@
+//go:build !race
+
+package offheap
+
+const raceEnabled = false
