@@ -146,8 +146,8 @@ func (b *offBytes) fail(err error) error {
 // current tail is full.
 func (b *offBytes) grow(hint int) error {
 	want := max(2*cap(b.tail), minSegment)
-	if hint > want {
-		want = 1 << bits.Len(uint(hint-1)) // the next power of two
+	if h := min(hint, maxSegment); h > want {
+		want = 1 << bits.Len(uint(h-1)) // the next power of two
 	}
 	seg, extended, err := b.m.segment(b, min(want, maxSegment))
 	if err != nil {
