@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -37,6 +38,23 @@ func openMedium(name, dir string, d medium.Durability) (medium.Medium, error) {
 		return mmapfile.New(mmapfile.Options{Dir: dir, Durability: d})
 	}
 	return nil, usagef("unknown medium %q (want %s)", name, strings.Join(mediumNames, ", "))
+}
+
+// defaultMemoryLimitMiB is the Go runtime's soft memory limit for ingest and merge: the garbage
+// collector works harder near it instead of letting the heap double, so peak memory follows
+// what is live.
+const defaultMemoryLimitMiB = 192
+
+func addMemoryLimitFlag(cmd *cobra.Command, mib *int) {
+	cmd.Flags().IntVar(mib, "memory-limit", defaultMemoryLimitMiB,
+		"soft memory limit of the Go runtime in MiB (0: none; the GOMEMLIMIT variable overrides it)")
+}
+
+// setMemoryLimit sets the runtime's soft memory limit unless GOMEMLIMIT says otherwise.
+func setMemoryLimit(mib int) {
+	if mib > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(mib) << 20)
+	}
 }
 
 // parseDurability parses --durability.

@@ -27,6 +27,7 @@ type ingestFlags struct {
 	tmpDir          string
 	durability      string
 	quiet           bool
+	memoryLimitMiB  int
 }
 
 // defaultMaxRowsInMemory bounds a batch: about 150 bytes a row for the basic schema.
@@ -80,6 +81,7 @@ counts the rows skipped. On failure no output is left behind.
 	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of temp files (default: the output's directory)")
 	fl.StringVar(&f.durability, "durability", "output", "none, output (sync the published file) or all (also the stages)")
 	fl.BoolVar(&f.quiet, "quiet", false, "print no summary")
+	addMemoryLimitFlag(cmd, &f.memoryLimitMiB)
 	return cmd
 }
 
@@ -126,6 +128,7 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	if err != nil {
 		return err
 	}
+	setMemoryLimit(f.memoryLimitMiB)
 	sp, err := parseSpec(f.spec)
 	if err != nil {
 		return err

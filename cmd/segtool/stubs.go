@@ -1,3 +1,7 @@
+//go:build !segtool_merger
+
+// Stand-ins for the commands that need package merger, until it has Merge and queries.
+
 package main
 
 import (
@@ -9,8 +13,6 @@ import (
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
 )
-
-func extraSweepers() []sweeper { return nil }
 
 func stub(use, short string) *cobra.Command {
 	return &cobra.Command{Use: use, Short: short, Example: "  segtool " + use,

@@ -29,7 +29,7 @@ func sweepers() []sweeper {
 		{"mmapfile media (writeout-mmapfile-*.tmp)", func(dir string) error {
 			return removeGlob(dir, "writeout-mmapfile-*.tmp")
 		}},
-		{"segments being published (" + columns.TempPattern + ")", func(dir string) error {
+		{"segments being published and intermediate segments of merges (" + columns.TempPattern + ")", func(dir string) error {
 			_, err := columns.SweepTemp(afero.NewOsFs(), dir)
 			return err
 		}},
@@ -37,7 +37,7 @@ func sweepers() []sweeper {
 			return removeDirGlob(dir, runTempPattern)
 		}},
 	}
-	return append(s, extraSweepers()...)
+	return s
 }
 
 // removeGlob removes the regular files of dir that match pattern, attempting every removal.

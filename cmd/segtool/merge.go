@@ -1,0 +1,290 @@
+//go:build segtool_merger
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger"
+)
+
+type mergeFlags struct {
+	out            string
+	medium         string
+	tmpDir         string
+	durability     string
+	rollup         bool
+	granularity    string
+	maxFanIn       int
+	dimensions     string
+	parallelism    int
+	replace        bool
+	quiet          bool
+	progress       string
+	memoryLimitMiB int
+}
+
+func newMergeCmd() *cobra.Command {
+	var f mergeFlags
+	cmd := &cobra.Command{
+		Use:   "merge --out SEG.seg [flags] SEG...",
+		Short: "Merge segments into one, through a write-out medium",
+		Long: `merge reads the input segments and writes one segment sorted by time and dimensions: the
+dictionaries merge first, rows merge k-way, bitmaps are rebuilt one value at a time. Each column
+part is staged in the --medium, then copied into a temp file next to --out (checking its CRC on
+the way), synced per --durability and renamed into place.
+
+Media: heap (Go heap), offheap (anonymous mappings outside the Go heap), tmpfile (one temp file
+in --tmp-dir, the default), mmapfile (a shared file mapping in --tmp-dir; Linux only).
+Durability: none (no syncs), output (fdatasync the output, fsync its directory; the default),
+all (also sync each file-backed stage).
+
+With --rollup, rows with the same time truncated to --granularity and the same dimensions
+combine through each metric's aggregator; --granularity alone truncates times. --max-fan-in N
+merges at most N inputs at once, in phases through intermediate segments next to --out.
+
+On a terminal, standard error shows a progress bar (rows, rate, ETA); the summary goes to
+standard output (none with --quiet). Ctrl-C stops the merge within a second, removes its temp
+files and leaves no output.`,
+		Example: `  segtool merge --out all.seg day1.seg day2.seg day3.seg
+  segtool merge --out hourly.seg --rollup --granularity hour --medium offheap data/*.seg
+  segtool merge --out big.seg --max-fan-in 8 --tmp-dir /scratch --durability all parts/*.seg`,
+		Args: usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlag(cmd, "out"); err != nil {
+				return err
+			}
+			return runMerge(cmd, f, args)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.out, "out", "", "output segment file (required)")
+	fl.StringVar(&f.medium, "medium", "tmpfile", "staging medium: heap, offheap, tmpfile or mmapfile")
+	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of the tmpfile and mmapfile media (default: the output's directory)")
+	fl.StringVar(&f.durability, "durability", "output", "none, output or all")
+	fl.BoolVar(&f.rollup, "rollup", false, "combine rows with equal truncated time and dimensions")
+	fl.StringVar(&f.granularity, "granularity", "none", "time granularity: none, second, minute, hour or day")
+	fl.IntVar(&f.maxFanIn, "max-fan-in", 0, "inputs merged per phase (0: all at once)")
+	fl.StringVar(&f.dimensions, "dimensions", "", "output dimensions, comma-separated (default: the union of the inputs')")
+	fl.IntVar(&f.parallelism, "parallelism", 0, "goroutines writing columns (0: one per CPU)")
+	fl.BoolVar(&f.replace, "replace", false, "replace an existing output")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar, no summary")
+	fl.StringVar(&f.progress, "progress", "auto", "progress bar: auto (on a terminal), always or never")
+	addMemoryLimitFlag(cmd, &f.memoryLimitMiB)
+	return cmd
+}
+
+// mergeSettings are the options of mergeFiles.
+type mergeSettings struct {
+	medium      medium.Medium // nil: mediumName in tmpDir
+	mediumName  string
+	tmpDir      string
+	durability  medium.Durability
+	replace     bool
+	rollup      bool
+	granularity columns.Granularity
+	maxFanIn    int
+	dimensions  []string
+	parallelism int
+	progress    func(merger.Progress)
+}
+
+// mergeResult is what mergeFiles reports.
+type mergeResult struct {
+	merger.Result
+	rowsIn, rowsOut int64
+	bytes           int64
+	interval        columns.Interval
+}
+
+// mergeFiles merges the segment files inputs into dst.
+func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSettings) (res mergeResult, err error) {
+	segs := make([]*columns.Segment, 0, len(inputs))
+	defer func() {
+		for _, sg := range segs {
+			err = errors.Join(err, sg.Close())
+		}
+	}()
+	for _, p := range inputs {
+		sg, err := columns.Open(p)
+		if err != nil {
+			return res, err
+		}
+		segs = append(segs, sg)
+	}
+	med := s.medium
+	if med == nil && s.mediumName != "" {
+		dir := s.tmpDir
+		if dir == "" {
+			dir = filepath.Dir(dst)
+		}
+		if med, err = openMedium(s.mediumName, dir, s.durability); err != nil {
+			return res, err
+		}
+		defer func() { err = errors.Join(err, med.Close()) }()
+	}
+	r, err := merger.Merge(ctx, segs, dst, merger.Options{
+		Medium:      med,
+		Durability:  s.durability,
+		Replace:     s.replace,
+		Rollup:      s.rollup,
+		Granularity: s.granularity,
+		Dimensions:  s.dimensions,
+		InputNames:  inputs,
+		MaxFanIn:    s.maxFanIn,
+		Parallelism: s.parallelism,
+		Progress:    s.progress,
+	})
+	if err != nil {
+		return res, fmt.Errorf("merge into %s: %w", dst, err)
+	}
+	return mergeResult{Result: r, rowsIn: r.RowsIn, rowsOut: r.RowsOut, bytes: r.Bytes, interval: r.Info.Interval}, nil
+}
+
+func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
+	gran, err := columns.ParseGranularity(f.granularity)
+	if err != nil {
+		return usageError{err}
+	}
+	dur, err := parseDurability(f.durability)
+	if err != nil {
+		return err
+	}
+	if f.maxFanIn < 0 || f.maxFanIn == 1 {
+		return usagef("--max-fan-in must be 0 (no limit) or at least 2")
+	}
+	if f.medium == "mmapfile" && !mmapfileAvailable() {
+		return usagef("--medium mmapfile needs Linux")
+	}
+	switch f.progress {
+	case "auto", "always", "never":
+	default:
+		return usagef("--progress %q: want auto, always or never", f.progress)
+	}
+	if _, err := openMediumCheck(f.medium); err != nil {
+		return err
+	}
+	if err := checkOutput(f.out, f.replace); err != nil {
+		return err
+	}
+	for _, in := range inputs {
+		if abs(in) == abs(f.out) {
+			return usagef("%s is both an input and the output", in)
+		}
+	}
+	setMemoryLimit(f.memoryLimitMiB)
+
+	s := mergeSettings{mediumName: f.medium, tmpDir: f.tmpDir, durability: dur, replace: f.replace, rollup: f.rollup,
+		granularity: gran, maxFanIn: f.maxFanIn, dimensions: splitList(f.dimensions), parallelism: f.parallelism}
+	showBar := !f.quiet && (f.progress == "always" || f.progress == "auto" && isTerminal(cmd.ErrOrStderr()))
+	var bar *phaseBar
+	if showBar {
+		bar = &phaseBar{w: cmd.ErrOrStderr()}
+		s.progress = bar.update
+	}
+	start := time.Now()
+	res, err := mergeFiles(cmd.Context(), inputs, f.out, s)
+	if bar != nil {
+		bar.finish(err == nil)
+	}
+	if err != nil {
+		if cmd.Context().Err() != nil {
+			return fmt.Errorf("merge into %s: interrupted; temp files removed, no output written", f.out)
+		}
+		return err
+	}
+	if !f.quiet {
+		el := time.Since(start)
+		out := cmd.OutOrStdout()
+		fmt.Fprintf(out, "merged %d segment(s), %d rows, into %s: %d rows, %s, %s\n",
+			len(inputs), res.rowsIn, f.out, res.rowsOut, humanBytes(res.bytes), res.interval)
+		fmt.Fprintf(out, "medium %s, durability %s, rollup %v (granularity %s), %d phase(s), %d sync(s)\n",
+			f.medium, f.durability, f.rollup, gran, res.Phases, res.Syncs)
+		fmt.Fprintf(out, "time %s (%s): dictionaries %s, rows %s, bitmaps %s, publish %s\n",
+			humanDuration(el), rate(res.rowsIn, el), humanDuration(res.Dictionaries), humanDuration(res.Rows),
+			humanDuration(res.Bitmaps), humanDuration(res.Publish))
+	}
+	return nil
+}
+
+// openMediumCheck validates a medium name without opening it.
+func openMediumCheck(name string) (string, error) {
+	for _, n := range mediumNames {
+		if n == name {
+			return name, nil
+		}
+	}
+	_, err := openMedium(name, "", medium.Durability{})
+	return "", err
+}
+
+func abs(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	return a
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// phaseBar draws a progress bar per merge phase on a terminal.
+type phaseBar struct {
+	w     io.Writer
+	bar   *progressbar.ProgressBar
+	phase int
+}
+
+func (p *phaseBar) update(pr merger.Progress) {
+	if p.bar == nil || pr.Phase != p.phase {
+		if p.bar != nil {
+			p.bar.Finish()
+			fmt.Fprintln(p.w)
+		}
+		p.phase = pr.Phase
+		desc := "merging"
+		if pr.Phases > 1 {
+			desc = fmt.Sprintf("phase %d/%d", pr.Phase, pr.Phases)
+		}
+		p.bar = progressbar.NewOptions64(pr.RowsTotal,
+			progressbar.OptionSetWriter(p.w),
+			progressbar.OptionSetDescription(desc),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("rows"),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	p.bar.Set64(pr.RowsDone)
+}
+
+func (p *phaseBar) finish(ok bool) {
+	if p.bar == nil {
+		return
+	}
+	if ok {
+		p.bar.Finish()
+	} else {
+		p.bar.Exit()
+	}
+	p.bar.Clear()
+}
