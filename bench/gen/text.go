@@ -2,6 +2,7 @@ package gen
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -66,13 +67,15 @@ func (o CSVOptions) Write(w io.Writer, g Generator) error {
 	schema := g.Schema()
 	bw := bufio.NewWriterSize(w, 64<<10)
 	comma := utf8.AppendRune(nil, o.Comma)
-	var line, field []byte
+	var line, scratch []byte
 	if !o.NoHeader {
 		for k, c := range schema {
 			if k > 0 {
 				line = append(line, comma...)
 			}
-			line = appendField(line, c.Name, o.Comma)
+			start := len(line)
+			line = append(line, c.Name...)
+			line, scratch = quoteIfNeeded(line, start, o.Comma, scratch)
 		}
 		line = append(line, '\n')
 		if _, err := bw.Write(line); err != nil {
@@ -86,26 +89,29 @@ func (o CSVOptions) Write(w io.Writer, g Generator) error {
 			if k > 0 {
 				line = append(line, comma...)
 			}
-			field = field[:0]
+			start := len(line)
 			switch c.Kind {
 			case Time:
-				field = strconv.AppendInt(field, r.Time, 10)
+				line = strconv.AppendInt(line, r.Time, 10)
+				continue
 			case Long:
-				field = strconv.AppendInt(field, r.Longs[c.Slot], 10)
+				line = strconv.AppendInt(line, r.Longs[c.Slot], 10)
+				continue
 			case Double:
-				field = strconv.AppendFloat(field, r.Doubles[c.Slot], 'g', -1, 64)
+				line = strconv.AppendFloat(line, r.Doubles[c.Slot], 'g', -1, 64)
+				continue
 			case String:
 				sv := &r.Strings[c.Slot]
 				if sv.Null {
-					field = append(field, o.Null...)
+					line = append(line, o.Null...)
 					break
 				}
 				for j, v := range sv.Values {
 					if j > 0 {
-						field = append(field, o.MultiDelimiter...)
+						line = append(line, o.MultiDelimiter...)
 					}
 					if sv.IsNullAt(j) {
-						field = append(field, o.Null...)
+						line = append(line, o.Null...)
 						continue
 					}
 					if v == o.Null {
@@ -115,10 +121,10 @@ func (o CSVOptions) Write(w io.Writer, g Generator) error {
 						return fmt.Errorf("gen: write csv: column %q: value %q holds the multi-value delimiter %q: %w",
 							c.Name, v, o.MultiDelimiter, ErrInvalid)
 					}
-					field = append(field, v...)
+					line = append(line, v...)
 				}
 			}
-			line = appendField(line, field, o.Comma)
+			line, scratch = quoteIfNeeded(line, start, o.Comma, scratch)
 		}
 		line = append(line, '\n')
 		if _, err := bw.Write(line); err != nil {
@@ -131,26 +137,36 @@ func (o CSVOptions) Write(w io.Writer, g Generator) error {
 	return nil
 }
 
-// appendField appends f to b, quoted if it needs to be.
-func appendField[T string | []byte](b []byte, f T, comma rune) []byte {
+// quoteIfNeeded quotes the field line[start:] in place when it holds comma,
+// '"', '\r' or '\n' or starts with a space, doubling its quotes. scratch is
+// a reusable buffer; both slices are returned for reuse.
+func quoteIfNeeded(line []byte, start int, comma rune, scratch []byte) ([]byte, []byte) {
+	f := line[start:]
 	quote := len(f) > 0 && f[0] == ' '
-	for _, c := range string(f) {
-		if c == comma || c == '"' || c == '\r' || c == '\n' {
-			quote = true
-			break
+	if !quote {
+		if comma < utf8.RuneSelf {
+			for _, c := range f {
+				if c == byte(comma) || c == '"' || c == '\r' || c == '\n' {
+					quote = true
+					break
+				}
+			}
+		} else {
+			quote = bytes.ContainsAny(f, "\"\r\n") || bytes.ContainsRune(f, comma)
 		}
 	}
 	if !quote {
-		return append(b, f...)
+		return line, scratch
 	}
-	b = append(b, '"')
-	for i := range len(f) {
-		if f[i] == '"' {
-			b = append(b, '"')
+	scratch = append(scratch[:0], f...)
+	line = append(line[:start], '"')
+	for _, c := range scratch {
+		if c == '"' {
+			line = append(line, '"')
 		}
-		b = append(b, f[i])
+		line = append(line, c)
 	}
-	return append(b, '"')
+	return append(line, '"'), scratch
 }
 
 // WriteNDJSON writes every remaining row of g to w as newline-delimited

@@ -359,8 +359,8 @@ func FuzzAppendField(f *testing.F) {
 		if o.ensureDefaults() != nil || !validCSVField(s) || comma == ' ' || comma == '#' {
 			t.Skip()
 		}
-		line := appendField([]byte(nil), s, o.Comma)
-		line = append(line, '\n')
+		line, _ := quoteIfNeeded([]byte("x"+s), 1, o.Comma, nil)
+		line = append(line[1:], '\n')
 		rd := csv.NewReader(bytes.NewReader(line))
 		rd.Comma = o.Comma
 		rec, err := rd.Read()
