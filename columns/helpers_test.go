@@ -357,3 +357,5 @@ func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 func sysDefaultCopy() *sys.Calls { c := sys.Default; return &c }
 
 func errUnsupportedForTest() error { return fmt.Errorf("test: %w", sys.ErrUnsupported) }
+
+func bitmapOf(rows ...uint32) *roaring.Bitmap { return roaring.BitmapOf(rows...) }

@@ -582,8 +582,10 @@ func (s *SketchWriter) finish() error { return s.finishBlobs() }
 //     order, each the set of rows holding that id. Only one bitmap is held at a time.
 //
 // The writer checks what it cheaply can: ids below the cardinality, the null id alone in a row,
-// each bitmap within the rows, the null id's bitmap equal to the null rows, and the bitmaps'
-// total cardinality equal to the number of distinct (row, id) pairs.
+// each bitmap within the rows, the null id's bitmap equal to the null rows, the bitmaps' total
+// cardinality equal to the number of distinct (row, id) pairs, and (by a sum of a 64-bit hash
+// over the pairs, computed from the rows and again from the bitmaps) that the bitmaps hold
+// exactly the rows' ids.
 type DimWriter struct {
 	dim       Dimension
 	chunkRows int
@@ -597,6 +599,9 @@ type DimWriter struct {
 	raw       []byte
 	rows      int
 	pairs     uint64 // distinct (row, id) pairs
+	pairHash  uint64 // sum of pairHash over the distinct (row, id) pairs of the rows
+	bmHash    uint64 // the same over the bitmaps written
+	many      []uint32
 	nullsSt   *stage
 	nulls     *roaring.Bitmap
 	bitmaps   *bitmapsWriter
@@ -733,6 +738,7 @@ func (d *DimWriter) AppendIDs(ids []uint32) error {
 		d.pairs += d.distinct(ids)
 	} else {
 		d.pairs++
+		d.pairHash += pairHash(uint32(d.rows), ids[0])
 	}
 	d.rows++
 	if d.rowsInChunk() == d.chunkRows {
@@ -748,14 +754,31 @@ func (d *DimWriter) rowsInChunk() int {
 	return len(d.vals)
 }
 
-// distinct counts the distinct ids of one row.
+// distinct counts the distinct ids of one row and adds their pair hashes.
 func (d *DimWriter) distinct(ids []uint32) uint64 {
+	row := uint32(d.rows)
 	if len(ids) == 1 {
+		d.pairHash += pairHash(row, ids[0])
 		return 1
 	}
 	d.seen = append(d.seen[:0], ids...)
 	slices.Sort(d.seen)
-	return uint64(len(slices.Compact(d.seen)))
+	d.seen = slices.Compact(d.seen)
+	for _, id := range d.seen {
+		d.pairHash += pairHash(row, id)
+	}
+	return uint64(len(d.seen))
+}
+
+// pairHash mixes a (row, id) pair into 64 bits (the splitmix64 finalizer).
+func pairHash(row, id uint32) uint64 {
+	x := uint64(row)<<32 | uint64(id)
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 func (d *DimWriter) flush() error {
@@ -825,6 +848,15 @@ func (d *DimWriter) WriteBitmap(id uint32, bm *roaring.Bitmap) error {
 		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", medium.ErrInvalid))
 	}
 	d.bmCard += bm.GetCardinality()
+	if d.many == nil {
+		d.many = make([]uint32, 1024)
+	}
+	it := bm.ManyIterator()
+	for n := it.NextMany(d.many); n > 0; n = it.NextMany(d.many) {
+		for _, row := range d.many[:n] {
+			d.bmHash += pairHash(row, id)
+		}
+	}
 	if err := d.bitmaps.add(bm); err != nil {
 		return d.fail(err)
 	}
@@ -849,6 +881,9 @@ func (d *DimWriter) finish() error {
 		}
 		if d.bmCard != d.pairs {
 			return d.fail(fmt.Errorf("bitmaps hold %d rows in all, the rows hold %d distinct values: %w", d.bmCard, d.pairs, medium.ErrInvalid))
+		}
+		if d.bmHash != d.pairHash {
+			return d.fail(fmt.Errorf("bitmaps do not hold the rows' ids (pair hashes differ): %w", medium.ErrInvalid))
 		}
 		if err := d.bitmaps.finish(); err != nil {
 			return d.fail(err)

@@ -1,0 +1,485 @@
+package columns
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/spf13/afero"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/internal/faultfs"
+	"github.com/writeout/writeout/internal/sys"
+	"github.com/writeout/writeout/medium"
+)
+
+// publishRows is a small segment's rows.
+func publishRows(t testing.TB, n int) (Schema, []Row) {
+	s := allSchema()
+	gen := newRowGen(12, s)
+	rows := make([]Row, n)
+	for i := range rows {
+		rows[i] = gen.next()
+	}
+	return s, rows
+}
+
+func filledWriter(t testing.TB, s Schema, rows []Row, opts WriterOptions) *Writer {
+	w, err := NewWriter(s, opts)
+	require.NoError(t, err)
+	for _, r := range rows {
+		require.NoError(t, w.AddRow(r))
+	}
+	return w
+}
+
+// listDir returns the names in dir, sorted.
+func listDir(t testing.TB, fsys afero.Fs, dir string) []string {
+	infos, err := afero.ReadDir(fsys, dir)
+	require.NoError(t, err)
+	var names []string
+	for _, fi := range infos {
+		names = append(names, fi.Name())
+	}
+	sort.Strings(names)
+	return names
+}
+
+// requireNothingOrFinished checks dir holds what it held before plus, at most, dst as a
+// complete, valid segment equal to want.
+func requireNothingOrFinished(t testing.TB, fsys afero.Fs, dir string, before []string, dst string, want []byte) bool {
+	t.Helper()
+	names := listDir(t, fsys, dir)
+	got, err := afero.ReadFile(fsys, dst)
+	if errors.Is(err, fs.ErrNotExist) {
+		require.Equal(t, before, names, "the directory holds something new")
+		return false
+	}
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(want, got), "dst is not the finished file")
+	require.Equal(t, sortedWith(before, filepath.Base(dst)), names)
+	return true
+}
+
+func sortedWith(names []string, add string) []string {
+	out := append([]string(nil), names...)
+	out = append(out, add)
+	sort.Strings(out)
+	return out
+}
+
+func TestPublish(t *testing.T) {
+	s, rows := publishRows(t, 50)
+	want := writeRows(t, s, rows, WriterOptions{})
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		d     medium.Durability
+		syncs int
+	}{
+		{medium.Durability{}, 2},
+		{medium.Durability{Sync: medium.SyncNone}, 0},
+		{medium.Durability{Sync: medium.SyncAll}, 2},
+	} {
+		dst := filepath.Join(dir, "seg-"+tc.d.Sync.String())
+		info, err := filledWriter(t, s, rows, WriterOptions{}).Finish(dst, PublishOptions{Durability: tc.d})
+		require.NoError(t, err)
+		require.Equal(t, tc.syncs, info.Syncs, "%s", tc.d.Sync)
+		require.Equal(t, dst, info.Path)
+		got, err := os.ReadFile(dst)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+		st, err := os.Stat(dst)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o644), st.Mode().Perm())
+	}
+	require.Equal(t, []string{"seg-all", "seg-none", "seg-output"}, listDir(t, afero.NewOsFs(), dir))
+
+	// An existing destination: refused unless Replace.
+	dst := filepath.Join(dir, "seg-output")
+	require.NoError(t, os.WriteFile(dst, []byte("old"), 0o644))
+	_, err := filledWriter(t, s, rows, WriterOptions{}).Finish(dst, PublishOptions{})
+	require.ErrorIs(t, err, fs.ErrExist)
+	old, err := os.ReadFile(dst)
+	require.NoError(t, err)
+	require.Equal(t, "old", string(old))
+	require.Equal(t, []string{"seg-all", "seg-none", "seg-output"}, listDir(t, afero.NewOsFs(), dir))
+	_, err = filledWriter(t, s, rows, WriterOptions{}).Finish(dst, PublishOptions{Replace: true})
+	require.NoError(t, err)
+	got, err := os.ReadFile(dst)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+
+	// A missing directory and a bad durability fail cleanly.
+	_, err = filledWriter(t, s, rows, WriterOptions{}).Finish(filepath.Join(dir, "no", "seg"), PublishOptions{})
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	_, err = filledWriter(t, s, rows, WriterOptions{}).Finish(filepath.Join(dir, "x"), PublishOptions{Durability: medium.Durability{Sync: 9}})
+	require.ErrorIs(t, err, medium.ErrInvalid)
+	require.Equal(t, []string{"seg-all", "seg-none", "seg-output"}, listDir(t, afero.NewOsFs(), dir))
+}
+
+// TestPublishFaults fails every operation of the file system in turn, from the first until a
+// publish succeeds: after each failure the directory holds nothing new, and the error is
+// returned; sync failures wrap medium.ErrSync.
+func TestPublishFaults(t *testing.T) {
+	s, rows := publishRows(t, 40)
+	want := writeRows(t, s, rows, WriterOptions{Compression: CompressionZstd})
+	for _, base := range []struct {
+		name string
+		fs   func() afero.Fs
+	}{{"os", afero.NewOsFs}, {"mem", afero.NewMemMapFs}} {
+		t.Run("fs="+base.name, func(t *testing.T) {
+			bfs := base.fs()
+			dir := t.TempDir()
+			require.NoError(t, bfs.MkdirAll(dir, 0o755))
+			require.NoError(t, afero.WriteFile(bfs, filepath.Join(dir, "other"), []byte("x"), 0o644))
+			before := listDir(t, bfs, dir)
+			dst := filepath.Join(dir, "seg")
+			kinds := map[faultfs.Kind]bool{}
+			for n := int64(0); ; n++ {
+				ffs := faultfs.New(bfs, faultfs.FailNth(n, syscall.EIO))
+				var op faultfs.Op
+				ffs.SetInjector(func(o faultfs.Op) error {
+					if o.N == n {
+						op = o
+						return syscall.EIO
+					}
+					return nil
+				})
+				w := filledWriter(t, s, rows, WriterOptions{Compression: CompressionZstd})
+				info, err := w.Finish(dst, PublishOptions{Fs: ffs})
+				if ffs.Injected() == 0 {
+					require.NoError(t, err)
+					require.Equal(t, 2, info.Syncs)
+					require.True(t, requireNothingOrFinished(t, bfs, dir, before, dst, want))
+					t.Logf("published after failing each of the first %d operations in turn (%v)", n, kinds)
+					break
+				}
+				require.Error(t, err, "op %d %+v", n, op)
+				require.ErrorIs(t, err, syscall.EIO)
+				kinds[op.Kind] = true
+				if op.Kind == faultfs.KindSync {
+					require.ErrorIs(t, err, medium.ErrSync)
+				}
+				require.False(t, requireNothingOrFinished(t, bfs, dir, before, dst, want), "op %d %+v failed, yet dst exists", n, op)
+			}
+			for _, k := range []faultfs.Kind{faultfs.KindOpen, faultfs.KindWrite, faultfs.KindSync, faultfs.KindRename, faultfs.KindClose} {
+				require.True(t, kinds[k], "no %s failure tried", k)
+			}
+		})
+	}
+
+	// A segment of several MiB takes many writes: fail each in turn, with ENOSPC.
+	s = Schema{Dimensions: []Dimension{{Name: "payload", Raw: true}}}
+	rows = make([]Row, 3000)
+	for i := range rows {
+		rows[i] = Row{Time: int64(i), Dims: [][]string{{string(randBytes(newRand(uint64(i)), 2000))}}}
+	}
+	want = writeRows(t, s, rows, WriterOptions{})
+	bfs := afero.NewOsFs()
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "big")
+	for n := int64(0); ; n++ {
+		ffs := faultfs.New(bfs, faultfs.FailKind(faultfs.KindWrite, n, syscall.ENOSPC))
+		_, err := filledWriter(t, s, rows, WriterOptions{}).Finish(dst, PublishOptions{Fs: ffs})
+		if ffs.Injected() == 0 {
+			require.NoError(t, err)
+			require.True(t, requireNothingOrFinished(t, bfs, dir, nil, dst, want))
+			t.Logf("%d bytes published after failing each of its %d writes in turn", len(want), n)
+			require.Greater(t, n, int64(5))
+			break
+		}
+		require.ErrorIs(t, err, syscall.ENOSPC)
+		require.False(t, requireNothingOrFinished(t, bfs, dir, nil, dst, want))
+	}
+}
+
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0)) }
+
+// TestPublishFailingSyscalls replaces the system calls: a failing fdatasync, directory fsync or
+// sync_file_range fails the publish with medium.ErrSync and leaves nothing behind.
+func TestPublishFailingSyscalls(t *testing.T) {
+	s, rows := publishRows(t, 30)
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "seg")
+	eio := fmt.Errorf("injected: %w", syscall.EIO)
+	f := func(name string, edit func(c *sys.Calls), d medium.Durability) {
+		t.Run(name, func(t *testing.T) {
+			w := filledWriter(t, s, rows, WriterOptions{})
+			calls := sys.Default
+			edit(&calls)
+			w.calls = &calls
+			_, err := w.Finish(dst, PublishOptions{Durability: d})
+			require.ErrorIs(t, err, medium.ErrSync)
+			require.ErrorIs(t, err, syscall.EIO)
+			require.Empty(t, listDir(t, afero.NewOsFs(), dir))
+		})
+	}
+	var fdatasyncs atomic.Int32
+	f("fdatasync", func(c *sys.Calls) {
+		c.Fdatasync = func(*os.File) error { fdatasyncs.Add(1); return eio }
+	}, medium.Durability{})
+	require.Equal(t, int32(1), fdatasyncs.Load(), "a failed fdatasync is not retried")
+	f("fsync-dir", func(c *sys.Calls) { c.Fsync = func(*os.File) error { return eio } }, medium.Durability{Sync: medium.SyncAll})
+	f("sync_file_range", func(c *sys.Calls) {
+		c.SyncFileRange = func(*os.File, int64, int64, int) error { return eio }
+	}, medium.Durability{TrickleBytes: 512})
+
+	// Trickling works and is counted.
+	w := filledWriter(t, s, rows, WriterOptions{})
+	var ranges []string
+	calls := sys.Default
+	calls.SyncFileRange = func(f *os.File, off, n int64, flags int) error {
+		ranges = append(ranges, fmt.Sprintf("%d+%d/%d", off, n, flags))
+		return sys.Default.SyncFileRange(f, off, n, flags)
+	}
+	w.calls = &calls
+	info, err := w.Finish(dst, PublishOptions{Durability: medium.Durability{TrickleBytes: 1024}})
+	require.NoError(t, err)
+	require.Equal(t, len(ranges), info.Trickles)
+	require.Greater(t, info.Trickles, 2)
+	t.Logf("%d bytes published with %d sync_file_range calls: %v...", info.Size, info.Trickles, ranges[:4])
+	seg, err := Open(dst)
+	require.NoError(t, err)
+	require.NoError(t, seg.Verify())
+	require.NoError(t, seg.Close())
+}
+
+// flipMedium wraps a medium so that one Bytes (the target-th handed out) reads back a flipped
+// byte from WriteTo, as a stale or corrupt read-back of a stage would.
+type flipMedium struct {
+	medium.Medium
+	n      *atomic.Int32
+	target int32
+}
+
+func (m flipMedium) NewChild() (medium.Medium, error) {
+	c, err := m.Medium.NewChild()
+	if err != nil {
+		return nil, err
+	}
+	return flipMedium{c, m.n, m.target}, nil
+}
+
+func (m flipMedium) NewBytes() (medium.Bytes, error) {
+	b, err := m.Medium.NewBytes()
+	if err != nil {
+		return nil, err
+	}
+	return &flipBytes{Bytes: b, flip: m.n.Add(1)-1 == m.target}, nil
+}
+
+type flipBytes struct {
+	medium.Bytes
+	flip bool
+}
+
+func (b *flipBytes) WriteTo(w io.Writer) (int64, error) {
+	if !b.flip || b.Size() == 0 {
+		return b.Bytes.WriteTo(w)
+	}
+	var buf bytes.Buffer
+	if _, err := b.Bytes.WriteTo(&buf); err != nil {
+		return 0, err
+	}
+	p := buf.Bytes()
+	p[len(p)/2] ^= 0x10
+	n, err := w.Write(p)
+	return int64(n), err
+}
+
+// TestPublishStageAltered alters the bytes of one stage behind the writer's back: the CRC check
+// on the way out catches it, and nothing is published.
+func TestPublishStageAltered(t *testing.T) {
+	s, rows := publishRows(t, 30)
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "seg")
+	nparts := int32(len(layout(s)))
+	for _, target := range []int32{0, nparts / 2, nparts - 1} {
+		var n atomic.Int32
+		w := filledWriter(t, s, rows, WriterOptions{Medium: flipMedium{medium.NewHeap(), &n, target}})
+		_, err := w.Finish(dst, PublishOptions{})
+		require.ErrorIs(t, err, ErrCorrupt, "part %d altered", target)
+		require.ErrorContains(t, err, "copied")
+		require.Empty(t, listDir(t, afero.NewOsFs(), dir))
+		// The same through FinishTo.
+		n.Store(0)
+		w = filledWriter(t, s, rows, WriterOptions{Medium: flipMedium{medium.NewHeap(), &n, target}})
+		_, err = w.FinishTo(io.Discard)
+		require.ErrorIs(t, err, ErrCorrupt)
+	}
+}
+
+// TestAbort discards a writer: its stages are released (the caller's medium stays usable),
+// nothing is published, and every later call fails.
+func TestAbort(t *testing.T) {
+	s, rows := publishRows(t, 10)
+	m := medium.NewHeap()
+	defer m.Close()
+	closed := false
+	w := filledWriter(t, s, rows, WriterOptions{Medium: m})
+	w.med.OnClose(func() error { closed = true; return nil })
+	require.NoError(t, w.Abort())
+	require.True(t, closed, "the stages' child medium is closed")
+	require.NoError(t, w.Abort(), "a second Abort")
+	require.ErrorIs(t, w.AddRow(rows[0]), ErrState)
+	dir := t.TempDir()
+	_, err := w.Finish(filepath.Join(dir, "seg"), PublishOptions{})
+	require.ErrorIs(t, err, ErrState)
+	require.Empty(t, listDir(t, afero.NewOsFs(), dir))
+	b, err := m.NewBytes()
+	require.NoError(t, err, "the caller's medium is still open")
+	_, err = b.Write([]byte("x"))
+	require.NoError(t, err)
+
+	// After a Finish, Abort is a no-op, and the stages are gone.
+	w = filledWriter(t, s, rows, WriterOptions{Medium: m})
+	_, err = w.FinishTo(io.Discard)
+	require.NoError(t, err)
+	require.NoError(t, w.Abort())
+	_, err = w.FinishTo(io.Discard)
+	require.ErrorIs(t, err, ErrState)
+}
+
+func TestSweepTemp(t *testing.T) {
+	fsys := afero.NewMemMapFs()
+	dir := "/segs"
+	require.NoError(t, fsys.MkdirAll(dir+"/.writeout-dir.tmp", 0o755))
+	for _, n := range []string{".writeout-123.tmp", ".writeout-abc.tmp", "seg", ".writeout-.tmpx", "writeout-1.tmp"} {
+		require.NoError(t, afero.WriteFile(fsys, filepath.Join(dir, n), nil, 0o644))
+	}
+	removed, err := SweepTemp(fsys, dir)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{dir + "/.writeout-123.tmp", dir + "/.writeout-abc.tmp"}, removed)
+	require.Equal(t, []string{".writeout-.tmpx", ".writeout-dir.tmp", "seg", "writeout-1.tmp"}, listDir(t, fsys, dir))
+	_, err = SweepTemp(fsys, "/missing")
+	require.Error(t, err)
+
+	// A temp file left by a publish that died is what the sweep removes.
+	s, rows := publishRows(t, 5)
+	ffs := faultfs.New(fsys, faultfs.FailWhen(func(o faultfs.Op) bool { return o.Kind == faultfs.KindRemove || o.Kind == faultfs.KindRename }, syscall.EIO))
+	_, err = filledWriter(t, s, rows, WriterOptions{}).Finish(dir+"/seg2", PublishOptions{Fs: ffs})
+	require.Error(t, err)
+	left := listDir(t, fsys, dir)
+	require.Len(t, left, 5, "the temp file could not be removed: %v", left)
+	removed, err = SweepTemp(fsys, dir)
+	require.NoError(t, err)
+	require.Len(t, removed, 1)
+}
+
+// TestWriterMisuse checks the writer's state errors.
+func TestWriterMisuse(t *testing.T) {
+	s := Schema{Dimensions: []Dimension{{Name: "d"}, {Name: "m", MultiValue: true}, {Name: "r", Raw: true}}, Metrics: []Metric{{Name: "c", Aggregator: AggCount}}}
+	w, err := NewWriter(s, WriterOptions{})
+	require.NoError(t, err)
+	d, err := w.Dim("d")
+	require.NoError(t, err)
+	require.ErrorIs(t, w.AddRow(Row{}), ErrState, "AddRow after column writers")
+	_, err = w.Dim("r")
+	require.ErrorIs(t, err, ErrSchema)
+	_, err = w.Raw("d")
+	require.ErrorIs(t, err, ErrSchema)
+	_, err = w.Double("c")
+	require.ErrorIs(t, err, ErrSchema)
+	_, err = d.AddValue("b")
+	require.NoError(t, err)
+	_, err = d.AddValue("a")
+	require.ErrorIs(t, err, medium.ErrInvalid)
+	require.Error(t, d.AppendID(0), "sticky")
+	require.NoError(t, w.Abort())
+
+	w, _ = NewWriter(s, WriterOptions{})
+	d, _ = w.Dim("d")
+	require.ErrorIs(t, d.AddNull(), nil)
+	_, _ = d.AddValue("a")
+	require.ErrorIs(t, d.AppendIDs([]uint32{1, 1}), medium.ErrInvalid, "two ids in a single-value dimension")
+	w.Abort()
+
+	w, _ = NewWriter(s, WriterOptions{})
+	d, _ = w.Dim("d")
+	_, _ = d.AddValue("a")
+	require.ErrorIs(t, d.AppendNull(), medium.ErrInvalid, "null without AddNull")
+	w.Abort()
+
+	w, _ = NewWriter(s, WriterOptions{})
+	m, _ := w.Dim("m")
+	require.NoError(t, m.AddNull())
+	_, _ = m.AddValue("a")
+	require.ErrorIs(t, m.AppendIDs([]uint32{1, 0}), medium.ErrInvalid, "null inside a multi-value row")
+	w.Abort()
+
+	w, _ = NewWriter(s, WriterOptions{})
+	d, _ = w.Dim("d")
+	_, _ = d.AddValue("a")
+	_, _ = d.AddValue("b")
+	require.NoError(t, d.AppendID(1))
+	require.ErrorIs(t, d.AppendID(2), medium.ErrInvalid, "id past the cardinality")
+	w.Abort()
+
+	// Bitmaps: in order, within the rows, matching the rows.
+	w, _ = NewWriter(s, WriterOptions{})
+	d, _ = w.Dim("d")
+	_, _ = d.AddValue("a")
+	_, _ = d.AddValue("b")
+	require.NoError(t, d.AppendID(1))
+	require.ErrorIs(t, d.WriteBitmap(1, nil), ErrState, "out of order")
+	w.Abort()
+	w, _ = NewWriter(s, WriterOptions{})
+	d, _ = w.Dim("d")
+	_, _ = d.AddValue("a")
+	require.NoError(t, d.AppendID(0))
+	require.ErrorIs(t, d.WriteBitmap(0, bitmapOf(5)), medium.ErrInvalid, "row past the end")
+	w.Abort()
+
+	// Rows in time order; every column the same length; bitmaps complete and right.
+	w, _ = NewWriter(s, WriterOptions{})
+	tw, _ := w.Time()
+	require.NoError(t, tw.Append(5))
+	require.ErrorIs(t, tw.Append(4), medium.ErrInvalid)
+	w.Abort()
+	w, _ = NewWriter(Schema{Dimensions: []Dimension{{Name: "d"}}}, WriterOptions{})
+	tw, _ = w.Time()
+	d, _ = w.Dim("d")
+	require.NoError(t, tw.Append(1))
+	require.NoError(t, tw.Append(2))
+	_, _ = d.AddValue("a")
+	_, _ = d.AddValue("b")
+	require.NoError(t, d.AppendID(0))
+	require.NoError(t, d.AppendID(1))
+	require.NoError(t, d.WriteBitmap(0, bitmapOf(0)))
+	require.NoError(t, d.WriteBitmap(1, bitmapOf(0))) // wrong: row 1 holds id 1
+	_, err = w.FinishTo(io.Discard)
+	require.ErrorIs(t, err, medium.ErrInvalid)
+	require.ErrorContains(t, err, "bitmaps do not hold the rows' ids")
+
+	w, _ = NewWriter(Schema{Dimensions: []Dimension{{Name: "d"}}}, WriterOptions{})
+	tw, _ = w.Time()
+	require.NoError(t, tw.Append(1))
+	_, err = w.FinishTo(io.Discard)
+	require.ErrorContains(t, err, `column "d" has 0 rows, __time has 1`)
+
+	_, err = NewWriter(s, WriterOptions{ChunkRows: 1 << 17})
+	require.ErrorIs(t, err, medium.ErrInvalid)
+	_, err = NewWriter(Schema{Dimensions: []Dimension{{Name: ""}}}, WriterOptions{})
+	require.ErrorIs(t, err, ErrSchema)
+
+	// A row outside the requested interval.
+	w, _ = NewWriter(Schema{}, WriterOptions{Interval: Interval{0, 10}})
+	require.NoError(t, w.AddRow(Row{Time: 10}))
+	_, err = w.FinishTo(io.Discard)
+	require.ErrorIs(t, err, medium.ErrInvalid)
+	w, _ = NewWriter(Schema{}, WriterOptions{Interval: Interval{0, 10}})
+	require.NoError(t, w.AddRow(Row{Time: 3}))
+	var buf bytes.Buffer
+	info, err := w.FinishTo(&buf)
+	require.NoError(t, err)
+	require.Equal(t, Interval{0, 10}, info.Interval)
+}
