@@ -158,7 +158,7 @@ func (b *offBytes) grow(hint int) error {
 			return err
 		}
 		if b.m.spill == nil {
-			return fmt.Errorf("offheap: write at %d: %w", b.size, err)
+			return fmt.Errorf("%w (writing at offset %d, no spill medium)", err, b.size)
 		}
 		sp, serr := b.m.spillBytes()
 		if serr != nil {
