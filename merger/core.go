@@ -21,7 +21,7 @@ const batchRows = 4096
 
 // phaseStats is what one merge of sources into one segment reports.
 type phaseStats struct {
-	rowsIn, rowsOut                       int64
+	rowsIn, rowsOut                      int64
 	dictionaries, rows, bitmaps, publish time.Duration
 	info                                 columns.Info
 }
@@ -662,9 +662,13 @@ func (c *core) dimBitmaps(d int) error {
 	srcs := c.dims[d]
 	maps := c.maps[d]
 	next := make([]int, len(srcs)) // per source: the next source id to place
-	bm := roaring.New()
-	var rows, scratch []uint32
-	scratch = make([]uint32, 256)
+	var rows, tmp, scratch []uint32
+	var starts []int
+	// Values held by many rows are gathered in a dense bitset of the output rows (no sort);
+	// the others are sorted (their runs merged) and added to a bitmap.
+	outRows := int(c.rowsOut)
+	denseMin := max(1024, outRows/256)
+	var dense []uint64
 	for v := 0; v < c.card[d]; v++ {
 		if v&255 == 0 {
 			if err := c.ctx.Err(); err != nil {
@@ -672,53 +676,57 @@ func (c *core) dimBitmaps(d int) error {
 			}
 		}
 		rows = rows[:0]
-		sorted := true
+		starts = starts[:0]
 		for i, ds := range srcs {
 			rm := c.rowMaps[i]
 			if ds == nil {
-				if v == 0 {
+				if v == 0 && len(rm) > 0 {
 					// A source without the dimension is null in every row.
-					before := len(rows)
+					starts = append(starts, len(rows))
 					rows = append(rows, rm...)
-					sorted = sorted && (before == 0 || len(rm) == 0 || rows[before-1] <= rows[before])
-					sorted = sorted && slices.IsSorted(rows[before:])
 				}
 				continue
 			}
 			m := maps[i]
 			for next[i] < len(m) && int(m[next[i]]) == v {
-				ib, err := ds.bitmap(uint32(next[i]))
+				var err error
+				scratch, err = ds.appendRows(scratch[:0], uint32(next[i]))
 				if err != nil {
 					return fmt.Errorf("%s: %w", c.names[i], err)
 				}
 				next[i]++
-				before := len(rows)
-				it := ib.ManyIterator()
-				for {
-					k := it.NextMany(scratch)
-					if k == 0 {
-						break
+				starts = append(starts, len(rows))
+				for _, r := range scratch {
+					if int(r) >= len(rm) {
+						return fmt.Errorf("%s: bitmap row %d past the %d rows", c.names[i], r, len(rm))
 					}
-					for _, r := range scratch[:k] {
-						if int(r) >= len(rm) {
-							return fmt.Errorf("%s: bitmap row %d past the %d rows", c.names[i], r, len(rm))
-						}
-						rows = append(rows, rm[r])
-					}
-				}
-				if sorted && len(rows) > before {
-					if before > 0 && rows[before-1] > rows[before] {
-						sorted = false
-					} else if !slices.IsSorted(rows[before:]) {
-						sorted = false
-					}
+					rows = append(rows, rm[r])
 				}
 			}
 		}
-		if !sorted {
-			slices.Sort(rows)
+		var bm *roaring.Bitmap
+		if len(rows) >= denseMin {
+			if dense == nil {
+				dense = make([]uint64, (outRows+63)/64)
+			}
+			lo, hi := len(dense), 0
+			for _, r := range rows {
+				w := int(r >> 6)
+				dense[w] |= 1 << (r & 63)
+				lo, hi = min(lo, w), max(hi, w)
+			}
+			bm = roaring.New()
+			bm.FromDense(dense[:hi+1], false) // shares dense: written out before dense changes
+			bm.RunOptimize()
+			err := c.dws[d].WriteBitmap(uint32(v), bm)
+			clear(dense[lo : hi+1])
+			if err != nil {
+				return err
+			}
+			continue
 		}
-		bm.Clear()
+		rows, tmp = sortRuns(rows, starts, tmp)
+		bm = roaring.New()
 		bm.AddMany(rows)
 		bm.RunOptimize()
 		if err := c.dws[d].WriteBitmap(uint32(v), bm); err != nil {
@@ -726,4 +734,68 @@ func (c *core) dimBitmaps(d int) error {
 		}
 	}
 	return nil
+}
+
+// sortRuns sorts a, made of runs starting at starts, each usually sorted already (a source's
+// rows map to increasing output rows unless its groups were re-sorted): unsorted runs are
+// sorted, then runs are merged pairwise. tmp is scratch; both slices are returned for reuse.
+func sortRuns(a []uint32, starts []int, tmp []uint32) ([]uint32, []uint32) {
+	if len(starts) <= 1 {
+		if !slices.IsSorted(a) {
+			slices.Sort(a)
+		}
+		return a, tmp
+	}
+	ordered := true
+	for k, s := range starts {
+		e := len(a)
+		if k+1 < len(starts) {
+			e = starts[k+1]
+		}
+		run := a[s:e]
+		if !slices.IsSorted(run) {
+			slices.Sort(run)
+		}
+		if k > 0 && s > 0 && s < len(a) && a[s-1] > a[s] {
+			ordered = false
+		}
+	}
+	if ordered {
+		return a, tmp
+	}
+	bounds := append(starts, len(a)) //nolint:gocritic // starts is scratch
+	for len(bounds) > 2 {
+		tmp = slices.Grow(tmp[:0], len(a))[:len(a)]
+		nb := bounds[:0] // overwrites bounds behind the reads: nb[j] is written after bounds[2j] is read
+		k := 0
+		for ; k+2 < len(bounds); k += 2 {
+			lo, mid, hi := bounds[k], bounds[k+1], bounds[k+2]
+			mergeInto(tmp[lo:hi], a[lo:mid], a[mid:hi])
+			nb = append(nb, lo)
+		}
+		if k+1 < len(bounds) {
+			copy(tmp[bounds[k]:bounds[k+1]], a[bounds[k]:bounds[k+1]])
+			nb = append(nb, bounds[k])
+		}
+		nb = append(nb, len(a))
+		a, tmp = tmp, a
+		bounds = nb
+	}
+	return a, tmp
+}
+
+func mergeInto(dst, x, y []uint32) {
+	i, j, k := 0, 0, 0
+	for i < len(x) && j < len(y) {
+		if y[j] < x[i] {
+			dst[k] = y[j]
+			j++
+		} else {
+			dst[k] = x[i]
+			i++
+		}
+		k++
+	}
+	k += copy(dst[k:], x[i:])
+	copy(dst[k:], y[j:])
 }

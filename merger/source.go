@@ -2,6 +2,7 @@ package merger
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -59,7 +60,8 @@ type dimSource interface {
 	dictionary() dictIterator
 	cursor() idChunker
 	hasBitmaps() bool
-	bitmap(id uint32) (*roaring.Bitmap, error)
+	// appendRows appends the rows of id's bitmap, in increasing order, to dst.
+	appendRows(dst []uint32, id uint32) ([]uint32, error)
 	multiValue() bool
 }
 
@@ -114,13 +116,19 @@ func (s segSource) sketch(name string) sketchReader {
 
 type segDim struct{ c *columns.DimColumn }
 
-func (d segDim) hasNull() bool                             { return d.c.HasNull() }
-func (d segDim) cardinality() int                          { return d.c.Cardinality() }
-func (d segDim) dictionary() dictIterator                  { return d.c.Dictionary() }
-func (d segDim) cursor() idChunker                         { return d.c.Cursor() }
-func (d segDim) hasBitmaps() bool                          { return d.c.HasBitmaps() }
-func (d segDim) bitmap(id uint32) (*roaring.Bitmap, error) { return d.c.Bitmap(id) }
-func (d segDim) multiValue() bool                          { return d.c.Dimension().MultiValue }
+func (d segDim) hasNull() bool            { return d.c.HasNull() }
+func (d segDim) cardinality() int         { return d.c.Cardinality() }
+func (d segDim) dictionary() dictIterator { return d.c.Dictionary() }
+func (d segDim) cursor() idChunker        { return d.c.Cursor() }
+func (d segDim) hasBitmaps() bool         { return d.c.HasBitmaps() }
+func (d segDim) appendRows(dst []uint32, id uint32) ([]uint32, error) {
+	bm, err := d.c.Bitmap(id)
+	if err != nil {
+		return dst, err
+	}
+	return appendBitmap(dst, bm), nil
+}
+func (d segDim) multiValue() bool { return d.c.Dimension().MultiValue }
 
 // Chunk caches: a reader by row that decodes each chunk once when rows come in order.
 
@@ -195,4 +203,14 @@ func (l *idCache) at(row int) ([]uint32, error) {
 		return l.ids[k : k+1], nil
 	}
 	return l.ids[l.offs[k]:l.offs[k+1]], nil
+}
+
+// appendBitmap appends bm's rows to dst.
+func appendBitmap(dst []uint32, bm *roaring.Bitmap) []uint32 {
+	n := len(dst)
+	k := int(bm.GetCardinality())
+	dst = slices.Grow(dst, k)[:n+k]
+	out := dst[n:]
+	bm.ToExistingArray(&out)
+	return dst
 }
