@@ -1,5 +1,3 @@
-//go:build segtool_merger
-
 package main
 
 import (

@@ -1,5 +1,3 @@
-//go:build segtool_merger
-
 package main
 
 import (
@@ -33,6 +31,7 @@ type mergeFlags struct {
 	replace        bool
 	quiet          bool
 	progress       string
+	verifyInputs   bool
 	memoryLimitMiB int
 }
 
@@ -54,6 +53,9 @@ all (also sync each file-backed stage).
 With --rollup, rows with the same time truncated to --granularity and the same dimensions
 combine through each metric's aggregator; --granularity alone truncates times. --max-fan-in N
 merges at most N inputs at once, in phases through intermediate segments next to --out.
+The merge reads inputs without checking their checksums: a damaged input fails the merge (no
+output is written) with whatever error the damage causes; --verify-inputs checks every input
+first and names the file, column and part at fault.
 
 On a terminal, standard error shows a progress bar (rows, rate, ETA); the summary goes to
 standard output (none with --quiet). Ctrl-C stops the merge within a second, removes its temp
@@ -82,6 +84,7 @@ files and leaves no output.`,
 	fl.BoolVar(&f.replace, "replace", false, "replace an existing output")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar, no summary")
 	fl.StringVar(&f.progress, "progress", "auto", "progress bar: auto (on a terminal), always or never")
+	fl.BoolVar(&f.verifyInputs, "verify-inputs", false, "verify every input (checksums and invariants) before merging")
 	addMemoryLimitFlag(cmd, &f.memoryLimitMiB)
 	return cmd
 }
@@ -185,6 +188,13 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 		}
 	}
 	setMemoryLimit(f.memoryLimitMiB)
+	if f.verifyInputs {
+		for _, in := range inputs {
+			if _, err := verifyFile(in); err != nil {
+				return fmt.Errorf("verify %s: %w", in, err)
+			}
+		}
+	}
 
 	s := mergeSettings{mediumName: f.medium, tmpDir: f.tmpDir, durability: dur, replace: f.replace, rollup: f.rollup,
 		granularity: gran, maxFanIn: f.maxFanIn, dimensions: splitList(f.dimensions), parallelism: f.parallelism}
