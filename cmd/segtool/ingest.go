@@ -308,7 +308,7 @@ func (in *ingestion) endSegment() error {
 		}
 		res, err := mergeFiles(in.ctx, in.runs, dst, mergeSettings{
 			medium: in.med, durability: in.dur, replace: in.f.replace, rollup: in.sp.Schema.Rollup,
-			granularity: in.sp.Schema.Granularity,
+			granularity: in.sp.Schema.Granularity, readAt: true,
 		})
 		if err != nil {
 			return err

@@ -102,6 +102,9 @@ type mergeSettings struct {
 	dimensions  []string
 	parallelism int
 	progress    func(merger.Progress)
+	// readAt reads the inputs with pread instead of mapping them: pages read do not stay in the
+	// process's resident set (ingest's intermediate segments).
+	readAt bool
 }
 
 // mergeResult is what mergeFiles reports.
@@ -115,17 +118,19 @@ type mergeResult struct {
 // mergeFiles merges the segment files inputs into dst.
 func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSettings) (res mergeResult, err error) {
 	segs := make([]*columns.Segment, 0, len(inputs))
+	var closers []func() error
 	defer func() {
-		for _, sg := range segs {
-			err = errors.Join(err, sg.Close())
+		for _, c := range closers {
+			err = errors.Join(err, c())
 		}
 	}()
 	for _, p := range inputs {
-		sg, err := columns.Open(p)
+		sg, closeSeg, err := openSegment(p, s.readAt)
 		if err != nil {
 			return res, err
 		}
 		segs = append(segs, sg)
+		closers = append(closers, closeSeg)
 	}
 	med := s.medium
 	if med == nil && s.mediumName != "" {
@@ -154,6 +159,33 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 		return res, fmt.Errorf("merge into %s: %w", dst, err)
 	}
 	return mergeResult{Result: r, rowsIn: r.RowsIn, rowsOut: r.RowsOut, bytes: r.Bytes, interval: r.Info.Interval}, nil
+}
+
+// openSegment opens a segment file, mapped or (readAt) read with pread. The close function
+// closes the segment and its file.
+func openSegment(path string, readAt bool) (*columns.Segment, func() error, error) {
+	if !readAt {
+		sg, err := columns.Open(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return sg, sg.Close, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	sg, err := columns.NewSegment(f, fi.Size())
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return sg, func() error { return errors.Join(sg.Close(), f.Close()) }, nil
 }
 
 func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
