@@ -94,8 +94,10 @@ func readAll(seg *Segment) error {
 		case MetricDouble:
 			c, err := seg.Double(m.Name)
 			keep(err)
-			_, err = c.Get(max(limit-1, 0))
-			keep(err)
+			if limit > 0 {
+				_, err = c.Get(limit - 1)
+				keep(err)
+			}
 		case MetricHyperUnique:
 			c, err := seg.Sketch(m.Name)
 			keep(err)
