@@ -146,7 +146,7 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) (err error) {
 		if r.rollup {
 			ru = "on (" + gran.String() + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t\n", r.medium, ru, r.rowsIn, r.rowsOut, r.bytes,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t\n", r.medium, ru, r.rowsIn, r.rowsOut, humanBytes(r.bytes),
 			humanDuration(r.wall), humanBytes(int64(r.peakHeap)), r.syncs, r.verifyStatus, r.queryAnswer)
 	}
 	if err := tw.Flush(); err != nil {

@@ -22,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -137,6 +138,31 @@ the cause. Exit status: 0 success, 1 failure, 2 usage error.`,
 		},
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
+	var cpuProfile string
+	var stopProfile func()
+	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
+	root.PersistentFlags().MarkHidden("cpuprofile")
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+		return nil
+	}
+	cobra.OnFinalize(func() {
+		if stopProfile != nil {
+			stopProfile()
+			stopProfile = nil
+		}
+	})
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
 	})

@@ -72,7 +72,7 @@ const specHelp = `The spec is the segment schema's JSON with two more keys, "tim
   }
 
 timestamp.field (default "__time") is the input field of the time; timestamp.format is one of
-  seconds (or posix)  epoch seconds, an integer or a decimal with up to 3 fraction digits
+  seconds (or posix)  epoch seconds, an integer or a decimal (rounded down to milliseconds)
   millis              epoch milliseconds (the default)
   micros, nanos       epoch microseconds or nanoseconds, truncated to milliseconds
   rfc3339 (or iso)    e.g. 2024-05-01T12:00:00Z or 2024-05-01T14:00:00.250+02:00
