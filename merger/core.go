@@ -662,78 +662,119 @@ func (c *core) dimBitmaps(d int) error {
 	srcs := c.dims[d]
 	maps := c.maps[d]
 	next := make([]int, len(srcs)) // per source: the next source id to place
-	var rows, tmp, scratch []uint32
-	var starts []int
-	// Values held by many rows are gathered in a dense bitset of the output rows (no sort);
-	// the others are sorted (their runs merged) and added to a bitmap.
-	outRows := int(c.rowsOut)
-	denseMin := max(1024, outRows/256)
-	var dense []uint64
+	g := newValueRows(int(c.rowsOut))
+	scratch := make([]uint32, 4096)
 	for v := 0; v < c.card[d]; v++ {
 		if v&255 == 0 {
 			if err := c.ctx.Err(); err != nil {
 				return fmt.Errorf("merger: %w", err)
 			}
 		}
-		rows = rows[:0]
-		starts = starts[:0]
+		g.reset()
 		for i, ds := range srcs {
 			rm := c.rowMaps[i]
 			if ds == nil {
 				if v == 0 && len(rm) > 0 {
-					// A source without the dimension is null in every row.
-					starts = append(starts, len(rows))
-					rows = append(rows, rm...)
+					g.add(rm) // a source without the dimension is null in every row
 				}
 				continue
 			}
 			m := maps[i]
 			for next[i] < len(m) && int(m[next[i]]) == v {
-				var err error
-				scratch, err = ds.appendRows(scratch[:0], uint32(next[i]))
-				if err != nil {
+				g.rowMap = rm
+				if err := ds.eachRows(uint32(next[i]), scratch, g); err != nil {
 					return fmt.Errorf("%s: %w", c.names[i], err)
 				}
 				next[i]++
-				starts = append(starts, len(rows))
-				for _, r := range scratch {
-					if int(r) >= len(rm) {
-						return fmt.Errorf("%s: bitmap row %d past the %d rows", c.names[i], r, len(rm))
-					}
-					rows = append(rows, rm[r])
-				}
 			}
 		}
-		var bm *roaring.Bitmap
-		if len(rows) >= denseMin {
-			if dense == nil {
-				dense = make([]uint64, (outRows+63)/64)
-			}
-			lo, hi := len(dense), 0
-			for _, r := range rows {
-				w := int(r >> 6)
-				dense[w] |= 1 << (r & 63)
-				lo, hi = min(lo, w), max(hi, w)
-			}
-			bm = roaring.New()
-			bm.FromDense(dense[:hi+1], false) // shares dense: written out before dense changes
-			bm.RunOptimize()
-			err := c.dws[d].WriteBitmap(uint32(v), bm)
-			clear(dense[lo : hi+1])
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		rows, tmp = sortRuns(rows, starts, tmp)
-		bm = roaring.New()
-		bm.AddMany(rows)
-		bm.RunOptimize()
-		if err := c.dws[d].WriteBitmap(uint32(v), bm); err != nil {
+		if err := g.write(c.dws[d], uint32(v)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// valueRows gathers the output rows of one value, then writes its bitmap. Rows gather in a
+// list, sorted (their runs merged) before they are added to a bitmap; past denseMin rows they
+// go to a dense bitset of the output rows instead: no sort, and bounded memory.
+type valueRows struct {
+	outRows  int
+	denseMin int
+	rowMap   []uint32 // of the source whose rows come next
+	list     []uint32
+	starts   []int
+	tmp      []uint32
+	dense    []uint64
+	isDense  bool
+	lo, hi   int // words of dense in use
+}
+
+func newValueRows(outRows int) *valueRows {
+	return &valueRows{outRows: outRows, denseMin: max(1024, outRows/256)}
+}
+
+func (g *valueRows) reset() {
+	g.list, g.starts, g.isDense = g.list[:0], g.starts[:0], false
+}
+
+// rows maps source rows through rowMap and adds them (rowSink).
+func (g *valueRows) rows(rs []uint32) error {
+	rm := g.rowMap
+	for k, r := range rs {
+		if int(r) >= len(rm) {
+			return fmt.Errorf("bitmap row %d past the %d rows", r, len(rm))
+		}
+		rs[k] = rm[r]
+	}
+	g.add(rs)
+	return nil
+}
+
+// add adds output rows, increasing as a rule.
+func (g *valueRows) add(rs []uint32) {
+	if g.isDense {
+		g.toDense(rs)
+		return
+	}
+	g.starts = append(g.starts, len(g.list))
+	g.list = append(g.list, rs...)
+	if len(g.list) >= g.denseMin {
+		g.toDense(g.list)
+		g.list, g.starts = g.list[:0], g.starts[:0]
+	}
+}
+
+func (g *valueRows) toDense(rs []uint32) {
+	if g.dense == nil {
+		g.dense = make([]uint64, (g.outRows+63)/64)
+	}
+	if !g.isDense {
+		g.isDense, g.lo, g.hi = true, len(g.dense), -1
+	}
+	d := g.dense
+	for _, r := range rs {
+		w := int(r >> 6)
+		d[w] |= 1 << (r & 63)
+		g.lo, g.hi = min(g.lo, w), max(g.hi, w)
+	}
+}
+
+// write writes the gathered rows as the bitmap of id.
+func (g *valueRows) write(dw *columns.DimWriter, id uint32) error {
+	bm := roaring.New()
+	if g.isDense {
+		bm.FromDense(g.dense[:g.hi+1], false) // shares dense: written out before dense changes
+	} else {
+		g.list, g.tmp = sortRuns(g.list, g.starts, g.tmp)
+		bm.AddMany(g.list)
+	}
+	bm.RunOptimize()
+	err := dw.WriteBitmap(id, bm)
+	if g.isDense && g.hi >= g.lo {
+		clear(g.dense[g.lo : g.hi+1])
+	}
+	return err
 }
 
 // sortRuns sorts a, made of runs starting at starts, each usually sorted already (a source's

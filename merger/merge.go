@@ -62,7 +62,7 @@ func mergeSources(ctx context.Context, srcs []source, names []string, out column
 	med := opts.Medium
 	var syncer interface{ Syncs() int64 }
 	if med == nil {
-		tm, err := tmpfile.New(tmpfile.Options{Dir: dir, Durability: opts.Durability})
+		tm, err := tmpfile.New(tmpfile.Options{Dir: dir, Durability: opts.Durability, BufferBudget: defaultBufferBudget})
 		if err != nil {
 			return res, fmt.Errorf("merger: staging medium: %w", err)
 		}
@@ -192,6 +192,11 @@ func mergeSources(ctx context.Context, srcs []source, names []string, out column
 	res.Total = time.Since(start)
 	return res, nil
 }
+
+// defaultBufferBudget caps the Go heap memory of the default staging medium's buffers: a
+// merge writes a few dozen parts at once, and 8 MiB of buffers keeps its writes large (over
+// 100 KiB each) while the heap stays small.
+const defaultBufferBudget = 8 << 20
 
 // reserveTemp creates an empty file of IntermediatePattern in dir and returns its path; the
 // intermediate segment replaces it.

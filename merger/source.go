@@ -2,7 +2,6 @@ package merger
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -60,8 +59,9 @@ type dimSource interface {
 	dictionary() dictIterator
 	cursor() idChunker
 	hasBitmaps() bool
-	// appendRows appends the rows of id's bitmap, in increasing order, to dst.
-	appendRows(dst []uint32, id uint32) ([]uint32, error)
+	// eachRows hands sink the rows of id's bitmap in increasing order, in pieces of at most
+	// len(buf) rows (the sink may change a piece: it is buf's memory).
+	eachRows(id uint32, buf []uint32, sink rowSink) error
 	multiValue() bool
 }
 
@@ -121,12 +121,12 @@ func (d segDim) cardinality() int         { return d.c.Cardinality() }
 func (d segDim) dictionary() dictIterator { return d.c.Dictionary() }
 func (d segDim) cursor() idChunker        { return d.c.Cursor() }
 func (d segDim) hasBitmaps() bool         { return d.c.HasBitmaps() }
-func (d segDim) appendRows(dst []uint32, id uint32) ([]uint32, error) {
+func (d segDim) eachRows(id uint32, buf []uint32, sink rowSink) error {
 	bm, err := d.c.Bitmap(id)
 	if err != nil {
-		return dst, err
+		return err
 	}
-	return appendBitmap(dst, bm), nil
+	return eachBitmapRows(bm, buf, sink)
 }
 func (d segDim) multiValue() bool { return d.c.Dimension().MultiValue }
 
@@ -205,12 +205,26 @@ func (l *idCache) at(row int) ([]uint32, error) {
 	return l.ids[l.offs[k]:l.offs[k+1]], nil
 }
 
-// appendBitmap appends bm's rows to dst.
-func appendBitmap(dst []uint32, bm *roaring.Bitmap) []uint32 {
-	n := len(dst)
-	k := int(bm.GetCardinality())
-	dst = slices.Grow(dst, k)[:n+k]
-	out := dst[n:]
-	bm.ToExistingArray(&out)
-	return dst
+// rowSink takes a bitmap's rows piece by piece.
+type rowSink interface {
+	rows(rs []uint32) error
+}
+
+// eachBitmapRows hands sink bm's rows in pieces of at most len(buf).
+func eachBitmapRows(bm *roaring.Bitmap, buf []uint32, sink rowSink) error {
+	if k := bm.GetCardinality(); k <= uint64(len(buf)) {
+		out := buf[:k]
+		bm.ToExistingArray(&out)
+		return sink.rows(out)
+	}
+	it := bm.ManyIterator()
+	for {
+		k := it.NextMany(buf)
+		if k == 0 {
+			return nil
+		}
+		if err := sink.rows(buf[:k]); err != nil {
+			return err
+		}
+	}
 }
