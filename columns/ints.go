@@ -236,17 +236,18 @@ func integral(v float64) (int64, bool) {
 
 // Float64sSize returns the bytes AppendFloat64s(dst, vals) appends.
 func Float64sSize(vals []float64) int {
-	_, size, _ := planFloat64s(vals, nil)
+	_, size, _, _ := planFloat64s(vals, nil)
 	return size
 }
 
-// planFloat64s picks the encoding; for integral it returns the values as int64 in ints.
-func planFloat64s(vals []float64, ints []int64) (byte, int, []int64) {
+// planFloat64s picks the encoding; for integral it returns the values as int64 in ints, and
+// their plan.
+func planFloat64s(vals []float64, ints []int64) (byte, int, []int64, intPlan) {
 	n := len(vals)
 	head := 1 + uvarintLen(uint64(n))
 	plain := head + 8*n
 	if n == 0 {
-		return floatPlain, plain, ints
+		return floatPlain, plain, ints, intPlan{}
 	}
 	first := math.Float64bits(vals[0])
 	constant, whole := true, true
@@ -262,14 +263,15 @@ func planFloat64s(vals []float64, ints []int64) (byte, int, []int64) {
 		}
 	}
 	if constant {
-		return floatConstant, head + 8, ints
+		return floatConstant, head + 8, ints, intPlan{}
 	}
 	if whole {
-		if s := head + Int64sSize(ints); s < plain {
-			return floatIntegral, s, ints
+		p := planInt64s(ints)
+		if s := head + p.size; s < plain {
+			return floatIntegral, s, ints, p
 		}
 	}
-	return floatPlain, plain, ints
+	return floatPlain, plain, ints, intPlan{}
 }
 
 // AppendFloat64s appends vals in the smallest of the float64 chunk encodings.
@@ -280,7 +282,7 @@ func AppendFloat64s(dst []byte, vals []float64) []byte {
 
 // appendFloat64s appends vals, using and returning ints as scratch.
 func appendFloat64s(dst []byte, vals []float64, ints []int64) ([]byte, []int64) {
-	enc, _, ints := planFloat64s(vals, ints)
+	enc, _, ints, plan := planFloat64s(vals, ints)
 	dst = append(dst, enc)
 	dst = binary.AppendUvarint(dst, uint64(len(vals)))
 	switch enc {
@@ -291,7 +293,7 @@ func appendFloat64s(dst []byte, vals []float64, ints []int64) ([]byte, []int64) 
 	case floatConstant:
 		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(vals[0]))
 	case floatIntegral:
-		dst = AppendInt64s(dst, ints)
+		dst = appendInt64sPlan(dst, ints, plan)
 	}
 	return dst, ints
 }

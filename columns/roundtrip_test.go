@@ -62,7 +62,12 @@ func checkInfo(t testing.TB, info Info, size int) {
 // does, and returns the segment bytes.
 func writeColumns(t testing.TB, s Schema, rows []Row, opts WriterOptions) []byte {
 	t.Helper()
-	exp := expectDims(s, rows)
+	return writeColumnsWith(t, s, rows, expectDims(s, rows), opts)
+}
+
+// writeColumnsWith is writeColumns from dictionaries, ids and bitmaps computed beforehand (it
+// run-optimizes the bitmaps in place).
+func writeColumnsWith(t testing.TB, s Schema, rows []Row, exp []*expectedDim, opts WriterOptions) []byte {
 	w, err := NewWriter(s, opts)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
@@ -138,7 +143,6 @@ func writeColumns(t testing.TB, s Schema, rows []Row, opts WriterOptions) []byte
 				return nil
 			}
 			for id, bm := range e.bitmaps {
-				bm := bm.Clone()
 				bm.RunOptimize()
 				if err := dw.WriteBitmap(uint32(id), bm); err != nil {
 					return err
@@ -353,7 +357,7 @@ func TestRoundTrip(t *testing.T) {
 	seed := seedFor(t, 20240611)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	cases := 40
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		cases = 10
 	}
 	dir := t.TempDir()
@@ -485,8 +489,8 @@ func (g *millionGen) next(r *Row) {
 // TestRoundTripMillion writes a million rows of a schema with every kind of column, reads them
 // all back in order and verifies the segment, on every medium.
 func TestRoundTripMillion(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
+	if testing.Short() || raceEnabled {
+		t.Skip("a million rows take minutes under the race detector and in -short")
 	}
 	seed := seedFor(t, 77)
 	s := millionSchema()

@@ -601,7 +601,6 @@ type DimWriter struct {
 	pairs     uint64 // distinct (row, id) pairs
 	pairHash  uint64 // sum of pairHash over the distinct (row, id) pairs of the rows
 	bmHash    uint64 // the same over the bitmaps written
-	many      []uint32
 	nullsSt   *stage
 	nulls     *roaring.Bitmap
 	bitmaps   *bitmapsWriter
@@ -848,15 +847,12 @@ func (d *DimWriter) WriteBitmap(id uint32, bm *roaring.Bitmap) error {
 		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", medium.ErrInvalid))
 	}
 	d.bmCard += bm.GetCardinality()
-	if d.many == nil {
-		d.many = make([]uint32, 1024)
-	}
-	it := bm.ManyIterator()
-	for n := it.NextMany(d.many); n > 0; n = it.NextMany(d.many) {
-		for _, row := range d.many[:n] {
-			d.bmHash += pairHash(row, id)
-		}
-	}
+	h := d.bmHash
+	bm.Iterate(func(row uint32) bool {
+		h += pairHash(row, id)
+		return true
+	})
+	d.bmHash = h
 	if err := d.bitmaps.add(bm); err != nil {
 		return d.fail(err)
 	}

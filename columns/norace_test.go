@@ -1,0 +1,5 @@
+//go:build !race
+
+package columns
+
+const raceEnabled = false
