@@ -126,7 +126,10 @@ func BenchmarkSegmentWrite(b *testing.B) {
 		gen  func() gen.Generator
 	}{
 		{"basic", 75000, func() gen.Generator { g, _ := gen.Basic(gen.BasicSeed, 75000); return g }},
-		{"wide-payload64", 500000, func() gen.Generator { g, _ := gen.Wide(gen.BasicSeed, 500000, gen.WideOptions{PayloadLen: 64}); return g }},
+		{"wide-payload64", 500000, func() gen.Generator {
+			g, _ := gen.Wide(gen.BasicSeed, 500000, gen.WideOptions{PayloadLen: 64})
+			return g
+		}},
 	}
 	for _, tb := range tables {
 		for _, c := range []Compression{CompressionNone, CompressionS2, CompressionZstd} {
