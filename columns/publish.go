@@ -2,6 +2,7 @@ package columns
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -54,18 +55,26 @@ type PublishOptions struct {
 // work and again just before the rename; a file created in between by someone else is
 // replaced). The stages are released whatever happens, and the writer cannot be used again.
 func (w *Writer) Finish(dst string, opts PublishOptions) (Info, error) {
+	return w.FinishContext(context.Background(), dst, opts)
+}
+
+// FinishContext is Finish, stopped when ctx is done: the copy checks ctx before every write to
+// the temp file and before the sync and the rename; a cancelled publish cleans up as a failed
+// one does and returns an error wrapping ctx.Err(). Once the rename has happened the publish
+// completes.
+func (w *Writer) FinishContext(ctx context.Context, dst string, opts PublishOptions) (Info, error) {
 	f, err := w.seal()
 	if err != nil {
 		return Info{}, medium.JoinErrors(err, w.release())
 	}
-	info, err := w.publish(dst, f, opts)
+	info, err := w.publish(ctx, dst, f, opts)
 	if err := medium.JoinErrors(err, w.release()); err != nil {
 		return Info{}, err
 	}
 	return info, nil
 }
 
-func (w *Writer) publish(dst string, f *footer, opts PublishOptions) (info Info, err error) {
+func (w *Writer) publish(ctx context.Context, dst string, f *footer, opts PublishOptions) (info Info, err error) {
 	if err := opts.Durability.Validate(); err != nil {
 		return Info{}, fmt.Errorf("columns: publish %s: %w", dst, err)
 	}
@@ -113,7 +122,7 @@ func (w *Writer) publish(dst string, f *footer, opts PublishOptions) (info Info,
 	}()
 
 	osf, _ := tmp.(*os.File)
-	tw := &trickleWriter{f: tmp, osf: osf, every: opts.Durability.TrickleBytes, calls: calls}
+	tw := &trickleWriter{ctx: ctx, f: tmp, osf: osf, every: opts.Durability.TrickleBytes, calls: calls}
 	bw := bufio.NewWriterSize(tw, 256<<10)
 	var syncStage func(medium.Bytes) error
 	if opts.Durability.SyncsStages() {
@@ -134,6 +143,9 @@ func (w *Writer) publish(dst string, f *footer, opts PublishOptions) (info Info,
 		err = bw.Flush()
 	}
 	info.Trickles += tw.ncalls
+	if err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		if tw.syncErr != nil && errors.Is(err, tw.syncErr) {
 			return info, syncErr("sync_file_range", err)
@@ -163,6 +175,9 @@ func (w *Writer) publish(dst string, f *footer, opts PublishOptions) (info Info,
 		if err := notExist(fsys, dst); err != nil {
 			return info, wrap("destination", err)
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return info, wrap("rename", err)
 	}
 	if err := fsys.Rename(tmpName, dst); err != nil {
 		return info, wrap("rename", err)
@@ -207,6 +222,7 @@ func syncDir(fsys afero.Fs, dir string, calls *sys.Calls) error {
 // trickleWriter writes to the file and, every `every` bytes, submits the new range for
 // writeback and waits for the range before it (sync_file_range, OS files only).
 type trickleWriter struct {
+	ctx     context.Context
 	f       afero.File
 	osf     *os.File
 	every   int64
@@ -218,6 +234,9 @@ type trickleWriter struct {
 }
 
 func (t *trickleWriter) Write(p []byte) (int, error) {
+	if err := t.ctx.Err(); err != nil {
+		return 0, err
+	}
 	n, err := t.f.Write(p)
 	t.off += int64(n)
 	if err != nil || t.osf == nil || t.every <= 0 {

@@ -2,6 +2,7 @@ package columns
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -482,4 +483,33 @@ func TestWriterMisuse(t *testing.T) {
 	info, err := w.FinishTo(&buf)
 	require.NoError(t, err)
 	require.Equal(t, Interval{0, 10}, info.Interval)
+}
+
+// TestFinishContext cancels a publish during the copy: it stops at the next write, returns the
+// context's error and leaves nothing behind.
+func TestFinishContext(t *testing.T) {
+	s := Schema{Dimensions: []Dimension{{Name: "payload", Raw: true}}}
+	rows := make([]Row, 3000)
+	for i := range rows {
+		rows[i] = Row{Time: int64(i), Dims: [][]string{{string(randBytes(newRand(uint64(i)), 2000))}}}
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	writes := 0
+	ffs := faultfs.New(afero.NewOsFs(), func(o faultfs.Op) error {
+		if o.Kind == faultfs.KindWrite {
+			if writes++; writes == 3 {
+				cancel()
+			}
+		}
+		return nil
+	})
+	_, err := filledWriter(t, s, rows, WriterOptions{}).FinishContext(ctx, filepath.Join(dir, "seg"), PublishOptions{Fs: ffs})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, 3, writes, "no write after the cancel")
+	require.Empty(t, listDir(t, afero.NewOsFs(), dir))
+
+	_, err = filledWriter(t, s, rows[:1], WriterOptions{}).FinishContext(ctx, filepath.Join(dir, "seg"), PublishOptions{})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Empty(t, listDir(t, afero.NewOsFs(), dir))
 }

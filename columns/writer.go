@@ -1091,6 +1091,9 @@ func (w *Writer) seal() (*footer, error) {
 		}
 	}
 	rows := w.time.rows
+	if rows > maxRows {
+		return nil, w.fail(fmt.Errorf("columns: %d rows, at most %d in a segment: %w", rows, maxRows, medium.ErrInvalid))
+	}
 	var errs []error
 	check := func(name string, n int, err error) {
 		if err != nil {
