@@ -111,6 +111,10 @@ func (it *DictIter) Next() bool {
 	if it.err != nil || it.id+1 >= it.col.Cardinality() {
 		return false
 	}
+	if it.col.seg.src.closed { // the current block may be a view of the mapping
+		it.err = fmt.Errorf("columns: column %q: segment closed: %w", it.col.dim.Name, medium.ErrClosed)
+		return false
+	}
 	it.id++
 	if it.col.IsNull(uint32(it.id)) {
 		it.val = ""

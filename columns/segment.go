@@ -522,7 +522,8 @@ type blobCursor struct {
 }
 
 func (c *blobCursor) at(row int) ([]byte, error) {
-	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {
+	// The current chunk may be a view of the mapping: never touch it after Close.
+	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 || c.cr.src.closed {
 		if err := c.load(row); err != nil {
 			return nil, err
 		}
