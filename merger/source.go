@@ -26,6 +26,8 @@ type source interface {
 	long(name string) longChunker
 	double(name string) doubleChunker
 	sketch(name string) sketchReader
+	// sketchMerger returns a hyperUnique metric's reader for queries, or nil.
+	sketchMerger(name string) sketchMerger
 }
 
 // The readers are shaped as columns' cursors, which satisfy them as they are.
@@ -63,6 +65,15 @@ type dimSource interface {
 	// len(buf) rows (the sink may change a piece: it is buf's memory).
 	eachRows(id uint32, buf []uint32, sink rowSink) error
 	multiValue() bool
+	// For queries:
+	// lookup returns the id of a non-null value.
+	lookup(v string) (uint32, bool, error)
+	// value returns the value of id and whether it is the null id.
+	value(id uint32) (string, bool, error)
+	// bitmap returns the rows holding id; the caller must not change it.
+	bitmap(id uint32) (*roaring.Bitmap, error)
+	// nulls returns the null rows; the caller must not change it.
+	nulls() (*roaring.Bitmap, error)
 }
 
 // segSource reads a columns.Segment.
@@ -114,6 +125,13 @@ func (s segSource) sketch(name string) sketchReader {
 	return c.Cursor()
 }
 
+func (s segSource) sketchMerger(name string) sketchMerger {
+	if r := s.sketch(name); r != nil {
+		return &segSketches{r: r}
+	}
+	return nil
+}
+
 type segDim struct{ c *columns.DimColumn }
 
 func (d segDim) hasNull() bool            { return d.c.HasNull() }
@@ -128,7 +146,18 @@ func (d segDim) eachRows(id uint32, buf []uint32, sink rowSink) error {
 	}
 	return eachBitmapRows(bm, buf, sink)
 }
-func (d segDim) multiValue() bool { return d.c.Dimension().MultiValue }
+func (d segDim) multiValue() bool                          { return d.c.Dimension().MultiValue }
+func (d segDim) lookup(v string) (uint32, bool, error)     { return d.c.Lookup(v) }
+func (d segDim) bitmap(id uint32) (*roaring.Bitmap, error) { return d.c.Bitmap(id) }
+func (d segDim) nulls() (*roaring.Bitmap, error)           { return d.c.Nulls() }
+
+func (d segDim) value(id uint32) (string, bool, error) {
+	if d.c.IsNull(id) {
+		return "", true, nil
+	}
+	v, err := d.c.Value(id)
+	return v, false, err
+}
 
 // Chunk caches: a reader by row that decodes each chunk once when rows come in order.
 

@@ -1,0 +1,410 @@
+package merger
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/axiomhq/hyperloglog"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/medium"
+)
+
+// BuilderOptions configure a Builder. The zero value is the default: no live bitmaps.
+type BuilderOptions struct {
+	// LiveBitmaps maintains a roaring bitmap per dimension value (of every dictionary dimension
+	// with a bitmap index) as rows arrive, so that filters on rows not yet persisted use the
+	// bitmaps instead of scanning every row. It costs some ingestion time and memory.
+	LiveBitmaps bool
+}
+
+// Builder takes rows into memory, answers queries on them, and persists them as a segment
+// through the merge's write path. Its methods are safe for concurrent use: Add excludes
+// queries and Persist, which may run together.
+//
+// Rows are stored as Druid's incremental index stores them: each dimension value interned in
+// a dictionary, multi-value rows sorted by value (duplicates kept, as Druid's default
+// SORTED_ARRAY handling), times truncated to the schema's granularity, and, when the schema
+// says Rollup, a row whose truncated time and dimensions equal an earlier row's combined into
+// it through the aggregators.
+type Builder struct {
+	mu     sync.RWMutex
+	schema columns.Schema
+	opts   BuilderOptions
+	n      int
+	times  []int64
+	minT   int64
+	maxT   int64
+	dims   []*bdim
+	mets   []*bmet
+	keys   map[string]uint32 // rollup: row key -> row
+	keyBuf []byte
+	sorted []string
+	seen   []uint32
+}
+
+// bdim holds one dimension's rows.
+type bdim struct {
+	dim   columns.Dimension
+	kind  dimKind
+	index map[string]uint32 // value -> local id; local ids start at 1, 0 is null
+	vals  []string          // local id -> value
+	nulls int               // null rows
+	ids   []uint32          // kindSingle: local id per row
+	offs  []uint32          // kindMulti: row r's ids are multi[offs[r]:offs[r+1]]
+	multi []uint32
+	raw   []string // kindRaw
+	rawOK []bool   // kindRaw: false for null
+	live  []*roaring.Bitmap
+}
+
+// bmet holds one metric's rows.
+type bmet struct {
+	met    columns.Metric
+	longs  []int64
+	dbls   []float64
+	sums   map[uint32]*exactSum // rollup doubleSum: rows combined from several
+	src    int                  // hyperUnique: the dimension a row's own sketch derives from, or -1
+	sks    map[uint32]*hyperloglog.Sketch
+	hasVal bool
+}
+
+// NewBuilder returns an empty builder of rows of schema, which it validates.
+func NewBuilder(schema columns.Schema, opts BuilderOptions) (*Builder, error) {
+	if err := schema.Validate(); err != nil {
+		return nil, fmt.Errorf("merger: builder: %w", err)
+	}
+	b := &Builder{schema: schema.Clone(), opts: opts}
+	b.reset()
+	return b, nil
+}
+
+func (b *Builder) reset() {
+	b.n = 0
+	b.times = nil
+	b.minT, b.maxT = math.MaxInt64, math.MinInt64
+	b.dims = make([]*bdim, len(b.schema.Dimensions))
+	for i, d := range b.schema.Dimensions {
+		bd := &bdim{dim: d}
+		switch {
+		case d.Raw:
+			bd.kind = kindRaw
+		case d.MultiValue:
+			bd.kind = kindMulti
+			bd.offs = []uint32{0}
+		default:
+			bd.kind = kindSingle
+		}
+		if bd.kind != kindRaw {
+			bd.index = map[string]uint32{}
+			bd.vals = []string{""}
+			if b.liveBitmaps(bd) {
+				bd.live = []*roaring.Bitmap{roaring.New()}
+			}
+		}
+		b.dims[i] = bd
+	}
+	b.mets = make([]*bmet, len(b.schema.Metrics))
+	for i, m := range b.schema.Metrics {
+		bm := &bmet{met: m, src: -1}
+		if m.Aggregator == columns.AggHyperUnique {
+			field := m.Field
+			if field == "" {
+				field = m.Name
+			}
+			if k := b.schema.Dimension(field); k >= 0 {
+				bm.src = k
+			}
+			bm.sks = map[uint32]*hyperloglog.Sketch{}
+		}
+		b.mets[i] = bm
+	}
+	b.keys = nil
+	if b.schema.Rollup {
+		b.keys = map[string]uint32{}
+	}
+}
+
+func (b *Builder) liveBitmaps(d *bdim) bool {
+	return b.opts.LiveBitmaps && d.kind != kindRaw && !d.dim.NoBitmapIndex
+}
+
+// Schema returns the builder's schema.
+func (b *Builder) Schema() columns.Schema { return b.schema.Clone() }
+
+// Rows returns the number of rows held (after rollup).
+func (b *Builder) Rows() int {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.n
+}
+
+// Reset drops every row, keeping the schema and options: a builder can take the next batch of
+// rows after Persist.
+func (b *Builder) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.reset()
+}
+
+// Add adds one row. Dims holds one entry per schema dimension (nil or empty for null; at most
+// one value for a single-value dimension), Metrics one per schema metric:
+//   - count metrics count the rows added (Value is ignored);
+//   - long and double metrics take Long or Double;
+//   - hyperUnique metrics merge Value.Sketch when it is set; otherwise, when the metric's
+//     Field (or, when empty, its Name) names a dimension of the schema, the row's values of
+//     that dimension are added to the sketch (Druid's hyperUnique over a dimension);
+//     otherwise the row's sketch is empty.
+//
+// A bad row is an error wrapping ErrInvalid and leaves the builder unchanged.
+func (b *Builder) Add(r columns.Row) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(r.Dims) != len(b.dims) || len(r.Metrics) != len(b.mets) {
+		return fmt.Errorf("%w: builder: row has %d dimensions and %d metrics, the schema %d and %d",
+			ErrInvalid, len(r.Dims), len(r.Metrics), len(b.dims), len(b.mets))
+	}
+	for i, vals := range r.Dims {
+		d := b.dims[i]
+		if len(vals) > 1 && d.kind != kindMulti {
+			return fmt.Errorf("%w: builder: dimension %q: %d values in a single-value dimension", ErrInvalid, d.dim.Name, len(vals))
+		}
+		for _, v := range vals {
+			if len(v) > columns.MaxValueBytes {
+				return fmt.Errorf("%w: builder: dimension %q: value of %d bytes, at most %d", ErrInvalid, d.dim.Name, len(v), columns.MaxValueBytes)
+			}
+		}
+	}
+	if b.n >= math.MaxUint32-1 {
+		return fmt.Errorf("%w: builder: full (%d rows)", ErrInvalid, b.n)
+	}
+	t := b.schema.Granularity.Truncate(r.Time)
+	row := uint32(b.n)
+	if b.keys != nil {
+		key := b.rowKey(t, r)
+		if old, ok := b.keys[string(key)]; ok {
+			return b.combine(old, r)
+		}
+		b.keys[string(key)] = row
+	}
+	b.n++
+	b.times = append(b.times, t)
+	b.minT, b.maxT = min(b.minT, t), max(b.maxT, t)
+	for i, vals := range r.Dims {
+		b.addDim(b.dims[i], row, vals)
+	}
+	for i, m := range b.mets {
+		v := r.Metrics[i]
+		switch m.met.Aggregator {
+		case columns.AggCount:
+			m.longs = append(m.longs, 1)
+		case columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
+			m.longs = append(m.longs, v.Long)
+		case columns.AggDoubleSum, columns.AggDoubleMin, columns.AggDoubleMax:
+			m.dbls = append(m.dbls, v.Double)
+		case columns.AggHyperUnique:
+			if v.Sketch != nil {
+				m.sks[row] = v.Sketch.Clone()
+			}
+		}
+	}
+	return nil
+}
+
+// rowKey returns the rollup key of a row: its truncated time and dimension values.
+func (b *Builder) rowKey(t int64, r columns.Row) []byte {
+	k := binary.LittleEndian.AppendUint64(b.keyBuf[:0], uint64(t))
+	for i, vals := range r.Dims {
+		if b.dims[i].kind == kindMulti && len(vals) > 1 {
+			b.sorted = append(b.sorted[:0], vals...)
+			sort.Strings(b.sorted)
+			vals = b.sorted
+		}
+		k = binary.AppendUvarint(k, uint64(len(vals)))
+		for _, v := range vals {
+			k = binary.AppendUvarint(k, uint64(len(v)))
+			k = append(k, v...)
+		}
+	}
+	b.keyBuf = k
+	return k
+}
+
+// combine rolls row r into stored row old.
+func (b *Builder) combine(old uint32, r columns.Row) error {
+	for i, m := range b.mets {
+		v := r.Metrics[i]
+		switch agg := m.met.Aggregator; agg {
+		case columns.AggCount:
+			m.longs[old]++
+		case columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
+			m.longs[old] = combineLong(agg, m.longs[old], v.Long)
+		case columns.AggDoubleSum:
+			s := m.sums[old]
+			if s == nil {
+				if m.sums == nil {
+					m.sums = map[uint32]*exactSum{}
+				}
+				s = &exactSum{}
+				s.add(m.dbls[old])
+				m.sums[old] = s
+			}
+			s.add(v.Double)
+			m.dbls[old] = s.value()
+		case columns.AggDoubleMin:
+			m.dbls[old] = math.Min(m.dbls[old], v.Double)
+		case columns.AggDoubleMax:
+			m.dbls[old] = math.Max(m.dbls[old], v.Double)
+		case columns.AggHyperUnique:
+			// A row's sketch is the one given, or the sketch of its values of the source
+			// dimension: those equal the stored row's, whose dimensions are equal.
+			sk := m.sks[old]
+			if v.Sketch == nil {
+				if sk != nil && m.src >= 0 {
+					b.insertValues(sk, old, m.src)
+				}
+				continue
+			}
+			if sk == nil {
+				sk = hyperloglog.New()
+				if m.src >= 0 {
+					b.insertValues(sk, old, m.src)
+				}
+				m.sks[old] = sk
+			}
+			if err := sk.Merge(v.Sketch); err != nil {
+				return fmt.Errorf("%w: builder: metric %q: %w", ErrInvalid, m.met.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (b *Builder) addDim(d *bdim, row uint32, vals []string) {
+	switch d.kind {
+	case kindRaw:
+		if len(vals) == 0 {
+			d.raw = append(d.raw, "")
+			d.rawOK = append(d.rawOK, false)
+			d.nulls++
+		} else {
+			d.raw = append(d.raw, vals[0])
+			d.rawOK = append(d.rawOK, true)
+		}
+		return
+	case kindSingle:
+		id := uint32(0)
+		if len(vals) == 1 {
+			id = d.intern(vals[0], b.liveBitmaps(d))
+		} else {
+			d.nulls++
+		}
+		d.ids = append(d.ids, id)
+		if d.live != nil {
+			d.live[id].Add(row)
+		}
+		return
+	}
+	if len(vals) == 0 {
+		d.nulls++
+		d.multi = append(d.multi, 0)
+		d.offs = append(d.offs, uint32(len(d.multi)))
+		if d.live != nil {
+			d.live[0].Add(row)
+		}
+		return
+	}
+	if len(vals) > 1 && !sort.StringsAreSorted(vals) {
+		b.sorted = append(b.sorted[:0], vals...)
+		sort.Strings(b.sorted)
+		vals = b.sorted
+	}
+	start := len(d.multi)
+	for _, v := range vals {
+		d.multi = append(d.multi, d.intern(v, d.live != nil))
+	}
+	d.offs = append(d.offs, uint32(len(d.multi)))
+	if d.live != nil {
+		ids := d.multi[start:]
+		for k, id := range ids {
+			if k > 0 && vals[k] == vals[k-1] {
+				continue // a duplicate value: the row is in its bitmap already
+			}
+			d.live[id].Add(row)
+		}
+	}
+}
+
+func (d *bdim) intern(v string, live bool) uint32 {
+	id, ok := d.index[v]
+	if !ok {
+		id = uint32(len(d.vals))
+		d.index[v] = id
+		d.vals = append(d.vals, v)
+		if live {
+			d.live = append(d.live, roaring.New())
+		}
+	}
+	return id
+}
+
+// rowIDs returns the local ids of row (the null id 0 alone for a null row).
+func (d *bdim) rowIDs(row int) []uint32 {
+	if d.kind == kindSingle {
+		return d.ids[row : row+1]
+	}
+	return d.multi[d.offs[row]:d.offs[row+1]]
+}
+
+// insertValues adds row's values of dimension k to sk.
+func (b *Builder) insertValues(sk *hyperloglog.Sketch, row uint32, k int) {
+	d := b.dims[k]
+	switch d.kind {
+	case kindRaw:
+		if d.rawOK[row] {
+			sk.Insert([]byte(d.raw[row]))
+		}
+	default:
+		for _, id := range d.rowIDs(int(row)) {
+			if id != 0 {
+				sk.Insert([]byte(d.vals[id]))
+			}
+		}
+	}
+}
+
+// PersistOptions configure Builder.Persist: the subset of Options that applies to writing one
+// segment from the builder's rows (whose schema, rollup and granularity are the builder's).
+type PersistOptions struct {
+	Medium      medium.Medium
+	Durability  medium.Durability
+	Replace     bool
+	Parallelism int
+	Progress    func(Progress)
+	Compression columns.Compression
+	ChunkRows   int
+}
+
+// Persist writes the builder's rows as a segment at dst, through the merge's write path (the
+// builder is its one input): rows sorted by (time, dimensions), dictionaries sorted, bitmaps
+// rebuilt one value at a time, parts staged in the medium and published per Durability. The
+// rows stay in the builder (Reset drops them); Add waits while Persist runs, queries do not.
+func (b *Builder) Persist(ctx context.Context, dst string, opts PersistOptions) (Result, error) {
+	start := time.Now()
+	mo := Options{Medium: opts.Medium, Durability: opts.Durability, Replace: opts.Replace, Parallelism: opts.Parallelism,
+		Progress: opts.Progress, Compression: opts.Compression, ChunkRows: opts.ChunkRows,
+		Rollup: b.schema.Rollup, Granularity: b.schema.Granularity}
+	if err := mo.ensureDefaults(); err != nil {
+		return Result{}, err
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	src := b.persistView()
+	return mergeSources(ctx, []source{src}, []string{"builder"}, b.schema, dst, mo, start)
+}

@@ -1,0 +1,376 @@
+package merger
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/axiomhq/hyperloglog"
+
+	"github.com/writeout/writeout/columns"
+)
+
+// A bview is a Builder's rows as a source. Row numbers are the order rows were added. For
+// queries (sorted false) dimension ids are the builder's own, in the order values were first
+// seen; for Persist (sorted true) they are the ids of sorted dictionaries, as the merge core
+// wants. A view is used under the builder's read lock.
+type bview struct {
+	b      *Builder
+	n      int
+	sorted bool
+	order  []uint32
+	dims   map[string]*bdimView
+}
+
+// view returns a query view of the builder and the function that releases it.
+func (b *Builder) view() (source, func()) {
+	b.mu.RLock()
+	return b.newView(false), b.mu.RUnlock
+}
+
+// persistView returns the view Persist merges; the caller holds the read lock.
+func (b *Builder) persistView() source {
+	v := b.newView(true)
+	v.order = make([]uint32, v.n)
+	for i := range v.order {
+		v.order[i] = uint32(i)
+	}
+	times := b.times
+	slices.SortStableFunc(v.order, func(x, y uint32) int {
+		switch tx, ty := times[x], times[y]; {
+		case tx < ty:
+			return -1
+		case tx > ty:
+			return 1
+		}
+		return 0
+	})
+	return v
+}
+
+func (b *Builder) newView(sorted bool) *bview {
+	v := &bview{b: b, n: b.n, sorted: sorted, dims: map[string]*bdimView{}}
+	for _, d := range b.dims {
+		if d.kind == kindRaw {
+			continue
+		}
+		dv := &bdimView{d: d, n: b.n, live: d.live != nil}
+		if sorted {
+			dv.sortDictionary()
+		}
+		v.dims[d.dim.Name] = dv
+	}
+	return v
+}
+
+func (v *bview) schema() columns.Schema { return v.b.schema }
+func (v *bview) rows() int              { return v.n }
+
+func (v *bview) interval() columns.Interval {
+	if v.n == 0 {
+		return columns.Interval{}
+	}
+	return columns.Interval{Start: v.b.minT, End: v.b.maxT + 1}
+}
+
+func (v *bview) timeOrder() []uint32 { return v.order }
+func (v *bview) times() longChunker  { return wholeLongs(v.b.times[:v.n]) }
+
+func (v *bview) dim(name string) dimSource {
+	if dv, ok := v.dims[name]; ok {
+		return dv
+	}
+	return nil
+}
+
+func (v *bview) raw(name string) rawReader {
+	k := v.b.schema.Dimension(name)
+	if k < 0 || v.b.dims[k].kind != kindRaw {
+		return nil
+	}
+	return bRaw{v.b.dims[k]}
+}
+
+func (v *bview) metric(name string) *bmet {
+	if k := v.b.schema.Metric(name); k >= 0 {
+		return v.b.mets[k]
+	}
+	return nil
+}
+
+func (v *bview) long(name string) longChunker {
+	if m := v.metric(name); m != nil && m.met.ValueType() == columns.MetricLong {
+		return wholeLongs(m.longs[:v.n])
+	}
+	return nil
+}
+
+func (v *bview) double(name string) doubleChunker {
+	if m := v.metric(name); m != nil && m.met.ValueType() == columns.MetricDouble {
+		return wholeDoubles(m.dbls[:v.n])
+	}
+	return nil
+}
+
+func (v *bview) sketch(name string) sketchReader {
+	if m := v.metric(name); m != nil && m.met.Aggregator == columns.AggHyperUnique {
+		return &bSketches{b: v.b, m: m}
+	}
+	return nil
+}
+
+func (v *bview) sketchMerger(name string) sketchMerger {
+	if m := v.metric(name); m != nil && m.met.Aggregator == columns.AggHyperUnique {
+		return &bSketches{b: v.b, m: m}
+	}
+	return nil
+}
+
+type wholeLongs []int64
+
+func (w wholeLongs) Chunk(row int) (int, []int64, error) { return 0, w, nil }
+
+type wholeDoubles []float64
+
+func (w wholeDoubles) Chunk(row int) (int, []float64, error) { return 0, w, nil }
+
+type bRaw struct{ d *bdim }
+
+func (r bRaw) Bytes(row int) ([]byte, bool, error) {
+	if !r.d.rawOK[row] {
+		return nil, false, nil
+	}
+	return []byte(r.d.raw[row]), true, nil
+}
+
+// bSketches reads a builder's hyperUnique metric: a row's sketch is the one it was given or
+// merged into, else the sketch of its values of the source dimension.
+type bSketches struct {
+	b   *Builder
+	m   *bmet
+	buf []byte
+}
+
+func (s *bSketches) rowSketch(row int) *hyperloglog.Sketch {
+	if sk := s.m.sks[uint32(row)]; sk != nil {
+		return sk
+	}
+	sk := hyperloglog.New()
+	if s.m.src >= 0 {
+		s.b.insertValues(sk, uint32(row), s.m.src)
+	}
+	return sk
+}
+
+func (s *bSketches) Bytes(row int) ([]byte, error) {
+	var err error
+	s.buf, err = s.rowSketch(row).AppendBinary(s.buf[:0])
+	return s.buf, err
+}
+
+func (s *bSketches) mergeRow(row int, acc *hyperloglog.Sketch) error {
+	if sk := s.m.sks[uint32(row)]; sk != nil {
+		return acc.Merge(sk)
+	}
+	if s.m.src >= 0 {
+		s.b.insertValues(acc, uint32(row), s.m.src)
+	}
+	return nil
+}
+
+// bdimView is a dictionary dimension of a builder view.
+type bdimView struct {
+	d    *bdim
+	n    int
+	live bool
+	// sorted dictionary (persist views only)
+	sorted   bool
+	nullID   bool
+	localOf  []uint32 // sorted id -> local id
+	sortedOf []uint32 // local id -> sorted id
+	ids      []uint32 // rows' ids, sorted ids for persist views
+	multi    []uint32
+	offs     []uint32
+	// rows of every id, built on the first bitmap a view without live bitmaps is asked for
+	csrOffs []uint32
+	csrRows []uint32
+}
+
+func (dv *bdimView) sortDictionary() {
+	d := dv.d
+	dv.sorted = true
+	dv.nullID = d.nulls > 0
+	locals := make([]uint32, 0, len(d.vals)-1)
+	for id := 1; id < len(d.vals); id++ {
+		locals = append(locals, uint32(id))
+	}
+	slices.SortFunc(locals, func(a, b uint32) int { return strings.Compare(d.vals[a], d.vals[b]) })
+	if dv.nullID {
+		dv.localOf = append([]uint32{0}, locals...)
+	} else {
+		dv.localOf = locals
+	}
+	dv.sortedOf = make([]uint32, len(d.vals))
+	for s, l := range dv.localOf {
+		dv.sortedOf[l] = uint32(s)
+	}
+	if d.kind == kindSingle {
+		dv.ids = make([]uint32, dv.n)
+		for r, l := range d.ids[:dv.n] {
+			dv.ids[r] = dv.sortedOf[l]
+		}
+		return
+	}
+	dv.offs = d.offs[:dv.n+1]
+	dv.multi = make([]uint32, dv.offs[dv.n])
+	for k, l := range d.multi[:dv.offs[dv.n]] {
+		dv.multi[k] = dv.sortedOf[l]
+	}
+}
+
+func (dv *bdimView) hasNull() bool {
+	if dv.sorted {
+		return dv.nullID
+	}
+	return dv.d.nulls > 0
+}
+
+func (dv *bdimView) cardinality() int {
+	if dv.sorted {
+		return len(dv.localOf)
+	}
+	return len(dv.d.vals)
+}
+
+func (dv *bdimView) multiValue() bool { return dv.d.kind == kindMulti }
+func (dv *bdimView) hasBitmaps() bool { return dv.live }
+
+func (dv *bdimView) cursor() idChunker {
+	if dv.sorted {
+		if dv.d.kind == kindSingle {
+			return wholeIDs{ids: dv.ids}
+		}
+		return wholeIDs{ids: dv.multi, offs: dv.offs}
+	}
+	if dv.d.kind == kindSingle {
+		return wholeIDs{ids: dv.d.ids[:dv.n]}
+	}
+	return wholeIDs{ids: dv.d.multi[:dv.d.offs[dv.n]], offs: dv.d.offs[:dv.n+1]}
+}
+
+type wholeIDs struct{ ids, offs []uint32 }
+
+func (w wholeIDs) Chunk(row int) (int, []uint32, []uint32, error) { return 0, w.ids, w.offs, nil }
+
+// dictionary iterates the sorted dictionary (persist views).
+func (dv *bdimView) dictionary() dictIterator { return &bDictIter{dv: dv, pos: -1} }
+
+type bDictIter struct {
+	dv  *bdimView
+	pos int
+}
+
+func (it *bDictIter) Next() bool    { it.pos++; return it.pos < len(it.dv.localOf) }
+func (it *bDictIter) Value() string { return it.dv.d.vals[it.dv.localOf[it.pos]] }
+func (it *bDictIter) IsNull() bool  { return it.dv.localOf[it.pos] == 0 }
+func (it *bDictIter) Err() error    { return nil }
+func (dv *bdimView) local(id uint32) uint32 {
+	if dv.sorted {
+		return dv.localOf[id]
+	}
+	return id
+}
+
+func (dv *bdimView) lookup(v string) (uint32, bool, error) {
+	id, ok := dv.d.index[v]
+	if !ok {
+		return 0, false, nil
+	}
+	if dv.sorted {
+		id = dv.sortedOf[id]
+	}
+	return id, true, nil
+}
+
+func (dv *bdimView) value(id uint32) (string, bool, error) {
+	l := dv.local(id)
+	return dv.d.vals[l], l == 0, nil
+}
+
+func (dv *bdimView) bitmap(id uint32) (*roaring.Bitmap, error) {
+	if dv.live {
+		return dv.d.live[dv.local(id)], nil
+	}
+	bm := roaring.New()
+	err := dv.eachRows(id, make([]uint32, 4096), bitmapSink{bm})
+	return bm, err
+}
+
+type bitmapSink struct{ bm *roaring.Bitmap }
+
+func (s bitmapSink) rows(rs []uint32) error { s.bm.AddMany(rs); return nil }
+
+func (dv *bdimView) nulls() (*roaring.Bitmap, error) {
+	if dv.live {
+		return dv.d.live[0], nil
+	}
+	out := roaring.New()
+	d := dv.d
+	for r := 0; r < dv.n; r++ {
+		if d.rowIDs(r)[0] == 0 {
+			out.Add(uint32(r))
+		}
+	}
+	return out, nil
+}
+
+func (dv *bdimView) eachRows(id uint32, buf []uint32, sink rowSink) error {
+	l := dv.local(id)
+	if dv.live {
+		return eachBitmapRows(dv.d.live[l], buf, sink)
+	}
+	if dv.csrOffs == nil {
+		dv.buildCSR()
+	}
+	rows := dv.csrRows[dv.csrOffs[l]:dv.csrOffs[l+1]]
+	for len(rows) > 0 {
+		k := copy(buf, rows)
+		if err := sink.rows(buf[:k]); err != nil {
+			return err
+		}
+		rows = rows[k:]
+	}
+	return nil
+}
+
+// buildCSR lists the rows of every local id in one pass (a counting sort), for builders
+// without live bitmaps: the rows of id l are csrRows[csrOffs[l]:csrOffs[l+1]], increasing.
+func (dv *bdimView) buildCSR() {
+	d := dv.d
+	offs := make([]uint32, len(d.vals)+1)
+	for r := 0; r < dv.n; r++ {
+		ids := d.rowIDs(r)
+		for k, id := range ids {
+			if k > 0 && ids[k-1] == id {
+				continue
+			}
+			offs[id+1]++
+		}
+	}
+	for i := 1; i < len(offs); i++ {
+		offs[i] += offs[i-1]
+	}
+	rows := make([]uint32, offs[len(offs)-1])
+	fill := slices.Clone(offs[:len(offs)-1])
+	for r := 0; r < dv.n; r++ {
+		ids := d.rowIDs(r)
+		for k, id := range ids {
+			if k > 0 && ids[k-1] == id {
+				continue
+			}
+			rows[fill[id]] = uint32(r)
+			fill[id]++
+		}
+	}
+	dv.csrOffs, dv.csrRows = offs, rows
+}

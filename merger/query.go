@@ -1,0 +1,806 @@
+package merger
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/axiomhq/hyperloglog"
+
+	"github.com/writeout/writeout/columns"
+)
+
+// Queryable is what Query reads: a *columns.Segment or a *Builder. Query accepts no other
+// type (the interface names what both have in common; the rest goes through each one's own
+// readers).
+type Queryable interface {
+	Schema() columns.Schema
+	Rows() int
+}
+
+// QuerySpec is a filtered aggregation: the rows Filter selects are grouped by time bucket and
+// by the values of the GroupBy dimensions, and each group gets its row count and each metric
+// aggregated with the metric's aggregator.
+type QuerySpec struct {
+	// Filter selects rows; nil selects every row.
+	Filter Filter
+	// Granularity buckets rows by time: a row's bucket is Granularity.Truncate(time). With All
+	// every row falls in one bucket, whose Time is the earliest time among its rows.
+	Granularity columns.Granularity
+	All         bool
+	// GroupBy names dimensions to group by. A multi-value dimension explodes as in Druid: a
+	// row counts once in the group of each of its values (a row holding a value twice counts
+	// twice in its group), several exploded dimensions give every combination, and a null
+	// row (or an empty list) falls in the null group. A dimension a source lacks is null there.
+	GroupBy []string
+	// Metrics names the metrics to aggregate; nil means every metric of the sources' schemas
+	// (first seen first). A source lacking a metric reads as zero there (an empty sketch for
+	// hyperUnique), as its rows do once merged.
+	Metrics []string
+}
+
+// ParseQueryGranularity parses none, second, minute, hour, day or all (case-insensitively).
+func ParseQueryGranularity(s string) (g columns.Granularity, all bool, err error) {
+	if strings.EqualFold(s, "all") {
+		return columns.GranularityNone, true, nil
+	}
+	g, err = columns.ParseGranularity(s)
+	return g, false, err
+}
+
+// QueryResult holds a query's groups in a defined order: by time, then by group values
+// (dimension by dimension, null first, then in byte order).
+type QueryResult struct {
+	GroupBy []string
+	Metrics []columns.Metric
+	Rows    []ResultRow
+}
+
+// ResultRow is one group.
+type ResultRow struct {
+	Time   int64
+	Groups []GroupValue // parallel to QueryResult.GroupBy
+	Rows   int64        // stored rows counted in the group
+	Values []AggValue   // parallel to QueryResult.Metrics
+}
+
+// GroupValue is a group's value of one GroupBy dimension.
+type GroupValue struct {
+	Null  bool
+	Value string
+}
+
+// String returns the value, or "null".
+func (g GroupValue) String() string {
+	if g.Null {
+		return "null"
+	}
+	return g.Value
+}
+
+// AggValue is an aggregated metric: Long for count and long aggregators and for hyperUnique
+// (the cardinality estimate), Double for double aggregators.
+type AggValue struct {
+	Type   columns.MetricType
+	Long   int64
+	Double float64
+}
+
+// String formats the value: an integer, or the shortest decimal that reads back as Double.
+func (v AggValue) String() string {
+	if v.Type == columns.MetricDouble {
+		return strconv.FormatFloat(v.Double, 'g', -1, 64)
+	}
+	return strconv.FormatInt(v.Long, 10)
+}
+
+// Query runs spec on one segment or builder.
+func Query(ctx context.Context, q Queryable, spec QuerySpec) (QueryResult, error) {
+	return QueryMany(ctx, []Queryable{q}, spec)
+}
+
+// QueryMany runs spec on several segments and builders and combines their groups, as if their
+// rows were one table. Sums of doubles are exact and rounded once, so the result does not
+// depend on how rows are spread over the inputs.
+func QueryMany(ctx context.Context, qs []Queryable, spec QuerySpec) (QueryResult, error) {
+	srcs := make([]source, len(qs))
+	for i, q := range qs {
+		switch q := q.(type) {
+		case *columns.Segment:
+			if q == nil {
+				return QueryResult{}, fmt.Errorf("%w: queryable %d is nil", ErrInvalid, i)
+			}
+			srcs[i] = segSource{q}
+		case *Builder:
+			if q == nil {
+				return QueryResult{}, fmt.Errorf("%w: queryable %d is nil", ErrInvalid, i)
+			}
+			v, release := q.view()
+			defer release()
+			srcs[i] = v
+		default:
+			return QueryResult{}, fmt.Errorf("%w: queryable %d is a %T; Query reads *columns.Segment and *merger.Builder", ErrInvalid, i, q)
+		}
+	}
+	metrics, err := queryMetrics(srcs, spec.Metrics)
+	if err != nil {
+		return QueryResult{}, err
+	}
+	if spec.Granularity > columns.GranularityDay {
+		return QueryResult{}, fmt.Errorf("%w: unknown granularity %d", ErrInvalid, spec.Granularity)
+	}
+	seen := map[string]bool{}
+	for _, g := range spec.GroupBy {
+		if seen[g] {
+			return QueryResult{}, fmt.Errorf("%w: group-by dimension %q listed twice", ErrInvalid, g)
+		}
+		seen[g] = true
+	}
+	glob := newGlobalTable(metrics, len(spec.GroupBy))
+	var mu sync.Mutex
+	err = runParallel(len(srcs), len(srcs), func(i int) error {
+		r := &runner{ctx: ctx, src: srcs[i], spec: &spec, metrics: metrics}
+		if err := r.run(); err != nil {
+			return fmt.Errorf("merger: query of input %d: %w", i, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return r.mergeInto(glob)
+	})
+	if err != nil {
+		return QueryResult{}, err
+	}
+	return glob.result(spec.GroupBy, spec.All), nil
+}
+
+// queryMetrics resolves the metrics a query aggregates.
+func queryMetrics(srcs []source, names []string) ([]columns.Metric, error) {
+	var all []columns.Metric
+	at := map[string]int{}
+	for _, s := range srcs {
+		for _, m := range s.schema().Metrics {
+			if k, ok := at[m.Name]; ok {
+				if o := all[k]; o.Aggregator != m.Aggregator || o.ValueType() != m.ValueType() {
+					return nil, fmt.Errorf("%w: metric %q is %s in one input and %s in another", ErrSchemaConflict, m.Name, o.Aggregator, m.Aggregator)
+				}
+				continue
+			}
+			m.Type = m.ValueType()
+			at[m.Name] = len(all)
+			all = append(all, m)
+		}
+	}
+	if names == nil {
+		return all, nil
+	}
+	out := make([]columns.Metric, 0, len(names))
+	for _, n := range names {
+		k, ok := at[n]
+		if !ok {
+			return nil, fmt.Errorf("%w: no metric %q in the inputs", ErrInvalid, n)
+		}
+		out = append(out, all[k])
+	}
+	return out, nil
+}
+
+// evalFilter evaluates f over a source's rows to the bitmap of the rows it selects; nil means
+// every row. The bitmap may be one of the source's own: the caller must not change it.
+func evalFilter(src source, f Filter) (*roaring.Bitmap, error) {
+	if f == nil {
+		return nil, nil
+	}
+	return (&filterEval{src: src, n: src.rows()}).eval(f)
+}
+
+type filterEval struct {
+	src source
+	n   int
+}
+
+func (e *filterEval) all() *roaring.Bitmap {
+	bm := roaring.New()
+	bm.AddRange(0, uint64(e.n))
+	return bm
+}
+
+func (e *filterEval) eval(f Filter) (*roaring.Bitmap, error) {
+	switch f := f.(type) {
+	case nil:
+		return e.all(), nil
+	case Eq:
+		return e.values(f.Dim, []string{f.Value})
+	case In:
+		return e.values(f.Dim, f.Values)
+	case IsNull:
+		return e.nulls(f.Dim)
+	case And:
+		if len(f) == 0 {
+			return e.all(), nil
+		}
+		var acc *roaring.Bitmap
+		for _, g := range f {
+			bm, err := e.eval(g)
+			if err != nil {
+				return nil, err
+			}
+			if acc == nil {
+				acc = bm.Clone()
+			} else {
+				acc.And(bm)
+			}
+			if acc.IsEmpty() {
+				break
+			}
+		}
+		return acc, nil
+	case Or:
+		bms := make([]*roaring.Bitmap, 0, len(f))
+		for _, g := range f {
+			bm, err := e.eval(g)
+			if err != nil {
+				return nil, err
+			}
+			bms = append(bms, bm)
+		}
+		return roaring.FastOr(bms...), nil
+	case Not:
+		bm, err := e.eval(f.Filter)
+		if err != nil {
+			return nil, err
+		}
+		return roaring.Flip(bm, 0, uint64(e.n)), nil
+	}
+	return nil, fmt.Errorf("%w: unknown filter %T", ErrInvalid, f)
+}
+
+// values returns the rows holding any of vals in dim: through the bitmap index when there is
+// one, else by scanning the rows.
+func (e *filterEval) values(dim string, vals []string) (*roaring.Bitmap, error) {
+	if ds := e.src.dim(dim); ds != nil {
+		var ids []uint32
+		for _, v := range vals {
+			id, ok, err := ds.lookup(v)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			return roaring.New(), nil
+		}
+		if ds.hasBitmaps() {
+			if len(ids) == 1 {
+				return ds.bitmap(ids[0])
+			}
+			bms := make([]*roaring.Bitmap, len(ids))
+			for k, id := range ids {
+				bm, err := ds.bitmap(id)
+				if err != nil {
+					return nil, err
+				}
+				bms[k] = bm
+			}
+			return roaring.FastOr(bms...), nil
+		}
+		return scanIDs(ds, e.n, ids)
+	}
+	if rr := e.src.raw(dim); rr != nil {
+		set := map[string]bool{}
+		for _, v := range vals {
+			set[v] = true
+		}
+		out := roaring.New()
+		for r := 0; r < e.n; r++ {
+			b, ok, err := rr.Bytes(r)
+			if err != nil {
+				return nil, err
+			}
+			if ok && set[string(b)] {
+				out.Add(uint32(r))
+			}
+		}
+		return out, nil
+	}
+	return roaring.New(), nil // a dimension the source lacks is null: no value matches
+}
+
+// scanIDs returns the rows of a dictionary dimension holding any of ids, reading every row.
+func scanIDs(ds dimSource, n int, ids []uint32) (*roaring.Bitmap, error) {
+	match := make([]bool, ds.cardinality())
+	for _, id := range ids {
+		match[id] = true
+	}
+	out := roaring.New()
+	ic := idCache{c: ds.cursor()}
+	for r := 0; r < n; r++ {
+		row, err := ic.at(r)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range row {
+			if int(id) < len(match) && match[id] {
+				out.Add(uint32(r))
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+func (e *filterEval) nulls(dim string) (*roaring.Bitmap, error) {
+	if ds := e.src.dim(dim); ds != nil {
+		return ds.nulls()
+	}
+	if rr := e.src.raw(dim); rr != nil {
+		out := roaring.New()
+		for r := 0; r < e.n; r++ {
+			_, ok, err := rr.Bytes(r)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				out.Add(uint32(r))
+			}
+		}
+		return out, nil
+	}
+	return e.all(), nil
+}
+
+// accs holds the aggregation state of groups, metric by metric, indexed by group.
+type accs struct {
+	metrics []columns.Metric
+	rows    []int64
+	minTime []int64
+	longs   [][]int64
+	doubles [][]float64
+	sums    [][]exactSum
+	sks     [][]*hyperloglog.Sketch
+}
+
+func newAccs(metrics []columns.Metric) *accs {
+	n := len(metrics)
+	return &accs{metrics: metrics, longs: make([][]int64, n), doubles: make([][]float64, n), sums: make([][]exactSum, n), sks: make([][]*hyperloglog.Sketch, n)}
+}
+
+// grow adds a group.
+func (a *accs) grow() {
+	a.rows = append(a.rows, 0)
+	a.minTime = append(a.minTime, math.MaxInt64)
+	for m, met := range a.metrics {
+		switch met.Aggregator {
+		case columns.AggCount, columns.AggLongSum:
+			a.longs[m] = append(a.longs[m], 0)
+		case columns.AggLongMin:
+			a.longs[m] = append(a.longs[m], math.MaxInt64)
+		case columns.AggLongMax:
+			a.longs[m] = append(a.longs[m], math.MinInt64)
+		case columns.AggDoubleSum:
+			a.sums[m] = append(a.sums[m], exactSum{})
+		case columns.AggDoubleMin:
+			a.doubles[m] = append(a.doubles[m], math.Inf(1))
+		case columns.AggDoubleMax:
+			a.doubles[m] = append(a.doubles[m], math.Inf(-1))
+		case columns.AggHyperUnique:
+			a.sks[m] = append(a.sks[m], nil)
+		}
+	}
+}
+
+// mergeGroup adds group j of o into group i of a.
+func (a *accs) mergeGroup(i int, o *accs, j int) error {
+	a.rows[i] += o.rows[j]
+	a.minTime[i] = min(a.minTime[i], o.minTime[j])
+	for m, met := range a.metrics {
+		switch met.Aggregator {
+		case columns.AggCount, columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
+			a.longs[m][i] = combineLong(met.Aggregator, a.longs[m][i], o.longs[m][j])
+		case columns.AggDoubleSum:
+			a.sums[m][i].merge(&o.sums[m][j])
+		case columns.AggDoubleMin:
+			a.doubles[m][i] = math.Min(a.doubles[m][i], o.doubles[m][j])
+		case columns.AggDoubleMax:
+			a.doubles[m][i] = math.Max(a.doubles[m][i], o.doubles[m][j])
+		case columns.AggHyperUnique:
+			if sk := o.sks[m][j]; sk != nil {
+				if a.sks[m][i] == nil {
+					a.sks[m][i] = &hyperloglog.Sketch{}
+				}
+				if err := a.sks[m][i].Merge(sk); err != nil {
+					return fmt.Errorf("metric %q: %w", met.Name, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (a *accs) values(i int) []AggValue {
+	out := make([]AggValue, len(a.metrics))
+	for m, met := range a.metrics {
+		v := AggValue{Type: met.ValueType()}
+		switch met.Aggregator {
+		case columns.AggCount, columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
+			v.Long = a.longs[m][i]
+		case columns.AggDoubleSum:
+			v.Double = a.sums[m][i].value()
+		case columns.AggDoubleMin, columns.AggDoubleMax:
+			v.Double = a.doubles[m][i]
+		case columns.AggHyperUnique:
+			if sk := a.sks[m][i]; sk != nil {
+				v.Long = int64(sk.Estimate())
+			}
+		}
+		out[m] = v
+	}
+	return out
+}
+
+// runner aggregates one source.
+type runner struct {
+	ctx     context.Context
+	src     source
+	spec    *QuerySpec
+	metrics []columns.Metric
+
+	table map[string]int32 // local key -> group
+	keys  [][]uint32       // group -> local group ids
+	times []int64          // group -> time bucket
+	acc   *accs
+	gdims []groupDim
+}
+
+// groupDim reads one group-by dimension of the source: local ids are the source's ids of a
+// dictionary dimension, or interned raw values; missing means null everywhere.
+type groupDim struct {
+	kind   dimKind
+	ds     dimSource
+	ids    *idCache
+	raw    rawReader
+	intern map[string]uint32
+	values []GroupValue // raw: local id -> value
+	null   [1]uint32
+}
+
+func (g *groupDim) rowIDs(row int) ([]uint32, error) {
+	switch {
+	case g.ids != nil:
+		return g.ids.at(row)
+	case g.raw != nil:
+		b, ok, err := g.raw.Bytes(row)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			g.null[0] = 0
+			return g.null[:], nil
+		}
+		id, found := g.intern[string(b)]
+		if !found {
+			id = uint32(len(g.values))
+			v := string(b)
+			g.intern[v] = id
+			g.values = append(g.values, GroupValue{Value: v})
+		}
+		g.null[0] = id
+		return g.null[:], nil
+	}
+	g.null[0] = 0
+	return g.null[:], nil
+}
+
+func (g *groupDim) value(id uint32) (GroupValue, error) {
+	switch {
+	case g.ds != nil:
+		v, null, err := g.ds.value(id)
+		return GroupValue{Null: null, Value: v}, err
+	case g.raw != nil:
+		return g.values[id], nil
+	}
+	return GroupValue{Null: true}, nil
+}
+
+// metric readers of one source, per result metric (nil when the source lacks it).
+type metricReader struct {
+	zero   bool // the source lacks the metric: its rows read as zero
+	long   *longCache
+	double *doubleCache
+	sketch sketchMerger
+}
+
+// sketchMerger adds a row's sketch to an accumulator.
+type sketchMerger interface {
+	mergeRow(row int, acc *hyperloglog.Sketch) error
+}
+
+// segSketches merges a segment's serialized sketches.
+type segSketches struct {
+	r       sketchReader
+	scratch hyperloglog.Sketch
+}
+
+func (s *segSketches) mergeRow(row int, acc *hyperloglog.Sketch) error {
+	b, err := s.r.Bytes(row)
+	if err != nil {
+		return err
+	}
+	if err := s.scratch.UnmarshalBinary(b); err != nil {
+		return fmt.Errorf("row %d: %w: %w", row, columns.ErrCorrupt, err)
+	}
+	return acc.Merge(&s.scratch)
+}
+
+func (r *runner) run() error {
+	src := r.src
+	schema := src.schema()
+	r.table = map[string]int32{}
+	r.acc = newAccs(r.metrics)
+	for _, name := range r.spec.GroupBy {
+		g := groupDim{}
+		if ds := src.dim(name); ds != nil {
+			g.ds = ds
+			g.ids = &idCache{c: ds.cursor()}
+		} else if rr := src.raw(name); rr != nil {
+			g.raw = rr
+			g.intern = map[string]uint32{}
+			g.values = []GroupValue{{Null: true}} // local id 0 is null
+		}
+		r.gdims = append(r.gdims, g)
+	}
+	readers := make([]metricReader, len(r.metrics))
+	for m, met := range r.metrics {
+		if schema.Metric(met.Name) < 0 {
+			readers[m].zero = true
+			continue
+		}
+		switch met.ValueType() {
+		case columns.MetricLong:
+			if c := src.long(met.Name); c != nil {
+				readers[m].long = &longCache{c: c}
+			}
+		case columns.MetricDouble:
+			if c := src.double(met.Name); c != nil {
+				readers[m].double = &doubleCache{c: c}
+			}
+		case columns.MetricHyperUnique:
+			readers[m].sketch = src.sketchMerger(met.Name)
+		}
+	}
+	bm, err := evalFilter(src, r.spec.Filter)
+	if err != nil {
+		return err
+	}
+	times := longCache{c: src.times()}
+	gran, all := r.spec.Granularity, r.spec.All
+	key := make([]byte, 0, 8+4*len(r.gdims))
+	lists := make([][]uint32, len(r.gdims))
+	pos := make([]int, len(r.gdims))
+	visit := func(row int) error {
+		t, err := times.at(row)
+		if err != nil {
+			return fmt.Errorf("__time: %w", err)
+		}
+		bucket := int64(0)
+		if !all {
+			bucket = gran.Truncate(t)
+		}
+		for k := range r.gdims {
+			ids, err := r.gdims[k].rowIDs(row)
+			if err != nil {
+				return fmt.Errorf("dimension %q: %w", r.spec.GroupBy[k], err)
+			}
+			lists[k] = ids
+			pos[k] = 0
+		}
+		for {
+			key = binary.LittleEndian.AppendUint64(key[:0], uint64(bucket))
+			for k := range lists {
+				key = binary.LittleEndian.AppendUint32(key, lists[k][pos[k]])
+			}
+			gi, ok := r.table[string(key)]
+			if !ok {
+				gi = int32(len(r.times))
+				r.table[string(key)] = gi
+				r.times = append(r.times, bucket)
+				ks := make([]uint32, len(lists))
+				for k := range lists {
+					ks[k] = lists[k][pos[k]]
+				}
+				r.keys = append(r.keys, ks)
+				r.acc.grow()
+			}
+			if err := r.aggregate(int(gi), row, t, readers); err != nil {
+				return err
+			}
+			// Next combination of the exploded values.
+			k := len(lists) - 1
+			for ; k >= 0; k-- {
+				pos[k]++
+				if pos[k] < len(lists[k]) {
+					break
+				}
+				pos[k] = 0
+			}
+			if k < 0 {
+				return nil
+			}
+		}
+	}
+	n := src.rows()
+	if bm == nil {
+		for row := 0; row < n; row++ {
+			if row&0xffff == 0 {
+				if err := r.ctx.Err(); err != nil {
+					return err
+				}
+			}
+			if err := visit(row); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	buf := make([]uint32, 1024)
+	it := bm.ManyIterator()
+	for {
+		if err := r.ctx.Err(); err != nil {
+			return err
+		}
+		k := it.NextMany(buf)
+		if k == 0 {
+			return nil
+		}
+		for _, row := range buf[:k] {
+			if int(row) >= n {
+				return fmt.Errorf("filter bitmap row %d past the %d rows", row, n)
+			}
+			if err := visit(int(row)); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (r *runner) aggregate(g, row int, t int64, readers []metricReader) error {
+	a := r.acc
+	a.rows[g]++
+	if t < a.minTime[g] {
+		a.minTime[g] = t
+	}
+	for m := range r.metrics {
+		rd := &readers[m]
+		switch r.metrics[m].Aggregator {
+		case columns.AggCount, columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
+			var v int64
+			if rd.long != nil {
+				var err error
+				if v, err = rd.long.at(row); err != nil {
+					return fmt.Errorf("metric %q: %w", r.metrics[m].Name, err)
+				}
+			} else if !rd.zero {
+				continue
+			}
+			a.longs[m][g] = combineLong(r.metrics[m].Aggregator, a.longs[m][g], v)
+		case columns.AggDoubleSum, columns.AggDoubleMin, columns.AggDoubleMax:
+			var v float64
+			if rd.double != nil {
+				var err error
+				if v, err = rd.double.at(row); err != nil {
+					return fmt.Errorf("metric %q: %w", r.metrics[m].Name, err)
+				}
+			} else if !rd.zero {
+				continue
+			}
+			switch r.metrics[m].Aggregator {
+			case columns.AggDoubleSum:
+				a.sums[m][g].add(v)
+			case columns.AggDoubleMin:
+				a.doubles[m][g] = math.Min(a.doubles[m][g], v)
+			default:
+				a.doubles[m][g] = math.Max(a.doubles[m][g], v)
+			}
+		case columns.AggHyperUnique:
+			if rd.sketch == nil {
+				continue
+			}
+			sk := a.sks[m][g]
+			if sk == nil {
+				sk = &hyperloglog.Sketch{}
+				a.sks[m][g] = sk
+			}
+			if err := rd.sketch.mergeRow(row, sk); err != nil {
+				return fmt.Errorf("metric %q: %w", r.metrics[m].Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// globalTable combines the groups of every source by value.
+type globalTable struct {
+	index  map[string]int
+	times  []int64
+	groups [][]GroupValue
+	acc    *accs
+	key    []byte
+}
+
+func newGlobalTable(metrics []columns.Metric, ngroup int) *globalTable {
+	return &globalTable{index: map[string]int{}, acc: newAccs(metrics)}
+}
+
+func (r *runner) mergeInto(g *globalTable) error {
+	for gi, ks := range r.keys {
+		vals := make([]GroupValue, len(ks))
+		for k, id := range ks {
+			v, err := r.gdims[k].value(id)
+			if err != nil {
+				return fmt.Errorf("merger: query: dimension %q: %w", r.spec.GroupBy[k], err)
+			}
+			vals[k] = v
+		}
+		g.key = binary.LittleEndian.AppendUint64(g.key[:0], uint64(r.times[gi]))
+		for _, v := range vals {
+			if v.Null {
+				g.key = append(g.key, 0)
+				continue
+			}
+			g.key = append(g.key, 1)
+			g.key = binary.AppendUvarint(g.key, uint64(len(v.Value)))
+			g.key = append(g.key, v.Value...)
+		}
+		i, ok := g.index[string(g.key)]
+		if !ok {
+			i = len(g.times)
+			g.index[string(g.key)] = i
+			g.times = append(g.times, r.times[gi])
+			g.groups = append(g.groups, vals)
+			g.acc.grow()
+		}
+		if err := g.acc.mergeGroup(i, r.acc, gi); err != nil {
+			return fmt.Errorf("merger: query: %w", err)
+		}
+	}
+	return nil
+}
+
+func (g *globalTable) result(groupBy []string, all bool) QueryResult {
+	res := QueryResult{GroupBy: slices.Clone(groupBy), Metrics: g.acc.metrics, Rows: make([]ResultRow, len(g.times))}
+	for i := range g.times {
+		t := g.times[i]
+		if all {
+			t = g.acc.minTime[i]
+		}
+		res.Rows[i] = ResultRow{Time: t, Groups: g.groups[i], Rows: g.acc.rows[i], Values: g.acc.values(i)}
+	}
+	slices.SortFunc(res.Rows, func(a, b ResultRow) int {
+		if c := cmp.Compare(a.Time, b.Time); c != 0 {
+			return c
+		}
+		for k := range a.Groups {
+			x, y := a.Groups[k], b.Groups[k]
+			if x.Null != y.Null {
+				if x.Null {
+					return -1
+				}
+				return 1
+			}
+			if c := bytes.Compare([]byte(x.Value), []byte(y.Value)); c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+	return res
+}

@@ -1,0 +1,459 @@
+package merger
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/axiomhq/hyperloglog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/medium"
+)
+
+// rowMatches is the filter semantics, row by row, on a row's values (nil is null).
+func rowMatches(f Filter, s columns.Schema, r columns.Row) bool {
+	vals := func(dim string) []string {
+		if k := s.Dimension(dim); k >= 0 {
+			return r.Dims[k]
+		}
+		return nil
+	}
+	switch f := f.(type) {
+	case nil:
+		return true
+	case Eq:
+		return slices.Contains(vals(f.Dim), f.Value)
+	case In:
+		for _, v := range vals(f.Dim) {
+			if slices.Contains(f.Values, v) {
+				return true
+			}
+		}
+		return false
+	case IsNull:
+		return len(vals(f.Dim)) == 0
+	case And:
+		for _, g := range f {
+			if !rowMatches(g, s, r) {
+				return false
+			}
+		}
+		return true
+	case Or:
+		for _, g := range f {
+			if rowMatches(g, s, r) {
+				return true
+			}
+		}
+		return false
+	case Not:
+		return !rowMatches(f.Filter, s, r)
+	}
+	panic(fmt.Sprintf("unknown filter %T", f))
+}
+
+// oracleQuery runs spec on rows naively.
+func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec QuerySpec) QueryResult {
+	var metrics []columns.Metric
+	seen := map[string]bool{}
+	for _, s := range schemas {
+		for _, m := range s.Metrics {
+			if !seen[m.Name] {
+				seen[m.Name] = true
+				m.Type = m.ValueType()
+				metrics = append(metrics, m)
+			}
+		}
+	}
+	if spec.Metrics != nil {
+		var sel []columns.Metric
+		for _, n := range spec.Metrics {
+			for _, m := range metrics {
+				if m.Name == n {
+					sel = append(sel, m)
+				}
+			}
+		}
+		metrics = sel
+	}
+	type group struct {
+		row   ResultRow
+		sums  []*big.Float
+		sks   []*hyperloglog.Sketch
+		first bool
+	}
+	groups := map[string]*group{}
+	for i, s := range schemas {
+		for _, r := range rows[i] {
+			if !rowMatches(spec.Filter, s, r) {
+				continue
+			}
+			bucket := spec.Granularity.Truncate(r.Time)
+			if spec.All {
+				bucket = 0
+			}
+			// Exploded combinations of group values.
+			combos := [][]GroupValue{{}}
+			for _, g := range spec.GroupBy {
+				var vs []GroupValue
+				if k := s.Dimension(g); k >= 0 && len(r.Dims[k]) > 0 {
+					for _, v := range r.Dims[k] {
+						vs = append(vs, GroupValue{Value: v})
+					}
+				} else {
+					vs = []GroupValue{{Null: true}}
+				}
+				var next [][]GroupValue
+				for _, c := range combos {
+					for _, v := range vs {
+						next = append(next, append(slices.Clone(c), v))
+					}
+				}
+				combos = next
+			}
+			for _, c := range combos {
+				key := strconv.FormatInt(bucket, 10) + fmt.Sprint(c)
+				g, ok := groups[key]
+				if !ok {
+					g = &group{row: ResultRow{Time: bucket, Groups: c, Values: make([]AggValue, len(metrics))}, sums: make([]*big.Float, len(metrics)), sks: make([]*hyperloglog.Sketch, len(metrics)), first: true}
+					if spec.All {
+						g.row.Time = math.MaxInt64
+					}
+					for m, met := range metrics {
+						g.row.Values[m].Type = met.ValueType()
+						switch met.Aggregator {
+						case columns.AggLongMin:
+							g.row.Values[m].Long = math.MaxInt64
+						case columns.AggLongMax:
+							g.row.Values[m].Long = math.MinInt64
+						case columns.AggDoubleMin:
+							g.row.Values[m].Double = math.Inf(1)
+						case columns.AggDoubleMax:
+							g.row.Values[m].Double = math.Inf(-1)
+						}
+						g.sums[m] = new(big.Float).SetPrec(2200)
+					}
+					groups[key] = g
+				}
+				if spec.All {
+					g.row.Time = min(g.row.Time, r.Time)
+				}
+				g.row.Rows++
+				for m, met := range metrics {
+					var v columns.Value // a metric the input lacks reads as zero
+					if k := s.Metric(met.Name); k >= 0 {
+						v = r.Metrics[k]
+					}
+					a := &g.row.Values[m]
+					switch met.Aggregator {
+					case columns.AggCount, columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
+						a.Long = combineLong(met.Aggregator, a.Long, v.Long)
+					case columns.AggDoubleSum:
+						g.sums[m].Add(g.sums[m], new(big.Float).SetPrec(2200).SetFloat64(v.Double))
+					case columns.AggDoubleMin:
+						a.Double = math.Min(a.Double, v.Double)
+					case columns.AggDoubleMax:
+						a.Double = math.Max(a.Double, v.Double)
+					case columns.AggHyperUnique:
+						if g.sks[m] == nil {
+							g.sks[m] = hyperloglog.New()
+						}
+						if v.Sketch != nil {
+							_ = g.sks[m].Merge(v.Sketch)
+						}
+					}
+				}
+			}
+		}
+	}
+	res := QueryResult{GroupBy: spec.GroupBy, Metrics: metrics}
+	for _, g := range groups {
+		for m, met := range metrics {
+			switch met.Aggregator {
+			case columns.AggDoubleSum:
+				g.row.Values[m].Double, _ = g.sums[m].Float64()
+			case columns.AggHyperUnique:
+				if g.sks[m] != nil {
+					g.row.Values[m].Long = int64(g.sks[m].Estimate())
+				}
+			}
+		}
+		res.Rows = append(res.Rows, g.row)
+	}
+	sort.Slice(res.Rows, func(i, j int) bool { return cmpResultRows(res.Rows[i], res.Rows[j]) < 0 })
+	return res
+}
+
+func cmpResultRows(a, b ResultRow) int {
+	if c := cmp.Compare(a.Time, b.Time); c != 0 {
+		return c
+	}
+	for k := range a.Groups {
+		x, y := a.Groups[k], b.Groups[k]
+		if x.Null != y.Null {
+			if x.Null {
+				return -1
+			}
+			return 1
+		}
+		if c := strings.Compare(x.Value, y.Value); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// requireResultsEqual compares query results; with rolledUp the stored-row counts are not
+// compared (a rolled-up segment stores fewer rows for the same data) and sums of doubles may
+// differ in their last bits (rollup rounds partial sums).
+func requireResultsEqual(t testing.TB, want, got QueryResult, rolledUp bool, msg string) {
+	t.Helper()
+	require.Equal(t, len(want.Rows), len(got.Rows), "%s: groups\nwant %v\ngot  %v", msg, want.Rows, got.Rows)
+	require.Equal(t, len(want.Metrics), len(got.Metrics), msg)
+	for m := range want.Metrics {
+		require.Equal(t, want.Metrics[m].Name, got.Metrics[m].Name, msg)
+	}
+	for i := range want.Rows {
+		w, g := want.Rows[i], got.Rows[i]
+		require.Equal(t, w.Time, g.Time, "%s: group %d time", msg, i)
+		if len(w.Groups) == 0 {
+			w.Groups = nil
+		}
+		if len(g.Groups) == 0 {
+			g.Groups = nil
+		}
+		require.Equal(t, w.Groups, g.Groups, "%s: group %d", msg, i)
+		if !rolledUp {
+			require.Equal(t, w.Rows, g.Rows, "%s: group %d rows", msg, i)
+		}
+		for m := range w.Values {
+			a, b := w.Values[m], g.Values[m]
+			require.Equal(t, a.Long, b.Long, "%s: group %d metric %s", msg, i, want.Metrics[m].Name)
+			if rolledUp && a.Double != b.Double {
+				require.InEpsilon(t, a.Double, b.Double, 1e-12, "%s: group %d metric %s", msg, i, want.Metrics[m].Name)
+				continue
+			}
+			require.Equal(t, math.Float64bits(a.Double), math.Float64bits(b.Double), "%s: group %d metric %s: %v != %v", msg, i, want.Metrics[m].Name, a.Double, b.Double)
+		}
+	}
+}
+
+// randFilter returns a random filter over the pool's dimensions and values.
+func randFilter(rng *rand.Rand, depth int) Filter {
+	dims := []string{"country", "page", "tags", "user", "payload", "flags", "noidx", "absent"}
+	vals := append(slices.Clone(poolValues), "a-raw", "b-raw", "missing")
+	dim := dims[rng.IntN(len(dims))]
+	k := rng.IntN(7)
+	if depth > 2 {
+		k = rng.IntN(3)
+	}
+	switch k {
+	case 0:
+		return Eq{dim, vals[rng.IntN(len(vals))]}
+	case 1:
+		in := In{Dim: dim}
+		for i := rng.IntN(4); i >= 0; i-- {
+			in.Values = append(in.Values, vals[rng.IntN(len(vals))])
+		}
+		return in
+	case 2:
+		return IsNull{dim}
+	case 3:
+		return Not{randFilter(rng, depth+1)}
+	case 4:
+		return Or{randFilter(rng, depth+1), randFilter(rng, depth+1)}
+	case 5:
+		return And{}
+	default:
+		return And{randFilter(rng, depth+1), randFilter(rng, depth+1), randFilter(rng, depth+1)}
+	}
+}
+
+func randSpec(rng *rand.Rand, schemas ...columns.Schema) QuerySpec {
+	grans := []columns.Granularity{columns.GranularityNone, columns.GranularitySecond, columns.GranularityMinute, columns.GranularityHour, columns.GranularityDay}
+	spec := QuerySpec{Granularity: grans[rng.IntN(len(grans))], All: rng.IntN(5) == 0}
+	if rng.IntN(5) > 0 {
+		spec.Filter = randFilter(rng, 0)
+	}
+	dims := []string{"country", "page", "tags", "user", "payload", "flags", "noidx", "absent"}
+	for _, k := range rng.Perm(len(dims))[:rng.IntN(3)] {
+		spec.GroupBy = append(spec.GroupBy, dims[k])
+	}
+	if rng.IntN(3) == 0 {
+		spec.Metrics = []string{}
+		for _, m := range poolMetrics {
+			in := false
+			for _, s := range schemas {
+				in = in || s.Metric(m.Name) >= 0
+			}
+			if in && rng.IntN(2) == 0 {
+				spec.Metrics = append(spec.Metrics, m.Name)
+			}
+		}
+	}
+	return spec
+}
+
+func testSeed(t *testing.T) uint64 {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("WRITEOUT_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err)
+		seed = v
+	}
+	t.Logf("seed %d (set WRITEOUT_SEED to repeat)", seed)
+	return seed
+}
+
+// TestQueryOracle: queries on segments (one or several) equal the naive query on their rows,
+// and queries on the merge of segments equal queries on the segments.
+func TestQueryOracle(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 13))
+	for c := 0; c < 25; c++ {
+		n := 1 + rng.IntN(6)
+		rc := newRandCase(rng, n, 1+rng.IntN(200))
+		dir := t.TempDir()
+		qs := make([]Queryable, n)
+		segs := make([]*columns.Segment, n)
+		for i := range segs {
+			segs[i] = writeSegment(t, dir, fmt.Sprintf("in%d.seg", i), rc.schemas[i], rc.rows[i])
+			qs[i] = segs[i]
+		}
+		dst := filepath.Join(dir, "merged.seg")
+		mustMerge(t, segs, dst, Options{Durability: medium.Durability{Sync: medium.SyncNone}})
+		merged := openSeg(t, dst)
+		for q := 0; q < 20; q++ {
+			spec := randSpec(rng, rc.schemas...)
+			msg := fmt.Sprintf("case %d query %d: %+v filter %v", c, q, spec, spec.Filter)
+			want := oracleQuery(rc.schemas, rc.rows, spec)
+			got, err := QueryMany(t.Context(), qs, spec)
+			require.NoError(t, err, msg)
+			requireResultsEqual(t, want, got, false, msg+" (inputs)")
+			got, err = Query(t.Context(), merged, spec)
+			require.NoError(t, err, msg)
+			requireResultsEqual(t, want, got, false, msg+" (merged)")
+		}
+	}
+}
+
+// TestBuilderQueries (bar 5): a builder's queries, with and without live bitmaps, equal the
+// same queries on a segment of the same rows and on the builder's persisted segment; the
+// persisted segment equals the naive merge of the rows.
+func TestBuilderQueries(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 17))
+	grans := []columns.Granularity{columns.GranularityNone, columns.GranularityMinute, columns.GranularityDay}
+	for c := 0; c < 20; c++ {
+		rc := newRandCase(rng, 1, 1+rng.IntN(400))
+		schema, rows := rc.schemas[0], rc.rows[0]
+		schema.Rollup = rng.IntN(2) == 0
+		schema.Granularity = grans[rng.IntN(len(grans))]
+		// The builder's conventions: count is 1 a row, multi-value rows sorted.
+		for _, r := range rows {
+			for m, met := range schema.Metrics {
+				if met.Aggregator == columns.AggCount {
+					r.Metrics[m].Long = 1
+				}
+			}
+			for d, dim := range schema.Dimensions {
+				if dim.MultiValue {
+					sort.Strings(r.Dims[d])
+				}
+			}
+		}
+		rng.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] }) // builders take rows in any order
+		dir := t.TempDir()
+		builders := map[bool]*Builder{}
+		for _, live := range []bool{false, true} {
+			b, err := NewBuilder(schema, BuilderOptions{LiveBitmaps: live})
+			require.NoError(t, err)
+			for _, r := range rows {
+				require.NoError(t, b.Add(r))
+			}
+			builders[live] = b
+		}
+		// The same rows as a segment, through columns' row writer, unrolled.
+		plain := schema
+		plain.Rollup, plain.Granularity = false, columns.GranularityNone
+		sorted := slices.Clone(rows)
+		for i := range sorted {
+			sorted[i].Time = schema.Granularity.Truncate(sorted[i].Time)
+		}
+		slices.SortStableFunc(sorted, func(a, b columns.Row) int { return cmp.Compare(a.Time, b.Time) })
+		seg := writeSegment(t, dir, "rows.seg", plain, sorted)
+		// The builder persisted.
+		dst := filepath.Join(dir, "persisted.seg")
+		res, err := builders[true].Persist(t.Context(), dst, PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
+		require.NoError(t, err)
+		persisted := openSeg(t, dst)
+		require.True(t, schema.Equal(persisted.Schema()))
+		require.Equal(t, int64(builders[true].Rows()), res.RowsOut)
+		want := oracleMerge([]columns.Schema{plain}, [][]columns.Row{sorted}, withRollup(plain, schema.Rollup, schema.Granularity))
+		requireRowsEqual(t, want, readRows(t, persisted), false, fmt.Sprintf("case %d persisted", c))
+		checkBitmaps(t, persisted)
+		dst2 := filepath.Join(dir, "persisted2.seg")
+		_, err = builders[false].Persist(t.Context(), dst2, PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
+		require.NoError(t, err)
+		a, err := os.ReadFile(dst)
+		require.NoError(t, err)
+		b, err := os.ReadFile(dst2)
+		require.NoError(t, err)
+		require.Equal(t, a, b, "case %d: persisted with and without live bitmaps differ", c)
+
+		for q := 0; q < 25; q++ {
+			spec := randSpec(rng, schema)
+			msg := fmt.Sprintf("case %d query %d: %+v filter %v", c, q, spec, spec.Filter)
+			want, err := Query(t.Context(), persisted, spec)
+			require.NoError(t, err, msg)
+			for live, bld := range builders {
+				got, err := Query(t.Context(), bld, spec)
+				require.NoError(t, err, msg)
+				requireResultsEqual(t, want, got, false, fmt.Sprintf("%s (builder live=%v)", msg, live))
+			}
+			got, err := Query(t.Context(), seg, spec)
+			require.NoError(t, err, msg)
+			requireResultsEqual(t, want, got, schema.Rollup, msg+" (segment of the rows)")
+		}
+	}
+}
+
+func withRollup(s columns.Schema, rollup bool, g columns.Granularity) columns.Schema {
+	s.Rollup, s.Granularity = rollup, g
+	return s
+}
+
+func TestQueryErrors(t *testing.T) {
+	dir := t.TempDir()
+	seg := writeSegment(t, dir, "a.seg", columns.Schema{Metrics: []columns.Metric{{Name: "m", Aggregator: columns.AggLongSum}}}, nil)
+	_, err := Query(context.Background(), seg, QuerySpec{Metrics: []string{"nope"}})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = Query(context.Background(), nil, QuerySpec{})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = Query(context.Background(), seg, QuerySpec{GroupBy: []string{"a", "a"}})
+	require.ErrorIs(t, err, ErrInvalid)
+	var key [8]byte
+	binary.LittleEndian.PutUint64(key[:], 1)
+	g, all, err := ParseQueryGranularity("ALL")
+	require.NoError(t, err)
+	require.True(t, all)
+	require.Equal(t, columns.GranularityNone, g)
+	g, all, err = ParseQueryGranularity("hour")
+	require.NoError(t, err)
+	require.False(t, all)
+	require.Equal(t, columns.GranularityHour, g)
+	_, _, err = ParseQueryGranularity("fortnight")
+	require.Error(t, err)
+}
