@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/merger"
+)
+
+// filterHelp documents the filter language of merger.ParseFilter.
+const filterHelp = `The filter language (package merger's ParseFilter):
+
+  dim = 'value'           the row holds value (a multi-value row: any of its values)
+  dim != 'value'          not that (null rows included: two-valued logic, as Druid's default)
+  dim in ('a', 'b')       the row holds any of the values; dim not in (...) is its negation
+  dim is null             the row is null (a dimension a segment lacks is null in every row)
+  dim is not null
+  a and b, a or b, not a, (a), true, false
+
+Values are single-quoted strings with the escapes \\ \' \" \n \r \t \xHH \uHHHH \UHHHHHHHH;
+a dimension is a bare name (letters, digits, _ . -, starting with a letter or _) or a
+double-quoted one ("page title"). Keywords are case-insensitive; not binds tighter than and,
+and tighter than or. An empty filter selects every row.`
+
+type queryFlags struct {
+	filter      string
+	granularity string
+	groupBy     string
+	metrics     string
+	text        textOptions
+}
+
+func newQueryCmd() *cobra.Command {
+	var f queryFlags
+	cmd := &cobra.Command{
+		Use:   "query [--filter EXPR] [--granularity G] [--group-by a,b] [--format csv|ndjson] SEG...",
+		Short: "Run a filtered aggregation over segments",
+		Long: `query selects the rows of the segments that --filter matches (through the bitmap indexes),
+groups them by time bucket (--granularity none, second, minute, hour, day, or all: one bucket)
+and by the values of the --group-by dimensions, and writes one line per group: __time (the
+bucket's start; with all, the earliest time in the group), the group-by values, __rows (the
+segment rows in the group) and every metric aggregated with its aggregator (hyperUnique: the
+estimated number of distinct values); --metrics picks metrics. Several segments are queried as
+one table. Groups come out ordered by time, then by group values (null first, then byte order).
+A multi-value dimension in --group-by counts a row once in the group of each of its values.
+
+` + filterHelp + `
+
+` + textConventionsHelp,
+		Example: `  segtool query --filter "page = 'Main' and country in ('FR', 'DE')" --group-by country events.seg
+  segtool query --granularity hour --format ndjson day1.seg day2.seg
+  segtool query --filter "tags is null or not user = 'bot'" --metrics added merged.seg`,
+		Args: usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.text.validate(); err != nil {
+				return err
+			}
+			spec, err := f.spec()
+			if err != nil {
+				return err
+			}
+			return runQuery(cmd.Context(), cmd.OutOrStdout(), args, spec, f.text)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.filter, "filter", "", "filter expression (default: every row)")
+	fl.StringVar(&f.granularity, "granularity", "all", "time buckets: none, second, minute, hour, day or all")
+	fl.StringVar(&f.groupBy, "group-by", "", "comma-separated dimensions to group by")
+	fl.StringVar(&f.metrics, "metrics", "", "comma-separated metrics to aggregate (default: all)")
+	addTextFlags(cmd, &f.text)
+	return cmd
+}
+
+func (f queryFlags) spec() (merger.QuerySpec, error) {
+	var spec merger.QuerySpec
+	filter, err := merger.ParseFilter(f.filter)
+	if err != nil {
+		return spec, usagef("--filter: %v", err)
+	}
+	spec.Filter = filter
+	if spec.Granularity, spec.All, err = merger.ParseQueryGranularity(f.granularity); err != nil {
+		return spec, usagef("--granularity: %v", err)
+	}
+	spec.GroupBy = splitList(f.groupBy)
+	if f.metrics != "" {
+		spec.Metrics = splitList(f.metrics)
+	}
+	return spec, nil
+}
+
+// querySegments opens the segments and runs spec over them as one table.
+func querySegments(ctx context.Context, paths []string, spec merger.QuerySpec) (res merger.QueryResult, err error) {
+	qs := make([]merger.Queryable, 0, len(paths))
+	defer func() {
+		for _, q := range qs {
+			err = errors.Join(err, q.(*columns.Segment).Close())
+		}
+	}()
+	for _, p := range paths {
+		sg, err := columns.Open(p)
+		if err != nil {
+			return res, err
+		}
+		qs = append(qs, sg)
+	}
+	res, err = merger.QueryMany(ctx, qs, spec)
+	if err != nil {
+		if len(paths) == 1 {
+			return res, fmt.Errorf("query %s: %w", paths[0], err)
+		}
+		return res, fmt.Errorf("query: %w", err)
+	}
+	return res, nil
+}
+
+func runQuery(ctx context.Context, out io.Writer, paths []string, spec merger.QuerySpec, o textOptions) error {
+	res, err := querySegments(ctx, paths, spec)
+	if err != nil {
+		return err
+	}
+	return writeQueryResult(out, res, o)
+}
+
+// writeQueryResult writes a result's groups as CSV or NDJSON.
+func writeQueryResult(out io.Writer, res merger.QueryResult, o textOptions) error {
+	names := append([]string{columns.TimeColumn}, res.GroupBy...)
+	names = append(names, "__rows")
+	for _, m := range res.Metrics {
+		names = append(names, m.Name)
+	}
+	tw := newTableWriter(out, o, names)
+	if err := tw.header(); err != nil {
+		return err
+	}
+	cells := make([]cell, len(names))
+	for _, r := range res.Rows {
+		cells = cells[:0]
+		cells = append(cells, cell{kind: cellTime, i: r.Time})
+		for _, g := range r.Groups {
+			cells = append(cells, cell{kind: cellString, s: g.Value, isNull: g.Null})
+		}
+		cells = append(cells, cell{kind: cellLong, i: r.Rows})
+		for _, v := range r.Values {
+			if v.Type == columns.MetricDouble {
+				cells = append(cells, cell{kind: cellDouble, f: v.Double})
+			} else {
+				cells = append(cells, cell{kind: cellLong, i: v.Long})
+			}
+		}
+		if err := tw.row(cells); err != nil {
+			return err
+		}
+	}
+	return tw.flush()
+}
