@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -22,6 +23,10 @@ func TestScripts(t *testing.T) {
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
+		Setup: func(env *testscript.Env) error {
+			// The README's tour data, so that tour.txtar runs exactly what the README shows.
+			return os.CopyFS(filepath.Join(env.WorkDir, "tour"), os.DirFS("testdata/tour"))
+		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"flipbyte": cmdFlipByte,
 		},

@@ -51,7 +51,9 @@ Durability: none (no syncs), output (fdatasync the output, fsync its directory; 
 all (also sync each file-backed stage).
 
 With --rollup, rows with the same time truncated to --granularity and the same dimensions
-combine through each metric's aggregator; --granularity alone truncates times. --max-fan-in N
+combine through each metric's aggregator; --granularity alone truncates times. Without either
+flag, the output rolls up when every input is rolled up, at the inputs' granularity when they
+share one (--rollup=false turns that off). --max-fan-in N
 merges at most N inputs at once, in phases through intermediate segments next to --out.
 The merge reads inputs without checking their checksums: a damaged input fails the merge (no
 output is written) with whatever error the damage causes; --verify-inputs checks every input
@@ -98,6 +100,8 @@ type mergeSettings struct {
 	replace     bool
 	rollup      bool
 	granularity columns.Granularity
+	// inherit: roll up when every input does, at their common granularity (if any).
+	inherit     bool
 	maxFanIn    int
 	dimensions  []string
 	parallelism int
@@ -113,6 +117,8 @@ type mergeResult struct {
 	rowsIn, rowsOut int64
 	bytes           int64
 	interval        columns.Interval
+	rollup          bool // as merged (see mergeSettings.inherit)
+	granularity     columns.Granularity
 }
 
 // mergeFiles merges the segment files inputs into dst.
@@ -143,6 +149,20 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 		}
 		defer func() { err = errors.Join(err, med.Close()) }()
 	}
+	if s.inherit && len(segs) > 0 {
+		s.rollup = true
+		g := segs[0].Schema().Granularity
+		for _, sg := range segs {
+			sc := sg.Schema()
+			s.rollup = s.rollup && sc.Rollup
+			if sc.Granularity != g {
+				g = columns.GranularityNone
+			}
+		}
+		if s.rollup {
+			s.granularity = g
+		}
+	}
 	r, err := merger.Merge(ctx, segs, dst, merger.Options{
 		Medium:      med,
 		Durability:  s.durability,
@@ -158,7 +178,8 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 	if err != nil {
 		return res, fmt.Errorf("merge into %s: %w", dst, err)
 	}
-	return mergeResult{Result: r, rowsIn: r.RowsIn, rowsOut: r.RowsOut, bytes: r.Bytes, interval: r.Info.Interval}, nil
+	return mergeResult{Result: r, rowsIn: r.RowsIn, rowsOut: r.RowsOut, bytes: r.Bytes, interval: r.Info.Interval,
+		rollup: s.rollup, granularity: s.granularity}, nil
 }
 
 // openSegment opens a segment file, mapped or (readAt) read with pread. The close function
@@ -229,7 +250,7 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 	}
 
 	s := mergeSettings{mediumName: f.medium, tmpDir: f.tmpDir, durability: dur, replace: f.replace, rollup: f.rollup,
-		granularity: gran, maxFanIn: f.maxFanIn, dimensions: splitList(f.dimensions), parallelism: f.parallelism}
+		granularity: gran, inherit: !cmd.Flags().Changed("rollup") && !cmd.Flags().Changed("granularity"), maxFanIn: f.maxFanIn, dimensions: splitList(f.dimensions), parallelism: f.parallelism}
 	showBar := !f.quiet && (f.progress == "always" || f.progress == "auto" && isTerminal(cmd.ErrOrStderr()))
 	var bar *phaseBar
 	if showBar {
@@ -253,7 +274,7 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 		fmt.Fprintf(out, "merged %d segment(s), %d rows, into %s: %d rows, %s, %s\n",
 			len(inputs), res.rowsIn, f.out, res.rowsOut, humanBytes(res.bytes), res.interval)
 		fmt.Fprintf(out, "medium %s, durability %s, rollup %v (granularity %s), %d phase(s), %d sync(s)\n",
-			f.medium, f.durability, f.rollup, gran, res.Phases, res.Syncs)
+			f.medium, f.durability, res.rollup, res.granularity, res.Phases, res.Syncs)
 		fmt.Fprintf(out, "time %s (%s): dictionaries %s, rows %s, bitmaps %s, publish %s\n",
 			humanDuration(el), rate(res.rowsIn, el), humanDuration(res.Dictionaries), humanDuration(res.Rows),
 			humanDuration(res.Bitmaps), humanDuration(res.Publish))
