@@ -237,12 +237,12 @@ func (c *core) mergeRows(w *columns.Writer) error {
 		go func() {
 			defer wg.Done()
 			for b := range work[g] {
-				if errs.get() == nil {
-					for _, t := range mine {
-						if err := t.write(b); err != nil {
-							errs.report(err)
-							break
-						}
+				for _, t := range mine {
+					if errs.get() != nil {
+						break // the merge failed or was cancelled: skip the rest
+					}
+					if err := t.write(b); err != nil {
+						errs.report(err)
 					}
 				}
 				if b.pending.Add(-1) == 0 {
@@ -331,6 +331,12 @@ func (c *core) mergeRows(w *columns.Writer) error {
 		b.refEnd[b.keys.n-1] = int32(len(b.refIn))
 		c.rowMaps[cur.in][src] = uint32(outRow)
 		done++
+		if done&4095 == 0 {
+			if err := ctx.Err(); err != nil {
+				errs.report(fmt.Errorf("merger: %w", err))
+				break
+			}
+		}
 		if done >= nextProgress {
 			progress(done)
 			nextProgress += int64(c.opts.ProgressRows)

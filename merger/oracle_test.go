@@ -131,8 +131,8 @@ func TestMergeOracle(t *testing.T) {
 	t.Logf("seed %d (set WRITEOUT_SEED to repeat)", seed)
 	rng := rand.New(rand.NewPCG(seed, 5))
 	cases := 60
-	if testing.Short() {
-		cases = 15
+	if testing.Short() || raceEnabled {
+		cases = 12
 	}
 	grans := []columns.Granularity{columns.GranularityNone, columns.GranularitySecond, columns.GranularityMinute, columns.GranularityHour, columns.GranularityDay}
 	for c := 0; c < cases; c++ {

@@ -26,6 +26,10 @@ func TestMergePhases(t *testing.T) {
 		name string
 		segs func(t *testing.T, dir string) []*columns.Segment
 	}
+	basicRows := 800
+	if testing.Short() || raceEnabled {
+		basicRows = 200
+	}
 	inputs := []input{
 		{"random", func(t *testing.T, dir string) []*columns.Segment {
 			rc := newRandCase(rng, 20, 200)
@@ -38,7 +42,7 @@ func TestMergePhases(t *testing.T) {
 		{"basic", func(t *testing.T, dir string) []*columns.Segment {
 			segs := make([]*columns.Segment, 20)
 			for i := range segs {
-				segs[i] = genSegment(t, dir, gen.BasicSeed+int64(i), 800)
+				segs[i] = genSegment(t, dir, gen.BasicSeed+int64(i), basicRows)
 			}
 			return segs
 		}},
@@ -110,4 +114,18 @@ func hasDoubleSum(s columns.Schema) bool {
 		}
 	}
 	return false
+}
+
+// Intermediate segments match columns.TempPattern: SweepTemp removes what a killed merge left.
+func TestIntermediateNamesSwept(t *testing.T) {
+	dir := t.TempDir()
+	p, err := reserveTemp(dir)
+	require.NoError(t, err)
+	ok, err := filepath.Match(IntermediatePattern, filepath.Base(p))
+	require.NoError(t, err)
+	require.True(t, ok)
+	removed, err := columns.SweepTemp(nil, dir)
+	require.NoError(t, err)
+	require.Len(t, removed, 1)
+	require.Empty(t, dirNames(t, dir))
 }

@@ -323,7 +323,11 @@ func testSeed(t *testing.T) uint64 {
 // and queries on the merge of segments equal queries on the segments.
 func TestQueryOracle(t *testing.T) {
 	rng := rand.New(rand.NewPCG(testSeed(t), 13))
-	for c := 0; c < 25; c++ {
+	cases := 25
+	if testing.Short() || raceEnabled {
+		cases = 8
+	}
+	for c := 0; c < cases; c++ {
 		n := 1 + rng.IntN(6)
 		rc := newRandCase(rng, n, 1+rng.IntN(200))
 		dir := t.TempDir()
@@ -356,7 +360,11 @@ func TestQueryOracle(t *testing.T) {
 func TestBuilderQueries(t *testing.T) {
 	rng := rand.New(rand.NewPCG(testSeed(t), 17))
 	grans := []columns.Granularity{columns.GranularityNone, columns.GranularityMinute, columns.GranularityDay}
-	for c := 0; c < 20; c++ {
+	cases := 20
+	if testing.Short() || raceEnabled {
+		cases = 6
+	}
+	for c := 0; c < cases; c++ {
 		rc := newRandCase(rng, 1, 1+rng.IntN(400))
 		schema, rows := rc.schemas[0], rc.rows[0]
 		schema.Rollup = rng.IntN(2) == 0

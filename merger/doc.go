@@ -1,0 +1,91 @@
+// Package merger merges segments into one, builds segments from rows in memory, and runs
+// filtered aggregations on both.
+//
+// # Merge
+//
+// Merge streams N segments into one through a staging medium.Medium, the way Druid's
+// IndexMergerV9 does:
+//
+//  1. Schemas: the output's dimensions are Options.Dimensions, or the union of the inputs'
+//     (first seen first); its metrics the union of theirs. A dimension an input lacks reads as
+//     null there, a metric an input lacks as zero (an empty sketch for hyperUnique). A metric
+//     whose aggregator or type differs between inputs, a dimension raw in one input and not in
+//     another, or a name that is a dimension in one input and a metric in another is an error
+//     wrapping ErrSchemaConflict that names the column and both inputs.
+//  2. Dictionaries merge first, k-way over the inputs' sorted dictionaries (one dimension per
+//     goroutine), giving each input a map from its ids to merged ids. Null, when any input has
+//     it (or lacks the dimension), is merged id 0.
+//  3. Rows merge k-way, with a heap over one cursor per input, by (time truncated to
+//     Options.Granularity, merged dimension ids in output order; a multi-value row's ids
+//     compare as a list, raw strings bytewise, null first). A cursor reads its input in
+//     batches of whole groups of rows with equal truncated time and sorts, stably, any group
+//     whose rows are not in that order: inputs need only be in time order, and inputs whose
+//     dimension order differs from the output's, or that a coarser granularity rolls up, still
+//     merge into a sorted segment. Ties keep input order. With Options.Rollup, rows with equal
+//     keys combine: count and sums add (doubles exactly, rounded once), min and max keep the
+//     extreme, hyperUnique sketches merge. Column writers run in other goroutines, a batch of
+//     output rows at a time; each input row's output row goes into a row map (4 bytes an
+//     input row, the one per-row structure a merge keeps).
+//  4. Bitmaps are rebuilt one merged value at a time: the rows holding a value are the rows the
+//     inputs' bitmaps of that value map to through the row maps. No bitmap of every value is
+//     held at once, nor every row.
+//  5. Every part is staged in the medium and published through columns.Writer.Finish: a temp
+//     file in dst's directory, each part's CRC checked on the way out, synced per
+//     Options.Durability, renamed into place.
+//
+// With Options.MaxFanIn, more inputs than that merge in phases: consecutive groups of inputs
+// merge into intermediate segments in dst's directory (named by IntermediatePattern, removed
+// as soon as the next phase has read them), which merge in turn. Without rollup the output
+// is byte for byte the one-phase output; with rollup only sums of doubles may differ, in
+// their last bits, as their partial sums are rounded.
+//
+// A cancelled context stops a merge within milliseconds: every loop checks it at least every
+// few thousand rows or values. The error wraps ctx.Err(), and nothing is left in dst's
+// directory (the default staging medium is an unnamed temp file on Linux).
+//
+// # Builder
+//
+// A Builder holds rows in memory as Druid's incremental index does (see Builder), answers
+// queries on them, and persists them as a segment through the same write path as Merge, the
+// builder being the one input. With BuilderOptions.LiveBitmaps it keeps a roaring bitmap per
+// dimension value as rows arrive, so that filtered queries on rows not yet persisted use
+// bitmaps instead of scanning every row.
+//
+// # Queries
+//
+// Query and QueryMany run a QuerySpec on segments (*columns.Segment) and builders: a Filter
+// evaluated to a roaring bitmap (through the bitmap indexes where there are some, by scanning
+// the rows otherwise), then an aggregation of the matching rows grouped by time bucket and by
+// the values of chosen dimensions. Multi-value dimensions explode as in Druid: a row counts in
+// the group of each of its values. Results come sorted by time, then group values (null
+// first, then byte order). Sums of doubles are exact and rounded once, so a query gives the
+// same result on a merged segment as on its inputs (without rollup; with rollup the stored
+// partial sums were rounded).
+//
+// # Filter expressions
+//
+// ParseFilter reads filters written as text, for the command line:
+//
+//	page = 'home'                    Eq: the row holds the value (any of its values, multi-value)
+//	page != 'home'                   Not(Eq); also "<>"; null rows match it
+//	page in ('home', 'about')        In
+//	page not in ('home')             Not(In)
+//	page is null                     IsNull: null row, or empty multi-value list
+//	page is not null                 Not(IsNull)
+//	a = 'x' and (b = 'y' or not c is null)
+//	true, false                      every row, no row
+//
+// Precedence, loosest first: or, and, not. Keywords are case-insensitive. A dimension name is
+// a word of letters, digits, '_', '.' and '-' (not starting with a digit, '.' or '-'), or any
+// text in double quotes. Strings are in single quotes. Inside either quotes, a backslash
+// escapes: \\ \' \" \n \r \t, \xHH (a byte), \uHHHH and \UHHHHHHHH (a code point). Filter.String
+// writes a filter back in this language. A syntax error is a *ParseError giving the 1-based
+// column.
+//
+// # Files
+//
+// Merge writes, in dst's directory, only: columns' publication temp file (columns.TempPattern,
+// renamed to dst at the end), intermediate segments (IntermediatePattern, with MaxFanIn), and,
+// off Linux, the default staging medium's temp file (tmpfile's pattern). All are removed on
+// every path; columns.SweepTemp and tmpfile.Sweep remove what a killed process left.
+package merger

@@ -1,0 +1,5 @@
+//go:build !race
+
+package merger
+
+const raceEnabled = false
