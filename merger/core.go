@@ -84,7 +84,7 @@ func runCore(ctx context.Context, srcs []source, names []string, out columns.Sch
 	if err := ctx.Err(); err != nil {
 		return st, fmt.Errorf("merger: %w", err)
 	}
-	info, err := w.Finish(dst, pub)
+	info, err := w.FinishContext(ctx, dst, pub)
 	if err != nil {
 		return st, fmt.Errorf("merger: publish %s: %w", dst, err)
 	}
@@ -169,6 +169,8 @@ type batch struct {
 	keys    keys
 	refIn   []int32
 	refRow  []uint32
+	refLo   []uint32 // the source rows of the ref's re-sorted group, [refLo, refHi); refHi 0: none
+	refHi   []uint32
 	refEnd  []int32 // refEnd[r]: end of output row r's refs
 	pending atomic.Int32
 }
@@ -176,6 +178,7 @@ type batch struct {
 func (b *batch) reset() {
 	b.keys.reset()
 	b.refIn, b.refRow, b.refEnd = b.refIn[:0], b.refRow[:0], b.refEnd[:0]
+	b.refLo, b.refHi = b.refLo[:0], b.refHi[:0]
 }
 
 // A colTask appends one column's values for a batch of output rows.
@@ -328,6 +331,9 @@ func (c *core) mergeRows(w *columns.Writer) error {
 		src := cur.w.src[i]
 		b.refIn = append(b.refIn, int32(cur.in))
 		b.refRow = append(b.refRow, src)
+		lo, hi := cur.groupRange(i)
+		b.refLo = append(b.refLo, lo)
+		b.refHi = append(b.refHi, hi)
 		b.refEnd[b.keys.n-1] = int32(len(b.refIn))
 		c.rowMaps[cur.in][src] = uint32(outRow)
 		done++
@@ -487,12 +493,40 @@ type longTask struct {
 	w     *columns.LongWriter
 	r     []*longCache
 	names []string
+	win   []rangeBuf[int64] // per source: the re-sorted group loaded last
 }
 
-func (t *longTask) read(in int32, row uint32) (int64, error) {
+// rangeBuf holds a column's values of source rows [lo, hi).
+type rangeBuf[T any] struct {
+	lo, hi uint32
+	vals   []T
+}
+
+// read returns the value of ref k of b: from its re-sorted group, loaded whole and in order
+// when it is not loaded yet, or through the source's chunk cache.
+func (t *longTask) read(b *batch, k int32) (int64, error) {
+	in, row := b.refIn[k], b.refRow[k]
 	lc := t.r[in]
 	if lc == nil {
 		return 0, nil
+	}
+	if hi := b.refHi[k]; hi > 0 {
+		if t.win == nil {
+			t.win = make([]rangeBuf[int64], len(t.r))
+		}
+		w := &t.win[in]
+		if lo := b.refLo[k]; w.lo != lo || w.hi != hi {
+			w.vals = w.vals[:0]
+			for r := lo; r < hi; r++ {
+				v, err := lc.at(int(r))
+				if err != nil {
+					return 0, fmt.Errorf("merger: %s: metric %q: %w", t.names[in], t.name, err)
+				}
+				w.vals = append(w.vals, v)
+			}
+			w.lo, w.hi = lo, hi
+		}
+		return w.vals[row-w.lo], nil
 	}
 	v, err := lc.at(int(row))
 	if err != nil {
@@ -504,12 +538,12 @@ func (t *longTask) read(in int32, row uint32) (int64, error) {
 func (t *longTask) write(b *batch) error {
 	start := int32(0)
 	for _, end := range b.refEnd {
-		v, err := t.read(b.refIn[start], b.refRow[start])
+		v, err := t.read(b, start)
 		if err != nil {
 			return err
 		}
 		for k := start + 1; k < end; k++ {
-			x, err := t.read(b.refIn[k], b.refRow[k])
+			x, err := t.read(b, k)
 			if err != nil {
 				return err
 			}
@@ -540,12 +574,33 @@ type doubleTask struct {
 	r     []*doubleCache
 	names []string
 	sum   exactSum
+	win   []rangeBuf[float64]
 }
 
-func (t *doubleTask) read(in int32, row uint32) (float64, error) {
+// read is longTask.read for doubles.
+func (t *doubleTask) read(b *batch, k int32) (float64, error) {
+	in, row := b.refIn[k], b.refRow[k]
 	dc := t.r[in]
 	if dc == nil {
 		return 0, nil
+	}
+	if hi := b.refHi[k]; hi > 0 {
+		if t.win == nil {
+			t.win = make([]rangeBuf[float64], len(t.r))
+		}
+		w := &t.win[in]
+		if lo := b.refLo[k]; w.lo != lo || w.hi != hi {
+			w.vals = w.vals[:0]
+			for r := lo; r < hi; r++ {
+				v, err := dc.at(int(r))
+				if err != nil {
+					return 0, fmt.Errorf("merger: %s: metric %q: %w", t.names[in], t.name, err)
+				}
+				w.vals = append(w.vals, v)
+			}
+			w.lo, w.hi = lo, hi
+		}
+		return w.vals[row-w.lo], nil
 	}
 	v, err := dc.at(int(row))
 	if err != nil {
@@ -557,7 +612,7 @@ func (t *doubleTask) read(in int32, row uint32) (float64, error) {
 func (t *doubleTask) write(b *batch) error {
 	start := int32(0)
 	for _, end := range b.refEnd {
-		v, err := t.read(b.refIn[start], b.refRow[start])
+		v, err := t.read(b, start)
 		if err != nil {
 			return err
 		}
@@ -567,7 +622,7 @@ func (t *doubleTask) write(b *batch) error {
 				t.sum.add(v)
 			}
 			for k := start + 1; k < end; k++ {
-				x, err := t.read(b.refIn[k], b.refRow[k])
+				x, err := t.read(b, k)
 				if err != nil {
 					return err
 				}
@@ -598,6 +653,49 @@ type sketchTask struct {
 	r       []sketchReader
 	names   []string
 	scratch hyperloglog.Sketch
+	win     []blobRange
+}
+
+// blobRange holds a sketch column's bytes of source rows [lo, hi).
+type blobRange struct {
+	lo, hi uint32
+	offs   []uint32
+	data   []byte
+}
+
+// read returns the serialized sketch of ref k of b (nil when its source lacks the metric),
+// valid until the next read.
+func (t *sketchTask) read(b *batch, k int32) ([]byte, error) {
+	in, row := b.refIn[k], b.refRow[k]
+	sr := t.r[in]
+	if sr == nil {
+		return nil, nil
+	}
+	if hi := b.refHi[k]; hi > 0 {
+		if t.win == nil {
+			t.win = make([]blobRange, len(t.r))
+		}
+		w := &t.win[in]
+		if lo := b.refLo[k]; w.lo != lo || w.hi != hi {
+			w.offs, w.data = append(w.offs[:0], 0), w.data[:0]
+			for r := lo; r < hi; r++ {
+				raw, err := sr.Bytes(int(r))
+				if err != nil {
+					return nil, fmt.Errorf("merger: %s: metric %q: %w", t.names[in], t.name, err)
+				}
+				w.data = append(w.data, raw...)
+				w.offs = append(w.offs, uint32(len(w.data)))
+			}
+			w.lo, w.hi = lo, hi
+		}
+		i := row - w.lo
+		return w.data[w.offs[i]:w.offs[i+1]], nil
+	}
+	raw, err := sr.Bytes(int(row))
+	if err != nil {
+		return nil, fmt.Errorf("merger: %s: metric %q: %w", t.names[in], t.name, err)
+	}
+	return raw, nil
 }
 
 func (t *sketchTask) write(b *batch) error {
@@ -605,25 +703,24 @@ func (t *sketchTask) write(b *batch) error {
 	for _, end := range b.refEnd {
 		var err error
 		if end-start == 1 {
-			if sr := t.r[b.refIn[start]]; sr == nil {
+			var raw []byte
+			if raw, err = t.read(b, start); err != nil {
+				return err
+			}
+			if raw == nil && t.r[b.refIn[start]] == nil {
 				err = t.w.Append(nil)
 			} else {
-				var raw []byte
-				if raw, err = sr.Bytes(int(b.refRow[start])); err != nil {
-					return fmt.Errorf("merger: %s: metric %q: %w", t.names[b.refIn[start]], t.name, err)
-				}
 				err = t.w.AppendBytes(raw)
 			}
 		} else {
 			var acc *hyperloglog.Sketch // nil: every source lacked the metric; written empty
 			for k := start; k < end; k++ {
-				sr := t.r[b.refIn[k]]
-				if sr == nil {
+				if t.r[b.refIn[k]] == nil {
 					continue
 				}
-				raw, err := sr.Bytes(int(b.refRow[k]))
+				raw, err := t.read(b, k)
 				if err != nil {
-					return fmt.Errorf("merger: %s: metric %q: %w", t.names[b.refIn[k]], t.name, err)
+					return err
 				}
 				if err := t.scratch.UnmarshalBinary(raw); err != nil {
 					return fmt.Errorf("merger: %s: metric %q: row %d: %w: %w", t.names[b.refIn[k]], t.name, b.refRow[k], columns.ErrCorrupt, err)

@@ -31,9 +31,21 @@ type cursor struct {
 	w     keys        // the loaded rows
 	perm  []int32     // emission order over w; nil is identity
 	pbuf  []int32     // perm's memory
-	cur   int         // position in the emission order
-	lastT int64       // truncated time of the last loaded row
-	fresh bool        // nothing loaded yet
+	// For the rows of re-sorted groups of a source read in row order: the group's source
+	// rows [glo, ghi), so that readers of other columns load the group once, in order,
+	// instead of a chunk per row (ghi 0: not in a re-sorted group).
+	glo, ghi []uint32
+	cur      int   // position in the emission order
+	lastT    int64 // truncated time of the last loaded row
+	fresh    bool  // nothing loaded yet
+}
+
+// groupRange returns the source rows of the re-sorted group holding window row i, or hi 0.
+func (c *cursor) groupRange(i int) (lo, hi uint32) {
+	if len(c.ghi) == 0 {
+		return 0, 0
+	}
+	return c.glo[i], c.ghi[i]
 }
 
 func (c *cursor) head() int {
@@ -66,6 +78,7 @@ func (c *cursor) srcRow(p int) int {
 func (c *cursor) fill(ctx context.Context) error {
 	c.w.reset()
 	c.perm = nil
+	c.glo, c.ghi = c.glo[:0], c.ghi[:0]
 	c.cur = 0
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("merger: %w", err)
@@ -179,6 +192,17 @@ func (c *cursor) sortGroups() {
 				}
 			}
 			slices.SortStableFunc(c.perm[start:end], func(a, b int32) int { return cmpDims(w, int(a), w, int(b)) })
+			if c.order == nil {
+				if len(c.glo) == 0 {
+					c.glo = slices.Grow(c.glo, w.n)[:w.n]
+					c.ghi = slices.Grow(c.ghi, w.n)[:w.n]
+					clear(c.ghi)
+				}
+				lo, hi := w.src[start], w.src[end-1]+1
+				for i := start; i < end; i++ {
+					c.glo[i], c.ghi[i] = lo, hi
+				}
+			}
 		}
 		start = end
 	}

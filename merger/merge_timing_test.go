@@ -28,8 +28,9 @@ var benchMedia = []struct {
 
 // BenchmarkIndexMerge has the shape of Druid's IndexMergeBenchmark: 5 segments of 75,000 rows
 // of the basic schema (seeds 9999..10003), merged with rollup off and on (query granularity
-// none, as Druid's), staged in each medium, published with the default durability (one
-// fdatasync of the output). Segment generation is outside the timer; bytes are the inputs'.
+// none, as Druid's; rollup=hour also truncates times to the hour, which re-sorts every hour's
+// rows), staged in each medium, published with the default durability (one fdatasync of the
+// output). Segment generation is outside the timer; bytes are the inputs'.
 func BenchmarkIndexMerge(b *testing.B) {
 	const segments, rows = 5, 75_000
 	dir := b.TempDir()
@@ -40,9 +41,13 @@ func BenchmarkIndexMerge(b *testing.B) {
 		inputs = append(inputs, seg)
 		inBytes += seg.Size()
 	}
-	for _, rollup := range []bool{false, true} {
+	for _, rollup := range []string{"false", "true", "hour"} {
+		opts := Options{Rollup: rollup != "false"}
+		if rollup == "hour" {
+			opts.Granularity = columns.GranularityHour
+		}
 		for _, m := range benchMedia {
-			b.Run(fmt.Sprintf("rollup=%v/medium=%s", rollup, m.name), func(b *testing.B) {
+			b.Run(fmt.Sprintf("rollup=%s/medium=%s", rollup, m.name), func(b *testing.B) {
 				b.SetBytes(inBytes)
 				b.ReportAllocs()
 				dst := filepath.Join(dir, "merged.seg")
@@ -52,7 +57,9 @@ func BenchmarkIndexMerge(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					res, err = Merge(context.Background(), inputs, dst, Options{Medium: med, Rollup: rollup})
+					o := opts
+					o.Medium = med
+					res, err = Merge(context.Background(), inputs, dst, o)
 					if err != nil {
 						b.Fatal(err)
 					}
