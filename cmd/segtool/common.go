@@ -97,7 +97,7 @@ func checkOutput(dst string, replace bool) error {
 // requireFlag is a usage error for a missing required flag.
 func requireFlag(cmd *cobra.Command, name string) error {
 	if !cmd.Flags().Changed(name) {
-		return usagef("%s: flag --%s is required", cmd.CommandPath(), name)
+		return usageError{withCommand(cmd, fmt.Errorf("flag --%s is required", name))}
 	}
 	return nil
 }

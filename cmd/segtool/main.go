@@ -101,10 +101,18 @@ func usagef(format string, args ...any) error {
 func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {
-			return usageError{fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
+			return usageError{withCommand(cmd, err)}
 		}
 		return nil
 	}
+}
+
+// withCommand prefixes err with the subcommand's name (none for the root command).
+func withCommand(cmd *cobra.Command, err error) error {
+	if !cmd.HasParent() {
+		return err
+	}
+	return fmt.Errorf("%s: %w", strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), err)
 }
 
 func newRoot() *cobra.Command {
@@ -164,7 +172,7 @@ the cause. Exit status: 0 success, 1 failure, 2 usage error.`,
 		}
 	})
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return usageError{fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
+		return usageError{withCommand(cmd, err)}
 	})
 	root.AddCommand(
 		newDemoCmd(),
