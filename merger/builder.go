@@ -61,7 +61,48 @@ type bdim struct {
 	multi []uint32
 	raw   []string // kindRaw
 	rawOK []bool   // kindRaw: false for null
+	// Live bitmaps: the rows of id wait in pend[id*pendBatch:][:npend[id]] and go to
+	// live[id] pendBatch at a time (AddMany of increasing rows appends to roaring's
+	// containers), and before any reader looks at live[id] (liveBitmap). Flat arrays: no
+	// allocation and no pointer a row.
 	live  []*roaring.Bitmap
+	pend  []uint32
+	npend []uint8
+	pmu   sync.Mutex // guards flushes by readers, which hold only the read lock
+}
+
+const pendBatch = 32
+
+// addLive records that row holds local id.
+func (d *bdim) addLive(id, row uint32) {
+	k := d.npend[id]
+	slot := d.pend[int(id)*pendBatch : int(id+1)*pendBatch : int(id+1)*pendBatch]
+	slot[k] = row
+	k++
+	if k == pendBatch {
+		d.live[id].AddMany(slot)
+		k = 0
+	}
+	d.npend[id] = k
+}
+
+// newLive adds an empty live bitmap for the next id.
+func (d *bdim) newLive() {
+	d.live = append(d.live, roaring.New())
+	d.pend = append(d.pend, make([]uint32, pendBatch)...)
+	d.npend = append(d.npend, 0)
+}
+
+// liveBitmap returns the live bitmap of local id, up to date. Readers hold the builder's read
+// lock: once flushed, a bitmap does not change until the next Add.
+func (d *bdim) liveBitmap(id uint32) *roaring.Bitmap {
+	d.pmu.Lock()
+	if k := d.npend[id]; k > 0 {
+		d.live[id].AddMany(d.pend[int(id)*pendBatch : int(id)*pendBatch+int(k)])
+		d.npend[id] = 0
+	}
+	d.pmu.Unlock()
+	return d.live[id]
 }
 
 // bmet holds one metric's rows.
@@ -105,7 +146,7 @@ func (b *Builder) reset() {
 			bd.index = map[string]uint32{}
 			bd.vals = []string{""}
 			if b.liveBitmaps(bd) {
-				bd.live = []*roaring.Bitmap{roaring.New()}
+				bd.newLive() // null, id 0
 			}
 		}
 		b.dims[i] = bd
@@ -307,7 +348,7 @@ func (b *Builder) addDim(d *bdim, row uint32, vals []string) {
 		}
 		d.ids = append(d.ids, id)
 		if d.live != nil {
-			d.live[id].Add(row)
+			d.addLive(id, row)
 		}
 		return
 	}
@@ -316,7 +357,7 @@ func (b *Builder) addDim(d *bdim, row uint32, vals []string) {
 		d.multi = append(d.multi, 0)
 		d.offs = append(d.offs, uint32(len(d.multi)))
 		if d.live != nil {
-			d.live[0].Add(row)
+			d.addLive(0, row)
 		}
 		return
 	}
@@ -336,7 +377,7 @@ func (b *Builder) addDim(d *bdim, row uint32, vals []string) {
 			if k > 0 && vals[k] == vals[k-1] {
 				continue // a duplicate value: the row is in its bitmap already
 			}
-			d.live[id].Add(row)
+			d.addLive(id, row)
 		}
 	}
 }
@@ -348,7 +389,7 @@ func (d *bdim) intern(v string, live bool) uint32 {
 		d.index[v] = id
 		d.vals = append(d.vals, v)
 		if live {
-			d.live = append(d.live, roaring.New())
+			d.newLive()
 		}
 	}
 	return id

@@ -121,7 +121,7 @@ func (v *bview) sketch(name string) sketchReader {
 
 func (v *bview) sketchMerger(name string) sketchMerger {
 	if m := v.metric(name); m != nil && m.met.Aggregator == columns.AggHyperUnique {
-		return &bSketches{b: v.b, m: m}
+		return &bSketches{b: v.b, m: m, pending: map[*hyperloglog.Sketch]*roaring.Bitmap{}}
 	}
 	return nil
 }
@@ -149,6 +149,10 @@ type bSketches struct {
 	b   *Builder
 	m   *bmet
 	buf []byte
+	// Queries: the source dimension's ids of the derived rows merged into each accumulator,
+	// inserted once each at flush (inserting a value twice changes nothing, and costs a
+	// sparse sketch insertion).
+	pending map[*hyperloglog.Sketch]*roaring.Bitmap
 }
 
 func (s *bSketches) rowSketch(row int) *hyperloglog.Sketch {
@@ -172,9 +176,37 @@ func (s *bSketches) mergeRow(row int, acc *hyperloglog.Sketch) error {
 	if sk := s.m.sks[uint32(row)]; sk != nil {
 		return acc.Merge(sk)
 	}
-	if s.m.src >= 0 {
-		s.b.insertValues(acc, uint32(row), s.m.src)
+	if s.m.src < 0 {
+		return nil
 	}
+	d := s.b.dims[s.m.src]
+	if d.kind == kindRaw {
+		s.b.insertValues(acc, uint32(row), s.m.src)
+		return nil
+	}
+	ids := s.pending[acc]
+	if ids == nil {
+		ids = roaring.New()
+		s.pending[acc] = ids
+	}
+	for _, id := range d.rowIDs(row) {
+		if id != 0 {
+			ids.Add(id)
+		}
+	}
+	return nil
+}
+
+// flush inserts the pending values into their accumulators.
+func (s *bSketches) flush() error {
+	d := s.b.dims[max(s.m.src, 0)]
+	for acc, ids := range s.pending {
+		it := ids.Iterator()
+		for it.HasNext() {
+			acc.Insert([]byte(d.vals[it.Next()]))
+		}
+	}
+	clear(s.pending)
 	return nil
 }
 
@@ -299,7 +331,7 @@ func (dv *bdimView) value(id uint32) (string, bool, error) {
 
 func (dv *bdimView) bitmap(id uint32) (*roaring.Bitmap, error) {
 	if dv.live {
-		return dv.d.live[dv.local(id)], nil
+		return dv.d.liveBitmap(dv.local(id)), nil
 	}
 	bm := roaring.New()
 	err := dv.eachRows(id, make([]uint32, 4096), bitmapSink{bm})
@@ -312,7 +344,7 @@ func (s bitmapSink) rows(rs []uint32) error { s.bm.AddMany(rs); return nil }
 
 func (dv *bdimView) nulls() (*roaring.Bitmap, error) {
 	if dv.live {
-		return dv.d.live[0], nil
+		return dv.d.liveBitmap(0), nil
 	}
 	out := roaring.New()
 	d := dv.d
@@ -327,7 +359,7 @@ func (dv *bdimView) nulls() (*roaring.Bitmap, error) {
 func (dv *bdimView) eachRows(id uint32, buf []uint32, sink rowSink) error {
 	l := dv.local(id)
 	if dv.live {
-		return eachBitmapRows(dv.d.live[l], buf, sink)
+		return eachBitmapRows(dv.d.liveBitmap(l), buf, sink)
 	}
 	if dv.csrOffs == nil {
 		dv.buildCSR()

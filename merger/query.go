@@ -151,6 +151,13 @@ func QueryMany(ctx context.Context, qs []Queryable, spec QuerySpec) (QueryResult
 		if err := r.run(); err != nil {
 			return fmt.Errorf("merger: query of input %d: %w", i, err)
 		}
+		for _, rd := range r.readers {
+			if f, ok := rd.sketch.(interface{ flush() error }); ok {
+				if err := f.flush(); err != nil {
+					return fmt.Errorf("merger: query of input %d: %w", i, err)
+				}
+			}
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		return r.mergeInto(glob)
@@ -457,8 +464,9 @@ type runner struct {
 	table map[string]int32 // local key -> group
 	keys  [][]uint32       // group -> local group ids
 	times []int64          // group -> time bucket
-	acc   *accs
-	gdims []groupDim
+	acc     *accs
+	gdims   []groupDim
+	readers []metricReader
 }
 
 // groupDim reads one group-by dimension of the source: local ids are the source's ids of a
@@ -638,20 +646,43 @@ func (r *runner) run() error {
 		}
 	}
 	n := src.rows()
-	if bm == nil {
-		for row := 0; row < n; row++ {
-			if row&0xffff == 0 {
-				if err := r.ctx.Err(); err != nil {
-					return err
-				}
-			}
-			if err := visit(row); err != nil {
+	// Rows go in batches: column by column when every group-by dimension has one value a row
+	// (independent loads of one column overlap their cache misses), row by row otherwise.
+	vec := true
+	for _, g := range r.gdims {
+		if g.ids != nil && g.ds.multiValue() || g.raw != nil {
+			vec = false
+		}
+	}
+	r.readers = readers
+	bat := &batchAgg{r: r, times: &times, readers: readers}
+	do := func(rows []uint32) error {
+		if vec {
+			return bat.run(rows)
+		}
+		for _, row := range rows {
+			if err := visit(int(row)); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	buf := make([]uint32, 1024)
+	if bm == nil {
+		for lo := 0; lo < n; lo += len(buf) {
+			if err := r.ctx.Err(); err != nil {
+				return err
+			}
+			k := min(len(buf), n-lo)
+			for i := range k {
+				buf[i] = uint32(lo + i)
+			}
+			if err := do(buf[:k]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	it := bm.ManyIterator()
 	for {
 		if err := r.ctx.Err(); err != nil {
@@ -661,15 +692,201 @@ func (r *runner) run() error {
 		if k == 0 {
 			return nil
 		}
-		for _, row := range buf[:k] {
-			if int(row) >= n {
-				return fmt.Errorf("filter bitmap row %d past the %d rows", row, n)
+		if int(buf[k-1]) >= n {
+			return fmt.Errorf("filter bitmap row %d past the %d rows", buf[k-1], n)
+		}
+		if err := do(buf[:k]); err != nil {
+			return err
+		}
+	}
+}
+
+// batchAgg aggregates a batch of rows column by column; every group-by dimension has one
+// value a row.
+type batchAgg struct {
+	r       *runner
+	times   *longCache
+	readers []metricReader
+	t       []int64
+	gid     []int32
+	ids     [][]uint32
+	lvals   []int64
+	dvals   []float64
+	key     []byte
+	// the group of the last bucket, when there is no group-by dimension
+	lastBucket int64
+	lastGroup  int32
+}
+
+func (b *batchAgg) run(rows []uint32) error {
+	r := b.r
+	n := len(rows)
+	b.t = slices.Grow(b.t[:0], n)[:n]
+	if err := gatherLongs(b.times, rows, b.t); err != nil {
+		return fmt.Errorf("__time: %w", err)
+	}
+	if len(b.ids) != len(r.gdims) {
+		b.ids = make([][]uint32, len(r.gdims))
+	}
+	for k := range r.gdims {
+		b.ids[k] = slices.Grow(b.ids[k][:0], n)[:n]
+		g := &r.gdims[k]
+		if g.ids == nil {
+			clear(b.ids[k]) // the source lacks the dimension: null
+			continue
+		}
+		for i, row := range rows {
+			ids, err := g.ids.at(int(row))
+			if err != nil {
+				return fmt.Errorf("dimension %q: %w", r.spec.GroupBy[k], err)
 			}
-			if err := visit(int(row)); err != nil {
-				return err
+			b.ids[k][i] = ids[0]
+		}
+	}
+	b.gid = slices.Grow(b.gid[:0], n)[:n]
+	gran, all := r.spec.Granularity, r.spec.All
+	a := r.acc
+	for i := range rows {
+		bucket := int64(0)
+		if !all {
+			bucket = gran.Truncate(b.t[i])
+		}
+		if len(r.gdims) == 0 && len(r.times) > 0 && bucket == b.lastBucket {
+			b.gid[i] = b.lastGroup
+		} else {
+			b.key = binary.LittleEndian.AppendUint64(b.key[:0], uint64(bucket))
+			for k := range r.gdims {
+				b.key = binary.LittleEndian.AppendUint32(b.key, b.ids[k][i])
+			}
+			gi, ok := r.table[string(b.key)]
+			if !ok {
+				gi = int32(len(r.times))
+				r.table[string(b.key)] = gi
+				r.times = append(r.times, bucket)
+				ks := make([]uint32, len(r.gdims))
+				for k := range r.gdims {
+					ks[k] = b.ids[k][i]
+				}
+				r.keys = append(r.keys, ks)
+				a.grow()
+			}
+			b.gid[i], b.lastBucket, b.lastGroup = gi, bucket, gi
+		}
+		g := b.gid[i]
+		a.rows[g]++
+		a.minTime[g] = min(a.minTime[g], b.t[i])
+	}
+	for m, met := range r.metrics {
+		rd := &b.readers[m]
+		switch agg := met.Aggregator; agg {
+		case columns.AggCount, columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
+			b.lvals = slices.Grow(b.lvals[:0], n)[:n]
+			if rd.long != nil {
+				if err := gatherLongs(rd.long, rows, b.lvals); err != nil {
+					return fmt.Errorf("metric %q: %w", met.Name, err)
+				}
+			} else if rd.zero {
+				clear(b.lvals)
+			} else {
+				continue
+			}
+			acc := a.longs[m]
+			switch agg {
+			case columns.AggLongMin:
+				for i, v := range b.lvals {
+					acc[b.gid[i]] = min(acc[b.gid[i]], v)
+				}
+			case columns.AggLongMax:
+				for i, v := range b.lvals {
+					acc[b.gid[i]] = max(acc[b.gid[i]], v)
+				}
+			default:
+				for i, v := range b.lvals {
+					acc[b.gid[i]] += v
+				}
+			}
+		case columns.AggDoubleSum, columns.AggDoubleMin, columns.AggDoubleMax:
+			b.dvals = slices.Grow(b.dvals[:0], n)[:n]
+			if rd.double != nil {
+				if err := gatherDoubles(rd.double, rows, b.dvals); err != nil {
+					return fmt.Errorf("metric %q: %w", met.Name, err)
+				}
+			} else if rd.zero {
+				clear(b.dvals)
+			} else {
+				continue
+			}
+			switch agg {
+			case columns.AggDoubleSum:
+				acc := a.sums[m]
+				for i, v := range b.dvals {
+					acc[b.gid[i]].add(v)
+				}
+			case columns.AggDoubleMin:
+				acc := a.doubles[m]
+				for i, v := range b.dvals {
+					acc[b.gid[i]] = math.Min(acc[b.gid[i]], v)
+				}
+			default:
+				acc := a.doubles[m]
+				for i, v := range b.dvals {
+					acc[b.gid[i]] = math.Max(acc[b.gid[i]], v)
+				}
+			}
+		case columns.AggHyperUnique:
+			if rd.sketch == nil {
+				continue
+			}
+			for i, row := range rows {
+				g := b.gid[i]
+				sk := a.sks[m][g]
+				if sk == nil {
+					sk = &hyperloglog.Sketch{}
+					a.sks[m][g] = sk
+				}
+				if err := rd.sketch.mergeRow(int(row), sk); err != nil {
+					return fmt.Errorf("metric %q: %w", met.Name, err)
+				}
 			}
 		}
 	}
+	return nil
+}
+
+// gatherLongs reads the values of rows (increasing) into out.
+func gatherLongs(c *longCache, rows []uint32, out []int64) error {
+	for i := 0; i < len(rows); {
+		row := int(rows[i])
+		if k := row - c.first; k < 0 || k >= len(c.vals) {
+			if _, err := c.at(row); err != nil {
+				return err
+			}
+		}
+		first, vals := c.first, c.vals
+		end := first + len(vals)
+		for ; i < len(rows) && int(rows[i]) < end && int(rows[i]) >= first; i++ {
+			out[i] = vals[int(rows[i])-first]
+		}
+	}
+	return nil
+}
+
+// gatherDoubles is gatherLongs for doubles.
+func gatherDoubles(c *doubleCache, rows []uint32, out []float64) error {
+	for i := 0; i < len(rows); {
+		row := int(rows[i])
+		if k := row - c.first; k < 0 || k >= len(c.vals) {
+			if _, err := c.at(row); err != nil {
+				return err
+			}
+		}
+		first, vals := c.first, c.vals
+		end := first + len(vals)
+		for ; i < len(rows) && int(rows[i]) < end && int(rows[i]) >= first; i++ {
+			out[i] = vals[int(rows[i])-first]
+		}
+	}
+	return nil
 }
 
 func (r *runner) aggregate(g, row int, t int64, readers []metricReader) error {
