@@ -461,9 +461,9 @@ type runner struct {
 	spec    *QuerySpec
 	metrics []columns.Metric
 
-	table map[string]int32 // local key -> group
-	keys  [][]uint32       // group -> local group ids
-	times []int64          // group -> time bucket
+	table   map[string]int32 // local key -> group
+	keys    [][]uint32       // group -> local group ids
+	times   []int64          // group -> time bucket
 	acc     *accs
 	gdims   []groupDim
 	readers []metricReader
