@@ -201,7 +201,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 		}
 		cur := &cursor{in: i, name: c.names[i], n: n, order: s.timeOrder(), gran: c.out.Granularity,
 			times: longCache{c: s.times()}, ids: make([]*idCache, len(c.kinds)), maps: make([][]uint32, len(c.kinds)),
-			raws: make([]rawReader, len(c.kinds)), w: newKeys(c.kinds), fresh: true}
+			raws: make([]rawReader, len(c.kinds)), w: newKeys(c.kinds), fresh: true, dimNames: c.dimNames()}
 		for d, dim := range c.out.Dimensions {
 			if c.kinds[d] == kindRaw {
 				cur.raws[d] = s.raw(dim.Name)
@@ -373,6 +373,14 @@ func (c *core) mergeRows(w *columns.Writer) error {
 	progress(done)
 	c.rowsOut = outRow + 1
 	return nil
+}
+
+func (c *core) dimNames() []string {
+	names := make([]string, len(c.out.Dimensions))
+	for i, d := range c.out.Dimensions {
+		names[i] = d.Name
+	}
+	return names
 }
 
 // tasks returns the column writers' tasks: __time, every dimension's rows, every metric.
@@ -810,11 +818,12 @@ type valueRows struct {
 	tmp      []uint32
 	dense    []uint64
 	isDense  bool
+	bm       *roaring.Bitmap // reused: Clear keeps its arrays
 	lo, hi   int // words of dense in use
 }
 
 func newValueRows(outRows int) *valueRows {
-	return &valueRows{outRows: outRows, denseMin: max(1024, outRows/256)}
+	return &valueRows{outRows: outRows, denseMin: max(1024, outRows/256), bm: roaring.New()}
 }
 
 func (g *valueRows) reset() {
@@ -865,7 +874,8 @@ func (g *valueRows) toDense(rs []uint32) {
 
 // write writes the gathered rows as the bitmap of id.
 func (g *valueRows) write(dw *columns.DimWriter, id uint32) error {
-	bm := roaring.New()
+	bm := g.bm
+	bm.Clear()
 	if g.isDense {
 		bm.FromDense(g.dense[:g.hi+1], false) // shares dense: written out before dense changes
 	} else {

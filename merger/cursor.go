@@ -18,19 +18,20 @@ const cursorBatch = 1024
 // several times that one granularity bucket joins) is sorted, stably, before it is emitted.
 // Memory is therefore bounded by the largest group, not by the source.
 type cursor struct {
-	in    int
-	name  string
-	n     int // source rows
-	order []uint32
-	gran  columns.Granularity
-	next  int // next position in order to load
-	times longCache
-	ids   []*idCache  // per output dimension; nil when the source lacks it or it is raw
-	maps  [][]uint32  // per output dimension: source id -> merged id
-	raws  []rawReader // per output dimension; nil unless raw and present
-	w     keys        // the loaded rows
-	perm  []int32     // emission order over w; nil is identity
-	pbuf  []int32     // perm's memory
+	in       int
+	name     string
+	n        int // source rows
+	order    []uint32
+	gran     columns.Granularity
+	next     int // next position in order to load
+	times    longCache
+	ids      []*idCache  // per output dimension; nil when the source lacks it or it is raw
+	maps     [][]uint32  // per output dimension: source id -> merged id
+	raws     []rawReader // per output dimension; nil unless raw and present
+	w        keys        // the loaded rows
+	dimNames []string    // output dimension names, for errors
+	perm     []int32     // emission order over w; nil is identity
+	pbuf     []int32     // perm's memory
 	// For the rows of re-sorted groups of a source read in row order: the group's source
 	// rows [glo, ghi), so that readers of other columns load the group once, in order,
 	// instead of a chunk per row (ghi 0: not in a re-sorted group).
@@ -82,6 +83,15 @@ func (c *cursor) fill(ctx context.Context) error {
 	c.cur = 0
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("merger: %w", err)
+	}
+	if c.order == nil {
+		if err := c.fillRange(ctx); err != nil {
+			return err
+		}
+		if c.w.n > 1 {
+			c.sortGroups()
+		}
+		return nil
 	}
 	for c.next < c.n {
 		if c.w.n >= cursorBatch {
@@ -206,4 +216,143 @@ func (c *cursor) sortGroups() {
 		}
 		start = end
 	}
+}
+
+// fillRange loads the next batch of whole groups of a source read in row order, column by
+// column: times first (which say where the batch ends), then each dimension chunk by chunk.
+func (c *cursor) fillRange(ctx context.Context) error {
+	w := &c.w
+	p0 := c.next
+	p := p0
+	for p < c.n {
+		first, vals, err := c.times.c.Chunk(p)
+		if err != nil {
+			return fmt.Errorf("merger: %s: __time: %w", c.name, err)
+		}
+		if k := p - first; k < 0 || k >= len(vals) {
+			return fmt.Errorf("merger: %s: __time: chunk at %d does not hold row %d", c.name, first, p)
+		}
+		full := false
+		for _, t := range vals[p-first:] {
+			t = c.gran.Truncate(t)
+			if p-p0 >= cursorBatch && t != c.lastT {
+				full = true // stop at a group boundary only
+				break
+			}
+			if !c.fresh && t < c.lastT {
+				return fmt.Errorf("%w: %s: row %d has time %d after a row of time %d", ErrUnsorted, c.name, p, t, c.lastT)
+			}
+			c.fresh = false
+			c.lastT = t
+			w.time = append(w.time, t)
+			p++
+			if (p-p0)&0xffff == 0 {
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("merger: %w", err)
+				}
+			}
+		}
+		if full {
+			break
+		}
+	}
+	n := p - p0
+	w.n = n
+	for r := p0; r < p; r++ {
+		w.src = append(w.src, uint32(r))
+	}
+	for j := range w.dims {
+		d := &w.dims[j]
+		switch d.kind {
+		case kindSingle, kindMulti:
+			ic := c.ids[j]
+			if ic == nil { // the source lacks the dimension: null
+				for range n {
+					d.ids = append(d.ids, 0)
+					if d.kind == kindMulti {
+						d.offs = append(d.offs, uint32(len(d.ids)))
+					}
+				}
+				continue
+			}
+			m := c.maps[j]
+			for r := p0; r < p; {
+				first, ids, offs, err := ic.c.Chunk(r)
+				if err != nil {
+					return fmt.Errorf("merger: %s: dimension %q: %w", c.name, c.dimName(j), err)
+				}
+				rows := len(ids)
+				if offs != nil {
+					rows = len(offs) - 1
+				}
+				if k := r - first; k < 0 || k >= rows {
+					return fmt.Errorf("merger: %s: dimension %q: chunk at %d does not hold row %d", c.name, c.dimName(j), first, r)
+				}
+				end := min(p, first+rows)
+				if offs == nil {
+					if d.kind == kindMulti {
+						for _, id := range ids[r-first : end-first] {
+							if int(id) >= len(m) {
+								return c.badID(j, id, len(m))
+							}
+							d.ids = append(d.ids, m[id])
+							d.offs = append(d.offs, uint32(len(d.ids)))
+						}
+					} else {
+						for _, id := range ids[r-first : end-first] {
+							if int(id) >= len(m) {
+								return c.badID(j, id, len(m))
+							}
+							d.ids = append(d.ids, m[id])
+						}
+					}
+				} else {
+					for k := r - first; k < end-first; k++ {
+						row := ids[offs[k]:offs[k+1]]
+						if d.kind == kindSingle && len(row) != 1 {
+							return fmt.Errorf("merger: internal error: %s: row %d holds %d ids in a single-value dimension", c.name, first+k, len(row))
+						}
+						for _, id := range row {
+							if int(id) >= len(m) {
+								return c.badID(j, id, len(m))
+							}
+							d.ids = append(d.ids, m[id])
+						}
+						if d.kind == kindMulti {
+							d.offs = append(d.offs, uint32(len(d.ids)))
+						}
+					}
+				}
+				r = end
+			}
+		case kindRaw:
+			rr := c.raws[j]
+			for r := p0; r < p; r++ {
+				null := true
+				if rr != nil {
+					b, ok, err := rr.Bytes(r)
+					if err != nil {
+						return fmt.Errorf("merger: %s: dimension %q: %w", c.name, c.dimName(j), err)
+					}
+					null = !ok
+					d.data = append(d.data, b...)
+				}
+				d.null = append(d.null, null)
+				d.offs = append(d.offs, uint32(len(d.data)))
+			}
+		}
+	}
+	c.next = p
+	return nil
+}
+
+func (c *cursor) badID(j int, id uint32, card int) error {
+	return fmt.Errorf("merger: %s: dimension %q: id %d not below the cardinality %d", c.name, c.dimName(j), id, card)
+}
+
+func (c *cursor) dimName(j int) string {
+	if j < len(c.dimNames) {
+		return c.dimNames[j]
+	}
+	return fmt.Sprintf("#%d", j)
 }
