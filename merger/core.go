@@ -755,11 +755,17 @@ func (t *sketchTask) write(b *batch) error {
 // bitmaps of that value map to through the row maps.
 func (c *core) bitmaps() error {
 	var todo []int
+	cost := make([]int, len(c.out.Dimensions)) // bitmaps to read: the work, roughly
 	for d, dim := range c.out.Dimensions {
 		if c.kinds[d] != kindRaw && !dim.NoBitmapIndex {
 			todo = append(todo, d)
+			for _, m := range c.maps[d] {
+				cost[d] += len(m)
+			}
 		}
 	}
+	// The most expensive first, so that the goroutines finish together.
+	slices.SortStableFunc(todo, func(a, b int) int { return cost[b] - cost[a] })
 	return runParallel(len(todo), c.opts.Parallelism, func(k int) error {
 		d := todo[k]
 		if err := c.dimBitmaps(d); err != nil {
