@@ -825,7 +825,7 @@ type valueRows struct {
 	dense    []uint64
 	isDense  bool
 	bm       *roaring.Bitmap // reused: Clear keeps its arrays
-	lo, hi   int // words of dense in use
+	lo, hi   int             // words of dense in use
 }
 
 func newValueRows(outRows int) *valueRows {
