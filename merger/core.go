@@ -730,7 +730,7 @@ func (t *sketchTask) write(b *batch) error {
 				if err != nil {
 					return err
 				}
-				if err := t.scratch.UnmarshalBinary(raw); err != nil {
+				if err := unmarshalSketch(&t.scratch, raw); err != nil {
 					return fmt.Errorf("merger: %s: metric %q: row %d: %w: %w", t.names[b.refIn[k]], t.name, b.refRow[k], columns.ErrCorrupt, err)
 				}
 				if acc == nil {

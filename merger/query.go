@@ -543,7 +543,7 @@ func (s *segSketches) mergeRow(row int, acc *hyperloglog.Sketch) error {
 	if err != nil {
 		return err
 	}
-	if err := s.scratch.UnmarshalBinary(b); err != nil {
+	if err := unmarshalSketch(&s.scratch, b); err != nil {
 		return fmt.Errorf("row %d: %w: %w", row, columns.ErrCorrupt, err)
 	}
 	return acc.Merge(&s.scratch)

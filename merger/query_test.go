@@ -340,6 +340,9 @@ func TestQueryOracle(t *testing.T) {
 		dst := filepath.Join(dir, "merged.seg")
 		mustMerge(t, segs, dst, Options{Durability: medium.Durability{Sync: medium.SyncNone}})
 		merged := openSeg(t, dst)
+		rolled := filepath.Join(dir, "rolled.seg")
+		mustMerge(t, segs, rolled, Options{Rollup: true, Granularity: columns.GranularityMinute, Durability: medium.Durability{Sync: medium.SyncNone}})
+		rolledSeg := openSeg(t, rolled)
 		for q := 0; q < 20; q++ {
 			spec := randSpec(rng, rc.schemas...)
 			msg := fmt.Sprintf("case %d query %d: %+v filter %v", c, q, spec, spec.Filter)
@@ -350,6 +353,13 @@ func TestQueryOracle(t *testing.T) {
 			got, err = Query(t.Context(), merged, spec)
 			require.NoError(t, err, msg)
 			requireResultsEqual(t, want, got, false, msg+" (merged)")
+			// A rollup by minute keeps every aggregate of a query by minute or coarser; only
+			// the stored row counts change (and double sums' last bits).
+			if !spec.All && spec.Granularity >= columns.GranularityMinute {
+				got, err = Query(t.Context(), rolledSeg, spec)
+				require.NoError(t, err, msg)
+				requireResultsEqual(t, want, got, true, msg+" (merged with rollup)")
+			}
 		}
 	}
 }

@@ -3,6 +3,8 @@ package merger
 import (
 	"fmt"
 
+	"github.com/axiomhq/hyperloglog"
+
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/writeout/writeout/columns"
@@ -256,4 +258,15 @@ func eachBitmapRows(bm *roaring.Bitmap, buf []uint32, sink rowSink) error {
 			return err
 		}
 	}
+}
+
+// unmarshalSketch decodes a serialized sketch into sk. Bad bytes are an error, never a panic:
+// a panic inside the library is turned into one.
+func unmarshalSketch(sk *hyperloglog.Sketch, b []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("hyperloglog: decoder panicked: %v", r)
+		}
+	}()
+	return sk.UnmarshalBinary(b)
 }
