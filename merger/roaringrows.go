@@ -20,12 +20,47 @@ const (
 )
 
 // appendRoaringRows appends the values of a bitmap in the portable roaring serialization (as
-// roaring's WriteTo writes it) to dst, in increasing order, without building a bitmap. It
-// checks everything it reads: lengths, increasing keys and values, runs inside their
-// container, every value below limit, and that b holds nothing more.
+// roaring's WriteTo writes it) to dst, in increasing order, without building a bitmap.
 func appendRoaringRows(dst []uint32, b []byte, limit uint64) ([]uint32, error) {
-	bad := func(format string, args ...any) ([]uint32, error) {
-		return dst, fmt.Errorf("%w: "+format, append([]any{errRoaring}, args...)...)
+	d := roaringDecoder{out: dst}
+	err := d.decode(b, limit)
+	return d.out, err
+}
+
+// eachRoaringRows hands sink the values of a serialized bitmap in increasing order, in pieces
+// of at most len(buf).
+func eachRoaringRows(b []byte, limit uint64, buf []uint32, sink rowSink) error {
+	d := roaringDecoder{out: buf[:0], piece: len(buf), sink: sink}
+	if err := d.decode(b, limit); err != nil {
+		return err
+	}
+	if len(d.out) > 0 {
+		return sink.rows(d.out)
+	}
+	return nil
+}
+
+// roaringDecoder decodes the portable roaring serialization, checking everything it reads:
+// lengths, increasing keys and values, runs inside their container, cardinalities, every
+// value below the limit, and that the bytes hold nothing more.
+type roaringDecoder struct {
+	out   []uint32
+	piece int // when positive, out goes to sink every piece values
+	sink  rowSink
+	err   error
+}
+
+func (d *roaringDecoder) put(v uint32) {
+	d.out = append(d.out, v)
+	if d.piece > 0 && len(d.out) == d.piece && d.err == nil {
+		d.err = d.sink.rows(d.out)
+		d.out = d.out[:0]
+	}
+}
+
+func (d *roaringDecoder) decode(b []byte, limit uint64) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{errRoaring}, args...)...)
 	}
 	if len(b) < 4 {
 		return bad("%d bytes", len(b))
@@ -63,10 +98,13 @@ func appendRoaringRows(dst []uint32, b []byte, limit uint64) ([]uint32, error) {
 		if len(b) < pos+4*size {
 			return bad("truncated offsets")
 		}
-		pos += 4 * size // containers follow in order: offsets are implied
+		pos += 4 * size // containers follow in order: the offsets are implied
 	}
 	prevKey := -1
 	for i := 0; i < size; i++ {
+		if d.err != nil {
+			return d.err
+		}
 		key := int(binary.LittleEndian.Uint16(header[4*i:]))
 		card := int(binary.LittleEndian.Uint16(header[4*i+2:])) + 1
 		if key <= prevKey {
@@ -99,17 +137,21 @@ func appendRoaringRows(dst []uint32, b []byte, limit uint64) ([]uint32, error) {
 					return bad("value %d not below %d", uint64(base)+uint64(start+length-1), limit)
 				}
 				for v := start; v < start+length; v++ {
-					dst = append(dst, base|uint32(v))
+					d.put(base | uint32(v))
 				}
 				next, total = start+length+1, total+length
 			}
 			if total != card {
-				return bad("runs hold %d values, header says %d", total, card)
+				return bad("runs hold %d values, the header says %d", total, card)
 			}
 			pos += 4 * nruns
 		case card <= roaringArrayMax:
 			if len(b) < pos+2*card {
 				return bad("truncated array container")
+			}
+			last := int(binary.LittleEndian.Uint16(b[pos+2*(card-1):]))
+			if uint64(base)+uint64(last) >= limit {
+				return bad("value %d not below %d", uint64(base)+uint64(last), limit)
 			}
 			prev := -1
 			for k := 0; k < card; k++ {
@@ -118,10 +160,7 @@ func appendRoaringRows(dst []uint32, b []byte, limit uint64) ([]uint32, error) {
 					return bad("array container not increasing")
 				}
 				prev = v
-				dst = append(dst, base|uint32(v))
-			}
-			if uint64(base)+uint64(prev) >= limit {
-				return bad("value %d not below %d", uint64(base)+uint64(prev), limit)
+				d.put(base | uint32(v))
 			}
 			pos += 2 * card
 		default:
@@ -132,26 +171,26 @@ func appendRoaringRows(dst []uint32, b []byte, limit uint64) ([]uint32, error) {
 			for w := 0; w < 1024; w++ {
 				word := binary.LittleEndian.Uint64(b[pos+8*w:])
 				for word != 0 {
-					t := word & -word
-					v := uint32(w*64) + uint32(bitsTrailing(word))
-					if uint64(base|v) >= limit {
-						return bad("value %d not below %d", base|v, limit)
+					v := base | uint32(w*64+bits.TrailingZeros64(word))
+					if uint64(v) >= limit {
+						return bad("value %d not below %d", v, limit)
 					}
-					dst = append(dst, base|v)
-					word ^= t
+					d.put(v)
+					word &= word - 1
 					n++
 				}
 			}
 			if n != card {
-				return bad("bitmap container holds %d values, header says %d", n, card)
+				return bad("bitmap container holds %d values, the header says %d", n, card)
 			}
 			pos += roaringBitmapContainerB
 		}
 	}
+	if d.err != nil {
+		return d.err
+	}
 	if pos != len(b) {
 		return bad("%d trailing bytes", len(b)-pos)
 	}
-	return dst, nil
+	return nil
 }
-
-func bitsTrailing(x uint64) int { return bits.TrailingZeros64(x) }

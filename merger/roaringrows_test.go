@@ -45,6 +45,9 @@ func TestAppendRoaringRows(t *testing.T) {
 		got, err := appendRoaringRows([]uint32{7}, b, uint64(n))
 		require.NoError(t, err, "round %d", round)
 		require.Equal(t, append([]uint32{7}, bm.ToArray()...), got, "round %d", round)
+		var pieces collectSink
+		require.NoError(t, eachRoaringRows(b, uint64(n), make([]uint32, 1+rng.IntN(5000)), &pieces))
+		require.Equal(t, bm.ToArray(), append([]uint32{}, pieces.rs...), "round %d: pieces", round)
 		// A limit at the maximum fails; so does every truncation and a trailing byte.
 		if !bm.IsEmpty() {
 			_, err = appendRoaringRows(nil, b, uint64(bm.Maximum()))
@@ -82,3 +85,7 @@ func FuzzAppendRoaringRows(f *testing.F) {
 		}
 	})
 }
+
+type collectSink struct{ rs []uint32 }
+
+func (c *collectSink) rows(rs []uint32) error { c.rs = append(c.rs, rs...); return nil }

@@ -92,7 +92,7 @@ func (s segSource) dim(name string) dimSource {
 	if err != nil {
 		return nil
 	}
-	return segDim{c}
+	return segDim{c, s.seg.Rows()}
 }
 
 func (s segSource) raw(name string) rawReader {
@@ -134,14 +134,34 @@ func (s segSource) sketchMerger(name string) sketchMerger {
 	return nil
 }
 
-type segDim struct{ c *columns.DimColumn }
+type segDim struct {
+	c    *columns.DimColumn
+	rows int
+}
 
 func (d segDim) hasNull() bool            { return d.c.HasNull() }
 func (d segDim) cardinality() int         { return d.c.Cardinality() }
 func (d segDim) dictionary() dictIterator { return d.c.Dictionary() }
 func (d segDim) cursor() idChunker        { return d.c.Cursor() }
 func (d segDim) hasBitmaps() bool         { return d.c.HasBitmaps() }
+
+// bitmapByter is a dimension column that hands out a bitmap's serialized bytes (a view, no
+// decoding): the merge then decodes rows straight from them. columns may offer it.
+type bitmapByter interface {
+	BitmapBytes(id uint32) ([]byte, error)
+}
+
 func (d segDim) eachRows(id uint32, buf []uint32, sink rowSink) error {
+	if bb, ok := any(d.c).(bitmapByter); ok {
+		raw, err := bb.BitmapBytes(id)
+		if err != nil {
+			return err
+		}
+		if err := eachRoaringRows(raw, uint64(d.rows), buf, sink); err != nil {
+			return fmt.Errorf("dimension %q: bitmap %d: %w: %w", d.c.Dimension().Name, id, columns.ErrCorrupt, err)
+		}
+		return nil
+	}
 	bm, err := d.c.Bitmap(id)
 	if err != nil {
 		return err
