@@ -230,12 +230,23 @@ func (c *core) mergeRows(w *columns.Writer) error {
 	}
 	work := make([]chan *batch, p)
 	var wg sync.WaitGroup
+	// Each task stays with one worker (a column writer takes batches in order); tasks are
+	// dealt out by estimated cost, the dearest first, each to the least loaded worker.
+	owned := make([][]colTask, p)
+	load := make([]int, p)
+	order := make([]int, len(tasks))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return taskCost(tasks[b]) - taskCost(tasks[a]) })
+	for _, t := range order {
+		g := slices.Index(load, slices.Min(load))
+		owned[g] = append(owned[g], tasks[t])
+		load[g] += taskCost(tasks[t])
+	}
 	for g := range p {
 		work[g] = make(chan *batch, 3)
-		var mine []colTask
-		for t := g; t < len(tasks); t += p {
-			mine = append(mine, tasks[t])
-		}
+		mine := owned[g]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -440,6 +451,20 @@ func (c *core) tasks(w *columns.Writer) ([]colTask, error) {
 		}
 	}
 	return tasks, nil
+}
+
+// taskCost estimates a task's work a row, in units of one value appended.
+func taskCost(t colTask) int {
+	switch t := t.(type) {
+	case *dimTask:
+		if t.kind == kindMulti {
+			return 6
+		}
+		return 2
+	case *sketchTask:
+		return 3
+	}
+	return 1
 }
 
 type timeTask struct{ w *columns.LongWriter }
