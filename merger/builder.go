@@ -71,7 +71,7 @@ type bdim struct {
 	pmu   sync.Mutex // guards flushes by readers, which hold only the read lock
 }
 
-const pendBatch = 32
+const pendBatch = 16
 
 // addLive records that row holds local id.
 func (d *bdim) addLive(id, row uint32) {
@@ -80,16 +80,23 @@ func (d *bdim) addLive(id, row uint32) {
 	slot[k] = row
 	k++
 	if k == pendBatch {
-		d.live[id].AddMany(slot)
+		bm := d.live[id]
+		if bm == nil {
+			bm = roaring.New()
+			d.live[id] = bm
+		}
+		bm.AddMany(slot)
 		k = 0
 	}
 	d.npend[id] = k
 }
 
-// newLive adds an empty live bitmap for the next id.
+var zeroSlot [pendBatch]uint32
+
+// newLive adds an empty live bitmap for the next id (created when it first gets rows).
 func (d *bdim) newLive() {
-	d.live = append(d.live, roaring.New())
-	d.pend = append(d.pend, make([]uint32, pendBatch)...)
+	d.live = append(d.live, nil)
+	d.pend = append(d.pend, zeroSlot[:]...)
 	d.npend = append(d.npend, 0)
 }
 
@@ -97,12 +104,17 @@ func (d *bdim) newLive() {
 // lock: once flushed, a bitmap does not change until the next Add.
 func (d *bdim) liveBitmap(id uint32) *roaring.Bitmap {
 	d.pmu.Lock()
+	defer d.pmu.Unlock()
+	bm := d.live[id]
+	if bm == nil {
+		bm = roaring.New()
+		d.live[id] = bm
+	}
 	if k := d.npend[id]; k > 0 {
-		d.live[id].AddMany(d.pend[int(id)*pendBatch : int(id)*pendBatch+int(k)])
+		bm.AddMany(d.pend[int(id)*pendBatch : int(id)*pendBatch+int(k)])
 		d.npend[id] = 0
 	}
-	d.pmu.Unlock()
-	return d.live[id]
+	return bm
 }
 
 // bmet holds one metric's rows.
