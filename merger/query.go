@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,6 +113,7 @@ func Query(ctx context.Context, q Queryable, spec QuerySpec) (QueryResult, error
 // depend on how rows are spread over the inputs.
 func QueryMany(ctx context.Context, qs []Queryable, spec QuerySpec) (QueryResult, error) {
 	srcs := make([]source, len(qs))
+	views := map[*Builder]source{} // a builder listed twice is read-locked once
 	for i, q := range qs {
 		switch q := q.(type) {
 		case *columns.Segment:
@@ -123,8 +125,13 @@ func QueryMany(ctx context.Context, qs []Queryable, spec QuerySpec) (QueryResult
 			if q == nil {
 				return QueryResult{}, fmt.Errorf("%w: queryable %d is nil", ErrInvalid, i)
 			}
+			if v, ok := views[q]; ok {
+				srcs[i] = v
+				continue
+			}
 			v, release := q.view()
 			defer release()
+			views[q] = v
 			srcs[i] = v
 		default:
 			return QueryResult{}, fmt.Errorf("%w: queryable %d is a %T; Query reads *columns.Segment and *merger.Builder", ErrInvalid, i, q)
@@ -146,7 +153,7 @@ func QueryMany(ctx context.Context, qs []Queryable, spec QuerySpec) (QueryResult
 	}
 	glob := newGlobalTable(metrics, len(spec.GroupBy))
 	var mu sync.Mutex
-	err = runParallel(len(srcs), len(srcs), func(i int) error {
+	err = runParallel(len(srcs), runtime.GOMAXPROCS(0), func(i int) error {
 		r := &runner{ctx: ctx, src: srcs[i], spec: &spec, metrics: metrics}
 		if err := r.run(); err != nil {
 			return fmt.Errorf("merger: query of input %d: %w", i, err)
