@@ -35,3 +35,7 @@ func unmapChunk(calls *sys.Calls, c []byte) error {
 	}
 	return nil
 }
+
+// readaheadDefault: on Linux the process-wide pool prepares a spare chunk ahead, so that the
+// kernel zeroes fresh pages on another core while a writer fills the chunk before.
+const readaheadDefault = true

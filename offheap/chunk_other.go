@@ -9,3 +9,6 @@ func mapChunk(*sys.Calls) ([]byte, error) { return make([]byte, ChunkSize), nil 
 
 // unmapChunk drops a chunk; the garbage collector frees it.
 func unmapChunk(*sys.Calls, []byte) error { return nil }
+
+// readaheadDefault: heap chunks gain nothing from being prepared ahead.
+const readaheadDefault = false

@@ -11,15 +11,24 @@ import (
 const DefaultPoolLimit = 64 << 20
 
 // chunkPool keeps chunks of closed media mapped and resident, up to a limit, for later media.
+//
+// With readahead on, a pool that has to map a fresh chunk also prepares the next one on another
+// goroutine: it maps it and touches its pages, so that the kernel zeroes them while the writer
+// fills the chunk it just got. At most one such spare chunk exists; it counts against no limit
+// and TrimPool unmaps it too.
 type chunkPool struct {
-	calls *sys.Calls
+	calls     *sys.Calls
+	readahead bool
 
-	mu    sync.Mutex
-	limit int64
-	free  [][]byte
+	mu       sync.Mutex
+	limit    int64
+	free     [][]byte
+	spare    []byte // a fresh chunk prepared ahead, with its pages touched
+	inflight sync.WaitGroup
+	busy     bool // a spare is being prepared
 }
 
-var defaultPool = &chunkPool{calls: &sys.Default, limit: DefaultPoolLimit}
+var defaultPool = &chunkPool{calls: &sys.Default, limit: DefaultPoolLimit, readahead: readaheadDefault}
 
 // SetPoolLimit sets how many bytes of free chunks the process-wide pool keeps mapped for reuse
 // and returns the previous limit. Pooled chunks past the new limit are unmapped at once; the
@@ -50,8 +59,10 @@ func (p *chunkPool) pooled() int64 {
 	return int64(len(p.free)) * ChunkSize
 }
 
-// trim unmaps pooled chunks until at most keep bytes are pooled.
+// trim unmaps pooled chunks until at most keep bytes are pooled. It waits for a spare being
+// prepared and unmaps it as well, so that after trim(0) the pool holds no mapping at all.
 func (p *chunkPool) trim(keep int64) error {
+	p.inflight.Wait()
 	p.mu.Lock()
 	n := int(max(keep, 0) / ChunkSize)
 	var drop [][]byte
@@ -60,11 +71,16 @@ func (p *chunkPool) trim(keep int64) error {
 		clear(p.free[n:])
 		p.free = p.free[:n]
 	}
+	if keep <= 0 && p.spare != nil {
+		drop = append(drop, p.spare)
+		p.spare = nil
+	}
 	p.mu.Unlock()
 	return joinUnmaps(p.calls, drop)
 }
 
-// get returns a pooled chunk, or maps a new one.
+// get returns a pooled chunk, the spare prepared ahead, or a newly mapped chunk. When it has to
+// use fresh memory it starts preparing the next spare.
 func (p *chunkPool) get() ([]byte, error) {
 	p.mu.Lock()
 	if n := len(p.free); n > 0 {
@@ -74,8 +90,45 @@ func (p *chunkPool) get() ([]byte, error) {
 		p.mu.Unlock()
 		return c, nil
 	}
+	c := p.spare
+	p.spare = nil
+	p.startSpareLocked()
 	p.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
 	return mapChunk(p.calls)
+}
+
+// startSpareLocked starts preparing a spare chunk on another goroutine unless one exists or is
+// being prepared. A failure to map it is not an error: the next get maps its own chunk and
+// reports what goes wrong then.
+func (p *chunkPool) startSpareLocked() {
+	if !p.readahead || p.busy || p.spare != nil {
+		return
+	}
+	p.busy = true
+	p.inflight.Add(1)
+	go func() {
+		defer p.inflight.Done()
+		c, err := mapChunk(p.calls)
+		if err == nil {
+			touchPages(c)
+		}
+		p.mu.Lock()
+		p.busy = false
+		if err == nil {
+			p.spare, c = c, nil
+		}
+		p.mu.Unlock()
+	}()
+}
+
+// touchPages writes one byte of every page, so the kernel backs (and zeroes) them now.
+func touchPages(c []byte) {
+	for i := 0; i < len(c); i += 4096 {
+		c[i] = 0
+	}
 }
 
 // put pools the chunks up to the limit and unmaps the rest, returning the failed unmaps.
