@@ -925,7 +925,7 @@ func (g *valueRows) write(dw *columns.DimWriter, id uint32) error {
 // rows map to increasing output rows unless its groups were re-sorted): unsorted runs are
 // sorted, then runs are merged pairwise. tmp is scratch; both slices are returned for reuse.
 func sortRuns(a []uint32, starts []int, tmp []uint32) ([]uint32, []uint32) {
-	if len(starts) <= 1 {
+	if len(starts) <= 1 || len(a) <= 48 {
 		if !slices.IsSorted(a) {
 			slices.Sort(a)
 		}
