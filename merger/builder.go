@@ -61,12 +61,12 @@ type bdim struct {
 	multi []uint32
 	raw   []string // kindRaw
 	rawOK []bool   // kindRaw: false for null
-	// Live bitmaps: the rows of id wait in pend[id*pendBatch:][:npend[id]] and go to
+	// Live bitmaps: the rows of id wait in a slot of pendBatch rows (npend[id] of them) and go to
 	// live[id] pendBatch at a time (AddMany of increasing rows appends to roaring's
 	// containers), and before any reader looks at live[id] (liveBitmap). Flat arrays: no
 	// allocation and no pointer a row.
 	live  []*roaring.Bitmap
-	pend  []uint32
+	pend  [][]uint32 // blocks of pendIDs slots: no copying as ids are added
 	npend []uint8
 	pmu   sync.Mutex // guards flushes by readers, which hold only the read lock
 }
@@ -76,7 +76,7 @@ const pendBatch = 16
 // addLive records that row holds local id.
 func (d *bdim) addLive(id, row uint32) {
 	k := d.npend[id]
-	slot := d.pend[int(id)*pendBatch : int(id+1)*pendBatch : int(id+1)*pendBatch]
+	slot := d.slot(id)
 	slot[k] = row
 	k++
 	if k == pendBatch {
@@ -91,12 +91,20 @@ func (d *bdim) addLive(id, row uint32) {
 	d.npend[id] = k
 }
 
-var zeroSlot [pendBatch]uint32
+const pendIDs = 1024
+
+// slot returns id's pending rows' slot.
+func (d *bdim) slot(id uint32) []uint32 {
+	o := int(id%pendIDs) * pendBatch
+	return d.pend[id/pendIDs][o : o+pendBatch : o+pendBatch]
+}
 
 // newLive adds an empty live bitmap for the next id (created when it first gets rows).
 func (d *bdim) newLive() {
+	if len(d.live)%pendIDs == 0 {
+		d.pend = append(d.pend, make([]uint32, pendIDs*pendBatch))
+	}
 	d.live = append(d.live, nil)
-	d.pend = append(d.pend, zeroSlot[:]...)
 	d.npend = append(d.npend, 0)
 }
 
@@ -111,7 +119,7 @@ func (d *bdim) liveBitmap(id uint32) *roaring.Bitmap {
 		d.live[id] = bm
 	}
 	if k := d.npend[id]; k > 0 {
-		bm.AddMany(d.pend[int(id)*pendBatch : int(id)*pendBatch+int(k)])
+		bm.AddMany(d.slot(id)[:k])
 		d.npend[id] = 0
 	}
 	return bm
