@@ -66,7 +66,8 @@ type bdim struct {
 	// containers), and before any reader looks at live[id] (liveBitmap). Flat arrays: no
 	// allocation and no pointer a row.
 	live  []*roaring.Bitmap
-	pend  [][]uint32 // blocks of pendIDs slots: no copying as ids are added
+	big   []uint32   // slots of the first bigIDs ids (the values seen first, often the frequent ones)
+	pend  [][]uint32 // blocks of pendIDs slots for the other ids: no copying as ids are added
 	npend []uint8
 	pmu   sync.Mutex // guards flushes by readers, which hold only the read lock
 }
@@ -79,7 +80,7 @@ func (d *bdim) addLive(id, row uint32) {
 	slot := d.slot(id)
 	slot[k] = row
 	k++
-	if k == pendBatch {
+	if int(k) == len(slot) {
 		bm := d.live[id]
 		if bm == nil {
 			bm = roaring.New()
@@ -91,17 +92,32 @@ func (d *bdim) addLive(id, row uint32) {
 	d.npend[id] = k
 }
 
-const pendIDs = 1024
+// The first bigIDs ids of a dimension get slots of bigBatch rows, the others of pendBatch:
+// frequent values (most often seen early) go to their bitmaps in larger batches, and rare ones
+// (of which there may be millions) hold little memory.
+const (
+	pendIDs  = 1024
+	bigIDs   = 256
+	bigBatch = 128
+)
 
 // slot returns id's pending rows' slot.
 func (d *bdim) slot(id uint32) []uint32 {
+	if id < bigIDs {
+		o := int(id) * bigBatch
+		return d.big[o : o+bigBatch : o+bigBatch]
+	}
+	id -= bigIDs
 	o := int(id%pendIDs) * pendBatch
 	return d.pend[id/pendIDs][o : o+pendBatch : o+pendBatch]
 }
 
 // newLive adds an empty live bitmap for the next id (created when it first gets rows).
 func (d *bdim) newLive() {
-	if len(d.live)%pendIDs == 0 {
+	switch n := len(d.live); {
+	case n == 0:
+		d.big = make([]uint32, bigIDs*bigBatch)
+	case n >= bigIDs && (n-bigIDs)%pendIDs == 0:
 		d.pend = append(d.pend, make([]uint32, pendIDs*pendBatch))
 	}
 	d.live = append(d.live, nil)
