@@ -121,7 +121,9 @@ func (b *bitmapsReader) span(id int) (int64, int64, error) {
 	return int64(start), int64(end), nil
 }
 
-func (b *bitmapsReader) bitmap(id int) (*roaring.Bitmap, error) {
+// raw returns the serialized bytes of bitmap id: a view of the mapping when the segment is
+// mapped, else a copy.
+func (b *bitmapsReader) raw(id int) ([]byte, error) {
 	if id < 0 || id >= b.count {
 		return nil, fmt.Errorf("columns: bitmap id %d out of range [0, %d)", id, b.count)
 	}
@@ -129,7 +131,11 @@ func (b *bitmapsReader) bitmap(id int) (*roaring.Bitmap, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := b.src.view(b.part.Offset+start, end-start, nil)
+	return b.src.view(b.part.Offset+start, end-start, nil)
+}
+
+func (b *bitmapsReader) bitmap(id int) (*roaring.Bitmap, error) {
+	raw, err := b.raw(id)
 	if err != nil {
 		return nil, err
 	}

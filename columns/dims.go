@@ -84,6 +84,21 @@ func (c *DimColumn) Bitmap(id uint32) (*roaring.Bitmap, error) {
 	return bm, partError(c.dim.Name, PartBitmaps, err)
 }
 
+// BitmapBytes returns value id's bitmap as stored: the portable roaring serialization, neither
+// decoded nor checked. For a segment from Open it is a view of the mapping, valid until Close;
+// otherwise it is a copy. It is the fast path for callers that decode rows themselves with a
+// decoder that validates what it reads (the merger's does); Bitmap decodes and checks.
+func (c *DimColumn) BitmapBytes(id uint32) ([]byte, error) {
+	if c.bms == nil {
+		return nil, fmt.Errorf("columns: column %q has no bitmap index: %w", c.dim.Name, ErrSchema)
+	}
+	if c.seg.src.closed {
+		return nil, fmt.Errorf("columns: column %q: segment closed: %w", c.dim.Name, medium.ErrClosed)
+	}
+	raw, err := c.bms.raw(int(id))
+	return raw, partError(c.dim.Name, PartBitmaps, err)
+}
+
 // Nulls returns the null rows.
 func (c *DimColumn) Nulls() (*roaring.Bitmap, error) { return c.seg.readNulls(c.dim.Name, c.nulls) }
 
