@@ -201,13 +201,10 @@ func (b *heapBytes) WriteTo(w io.Writer) (int64, error) {
 		if len(c) == 0 {
 			continue
 		}
-		k, err := w.Write(c)
+		k, err := WriteFull(w, c)
 		total += int64(k)
 		if err != nil {
 			return total, err
-		}
-		if k != len(c) {
-			return total, io.ErrShortWrite
 		}
 	}
 	return total, nil
@@ -217,14 +214,8 @@ func (b *heapBytes) ReadAt(p []byte, off int64) (int, error) {
 	if b.m.lc.Closed() {
 		return 0, b.closedErr("read at")
 	}
-	if off < 0 {
-		return 0, fmt.Errorf("medium: heap: read at %d: %w: negative offset", off, ErrInvalid)
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if off >= b.size {
-		return 0, io.EOF
+	if done, err := ReadAtBounds("medium: heap", p, off, b.size); done {
+		return 0, err
 	}
 	i := sort.Search(len(b.starts), func(i int) bool { return b.starts[i] > off }) - 1
 	n := 0

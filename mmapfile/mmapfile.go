@@ -578,13 +578,10 @@ func (b *bytesImpl) WriteTo(w io.Writer) (int64, error) {
 		if len(c) == 0 {
 			continue
 		}
-		k, err := w.Write(c)
+		k, err := medium.WriteFull(w, c)
 		total += int64(k)
 		if err != nil {
 			return total, err
-		}
-		if k != len(c) {
-			return total, io.ErrShortWrite
 		}
 	}
 	return total, nil
@@ -596,14 +593,8 @@ func (b *bytesImpl) ReadAt(p []byte, off int64) (int, error) {
 	if err := b.readable("read at"); err != nil {
 		return 0, err
 	}
-	if off < 0 {
-		return 0, fmt.Errorf("mmapfile: read at %d: %w: negative offset", off, medium.ErrInvalid)
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if off >= b.size {
-		return 0, io.EOF
+	if done, err := medium.ReadAtBounds("mmapfile", p, off, b.size); done {
+		return 0, err
 	}
 	if err := b.syncForRead(); err != nil {
 		return 0, err

@@ -277,14 +277,8 @@ func (b *offBytes) ReadAt(p []byte, off int64) (int, error) {
 	if b.m.lc.Closed() {
 		return 0, closedErr("read at")
 	}
-	if off < 0 {
-		return 0, fmt.Errorf("offheap: read at %d: %w: negative offset", off, medium.ErrInvalid)
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if off >= b.size {
-		return 0, io.EOF
+	if done, err := medium.ReadAtBounds("offheap", p, off, b.size); done {
+		return 0, err
 	}
 	n := 0
 	head := b.headSize()

@@ -232,13 +232,10 @@ func (b *tmpBytes) WriteTo(w io.Writer) (int64, error) {
 		}
 	}
 	if len(b.buf) > 0 {
-		k, err := w.Write(b.buf)
+		k, err := medium.WriteFull(w, b.buf)
 		total += int64(k)
 		if err != nil {
 			return total, err
-		}
-		if k != len(b.buf) {
-			return total, io.ErrShortWrite
 		}
 	}
 	return total, nil
@@ -280,14 +277,11 @@ func (b *tmpBytes) copyExtentsBuffered(w io.Writer, first int) (int64, error) {
 			if err := b.st.readAt(p, e.off+pos); err != nil {
 				return total, err
 			}
-			k, err := w.Write(p)
+			k, err := medium.WriteFull(w, p)
 			total += int64(k)
 			pos += int64(k)
 			if err != nil {
 				return total, err
-			}
-			if k != len(p) {
-				return total, io.ErrShortWrite
 			}
 		}
 	}
@@ -298,14 +292,8 @@ func (b *tmpBytes) ReadAt(p []byte, off int64) (int, error) {
 	if err := b.check("read at"); err != nil {
 		return 0, err
 	}
-	if off < 0 {
-		return 0, fmt.Errorf("tmpfile: read at %d: %w: negative offset", off, medium.ErrInvalid)
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if off >= b.size {
-		return 0, io.EOF
+	if done, err := medium.ReadAtBounds("tmpfile", p, off, b.size); done {
+		return 0, err
 	}
 	n := 0
 	if off < b.flushed {
