@@ -21,6 +21,31 @@ const bitmapsTrailerSize = 4
 type bitmapsWriter struct {
 	st   *stage
 	ends []uint64
+	enc  roaringEncoder
+	buf  []byte
+}
+
+// addRows adds the bitmap of rows, strictly increasing.
+func (b *bitmapsWriter) addRows(rows []uint32) error {
+	b.buf = b.enc.appendRows(b.buf[:0], rows)
+	return b.addEncoded()
+}
+
+// addWords adds the bitmap of the bitset words.
+func (b *bitmapsWriter) addWords(words []uint64) error {
+	b.buf = b.enc.appendWords(b.buf[:0], words)
+	return b.addEncoded()
+}
+
+func (b *bitmapsWriter) addEncoded() error {
+	if err := b.st.write(b.buf); err != nil {
+		return err
+	}
+	b.ends = append(b.ends, uint64(b.st.n))
+	if cap(b.buf) > 1<<20 {
+		b.buf = nil // a rare large bitmap: do not keep its buffer
+	}
+	return nil
 }
 
 func (b *bitmapsWriter) add(bm *roaring.Bitmap) error {
@@ -100,19 +125,22 @@ func parseBitmaps(src *source, p *PartInfo, cardinality, rows int) (*bitmapsRead
 
 // span returns where bitmap id lies within the part.
 func (b *bitmapsReader) span(id int) (int64, int64, error) {
-	var buf [16]byte
+	off, n := b.part.Offset+b.tableOff+int64(id-1)*8, int64(16)
+	if id == 0 {
+		off, n = b.part.Offset+b.tableOff, 8
+	}
+	var buf []byte // a mapped segment is read in place; else a buffer (it escapes into ReadAt)
+	if b.src.data == nil {
+		buf = make([]byte, 16)
+	}
+	t, err := b.src.view(off, n, buf)
+	if err != nil {
+		return 0, 0, err
+	}
 	var start, end uint64
 	if id == 0 {
-		t, err := b.src.view(b.part.Offset+b.tableOff, 8, buf[:0])
-		if err != nil {
-			return 0, 0, err
-		}
 		end = binary.LittleEndian.Uint64(t)
 	} else {
-		t, err := b.src.view(b.part.Offset+b.tableOff+int64(id-1)*8, 16, buf[:0])
-		if err != nil {
-			return 0, 0, err
-		}
 		start, end = binary.LittleEndian.Uint64(t), binary.LittleEndian.Uint64(t[8:])
 	}
 	if start > end || end > uint64(b.tableOff) {

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -585,7 +586,8 @@ func (s *SketchWriter) finish() error { return s.finishBlobs() }
 // each bitmap within the rows, the null id's bitmap equal to the null rows, the bitmaps' total
 // cardinality equal to the number of distinct (row, id) pairs, and (by a sum of a 64-bit hash
 // over the pairs, computed from the rows and again from the bitmaps) that the bitmaps hold
-// exactly the rows' ids.
+// exactly the rows' ids. The pair hashes cost a hash per (row, id) twice over, so they are
+// computed only in builds with the invariants tag (go test -tags invariants), as CI runs.
 type DimWriter struct {
 	dim       Dimension
 	chunkRows int
@@ -737,7 +739,9 @@ func (d *DimWriter) AppendIDs(ids []uint32) error {
 		d.pairs += d.distinct(ids)
 	} else {
 		d.pairs++
-		d.pairHash += pairHash(uint32(d.rows), ids[0])
+		if invariants {
+			d.pairHash += pairHash(uint32(d.rows), ids[0])
+		}
 	}
 	d.rows++
 	if d.rowsInChunk() == d.chunkRows {
@@ -753,18 +757,35 @@ func (d *DimWriter) rowsInChunk() int {
 	return len(d.vals)
 }
 
-// distinct counts the distinct ids of one row and adds their pair hashes.
+// distinct counts the distinct ids of one row and, with invariants on, adds their pair hashes.
 func (d *DimWriter) distinct(ids []uint32) uint64 {
 	row := uint32(d.rows)
 	if len(ids) == 1 {
-		d.pairHash += pairHash(row, ids[0])
+		if invariants {
+			d.pairHash += pairHash(row, ids[0])
+		}
 		return 1
+	}
+	if !invariants && len(ids) <= 16 {
+		n := uint64(0)
+	next:
+		for i, id := range ids {
+			for _, x := range ids[:i] {
+				if x == id {
+					continue next
+				}
+			}
+			n++
+		}
+		return n
 	}
 	d.seen = append(d.seen[:0], ids...)
 	slices.Sort(d.seen)
 	d.seen = slices.Compact(d.seen)
-	for _, id := range d.seen {
-		d.pairHash += pairHash(row, id)
+	if invariants {
+		for _, id := range d.seen {
+			d.pairHash += pairHash(row, id)
+		}
 	}
 	return uint64(len(d.seen))
 }
@@ -819,6 +840,108 @@ func (d *DimWriter) closeRows() error {
 // once; nil is an empty bitmap. The first call closes the rows. The writer does not keep or
 // change bm; call bm.RunOptimize first for the smallest file.
 func (d *DimWriter) WriteBitmap(id uint32, bm *roaring.Bitmap) error {
+	if err := d.beginBitmap(id); err != nil {
+		return err
+	}
+	if bm == nil {
+		bm = roaring.New()
+	}
+	if !bm.IsEmpty() && int64(bm.Maximum()) >= int64(d.rows) {
+		return d.fail(fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, bm.Maximum(), d.rows, medium.ErrInvalid))
+	}
+	if id == 0 && d.dict.hasNull && !bm.Equals(d.nulls) {
+		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", medium.ErrInvalid))
+	}
+	d.bmCard += bm.GetCardinality()
+	if invariants {
+		h := d.bmHash
+		bm.Iterate(func(row uint32) bool {
+			h += pairHash(row, id)
+			return true
+		})
+		d.bmHash = h
+	}
+	if err := d.bitmaps.add(bm); err != nil {
+		return d.fail(err)
+	}
+	d.nextBM++
+	return nil
+}
+
+// WriteBitmapRows is WriteBitmap for a bitmap given as its rows, strictly increasing. It writes
+// the bytes bm.RunOptimize and WriteTo would give without building a roaring.Bitmap, which is
+// the fast path for a merge writing many small bitmaps. rows is not kept.
+func (d *DimWriter) WriteBitmapRows(id uint32, rows []uint32) error {
+	if err := d.beginBitmap(id); err != nil {
+		return err
+	}
+	if k, ok := strictlyIncreasing(rows); !ok {
+		return d.fail(fmt.Errorf("bitmap %d: rows not strictly increasing at index %d (%d after %d): %w", id, k, rows[k], rows[k-1], medium.ErrInvalid))
+	}
+	if n := len(rows); n > 0 && int64(rows[n-1]) >= int64(d.rows) {
+		return d.fail(fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, rows[n-1], d.rows, medium.ErrInvalid))
+	}
+	if id == 0 && d.dict.hasNull && !equalRows(d.nulls, rows) {
+		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", medium.ErrInvalid))
+	}
+	d.bmCard += uint64(len(rows))
+	if invariants {
+		h := d.bmHash
+		for _, row := range rows {
+			h += pairHash(row, id)
+		}
+		d.bmHash = h
+	}
+	if err := d.bitmaps.addRows(rows); err != nil {
+		return d.fail(err)
+	}
+	d.nextBM++
+	return nil
+}
+
+// WriteBitmapWords is WriteBitmapRows for a bitmap given as a bitset: row r is in it when bit
+// r%64 of words[r/64] is set. words may end before the last row. It is the fast path for a
+// value holding many rows; words is not kept.
+func (d *DimWriter) WriteBitmapWords(id uint32, words []uint64) error {
+	if err := d.beginBitmap(id); err != nil {
+		return err
+	}
+	last := len(words) - 1
+	for last >= 0 && words[last] == 0 {
+		last--
+	}
+	if last >= 0 {
+		if top := int64(last)<<6 + 63 - int64(bits.LeadingZeros64(words[last])); top >= int64(d.rows) {
+			return d.fail(fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, top, d.rows, medium.ErrInvalid))
+		}
+	}
+	words = words[:last+1]
+	if id == 0 && d.dict.hasNull && !equalWords(d.nulls, words) {
+		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", medium.ErrInvalid))
+	}
+	card := 0
+	for _, w := range words {
+		card += bits.OnesCount64(w)
+	}
+	d.bmCard += uint64(card)
+	if invariants {
+		h := d.bmHash
+		for k, w := range words {
+			for ; w != 0; w &= w - 1 {
+				h += pairHash(uint32(k<<6+bits.TrailingZeros64(w)), id)
+			}
+		}
+		d.bmHash = h
+	}
+	if err := d.bitmaps.addWords(words); err != nil {
+		return d.fail(err)
+	}
+	d.nextBM++
+	return nil
+}
+
+// beginBitmap checks that the bitmap of id may come next, closing the rows on the first call.
+func (d *DimWriter) beginBitmap(id uint32) error {
 	if d.err != nil {
 		return d.err
 	}
@@ -837,27 +960,36 @@ func (d *DimWriter) WriteBitmap(id uint32, bm *roaring.Bitmap) error {
 	if int(id) >= d.card {
 		return d.fail(fmt.Errorf("WriteBitmap(%d): id not below the cardinality %d: %w", id, d.card, medium.ErrInvalid))
 	}
-	if bm == nil {
-		bm = roaring.New()
-	}
-	if !bm.IsEmpty() && int64(bm.Maximum()) >= int64(d.rows) {
-		return d.fail(fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, bm.Maximum(), d.rows, medium.ErrInvalid))
-	}
-	if id == 0 && d.dict.hasNull && !bm.Equals(d.nulls) {
-		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", medium.ErrInvalid))
-	}
-	d.bmCard += bm.GetCardinality()
-	h := d.bmHash
-	bm.Iterate(func(row uint32) bool {
-		h += pairHash(row, id)
-		return true
-	})
-	d.bmHash = h
-	if err := d.bitmaps.add(bm); err != nil {
-		return d.fail(err)
-	}
-	d.nextBM++
 	return nil
+}
+
+// equalWords reports whether bm holds exactly the rows set in words.
+func equalWords(bm *roaring.Bitmap, words []uint64) bool {
+	it := bm.Iterator()
+	n := uint64(0)
+	for k, w := range words {
+		for ; w != 0; w &= w - 1 {
+			if !it.HasNext() || it.Next() != uint32(k<<6+bits.TrailingZeros64(w)) {
+				return false
+			}
+			n++
+		}
+	}
+	return n == bm.GetCardinality()
+}
+
+// equalRows reports whether bm holds exactly rows (strictly increasing).
+func equalRows(bm *roaring.Bitmap, rows []uint32) bool {
+	if bm.GetCardinality() != uint64(len(rows)) {
+		return false
+	}
+	it := bm.Iterator()
+	for _, r := range rows {
+		if !it.HasNext() || it.Next() != r {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *DimWriter) finish() error {
@@ -878,7 +1010,7 @@ func (d *DimWriter) finish() error {
 		if d.bmCard != d.pairs {
 			return d.fail(fmt.Errorf("bitmaps hold %d rows in all, the rows hold %d distinct values: %w", d.bmCard, d.pairs, medium.ErrInvalid))
 		}
-		if d.bmHash != d.pairHash {
+		if invariants && d.bmHash != d.pairHash {
 			return d.fail(fmt.Errorf("bitmaps do not hold the rows' ids (pair hashes differ): %w", medium.ErrInvalid))
 		}
 		if err := d.bitmaps.finish(); err != nil {

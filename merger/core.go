@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/columns"
@@ -849,12 +848,11 @@ type valueRows struct {
 	tmp      []uint32
 	dense    []uint64
 	isDense  bool
-	bm       *roaring.Bitmap // reused: Clear keeps its arrays
 	lo, hi   int             // words of dense in use
 }
 
 func newValueRows(outRows int) *valueRows {
-	return &valueRows{outRows: outRows, denseMin: max(1024, outRows/256), bm: roaring.New()}
+	return &valueRows{outRows: outRows, denseMin: max(1024, outRows/256)}
 }
 
 func (g *valueRows) reset() {
@@ -903,22 +901,21 @@ func (g *valueRows) toDense(rs []uint32) {
 	}
 }
 
-// write writes the gathered rows as the bitmap of id.
+// write writes the gathered rows as the bitmap of id. Rows can repeat (with rollup, several
+// source rows become one output row): the list is sorted and compacted; the dense form merges
+// them by itself.
 func (g *valueRows) write(dw *columns.DimWriter, id uint32) error {
-	bm := g.bm
-	bm.Clear()
 	if g.isDense {
-		bm.FromDense(g.dense[:g.hi+1], false) // shares dense: written out before dense changes
-	} else {
-		g.list, g.tmp = sortRuns(g.list, g.starts, g.tmp)
-		bm.AddMany(g.list)
-	}
-	bm.RunOptimize()
-	err := dw.WriteBitmap(id, bm)
-	if g.isDense && g.hi >= g.lo {
+		if g.hi < g.lo {
+			return dw.WriteBitmapWords(id, nil)
+		}
+		err := dw.WriteBitmapWords(id, g.dense[:g.hi+1])
 		clear(g.dense[g.lo : g.hi+1])
+		return err
 	}
-	return err
+	g.list, g.tmp = sortRuns(g.list, g.starts, g.tmp)
+	g.list = slices.Compact(g.list)
+	return dw.WriteBitmapRows(id, g.list)
 }
 
 // sortRuns sorts a, made of runs starting at starts, each usually sorted already (a source's

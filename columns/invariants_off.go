@@ -1,0 +1,7 @@
+//go:build !invariants
+
+package columns
+
+// invariants turns on the checks too expensive for every build (build with -tags invariants):
+// see DimWriter.
+const invariants = false

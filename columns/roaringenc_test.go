@@ -1,0 +1,292 @@
+package columns
+
+import (
+	"bytes"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/medium"
+)
+
+// roaringBytes is what the roaring library writes for vals after RunOptimize.
+func roaringBytes(t testing.TB, vals []uint32) []byte {
+	bm := roaring.BitmapOf(vals...)
+	bm.RunOptimize()
+	b, err := bm.ToBytes()
+	require.NoError(t, err)
+	return b
+}
+
+// randomRows returns a strictly increasing set mixing the shapes that pick each container kind:
+// sparse values (arrays), long runs (run containers), dense random bits (bitmap containers),
+// spread over a few containers or many.
+func randomRows(r *rand.Rand) []uint32 {
+	var vals []uint32
+	keys := 1 + r.IntN(6)
+	if r.IntN(4) == 0 {
+		keys = 1 + r.IntN(40)
+	}
+	for k := 0; k < keys; k++ {
+		base := uint32(r.IntN(1<<15)) << 16
+		switch r.IntN(5) {
+		case 0: // a few sparse values
+			for range 1 + r.IntN(20) {
+				vals = append(vals, base|uint32(r.IntN(1<<16)))
+			}
+		case 1: // runs
+			for range 1 + r.IntN(30) {
+				s := r.IntN(1 << 16)
+				for v := s; v < min(s+1+r.IntN(3000), 1<<16); v++ {
+					vals = append(vals, base|uint32(v))
+				}
+			}
+		case 2: // dense random: bitmap container
+			p := 0.1 + 0.8*r.Float64()
+			for v := 0; v < 1<<16; v++ {
+				if r.Float64() < p {
+					vals = append(vals, base|uint32(v))
+				}
+			}
+		case 3: // around the array/bitmap boundary
+			n := roaringArrayMax - 3 + r.IntN(7)
+			for _, v := range r.Perm(1 << 16)[:n] {
+				vals = append(vals, base|uint32(v))
+			}
+		default: // a full container, or every other value
+			step := 1 + r.IntN(2)
+			for v := 0; v < 1<<16; v += step {
+				vals = append(vals, base|uint32(v))
+			}
+		}
+	}
+	slices.Sort(vals)
+	return slices.Compact(vals)
+}
+
+func TestRoaringEncoderMatchesRoaring(t *testing.T) {
+	var e roaringEncoder
+	fixed := [][]uint32{
+		nil,
+		{0},
+		{1<<32 - 1},
+		{0, 1, 2, 3},
+		{5, 1 << 16, 2 << 16, 3 << 16, 4 << 16}, // 5 containers: offsets with runs or not
+		{0, 1, 2, 1 << 16, 1<<16 + 1, 2 << 16, 3 << 16},
+	}
+	for _, vals := range fixed {
+		require.Equal(t, roaringBytes(t, vals), e.appendRows(nil, vals), "%v", vals)
+	}
+	seed := uint64(rand.Int64())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 7))
+	for i := 0; i < 200; i++ {
+		vals := randomRows(r)
+		got := e.appendRows([]byte("prefix"), vals)
+		require.Equal(t, []byte("prefix"), got[:6])
+		want := roaringBytes(t, vals)
+		if !bytes.Equal(want, got[6:]) {
+			t.Fatalf("seed %d case %d: %d values: encoding differs from roaring's (%d vs %d bytes)", seed, i, len(vals), len(got)-6, len(want))
+		}
+		back := roaring.New()
+		_, err := back.ReadFrom(bytes.NewReader(got[6:]))
+		require.NoError(t, err)
+		require.Equal(t, vals, back.ToArray())
+	}
+}
+
+// wordsOf returns vals as a bitset, with extra zero words at the end.
+func wordsOf(vals []uint32, extra int) []uint64 {
+	n := 0
+	if len(vals) > 0 {
+		n = int(vals[len(vals)-1])/64 + 1
+	}
+	ws := make([]uint64, n+extra)
+	for _, v := range vals {
+		ws[v/64] |= 1 << (v % 64)
+	}
+	return ws
+}
+
+func TestRoaringEncoderWordsMatchesRoaring(t *testing.T) {
+	var e roaringEncoder
+	for _, vals := range [][]uint32{nil, {0}, {63, 64}, {65535, 65536}, {0, 1, 2, 3, 1 << 16, 2 << 16, 3 << 16, 4<<16 + 9}} {
+		require.Equal(t, roaringBytes(t, vals), e.appendWords(nil, wordsOf(vals, 3)), "%v", vals)
+	}
+	seed := uint64(rand.Int64())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 8))
+	for i := 0; i < 60; i++ {
+		vals := randomRows(r)
+		if len(vals) > 0 && vals[len(vals)-1] > 64<<20 {
+			for k := range vals { // keep the bitset small: fold the keys down
+				vals[k] = vals[k]&0xffff | (vals[k]>>16%512)<<16
+			}
+			slices.Sort(vals)
+			vals = slices.Compact(vals)
+		}
+		got := e.appendWords(nil, wordsOf(vals, r.IntN(2000)))
+		if want := roaringBytes(t, vals); !bytes.Equal(want, got) {
+			t.Fatalf("seed %d case %d: %d values: encoding differs from roaring's (%d vs %d bytes)", seed, i, len(vals), len(got), len(want))
+		}
+	}
+}
+
+func TestWriteBitmapRowsSameFileAsWriteBitmap(t *testing.T) {
+	s := Schema{Dimensions: []Dimension{{Name: "d", MultiValue: true}}}
+	r := rand.New(rand.NewPCG(3, 4))
+	const rows = 200_000
+	ids := make([][]uint32, rows)
+	for i := range ids {
+		switch {
+		case i%7 == 0:
+			ids[i] = nil // null
+		case i < 70_000:
+			ids[i] = []uint32{1 + uint32(i/1000)} // runs
+		default:
+			ids[i] = []uint32{1 + uint32(r.IntN(200)), 201 + uint32(r.IntN(3))}
+		}
+	}
+	const (
+		viaBitmap = iota
+		viaRows
+		viaWords
+	)
+	build := func(form int) []byte {
+		w, err := NewWriter(s, WriterOptions{Medium: medium.NewHeap()})
+		require.NoError(t, err)
+		tw, err := w.Time()
+		require.NoError(t, err)
+		d, err := w.Dim("d")
+		require.NoError(t, err)
+		require.NoError(t, d.AddNull())
+		for v := 1; v <= 203; v++ {
+			_, err := d.AddValue(string(rune('a'+v/26)) + string(rune('a'+v%26)))
+			require.NoError(t, err)
+		}
+		bms := make([][]uint32, 204)
+		for i, row := range ids {
+			require.NoError(t, tw.Append(int64(i)))
+			require.NoError(t, d.AppendIDs(row))
+			if len(row) == 0 {
+				bms[0] = append(bms[0], uint32(i))
+			}
+			for _, id := range row {
+				bms[id] = append(bms[id], uint32(i))
+			}
+		}
+		for id, rs := range bms {
+			switch form {
+			case viaRows:
+				require.NoError(t, d.WriteBitmapRows(uint32(id), rs))
+			case viaWords:
+				require.NoError(t, d.WriteBitmapWords(uint32(id), wordsOf(rs, id%3)))
+			default:
+				bm := roaring.BitmapOf(rs...)
+				bm.RunOptimize()
+				require.NoError(t, d.WriteBitmap(uint32(id), bm))
+			}
+		}
+		var buf bytes.Buffer
+		_, err = w.FinishTo(&buf)
+		require.NoError(t, err)
+		return buf.Bytes()
+	}
+	a, b, c := build(viaBitmap), build(viaRows), build(viaWords)
+	require.True(t, bytes.Equal(a, b), "WriteBitmapRows and WriteBitmap give different files")
+	require.True(t, bytes.Equal(a, c), "WriteBitmapWords and WriteBitmap give different files")
+	seg, err := NewSegmentBytes(b)
+	require.NoError(t, err)
+	defer seg.Close()
+	require.NoError(t, seg.Verify())
+}
+
+func TestWriteBitmapRowsRejects(t *testing.T) {
+	s := Schema{Dimensions: []Dimension{{Name: "d"}}}
+	start := func() (*Writer, *DimWriter) {
+		w, err := NewWriter(s, WriterOptions{})
+		require.NoError(t, err)
+		tw, _ := w.Time()
+		d, _ := w.Dim("d")
+		require.NoError(t, d.AddNull())
+		_, _ = d.AddValue("a")
+		for i, id := range []uint32{0, 1, 1, 0} {
+			require.NoError(t, tw.Append(int64(i)))
+			require.NoError(t, d.AppendID(id))
+		}
+		return w, d
+	}
+	w, d := start()
+	require.ErrorIs(t, d.WriteBitmapRows(0, []uint32{3, 0}), medium.ErrInvalid, "not increasing")
+	require.ErrorContains(t, d.WriteBitmapRows(0, []uint32{0, 3}), "not strictly increasing", "the first error sticks")
+	w.Abort()
+	w, d = start()
+	require.ErrorIs(t, d.WriteBitmapRows(0, []uint32{0, 0, 3}), medium.ErrInvalid, "duplicate")
+	w.Abort()
+	w, d = start()
+	require.ErrorIs(t, d.WriteBitmapRows(0, []uint32{0}), medium.ErrInvalid, "null bitmap differs from the null rows")
+	w.Abort()
+	w, d = start()
+	require.ErrorIs(t, d.WriteBitmapRows(1, []uint32{1, 2}), ErrState, "out of order")
+	w.Abort()
+	w, d = start()
+	require.NoError(t, d.WriteBitmapRows(0, []uint32{0, 3}))
+	require.ErrorIs(t, d.WriteBitmapRows(1, []uint32{1, 4}), medium.ErrInvalid, "row past the end")
+	w.Abort()
+	w, d = start()
+	require.ErrorIs(t, d.WriteBitmapWords(0, []uint64{1}), medium.ErrInvalid, "null bitmap (words) differs from the null rows")
+	w.Abort()
+	w, d = start()
+	require.NoError(t, d.WriteBitmapWords(0, []uint64{0b1001, 0}))
+	require.ErrorIs(t, d.WriteBitmapWords(1, []uint64{0b10110}), medium.ErrInvalid, "row past the end (words)")
+	w.Abort()
+	w, d = start()
+	require.NoError(t, d.WriteBitmapWords(0, []uint64{0b1001}))
+	require.NoError(t, d.WriteBitmapWords(1, []uint64{0b0110, 0, 0}))
+	_, err := w.FinishTo(io.Discard)
+	require.NoError(t, err)
+	w, d = start()
+	require.NoError(t, d.WriteBitmapRows(0, []uint32{0, 3}))
+	require.NoError(t, d.WriteBitmapRows(1, []uint32{1}))
+	_, err = w.FinishTo(io.Discard)
+	require.ErrorIs(t, err, medium.ErrInvalid, "bitmaps hold fewer rows than the rows do")
+	w, d = start()
+	require.NoError(t, d.WriteBitmapRows(0, []uint32{0, 3}))
+	require.NoError(t, d.WriteBitmapRows(1, []uint32{1, 2}))
+	_, err = w.FinishTo(io.Discard)
+	require.NoError(t, err)
+}
+
+func BenchmarkRoaringEncode(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{5, 1000, 100_000} {
+		vals := make([]uint32, 0, n)
+		for v := uint32(0); len(vals) < n; v += 1 + uint32(r.IntN(8)) {
+			vals = append(vals, v)
+		}
+		b.Run("rows="+itoa(n)+"/enc=writeout", func(b *testing.B) {
+			var e roaringEncoder
+			var buf []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = e.appendRows(buf[:0], vals)
+			}
+		})
+		b.Run("rows="+itoa(n)+"/enc=roaring", func(b *testing.B) {
+			var buf bytes.Buffer
+			bm := roaring.New()
+			b.ReportAllocs()
+			for b.Loop() {
+				buf.Reset()
+				bm.Clear()
+				bm.AddMany(vals)
+				bm.RunOptimize()
+				_, _ = bm.WriteTo(&buf)
+			}
+		})
+	}
+}
