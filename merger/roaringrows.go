@@ -50,12 +50,20 @@ type roaringDecoder struct {
 	err   error
 }
 
+// put adds v to out; a full piece goes to the sink. piece 0 never equals len(out) after an
+// append, so without a sink out just grows.
 func (d *roaringDecoder) put(v uint32) {
 	d.out = append(d.out, v)
-	if d.piece > 0 && len(d.out) == d.piece && d.err == nil {
-		d.err = d.sink.rows(d.out)
-		d.out = d.out[:0]
+	if len(d.out) == d.piece {
+		d.flush()
 	}
+}
+
+func (d *roaringDecoder) flush() {
+	if d.err == nil {
+		d.err = d.sink.rows(d.out)
+	}
+	d.out = d.out[:0]
 }
 
 func (d *roaringDecoder) decode(b []byte, limit uint64) error {
