@@ -119,6 +119,12 @@ type DictIter struct {
 	bn    int // next block
 	val   string
 	err   error
+	// The current block's values, decoded at once into one string (one allocation a block):
+	// vals is their bytes back to back, ends where each ends.
+	vals  string
+	ends  [dictBlock]int
+	next  int // index in ends of the next value
+	stage []byte
 }
 
 // Next advances to the next id; false at the end or on an error.
@@ -136,22 +142,43 @@ func (it *DictIter) Next() bool {
 		return true
 	}
 	if it.left == 0 {
-		raw, err := it.col.dict.block(it.bn, nil)
-		if err != nil {
+		if err := it.loadBlock(); err != nil {
 			it.err = partError(it.col.dim.Name, PartDictionary, err)
 			return false
 		}
-		it.block.rest, it.block.i = raw, 0
-		it.left = it.col.dict.blockLen(it.bn)
-		it.bn++
 	}
-	if err := it.block.next(); err != nil {
-		it.err = partError(it.col.dim.Name, PartDictionary, err)
-		return false
+	start := 0
+	if it.next > 0 {
+		start = it.ends[it.next-1]
 	}
+	it.val = it.vals[start:it.ends[it.next]]
+	it.next++
 	it.left--
-	it.val = string(it.block.val)
 	return true
+}
+
+// loadBlock decodes the next block's values into vals.
+func (it *DictIter) loadBlock() error {
+	raw, err := it.col.dict.block(it.bn, nil)
+	if err != nil {
+		return err
+	}
+	n := it.col.dict.blockLen(it.bn)
+	if n < 1 || n > dictBlock {
+		return corruptf("dictionary: block %d of %d values", it.bn, n)
+	}
+	it.block.rest, it.block.i = raw, 0
+	it.stage = it.stage[:0]
+	for k := 0; k < n; k++ {
+		if err := it.block.next(); err != nil {
+			return err
+		}
+		it.stage = append(it.stage, it.block.val...)
+		it.ends[k] = len(it.stage)
+	}
+	it.vals, it.next, it.left = string(it.stage), 0, n
+	it.bn++
+	return nil
 }
 
 // ID returns the current id.

@@ -10,14 +10,14 @@ import (
 // WriteTo give for the same values (roaringenc_test.go checks it), so a part does not depend on
 // which path wrote it.
 const (
-	roaringCookieNoRun  = 12346 // arrays and bitmap containers only: u32 cookie, u32 count
-	roaringCookieRun    = 12347 // u16 cookie, u16 count-1, then a bit per container: is it runs
-	roaringNoOffsetMax  = 4     // with runs, fewer containers than this have no offset table
-	roaringArrayMax     = 4096  // an array container holds at most this many values
-	roaringBitmapBytes  = 8192  // a bitmap container: 1024 little-endian u64 words
-	roaringArrayKind    = 0
-	roaringBitmapKind   = 1
-	roaringRunKind      = 2
+	roaringCookieNoRun = 12346 // arrays and bitmap containers only: u32 cookie, u32 count
+	roaringCookieRun   = 12347 // u16 cookie, u16 count-1, then a bit per container: is it runs
+	roaringNoOffsetMax = 4     // with runs, fewer containers than this have no offset table
+	roaringArrayMax    = 4096  // an array container holds at most this many values
+	roaringBitmapBytes = 8192  // a bitmap container: 1024 little-endian u64 words
+	roaringArrayKind   = 0
+	roaringBitmapKind  = 1
+	roaringRunKind     = 2
 )
 
 // roaringContainer describes one container of values sharing their high 16 bits.
