@@ -1,6 +1,7 @@
 package columns
 
 import (
+	"context"
 	"fmt"
 	"hash/crc32"
 	"slices"
@@ -14,10 +15,8 @@ import (
 // its id, raw null rows empty, and every sketch decodable. The first problem is returned,
 // wrapping ErrCorrupt and naming the column and part.
 func (s *Segment) Verify() error {
-	for i := range s.f.parts {
-		if err := s.verifyCRC(&s.f.parts[i]); err != nil {
-			return err
-		}
+	if err := s.VerifyChecksums(); err != nil {
+		return err
 	}
 	if err := s.verifyTime(); err != nil {
 		return err
@@ -55,11 +54,31 @@ func (s *Segment) Verify() error {
 	return nil
 }
 
-func (s *Segment) verifyCRC(p *PartInfo) error {
+// VerifyChecksums checks the CRC-32C of every part against the footer: the cheap part of
+// Verify (one pass over the file, no decoding), enough to catch a damaged file before its
+// contents are copied elsewhere under new checksums. The first mismatch is returned, wrapping
+// ErrCorrupt and naming the column and part.
+func (s *Segment) VerifyChecksums() error { return s.VerifyChecksumsContext(context.Background()) }
+
+// VerifyChecksumsContext is VerifyChecksums, stopping with an error wrapping ctx.Err() when ctx
+// is done (checked every MiB).
+func (s *Segment) VerifyChecksumsContext(ctx context.Context) error {
+	for i := range s.f.parts {
+		if err := s.verifyCRC(ctx, &s.f.parts[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Segment) verifyCRC(ctx context.Context, p *PartInfo) error {
 	const piece = 1 << 20
 	var crc uint32
 	var buf []byte
 	for off := int64(0); off < p.Length; off += piece {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("columns: verify checksums: %w", err)
+		}
 		n := min(piece, p.Length-off)
 		b, err := s.src.view(p.Offset+off, n, buf)
 		if err != nil {

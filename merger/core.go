@@ -848,7 +848,7 @@ type valueRows struct {
 	tmp      []uint32
 	dense    []uint64
 	isDense  bool
-	lo, hi   int             // words of dense in use
+	lo, hi   int // words of dense in use
 }
 
 func newValueRows(outRows int) *valueRows {

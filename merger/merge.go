@@ -47,6 +47,20 @@ func Merge(ctx context.Context, inputs []*columns.Segment, dst string, opts Opti
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("merger: %w", err)
 	}
+	if !opts.SkipChecksums {
+		err := runParallel(len(inputs), opts.Parallelism, func(i int) error {
+			if err := inputs[i].VerifyChecksumsContext(ctx); err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("merger: %w", ctx.Err())
+				}
+				return fmt.Errorf("merger: %s: %w", names[i], err)
+			}
+			return nil
+		})
+		if err != nil {
+			return res, err
+		}
+	}
 	return mergeSources(ctx, srcs, names, out, dst, opts, start)
 }
 

@@ -55,9 +55,9 @@ combine through each metric's aggregator; --granularity alone truncates times. W
 flag, the output rolls up when every input is rolled up, at the inputs' granularity when they
 share one (--rollup=false turns that off). --max-fan-in N
 merges at most N inputs at once, in phases through intermediate segments next to --out.
-The merge reads inputs without checking their checksums: a damaged input fails the merge (no
-output is written) with whatever error the damage causes; --verify-inputs checks every input
-first and names the file, column and part at fault.
+Before merging, the CRC-32C of every input part is checked (one read of the inputs): a
+damaged input fails the merge, naming the file, column and part, and no output is written.
+--verify-inputs also checks every structural invariant of every input first (decoding it all).
 
 On a terminal, standard error shows a progress bar (rows, rate, ETA); the summary goes to
 standard output (none with --quiet). Ctrl-C stops the merge within a second, removes its temp
@@ -109,6 +109,8 @@ type mergeSettings struct {
 	// readAt reads the inputs with pread instead of mapping them: pages read do not stay in the
 	// process's resident set (ingest's intermediate segments).
 	readAt bool
+	// skipChecksums: the inputs were just verified (--verify-inputs).
+	skipChecksums bool
 }
 
 // mergeResult is what mergeFiles reports.
@@ -174,6 +176,8 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 		MaxFanIn:    s.maxFanIn,
 		Parallelism: s.parallelism,
 		Progress:    s.progress,
+
+		SkipChecksums: s.skipChecksums,
 	})
 	if err != nil {
 		return res, fmt.Errorf("merge into %s: %w", dst, err)
@@ -250,7 +254,8 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 	}
 
 	s := mergeSettings{mediumName: f.medium, tmpDir: f.tmpDir, durability: dur, replace: f.replace, rollup: f.rollup,
-		granularity: gran, inherit: !cmd.Flags().Changed("rollup") && !cmd.Flags().Changed("granularity"), maxFanIn: f.maxFanIn, dimensions: splitList(f.dimensions), parallelism: f.parallelism}
+		granularity: gran, inherit: !cmd.Flags().Changed("rollup") && !cmd.Flags().Changed("granularity"), maxFanIn: f.maxFanIn, dimensions: splitList(f.dimensions), parallelism: f.parallelism,
+		skipChecksums: f.verifyInputs}
 	showBar := !f.quiet && (f.progress == "always" || f.progress == "auto" && isTerminal(cmd.ErrOrStderr()))
 	var bar *phaseBar
 	if showBar {

@@ -1,0 +1,71 @@
+package merger
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/columns"
+)
+
+// flipInPart flips one byte a quarter into the named part of the segment file at path.
+func flipInPart(t *testing.T, path, column string, kind columns.PartKind) {
+	t.Helper()
+	seg, err := columns.Open(path)
+	require.NoError(t, err)
+	var off int64 = -1
+	for _, p := range seg.Parts() {
+		if p.Column == column && p.Kind == kind {
+			off = p.Offset + p.Length/4
+		}
+	}
+	require.NoError(t, seg.Close())
+	require.GreaterOrEqual(t, off, int64(0), "no part %s %s", column, kind)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	var b [1]byte
+	_, err = f.ReadAt(b[:], off)
+	require.NoError(t, err)
+	b[0] ^= 0x10
+	_, err = f.WriteAt(b[:], off)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
+
+// TestMergeChecksInputChecksums: a byte flipped inside a metric's values (which decode to a
+// plausible, wrong value) fails the merge with ErrCorrupt naming the input and the part, and
+// nothing is written; Open alone does not see it, nor does a merge told to skip the check.
+func TestMergeChecksInputChecksums(t *testing.T) {
+	dir := t.TempDir()
+	a := genSegment(t, dir, 1, 5000)
+	bad := genSegment(t, dir, 2, 5000)
+	path := filepath.Join(dir, "basic-2-5000.seg")
+	require.NoError(t, bad.Close())
+	flipInPart(t, path, "sumLongSequential", columns.PartValues)
+	bad = openSeg(t, path) // opens: the footer and the index are intact
+
+	dst := filepath.Join(dir, "out.seg")
+	before := dirNames(t, dir)
+	_, err := Merge(context.Background(), []*columns.Segment{a, bad}, dst, Options{InputNames: []string{"a.seg", "bad.seg"}})
+	require.ErrorIs(t, err, columns.ErrCorrupt)
+	require.ErrorContains(t, err, "bad.seg")
+	require.ErrorContains(t, err, `"sumLongSequential"`)
+	require.Equal(t, before, dirNames(t, dir), "nothing written")
+
+	require.ErrorContains(t, err, "CRC")
+
+	// Without the check, the merge reads the damage: it fails later (decoding) or rewrites a
+	// wrong value under a new checksum; either way not with the checksum error.
+	_, err = Merge(context.Background(), []*columns.Segment{a, bad}, dst, Options{SkipChecksums: true, Replace: true})
+	if err != nil {
+		require.NotContains(t, err.Error(), "CRC")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, a.VerifyChecksumsContext(ctx), context.Canceled)
+	require.NoError(t, a.VerifyChecksums())
+}
