@@ -12,6 +12,9 @@
 //     whose aggregator or type differs between inputs, a dimension raw in one input and not in
 //     another, or a name that is a dimension in one input and a metric in another is an error
 //     wrapping ErrSchemaConflict that names the column and both inputs.
+//  0. Inputs: the CRC-32C of every part of every input is checked first (one read of the
+//     inputs, unless Options.SkipChecksums): a merge rewrites what it reads under new
+//     checksums, so damage must stop it here.
 //  2. Dictionaries merge first, k-way over the inputs' sorted dictionaries (one dimension per
 //     goroutine), giving each input a map from its ids to merged ids. Null, when any input has
 //     it (or lacks the dimension), is merged id 0.
@@ -28,7 +31,8 @@
 //     input row, the one per-row structure a merge keeps).
 //  4. Bitmaps are rebuilt one merged value at a time: the rows holding a value are the rows the
 //     inputs' bitmaps of that value map to through the row maps. No bitmap of every value is
-//     held at once, nor every row.
+//     held at once, nor every row. Each is written in the portable roaring format straight
+//     from its sorted rows (or, past 1/256 of the rows, a bitset), with no roaring.Bitmap built.
 //  5. Every part is staged in the medium and published through columns.Writer.Finish: a temp
 //     file in dst's directory, each part's CRC checked on the way out, synced per
 //     Options.Durability, renamed into place.
