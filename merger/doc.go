@@ -6,15 +6,15 @@
 // Merge streams N segments into one through a staging medium.Medium, the way Druid's
 // IndexMergerV9 does:
 //
+//  0. Inputs: the CRC-32C of every part of every input is checked first (one read of the
+//     inputs, unless Options.SkipChecksums): a merge rewrites what it reads under new
+//     checksums, so damage must stop it here.
 //  1. Schemas: the output's dimensions are Options.Dimensions, or the union of the inputs'
 //     (first seen first); its metrics the union of theirs. A dimension an input lacks reads as
 //     null there, a metric an input lacks as zero (an empty sketch for hyperUnique). A metric
 //     whose aggregator or type differs between inputs, a dimension raw in one input and not in
 //     another, or a name that is a dimension in one input and a metric in another is an error
 //     wrapping ErrSchemaConflict that names the column and both inputs.
-//  0. Inputs: the CRC-32C of every part of every input is checked first (one read of the
-//     inputs, unless Options.SkipChecksums): a merge rewrites what it reads under new
-//     checksums, so damage must stop it here.
 //  2. Dictionaries merge first, k-way over the inputs' sorted dictionaries (one dimension per
 //     goroutine), giving each input a map from its ids to merged ids. Null, when any input has
 //     it (or lacks the dimension), is merged id 0.
