@@ -41,6 +41,7 @@ type core struct {
 	card    []int         // [output dim] merged cardinality (dictionary dims)
 	dws     []*columns.DimWriter
 	rowMaps [][]uint32 // [source][source row] -> output row
+	rowsIn  int64
 	rowsOut int64
 }
 
@@ -50,6 +51,7 @@ func runCore(ctx context.Context, srcs []source, names []string, out columns.Sch
 	for _, s := range srcs {
 		st.rowsIn += int64(s.rows())
 	}
+	c.rowsIn = st.rowsIn
 	if st.rowsIn > math.MaxUint32 {
 		return st, fmt.Errorf("%w: %d rows, a segment holds at most %d", ErrInvalid, st.rowsIn, uint32(math.MaxUint32))
 	}
@@ -309,7 +311,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 	}
 	progress := func(done int64) {
 		if c.opts.Progress != nil {
-			c.opts.Progress(Progress{Phase: c.phase, Phases: c.phases, RowsDone: done, RowsTotal: total})
+			c.opts.Progress(Progress{Phase: c.phase, Phases: c.phases, Step: StepRows, RowsDone: done, RowsTotal: total})
 		}
 	}
 	rollup := c.out.Rollup
@@ -790,25 +792,62 @@ func (c *core) bitmaps() error {
 	}
 	// The most expensive first, so that the goroutines finish together.
 	slices.SortStableFunc(todo, func(a, b int) int { return cost[b] - cost[a] })
-	return runParallel(len(todo), c.opts.Parallelism, func(k int) error {
-		d := todo[k]
-		if err := c.dimBitmaps(d); err != nil {
-			return fmt.Errorf("merger: dimension %q: bitmaps: %w", c.out.Dimensions[d].Name, err)
+	var total int64
+	for _, d := range todo {
+		total += int64(c.card[d])
+	}
+	var done atomic.Int64
+	run := func() error {
+		return runParallel(len(todo), c.opts.Parallelism, func(k int) error {
+			d := todo[k]
+			if err := c.dimBitmaps(d, &done); err != nil {
+				return fmt.Errorf("merger: dimension %q: bitmaps: %w", c.out.Dimensions[d].Name, err)
+			}
+			return nil
+		})
+	}
+	if c.opts.Progress == nil {
+		return run()
+	}
+	// Progress is called from this goroutine while the bitmaps are rebuilt in others.
+	report := func() {
+		c.opts.Progress(Progress{Phase: c.phase, Phases: c.phases, Step: StepBitmaps, RowsDone: c.rowsIn, RowsTotal: c.rowsIn,
+			BitmapsDone: done.Load(), BitmapsTotal: total})
+	}
+	report()
+	errc := make(chan error, 1)
+	go func() { errc <- run() }()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-errc:
+			if err == nil {
+				report()
+			}
+			return err
+		case <-tick.C:
+			report()
 		}
-		return nil
-	})
+	}
 }
 
-func (c *core) dimBitmaps(d int) error {
+// dimBitmaps rebuilds dimension d's bitmaps, adding to done as they are written.
+func (c *core) dimBitmaps(d int, done *atomic.Int64) error {
 	srcs := c.dims[d]
 	maps := c.maps[d]
 	next := make([]int, len(srcs)) // per source: the next source id to place
 	g := newValueRows(int(c.rowsOut))
 	scratch := make([]uint32, 4096)
+	counted := 0 // of the bitmaps written, those added to done
 	for v := 0; v < c.card[d]; v++ {
 		if v&255 == 0 {
 			if err := c.ctx.Err(); err != nil {
 				return fmt.Errorf("merger: %w", err)
+			}
+			if v > 0 {
+				done.Add(256)
+				counted += 256
 			}
 		}
 		g.reset()
@@ -833,6 +872,7 @@ func (c *core) dimBitmaps(d int) error {
 			return err
 		}
 	}
+	done.Add(int64(c.card[d] - counted))
 	return nil
 }
 

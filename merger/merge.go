@@ -145,6 +145,10 @@ func mergeSources(ctx context.Context, srcs []source, names []string, out column
 	}
 	for phase := 1; phase < phases; phase++ {
 		var next []level
+		var phaseRows, rowsBefore int64
+		for _, l := range cur {
+			phaseRows += int64(l.src.rows())
+		}
 		for g := 0; g < len(cur); g += opts.MaxFanIn {
 			group := cur[g:min(g+opts.MaxFanIn, len(cur))]
 			if len(group) == 1 {
@@ -162,9 +166,12 @@ func mergeSources(ctx context.Context, srcs []source, names []string, out column
 			for k, l := range group {
 				gs[k], gn[k] = l.src, l.name
 			}
+			gopts := opts
+			gopts.Progress = phaseProgress(opts.Progress, rowsBefore, phaseRows)
 			st, err := runCore(ctx, gs, gn, out, path, med, columns.PublishOptions{
 				Durability: medium.Durability{Sync: medium.SyncNone}, Replace: true,
-			}, &opts, phase, phases)
+			}, &gopts, phase, phases)
+			rowsBefore += st.rowsIn
 			if err != nil {
 				_ = os.Remove(path)
 				_ = release(next)
@@ -205,6 +212,19 @@ func mergeSources(ctx context.Context, srcs []source, names []string, out column
 	}
 	res.Total = time.Since(start)
 	return res, nil
+}
+
+// phaseProgress adapts the Progress of one group's merge to the phase holding it: rows count
+// from rowsBefore (the rows of the phase's earlier groups) up to the phase's rows.
+func phaseProgress(progress func(Progress), rowsBefore, phaseRows int64) func(Progress) {
+	if progress == nil {
+		return nil
+	}
+	return func(p Progress) {
+		p.RowsDone += rowsBefore
+		p.RowsTotal = phaseRows
+		progress(p)
+	}
 }
 
 // defaultBufferBudget caps the Go heap memory of the default staging medium's buffers: a

@@ -61,7 +61,8 @@ type Options struct {
 	// rebuild bitmaps at once; 0 means GOMAXPROCS.
 	Parallelism int
 	// Progress, when set, is called from the merging goroutine every ProgressRows rows and at
-	// the end of each phase. It must return quickly.
+	// the end of each phase's row merge, then (step StepBitmaps) about every 100 ms while the
+	// bitmap indexes are rebuilt and once when they are done. It must return quickly.
 	Progress func(Progress)
 	// ProgressRows is the batch of Progress calls; 0 means 65536 rows.
 	ProgressRows int
@@ -85,10 +86,22 @@ const IntermediatePattern = ".writeout-merge-*.tmp"
 
 // Progress reports how far a merge is.
 type Progress struct {
-	Phase, Phases int   // 1-based phase of the merge, and how many there are
-	RowsDone      int64 // input rows merged so far in this phase
-	RowsTotal     int64 // input rows of this phase
+	Phase, Phases int    // 1-based phase of the merge, and how many there are
+	Step          string // StepRows, then StepBitmaps
+	RowsDone      int64  // input rows merged so far in this phase
+	RowsTotal     int64  // input rows of this phase
+	// In step StepBitmaps: the bitmaps (one per merged dimension value) rebuilt so far, and
+	// how many there are, of the segment being written. A phase before the last writes one
+	// intermediate segment per group of MaxFanIn inputs, each in turn: its steps go rows,
+	// bitmaps, rows, bitmaps..., RowsDone counting on over the phase.
+	BitmapsDone, BitmapsTotal int64
 }
+
+// The steps of a phase that Progress reports.
+const (
+	StepRows    = "rows"    // rows merge and the columns are written
+	StepBitmaps = "bitmaps" // the bitmap indexes are rebuilt
+)
 
 // Result describes a finished merge.
 type Result struct {

@@ -317,6 +317,7 @@ type phaseBar struct {
 	w     io.Writer
 	bar   *progressbar.ProgressBar
 	phase int
+	desc  string
 }
 
 func (p *phaseBar) update(pr merger.Progress) {
@@ -326,13 +327,13 @@ func (p *phaseBar) update(pr merger.Progress) {
 			fmt.Fprintln(p.w)
 		}
 		p.phase = pr.Phase
-		desc := "merging"
+		p.desc = "merging"
 		if pr.Phases > 1 {
-			desc = fmt.Sprintf("phase %d/%d", pr.Phase, pr.Phases)
+			p.desc = fmt.Sprintf("phase %d/%d", pr.Phase, pr.Phases)
 		}
 		p.bar = progressbar.NewOptions64(pr.RowsTotal,
 			progressbar.OptionSetWriter(p.w),
-			progressbar.OptionSetDescription(desc),
+			progressbar.OptionSetDescription(p.desc),
 			progressbar.OptionShowCount(),
 			progressbar.OptionShowIts(),
 			progressbar.OptionSetItsString("rows"),
@@ -341,6 +342,13 @@ func (p *phaseBar) update(pr merger.Progress) {
 			progressbar.OptionSetWidth(30),
 			progressbar.OptionClearOnFinish(),
 		)
+	}
+	// The bar counts rows; while bitmap indexes are rebuilt (after a segment's rows), its
+	// description counts them.
+	if pr.Step == merger.StepBitmaps && pr.BitmapsTotal > 0 {
+		p.bar.Describe(fmt.Sprintf("%s, bitmaps %d%%", p.desc, pr.BitmapsDone*100/pr.BitmapsTotal))
+	} else {
+		p.bar.Describe(p.desc)
 	}
 	p.bar.Set64(pr.RowsDone)
 }
