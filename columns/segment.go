@@ -361,7 +361,7 @@ func (c *LongColumn) Name() string { return c.name }
 
 // Cursor returns a new cursor over the column.
 func (c *LongColumn) Cursor() *LongCursor {
-	return &LongCursor{col: c, cr: newChunkReader(&c.seg.src, c.ix)}
+	return &LongCursor{longCore{name: c.name, cr: newChunkReader(&c.seg.src, c.ix), decode: decodeLongChunk}}
 }
 
 // Get returns one row's value, decoding its chunk; use a cursor for more than a few rows.
@@ -369,55 +369,19 @@ func (c *LongColumn) Get(row int) (int64, error) { return c.Cursor().At(row) }
 
 // LongCursor reads a long column, keeping the last chunk it decoded: sequential reads decode
 // each chunk once. Use it from one goroutine at a time.
-type LongCursor struct {
-	col  *LongColumn
-	cr   chunkReader
-	vals []int64
-}
+type LongCursor struct{ longCore }
 
 // At returns the value of row.
-func (c *LongCursor) At(row int) (int64, error) {
-	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {
-		if err := c.load(row); err != nil {
-			return 0, err
-		}
-	}
-	return c.vals[row-c.cr.lo], nil
-}
+func (c *LongCursor) At(row int) (int64, error) { return c.at(row) }
 
 // Chunk returns the values of the chunk holding row, and the row of its first value. The slice
 // is valid until the cursor's next call.
-func (c *LongCursor) Chunk(row int) (first int, vals []int64, err error) {
-	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {
-		if err := c.load(row); err != nil {
-			return 0, nil, err
-		}
-	}
-	return c.cr.lo, c.vals, nil
-}
+func (c *LongCursor) Chunk(row int) (first int, vals []int64, err error) { return c.chunk(row) }
 
-func (c *LongCursor) load(row int) error {
-	if err := c.cr.seg(row); err != nil {
-		return err
-	}
-	i := c.cr.next(row)
-	raw, err := c.cr.load(i, numericMaxRaw(c.cr.ix.first[i+1]-c.cr.ix.first[i]))
-	if err == nil {
-		var rest []byte
-		c.vals, rest, err = decodeInt64s(c.vals[:0], raw, c.cr.ix.first[i+1]-c.cr.ix.first[i])
-		if err == nil && len(rest) != 0 {
-			err = corruptf("%d trailing bytes", len(rest))
-		}
-		if err != nil {
-			err = fmt.Errorf("chunk %d: %w", i, err)
-		}
-	}
-	if err != nil {
-		c.cr.cur = -1
-		return partError(c.col.name, PartValues, err)
-	}
-	c.cr.cur = i
-	return nil
+// decodeLongChunk is decodeInt64s in the shape of numCursor.decode.
+func decodeLongChunk(dst []int64, src []byte, n int, ints []int64) ([]int64, []byte, []int64, error) {
+	dst, rest, err := decodeInt64s(dst, src, n)
+	return dst, rest, ints, err
 }
 
 // seg checks the segment is open and row within it.
@@ -452,22 +416,42 @@ func (c *DoubleColumn) Name() string { return c.name }
 
 // Cursor returns a new cursor over the column.
 func (c *DoubleColumn) Cursor() *DoubleCursor {
-	return &DoubleCursor{col: c, cr: newChunkReader(&c.seg.src, c.ix)}
+	return &DoubleCursor{doubleCore{name: c.name, cr: newChunkReader(&c.seg.src, c.ix), decode: decodeFloat64s}}
 }
 
 // Get returns one row's value; use a cursor for more than a few rows.
 func (c *DoubleColumn) Get(row int) (float64, error) { return c.Cursor().At(row) }
 
 // DoubleCursor reads a double column chunk by chunk; one goroutine at a time.
-type DoubleCursor struct {
-	col  *DoubleColumn
-	cr   chunkReader
-	vals []float64
-	ints []int64
-}
+type DoubleCursor struct{ doubleCore }
 
 // At returns the value of row.
-func (c *DoubleCursor) At(row int) (float64, error) {
+func (c *DoubleCursor) At(row int) (float64, error) { return c.at(row) }
+
+// Chunk returns the values of the chunk holding row and the row of its first value; valid
+// until the cursor's next call.
+func (c *DoubleCursor) Chunk(row int) (first int, vals []float64, err error) { return c.chunk(row) }
+
+// numCursor is the body of LongCursor and DoubleCursor: a chunk reader and the decoded values
+// of its current chunk.
+type numCursor[T int64 | float64] struct {
+	name string
+	cr   chunkReader
+	vals []T
+	ints []int64 // decode's scratch
+	// decode appends the n values of a chunk's raw bytes to dst and returns the bytes after
+	// them.
+	decode func(dst []T, src []byte, n int, ints []int64) ([]T, []byte, []int64, error)
+}
+
+// The bodies of LongCursor and DoubleCursor, named so that go doc hides them as it does any
+// unexported field (it shows an embedded numCursor[int64]).
+type (
+	longCore   = numCursor[int64]
+	doubleCore = numCursor[float64]
+)
+
+func (c *numCursor[T]) at(row int) (T, error) {
 	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {
 		if err := c.load(row); err != nil {
 			return 0, err
@@ -476,9 +460,7 @@ func (c *DoubleCursor) At(row int) (float64, error) {
 	return c.vals[row-c.cr.lo], nil
 }
 
-// Chunk returns the values of the chunk holding row and the row of its first value; valid
-// until the cursor's next call.
-func (c *DoubleCursor) Chunk(row int) (first int, vals []float64, err error) {
+func (c *numCursor[T]) chunk(row int) (first int, vals []T, err error) {
 	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {
 		if err := c.load(row); err != nil {
 			return 0, nil, err
@@ -487,7 +469,7 @@ func (c *DoubleCursor) Chunk(row int) (first int, vals []float64, err error) {
 	return c.cr.lo, c.vals, nil
 }
 
-func (c *DoubleCursor) load(row int) error {
+func (c *numCursor[T]) load(row int) error {
 	if err := c.cr.seg(row); err != nil {
 		return err
 	}
@@ -496,7 +478,7 @@ func (c *DoubleCursor) load(row int) error {
 	raw, err := c.cr.load(i, numericMaxRaw(n))
 	if err == nil {
 		var rest []byte
-		c.vals, rest, c.ints, err = decodeFloat64s(c.vals[:0], raw, n, c.ints)
+		c.vals, rest, c.ints, err = c.decode(c.vals[:0], raw, n, c.ints)
 		if err == nil && len(rest) != 0 {
 			err = corruptf("%d trailing bytes", len(rest))
 		}
@@ -506,7 +488,7 @@ func (c *DoubleCursor) load(row int) error {
 	}
 	if err != nil {
 		c.cr.cur = -1
-		return partError(c.col.name, PartValues, err)
+		return partError(c.name, PartValues, err)
 	}
 	c.cr.cur = i
 	return nil
