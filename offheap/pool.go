@@ -26,6 +26,7 @@ type chunkPool struct {
 	spare    []byte // a fresh chunk prepared ahead, with its pages touched
 	inflight sync.WaitGroup
 	busy     bool // a spare is being prepared
+	halts    int  // trims waiting for the spare being prepared: no new one starts meanwhile
 }
 
 var defaultPool = &chunkPool{calls: &sys.Default, limit: DefaultPoolLimit, readahead: readaheadDefault}
@@ -60,10 +61,16 @@ func (p *chunkPool) pooled() int64 {
 }
 
 // trim unmaps pooled chunks until at most keep bytes are pooled. It waits for a spare being
-// prepared and unmaps it as well, so that after trim(0) the pool holds no mapping at all.
+// prepared and unmaps it as well, so that after trim(0) the pool holds no mapping at all. While
+// it waits no new spare starts: a get meanwhile maps its own chunk (so the WaitGroup is never
+// added to during its Wait, and no spare appears after trim(0) has looked).
 func (p *chunkPool) trim(keep int64) error {
+	p.mu.Lock()
+	p.halts++
+	p.mu.Unlock()
 	p.inflight.Wait()
 	p.mu.Lock()
+	p.halts--
 	n := int(max(keep, 0) / ChunkSize)
 	var drop [][]byte
 	if len(p.free) > n {
@@ -100,11 +107,11 @@ func (p *chunkPool) get() ([]byte, error) {
 	return mapChunk(p.calls)
 }
 
-// startSpareLocked starts preparing a spare chunk on another goroutine unless one exists or is
-// being prepared. A failure to map it is not an error: the next get maps its own chunk and
-// reports what goes wrong then.
+// startSpareLocked starts preparing a spare chunk on another goroutine unless one exists, is
+// being prepared, or a trim is waiting. A failure to map it is not an error: the next get maps
+// its own chunk and reports what goes wrong then.
 func (p *chunkPool) startSpareLocked() {
-	if !p.readahead || p.busy || p.spare != nil {
+	if !p.readahead || p.busy || p.spare != nil || p.halts > 0 {
 		return
 	}
 	p.busy = true
