@@ -729,7 +729,7 @@ func (b *batchAgg) run(rows []uint32) error {
 	r := b.r
 	n := len(rows)
 	b.t = slices.Grow(b.t[:0], n)[:n]
-	if err := gatherLongs(b.times, rows, b.t); err != nil {
+	if err := gather(b.times, rows, b.t); err != nil {
 		return fmt.Errorf("__time: %w", err)
 	}
 	if len(b.ids) != len(r.gdims) {
@@ -789,7 +789,7 @@ func (b *batchAgg) run(rows []uint32) error {
 		case columns.AggCount, columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
 			b.lvals = slices.Grow(b.lvals[:0], n)[:n]
 			if rd.long != nil {
-				if err := gatherLongs(rd.long, rows, b.lvals); err != nil {
+				if err := gather(rd.long, rows, b.lvals); err != nil {
 					return fmt.Errorf("metric %q: %w", met.Name, err)
 				}
 			} else if rd.zero {
@@ -815,7 +815,7 @@ func (b *batchAgg) run(rows []uint32) error {
 		case columns.AggDoubleSum, columns.AggDoubleMin, columns.AggDoubleMax:
 			b.dvals = slices.Grow(b.dvals[:0], n)[:n]
 			if rd.double != nil {
-				if err := gatherDoubles(rd.double, rows, b.dvals); err != nil {
+				if err := gather(rd.double, rows, b.dvals); err != nil {
 					return fmt.Errorf("metric %q: %w", met.Name, err)
 				}
 			} else if rd.zero {
@@ -860,26 +860,8 @@ func (b *batchAgg) run(rows []uint32) error {
 	return nil
 }
 
-// gatherLongs reads the values of rows (increasing) into out.
-func gatherLongs(c *longCache, rows []uint32, out []int64) error {
-	for i := 0; i < len(rows); {
-		row := int(rows[i])
-		if k := row - c.first; k < 0 || k >= len(c.vals) {
-			if _, err := c.at(row); err != nil {
-				return err
-			}
-		}
-		first, vals := c.first, c.vals
-		end := first + len(vals)
-		for ; i < len(rows) && int(rows[i]) < end && int(rows[i]) >= first; i++ {
-			out[i] = vals[int(rows[i])-first]
-		}
-	}
-	return nil
-}
-
-// gatherDoubles is gatherLongs for doubles.
-func gatherDoubles(c *doubleCache, rows []uint32, out []float64) error {
+// gather reads the values of rows (increasing) into out.
+func gather[T int64 | float64](c *chunkCache[T], rows []uint32, out []T) error {
 	for i := 0; i < len(rows); {
 		row := int(rows[i])
 		if k := row - c.first; k < 0 || k >= len(c.vals) {

@@ -32,14 +32,16 @@ type source interface {
 	sketchMerger(name string) sketchMerger
 }
 
+// chunker reads a long or double column a chunk at a time.
+type chunker[T int64 | float64] interface {
+	Chunk(row int) (first int, vals []T, err error)
+}
+
 // The readers are shaped as columns' cursors, which satisfy them as they are.
 type (
-	longChunker interface {
-		Chunk(row int) (first int, vals []int64, err error)
-	}
-	doubleChunker interface {
-		Chunk(row int) (first int, vals []float64, err error)
-	}
+	longChunker   = chunker[int64]
+	doubleChunker = chunker[float64]
+
 	idChunker interface {
 		Chunk(row int) (first int, ids, offs []uint32, err error)
 	}
@@ -183,34 +185,19 @@ func (d segDim) value(id uint32) (string, bool, error) {
 
 // Chunk caches: a reader by row that decodes each chunk once when rows come in order.
 
-type longCache struct {
-	c     longChunker
+type (
+	longCache   = chunkCache[int64]
+	doubleCache = chunkCache[float64]
+)
+
+// chunkCache reads a long or double column by row, keeping the chunk it read last.
+type chunkCache[T int64 | float64] struct {
+	c     chunker[T]
 	first int
-	vals  []int64
+	vals  []T
 }
 
-func (l *longCache) at(row int) (int64, error) {
-	if k := row - l.first; k >= 0 && k < len(l.vals) {
-		return l.vals[k], nil
-	}
-	first, vals, err := l.c.Chunk(row)
-	if err != nil {
-		return 0, err
-	}
-	if k := row - first; k < 0 || k >= len(vals) {
-		return 0, fmt.Errorf("merger: chunk at %d does not hold row %d", first, row)
-	}
-	l.first, l.vals = first, vals
-	return vals[row-first], nil
-}
-
-type doubleCache struct {
-	c     doubleChunker
-	first int
-	vals  []float64
-}
-
-func (l *doubleCache) at(row int) (float64, error) {
+func (l *chunkCache[T]) at(row int) (T, error) {
 	if k := row - l.first; k >= 0 && k < len(l.vals) {
 		return l.vals[k], nil
 	}
