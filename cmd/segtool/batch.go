@@ -379,25 +379,7 @@ func (b *batch) writeLong(w *columns.Writer, m columns.Metric, vals []int64, nOu
 	if err != nil {
 		return err
 	}
-	for g := range nOut {
-		rows := b.perm[b.groups[g]:b.groups[g+1]]
-		v := vals[rows[0]]
-		for _, r := range rows[1:] {
-			x := vals[r]
-			switch m.Aggregator {
-			case columns.AggLongMin:
-				v = min(v, x)
-			case columns.AggLongMax:
-				v = max(v, x)
-			default: // count, longSum
-				v += x
-			}
-		}
-		if err := lw.Append(v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return aggregateGroups(b, m.Aggregator, vals, nOut, lw.Append)
 }
 
 func (b *batch) writeDouble(w *columns.Writer, m columns.Metric, vals []float64, nOut int) error {
@@ -405,21 +387,27 @@ func (b *batch) writeDouble(w *columns.Writer, m columns.Metric, vals []float64,
 	if err != nil {
 		return err
 	}
+	return aggregateGroups(b, m.Aggregator, vals, nOut, dw.Append)
+}
+
+// aggregateGroups hands add, for each of the nOut groups, agg over the vals of its rows: the
+// minimum, the maximum, or else (count, longSum, doubleSum) the sum.
+func aggregateGroups[T int64 | float64](b *batch, agg columns.Aggregator, vals []T, nOut int, add func(T) error) error {
 	for g := range nOut {
 		rows := b.perm[b.groups[g]:b.groups[g+1]]
 		v := vals[rows[0]]
 		for _, r := range rows[1:] {
 			x := vals[r]
-			switch m.Aggregator {
-			case columns.AggDoubleMin:
+			switch agg {
+			case columns.AggLongMin, columns.AggDoubleMin:
 				v = min(v, x)
-			case columns.AggDoubleMax:
+			case columns.AggLongMax, columns.AggDoubleMax:
 				v = max(v, x)
 			default:
 				v += x
 			}
 		}
-		if err := dw.Append(v); err != nil {
+		if err := add(v); err != nil {
 			return err
 		}
 	}
