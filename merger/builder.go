@@ -69,13 +69,47 @@ type bdim struct {
 	big   []uint32   // slots of the first bigIDs ids (the values seen first, often the frequent ones)
 	pend  [][]uint32 // blocks of pendIDs slots for the other ids: no copying as ids are added
 	npend []uint8
-	pmu   sync.Mutex // guards flushes by readers, which hold only the read lock
+	// wins[id]: the window of a frequent id (one of the first bigIDs whose slot filled with
+	// rows of one container), which takes its rows from then on instead of the slot.
+	wins []*liveWindow
+	pmu  sync.Mutex // guards flushes by readers, which hold only the read lock
 }
 
 const pendBatch = 16
 
+// liveWindow gathers the rows of a frequent id that share their high 16 bits (the rows of one
+// roaring container) as a bitset: a bit set per row instead of roaring's per-value insert.
+type liveWindow struct {
+	key    uint32 // row >> 16 of the rows held
+	lo, hi int    // the words in use are [lo, hi]; lo > hi when empty
+	words  [1024]uint64
+}
+
+// flush adds the window's rows to bm and empties it.
+func (w *liveWindow) flush(bm *roaring.Bitmap) {
+	if w.lo > w.hi {
+		return
+	}
+	c := roaring.New()
+	c.FromDense(w.words[:], false) // shares words: AddOffset64 copies them
+	bm.Or(roaring.AddOffset64(c, int64(w.key)<<16))
+	clear(w.words[w.lo : w.hi+1])
+	w.lo, w.hi = len(w.words), -1
+}
+
 // addLive records that row holds local id.
 func (d *bdim) addLive(id, row uint32) {
+	if id < bigIDs && d.wins[id] != nil {
+		w := d.wins[id]
+		if row>>16 != w.key {
+			w.flush(d.live[id])
+			w.key = row >> 16
+		}
+		k := int(row&0xffff) >> 6
+		w.words[k] |= 1 << (row & 63)
+		w.lo, w.hi = min(w.lo, k), max(w.hi, k)
+		return
+	}
 	k := d.npend[id]
 	slot := d.slot(id)
 	slot[k] = row
@@ -86,7 +120,18 @@ func (d *bdim) addLive(id, row uint32) {
 			bm = roaring.New()
 			d.live[id] = bm
 		}
-		bm.AddMany(slot)
+		if id < bigIDs && slot[0]>>16 == slot[k-1]>>16 {
+			// bigBatch rows within one container's rows: frequent enough for a window.
+			w := &liveWindow{key: slot[0] >> 16, lo: len(liveWindow{}.words), hi: -1}
+			for _, r := range slot {
+				k := int(r&0xffff) >> 6
+				w.words[k] |= 1 << (r & 63)
+				w.lo, w.hi = min(w.lo, k), max(w.hi, k)
+			}
+			d.wins[id] = w
+		} else {
+			bm.AddMany(slot)
+		}
 		k = 0
 	}
 	d.npend[id] = k
@@ -117,6 +162,7 @@ func (d *bdim) newLive() {
 	switch n := len(d.live); {
 	case n == 0:
 		d.big = make([]uint32, bigIDs*bigBatch)
+		d.wins = make([]*liveWindow, bigIDs)
 	case n >= bigIDs && (n-bigIDs)%pendIDs == 0:
 		d.pend = append(d.pend, make([]uint32, pendIDs*pendBatch))
 	}
@@ -137,6 +183,9 @@ func (d *bdim) liveBitmap(id uint32) *roaring.Bitmap {
 	if k := d.npend[id]; k > 0 {
 		bm.AddMany(d.slot(id)[:k])
 		d.npend[id] = 0
+	}
+	if id < bigIDs && d.wins[id] != nil {
+		d.wins[id].flush(bm)
 	}
 	return bm
 }
