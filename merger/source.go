@@ -147,28 +147,17 @@ func (d segDim) dictionary() dictIterator { return d.c.Dictionary() }
 func (d segDim) cursor() idChunker        { return d.c.Cursor() }
 func (d segDim) hasBitmaps() bool         { return d.c.HasBitmaps() }
 
-// bitmapByter is a dimension column that hands out a bitmap's serialized bytes (a view, no
-// decoding): the merge then decodes rows straight from them. columns may offer it.
-type bitmapByter interface {
-	BitmapBytes(id uint32) ([]byte, error)
-}
-
+// eachRows decodes the rows straight from the bitmap's stored bytes (a view of the mapping
+// for an opened segment) with the merger's checked decoder: no roaring.Bitmap is built.
 func (d segDim) eachRows(id uint32, buf []uint32, sink rowSink) error {
-	if bb, ok := any(d.c).(bitmapByter); ok {
-		raw, err := bb.BitmapBytes(id)
-		if err != nil {
-			return err
-		}
-		if err := eachRoaringRows(raw, uint64(d.rows), buf, sink); err != nil {
-			return fmt.Errorf("dimension %q: bitmap %d: %w: %w", d.c.Dimension().Name, id, columns.ErrCorrupt, err)
-		}
-		return nil
-	}
-	bm, err := d.c.Bitmap(id)
+	raw, err := d.c.BitmapBytes(id)
 	if err != nil {
 		return err
 	}
-	return eachBitmapRows(bm, buf, sink)
+	if err := eachRoaringRows(raw, uint64(d.rows), buf, sink); err != nil {
+		return fmt.Errorf("dimension %q: bitmap %d: %w: %w", d.c.Dimension().Name, id, columns.ErrCorrupt, err)
+	}
+	return nil
 }
 func (d segDim) multiValue() bool                          { return d.c.Dimension().MultiValue }
 func (d segDim) lookup(v string) (uint32, bool, error)     { return d.c.Lookup(v) }
