@@ -176,17 +176,11 @@ func (b *heapBytes) ReadFrom(r io.Reader) (int64, error) {
 	var total int64
 	for {
 		c := b.tail()
-		k, err := r.Read(c[len(c):cap(c)])
-		if k < 0 || k > cap(c)-len(c) {
-			return total, fmt.Errorf("medium: heap: read from: reader returned invalid count %d", k)
-		}
+		k, done, err := ReadSome("medium: heap", r, c[len(c):cap(c)])
 		b.setTail(c[:len(c)+k])
 		b.size += int64(k)
 		total += int64(k)
-		if err == io.EOF {
-			return total, nil
-		}
-		if err != nil {
+		if done {
 			return total, err
 		}
 	}

@@ -30,3 +30,21 @@ func ReadAtBounds(backend string, p []byte, off, size int64) (done bool, err err
 	}
 	return false, nil
 }
+
+// ReadSome is one step of a backend's ReadFrom loop: one Read from r into room (the spare
+// capacity the backend appends into). It returns the bytes read, to append whatever else
+// happened, and done when the loop should end, with the error to return: nil at io.EOF, r's
+// error, or an error naming the backend when r returns a count outside [0, len(room)] (then n
+// is 0).
+func ReadSome(backend string, r io.Reader, room []byte) (n int, done bool, err error) {
+	n, err = r.Read(room)
+	switch {
+	case n < 0 || n > len(room):
+		return 0, true, fmt.Errorf("%s: read from: reader returned invalid count %d", backend, n)
+	case err == io.EOF:
+		return n, true, nil
+	case err != nil:
+		return n, true, err
+	}
+	return n, false, nil
+}

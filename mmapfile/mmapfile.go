@@ -492,17 +492,11 @@ func (b *bytesImpl) ReadFrom(r io.Reader) (int64, error) {
 				return total, err
 			}
 		}
-		k, err := r.Read(b.free)
-		if k < 0 || k > len(b.free) {
-			return total, fmt.Errorf("mmapfile: read from: reader returned invalid count %d", k)
-		}
+		k, done, err := medium.ReadSome("mmapfile", r, b.free)
 		b.free = b.free[k:]
 		b.size += int64(k)
 		total += int64(k)
-		if err == io.EOF {
-			return total, nil
-		}
-		if err != nil {
+		if done {
 			return total, err
 		}
 	}

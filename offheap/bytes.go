@@ -204,18 +204,11 @@ func (b *offBytes) ReadFrom(r io.Reader) (int64, error) {
 			}
 			continue
 		}
-		room := b.tail[len(b.tail):cap(b.tail)]
-		k, err := r.Read(room)
-		if k < 0 || k > len(room) {
-			return total, fmt.Errorf("offheap: read from: reader returned invalid count %d", k)
-		}
+		k, done, err := medium.ReadSome("offheap", r, b.tail[len(b.tail):cap(b.tail)])
 		b.tail = b.tail[:len(b.tail)+k]
 		b.size += int64(k)
 		total += int64(k)
-		if err == io.EOF {
-			return total, nil
-		}
-		if err != nil {
+		if done {
 			return total, err
 		}
 	}

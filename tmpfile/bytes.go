@@ -194,17 +194,11 @@ func (b *tmpBytes) ReadFrom(r io.Reader) (int64, error) {
 		if err := b.makeRoom(); err != nil {
 			return total, b.fail(err)
 		}
-		k, err := r.Read(b.buf[len(b.buf):cap(b.buf)])
-		if k < 0 || k > cap(b.buf)-len(b.buf) {
-			return total, fmt.Errorf("tmpfile: read from: reader returned invalid count %d", k)
-		}
+		k, done, err := medium.ReadSome("tmpfile", r, b.buf[len(b.buf):cap(b.buf)])
 		b.buf = b.buf[:len(b.buf)+k]
 		b.size += int64(k)
 		total += int64(k)
-		if err == io.EOF {
-			return total, nil
-		}
-		if err != nil {
+		if done {
 			return total, err
 		}
 	}

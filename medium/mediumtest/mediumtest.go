@@ -416,6 +416,17 @@ func testReadFrom(t *testing.T, open Open) {
 		require.Zero(t, n)
 		require.Zero(t, b.Size())
 	})
+	t.Run("InvalidCount", func(t *testing.T) {
+		for _, bad := range []int{-1, 1 << 40} {
+			b := newBytes(t, m)
+			_, err := b.WriteString("kept")
+			require.NoError(t, err)
+			n, err := b.ReadFrom(badCountReader(bad))
+			require.ErrorContains(t, err, "reader returned invalid count")
+			require.Zero(t, n)
+			checkContents(t, r, b, []byte("kept"))
+		}
+	})
 	t.Run("Large", func(t *testing.T) {
 		b := newBytes(t, m)
 		data := randomBytes(r, 3<<20+17)
@@ -425,6 +436,11 @@ func testReadFrom(t *testing.T, open Open) {
 		checkContents(t, r, b, data)
 	})
 }
+
+// badCountReader is a broken io.Reader that returns its value as the count of every read.
+type badCountReader int
+
+func (n badCountReader) Read([]byte) (int, error) { return int(n), nil }
 
 var errWriter = errors.New("mediumtest: writer failed")
 
