@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/writeout/writeout/columns/agg"
 )
 
 // TimeColumn is the name of the time column every segment has: int64 milliseconds since the
@@ -56,32 +58,55 @@ const (
 	MetricHyperUnique MetricType = "hyperUnique"
 )
 
-// Aggregator names how a metric combines rows under rollup and in queries.
+// Aggregator names how a metric combines rows under rollup and in queries. What each one
+// does is defined in one place, package columns/agg; Spec returns its entry there.
 type Aggregator string
 
-// The aggregators.
+// The aggregators. Adding one is a constant here and an entry in columns/agg's table.
 const (
 	AggCount       Aggregator = "count"
 	AggLongSum     Aggregator = "longSum"
 	AggLongMin     Aggregator = "longMin"
 	AggLongMax     Aggregator = "longMax"
+	AggLongFirst   Aggregator = "longFirst"
+	AggLongLast    Aggregator = "longLast"
 	AggDoubleSum   Aggregator = "doubleSum"
 	AggDoubleMin   Aggregator = "doubleMin"
 	AggDoubleMax   Aggregator = "doubleMax"
+	AggDoubleFirst Aggregator = "doubleFirst"
+	AggDoubleLast  Aggregator = "doubleLast"
 	AggHyperUnique Aggregator = "hyperUnique"
 )
 
-// Aggregators lists every aggregator, in a fixed order.
-var Aggregators = []Aggregator{AggCount, AggLongSum, AggLongMin, AggLongMax, AggDoubleSum, AggDoubleMin, AggDoubleMax, AggHyperUnique}
+// Aggregators lists every aggregator, in columns/agg's table order.
+var Aggregators = func() []Aggregator {
+	all := agg.All()
+	out := make([]Aggregator, len(all))
+	for i, a := range all {
+		out[i] = Aggregator(a.Name)
+	}
+	return out
+}()
+
+// Spec returns the aggregator's entry in columns/agg's table, and false for an unknown name.
+func (a Aggregator) Spec() (agg.Agg, bool) { return agg.Lookup(string(a)) }
 
 // ValueType returns the metric type an aggregator works on, or "" for an unknown aggregator.
 func (a Aggregator) ValueType() MetricType {
-	switch a {
-	case AggCount, AggLongSum, AggLongMin, AggLongMax:
+	s, ok := a.Spec()
+	if !ok {
+		return ""
+	}
+	return metricType(s.Type)
+}
+
+func metricType(t agg.Type) MetricType {
+	switch t {
+	case agg.Long:
 		return MetricLong
-	case AggDoubleSum, AggDoubleMin, AggDoubleMax:
+	case agg.Double:
 		return MetricDouble
-	case AggHyperUnique:
+	case agg.Sketch:
 		return MetricHyperUnique
 	}
 	return ""
@@ -96,6 +121,13 @@ type Metric struct {
 	Type       MetricType `json:"type,omitempty"`
 	Aggregator Aggregator `json:"aggregator"`
 	Field      string     `json:"fieldName,omitempty"`
+}
+
+// Agg returns the metric's aggregator entry in columns/agg (the zero Agg for an unknown
+// aggregator, which Validate rejects).
+func (m Metric) Agg() agg.Agg {
+	s, _ := m.Aggregator.Spec()
+	return s
 }
 
 // ValueType returns the metric's type: Type when set, else the aggregator's.

@@ -1,0 +1,309 @@
+// Package agg is the one home of aggregation semantics: one table entry per aggregator, and the
+// kernels every caller uses to combine values (rollup at ingestion, merges, queries).
+//
+// An aggregator is a value Type (long, double, sketch) and a Kind: what combining two values
+// means. Callers switch on the Kind, never on aggregator names, so adding an aggregator is one
+// constant in package columns and one entry in the table below.
+//
+// # Kinds
+//
+//	Sum    count, longSum: wrapping int64 addition; doubleSum: exact, rounded once (ExactSum),
+//	       stored as a value plus the Tail that keeps it exact across merges
+//	Min    longMin, doubleMin: the smaller (math.Min for doubles: NaN wins, -0 < +0)
+//	Max    longMax, doubleMax: the larger (math.Max for doubles)
+//	First  longFirst, doubleFirst: the value of the earliest row in time; of rows with equal
+//	       times, the first in input order. Stored with the row's time.
+//	Last   longLast, doubleLast: the value of the latest row in time; of rows with equal
+//	       times, the last in input order. Stored with the row's time.
+//	Union  hyperUnique: the union of HyperLogLog sketches
+//
+// "Input order" is the order rows reach the combiner: rows added to a builder in the order they
+// were added; the inputs of a merge in the order given, each in its row order; the inputs of a
+// query likewise. First and Last compare the time stored with the value (the event time of the
+// row it came from, before any truncation to a granularity), so a rolled-up segment merged again
+// keeps choosing by event time.
+package agg
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/axiomhq/hyperloglog"
+)
+
+// Type is the type of the values an aggregator works on.
+type Type uint8
+
+// The value types.
+const (
+	Long Type = iota + 1
+	Double
+	Sketch
+)
+
+// String returns the type's name as a segment schema spells it: long, double, hyperUnique.
+func (t Type) String() string {
+	switch t {
+	case Long:
+		return "long"
+	case Double:
+		return "double"
+	case Sketch:
+		return "hyperUnique"
+	}
+	return fmt.Sprintf("Type(%d)", uint8(t))
+}
+
+// Kind says how an aggregator combines values.
+type Kind uint8
+
+// The kinds of aggregation.
+const (
+	Sum Kind = iota + 1
+	Min
+	Max
+	First
+	Last
+	Union
+)
+
+// String returns the kind's name.
+func (k Kind) String() string {
+	switch k {
+	case Sum:
+		return "sum"
+	case Min:
+		return "min"
+	case Max:
+		return "max"
+	case First:
+		return "first"
+	case Last:
+		return "last"
+	case Union:
+		return "union"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Timed reports whether values of this kind are stored with a time (First and Last).
+func (k Kind) Timed() bool { return k == First || k == Last }
+
+// Agg is one aggregator: its name, value type and kind.
+type Agg struct {
+	Name string
+	Type Type
+	Kind Kind
+	// CountsRows: at ingestion every input row contributes 1, whatever its value (count).
+	CountsRows bool
+}
+
+// Timed reports whether the aggregator's values are stored with a time.
+func (a Agg) Timed() bool { return a.Kind.Timed() }
+
+// Exact reports whether the aggregator's values are stored with an exactness tail (doubleSum).
+func (a Agg) Exact() bool { return a.Type == Double && a.Kind == Sum }
+
+// table lists every aggregator, in a fixed order. Adding one is a line here and its name's
+// constant in package columns.
+var table = []Agg{
+	{Name: "count", Type: Long, Kind: Sum, CountsRows: true},
+	{Name: "longSum", Type: Long, Kind: Sum},
+	{Name: "longMin", Type: Long, Kind: Min},
+	{Name: "longMax", Type: Long, Kind: Max},
+	{Name: "longFirst", Type: Long, Kind: First},
+	{Name: "longLast", Type: Long, Kind: Last},
+	{Name: "doubleSum", Type: Double, Kind: Sum},
+	{Name: "doubleMin", Type: Double, Kind: Min},
+	{Name: "doubleMax", Type: Double, Kind: Max},
+	{Name: "doubleFirst", Type: Double, Kind: First},
+	{Name: "doubleLast", Type: Double, Kind: Last},
+	{Name: "hyperUnique", Type: Sketch, Kind: Union},
+}
+
+var byName = func() map[string]Agg {
+	m := make(map[string]Agg, len(table))
+	for _, a := range table {
+		m[a.Name] = a
+	}
+	return m
+}()
+
+// Lookup returns the aggregator of a name (case-sensitive, as Druid's).
+func Lookup(name string) (Agg, bool) {
+	a, ok := byName[name]
+	return a, ok
+}
+
+// All returns every aggregator, in the table's fixed order.
+func All() []Agg { return append([]Agg(nil), table...) }
+
+// LongIdentity returns the value a group of this kind starts from before any row: 0 for Sum (and
+// for First and Last, whose accumulators also record that no row came yet), the largest value
+// for Min, the smallest for Max.
+func (k Kind) LongIdentity() int64 {
+	switch k {
+	case Min:
+		return math.MaxInt64
+	case Max:
+		return math.MinInt64
+	case Sum, First, Last, Union:
+	}
+	return 0
+}
+
+// DoubleIdentity is LongIdentity for doubles: +Inf for Min, -Inf for Max, else 0.
+func (k Kind) DoubleIdentity() float64 {
+	switch k {
+	case Min:
+		return math.Inf(1)
+	case Max:
+		return math.Inf(-1)
+	case Sum, First, Last, Union:
+	}
+	return 0
+}
+
+// CombineLong combines two long values of an untimed kind: a wrapping sum, the minimum or the
+// maximum. For First and Last use Takes.
+func (k Kind) CombineLong(a, b int64) int64 {
+	switch k {
+	case Min:
+		return min(a, b)
+	case Max:
+		return max(a, b)
+	case Sum, First, Last, Union:
+	}
+	return a + b
+}
+
+// CombineDouble combines two double values of Min or Max (Sum goes through ExactSum, First
+// and Last through Takes): math.Min or math.Max.
+func (k Kind) CombineDouble(a, b float64) float64 {
+	switch k {
+	case Min:
+		return math.Min(a, b)
+	case Max:
+		return math.Max(a, b)
+	case Sum, First, Last, Union:
+	}
+	return a + b
+}
+
+// Takes reports whether, for First or Last, a value stored with time t that comes after the
+// held value (stored with time held) in input order replaces it: First takes strictly earlier
+// times (the first of equal times stays), Last takes equal or later times (the last of equal
+// times wins).
+func (k Kind) Takes(held, t int64) bool {
+	if k == First {
+		return t < held
+	}
+	return t >= held
+}
+
+// LongAcc accumulates long values of one kind. The zero value is not ready: use NewLongAcc.
+type LongAcc struct {
+	V   int64 // the value so far
+	T   int64 // First and Last: the time stored with V
+	Set bool  // First and Last: a value came
+}
+
+// NewLongAcc returns an empty accumulator of kind k.
+func NewLongAcc(k Kind) LongAcc { return LongAcc{V: k.LongIdentity()} }
+
+// Add combines a value stored with time t (used by First and Last only) into a.
+func (a *LongAcc) Add(k Kind, v, t int64) {
+	if k.Timed() {
+		if !a.Set || k.Takes(a.T, t) {
+			a.V, a.T, a.Set = v, t, true
+		}
+		return
+	}
+	a.V = k.CombineLong(a.V, v)
+}
+
+// Merge combines o, which holds values that come after a's in input order, into a.
+func (a *LongAcc) Merge(k Kind, o *LongAcc) {
+	if k.Timed() {
+		if o.Set {
+			a.Add(k, o.V, o.T)
+		}
+		return
+	}
+	a.V = k.CombineLong(a.V, o.V)
+}
+
+// DoubleAcc accumulates double values of one kind. The zero value is not ready: use
+// NewDoubleAcc.
+type DoubleAcc struct {
+	V   float64 // Min, Max, First, Last: the value so far
+	T   int64   // First and Last: the time stored with V
+	Set bool    // First and Last: a value came
+	Sum ExactSum
+}
+
+// NewDoubleAcc returns an empty accumulator of kind k.
+func NewDoubleAcc(k Kind) DoubleAcc { return DoubleAcc{V: k.DoubleIdentity()} }
+
+// Add combines a value stored with time t (used by First and Last only) and, for Sum, the
+// exactness tail stored with it, into a.
+func (a *DoubleAcc) Add(k Kind, v float64, t int64, tail []float64) {
+	switch k {
+	case Sum:
+		a.Sum.Add(v)
+		a.Sum.AddAll(tail)
+	case First, Last:
+		if !a.Set || k.Takes(a.T, t) {
+			a.V, a.T, a.Set = v, t, true
+		}
+	case Min, Max, Union:
+		a.V = k.CombineDouble(a.V, v)
+	}
+}
+
+// Merge combines o, which holds values that come after a's in input order, into a.
+func (a *DoubleAcc) Merge(k Kind, o *DoubleAcc) {
+	switch k {
+	case Sum:
+		a.Sum.Merge(&o.Sum)
+	case First, Last:
+		if o.Set {
+			a.Add(k, o.V, o.T, nil)
+		}
+	case Min, Max, Union:
+		a.V = k.CombineDouble(a.V, o.V)
+	}
+}
+
+// Value returns the accumulated value: for Sum the exact sum rounded once.
+func (a *DoubleAcc) Value(k Kind) float64 {
+	if k == Sum {
+		return a.Sum.Value()
+	}
+	return a.V
+}
+
+// Reset empties a for kind k, keeping the memory of its exact sum.
+func (a *DoubleAcc) Reset(k Kind) {
+	a.Sum.Reset()
+	a.V, a.T, a.Set = k.DoubleIdentity(), 0, false
+}
+
+// UnmarshalSketch decodes a serialized HyperLogLog sketch into sk. Bad bytes are an error,
+// never a panic: a panic of the library's decoder is turned into one.
+func UnmarshalSketch(sk *hyperloglog.Sketch, b []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("agg: hyperloglog decoder panicked: %v", r)
+		}
+	}()
+	return sk.UnmarshalBinary(b)
+}
+
+// MergeSketch adds the union of src into dst (the Union kind).
+func MergeSketch(dst, src *hyperloglog.Sketch) error {
+	if err := dst.Merge(src); err != nil {
+		return fmt.Errorf("agg: merge sketches: %w", err)
+	}
+	return nil
+}
