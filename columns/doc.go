@@ -35,7 +35,7 @@
 //
 //	+-------------------+  offset 0
 //	| magic "WOSEG"     |  5 bytes
-//	| version u8 = 1    |  1 byte
+//	| version u8 = 2    |  1 byte (version 1 files read too)
 //	+-------------------+  offset 6
 //	| part 0            |  parts back to back, in footer order, no gaps:
 //	| part 1            |  part i+1 starts where part i ends
@@ -66,6 +66,15 @@
 //	                        ids         id-chunks (4) or, multi-value, multi-id-chunks (5)
 //	                        bitmaps     roaring-table (7), unless noBitmapIndex
 //	                        nulls       roaring (8)
+//
+// From version 2, metrics whose aggregator needs more than its values have side parts
+// (version 1 files have none, and hold no first/last metric):
+//
+//	longFirst, longLast,    times       long-chunks (1), kind 6: per row, the event time of
+//	doubleFirst, doubleLast             the row the value came from (columns/agg, First/Last)
+//	doubleSum               tails       blob-chunks (3), kind 7: per row, the terms that added
+//	                                    to the rounded value give the exact sum, as
+//	                                    little-endian float64s; empty when the value is exact
 //
 // # Chunked parts (values, ids)
 //

@@ -11,8 +11,10 @@ import (
 // File framing.
 const (
 	magic = "WOSEG"
-	// Version is the format version this package writes and reads.
-	Version    = 1
+	// Version is the format version this package writes. It reads it and version 1, whose
+	// layout lacks the metrics' side parts (PartTimes, PartTails; see layout).
+	Version    = 2
+	minVersion = 1
 	headerSize = len(magic) + 1
 	// trailer: footer CRC-32C u32 | footer length u32 | magic
 	trailerSize = 4 + 4 + len(magic)
@@ -31,6 +33,8 @@ const (
 	PartIDs        PartKind = 3 // a dimension's dictionary ids per row
 	PartBitmaps    PartKind = 4 // a dimension's bitmap index: one roaring bitmap per id
 	PartNulls      PartKind = 5 // a dimension's null rows, one roaring bitmap
+	PartTimes      PartKind = 6 // a first/last metric's time per row, stored with its value
+	PartTails      PartKind = 7 // a doubleSum metric's exactness tail per row (see columns/agg)
 )
 
 func (k PartKind) String() string {
@@ -45,6 +49,10 @@ func (k PartKind) String() string {
 		return "bitmaps"
 	case PartNulls:
 		return "nulls"
+	case PartTimes:
+		return "times"
+	case PartTails:
+		return "tails"
 	}
 	return fmt.Sprintf("kind%d", uint8(k))
 }
@@ -120,7 +128,7 @@ type partSpec struct {
 }
 
 // layout returns the parts a schema's segment holds, in the order the writer writes them.
-func layout(s Schema) []partSpec {
+func layout(s Schema, version uint8) []partSpec {
 	out := []partSpec{{0, PartValues, EncLongChunks}}
 	for i, d := range s.Dimensions {
 		c := 1 + i
@@ -139,16 +147,42 @@ func layout(s Schema) []partSpec {
 		out = append(out, partSpec{c, PartNulls, EncRoaring})
 	}
 	for i, m := range s.Metrics {
+		c := 1 + len(s.Dimensions) + i
 		enc := EncLongChunks
 		switch m.ValueType() {
 		case MetricDouble:
 			enc = EncDoubleChunks
 		case MetricHyperUnique:
 			enc = EncBlobChunks
+		case MetricLong:
 		}
-		out = append(out, partSpec{1 + len(s.Dimensions) + i, PartValues, enc})
+		out = append(out, partSpec{c, PartValues, enc})
+		if version < 2 {
+			continue
+		}
+		a := m.Agg()
+		if a.Timed() {
+			out = append(out, partSpec{c, PartTimes, EncLongChunks})
+		}
+		if a.Exact() {
+			out = append(out, partSpec{c, PartTails, EncBlobChunks})
+		}
 	}
 	return out
+}
+
+// checkVersionSchema reports a schema that the format version cannot hold: version 1 has no
+// side parts, so no first/last aggregator.
+func checkVersionSchema(s Schema, version uint8) error {
+	if version >= 2 {
+		return nil
+	}
+	for _, m := range s.Metrics {
+		if m.Agg().Timed() {
+			return corruptf("columns: footer: metric %q: aggregator %s in a version %d segment (it needs version 2)", m.Name, m.Aggregator, version)
+		}
+	}
+	return nil
 }
 
 // columnName returns the name of column index c of s.
@@ -166,6 +200,7 @@ func columnName(s Schema, c int) string {
 
 // footer is the decoded footer of a segment.
 type footer struct {
+	version  uint8
 	rows     int
 	interval Interval
 	schema   Schema
@@ -182,7 +217,11 @@ func appendFooter(dst []byte, f *footer) ([]byte, error) {
 	if err != nil {
 		return dst, fmt.Errorf("columns: footer: schema: %w", err)
 	}
-	dst = append(dst, Version)
+	v := f.version
+	if v == 0 {
+		v = Version
+	}
+	dst = append(dst, v)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.rows))
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.interval.Start))
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.interval.End))
@@ -220,10 +259,10 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 	if len(b) < 1+8+8+8 {
 		return nil, bad("%d bytes, too short", len(b))
 	}
-	if b[0] != Version {
-		return nil, fmt.Errorf("columns: footer: version %d (this reader reads %d): %w", b[0], Version, ErrVersion)
+	if b[0] < minVersion || b[0] > Version {
+		return nil, fmt.Errorf("columns: footer: version %d (this reader reads %d to %d): %w", b[0], minVersion, Version, ErrVersion)
 	}
-	f := &footer{}
+	f := &footer{version: b[0]}
 	rows := binary.LittleEndian.Uint64(b[1:])
 	if rows > maxRows {
 		return nil, bad("%d rows, at most %d", rows, maxRows)
@@ -245,7 +284,10 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 		return nil, bad("schema: %v", err)
 	}
 	f.schema = schema
-	want := layout(schema)
+	if err := checkVersionSchema(schema, f.version); err != nil {
+		return nil, err
+	}
+	want := layout(schema, f.version)
 	np, k := binary.Uvarint(rest)
 	if k <= 0 || np != uint64(len(want)) {
 		return nil, bad("%d parts listed, the schema has %d", np, len(want))

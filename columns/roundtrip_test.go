@@ -158,7 +158,13 @@ func writeColumnsWith(t testing.TB, s Schema, rows []Row, exp []*expectedDim, op
 			require.NoError(t, err)
 			run(func() error {
 				for _, r := range rows {
-					if err := lw.Append(r.Metrics[i].Long); err != nil {
+					var err error
+					if m.Agg().Timed() {
+						err = lw.AppendTimed(r.Metrics[i].Long, r.Time)
+					} else {
+						err = lw.Append(r.Metrics[i].Long)
+					}
+					if err != nil {
 						return err
 					}
 				}
@@ -169,7 +175,13 @@ func writeColumnsWith(t testing.TB, s Schema, rows []Row, exp []*expectedDim, op
 			require.NoError(t, err)
 			run(func() error {
 				for _, r := range rows {
-					if err := dw.Append(r.Metrics[i].Double); err != nil {
+					var err error
+					if m.Agg().Timed() {
+						err = dw.AppendTimed(r.Metrics[i].Double, r.Time)
+					} else {
+						err = dw.Append(r.Metrics[i].Double)
+					}
+					if err != nil {
 						return err
 					}
 				}
@@ -221,6 +233,7 @@ func checkSegment(t testing.TB, seg *Segment, s Schema, rows []Row, sketches [][
 		require.NoError(t, rr.Read(i, &got))
 		requireRowEqual(t, s, i, want, got)
 	}
+	checkMetricTimes(t, seg, s, rows)
 	exp := expectDims(s, rows)
 	for i, d := range s.Dimensions {
 		nulls, err := seg.Nulls(d.Name)
@@ -448,7 +461,7 @@ func newMillionGen(seed uint64) *millionGen {
 // all other columns together, and sketches round-trip in TestRoundTrip.
 func millionSchema() Schema {
 	s := allSchema()
-	s.Metrics = slices.DeleteFunc(s.Metrics, func(m Metric) bool { return m.Aggregator == AggHyperUnique })
+	s.Metrics = slices.DeleteFunc(s.Metrics, func(m Metric) bool { return m.Aggregator == AggHyperUnique || m.Agg().Timed() })
 	return s
 }
 
@@ -538,5 +551,45 @@ func TestRoundTripMillion(t *testing.T) {
 			t.Logf("%d rows, %d bytes (%.1f bytes/row); write+publish %v, open+verify %v, read+compare %v",
 				n, info.Size, float64(info.Size)/n, written.Round(time.Millisecond), verified.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		})
+	}
+}
+
+// checkMetricTimes checks that first/last metrics stored each row's time with its value, and
+// that no other metric has times; doubleSum metrics have tails, empty for values written exact.
+func checkMetricTimes(t testing.TB, seg *Segment, s Schema, rows []Row) {
+	t.Helper()
+	for _, m := range s.Metrics {
+		var times *LongColumn
+		switch m.ValueType() {
+		case MetricLong:
+			c, err := seg.Long(m.Name)
+			require.NoError(t, err)
+			times = c.Times()
+		case MetricDouble:
+			c, err := seg.Double(m.Name)
+			require.NoError(t, err)
+			times = c.Times()
+			require.Equal(t, m.Agg().Exact(), c.Tails() != nil, "metric %q tails", m.Name)
+			if tc := c.Tails(); tc != nil {
+				cur := tc.Cursor()
+				for i := range rows {
+					tail, err := cur.Tail(i, nil)
+					require.NoError(t, err)
+					require.Empty(t, tail, "row %d metric %q", i, m.Name)
+				}
+			}
+		case MetricHyperUnique:
+			continue
+		}
+		require.Equal(t, m.Agg().Timed(), times != nil, "metric %q times", m.Name)
+		if times == nil {
+			continue
+		}
+		cur := times.Cursor()
+		for i, r := range rows {
+			v, err := cur.At(i)
+			require.NoError(t, err)
+			require.Equal(t, r.Time, v, "row %d metric %q time", i, m.Name)
+		}
 	}
 }

@@ -124,8 +124,8 @@ func newSegment(src source, closeFn func() error) (*Segment, error) {
 	if string(h[:len(magic)]) != magic {
 		return nil, corruptf("columns: header: bad magic %q", h[:len(magic)])
 	}
-	if h[len(magic)] != Version {
-		return nil, fmt.Errorf("columns: header: version %d (this reader reads %d): %w", h[len(magic)], Version, ErrVersion)
+	if v := h[len(magic)]; v < minVersion || v > Version {
+		return nil, fmt.Errorf("columns: header: version %d (this reader reads %d to %d): %w", v, minVersion, Version, ErrVersion)
 	}
 	t, err := s.src.view(size-int64(trailerSize), int64(trailerSize), nil)
 	if err != nil {
@@ -151,6 +151,9 @@ func newSegment(src source, closeFn func() error) (*Segment, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f.version != h[len(magic)] {
+		return nil, corruptf("columns: footer: version %d, the header says %d", f.version, h[len(magic)])
+	}
 	s.f = f
 	if err := s.parseColumns(); err != nil {
 		return nil, err
@@ -164,7 +167,7 @@ func (s *Segment) part(col int, kind PartKind) *PartInfo {
 			return p
 		}
 	}
-	return nil // not reached: decodeFooter checked every part the schema needs is there
+	return nil // a side part the format version lacks (decodeFooter checked the rest are there)
 }
 
 func (s *Segment) parseColumns() error {
@@ -224,11 +227,26 @@ func (s *Segment) parseColumns() error {
 			d  *DoubleColumn
 			sk *SketchColumn
 		)
+		var times *LongColumn
+		if p := s.part(c, PartTimes); p != nil {
+			tix, err := parseChunkIndex(&s.src, p, rows)
+			if err != nil {
+				return partError(p.Column, p.Kind, err)
+			}
+			times = &LongColumn{seg: s, name: m.Name, ix: tix, part: PartTimes}
+		}
 		switch m.ValueType() {
 		case MetricLong:
-			l = &LongColumn{seg: s, name: m.Name, ix: ix}
+			l = &LongColumn{seg: s, name: m.Name, ix: ix, times: times}
 		case MetricDouble:
-			d = &DoubleColumn{seg: s, name: m.Name, ix: ix}
+			d = &DoubleColumn{seg: s, name: m.Name, ix: ix, times: times}
+			if p := s.part(c, PartTails); p != nil {
+				tix, err := parseChunkIndex(&s.src, p, rows)
+				if err != nil {
+					return partError(p.Column, p.Kind, err)
+				}
+				d.tails = &TailColumn{seg: s, name: m.Name, ix: tix}
+			}
 		case MetricHyperUnique:
 			sk = &SketchColumn{seg: s, name: m.Name, ix: ix}
 		}
@@ -349,19 +367,25 @@ func (s *Segment) readNulls(name string, p *PartInfo) (*roaring.Bitmap, error) {
 // chunkRaw bounds for the chunk kinds, from their row counts.
 func numericMaxRaw(rows int) int { return 32 + 8*rows }
 
-// LongColumn is __time or a long metric.
+// LongColumn is __time, a long metric, or the times stored with a first/last metric's values.
 type LongColumn struct {
-	seg  *Segment
-	name string
-	ix   *chunkIndex
+	seg   *Segment
+	name  string
+	ix    *chunkIndex
+	part  PartKind    // PartValues, or PartTimes
+	times *LongColumn // a first/last metric's times
 }
 
 // Name returns the column's name.
 func (c *LongColumn) Name() string { return c.name }
 
+// Times returns the times stored with a first/last metric's values (PartTimes), row by row;
+// nil for other columns.
+func (c *LongColumn) Times() *LongColumn { return c.times }
+
 // Cursor returns a new cursor over the column.
 func (c *LongColumn) Cursor() *LongCursor {
-	return &LongCursor{longCore{name: c.name, cr: newChunkReader(&c.seg.src, c.ix), decode: decodeLongChunk}}
+	return &LongCursor{longCore{name: c.name, part: c.part, cr: newChunkReader(&c.seg.src, c.ix), decode: decodeLongChunk}}
 }
 
 // Get returns one row's value, decoding its chunk; use a cursor for more than a few rows.
@@ -406,17 +430,64 @@ func (c *chunkReader) next(row int) int {
 
 // DoubleColumn is a double metric.
 type DoubleColumn struct {
-	seg  *Segment
-	name string
-	ix   *chunkIndex
+	seg   *Segment
+	name  string
+	ix    *chunkIndex
+	times *LongColumn
+	tails *TailColumn
 }
 
 // Name returns the column's name.
 func (c *DoubleColumn) Name() string { return c.name }
 
+// Times returns the times stored with a first/last metric's values (PartTimes), row by row;
+// nil for other metrics.
+func (c *DoubleColumn) Times() *LongColumn { return c.times }
+
+// Tails returns a doubleSum metric's exactness tails (PartTails); nil for other metrics and
+// for segments of format version 1, whose sums were stored rounded only.
+func (c *DoubleColumn) Tails() *TailColumn { return c.tails }
+
+// TailColumn holds, for each row of a doubleSum metric, the terms that, added to the row's
+// value, give the exact sum it was rounded from: empty when the value is exact (see
+// columns/agg, ExactSum.Tail). Each row's bytes are its terms as little-endian float64s.
+type TailColumn struct {
+	seg  *Segment
+	name string
+	ix   *chunkIndex
+}
+
+// Cursor returns a new cursor over the column.
+func (c *TailColumn) Cursor() *TailCursor {
+	return &TailCursor{blobCursor{name: c.name, part: PartTails, cr: newChunkReader(&c.seg.src, c.ix)}}
+}
+
+// TailCursor reads a tail column chunk by chunk; one goroutine at a time.
+type TailCursor struct{ blobCursor }
+
+// Tail appends row's terms to dst. Bad bytes (a length not a multiple of 8, a term that is
+// zero or not finite) are an error wrapping ErrCorrupt.
+func (c *TailCursor) Tail(row int, dst []float64) ([]float64, error) {
+	b, err := c.at(row)
+	if err != nil {
+		return dst, err
+	}
+	if len(b)%8 != 0 {
+		return dst, partError(c.name, PartTails, corruptf("row %d: tail of %d bytes, not whole float64s", row, len(b)))
+	}
+	for ; len(b) > 0; b = b[8:] {
+		x := math.Float64frombits(binary.LittleEndian.Uint64(b))
+		if x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+			return dst, partError(c.name, PartTails, corruptf("row %d: tail term %v", row, x))
+		}
+		dst = append(dst, x)
+	}
+	return dst, nil
+}
+
 // Cursor returns a new cursor over the column.
 func (c *DoubleColumn) Cursor() *DoubleCursor {
-	return &DoubleCursor{doubleCore{name: c.name, cr: newChunkReader(&c.seg.src, c.ix), decode: decodeFloat64s}}
+	return &DoubleCursor{doubleCore{name: c.name, part: PartValues, cr: newChunkReader(&c.seg.src, c.ix), decode: decodeFloat64s}}
 }
 
 // Get returns one row's value; use a cursor for more than a few rows.
@@ -436,6 +507,7 @@ func (c *DoubleCursor) Chunk(row int) (first int, vals []float64, err error) { r
 // of its current chunk.
 type numCursor[T int64 | float64] struct {
 	name string
+	part PartKind // PartValues or PartTimes, for errors
 	cr   chunkReader
 	vals []T
 	ints []int64 // decode's scratch
@@ -488,15 +560,24 @@ func (c *numCursor[T]) load(row int) error {
 	}
 	if err != nil {
 		c.cr.cur = -1
-		return partError(c.name, PartValues, err)
+		return partError(c.name, partOr(c.part), err)
 	}
 	c.cr.cur = i
 	return nil
 }
 
+// partOr returns k, or PartValues for the zero kind.
+func partOr(k PartKind) PartKind {
+	if k == 0 {
+		return PartValues
+	}
+	return k
+}
+
 // blobCursor reads blob chunks.
 type blobCursor struct {
 	name string
+	part PartKind // PartValues or PartTails, for errors
 	cr   chunkReader
 	offs []int
 	lens []int64
@@ -528,7 +609,7 @@ func (c *blobCursor) load(row int) error {
 	}
 	if err != nil {
 		c.cr.cur = -1
-		return partError(c.name, PartValues, err)
+		return partError(c.name, partOr(c.part), err)
 	}
 	c.cr.cur = i
 	return nil

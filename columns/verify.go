@@ -41,6 +41,13 @@ func (s *Segment) Verify() error {
 		case s.doubles[i] != nil:
 			c := s.doubles[i].Cursor()
 			err = s.eachChunk(c.cr.ix, func(row int) error { _, _, err := c.Chunk(row); return err })
+			if tc := s.doubles[i].Tails(); tc != nil && err == nil {
+				cur := tc.Cursor()
+				var buf []float64
+				for row := 0; row < s.f.rows && err == nil; row++ {
+					buf, err = cur.Tail(row, buf[:0])
+				}
+			}
 		default:
 			c := s.sketches[i].Cursor()
 			for row := 0; row < s.f.rows && err == nil; row++ {
@@ -50,8 +57,27 @@ func (s *Segment) Verify() error {
 		if err != nil {
 			return err
 		}
+		if err := s.verifyMetricTimes(i); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// verifyMetricTimes decodes the times stored with a first/last metric's values.
+func (s *Segment) verifyMetricTimes(i int) error {
+	var tc *LongColumn
+	switch {
+	case s.longs[i] != nil:
+		tc = s.longs[i].Times()
+	case s.doubles[i] != nil:
+		tc = s.doubles[i].Times()
+	}
+	if tc == nil {
+		return nil
+	}
+	c := tc.Cursor()
+	return s.eachChunk(c.cr.ix, func(row int) error { _, _, err := c.Chunk(row); return err })
 }
 
 // VerifyChecksums checks the CRC-32C of every part against the footer: the cheap part of

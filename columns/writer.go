@@ -1,6 +1,7 @@
 package columns
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -166,7 +167,7 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 		}
 		w.med = child
 	}
-	for _, spec := range layout(w.schema) {
+	for _, spec := range layout(w.schema, Version) {
 		b, err := w.med.NewBytes()
 		if err != nil {
 			return nil, medium.JoinErrors(fmt.Errorf("columns: writer: %w", err), w.med.Close())
@@ -208,12 +209,20 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 	}
 	for i, m := range w.schema.Metrics {
 		c := 1 + len(schema.Dimensions) + i
+		var times *LongWriter
+		if m.Agg().Timed() {
+			times = &LongWriter{cw: chunkedWriter{st: find(c, PartTimes), comp: opts.Compression}, chunkRows: opts.ChunkRows}
+		}
 		switch m.ValueType() {
 		case MetricLong:
-			w.longs = append(w.longs, &LongWriter{cw: cw(c), chunkRows: opts.ChunkRows})
+			w.longs = append(w.longs, &LongWriter{cw: cw(c), chunkRows: opts.ChunkRows, times: times})
 			w.doubles, w.sketch = append(w.doubles, nil), append(w.sketch, nil)
 		case MetricDouble:
-			w.doubles = append(w.doubles, &DoubleWriter{cw: cw(c), chunkRows: opts.ChunkRows})
+			dw := &DoubleWriter{cw: cw(c), chunkRows: opts.ChunkRows, times: times}
+			if m.Agg().Exact() {
+				dw.tails = &blobWriter{cw: chunkedWriter{st: find(c, PartTails), comp: opts.Compression}, chunkRows: opts.ChunkRows}
+			}
+			w.doubles = append(w.doubles, dw)
 			w.longs, w.sketch = append(w.longs, nil), append(w.sketch, nil)
 		case MetricHyperUnique:
 			w.sketch = append(w.sketch, &SketchWriter{blobWriter: blobWriter{cw: cw(c), chunkRows: opts.ChunkRows}})
@@ -319,10 +328,45 @@ type LongWriter struct {
 	last      int64
 	err       error
 	finished  bool
+	times     *LongWriter // a first/last metric's times (PartTimes), else nil
 }
 
-// Append appends the next row's value. For __time, values must not decrease.
+// Append appends the next row's value. For __time, values must not decrease. A first/last
+// metric takes AppendTimed instead.
 func (l *LongWriter) Append(v int64) error {
+	if l.times != nil {
+		return l.timedErr()
+	}
+	return l.append(v)
+}
+
+// AppendTimed appends the next row's value of a first/last metric with the time stored with it
+// (the event time of the row it came from).
+func (l *LongWriter) AppendTimed(v, t int64) error {
+	if l.times == nil {
+		return l.untimedErr()
+	}
+	if err := l.append(v); err != nil {
+		return err
+	}
+	if err := l.times.append(t); err != nil {
+		l.err = err
+	}
+	return l.err
+}
+
+func (l *LongWriter) timedErr() error {
+	if l.err == nil {
+		l.err = fmt.Errorf("columns: column %q: a first/last metric takes AppendTimed: %w", l.cw.st.name, ErrState)
+	}
+	return l.err
+}
+
+func (l *LongWriter) untimedErr() error {
+	return fmt.Errorf("columns: column %q: AppendTimed on a column that stores no times: %w", l.cw.st.name, ErrState)
+}
+
+func (l *LongWriter) append(v int64) error {
 	if l.err != nil {
 		return l.err
 	}
@@ -378,6 +422,9 @@ func (l *LongWriter) finish() error {
 	}
 	l.err = l.cw.finish()
 	l.vals, l.raw = nil, nil
+	if l.err == nil && l.times != nil {
+		l.err = l.times.finish()
+	}
 	return l.err
 }
 
@@ -391,10 +438,61 @@ type DoubleWriter struct {
 	rows      int
 	err       error
 	finished  bool
+	times     *LongWriter // a first/last metric's times (PartTimes), else nil
+	tails     *blobWriter // a doubleSum metric's tails (PartTails), else nil
+	tailBuf   []byte
 }
 
-// Append appends the next row's value.
+// Append appends the next row's value (of a doubleSum metric: with an empty tail, an exact
+// value). A first/last metric takes AppendTimed instead.
 func (d *DoubleWriter) Append(v float64) error {
+	if d.times != nil {
+		if d.err == nil {
+			d.err = fmt.Errorf("columns: column %q: a first/last metric takes AppendTimed: %w", d.cw.st.name, ErrState)
+		}
+		return d.err
+	}
+	return d.AppendSum(v, nil)
+}
+
+// AppendSum appends the next row's value of a doubleSum metric and its exactness tail: the
+// terms that, added to v, give the exact sum it was rounded from (agg.ExactSum.Tail). On other
+// double metrics the tail must be empty.
+func (d *DoubleWriter) AppendSum(v float64, tail []float64) error {
+	if d.tails == nil {
+		if len(tail) > 0 {
+			return fmt.Errorf("columns: column %q: a tail on a metric that stores none: %w", d.cw.st.name, ErrState)
+		}
+		return d.append(v)
+	}
+	if err := d.append(v); err != nil {
+		return err
+	}
+	d.tailBuf = d.tailBuf[:0]
+	for _, x := range tail {
+		d.tailBuf = binary.LittleEndian.AppendUint64(d.tailBuf, math.Float64bits(x))
+	}
+	if err := d.tails.append(d.tailBuf); err != nil {
+		d.err = err
+	}
+	return d.err
+}
+
+// AppendTimed appends the next row's value of a first/last metric with the time stored with it.
+func (d *DoubleWriter) AppendTimed(v float64, t int64) error {
+	if d.times == nil {
+		return fmt.Errorf("columns: column %q: AppendTimed on a column that stores no times: %w", d.cw.st.name, ErrState)
+	}
+	if err := d.append(v); err != nil {
+		return err
+	}
+	if err := d.times.append(t); err != nil {
+		d.err = err
+	}
+	return d.err
+}
+
+func (d *DoubleWriter) append(v float64) error {
 	if d.err != nil {
 		return d.err
 	}
@@ -440,6 +538,12 @@ func (d *DoubleWriter) finish() error {
 	}
 	d.err = d.cw.finish()
 	d.vals, d.raw, d.ints = nil, nil, nil
+	if d.err == nil && d.times != nil {
+		d.err = d.times.finish()
+	}
+	if d.err == nil && d.tails != nil {
+		d.err = d.tails.finishBlobs()
+	}
 	return d.err
 }
 
@@ -1119,11 +1223,20 @@ func (w *Writer) AddRow(r Row) error {
 	for i, m := range w.schema.Metrics {
 		var err error
 		v := r.Metrics[i]
+		timed := m.Agg().Timed()
 		switch m.ValueType() {
 		case MetricLong:
-			err = w.longs[i].Append(v.Long)
+			if timed {
+				err = w.longs[i].AppendTimed(v.Long, r.Time)
+			} else {
+				err = w.longs[i].Append(v.Long)
+			}
 		case MetricDouble:
-			err = w.doubles[i].Append(v.Double)
+			if timed {
+				err = w.doubles[i].AppendTimed(v.Double, r.Time)
+			} else {
+				err = w.doubles[i].Append(v.Double)
+			}
 		case MetricHyperUnique:
 			err = w.sketch[i].Append(v.Sketch)
 		}
@@ -1265,7 +1378,7 @@ func (w *Writer) seal() (*footer, error) {
 	if len(errs) > 0 {
 		return nil, w.fail(medium.JoinErrors(errs...))
 	}
-	f := &footer{rows: rows, schema: w.schema}
+	f := &footer{version: Version, rows: rows, schema: w.schema}
 	if rows > 0 {
 		if w.time.last == math.MaxInt64 {
 			return nil, w.fail(fmt.Errorf("columns: %s: time %d leaves no room for an exclusive interval end: %w", TimeColumn, w.time.last, medium.ErrInvalid))
