@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/internal/faultfs"
+	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/medium/mediumtest"
@@ -231,7 +232,7 @@ func workload(fsys afero.Fs, dir string, durability medium.Durability) (err erro
 	if err != nil {
 		return err
 	}
-	defer func() { err = medium.JoinErrors(err, m.Close()) }()
+	defer func() { err = multierr.Join(err, m.Close()) }()
 	child, err := m.NewChild()
 	if err != nil {
 		return err
