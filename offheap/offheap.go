@@ -281,7 +281,7 @@ func (m *Medium) spillBytes() (medium.Bytes, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.released {
-		return nil, medium.ErrClosed
+		return nil, closedErr("write")
 	}
 	if m.spillChild == nil {
 		child, err := m.spill.NewChild()

@@ -36,6 +36,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -108,7 +109,10 @@ func (o *Options) ensureDefaults() error {
 	case o.MinBufferSize > o.BufferSize:
 		return fmt.Errorf("tmpfile: %w: MinBufferSize %d > BufferSize %d", medium.ErrInvalid, o.MinBufferSize, o.BufferSize)
 	}
-	return o.Durability.Validate()
+	if err := o.Durability.Validate(); err != nil {
+		return fmt.Errorf("tmpfile: %w", err)
+	}
+	return nil
 }
 
 // Medium stages Bytes in one temp file. Create it with New; its methods are safe for concurrent
@@ -322,8 +326,10 @@ func (st *store) readAt(p []byte, off int64) error {
 	if n == len(p) {
 		return nil
 	}
-	if err == nil {
-		err = errors.New("short read")
+	if err == nil || err == io.EOF {
+		// The file ends before bytes this medium wrote there: not the end of the Bytes, and no
+		// io.EOF for a caller of ReadAt to take for one.
+		err = io.ErrUnexpectedEOF
 	}
 	return fmt.Errorf("tmpfile: read %d bytes at %d of %s: %w", len(p), off, st.path, err)
 }
