@@ -528,6 +528,35 @@ func TestWriteToFileUsesCopyFileRange(t *testing.T) {
 	}
 }
 
+// TestWriteToPipe: copy_file_range refuses a pipe (such as a redirected os.Stdout); WriteTo
+// falls back to a buffered copy.
+func TestWriteToPipe(t *testing.T) {
+	m, err := New(Options{Dir: t.TempDir(), BufferSize: 4096})
+	require.NoError(t, err)
+	defer m.Close()
+	b, err := m.NewBytes()
+	require.NoError(t, err)
+	want := make([]byte, 100_000)
+	fillPattern(want, 2, 0)
+	_, err = b.Write(want)
+	require.NoError(t, err)
+	require.Positive(t, m.FileBytes())
+
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		p, _ := io.ReadAll(r)
+		got <- p
+	}()
+	n, err := b.WriteTo(w)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(want)), n)
+	require.NoError(t, w.Close())
+	require.True(t, bytes.Equal(want, <-got))
+}
+
 func TestSweep(t *testing.T) {
 	fsys := afero.NewMemMapFs()
 	require.NoError(t, fsys.MkdirAll("/w/sub", 0o755))
