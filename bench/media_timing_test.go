@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/mmapfile"
 	"github.com/writeout/writeout/offheap"
@@ -90,7 +91,7 @@ func sinks(dir string) []sinkMaker {
 				w:    bw,
 				size: func() int64 { return cw.n + int64(bw.Buffered()) },
 				close: func() error {
-					return medium.JoinErrors(bw.Flush(), f.Close(), os.Remove(f.Name()))
+					return multierr.Join(bw.Flush(), f.Close(), os.Remove(f.Name()))
 				},
 			}
 		}},
@@ -297,7 +298,7 @@ func createOut(b *testing.B, dir string) *os.File {
 }
 
 func removeOut(b *testing.B, out *os.File) {
-	if err := medium.JoinErrors(out.Close(), os.Remove(out.Name())); err != nil {
+	if err := multierr.Join(out.Close(), os.Remove(out.Name())); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/afero"
 
+	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
 )
@@ -65,10 +66,10 @@ func (w *Writer) Finish(dst string, opts PublishOptions) (Info, error) {
 func (w *Writer) FinishContext(ctx context.Context, dst string, opts PublishOptions) (Info, error) {
 	f, err := w.seal()
 	if err != nil {
-		return Info{}, medium.JoinErrors(err, w.release())
+		return Info{}, multierr.Join(err, w.release())
 	}
 	info, err := w.publish(ctx, dst, f, opts)
-	if err := medium.JoinErrors(err, w.release()); err != nil {
+	if err := multierr.Join(err, w.release()); err != nil {
 		return Info{}, err
 	}
 	return info, nil
@@ -118,7 +119,7 @@ func (w *Writer) publish(ctx context.Context, dst string, f *footer, opts Publis
 		if rerr := fsys.Remove(name); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("columns: publish %s: remove %s: %w", dst, name, rerr))
 		}
-		err = medium.JoinErrors(append([]error{err}, errs...)...)
+		err = multierr.Join(append([]error{err}, errs...)...)
 	}()
 
 	osf, _ := tmp.(*os.File)
@@ -216,7 +217,7 @@ func syncDir(fsys afero.Fs, dir string, calls *sys.Calls) error {
 	} else {
 		err = d.Sync()
 	}
-	return medium.JoinErrors(err, d.Close())
+	return multierr.Join(err, d.Close())
 }
 
 // trickleWriter writes to the file and, every `every` bytes, submits the new range for
@@ -286,5 +287,5 @@ func SweepTemp(fsys afero.Fs, dir string) ([]string, error) {
 		}
 		removed = append(removed, path)
 	}
-	return removed, medium.JoinErrors(errs...)
+	return removed, multierr.Join(errs...)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/axiomhq/hyperloglog"
 
+	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
 )
@@ -54,31 +55,31 @@ func openWith(path string, calls *sys.Calls) (*Segment, error) {
 	}
 	st, err := f.Stat()
 	if err != nil {
-		return nil, medium.JoinErrors(fmt.Errorf("columns: open: %w", err), f.Close())
+		return nil, multierr.Join(fmt.Errorf("columns: open: %w", err), f.Close())
 	}
 	size := st.Size()
 	if size < int64(headerSize+trailerSize) || size > math.MaxInt {
 		// Too small to map usefully (a zero-length mapping is an error); let the checks say why.
 		s, err := newSegment(source{r: f, size: size}, f.Close)
 		if err != nil {
-			return nil, medium.JoinErrors(fmt.Errorf("columns: open %s: %w", path, err), f.Close())
+			return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), f.Close())
 		}
 		return s, nil
 	}
 	data, err := calls.Mmap(int(f.Fd()), 0, int(size), sys.ProtRead, sys.MapShared)
 	if err != nil {
 		if !errors.Is(err, sys.ErrUnsupported) {
-			return nil, medium.JoinErrors(fmt.Errorf("columns: open %s: mmap: %w", path, err), f.Close())
+			return nil, multierr.Join(fmt.Errorf("columns: open %s: mmap: %w", path, err), f.Close())
 		}
 		s, err := newSegment(source{r: f, size: size}, f.Close)
 		if err != nil {
-			return nil, medium.JoinErrors(fmt.Errorf("columns: open %s: %w", path, err), f.Close())
+			return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), f.Close())
 		}
 		return s, nil
 	}
 	// The mapping outlives the descriptor.
 	if err := f.Close(); err != nil {
-		return nil, medium.JoinErrors(fmt.Errorf("columns: open %s: %w", path, err), calls.Munmap(data))
+		return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), calls.Munmap(data))
 	}
 	unmap := func() error {
 		if err := calls.Munmap(data); err != nil {
@@ -88,7 +89,7 @@ func openWith(path string, calls *sys.Calls) (*Segment, error) {
 	}
 	s, err := newSegment(source{data: data, size: size}, unmap)
 	if err != nil {
-		return nil, medium.JoinErrors(fmt.Errorf("columns: open %s: %w", path, err), unmap())
+		return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), unmap())
 	}
 	return s, nil
 }

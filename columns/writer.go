@@ -14,6 +14,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/axiomhq/hyperloglog"
 
+	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
 )
@@ -170,7 +171,7 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 	for _, spec := range layout(w.schema, Version) {
 		b, err := w.med.NewBytes()
 		if err != nil {
-			return nil, medium.JoinErrors(fmt.Errorf("columns: writer: %w", err), w.med.Close())
+			return nil, multierr.Join(fmt.Errorf("columns: writer: %w", err), w.med.Close())
 		}
 		w.stages = append(w.stages, &stage{b: b, spec: spec, name: columnName(w.schema, spec.column)})
 	}
@@ -1376,7 +1377,7 @@ func (w *Writer) seal() (*footer, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return nil, w.fail(medium.JoinErrors(errs...))
+		return nil, w.fail(multierr.Join(errs...))
 	}
 	f := &footer{version: Version, rows: rows, schema: w.schema}
 	if rows > 0 {
@@ -1491,10 +1492,10 @@ func (f *footer) info(size int64) Info {
 func (w *Writer) FinishTo(out io.Writer) (Info, error) {
 	f, err := w.seal()
 	if err != nil {
-		return Info{}, medium.JoinErrors(err, w.release())
+		return Info{}, multierr.Join(err, w.release())
 	}
 	n, err := w.emit(out, f, nil)
-	if err := medium.JoinErrors(err, w.release()); err != nil {
+	if err := multierr.Join(err, w.release()); err != nil {
 		return Info{}, err
 	}
 	return f.info(n), nil

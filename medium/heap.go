@@ -5,6 +5,8 @@ import (
 	"io"
 	"sort"
 	"sync"
+
+	"github.com/writeout/writeout/internal/backend"
 )
 
 // Heap chunk sizes: the first chunk of a Bytes is small, so that thousands of tiny Bytes stay
@@ -14,11 +16,14 @@ const (
 	heapMaxChunk = 1 << 20
 )
 
+// heapIO names the heap backend in the errors of its ReadAt, ReadFrom and WriteTo steps.
+var heapIO = backend.IO{Name: "medium: heap", Invalid: ErrInvalid}
+
 // Full-size chunks are reused across media through this pool.
 var heapChunkPool = sync.Pool{New: func() any { b := make([]byte, 0, heapMaxChunk); return &b }}
 
 type heapMedium struct {
-	lc    Lifecycle
+	lc    backend.Lifecycle
 	mu    sync.Mutex
 	bytes []*heapBytes
 }
@@ -33,23 +38,22 @@ func NewHeap() Medium {
 
 func (m *heapMedium) NewBytes() (Bytes, error) {
 	b := &heapBytes{m: m}
-	err := m.lc.Do(func() error {
+	added := m.lc.IfOpen(func() {
 		m.mu.Lock()
 		m.bytes = append(m.bytes, b)
 		m.mu.Unlock()
-		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("medium: heap: new bytes: %w", err)
+	if !added {
+		return nil, fmt.Errorf("medium: heap: new bytes: %w", ErrClosed)
 	}
 	return b, nil
 }
 
 func (m *heapMedium) NewChild() (Medium, error) {
 	child := NewHeap()
-	if err := m.lc.AddChild(child); err != nil {
+	if !m.lc.AddChild(child) {
 		_ = child.Close()
-		return nil, fmt.Errorf("medium: heap: new child: %w", err)
+		return nil, fmt.Errorf("medium: heap: new child: %w", ErrClosed)
 	}
 	return child, nil
 }
@@ -176,7 +180,7 @@ func (b *heapBytes) ReadFrom(r io.Reader) (int64, error) {
 	var total int64
 	for {
 		c := b.tail()
-		k, done, err := ReadSome("medium: heap", r, c[len(c):cap(c)])
+		k, done, err := heapIO.ReadSome(r, c[len(c):cap(c)])
 		b.setTail(c[:len(c)+k])
 		b.size += int64(k)
 		total += int64(k)
@@ -195,7 +199,7 @@ func (b *heapBytes) WriteTo(w io.Writer) (int64, error) {
 		if len(c) == 0 {
 			continue
 		}
-		k, err := WriteFull(w, c)
+		k, err := heapIO.WriteFull(w, c)
 		total += int64(k)
 		if err != nil {
 			return total, err
@@ -208,7 +212,7 @@ func (b *heapBytes) ReadAt(p []byte, off int64) (int, error) {
 	if b.m.lc.Closed() {
 		return 0, b.closedErr("read at")
 	}
-	if done, err := ReadAtBounds("medium: heap", p, off, b.size); done {
+	if done, err := heapIO.ReadAtBounds(p, off, b.size); done {
 		return 0, err
 	}
 	i := sort.Search(len(b.starts), func(i int) bool { return b.starts[i] > off }) - 1

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/tmpfile"
 )
@@ -129,7 +130,7 @@ func mergeSources(ctx context.Context, srcs []source, names []string, out column
 				}
 			}
 		}
-		return medium.JoinErrors(errs...)
+		return multierr.Join(errs...)
 	}
 	defer func() {
 		if rerr := release(cur); rerr != nil && err == nil {

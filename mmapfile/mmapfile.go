@@ -78,12 +78,18 @@ import (
 
 	"github.com/spf13/afero"
 
+	"github.com/writeout/writeout/internal/backend"
+	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
 )
 
 // DefaultWindowSize is the size of a mapping window when Options.WindowSize is zero.
 const DefaultWindowSize = 64 << 20
+
+// backendIO names this backend in the errors of the ReadAt, ReadFrom and WriteTo steps every
+// backend shares.
+var backendIO = backend.IO{Name: "mmapfile", Invalid: medium.ErrInvalid}
 
 // maxRegion caps the size of one region (extent) of a Bytes.
 const maxRegion = 4 << 20
@@ -139,7 +145,7 @@ func (o *Options) ensureDefaults(page int64) error {
 // Medium is a medium.Medium on a file-backed shared mapping. Its methods are safe for
 // concurrent use; Close must not run while a call on one of its Bytes is in progress.
 type Medium struct {
-	lc    medium.Lifecycle
+	lc    backend.Lifecycle
 	calls *sys.Calls
 	opts  Options
 	page  int64
@@ -211,15 +217,15 @@ func openFile(calls *sys.Calls, dir string) (*os.File, error) {
 		return nil, fmt.Errorf("mmapfile: create temp file: %w", err)
 	}
 	if err := os.Remove(f.Name()); err != nil {
-		return nil, medium.JoinErrors(fmt.Errorf("mmapfile: unlink temp file: %w", err), f.Close())
+		return nil, multierr.Join(fmt.Errorf("mmapfile: unlink temp file: %w", err), f.Close())
 	}
 	return f, nil
 }
 
 // NewBytes returns an empty Bytes. It holds no file space until its first byte is written.
 func (m *Medium) NewBytes() (medium.Bytes, error) {
-	if err := m.lc.Do(func() error { return nil }); err != nil {
-		return nil, fmt.Errorf("mmapfile: new bytes: %w", err)
+	if m.lc.Closed() {
+		return nil, fmt.Errorf("mmapfile: new bytes: %w", medium.ErrClosed)
 	}
 	return &bytesImpl{m: m, nextRegion: m.page}, nil
 }
@@ -234,8 +240,8 @@ func (m *Medium) NewChild() (medium.Medium, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mmapfile: new child: %w", err)
 	}
-	if err := m.lc.AddChild(child); err != nil {
-		return nil, medium.JoinErrors(fmt.Errorf("mmapfile: new child: %w", err), child.Close())
+	if !m.lc.AddChild(child) {
+		return nil, multierr.Join(fmt.Errorf("mmapfile: new child: %w", medium.ErrClosed), child.Close())
 	}
 	return child, nil
 }
@@ -269,7 +275,7 @@ func (m *Medium) release() error {
 	if err := m.f.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("mmapfile: close temp file: %w", err))
 	}
-	return medium.JoinErrors(errs...)
+	return multierr.Join(errs...)
 }
 
 // extent is one region of the file owned by a Bytes.
@@ -492,7 +498,7 @@ func (b *bytesImpl) ReadFrom(r io.Reader) (int64, error) {
 				return total, err
 			}
 		}
-		k, done, err := medium.ReadSome("mmapfile", r, b.free)
+		k, done, err := backendIO.ReadSome(r, b.free)
 		b.free = b.free[k:]
 		b.size += int64(k)
 		total += int64(k)
@@ -572,7 +578,7 @@ func (b *bytesImpl) WriteTo(w io.Writer) (int64, error) {
 		if len(c) == 0 {
 			continue
 		}
-		k, err := medium.WriteFull(w, c)
+		k, err := backendIO.WriteFull(w, c)
 		total += int64(k)
 		if err != nil {
 			return total, err
@@ -587,7 +593,7 @@ func (b *bytesImpl) ReadAt(p []byte, off int64) (int, error) {
 	if err := b.readable("read at"); err != nil {
 		return 0, err
 	}
-	if done, err := medium.ReadAtBounds("mmapfile", p, off, b.size); done {
+	if done, err := backendIO.ReadAtBounds(p, off, b.size); done {
 		return 0, err
 	}
 	if err := b.syncForRead(); err != nil {

@@ -65,29 +65,31 @@ func TestOptions(t *testing.T) {
 	notDir := filepath.Join(dir, "file")
 	require.NoError(t, os.WriteFile(notDir, []byte("x"), 0o600))
 
-	f := func(name string, opts mmapfile.Options, invalid bool) {
+	// Every failure wraps a sentinel (medium.ErrInvalid for an invalid option) or the system's
+	// error, and names the package.
+	f := func(name string, opts mmapfile.Options, want error) {
 		t.Helper()
 		m, err := mmapfile.New(opts)
 		require.Error(t, err, name)
 		require.Nil(t, m, name)
-		if invalid {
-			require.ErrorIs(t, err, medium.ErrInvalid, name)
-		}
+		require.ErrorIs(t, err, want, name)
+		require.True(t, strings.HasPrefix(err.Error(), "mmapfile: "), "%s: %q names the package", name, err)
 		t.Logf("%s: %v", name, err)
 	}
-	f("mem fs", mmapfile.Options{Fs: afero.NewMemMapFs(), Dir: dir}, true)
-	f("base path fs", mmapfile.Options{Fs: afero.NewBasePathFs(afero.NewOsFs(), dir), Dir: dir}, true)
-	f("read-only os fs", mmapfile.Options{Fs: afero.NewReadOnlyFs(afero.NewOsFs()), Dir: dir}, true)
-	f("window not a page multiple", mmapfile.Options{Dir: dir, WindowSize: page + 1}, true)
-	f("window smaller than a page", mmapfile.Options{Dir: dir, WindowSize: 1000}, true)
-	f("negative window", mmapfile.Options{Dir: dir, WindowSize: -page}, true)
-	f("bad durability", mmapfile.Options{Dir: dir, Durability: medium.Durability{Sync: 9}}, true)
-	f("dir is a file", mmapfile.Options{Dir: notDir}, true)
-	f("missing dir", mmapfile.Options{Dir: filepath.Join(dir, "missing")}, false)
+	f("mem fs", mmapfile.Options{Fs: afero.NewMemMapFs(), Dir: dir}, medium.ErrInvalid)
+	f("base path fs", mmapfile.Options{Fs: afero.NewBasePathFs(afero.NewOsFs(), dir), Dir: dir}, medium.ErrInvalid)
+	f("read-only os fs", mmapfile.Options{Fs: afero.NewReadOnlyFs(afero.NewOsFs()), Dir: dir}, medium.ErrInvalid)
+	f("window not a page multiple", mmapfile.Options{Dir: dir, WindowSize: page + 1}, medium.ErrInvalid)
+	f("window smaller than a page", mmapfile.Options{Dir: dir, WindowSize: 1000}, medium.ErrInvalid)
+	f("negative window", mmapfile.Options{Dir: dir, WindowSize: -page}, medium.ErrInvalid)
+	f("bad sync mode", mmapfile.Options{Dir: dir, Durability: medium.Durability{Sync: 9}}, medium.ErrInvalid)
+	f("negative trickle", mmapfile.Options{Dir: dir, Durability: medium.Durability{TrickleBytes: -1}}, medium.ErrInvalid)
+	f("dir is a file", mmapfile.Options{Dir: notDir}, medium.ErrInvalid)
+	f("missing dir", mmapfile.Options{Dir: filepath.Join(dir, "missing")}, os.ErrNotExist)
 	if os.Geteuid() != 0 {
 		ro := filepath.Join(dir, "ro")
 		require.NoError(t, os.Mkdir(ro, 0o500))
-		f("unwritable dir", mmapfile.Options{Dir: ro}, false)
+		f("unwritable dir", mmapfile.Options{Dir: ro}, os.ErrPermission)
 	}
 
 	// The OS file system is accepted, as a pointer or a value, and so is an empty Dir.

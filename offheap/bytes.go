@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 
+	"github.com/writeout/writeout/internal/backend"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -49,6 +50,10 @@ func (b *offBytes) closeTail() { b.tail = b.tail[:len(b.tail):len(b.tail)] }
 func (b *offBytes) drop() {
 	b.segs, b.starts, b.tail, b.spill = nil, nil, nil, nil
 }
+
+// backendIO names this backend in the errors of the ReadAt, ReadFrom and WriteTo steps every
+// backend shares.
+var backendIO = backend.IO{Name: "offheap", Invalid: medium.ErrInvalid}
 
 func closedErr(op string) error { return fmt.Errorf("offheap: %s: %w", op, medium.ErrClosed) }
 
@@ -204,7 +209,7 @@ func (b *offBytes) ReadFrom(r io.Reader) (int64, error) {
 			}
 			continue
 		}
-		k, done, err := medium.ReadSome("offheap", r, b.tail[len(b.tail):cap(b.tail)])
+		k, done, err := backendIO.ReadSome(r, b.tail[len(b.tail):cap(b.tail)])
 		b.tail = b.tail[:len(b.tail)+k]
 		b.size += int64(k)
 		total += int64(k)
@@ -243,16 +248,10 @@ func (b *offBytes) WriteTo(w io.Writer) (int64, error) {
 			if len(c) == 0 {
 				continue
 			}
-			k, err := w.Write(c)
-			if k < 0 || k > len(c) {
-				return total, fmt.Errorf("offheap: write to: writer returned invalid count %d", k)
-			}
+			k, err := backendIO.WriteFull(w, c)
 			total += int64(k)
 			if err != nil {
 				return total, err
-			}
-			if k != len(c) {
-				return total, io.ErrShortWrite
 			}
 		}
 	}
@@ -270,7 +269,7 @@ func (b *offBytes) ReadAt(p []byte, off int64) (int, error) {
 	if b.m.lc.Closed() {
 		return 0, closedErr("read at")
 	}
-	if done, err := medium.ReadAtBounds("offheap", p, off, b.size); done {
+	if done, err := backendIO.ReadAtBounds(p, off, b.size); done {
 		return 0, err
 	}
 	n := 0

@@ -16,6 +16,8 @@ func mapChunk(calls *sys.Calls) ([]byte, error) {
 		return nil, fmt.Errorf("offheap: mmap %d bytes: %w", ChunkSize, err)
 	}
 	if len(c) != ChunkSize || cap(c) != ChunkSize {
+		// Only a broken sys layer (or a test's stand-in for it) gets here: no sentinel and no
+		// system error fits, so the message says what happened.
 		err := fmt.Errorf("offheap: mmap returned %d bytes, want %d", len(c), ChunkSize)
 		if len(c) > 0 {
 			if uerr := calls.Munmap(c); uerr != nil {

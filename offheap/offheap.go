@@ -75,6 +75,8 @@ import (
 	"os"
 	"sync"
 
+	"github.com/writeout/writeout/internal/backend"
+	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
 )
@@ -109,7 +111,7 @@ type Options struct {
 
 // Medium is an offheap medium. Its methods are safe for concurrent use.
 type Medium struct {
-	lc      medium.Lifecycle
+	lc      backend.Lifecycle
 	budgets []*Budget // the medium's own MaxBytes budget and Options.Budget, shared with children
 	spill   medium.Medium
 	pool    *chunkPool
@@ -152,14 +154,13 @@ func newMedium(budgets []*Budget, spill medium.Medium, pool *chunkPool) *Medium 
 // NewBytes returns an empty Bytes. It takes no memory until the first write.
 func (m *Medium) NewBytes() (medium.Bytes, error) {
 	b := &offBytes{m: m}
-	err := m.lc.Do(func() error {
+	added := m.lc.IfOpen(func() {
 		m.mu.Lock()
 		m.bytes = append(m.bytes, b)
 		m.mu.Unlock()
-		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("offheap: new bytes: %w", err)
+	if !added {
+		return nil, closedErr("new bytes")
 	}
 	return b, nil
 }
@@ -169,8 +170,8 @@ func (m *Medium) NewBytes() (medium.Bytes, error) {
 func (m *Medium) NewChild() (medium.Medium, error) {
 	child := newMedium(m.budgets, m.spill, m.pool)
 	child.writev = m.writev
-	if err := m.lc.AddChild(child); err != nil {
-		return nil, medium.JoinErrors(fmt.Errorf("offheap: new child: %w", err), child.Close())
+	if !m.lc.AddChild(child) {
+		return nil, multierr.Join(closedErr("new child"), child.Close())
 	}
 	return child, nil
 }
@@ -206,7 +207,7 @@ func (m *Medium) release() error {
 	for _, bud := range m.budgets {
 		bud.release(int64(len(chunks)) * ChunkSize)
 	}
-	return medium.JoinErrors(errs...)
+	return multierr.Join(errs...)
 }
 
 // reserve takes n bytes from every budget, or from none.
@@ -280,7 +281,7 @@ func (m *Medium) spillBytes() (medium.Bytes, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.released {
-		return nil, medium.ErrClosed
+		return nil, closedErr("write")
 	}
 	if m.spillChild == nil {
 		child, err := m.spill.NewChild()

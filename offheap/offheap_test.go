@@ -95,9 +95,13 @@ func itoa(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
+// TestNewInvalid: an invalid option is an error wrapping medium.ErrInvalid, named after the
+// package, and no medium.
 func TestNewInvalid(t *testing.T) {
-	_, err := New(Options{MaxBytes: -1})
+	m, err := New(Options{MaxBytes: -1})
+	require.Nil(t, m)
 	require.ErrorIs(t, err, medium.ErrInvalid)
+	require.True(t, strings.HasPrefix(err.Error(), "offheap: new: "), "%q names the package", err)
 }
 
 // TestBudgetNoSpill: without a spill medium the write that passes the budget fails with

@@ -3,8 +3,8 @@ package offheap
 import (
 	"sync"
 
+	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
-	"github.com/writeout/writeout/medium"
 )
 
 // DefaultPoolLimit is the pool's limit until SetPoolLimit changes it.
@@ -164,5 +164,5 @@ func joinUnmaps(calls *sys.Calls, chunks [][]byte) error {
 			errs = append(errs, err)
 		}
 	}
-	return medium.JoinErrors(errs...)
+	return multierr.Join(errs...)
 }

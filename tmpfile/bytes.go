@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/writeout/writeout/internal/backend"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
 )
@@ -34,6 +35,10 @@ var (
 	_ io.WriterTo   = (*tmpBytes)(nil)
 	_ io.ReaderFrom = (*tmpBytes)(nil)
 )
+
+// backendIO names this backend in the errors of the ReadAt, ReadFrom and WriteTo steps every
+// backend shares.
+var backendIO = backend.IO{Name: "tmpfile", Invalid: medium.ErrInvalid}
 
 // Pool of copy buffers for the buffered paths of WriteTo.
 var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
@@ -194,7 +199,7 @@ func (b *tmpBytes) ReadFrom(r io.Reader) (int64, error) {
 		if err := b.makeRoom(); err != nil {
 			return total, b.fail(err)
 		}
-		k, done, err := medium.ReadSome("tmpfile", r, b.buf[len(b.buf):cap(b.buf)])
+		k, done, err := backendIO.ReadSome(r, b.buf[len(b.buf):cap(b.buf)])
 		b.buf = b.buf[:len(b.buf)+k]
 		b.size += int64(k)
 		total += int64(k)
@@ -226,7 +231,7 @@ func (b *tmpBytes) WriteTo(w io.Writer) (int64, error) {
 		}
 	}
 	if len(b.buf) > 0 {
-		k, err := medium.WriteFull(w, b.buf)
+		k, err := backendIO.WriteFull(w, b.buf)
 		total += int64(k)
 		if err != nil {
 			return total, err
@@ -271,7 +276,7 @@ func (b *tmpBytes) copyExtentsBuffered(w io.Writer, first int) (int64, error) {
 			if err := b.st.readAt(p, e.off+pos); err != nil {
 				return total, err
 			}
-			k, err := medium.WriteFull(w, p)
+			k, err := backendIO.WriteFull(w, p)
 			total += int64(k)
 			pos += int64(k)
 			if err != nil {
@@ -286,7 +291,7 @@ func (b *tmpBytes) ReadAt(p []byte, off int64) (int, error) {
 	if err := b.check("read at"); err != nil {
 		return 0, err
 	}
-	if done, err := medium.ReadAtBounds("tmpfile", p, off, b.size); done {
+	if done, err := backendIO.ReadAtBounds(p, off, b.size); done {
 		return 0, err
 	}
 	n := 0

@@ -36,6 +36,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -47,6 +48,8 @@ import (
 
 	"github.com/spf13/afero"
 
+	"github.com/writeout/writeout/internal/backend"
+	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
 )
@@ -106,13 +109,16 @@ func (o *Options) ensureDefaults() error {
 	case o.MinBufferSize > o.BufferSize:
 		return fmt.Errorf("tmpfile: %w: MinBufferSize %d > BufferSize %d", medium.ErrInvalid, o.MinBufferSize, o.BufferSize)
 	}
-	return o.Durability.Validate()
+	if err := o.Durability.Validate(); err != nil {
+		return fmt.Errorf("tmpfile: %w", err)
+	}
+	return nil
 }
 
 // Medium stages Bytes in one temp file. Create it with New; its methods are safe for concurrent
 // use.
 type Medium struct {
-	lc    medium.Lifecycle
+	lc    backend.Lifecycle
 	store *store
 	root  bool
 
@@ -144,14 +150,13 @@ func newWithCalls(opts Options, calls *sys.Calls) (*Medium, error) {
 // NewBytes returns an empty Bytes staged in the medium's file.
 func (m *Medium) NewBytes() (medium.Bytes, error) {
 	b := &tmpBytes{m: m, st: m.store}
-	err := m.lc.Do(func() error {
+	added := m.lc.IfOpen(func() {
 		m.mu.Lock()
 		m.bytes = append(m.bytes, b)
 		m.mu.Unlock()
-		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("tmpfile: new bytes: %w", err)
+	if !added {
+		return nil, fmt.Errorf("tmpfile: new bytes: %w", medium.ErrClosed)
 	}
 	return b, nil
 }
@@ -161,9 +166,9 @@ func (m *Medium) NewBytes() (medium.Bytes, error) {
 func (m *Medium) NewChild() (medium.Medium, error) {
 	child := &Medium{store: m.store}
 	child.lc.OnClose(child.release)
-	if err := m.lc.AddChild(child); err != nil {
+	if !m.lc.AddChild(child) {
 		_ = child.Close()
-		return nil, fmt.Errorf("tmpfile: new child: %w", err)
+		return nil, fmt.Errorf("tmpfile: new child: %w", medium.ErrClosed)
 	}
 	return child, nil
 }
@@ -251,7 +256,7 @@ func openStore(opts Options, calls *sys.Calls) (*store, error) {
 	// Unlink at once where an open file survives it, so a crash leaves nothing behind.
 	if runtime.GOOS != "windows" || !osfs {
 		if err := opts.Fs.Remove(path); err != nil {
-			return nil, medium.JoinErrors(fmt.Errorf("tmpfile: unlink %s: %w", path, err), st.close())
+			return nil, multierr.Join(fmt.Errorf("tmpfile: unlink %s: %w", path, err), st.close())
 		}
 		st.name = ""
 	}
@@ -275,7 +280,7 @@ func (st *store) close() error {
 			st.name = ""
 		}
 	}
-	return medium.JoinErrors(errs...)
+	return multierr.Join(errs...)
 }
 
 func (st *store) failure() error {
@@ -321,8 +326,10 @@ func (st *store) readAt(p []byte, off int64) error {
 	if n == len(p) {
 		return nil
 	}
-	if err == nil {
-		err = errors.New("short read")
+	if err == nil || err == io.EOF {
+		// The file ends before bytes this medium wrote there: not the end of the Bytes, and no
+		// io.EOF for a caller of ReadAt to take for one.
+		err = io.ErrUnexpectedEOF
 	}
 	return fmt.Errorf("tmpfile: read %d bytes at %d of %s: %w", len(p), off, st.path, err)
 }
@@ -380,7 +387,7 @@ func Sweep(fsys afero.Fs, dir string) error {
 			errs = append(errs, fmt.Errorf("tmpfile: sweep: %w", err))
 		}
 	}
-	return medium.JoinErrors(errs...)
+	return multierr.Join(errs...)
 }
 
 // IsTempName reports whether a file name has the pattern of this package's temp files.

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/internal/faultfs"
+	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/medium/mediumtest"
@@ -126,6 +127,93 @@ func TestNewBadDir(t *testing.T) {
 	require.ErrorIs(t, err, medium.ErrInvalid)
 }
 
+// TestNewInvalidOptions: every failure of New wraps a sentinel (medium.ErrInvalid for an invalid
+// option) or the file system's error, names the package, and returns no medium.
+func TestNewInvalidOptions(t *testing.T) {
+	mem := afero.NewMemMapFs()
+	require.NoError(t, afero.WriteFile(mem, "/file", []byte("x"), 0o644))
+	require.NoError(t, mem.MkdirAll("/d", 0o755))
+
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want error
+	}{
+		{"negative MinBufferSize", Options{MinBufferSize: -1}, medium.ErrInvalid},
+		{"negative BufferSize", Options{BufferSize: -1}, medium.ErrInvalid},
+		{"negative BufferBudget", Options{BufferBudget: -1}, medium.ErrInvalid},
+		{"MinBufferSize above BufferSize", Options{MinBufferSize: 10, BufferSize: 5}, medium.ErrInvalid},
+		{"bad sync mode", Options{Durability: medium.Durability{Sync: 9}}, medium.ErrInvalid},
+		{"negative trickle", Options{Durability: medium.Durability{TrickleBytes: -1}}, medium.ErrInvalid},
+		{"dir is a file", Options{Dir: "/file"}, medium.ErrInvalid},
+		{"missing dir", Options{Dir: "/missing"}, os.ErrNotExist},
+		{"read-only fs", Options{Fs: afero.NewReadOnlyFs(mem)}, syscall.EPERM},
+	} {
+		opts := tc.opts
+		if opts.Fs == nil {
+			opts.Fs = mem
+		}
+		if opts.Dir == "" {
+			opts.Dir = "/d"
+		}
+		m, err := New(opts)
+		require.Nil(t, m, tc.name)
+		require.ErrorIs(t, err, tc.want, tc.name)
+		require.True(t, strings.HasPrefix(err.Error(), "tmpfile: "), "%s: %q names the package", tc.name, err)
+	}
+}
+
+// shortReadFs hands out files whose ReadAt reads half of what it is asked for and returns err.
+type shortReadFs struct {
+	afero.Fs
+	err error
+}
+
+func (f shortReadFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
+	file, err := f.Fs.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return shortReadFile{file, f.err}, nil
+}
+
+type shortReadFile struct {
+	afero.File
+	err error
+}
+
+func (f shortReadFile) ReadAt(p []byte, off int64) (int, error) {
+	n, _ := f.File.ReadAt(p[:len(p)/2], off)
+	return n, f.err
+}
+
+// TestShortFileRead: a file that returns fewer bytes than the medium wrote there, with no error
+// or with io.EOF, is an error wrapping io.ErrUnexpectedEOF: never io.EOF, which a caller of
+// ReadAt would take for the end of the Bytes.
+func TestShortFileRead(t *testing.T) {
+	for _, fileErr := range []error{nil, io.EOF} {
+		mem := afero.NewMemMapFs()
+		require.NoError(t, mem.MkdirAll("/d", 0o755))
+		m, err := New(tiny(Options{Fs: shortReadFs{mem, fileErr}, Dir: "/d"}))
+		require.NoError(t, err)
+		b, err := m.NewBytes()
+		require.NoError(t, err)
+		_, err = b.Write(bytes.Repeat([]byte("x"), 4096))
+		require.NoError(t, err)
+		require.Positive(t, m.FileBytes(), "some bytes are in the file")
+
+		n, err := b.ReadAt(make([]byte, 100), 0)
+		require.Less(t, n, 100)
+		require.ErrorIs(t, err, io.ErrUnexpectedEOF, "file error %v", fileErr)
+		require.NotErrorIs(t, err, io.EOF, "file error %v", fileErr)
+		require.ErrorContains(t, err, "tmpfile: read")
+
+		_, err = b.WriteTo(io.Discard)
+		require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+		require.NoError(t, m.Close())
+	}
+}
+
 // TestSizeMakesNoFileOperations is bar 3: a million Size calls between small writes cost no
 // file operation beyond the writes that buffering needs.
 func TestSizeMakesNoFileOperations(t *testing.T) {
@@ -231,7 +319,7 @@ func workload(fsys afero.Fs, dir string, durability medium.Durability) (err erro
 	if err != nil {
 		return err
 	}
-	defer func() { err = medium.JoinErrors(err, m.Close()) }()
+	defer func() { err = multierr.Join(err, m.Close()) }()
 	child, err := m.NewChild()
 	if err != nil {
 		return err
@@ -438,6 +526,35 @@ func TestWriteToFileUsesCopyFileRange(t *testing.T) {
 			require.True(t, bytes.Equal(want, got))
 		})
 	}
+}
+
+// TestWriteToPipe: copy_file_range refuses a pipe (such as a redirected os.Stdout); WriteTo
+// falls back to a buffered copy.
+func TestWriteToPipe(t *testing.T) {
+	m, err := New(Options{Dir: t.TempDir(), BufferSize: 4096})
+	require.NoError(t, err)
+	defer m.Close()
+	b, err := m.NewBytes()
+	require.NoError(t, err)
+	want := make([]byte, 100_000)
+	fillPattern(want, 2, 0)
+	_, err = b.Write(want)
+	require.NoError(t, err)
+	require.Positive(t, m.FileBytes())
+
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		p, _ := io.ReadAll(r)
+		got <- p
+	}()
+	n, err := b.WriteTo(w)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(want)), n)
+	require.NoError(t, w.Close())
+	require.True(t, bytes.Equal(want, <-got))
 }
 
 func TestSweep(t *testing.T) {

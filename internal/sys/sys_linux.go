@@ -98,7 +98,8 @@ func copyFileRange(dst, src *os.File, srcOff *int64, n int) (int, error) {
 		return 0, err
 	}
 	if callErr != nil {
-		return copied, &os.PathError{Op: "copy_file_range", Path: src.Name(), Err: callErr}
+		// A failed copy_file_range copied nothing; x/sys passes on its -1 as the count.
+		return 0, &os.PathError{Op: "copy_file_range", Path: src.Name(), Err: callErr}
 	}
 	return copied, nil
 }

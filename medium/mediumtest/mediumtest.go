@@ -422,6 +422,7 @@ func testReadFrom(t *testing.T, open Open) {
 			_, err := b.WriteString("kept")
 			require.NoError(t, err)
 			n, err := b.ReadFrom(badCountReader(bad))
+			require.ErrorIs(t, err, medium.ErrInvalid)
 			require.ErrorContains(t, err, "reader returned invalid count")
 			require.Zero(t, n)
 			checkContents(t, r, b, []byte("kept"))
@@ -466,6 +467,11 @@ type shortWriter struct{}
 
 func (shortWriter) Write(p []byte) (int, error) { return len(p) / 2, nil }
 
+// badCountWriter is a broken io.Writer that returns its value as the count of every write.
+type badCountWriter int
+
+func (n badCountWriter) Write([]byte) (int, error) { return int(n), nil }
+
 func testWriteToFailing(t *testing.T, open Open) {
 	r := rand.New(rand.NewPCG(seed(t), 6))
 	m := openMedium(t, open)
@@ -484,6 +490,12 @@ func testWriteToFailing(t *testing.T, open Open) {
 	n, err := b.WriteTo(shortWriter{})
 	require.ErrorIs(t, err, io.ErrShortWrite, "WriteTo into a short writer")
 	require.Less(t, n, int64(model.Len()))
+	for _, bad := range []int{-1, 1 << 40} {
+		n, err := b.WriteTo(badCountWriter(bad))
+		require.ErrorIs(t, err, medium.ErrInvalid, "WriteTo into a writer returning count %d", bad)
+		require.ErrorContains(t, err, "writer returned invalid count")
+		require.Zero(t, n, "a count the writer made up is not counted")
+	}
 	// Unchanged and still usable.
 	checkContents(t, r, b, model.Bytes())
 	appendRandom(t, r, b, &model)

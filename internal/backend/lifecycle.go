@@ -1,9 +1,11 @@
-package medium
+package backend
 
 import (
-	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
+
+	"github.com/writeout/writeout/internal/multierr"
 )
 
 // Lifecycle is the bookkeeping every backend shares: the closed flag, the OnClose hooks and the
@@ -52,47 +54,24 @@ func (l *Lifecycle) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	return JoinErrors(errs...)
+	return multierr.Join(errs...)
 }
 
-// Do runs fn under the Lifecycle's lock unless it is closed, in which case it returns ErrClosed
-// without running fn. Backends use it to hand out new Bytes and children atomically with respect
-// to Close.
-func (l *Lifecycle) Do(fn func() error) error {
+// IfOpen runs fn under the Lifecycle's lock unless Close has started, and reports whether it
+// ran fn. Backends use it to hand out new Bytes atomically with respect to Close; when it
+// reports false they return an error wrapping medium.ErrClosed.
+func (l *Lifecycle) IfOpen(fn func()) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
-		return ErrClosed
+		return false
 	}
-	return fn()
+	fn()
+	return true
 }
 
-// AddChild registers child.Close as a hook of l, unless l is closed, in which case it returns
-// ErrClosed and the caller must close the child itself.
-func (l *Lifecycle) AddChild(child Medium) error {
-	return l.Do(func() error {
-		l.hooks = append(l.hooks, child.Close)
-		return nil
-	})
-}
-
-// JoinErrors returns nil for no errors, the error itself for one, and otherwise the first error
-// with the others joined behind it (errors.Is matches every one of them).
-func JoinErrors(errs ...error) error {
-	var first error
-	var rest []error
-	for _, err := range errs {
-		if err == nil {
-			continue
-		}
-		if first == nil {
-			first = err
-			continue
-		}
-		rest = append(rest, err)
-	}
-	if len(rest) == 0 {
-		return first
-	}
-	return errors.Join(append([]error{first}, rest...)...)
+// AddChild registers child.Close as a hook of l and reports true, unless Close has started: then
+// it reports false and the caller must close the child itself.
+func (l *Lifecycle) AddChild(child io.Closer) bool {
+	return l.IfOpen(func() { l.hooks = append(l.hooks, child.Close) })
 }
