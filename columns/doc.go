@@ -56,6 +56,12 @@
 //	    column uvarint (0 = __time, 1.. dimensions, then metrics, in schema order) |
 //	    kind u8 | encoding u8 | offset u64 | length u64 | CRC-32C u32
 //
+// The interval follows from the rows and the schema's granularity (Granularity.Interval):
+// [truncate(first time), truncate(last time) + the granularity's width), so [first, last+1)
+// at granularity none, and the zero interval without rows. Every time is truncated to the
+// granularity; under rollup the rows are strictly increasing by (time, dimensions). Verify
+// checks all three.
+//
 // The parts a column has follow from its schema entry (each exactly once, any order):
 //
 //	__time, long metric     values      long-chunks (1)

@@ -15,7 +15,8 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/golden.seg and the fuzz seeds")
 
 // goldenRows is the content of testdata/golden.seg: every kind of column, nulls, an empty
-// string, a multi-value row with a duplicate, unicode.
+// string, a multi-value row with a duplicate, unicode; rolled up at hour granularity, so the
+// rows are in key order (the null page before "Main_Page") and written column by column.
 func goldenRows() (Schema, []Row) {
 	s := Schema{
 		Dimensions: []Dimension{
@@ -43,8 +44,8 @@ func goldenRows() (Schema, []Row) {
 	const hour = 3_600_000
 	t0 := int64(946_684_800_000) // 2000-01-01
 	rows := []Row{
-		{Time: t0, Dims: [][]string{{"Main_Page"}, {"a", "b"}, {"hello"}, {"DE"}}, Metrics: []Value{{Long: 1}, {Long: 10}, {Double: 1.5}, {Sketch: sk("alice")}}},
 		{Time: t0, Dims: [][]string{nil, {"b", "b"}, nil, {"FR"}}, Metrics: []Value{{Long: 2}, {Long: -3}, {Double: -0.25}, {Sketch: sk("bob", "carol")}}},
+		{Time: t0, Dims: [][]string{{"Main_Page"}, {"a", "b"}, {"hello"}, {"DE"}}, Metrics: []Value{{Long: 1}, {Long: 10}, {Double: 1.5}, {Sketch: sk("alice")}}},
 		{Time: t0 + hour, Dims: [][]string{{""}, nil, {""}, nil}, Metrics: []Value{{Long: 1}, {Long: 1 << 40}, {Double: 7}, {Sketch: sk()}}},
 		{Time: t0 + 2*hour, Dims: [][]string{{"Zürich"}, {"日本語"}, {"payload"}, {"DE"}}, Metrics: []Value{{Long: 5}, {Long: 0}, {Double: 7}, {Sketch: sk("alice")}}},
 	}
@@ -53,7 +54,7 @@ func goldenRows() (Schema, []Row) {
 
 func goldenBytes(t testing.TB) []byte {
 	s, rows := goldenRows()
-	return writeRows(t, s, rows, WriterOptions{Compression: CompressionNone, ChunkRows: 3})
+	return writeColumns(t, s, rows, WriterOptions{Compression: CompressionNone, ChunkRows: 3})
 }
 
 // TestGolden pins the bytes of a small segment: a change to the format shows here first. Run
@@ -78,7 +79,7 @@ func TestGolden(t *testing.T) {
 	require.NoError(t, seg.Verify())
 	s, rows := goldenRows()
 	checkSegment(t, seg, s, rows, marshalSketches(t, s, rows))
-	require.Equal(t, "2000-01-01T00:00:00.000Z/2000-01-01T02:00:00.001Z", seg.Interval().String())
+	require.Equal(t, "2000-01-01T00:00:00.000Z/2000-01-01T03:00:00.000Z", seg.Interval().String())
 }
 
 // seedSegments are the segments FuzzOpen starts from, kept in testdata/seeds: small (the fuzzer
@@ -122,15 +123,20 @@ func writeSeeds(t testing.TB) {
 }
 
 // TestReadVersion1 reads the golden segment as format version 1 wrote it (before the metrics'
-// side parts): it opens, verifies and reads back the same rows; its doubleSum metrics would
-// have no tails.
+// side parts): it opens, its checksums hold and it reads back the same rows; its doubleSum
+// metrics would have no tails.
 func TestReadVersion1(t *testing.T) {
 	path := filepath.Join("testdata", "golden-v1.seg")
 	seg, err := Open(path)
 	require.NoError(t, err)
 	defer seg.Close()
 	require.Equal(t, byte(1), seg.f.version)
-	require.NoError(t, seg.Verify())
+	require.NoError(t, seg.VerifyChecksums())
+	// The version 1 writer's AddRow stamped rollup on rows it never rolled up nor sorted:
+	// Verify now says so.
+	err = seg.Verify()
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, "rollup")
 	s, rows := goldenRows()
 	rr := seg.RowReader()
 	var got Row

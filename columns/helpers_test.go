@@ -2,6 +2,7 @@ package columns
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"hash/crc32"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -97,7 +99,8 @@ func randSchema(rng *rand.Rand) Schema {
 	return s
 }
 
-// allSchema has every kind of column and every aggregator.
+// allSchema has every kind of column and every aggregator, and an hour granularity; rollup is
+// off, so that AddRow writes it (TestRoundTrip writes rollup schemas through rollupRows).
 func allSchema() Schema {
 	s := Schema{
 		Dimensions: []Dimension{
@@ -107,7 +110,7 @@ func allSchema() Schema {
 			{Name: "country", NoBitmapIndex: true},
 			{Name: "flags", MultiValue: true, NoBitmapIndex: true},
 		},
-		Rollup: true, Granularity: GranularityHour,
+		Granularity: GranularityHour,
 	}
 	for _, a := range Aggregators {
 		s.Metrics = append(s.Metrics, Metric{Name: string(a) + "_m", Aggregator: a, Field: "f_" + string(a)})
@@ -115,7 +118,8 @@ func allSchema() Schema {
 	return s
 }
 
-// rowGen generates rows deterministically from a seed.
+// rowGen generates rows deterministically from a seed, their times truncated to the schema's
+// granularity.
 type rowGen struct {
 	rng      *rand.Rand
 	s        Schema
@@ -144,7 +148,7 @@ func (g *rowGen) next() Row {
 	if g.step > 0 && rng.IntN(3) > 0 {
 		g.t += rng.Int64N(g.step + 1)
 	}
-	r := Row{Time: g.t, Dims: make([][]string, len(g.s.Dimensions)), Metrics: make([]Value, len(g.s.Metrics))}
+	r := Row{Time: g.s.Granularity.Truncate(g.t), Dims: make([][]string, len(g.s.Dimensions)), Metrics: make([]Value, len(g.s.Metrics))}
 	for i, d := range g.s.Dimensions {
 		if rng.Float64() < g.nullP[i] {
 			if rng.IntN(2) == 0 {
@@ -336,6 +340,52 @@ func expectDims(s Schema, rows []Row) []*expectedDim {
 			e.ids = append(e.ids, ids)
 		}
 		out[i] = e
+	}
+	return out
+}
+
+// rollupRows returns rows as a rolled-up segment holds them: sorted by (time, dimensions) in
+// the merger's order (dictionary dimensions by id, ids in value order with null first;
+// multi-value id lists element by element, a proper prefix first; raw values bytewise with
+// null first), one row per key: the first (metrics are not combined).
+func rollupRows(s Schema, rows []Row) []Row {
+	exp := expectDims(s, rows)
+	key := func(a, b int) int {
+		if c := cmp.Compare(rows[a].Time, rows[b].Time); c != 0 {
+			return c
+		}
+		for i, d := range s.Dimensions {
+			c := 0
+			if d.Raw {
+				x, y := rows[a].Dims[i], rows[b].Dims[i]
+				switch {
+				case len(x) == 0 && len(y) == 0:
+				case len(x) == 0:
+					c = -1
+				case len(y) == 0:
+					c = 1
+				default:
+					c = strings.Compare(x[0], y[0])
+				}
+			} else {
+				c = slices.Compare(exp[i].ids[a], exp[i].ids[b])
+			}
+			if c != 0 {
+				return c
+			}
+		}
+		return 0
+	}
+	idx := make([]int, len(rows))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, key)
+	var out []Row
+	for k, i := range idx {
+		if k == 0 || key(idx[k-1], i) != 0 {
+			out = append(out, rows[i])
+		}
 	}
 	return out
 }

@@ -476,17 +476,6 @@ func TestWriterMisuse(t *testing.T) {
 	_, err = NewWriter(Schema{Dimensions: []Dimension{{Name: ""}}}, WriterOptions{})
 	require.ErrorIs(t, err, ErrSchema)
 
-	// A row outside the requested interval.
-	w, _ = NewWriter(Schema{}, WriterOptions{Interval: Interval{0, 10}})
-	require.NoError(t, w.AddRow(Row{Time: 10}))
-	_, err = w.FinishTo(io.Discard)
-	require.ErrorIs(t, err, medium.ErrInvalid)
-	w, _ = NewWriter(Schema{}, WriterOptions{Interval: Interval{0, 10}})
-	require.NoError(t, w.AddRow(Row{Time: 3}))
-	var buf bytes.Buffer
-	info, err := w.FinishTo(&buf)
-	require.NoError(t, err)
-	require.Equal(t, Interval{0, 10}, info.Interval)
 }
 
 // TestFinishContext cancels a publish during the copy: it stops at the next write, returns the

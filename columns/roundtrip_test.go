@@ -70,6 +70,17 @@ func writeColumns(t testing.TB, s Schema, rows []Row, opts WriterOptions) []byte
 func writeColumnsWith(t testing.TB, s Schema, rows []Row, exp []*expectedDim, opts WriterOptions) []byte {
 	w, err := NewWriter(s, opts)
 	require.NoError(t, err)
+	feedColumns(t, w, s, rows, exp)
+	var buf bytes.Buffer
+	info, err := w.FinishTo(&buf)
+	require.NoError(t, err)
+	checkInfo(t, info, buf.Len())
+	return buf.Bytes()
+}
+
+// feedColumns feeds rows to w column by column, each column in its own goroutine, from
+// dictionaries, ids and bitmaps computed beforehand (it run-optimizes the bitmaps in place).
+func feedColumns(t testing.TB, w *Writer, s Schema, rows []Row, exp []*expectedDim) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 1+len(s.Dimensions)+len(s.Metrics))
 	run := func(fn func() error) {
@@ -211,11 +222,6 @@ func writeColumnsWith(t testing.TB, s Schema, rows []Row, exp []*expectedDim, op
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	var buf bytes.Buffer
-	info, err := w.FinishTo(&buf)
-	require.NoError(t, err)
-	checkInfo(t, info, buf.Len())
-	return buf.Bytes()
 }
 
 // checkSegment reads everything back and compares it with rows.
@@ -225,7 +231,10 @@ func checkSegment(t testing.TB, seg *Segment, s Schema, rows []Row, sketches [][
 	require.True(t, s.Equal(seg.Schema()), "schema %+v, want %+v", seg.Schema(), s)
 	require.Equal(t, len(rows), seg.Rows())
 	if len(rows) > 0 {
-		require.Equal(t, Interval{rows[0].Time, rows[len(rows)-1].Time + 1}, seg.Interval())
+		g := s.Granularity
+		require.Equal(t, Interval{g.Truncate(rows[0].Time), g.Truncate(rows[len(rows)-1].Time) + g.Millis()}, seg.Interval())
+	} else {
+		require.Equal(t, Interval{}, seg.Interval())
 	}
 	rr := seg.RowReader()
 	var got Row
@@ -365,7 +374,9 @@ func marshalSketches(t testing.TB, s Schema, rows []Row) [][][]byte {
 
 // TestRoundTrip writes random schemas and rows through both ways of feeding a writer, every
 // compression, on two media, publishes them, and reads them back through a mapping and through
-// ReadAt: everything read equals what was written, and both ways give the same bytes.
+// ReadAt: everything read equals what was written, and both ways give the same bytes. A rollup
+// schema's rows are rolled up first (rollupRows) and go through the column writers only, as the
+// merger writes them: AddRow refuses them.
 func TestRoundTrip(t *testing.T) {
 	seed := seedFor(t, 20240611)
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -388,6 +399,10 @@ func TestRoundTrip(t *testing.T) {
 		for i := range rows {
 			rows[i] = gen.next()
 		}
+		if s.Rollup {
+			rows = rollupRows(s, rows)
+			n = len(rows)
+		}
 		sketches := marshalSketches(t, s, rows)
 		chunkRows := []int{1, 7, 100, 4096, 0}[rng.IntN(5)]
 		comp := Compression(rng.IntN(4))
@@ -396,15 +411,27 @@ func TestRoundTrip(t *testing.T) {
 				m := newMedium()
 				defer func() { require.NoError(t, m.Close()) }()
 				opts := WriterOptions{Medium: m, Compression: comp, ChunkRows: chunkRows}
-				byRows := writeRows(t, s, rows, opts)
 				byCols := writeColumns(t, s, rows, opts)
-				require.True(t, bytes.Equal(byRows, byCols), "AddRow and column writers differ")
+				byRows := byCols
+				if s.Rollup {
+					w, err := NewWriter(s, opts)
+					require.NoError(t, err)
+					require.ErrorIs(t, w.AddRow(Row{Dims: make([][]string, len(s.Dimensions)), Metrics: make([]Value, len(s.Metrics))}), ErrState)
+					require.NoError(t, w.Abort())
+				} else {
+					byRows = writeRows(t, s, rows, opts)
+					require.True(t, bytes.Equal(byRows, byCols), "AddRow and column writers differ")
+				}
 
 				// Publish through Finish and open with a mapping and with ReadAt.
 				w, err := NewWriter(s, opts)
 				require.NoError(t, err)
-				for _, r := range rows {
-					require.NoError(t, w.AddRow(r))
+				if s.Rollup {
+					feedColumns(t, w, s, rows, expectDims(s, rows))
+				} else {
+					for _, r := range rows {
+						require.NoError(t, w.AddRow(r))
+					}
 				}
 				path := filepath.Join(dir, fmt.Sprintf("seg-%d-%s", c, name))
 				info, err := w.Finish(path, PublishOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
@@ -457,10 +484,12 @@ func newMillionGen(seed uint64) *millionGen {
 	return g
 }
 
-// millionSchema is allSchema without the hyperUnique metric: a sketch per row costs more than
-// all other columns together, and sketches round-trip in TestRoundTrip.
+// millionSchema is allSchema without the hyperUnique metric (a sketch per row costs more than
+// all other columns together, and sketches round-trip in TestRoundTrip) and at granularity
+// none: millionGen's times step by milliseconds.
 func millionSchema() Schema {
 	s := allSchema()
+	s.Granularity = GranularityNone
 	s.Metrics = slices.DeleteFunc(s.Metrics, func(m Metric) bool { return m.Aggregator == AggHyperUnique || m.Agg().Timed() })
 	return s
 }

@@ -3,6 +3,7 @@ package columns
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"unicode/utf8"
 
@@ -326,6 +327,19 @@ func (g Granularity) Truncate(ms int64) int64 {
 		r += w
 	}
 	return ms - r
+}
+
+// Interval returns the interval of a segment whose rows' times run from first to last (first
+// <= last): from the start of first's bucket to the end of last's,
+// [Truncate(first), Truncate(last)+Millis()); for none, [first, last+1). It is the one interval
+// convention: the writer records it and Segment.Verify checks it. ok is false when the end
+// does not fit an int64.
+func (g Granularity) Interval(first, last int64) (iv Interval, ok bool) {
+	end := g.Truncate(last)
+	if end > math.MaxInt64-g.Millis() {
+		return Interval{}, false
+	}
+	return Interval{Start: g.Truncate(first), End: end + g.Millis()}, true
 }
 
 // ParseGranularity parses a granularity name; the empty string is none. Names are matched

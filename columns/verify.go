@@ -1,6 +1,8 @@
 package columns
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"hash/crc32"
@@ -12,8 +14,14 @@ import (
 // by decoding everything: chunk bounds and encodings, times in order and within the interval,
 // dictionaries strictly sorted and exactly filling their blocks, ids below the cardinality, the
 // null id alone in its row and exactly on the null rows, every bitmap exactly the rows holding
-// its id, raw null rows empty, and every sketch decodable. The first problem is returned,
-// wrapping ErrCorrupt and naming the column and part.
+// its id, raw null rows empty, and every sketch decodable. It also checks what the footer
+// claims of the rows: every time truncated to the granularity; the interval equal to
+// Granularity.Interval of the first and last times (the zero Interval without rows); and under
+// rollup, rows strictly increasing by (time, dimensions) in the order the merger writes them
+// (dimensions in schema order: ids, which follow value order with null first; multi-value id
+// lists element by element, a proper prefix first; raw values bytewise, null first), so that no
+// two rows share a key. The first problem is returned, wrapping ErrCorrupt and naming the
+// column and part, or the rows.
 func (s *Segment) Verify() error {
 	if err := s.VerifyChecksums(); err != nil {
 		return err
@@ -31,6 +39,9 @@ func (s *Segment) Verify() error {
 		if err != nil {
 			return err
 		}
+	}
+	if err := s.verifyRollup(); err != nil {
+		return err
 	}
 	for i := range s.f.schema.Metrics {
 		var err error
@@ -133,25 +144,146 @@ func (s *Segment) eachChunk(ix *chunkIndex, fn func(row int) error) error {
 
 func (s *Segment) verifyTime() error {
 	c := s.time.Cursor()
-	prev := int64(0)
+	prev, first := int64(0), int64(0)
 	iv := s.f.interval
-	return s.eachChunk(c.cr.ix, func(row int) error {
-		first, vals, err := c.Chunk(row)
+	g := s.f.schema.Granularity
+	err := s.eachChunk(c.cr.ix, func(row int) error {
+		start, vals, err := c.Chunk(row)
 		if err != nil {
 			return err
 		}
 		for k, v := range vals {
-			r := first + k
+			r := start + k
 			if r > 0 && v < prev {
 				return partError(TimeColumn, PartValues, corruptf("row %d: time %d before the previous row's %d", r, v, prev))
 			}
 			if !iv.Contains(v) {
 				return partError(TimeColumn, PartValues, corruptf("row %d: time %d outside the interval [%d, %d)", r, v, iv.Start, iv.End))
 			}
+			if g.Truncate(v) != v {
+				return partError(TimeColumn, PartValues, corruptf("row %d: time %d not truncated to the granularity %s", r, v, g))
+			}
+			if r == 0 {
+				first = v
+			}
 			prev = v
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	if s.f.rows == 0 {
+		if iv != (Interval{}) {
+			return corruptf("columns: interval [%d, %d) of a segment without rows, want the zero interval", iv.Start, iv.End)
+		}
+		return nil
+	}
+	want, ok := g.Interval(first, prev)
+	if !ok {
+		return partError(TimeColumn, PartValues, corruptf("row %d: time %d leaves no room for the interval's end", s.f.rows-1, prev))
+	}
+	if iv != want && !(s.f.version == 1 && iv == (Interval{first, prev + 1})) {
+		// (Version 1 writers recorded [first, last+1) whatever the granularity: still accepted.)
+		return corruptf("columns: interval [%d, %d) (%v), but rows 0 and %d (times %d and %d, granularity %s) give [%d, %d) (%v)",
+			iv.Start, iv.End, iv, s.f.rows-1, first, prev, g, want.Start, want.End, want)
+	}
+	return nil
+}
+
+// verifyRollup checks, under rollup, that the rows are strictly increasing by their key, which
+// proves both that they are sorted and that no key appears twice. The key is the time, then
+// the dimensions in schema order, compared as the merger orders its output (merger/keys.go,
+// cmpDims): a single-value dimension by id (ids follow value order, the null id 0 first), a
+// multi-value one by its ids element by element with a proper prefix first (a null row holds
+// the null id alone), a raw one bytewise with null first. It reads each column through a
+// cursor, a chunk at a time, and keeps only the previous row's key.
+func (s *Segment) verifyRollup() error {
+	if !s.f.schema.Rollup || s.f.rows < 2 {
+		return nil
+	}
+	dims := s.f.schema.Dimensions
+	keys := make([]keyDim, len(dims))
+	for i, d := range dims {
+		if d.Raw {
+			keys[i].raw = s.raws[i].Cursor()
+		} else {
+			keys[i].ids = s.dims[i].Cursor()
+		}
+	}
+	tc := s.time.Cursor()
+	var prevT int64
+	for row := 0; row < s.f.rows; row++ {
+		t, err := tc.At(row)
+		if err != nil {
+			return err
+		}
+		c, at := cmp.Compare(t, prevT), -1
+		for i := range keys {
+			kc, err := keys[i].next(row, row > 0 && c == 0)
+			if err != nil {
+				return err
+			}
+			if c == 0 && kc != 0 {
+				c, at = kc, i
+			}
+		}
+		if row > 0 && c <= 0 {
+			if c == 0 {
+				return corruptf("columns: rollup: rows %d and %d have the same time %d and dimensions (a rolled-up segment holds each key once)", row-1, row, t)
+			}
+			what := fmt.Sprintf("time %d before %d", t, prevT)
+			if at >= 0 {
+				what = fmt.Sprintf("time %d, dimension %q sorts before the previous row's", t, dims[at].Name)
+			}
+			return corruptf("columns: rollup: row %d sorts before row %d (%s): a rolled-up segment is sorted by time, then dimensions", row, row-1, what)
+		}
+		prevT = t
+	}
+	return nil
+}
+
+// keyDim reads one dimension of the rows' keys for verifyRollup, keeping the previous row's.
+type keyDim struct {
+	ids      *DimCursor // a dictionary dimension
+	raw      *RawCursor // a raw dimension
+	prevIDs  []uint32
+	prevRaw  []byte
+	prevNull bool
+}
+
+// next reads row's value, compares it with the previous row's when cmpPrev, and keeps it as
+// the previous row's.
+func (k *keyDim) next(row int, cmpPrev bool) (int, error) {
+	c := 0
+	if k.raw != nil {
+		b, ok, err := k.raw.Bytes(row)
+		if err != nil {
+			return 0, err
+		}
+		null := !ok
+		if cmpPrev {
+			switch {
+			case null != k.prevNull && null:
+				c = -1
+			case null != k.prevNull:
+				c = 1
+			default:
+				c = bytes.Compare(b, k.prevRaw)
+			}
+		}
+		k.prevRaw, k.prevNull = append(k.prevRaw[:0], b...), null
+		return c, nil
+	}
+	ids, err := k.ids.IDs(row)
+	if err != nil {
+		return 0, err
+	}
+	if cmpPrev {
+		c = slices.Compare(ids, k.prevIDs)
+	}
+	k.prevIDs = append(k.prevIDs[:0], ids...)
+	return c, nil
 }
 
 func (s *Segment) verifyRaw(c *RawColumn) error {

@@ -30,9 +30,6 @@ type WriterOptions struct {
 	Compression Compression
 	// ChunkRows is the number of rows per chunk of values and ids: 1 to 65536, default 4096.
 	ChunkRows int
-	// Interval, when not empty, is recorded as the segment's interval instead of the one the
-	// rows span; it must contain every row's time.
-	Interval Interval
 }
 
 func (o *WriterOptions) ensureDefaults() error {
@@ -47,9 +44,6 @@ func (o *WriterOptions) ensureDefaults() error {
 	}
 	if o.ChunkRows < 1 || o.ChunkRows > maxChunkRows {
 		return fmt.Errorf("columns: writer: ChunkRows %d outside [1, %d]: %w", o.ChunkRows, maxChunkRows, medium.ErrInvalid)
-	}
-	if o.Interval.Start > o.Interval.End {
-		return fmt.Errorf("columns: writer: interval start %d after end %d: %w", o.Interval.Start, o.Interval.End, medium.ErrInvalid)
 	}
 	return nil
 }
@@ -117,14 +111,17 @@ func (s *stage) fail(err error) error {
 //
 // It is fed one of two ways, not both:
 //   - AddRow, a row at a time: the writer builds dictionaries and bitmaps itself, holding the
-//     dimension ids of every row in memory until Finish.
+//     dimension ids of every row in memory until Finish. Not for a Rollup schema: AddRow does
+//     not roll rows up.
 //   - Column at a time, through the writers Time, Dim, Raw, Long, Double and Sketch return, for
 //     the merger: memory stays bounded; see DimWriter for the order dictionary dimensions take.
 //     Distinct column writers may be used from different goroutines at the same time; one
 //     column writer is used by one goroutine at a time.
 //
-// Rows must come in non-decreasing time order. Every column must end with the same number of
-// rows. Finish or Abort must be called; after either, every call fails.
+// Rows must come in non-decreasing time order, each time truncated to the schema's granularity.
+// The segment's interval is Granularity.Interval of the first and last times (the zero
+// Interval without rows). Every column must end with the same number of rows. Finish or Abort
+// must be called; after either, every call fails.
 type Writer struct {
 	schema  Schema
 	opts    WriterOptions
@@ -186,7 +183,7 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 	cw := func(c int) chunkedWriter {
 		return chunkedWriter{st: find(c, PartValues), comp: opts.Compression}
 	}
-	w.time = &LongWriter{cw: cw(0), chunkRows: opts.ChunkRows, isTime: true}
+	w.time = &LongWriter{cw: cw(0), chunkRows: opts.ChunkRows, isTime: true, gran: w.schema.Granularity}
 	w.dims = make([]*DimWriter, len(schema.Dimensions))
 	w.raws = make([]*RawWriter, len(schema.Dimensions))
 	for i, d := range w.schema.Dimensions {
@@ -324,6 +321,7 @@ type LongWriter struct {
 	vals      []int64
 	raw       []byte
 	isTime    bool
+	gran      Granularity // __time: every value is truncated to it
 	rows      int
 	first     int64
 	last      int64
@@ -332,8 +330,8 @@ type LongWriter struct {
 	times     *LongWriter // a first/last metric's times (PartTimes), else nil
 }
 
-// Append appends the next row's value. For __time, values must not decrease. A first/last
-// metric takes AppendTimed instead.
+// Append appends the next row's value. For __time, values must not decrease and must be
+// truncated to the schema's granularity. A first/last metric takes AppendTimed instead.
 func (l *LongWriter) Append(v int64) error {
 	if l.times != nil {
 		return l.timedErr()
@@ -377,6 +375,10 @@ func (l *LongWriter) append(v int64) error {
 	if l.isTime {
 		if l.rows > 0 && v < l.last {
 			l.err = fmt.Errorf("columns: column %q: row %d: time %d before the previous row's %d: rows must come in time order: %w", TimeColumn, l.rows, v, l.last, medium.ErrInvalid)
+			return l.err
+		}
+		if l.gran.Truncate(v) != v {
+			l.err = fmt.Errorf("columns: column %q: row %d: time %d not truncated to the granularity %s: %w", TimeColumn, l.rows, v, l.gran, medium.ErrInvalid)
 			return l.err
 		}
 		if l.rows == 0 {
@@ -1147,13 +1149,17 @@ type rowDim struct {
 const nullID = math.MaxUint32
 
 // AddRow appends one row. The writer holds the dictionary dimensions' ids in memory until
-// Finish; the other columns are staged as rows come.
+// Finish; the other columns are staged as rows come. It does not roll rows up, so a schema
+// with Rollup is refused: rows reach a rolled-up segment through merger.Builder.
 func (w *Writer) AddRow(r Row) error {
 	if w.err != nil {
 		return w.err
 	}
 	if w.done {
 		return fmt.Errorf("columns: writer finished or aborted: %w", ErrState)
+	}
+	if w.schema.Rollup {
+		return fmt.Errorf("columns: AddRow on a rollup schema: AddRow does not roll rows up; rows reach a rolled-up segment through merger.Builder: %w", ErrState)
 	}
 	if w.mode == modeColumns {
 		return fmt.Errorf("columns: AddRow on a writer fed column by column: %w", ErrState)
@@ -1381,14 +1387,9 @@ func (w *Writer) seal() (*footer, error) {
 	}
 	f := &footer{version: Version, rows: rows, schema: w.schema}
 	if rows > 0 {
-		if w.time.last == math.MaxInt64 {
+		iv, ok := w.schema.Granularity.Interval(w.time.first, w.time.last)
+		if !ok {
 			return nil, w.fail(fmt.Errorf("columns: %s: time %d leaves no room for an exclusive interval end: %w", TimeColumn, w.time.last, medium.ErrInvalid))
-		}
-		f.interval = Interval{w.time.first, w.time.last + 1}
-	}
-	if iv := w.opts.Interval; iv.Start < iv.End {
-		if rows > 0 && (f.interval.Start < iv.Start || f.interval.End > iv.End) {
-			return nil, w.fail(fmt.Errorf("columns: rows span %v, outside the interval %v: %w", f.interval, iv, medium.ErrInvalid))
 		}
 		f.interval = iv
 	}

@@ -66,13 +66,6 @@ func (b *Builder) newView(sorted bool) *bview {
 func (v *bview) schema() columns.Schema { return v.b.schema }
 func (v *bview) rows() int              { return v.n }
 
-func (v *bview) interval() columns.Interval {
-	if v.n == 0 {
-		return columns.Interval{}
-	}
-	return columns.Interval{Start: v.b.minT, End: v.b.maxT + 1}
-}
-
 func (v *bview) timeOrder() []uint32 { return v.order }
 func (v *bview) times() longChunker  { return wholeLongs(v.b.times[:v.n]) }
 

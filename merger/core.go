@@ -59,7 +59,6 @@ func runCore(ctx context.Context, srcs []source, names []string, out columns.Sch
 		Medium:      med,
 		Compression: opts.Compression,
 		ChunkRows:   opts.ChunkRows,
-		Interval:    c.interval(),
 	})
 	if err != nil {
 		return st, fmt.Errorf("merger: %w", err)
@@ -94,27 +93,6 @@ func runCore(ctx context.Context, srcs []source, names []string, out columns.Sch
 	st.dictionaries, st.rows, st.bitmaps, st.publish = t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), t4.Sub(t3)
 	st.info = info
 	return st, nil
-}
-
-// interval is the union of the sources' intervals (of those with rows), its start truncated
-// to the granularity.
-func (c *core) interval() columns.Interval {
-	var iv columns.Interval
-	have := false
-	for _, s := range c.srcs {
-		if s.rows() == 0 {
-			continue
-		}
-		v := s.interval()
-		v.Start = c.out.Granularity.Truncate(v.Start)
-		if !have {
-			iv, have = v, true
-			continue
-		}
-		iv.Start = min(iv.Start, v.Start)
-		iv.End = max(iv.End, v.End)
-	}
-	return iv
 }
 
 // dictionaries merges every dictionary dimension's dictionaries into its writer.

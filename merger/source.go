@@ -16,7 +16,6 @@ import (
 type source interface {
 	schema() columns.Schema
 	rows() int
-	interval() columns.Interval
 	// timeOrder returns the row numbers in non-decreasing time order, or nil when the rows
 	// already are (a segment).
 	timeOrder() []uint32
@@ -83,11 +82,10 @@ type dimSource interface {
 // segSource reads a columns.Segment.
 type segSource struct{ seg *columns.Segment }
 
-func (s segSource) schema() columns.Schema     { return s.seg.Schema() }
-func (s segSource) rows() int                  { return s.seg.Rows() }
-func (s segSource) interval() columns.Interval { return s.seg.Interval() }
-func (s segSource) timeOrder() []uint32        { return nil }
-func (s segSource) times() longChunker         { return s.seg.Time().Cursor() }
+func (s segSource) schema() columns.Schema { return s.seg.Schema() }
+func (s segSource) rows() int              { return s.seg.Rows() }
+func (s segSource) timeOrder() []uint32    { return nil }
+func (s segSource) times() longChunker     { return s.seg.Time().Cursor() }
 
 func (s segSource) dim(name string) dimSource {
 	c, err := s.seg.Dim(name)

@@ -433,21 +433,6 @@ func (b *batch) writeSketch(w *columns.Writer, m columns.Metric, h *dictCol, nOu
 	return nil
 }
 
-// interval returns the interval to record: with a granularity, from the first bucket's start to
-// the last bucket's end, as Druid does; otherwise the zero Interval (the writer's default: the
-// span of the rows).
-func (b *batch) interval() columns.Interval {
-	g := b.schema.Granularity
-	if g == columns.GranularityNone || len(b.times) == 0 {
-		return columns.Interval{}
-	}
-	lo, hi := b.times[0], b.times[0]
-	for _, t := range b.times {
-		lo, hi = min(lo, t), max(hi, t)
-	}
-	return columns.Interval{Start: lo, End: hi + g.Millis()}
-}
-
 // memBytes estimates the memory the batch holds, for reports.
 func (b *batch) memBytes() int64 {
 	n := int64(cap(b.times))*8 + int64(cap(b.perm))*4

@@ -294,7 +294,6 @@ func genSegment(ctx context.Context, dst, schema string, seed int64, rows, paylo
 
 // writeSegment sorts and writes a batch as the segment dst.
 func writeSegment(b *batch, dst string, wo columns.WriterOptions, po columns.PublishOptions) (columns.Info, error) {
-	wo.Interval = b.interval()
 	w, err := columns.NewWriter(b.schema, wo)
 	if err != nil {
 		return columns.Info{}, err
