@@ -1,11 +1,11 @@
-package merger
+package combine
 
 import (
 	"math"
 	"math/bits"
 )
 
-// exactSum adds float64 values exactly and rounds once, at the end, to the nearest float64 (ties
+// Sum adds float64 values exactly and rounds once, at the end, to the nearest float64 (ties
 // to even). The result is therefore the same whatever order the values come in, which is what
 // lets a merged segment and its unmerged inputs give equal doubleSum results, and a rollup give
 // the same row whatever the order of the rows it combines.
@@ -14,7 +14,7 @@ import (
 // (Knuth's TwoSum) in a lazily allocated fixed-point accumulator: data whose partial sums are
 // exact in float64 (integers below 2^53, as most metrics) never allocate it. Infinities and NaNs
 // are counted aside and decide the result as IEEE 754 would for any order.
-type exactSum struct {
+type Sum struct {
 	hi    float64
 	acc   *limbs
 	pinf  uint32
@@ -23,8 +23,8 @@ type exactSum struct {
 	count uint32 // additions into acc since it was last normalised
 }
 
-// add adds x.
-func (s *exactSum) add(x float64) {
+// Add adds x.
+func (s *Sum) Add(x float64) {
 	if math.IsInf(x, 0) || x != x {
 		switch {
 		case x != x:
@@ -54,8 +54,8 @@ func (s *exactSum) add(x float64) {
 	}
 }
 
-// merge adds everything o holds.
-func (s *exactSum) merge(o *exactSum) {
+// Merge adds everything o holds.
+func (s *Sum) Merge(o *Sum) {
 	s.nan = s.nan || o.nan
 	s.pinf += o.pinf
 	s.ninf += o.ninf
@@ -71,10 +71,10 @@ func (s *exactSum) merge(o *exactSum) {
 		s.acc.normalize()
 		s.count = 0
 	}
-	s.add(o.hi)
+	s.Add(o.hi)
 }
 
-func (s *exactSum) spill(x float64) {
+func (s *Sum) spill(x float64) {
 	if s.acc == nil {
 		s.acc = new(limbs)
 	}
@@ -86,8 +86,8 @@ func (s *exactSum) spill(x float64) {
 	}
 }
 
-// value returns the correctly rounded sum.
-func (s *exactSum) value() float64 {
+// Value returns the correctly rounded sum.
+func (s *Sum) Value() float64 {
 	switch {
 	case s.nan || (s.pinf > 0 && s.ninf > 0):
 		return math.NaN()
@@ -103,10 +103,10 @@ func (s *exactSum) value() float64 {
 	return l.round()
 }
 
-// reset empties s, keeping its accumulator's memory.
-func (s *exactSum) reset() {
+// Reset empties s, keeping its accumulator's memory.
+func (s *Sum) Reset() {
 	acc := s.acc
-	*s = exactSum{}
+	*s = Sum{}
 	if acc != nil {
 		*acc = limbs{}
 		s.acc = acc

@@ -1,4 +1,4 @@
-package merger
+package combine
 
 import (
 	"math"
@@ -39,11 +39,11 @@ func TestExactSum(t *testing.T) {
 		for i := range xs {
 			xs[i] = g()
 		}
-		var s exactSum
+		var s Sum
 		for _, x := range xs {
-			s.add(x)
+			s.Add(x)
 		}
-		got := s.value()
+		got := s.Value()
 		want := bigSumSpecial(xs)
 		if math.IsNaN(want) {
 			require.True(t, math.IsNaN(got), "round %d: %v", round, xs)
@@ -52,16 +52,16 @@ func TestExactSum(t *testing.T) {
 		require.Equal(t, math.Float64bits(want), math.Float64bits(got), "round %d: %v: got %v want %v", round, xs, got, want)
 		// Any order, and any split merged back, gives the same bits.
 		rng.Shuffle(len(xs), func(i, j int) { xs[i], xs[j] = xs[j], xs[i] })
-		var a, b exactSum
+		var a, b Sum
 		k := rng.IntN(len(xs) + 1)
 		for _, x := range xs[:k] {
-			a.add(x)
+			a.Add(x)
 		}
 		for _, x := range xs[k:] {
-			b.add(x)
+			b.Add(x)
 		}
-		a.merge(&b)
-		require.Equal(t, math.Float64bits(got), math.Float64bits(a.value()), "round %d shuffled", round)
+		a.Merge(&b)
+		require.Equal(t, math.Float64bits(got), math.Float64bits(a.Value()), "round %d shuffled", round)
 	}
 }
 
@@ -91,13 +91,13 @@ func bigSumSpecial(xs []float64) float64 {
 	}
 	r := bigSum(fin)
 	if r == 0 {
-		// big.Float gives -0 for a sum of -0s only; exactSum gives +0 unless hi stays -0.
-		var s exactSum
+		// big.Float gives -0 for a sum of -0s only; Sum gives +0 unless hi stays -0.
+		var s Sum
 		for _, x := range fin {
-			s.add(x)
+			s.Add(x)
 		}
-		if s.value() == 0 {
-			return s.value()
+		if s.Value() == 0 {
+			return s.Value()
 		}
 	}
 	return r
