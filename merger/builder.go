@@ -14,6 +14,8 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger/internal/combine"
+	"github.com/writeout/writeout/merger/internal/source"
 )
 
 // BuilderOptions configure a Builder. The zero value is the default: no live bitmaps.
@@ -24,9 +26,9 @@ type BuilderOptions struct {
 	LiveBitmaps bool
 }
 
-// Builder takes rows into memory, answers queries on them, and persists them as a segment
-// through the merge's write path. Its methods are safe for concurrent use: Add excludes
-// queries and Persist, which may run together.
+// Builder takes rows into memory, answers queries on them (package merger/query), and persists
+// them as a segment through the merge's write path. Its methods are safe for concurrent use:
+// Add excludes queries and Persist, which may run together.
 //
 // Rows are stored as Druid's incremental index stores them: each dimension value interned in
 // a dictionary, multi-value rows sorted by value (duplicates kept, as Druid's default
@@ -195,8 +197,8 @@ type bmet struct {
 	met    columns.Metric
 	longs  []int64
 	dbls   []float64
-	sums   map[uint32]*exactSum // rollup doubleSum: rows combined from several
-	src    int                  // hyperUnique: the dimension a row's own sketch derives from, or -1
+	sums   map[uint32]*combine.Sum // rollup doubleSum: rows combined from several
+	src    int                     // hyperUnique: the dimension a row's own sketch derives from, or -1
 	sks    map[uint32]*hyperloglog.Sketch
 	hasVal bool
 }
@@ -370,19 +372,19 @@ func (b *Builder) combine(old uint32, r columns.Row) error {
 		case columns.AggCount:
 			m.longs[old]++
 		case columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
-			m.longs[old] = combineLong(agg, m.longs[old], v.Long)
+			m.longs[old] = combine.Long(agg, m.longs[old], v.Long)
 		case columns.AggDoubleSum:
 			s := m.sums[old]
 			if s == nil {
 				if m.sums == nil {
-					m.sums = map[uint32]*exactSum{}
+					m.sums = map[uint32]*combine.Sum{}
 				}
-				s = &exactSum{}
-				s.add(m.dbls[old])
+				s = &combine.Sum{}
+				s.Add(m.dbls[old])
 				m.sums[old] = s
 			}
-			s.add(v.Double)
-			m.dbls[old] = s.value()
+			s.Add(v.Double)
+			m.dbls[old] = s.Value()
 		case columns.AggDoubleMin:
 			m.dbls[old] = math.Min(m.dbls[old], v.Double)
 		case columns.AggDoubleMax:
@@ -532,5 +534,5 @@ func (b *Builder) Persist(ctx context.Context, dst string, opts PersistOptions) 
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	src := b.persistView()
-	return mergeSources(ctx, []source{src}, []string{"builder"}, b.schema, dst, mo, start)
+	return mergeSources(ctx, []source.Source{src}, []string{"builder"}, b.schema, dst, mo, start)
 }

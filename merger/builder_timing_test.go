@@ -1,40 +1,19 @@
 package merger
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/writeout/writeout/bench/gen"
-	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/merger/internal/fixture"
 )
-
-// builderRows are rows of the basic schema for the builder benchmarks: 100,000 generated rows
-// (seed 9999), added again and again a day later each time, so that a million rows cost no
-// generation in the timed loop. hyperUnique takes its values from dimHyperUnique (no sketch a
-// row).
-var builderRows = sync.OnceValues(func() (columns.Schema, []columns.Row) {
-	const n = 100_000
-	g, err := gen.Basic(gen.BasicSeed, n)
-	if err != nil {
-		panic(err)
-	}
-	c := newGenConv(g)
-	rows := make([]columns.Row, 0, n)
-	var gr gen.Row
-	for g.Next(&gr) {
-		var r columns.Row
-		c.row(&gr, &r, false)
-		rows = append(rows, r)
-	}
-	return c.schema, rows
-})
 
 const builderBenchRows = 1_000_000
 
+// fillBuilder adds rows rows to a new builder: fixture.BasicRows again and again, a day later
+// each time, so that a million rows cost no generation in the timed loop.
 func fillBuilder(b testing.TB, live bool, rows int) *Builder {
-	schema, src := builderRows()
+	schema, src := fixture.BasicRows()
 	bld, err := NewBuilder(schema, BuilderOptions{LiveBitmaps: live})
 	if err != nil {
 		b.Fatal(err)
@@ -52,7 +31,7 @@ func fillBuilder(b testing.TB, live bool, rows int) *Builder {
 // BenchmarkBuilderIngest adds 1,000,000 rows of the basic schema to a builder, with and
 // without live bitmaps (bar 5: live bitmaps cost at most 1.5x).
 func BenchmarkBuilderIngest(b *testing.B) {
-	builderRows()
+	fixture.BasicRows()
 	for _, live := range []bool{false, true} {
 		b.Run(fmt.Sprintf("live=%v", live), func(b *testing.B) {
 			b.ReportAllocs()
@@ -61,59 +40,5 @@ func BenchmarkBuilderIngest(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*builderBenchRows), "ns/row")
 		})
-	}
-}
-
-// BenchmarkBuilderQuery aggregates every metric of the rows of 1,000,000 in-memory rows that a
-// selective filter matches, with and without live bitmaps (bar 5: at least 10x faster with
-// them), over all time (granularity all) and by hour; every metric, or the numeric ones only
-// (a hyperUnique aggregation inserts into a sparse HyperLogLog sketch, ~300 ns a row, which
-// dominates a selective query either way).
-func BenchmarkBuilderQuery(b *testing.B) {
-	filters := []struct{ name, expr string }{
-		{"eq", "dimSequential = '7'"},                                        // 0.1% of the rows
-		{"in5", "dimSequential in ('1', '2', '3', '4', '5')"},                // 0.5%
-		{"and", "dimZipf = '9' and dimMultivalEnumerated = 'Bar'"},           // ~0.7%
-		{"not", "not dimSequentialHalfNull is null and dimSequential = '8'"}, // 0.05%
-	}
-	builders := map[bool]*Builder{}
-	for _, live := range []bool{false, true} {
-		builders[live] = fillBuilder(b, live, builderBenchRows)
-	}
-	numeric := []string{"rows", "sumLongSequential", "maxLongUniform", "sumFloatNormal", "minFloatZipf"}
-	for _, gran := range []string{"all", "hour"} {
-		for _, metrics := range []string{"all", "numeric"} {
-			for _, f := range filters {
-				for _, live := range []bool{false, true} {
-					if gran == "hour" && (metrics == "all" || f.name == "and" || f.name == "not") {
-						continue
-					}
-					b.Run(fmt.Sprintf("granularity=%s/metrics=%s/filter=%s/live=%v", gran, metrics, f.name, live), func(b *testing.B) {
-						b.ReportAllocs()
-						g, all, err := ParseQueryGranularity(gran)
-						if err != nil {
-							b.Fatal(err)
-						}
-						spec := QuerySpec{Filter: MustParseFilter(f.expr), Granularity: g, All: all}
-						if metrics == "numeric" {
-							spec.Metrics = numeric
-						}
-						var res QueryResult
-						for b.Loop() {
-							var err error
-							res, err = Query(context.Background(), builders[live], spec)
-							if err != nil {
-								b.Fatal(err)
-							}
-						}
-						var matched int64
-						for _, r := range res.Rows {
-							matched += r.Rows
-						}
-						b.ReportMetric(float64(matched)/builderBenchRows*100, "%matched")
-					})
-				}
-			}
-		}
 	}
 }

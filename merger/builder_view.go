@@ -8,6 +8,7 @@ import (
 	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/merger/internal/source"
 )
 
 // A bview is a Builder's rows as a source. Row numbers are the order rows were added. For
@@ -23,13 +24,28 @@ type bview struct {
 }
 
 // view returns a query view of the builder and the function that releases it.
-func (b *Builder) view() (source, func()) {
+func (b *Builder) view() (source.Source, func()) {
 	b.mu.RLock()
 	return b.newView(false), b.mu.RUnlock
 }
 
+// init lets package merger/query read builders (source.BuilderView) without this package
+// exporting anything for queries.
+func init() {
+	source.BuilderView = func(q any) (func() (source.Source, func()), bool) {
+		b, ok := q.(*Builder)
+		if !ok {
+			return nil, false
+		}
+		if b == nil {
+			return nil, true
+		}
+		return b.view, true
+	}
+}
+
 // persistView returns the view Persist merges; the caller holds the read lock.
-func (b *Builder) persistView() source {
+func (b *Builder) persistView() source.Source {
 	v := b.newView(true)
 	v.order = make([]uint32, v.n)
 	for i := range v.order {
@@ -63,20 +79,20 @@ func (b *Builder) newView(sorted bool) *bview {
 	return v
 }
 
-func (v *bview) schema() columns.Schema { return v.b.schema }
-func (v *bview) rows() int              { return v.n }
+func (v *bview) Schema() columns.Schema { return v.b.schema }
+func (v *bview) Rows() int              { return v.n }
 
-func (v *bview) timeOrder() []uint32 { return v.order }
-func (v *bview) times() longChunker  { return wholeLongs(v.b.times[:v.n]) }
+func (v *bview) TimeOrder() []uint32       { return v.order }
+func (v *bview) Times() source.LongChunker { return wholeLongs(v.b.times[:v.n]) }
 
-func (v *bview) dim(name string) dimSource {
+func (v *bview) Dim(name string) source.DimSource {
 	if dv, ok := v.dims[name]; ok {
 		return dv
 	}
 	return nil
 }
 
-func (v *bview) raw(name string) rawReader {
+func (v *bview) Raw(name string) source.RawReader {
 	k := v.b.schema.Dimension(name)
 	if k < 0 || v.b.dims[k].kind != kindRaw {
 		return nil
@@ -91,28 +107,28 @@ func (v *bview) metric(name string) *bmet {
 	return nil
 }
 
-func (v *bview) long(name string) longChunker {
+func (v *bview) Long(name string) source.LongChunker {
 	if m := v.metric(name); m != nil && m.met.ValueType() == columns.MetricLong {
 		return wholeLongs(m.longs[:v.n])
 	}
 	return nil
 }
 
-func (v *bview) double(name string) doubleChunker {
+func (v *bview) Double(name string) source.DoubleChunker {
 	if m := v.metric(name); m != nil && m.met.ValueType() == columns.MetricDouble {
 		return wholeDoubles(m.dbls[:v.n])
 	}
 	return nil
 }
 
-func (v *bview) sketch(name string) sketchReader {
+func (v *bview) Sketch(name string) source.SketchReader {
 	if m := v.metric(name); m != nil && m.met.Aggregator == columns.AggHyperUnique {
 		return &bSketches{b: v.b, m: m}
 	}
 	return nil
 }
 
-func (v *bview) sketchMerger(name string) sketchMerger {
+func (v *bview) SketchMerger(name string) source.SketchMerger {
 	if m := v.metric(name); m != nil && m.met.Aggregator == columns.AggHyperUnique {
 		return &bSketches{b: v.b, m: m, pending: map[*hyperloglog.Sketch]*roaring.Bitmap{}}
 	}
@@ -165,7 +181,7 @@ func (s *bSketches) Bytes(row int) ([]byte, error) {
 	return s.buf, err
 }
 
-func (s *bSketches) mergeRow(row int, acc *hyperloglog.Sketch) error {
+func (s *bSketches) MergeRow(row int, acc *hyperloglog.Sketch) error {
 	if sk := s.m.sks[uint32(row)]; sk != nil {
 		return acc.Merge(sk)
 	}
@@ -190,8 +206,8 @@ func (s *bSketches) mergeRow(row int, acc *hyperloglog.Sketch) error {
 	return nil
 }
 
-// flush inserts the pending values into their accumulators.
-func (s *bSketches) flush() error {
+// Flush inserts the pending values into their accumulators.
+func (s *bSketches) Flush() error {
 	d := s.b.dims[max(s.m.src, 0)]
 	for acc, ids := range s.pending {
 		it := ids.Iterator()
@@ -253,24 +269,24 @@ func (dv *bdimView) sortDictionary() {
 	}
 }
 
-func (dv *bdimView) hasNull() bool {
+func (dv *bdimView) HasNull() bool {
 	if dv.sorted {
 		return dv.nullID
 	}
 	return dv.d.nulls > 0
 }
 
-func (dv *bdimView) cardinality() int {
+func (dv *bdimView) Cardinality() int {
 	if dv.sorted {
 		return len(dv.localOf)
 	}
 	return len(dv.d.vals)
 }
 
-func (dv *bdimView) multiValue() bool { return dv.d.kind == kindMulti }
-func (dv *bdimView) hasBitmaps() bool { return dv.live }
+func (dv *bdimView) MultiValue() bool { return dv.d.kind == kindMulti }
+func (dv *bdimView) HasBitmaps() bool { return dv.live }
 
-func (dv *bdimView) cursor() idChunker {
+func (dv *bdimView) Cursor() source.IDChunker {
 	if dv.sorted {
 		if dv.d.kind == kindSingle {
 			return wholeIDs{ids: dv.ids}
@@ -288,7 +304,7 @@ type wholeIDs struct{ ids, offs []uint32 }
 func (w wholeIDs) Chunk(row int) (int, []uint32, []uint32, error) { return 0, w.ids, w.offs, nil }
 
 // dictionary iterates the sorted dictionary (persist views).
-func (dv *bdimView) dictionary() dictIterator { return &bDictIter{dv: dv, pos: -1} }
+func (dv *bdimView) Dictionary() source.DictIterator { return &bDictIter{dv: dv, pos: -1} }
 
 type bDictIter struct {
 	dv  *bdimView
@@ -306,7 +322,7 @@ func (dv *bdimView) local(id uint32) uint32 {
 	return id
 }
 
-func (dv *bdimView) lookup(v string) (uint32, bool, error) {
+func (dv *bdimView) Lookup(v string) (uint32, bool, error) {
 	id, ok := dv.d.index[v]
 	if !ok {
 		return 0, false, nil
@@ -317,25 +333,25 @@ func (dv *bdimView) lookup(v string) (uint32, bool, error) {
 	return id, true, nil
 }
 
-func (dv *bdimView) value(id uint32) (string, bool, error) {
+func (dv *bdimView) Value(id uint32) (string, bool, error) {
 	l := dv.local(id)
 	return dv.d.vals[l], l == 0, nil
 }
 
-func (dv *bdimView) bitmap(id uint32) (*roaring.Bitmap, error) {
+func (dv *bdimView) Bitmap(id uint32) (*roaring.Bitmap, error) {
 	if dv.live {
 		return dv.d.liveBitmap(dv.local(id)), nil
 	}
 	bm := roaring.New()
-	err := dv.eachRows(id, make([]uint32, 4096), bitmapSink{bm})
+	err := dv.EachRows(id, make([]uint32, 4096), bitmapSink{bm})
 	return bm, err
 }
 
 type bitmapSink struct{ bm *roaring.Bitmap }
 
-func (s bitmapSink) rows(rs []uint32) error { s.bm.AddMany(rs); return nil }
+func (s bitmapSink) Rows(rs []uint32) error { s.bm.AddMany(rs); return nil }
 
-func (dv *bdimView) nulls() (*roaring.Bitmap, error) {
+func (dv *bdimView) Nulls() (*roaring.Bitmap, error) {
 	if dv.live {
 		return dv.d.liveBitmap(0), nil
 	}
@@ -349,10 +365,10 @@ func (dv *bdimView) nulls() (*roaring.Bitmap, error) {
 	return out, nil
 }
 
-func (dv *bdimView) eachRows(id uint32, buf []uint32, sink rowSink) error {
+func (dv *bdimView) EachRows(id uint32, buf []uint32, sink source.RowSink) error {
 	l := dv.local(id)
 	if dv.live {
-		return eachBitmapRows(dv.d.liveBitmap(l), buf, sink)
+		return source.EachBitmapRows(dv.d.liveBitmap(l), buf, sink)
 	}
 	if dv.csrOffs == nil {
 		dv.buildCSR()
@@ -360,7 +376,7 @@ func (dv *bdimView) eachRows(id uint32, buf []uint32, sink rowSink) error {
 	rows := dv.csrRows[dv.csrOffs[l]:dv.csrOffs[l+1]]
 	for len(rows) > 0 {
 		k := copy(buf, rows)
-		if err := sink.rows(buf[:k]); err != nil {
+		if err := sink.Rows(buf[:k]); err != nil {
 			return err
 		}
 		rows = rows[k:]

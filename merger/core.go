@@ -13,6 +13,9 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger/internal/combine"
+	"github.com/writeout/writeout/merger/internal/parallel"
+	"github.com/writeout/writeout/merger/internal/source"
 )
 
 // batchRows is the number of output rows handed to the column writers at a time.
@@ -29,27 +32,27 @@ type phaseStats struct {
 // (every phase) and of Builder.Persist.
 type core struct {
 	ctx     context.Context
-	srcs    []source
+	srcs    []source.Source
 	names   []string
 	out     columns.Schema
 	opts    *Options
 	phase   int
 	phases  int
 	kinds   []dimKind
-	dims    [][]dimSource // [output dim][source]
-	maps    [][][]uint32  // [output dim][source] source id -> merged id
-	card    []int         // [output dim] merged cardinality (dictionary dims)
+	dims    [][]source.DimSource // [output dim][source]
+	maps    [][][]uint32         // [output dim][source] source id -> merged id
+	card    []int                // [output dim] merged cardinality (dictionary dims)
 	dws     []*columns.DimWriter
 	rowMaps [][]uint32 // [source][source row] -> output row
 	rowsIn  int64
 	rowsOut int64
 }
 
-func runCore(ctx context.Context, srcs []source, names []string, out columns.Schema, dst string, med medium.Medium,
+func runCore(ctx context.Context, srcs []source.Source, names []string, out columns.Schema, dst string, med medium.Medium,
 	pub columns.PublishOptions, opts *Options, phase, phases int) (st phaseStats, err error) {
 	c := &core{ctx: ctx, srcs: srcs, names: names, out: out, opts: opts, phase: phase, phases: phases}
 	for _, s := range srcs {
-		st.rowsIn += int64(s.rows())
+		st.rowsIn += int64(s.Rows())
 	}
 	c.rowsIn = st.rowsIn
 	if st.rowsIn > math.MaxUint32 {
@@ -99,7 +102,7 @@ func runCore(ctx context.Context, srcs []source, names []string, out columns.Sch
 func (c *core) dictionaries(w *columns.Writer) error {
 	n := len(c.out.Dimensions)
 	c.kinds = make([]dimKind, n)
-	c.dims = make([][]dimSource, n)
+	c.dims = make([][]source.DimSource, n)
 	c.maps = make([][][]uint32, n)
 	c.card = make([]int, n)
 	c.dws = make([]*columns.DimWriter, n)
@@ -119,17 +122,17 @@ func (c *core) dictionaries(w *columns.Writer) error {
 			return fmt.Errorf("merger: %w", err)
 		}
 		c.dws[d] = dw
-		c.dims[d] = make([]dimSource, len(c.srcs))
+		c.dims[d] = make([]source.DimSource, len(c.srcs))
 		for i, s := range c.srcs {
-			c.dims[d][i] = s.dim(dim.Name)
+			c.dims[d][i] = s.Dim(dim.Name)
 		}
 		todo = append(todo, d)
 	}
-	return runParallel(len(todo), c.opts.Parallelism, func(k int) error {
+	return parallel.Run(len(todo), c.opts.Parallelism, func(k int) error {
 		d := todo[k]
 		withNull := false
 		for i, ds := range c.dims[d] {
-			if ds == nil && c.srcs[i].rows() > 0 || ds != nil && ds.hasNull() {
+			if ds == nil && c.srcs[i].Rows() > 0 || ds != nil && ds.HasNull() {
 				withNull = true
 			}
 		}
@@ -172,20 +175,20 @@ func (c *core) mergeRows(w *columns.Writer) error {
 	var total int64
 	cursors := make([]*cursor, 0, len(c.srcs))
 	for i, s := range c.srcs {
-		n := s.rows()
+		n := s.Rows()
 		total += int64(n)
 		c.rowMaps[i] = make([]uint32, n)
 		if n == 0 {
 			continue
 		}
-		cur := &cursor{in: i, name: c.names[i], n: n, order: s.timeOrder(), gran: c.out.Granularity,
-			times: longCache{c: s.times()}, ids: make([]*idCache, len(c.kinds)), maps: make([][]uint32, len(c.kinds)),
-			raws: make([]rawReader, len(c.kinds)), w: newKeys(c.kinds), fresh: true, dimNames: c.dimNames()}
+		cur := &cursor{in: i, name: c.names[i], n: n, order: s.TimeOrder(), gran: c.out.Granularity,
+			times: source.LongCache{C: s.Times()}, ids: make([]*source.IDCache, len(c.kinds)), maps: make([][]uint32, len(c.kinds)),
+			raws: make([]source.RawReader, len(c.kinds)), w: newKeys(c.kinds), fresh: true, dimNames: c.dimNames()}
 		for d, dim := range c.out.Dimensions {
 			if c.kinds[d] == kindRaw {
-				cur.raws[d] = s.raw(dim.Name)
+				cur.raws[d] = s.Raw(dim.Name)
 			} else if ds := c.dims[d][i]; ds != nil {
-				cur.ids[d] = &idCache{c: ds.cursor()}
+				cur.ids[d] = &source.IDCache{C: ds.Cursor()}
 				cur.maps[d] = c.maps[d][i]
 			}
 		}
@@ -201,7 +204,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 
 	// Column writers: workers each own some tasks and take every batch.
 	p := max(1, min(c.opts.Parallelism, len(tasks)))
-	var errs firstError
+	var errs parallel.FirstError
 	free := make(chan *batch, 3)
 	for range 3 {
 		b := &batch{keys: newKeys(c.kinds)}
@@ -231,11 +234,11 @@ func (c *core) mergeRows(w *columns.Writer) error {
 			defer wg.Done()
 			for b := range work[g] {
 				for _, t := range mine {
-					if errs.get() != nil {
+					if errs.Get() != nil {
 						break // the merge failed or was cancelled: skip the rest
 					}
 					if err := t.write(b); err != nil {
-						errs.report(err)
+						errs.Report(err)
 					}
 				}
 				if b.pending.Add(-1) == 0 {
@@ -255,7 +258,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 			close(work[g])
 		}
 		wg.Wait()
-		return errs.get()
+		return errs.Get()
 	}
 
 	// The k-way merge: a binary heap of cursors by (key, input).
@@ -303,11 +306,11 @@ func (c *core) mergeRows(w *columns.Writer) error {
 		i := cur.head()
 		if !(rollup && b.keys.n > 0 && cmpRows(&cur.w, i, &b.keys, b.keys.n-1) == 0) {
 			if b.keys.n >= batchRows {
-				if err := errs.get(); err != nil {
+				if err := errs.Get(); err != nil {
 					break
 				}
 				if err := ctx.Err(); err != nil {
-					errs.report(fmt.Errorf("merger: %w", err))
+					errs.Report(fmt.Errorf("merger: %w", err))
 					break
 				}
 				send(b)
@@ -329,7 +332,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 		done++
 		if done&4095 == 0 {
 			if err := ctx.Err(); err != nil {
-				errs.report(fmt.Errorf("merger: %w", err))
+				errs.Report(fmt.Errorf("merger: %w", err))
 				break
 			}
 		}
@@ -338,7 +341,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 			nextProgress += int64(c.opts.ProgressRows)
 		}
 		if err := cur.advance(ctx); err != nil {
-			errs.report(err)
+			errs.Report(err)
 			break
 		}
 		if cur.done() {
@@ -349,7 +352,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 			down(0)
 		}
 	}
-	if errs.get() == nil && b.keys.n > 0 {
+	if errs.Get() == nil && b.keys.n > 0 {
 		send(b)
 	} else {
 		free <- b
@@ -398,10 +401,10 @@ func (c *core) tasks(w *columns.Writer) ([]colTask, error) {
 			if err != nil {
 				return nil, fmt.Errorf("merger: %w", err)
 			}
-			t := &longTask{name: m.Name, agg: agg, w: lw, r: make([]*longCache, len(c.srcs)), names: c.names}
+			t := &longTask{name: m.Name, agg: agg, w: lw, r: make([]*source.LongCache, len(c.srcs)), names: c.names}
 			for i, s := range c.srcs {
-				if lc := s.long(m.Name); lc != nil {
-					t.r[i] = &longCache{c: lc}
+				if lc := s.Long(m.Name); lc != nil {
+					t.r[i] = &source.LongCache{C: lc}
 				}
 			}
 			tasks = append(tasks, t)
@@ -410,10 +413,10 @@ func (c *core) tasks(w *columns.Writer) ([]colTask, error) {
 			if err != nil {
 				return nil, fmt.Errorf("merger: %w", err)
 			}
-			t := &doubleTask{name: m.Name, agg: agg, w: dw, r: make([]*doubleCache, len(c.srcs)), names: c.names}
+			t := &doubleTask{name: m.Name, agg: agg, w: dw, r: make([]*source.DoubleCache, len(c.srcs)), names: c.names}
 			for i, s := range c.srcs {
-				if dc := s.double(m.Name); dc != nil {
-					t.r[i] = &doubleCache{c: dc}
+				if dc := s.Double(m.Name); dc != nil {
+					t.r[i] = &source.DoubleCache{C: dc}
 				}
 			}
 			tasks = append(tasks, t)
@@ -422,9 +425,9 @@ func (c *core) tasks(w *columns.Writer) ([]colTask, error) {
 			if err != nil {
 				return nil, fmt.Errorf("merger: %w", err)
 			}
-			t := &sketchTask{name: m.Name, w: sw, r: make([]sketchReader, len(c.srcs)), names: c.names}
+			t := &sketchTask{name: m.Name, w: sw, r: make([]source.SketchReader, len(c.srcs)), names: c.names}
 			for i, s := range c.srcs {
-				t.r[i] = s.sketch(m.Name)
+				t.r[i] = s.Sketch(m.Name)
 			}
 			tasks = append(tasks, t)
 		}
@@ -503,7 +506,7 @@ type longTask struct {
 	name  string
 	agg   columns.Aggregator
 	w     *columns.LongWriter
-	r     []*longCache
+	r     []*source.LongCache
 	names []string
 	win   []rangeBuf[int64] // per source: the re-sorted group loaded last
 }
@@ -530,7 +533,7 @@ func (t *longTask) read(b *batch, k int32) (int64, error) {
 		if lo := b.refLo[k]; w.lo != lo || w.hi != hi {
 			w.vals = w.vals[:0]
 			for r := lo; r < hi; r++ {
-				v, err := lc.at(int(r))
+				v, err := lc.At(int(r))
 				if err != nil {
 					return 0, fmt.Errorf("merger: %s: metric %q: %w", t.names[in], t.name, err)
 				}
@@ -540,7 +543,7 @@ func (t *longTask) read(b *batch, k int32) (int64, error) {
 		}
 		return w.vals[row-w.lo], nil
 	}
-	v, err := lc.at(int(row))
+	v, err := lc.At(int(row))
 	if err != nil {
 		return 0, fmt.Errorf("merger: %s: metric %q: %w", t.names[in], t.name, err)
 	}
@@ -559,7 +562,7 @@ func (t *longTask) write(b *batch) error {
 			if err != nil {
 				return err
 			}
-			v = combineLong(t.agg, v, x)
+			v = combine.Long(t.agg, v, x)
 		}
 		if err := t.w.Append(v); err != nil {
 			return fmt.Errorf("merger: metric %q: %w", t.name, err)
@@ -569,23 +572,13 @@ func (t *longTask) write(b *batch) error {
 	return nil
 }
 
-func combineLong(agg columns.Aggregator, a, b int64) int64 {
-	switch agg {
-	case columns.AggLongMin:
-		return min(a, b)
-	case columns.AggLongMax:
-		return max(a, b)
-	}
-	return a + b // count, longSum
-}
-
 type doubleTask struct {
 	name  string
 	agg   columns.Aggregator
 	w     *columns.DoubleWriter
-	r     []*doubleCache
+	r     []*source.DoubleCache
 	names []string
-	sum   exactSum
+	sum   combine.Sum
 	win   []rangeBuf[float64]
 }
 
@@ -604,7 +597,7 @@ func (t *doubleTask) read(b *batch, k int32) (float64, error) {
 		if lo := b.refLo[k]; w.lo != lo || w.hi != hi {
 			w.vals = w.vals[:0]
 			for r := lo; r < hi; r++ {
-				v, err := dc.at(int(r))
+				v, err := dc.At(int(r))
 				if err != nil {
 					return 0, fmt.Errorf("merger: %s: metric %q: %w", t.names[in], t.name, err)
 				}
@@ -614,7 +607,7 @@ func (t *doubleTask) read(b *batch, k int32) (float64, error) {
 		}
 		return w.vals[row-w.lo], nil
 	}
-	v, err := dc.at(int(row))
+	v, err := dc.At(int(row))
 	if err != nil {
 		return 0, fmt.Errorf("merger: %s: metric %q: %w", t.names[in], t.name, err)
 	}
@@ -630,8 +623,8 @@ func (t *doubleTask) write(b *batch) error {
 		}
 		if end-start > 1 {
 			if t.agg == columns.AggDoubleSum {
-				t.sum.reset()
-				t.sum.add(v)
+				t.sum.Reset()
+				t.sum.Add(v)
 			}
 			for k := start + 1; k < end; k++ {
 				x, err := t.read(b, k)
@@ -644,11 +637,11 @@ func (t *doubleTask) write(b *batch) error {
 				case columns.AggDoubleMax:
 					v = math.Max(v, x)
 				default:
-					t.sum.add(x)
+					t.sum.Add(x)
 				}
 			}
 			if t.agg == columns.AggDoubleSum {
-				v = t.sum.value()
+				v = t.sum.Value()
 			}
 		}
 		if err := t.w.Append(v); err != nil {
@@ -662,7 +655,7 @@ func (t *doubleTask) write(b *batch) error {
 type sketchTask struct {
 	name    string
 	w       *columns.SketchWriter
-	r       []sketchReader
+	r       []source.SketchReader
 	names   []string
 	scratch hyperloglog.Sketch
 	win     []blobRange
@@ -734,7 +727,7 @@ func (t *sketchTask) write(b *batch) error {
 				if err != nil {
 					return err
 				}
-				if err := unmarshalSketch(&t.scratch, raw); err != nil {
+				if err := source.UnmarshalSketch(&t.scratch, raw); err != nil {
 					return fmt.Errorf("merger: %s: metric %q: row %d: %w: %w", t.names[b.refIn[k]], t.name, b.refRow[k], columns.ErrCorrupt, err)
 				}
 				if acc == nil {
@@ -776,7 +769,7 @@ func (c *core) bitmaps() error {
 	}
 	var done atomic.Int64
 	run := func() error {
-		return runParallel(len(todo), c.opts.Parallelism, func(k int) error {
+		return parallel.Run(len(todo), c.opts.Parallelism, func(k int) error {
 			d := todo[k]
 			if err := c.dimBitmaps(d, &done); err != nil {
 				return fmt.Errorf("merger: dimension %q: bitmaps: %w", c.out.Dimensions[d].Name, err)
@@ -840,7 +833,7 @@ func (c *core) dimBitmaps(d int, done *atomic.Int64) error {
 			m := maps[i]
 			for next[i] < len(m) && int(m[next[i]]) == v {
 				g.rowMap = rm
-				if err := ds.eachRows(uint32(next[i]), scratch, g); err != nil {
+				if err := ds.EachRows(uint32(next[i]), scratch, g); err != nil {
 					return fmt.Errorf("%s: %w", c.names[i], err)
 				}
 				next[i]++
@@ -877,8 +870,8 @@ func (g *valueRows) reset() {
 	g.list, g.starts, g.isDense = g.list[:0], g.starts[:0], false
 }
 
-// rows maps source rows through rowMap and adds them (rowSink).
-func (g *valueRows) rows(rs []uint32) error {
+// Rows maps source rows through rowMap and adds them (a source.RowSink).
+func (g *valueRows) Rows(rs []uint32) error {
 	rm := g.rowMap
 	for k, r := range rs {
 		if int(r) >= len(rm) {

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/merger/internal/source"
 )
 
 // cursorBatch is how many rows a cursor loads at a time (more when a group of equal truncated
@@ -24,14 +25,14 @@ type cursor struct {
 	order    []uint32
 	gran     columns.Granularity
 	next     int // next position in order to load
-	times    longCache
-	ids      []*idCache  // per output dimension; nil when the source lacks it or it is raw
-	maps     [][]uint32  // per output dimension: source id -> merged id
-	raws     []rawReader // per output dimension; nil unless raw and present
-	w        keys        // the loaded rows
-	dimNames []string    // output dimension names, for errors
-	perm     []int32     // emission order over w; nil is identity
-	pbuf     []int32     // perm's memory
+	times    source.LongCache
+	ids      []*source.IDCache  // per output dimension; nil when the source lacks it or it is raw
+	maps     [][]uint32         // per output dimension: source id -> merged id
+	raws     []source.RawReader // per output dimension; nil unless raw and present
+	w        keys               // the loaded rows
+	dimNames []string           // output dimension names, for errors
+	perm     []int32            // emission order over w; nil is identity
+	pbuf     []int32            // perm's memory
 	// For the rows of re-sorted groups of a source read in row order: the group's source
 	// rows [glo, ghi), so that readers of other columns load the group once, in order,
 	// instead of a chunk per row (ghi 0: not in a re-sorted group).
@@ -101,7 +102,7 @@ func (c *cursor) fill(ctx context.Context) error {
 				}
 			}
 			// Stop at a group boundary only.
-			t, err := c.times.at(c.srcRow(c.next))
+			t, err := c.times.At(c.srcRow(c.next))
 			if err != nil {
 				return fmt.Errorf("merger: %s: __time: %w", c.name, err)
 			}
@@ -123,7 +124,7 @@ func (c *cursor) fill(ctx context.Context) error {
 // load appends the source row at position p to the window.
 func (c *cursor) load(p int) error {
 	row := c.srcRow(p)
-	t, err := c.times.at(row)
+	t, err := c.times.At(row)
 	if err != nil {
 		return fmt.Errorf("merger: %s: __time: %w", c.name, err)
 	}
@@ -145,7 +146,7 @@ func (c *cursor) load(p int) error {
 			if ic == nil { // the source lacks the dimension: null
 				d.ids = append(d.ids, 0)
 			} else {
-				ids, err := ic.at(row)
+				ids, err := ic.At(row)
 				if err != nil {
 					return fmt.Errorf("merger: %s: dimension %d: %w", c.name, j, err)
 				}
@@ -225,7 +226,7 @@ func (c *cursor) fillRange(ctx context.Context) error {
 	p0 := c.next
 	p := p0
 	for p < c.n {
-		first, vals, err := c.times.c.Chunk(p)
+		first, vals, err := c.times.C.Chunk(p)
 		if err != nil {
 			return fmt.Errorf("merger: %s: __time: %w", c.name, err)
 		}
@@ -277,7 +278,7 @@ func (c *cursor) fillRange(ctx context.Context) error {
 			}
 			m := c.maps[j]
 			for r := p0; r < p; {
-				first, ids, offs, err := ic.c.Chunk(r)
+				first, ids, offs, err := ic.C.Chunk(r)
 				if err != nil {
 					return fmt.Errorf("merger: %s: dimension %q: %w", c.name, c.dimName(j), err)
 				}

@@ -3,6 +3,8 @@ package merger
 import (
 	"context"
 	"fmt"
+
+	"github.com/writeout/writeout/merger/internal/source"
 )
 
 // dictSink receives the merged dictionary: addNull first when there is a null, then every
@@ -16,11 +18,11 @@ type dictSink interface {
 // when the input lacks it. The merged dictionary has null (id 0) when withNull is set. It
 // returns for every input holding the dimension the map from its ids to merged ids (nil for
 // the others), and the merged cardinality.
-func mergeDictionaries(ctx context.Context, dims []dimSource, withNull bool, sink dictSink) ([][]uint32, int, error) {
+func mergeDictionaries(ctx context.Context, dims []source.DimSource, withNull bool, sink dictSink) ([][]uint32, int, error) {
 	maps := make([][]uint32, len(dims))
 	type head struct {
 		in  int
-		it  dictIterator
+		it  source.DictIterator
 		pos uint32 // input id of the current value
 		v   string
 	}
@@ -36,8 +38,8 @@ func mergeDictionaries(ctx context.Context, dims []dimSource, withNull bool, sin
 		if d == nil {
 			continue
 		}
-		maps[i] = make([]uint32, d.cardinality())
-		it := d.dictionary()
+		maps[i] = make([]uint32, d.Cardinality())
+		it := d.Dictionary()
 		h := &head{in: i, it: it}
 		for {
 			if !it.Next() {

@@ -1,5 +1,5 @@
-// Package merger merges segments into one, builds segments from rows in memory, and runs
-// filtered aggregations on both.
+// Package merger merges segments into one, and builds segments from rows in memory. Package
+// merger/query runs filtered aggregations on both, its subpackage filter reads filters.
 //
 // # Merge
 //
@@ -49,42 +49,11 @@
 //
 // # Builder
 //
-// A Builder holds rows in memory as Druid's incremental index does (see Builder), answers
-// queries on them, and persists them as a segment through the same write path as Merge, the
-// builder being the one input. With BuilderOptions.LiveBitmaps it keeps a roaring bitmap per
-// dimension value as rows arrive, so that filtered queries on rows not yet persisted use
-// bitmaps instead of scanning every row.
-//
-// # Queries
-//
-// Query and QueryMany run a QuerySpec on segments (*columns.Segment) and builders: a Filter
-// evaluated to a roaring bitmap (through the bitmap indexes where there are some, by scanning
-// the rows otherwise), then an aggregation of the matching rows grouped by time bucket and by
-// the values of chosen dimensions. Multi-value dimensions explode as in Druid: a row counts in
-// the group of each of its values. Results come sorted by time, then group values (null
-// first, then byte order). Sums of doubles are exact and rounded once, so a query gives the
-// same result on a merged segment as on its inputs (without rollup; with rollup the stored
-// partial sums were rounded).
-//
-// # Filter expressions
-//
-// ParseFilter reads filters written as text, for the command line:
-//
-//	page = 'home'                    Eq: the row holds the value (any of its values, multi-value)
-//	page != 'home'                   Not(Eq); also "<>"; null rows match it
-//	page in ('home', 'about')        In
-//	page not in ('home')             Not(In)
-//	page is null                     IsNull: null row, or empty multi-value list
-//	page is not null                 Not(IsNull)
-//	a = 'x' and (b = 'y' or not c is null)
-//	true, false                      every row, no row
-//
-// Precedence, loosest first: or, and, not. Keywords are case-insensitive. A dimension name is
-// a word of letters, digits, '_', '.' and '-' (not starting with a digit, '.' or '-'), or any
-// text in double quotes. Strings are in single quotes. Inside either quotes, a backslash
-// escapes: \\ \' \" \n \r \t, \xHH (a byte), \uHHHH and \UHHHHHHHH (a code point). Filter.String
-// writes a filter back in this language. A syntax error is a *ParseError giving the 1-based
-// column.
+// A Builder holds rows in memory as Druid's incremental index does (see Builder), and persists
+// them as a segment through the same write path as Merge, the builder being the one input.
+// Package merger/query reads a *Builder as it reads a segment. With BuilderOptions.LiveBitmaps
+// it keeps a roaring bitmap per dimension value as rows arrive, so that filtered queries on rows
+// not yet persisted use bitmaps instead of scanning every row.
 //
 // # Files
 //

@@ -12,7 +12,8 @@ import (
 	"github.com/writeout/writeout/merger"
 )
 
-// Build two segments with a Builder, merge them with rollup, and query the result.
+// Build two segments with a Builder, merge them with rollup, and read the result. (Package
+// merger/query runs filtered aggregations on segments and builders.)
 func Example() {
 	dir, err := os.MkdirTemp("", "merger-example")
 	if err != nil {
@@ -75,32 +76,16 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer merged.Close()
-	filter, err := merger.ParseFilter("page = 'home' and tags in ('a')")
-	if err != nil {
-		log.Fatal(err)
-	}
-	q, err := merger.Query(ctx, merged, merger.QuerySpec{Filter: filter, All: true, GroupBy: []string{"tags"}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	for _, r := range q.Rows {
-		fmt.Printf("tags=%s stored rows %d, rows %s, added %s\n", r.Groups[0], r.Rows, r.Values[0], r.Values[1])
+	rr := merged.RowReader()
+	var r columns.Row
+	for i := range merged.Rows() {
+		if err := rr.Read(i, &r); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%d page=%s tags=%v rows %d, added %d\n", r.Time, r.Dims[0], r.Dims[1], r.Metrics[0].Long, r.Metrics[1].Long)
 	}
 	// Output:
 	// rows in 3, rows out 2
-	// tags=a stored rows 1, rows 2, added 8
-	// tags=b stored rows 1, rows 2, added 8
-}
-
-func ExampleParseFilter() {
-	f, err := merger.ParseFilter(`country in ('fr', 'de') and not "user agent" is null`)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(f)
-	_, err = merger.ParseFilter("country = fr")
-	fmt.Println(err)
-	// Output:
-	// country in ('fr', 'de') and not "user agent" is null
-	// merger: filter: column 11: expected a quoted string after the comparison, found name "fr"
+	// 0 page=[about] tags=[] rows 1, added 1
+	// 0 page=[home] tags=[a b] rows 2, added 8
 }

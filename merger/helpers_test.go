@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/big"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -15,28 +14,22 @@ import (
 	"github.com/axiomhq/hyperloglog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/writeout/writeout/bench/gen"
 	"github.com/writeout/writeout/columns"
-	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger/internal/fixture"
 )
 
-// writeSegment writes rows (in non-decreasing time order) through columns' row writer, which
-// builds dictionaries and bitmaps itself: test inputs do not go through the merger.
-func writeSegment(t testing.TB, dir, name string, schema columns.Schema, rows []columns.Row) *columns.Segment {
-	t.Helper()
-	w, err := columns.NewWriter(schema, columns.WriterOptions{Medium: medium.NewHeap()})
-	require.NoError(t, err)
-	for _, r := range rows {
-		require.NoError(t, w.AddRow(r))
-	}
-	path := filepath.Join(dir, name)
-	_, err = w.Finish(path, columns.PublishOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
-	require.NoError(t, err)
-	seg, err := columns.Open(path)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = seg.Close() })
-	return seg
-}
+// Shared with merger/query's tests (package fixture).
+var (
+	writeSegment = fixture.WriteSegment
+	openSeg      = fixture.OpenSegment
+	genSegment   = fixture.GenSegment
+	testSeed     = fixture.Seed
+	newRandCase  = fixture.NewCase
+)
+
+// raceEnabled: the race detector slows everything about tenfold; tests shrink and skip
+// their timing bounds.
+const raceEnabled = fixture.Race
 
 // readRows reads every row of a segment.
 func readRows(t testing.TB, seg *columns.Segment) []columns.Row {
@@ -248,136 +241,9 @@ func dirNames(t testing.TB, dir string) []string {
 	return out
 }
 
-// basicSchema maps bench/gen's basic schema onto a columns schema: its string columns become
-// dimensions (every one with a bitmap index), its aggregators the metrics.
-func genSchema(g gen.Generator) columns.Schema {
-	var s columns.Schema
-	for _, c := range g.Schema() {
-		if c.Kind == gen.String {
-			s.Dimensions = append(s.Dimensions, columns.Dimension{Name: c.Name, MultiValue: c.MultiValue, Raw: c.Raw, NoBitmapIndex: !c.Raw && !c.Bitmap})
-		}
-	}
-	for _, a := range g.Aggregators() {
-		s.Metrics = append(s.Metrics, columns.Metric{Name: a.Name, Aggregator: columns.Aggregator(a.Aggregator), Field: a.Source})
-	}
-	return s
-}
-
-// genRow converts a generated row to a columns row of genSchema: null elements of multi-value
-// cells are dropped (a row of only null elements is null), count is 1, hyperUnique holds the
-// source dimension's values.
-type genConv struct {
-	schema  columns.Schema
-	strSlot []int // per dimension: slot in Row.Strings
-	metSrc  []genMetSrc
-}
-
-type genMetSrc struct {
-	kind gen.Kind
-	slot int
-	agg  columns.Aggregator
-}
-
-func newGenConv(g gen.Generator) *genConv {
-	c := &genConv{schema: genSchema(g)}
-	byName := map[string]gen.Column{}
-	for _, col := range g.Schema() {
-		byName[col.Name] = col
-		if col.Kind == gen.String {
-			c.strSlot = append(c.strSlot, col.Slot)
-		}
-	}
-	for _, a := range g.Aggregators() {
-		src := byName[a.Source]
-		c.metSrc = append(c.metSrc, genMetSrc{kind: src.Kind, slot: src.Slot, agg: columns.Aggregator(a.Aggregator)})
-	}
-	return c
-}
-
-// dims fills r.Dims from g (reusing r's slices where it can).
-func (c *genConv) row(g *gen.Row, r *columns.Row, sketches bool) {
-	r.Time = g.Time
-	if len(r.Dims) != len(c.strSlot) {
-		r.Dims = make([][]string, len(c.strSlot))
-		r.Metrics = make([]columns.Value, len(c.metSrc))
-	}
-	for d, slot := range c.strSlot {
-		v := &g.Strings[slot]
-		out := r.Dims[d][:0]
-		if !v.Null {
-			for i, s := range v.Values {
-				if !v.IsNullAt(i) {
-					out = append(out, s)
-				}
-			}
-		}
-		r.Dims[d] = out
-	}
-	for m, src := range c.metSrc {
-		var val columns.Value
-		switch src.agg {
-		case columns.AggCount:
-			val.Long = 1
-		case columns.AggHyperUnique:
-			if sketches {
-				sk := hyperloglog.New()
-				for _, s := range g.Strings[src.slot].Values {
-					sk.Insert([]byte(s))
-				}
-				val.Sketch = sk
-			}
-		default:
-			switch src.kind {
-			case gen.Long:
-				val.Long = g.Longs[src.slot]
-				val.Double = float64(val.Long)
-			case gen.Double:
-				val.Double = g.Doubles[src.slot]
-				val.Long = int64(val.Double)
-			}
-		}
-		r.Metrics[m] = val
-	}
-}
-
-// genSegment writes rows of the basic schema with seed through columns' row writer.
-func genSegment(t testing.TB, dir string, seed int64, rows int) *columns.Segment {
-	t.Helper()
-	g, err := gen.Basic(seed, rows)
-	require.NoError(t, err)
-	c := newGenConv(g)
-	w, err := columns.NewWriter(c.schema, columns.WriterOptions{Medium: medium.NewHeap()})
-	require.NoError(t, err)
-	var gr gen.Row
-	var r columns.Row
-	for g.Next(&gr) {
-		c.row(&gr, &r, true)
-		require.NoError(t, w.AddRow(r))
-	}
-	path := filepath.Join(dir, "basic-"+itoa(seed)+"-"+itoa(int64(rows))+".seg")
-	_, err = w.Finish(path, columns.PublishOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
-	require.NoError(t, err)
-	seg, err := columns.Open(path)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = seg.Close() })
-	return seg
-}
-
-func itoa(v int64) string {
-	return big.NewInt(v).String()
-}
-
 func mustMerge(t testing.TB, inputs []*columns.Segment, dst string, opts Options) Result {
 	t.Helper()
 	res, err := Merge(context.Background(), inputs, dst, opts)
 	require.NoError(t, err)
 	return res
-}
-
-func openSeg(t testing.TB, path string) *columns.Segment {
-	t.Helper()
-	seg, err := columns.Open(path)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = seg.Close() })
-	return seg
 }

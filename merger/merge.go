@@ -12,6 +12,8 @@ import (
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger/internal/parallel"
+	"github.com/writeout/writeout/merger/internal/source"
 	"github.com/writeout/writeout/tmpfile"
 )
 
@@ -30,14 +32,14 @@ func Merge(ctx context.Context, inputs []*columns.Segment, dst string, opts Opti
 	if len(inputs) == 0 {
 		return res, fmt.Errorf("%w: no inputs", ErrInvalid)
 	}
-	srcs := make([]source, len(inputs))
+	srcs := make([]source.Source, len(inputs))
 	schemas := make([]columns.Schema, len(inputs))
 	names := make([]string, len(inputs))
 	for i, in := range inputs {
 		if in == nil {
 			return res, fmt.Errorf("%w: input %d is nil", ErrInvalid, i)
 		}
-		srcs[i] = segSource{in}
+		srcs[i] = source.OfSegment(in)
 		schemas[i] = in.Schema()
 		names[i] = opts.inputName(i)
 	}
@@ -49,7 +51,7 @@ func Merge(ctx context.Context, inputs []*columns.Segment, dst string, opts Opti
 		return res, fmt.Errorf("merger: %w", err)
 	}
 	if !opts.SkipChecksums {
-		err := runParallel(len(inputs), opts.Parallelism, func(i int) error {
+		err := parallel.Run(len(inputs), opts.Parallelism, func(i int) error {
 			if err := inputs[i].VerifyChecksumsContext(ctx); err != nil {
 				if ctx.Err() != nil {
 					return fmt.Errorf("merger: %w", ctx.Err())
@@ -67,7 +69,7 @@ func Merge(ctx context.Context, inputs []*columns.Segment, dst string, opts Opti
 
 // mergeSources runs the phases of a merge: while there are more sources than MaxFanIn,
 // consecutive groups of them merge into intermediate segments; the last phase writes dst.
-func mergeSources(ctx context.Context, srcs []source, names []string, out columns.Schema, dst string, opts Options, start time.Time) (res Result, err error) {
+func mergeSources(ctx context.Context, srcs []source.Source, names []string, out columns.Schema, dst string, opts Options, start time.Time) (res Result, err error) {
 	dir := filepath.Dir(dst)
 	if !opts.Replace {
 		if _, err := os.Lstat(dst); err == nil {
@@ -96,7 +98,7 @@ func mergeSources(ctx context.Context, srcs []source, names []string, out column
 		syncs0 = syncer.Syncs()
 	}
 	for _, s := range srcs {
-		res.RowsIn += int64(s.rows())
+		res.RowsIn += int64(s.Rows())
 	}
 
 	phases := 1
@@ -109,7 +111,7 @@ func mergeSources(ctx context.Context, srcs []source, names []string, out column
 
 	// Intermediate segments of the phase being read, to remove once read (and on failure).
 	type level struct {
-		src  source
+		src  source.Source
 		name string
 		seg  *columns.Segment
 		path string
@@ -148,7 +150,7 @@ func mergeSources(ctx context.Context, srcs []source, names []string, out column
 		var next []level
 		var phaseRows, rowsBefore int64
 		for _, l := range cur {
-			phaseRows += int64(l.src.rows())
+			phaseRows += int64(l.src.Rows())
 		}
 		for g := 0; g < len(cur); g += opts.MaxFanIn {
 			group := cur[g:min(g+opts.MaxFanIn, len(cur))]
@@ -162,7 +164,7 @@ func mergeSources(ctx context.Context, srcs []source, names []string, out column
 				_ = release(next)
 				return res, err
 			}
-			gs := make([]source, len(group))
+			gs := make([]source.Source, len(group))
 			gn := make([]string, len(group))
 			for k, l := range group {
 				gs[k], gn[k] = l.src, l.name
@@ -185,7 +187,7 @@ func mergeSources(ctx context.Context, srcs []source, names []string, out column
 				_ = release(next)
 				return res, fmt.Errorf("merger: open intermediate segment: %w", err)
 			}
-			next = append(next, level{src: segSource{seg}, name: fmt.Sprintf("intermediate segment %d of phase %d", len(next), phase), seg: seg, path: path})
+			next = append(next, level{src: source.OfSegment(seg), name: fmt.Sprintf("intermediate segment %d of phase %d", len(next), phase), seg: seg, path: path})
 		}
 		if err := release(cur); err != nil {
 			_ = release(next)
@@ -194,7 +196,7 @@ func mergeSources(ctx context.Context, srcs []source, names []string, out column
 		}
 		cur = next
 	}
-	ls := make([]source, len(cur))
+	ls := make([]source.Source, len(cur))
 	ln := make([]string, len(cur))
 	for k, l := range cur {
 		ls[k], ln[k] = l.src, l.name

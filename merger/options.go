@@ -8,13 +8,15 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger/internal/schema"
 )
 
 // ErrSchemaConflict marks inputs whose schemas cannot be merged: a metric whose type or
 // aggregator differs between inputs, a dimension raw in one input and dictionary-encoded in
 // another, a name that is a dimension in one input and a metric in another. The message names
-// the column and both inputs.
-var ErrSchemaConflict = errors.New("merger: input schemas conflict")
+// the column and both inputs. Queries (package merger/query) apply the same rules and wrap the
+// same value, exported there as well.
+var ErrSchemaConflict = schema.ErrConflict
 
 // ErrUnsorted marks an input whose rows are not in non-decreasing time order.
 var ErrUnsorted = errors.New("merger: input rows out of time order")

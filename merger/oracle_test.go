@@ -5,119 +5,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/axiomhq/hyperloglog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
 )
-
-// randCase is a random set of inputs over a pool of columns: each input takes a random subset
-// of the pool's dimensions (in a random order) and metrics.
-type randCase struct {
-	schemas []columns.Schema
-	rows    [][]columns.Row
-}
-
-var poolDims = []columns.Dimension{
-	{Name: "country"},
-	{Name: "page"},
-	{Name: "tags", MultiValue: true},
-	{Name: "user"},
-	{Name: "payload", Raw: true},
-	{Name: "flags", MultiValue: true},
-	{Name: "noidx", NoBitmapIndex: true},
-}
-
-var poolMetrics = []columns.Metric{
-	{Name: "rows", Aggregator: columns.AggCount},
-	{Name: "added", Aggregator: columns.AggLongSum},
-	{Name: "lmin", Aggregator: columns.AggLongMin},
-	{Name: "lmax", Aggregator: columns.AggLongMax},
-	{Name: "dsum", Aggregator: columns.AggDoubleSum},
-	{Name: "dmin", Aggregator: columns.AggDoubleMin},
-	{Name: "dmax", Aggregator: columns.AggDoubleMax},
-	{Name: "uniq", Aggregator: columns.AggHyperUnique},
-}
-
-var poolValues = []string{"", "a", "b", "ba", "c", "é", "日本", "zz", "a\x00b", "Z"}
-
-func newRandCase(rng *rand.Rand, nInputs, maxRows int) randCase {
-	var rc randCase
-	// Per case, a random subset of the pool and small value sets, so that keys repeat.
-	nvals := 1 + rng.IntN(len(poolValues))
-	vals := poolValues[:nvals]
-	base := int64(946684800000) + rng.Int64N(1000)*3600_000
-	span := []int64{5, 2000, 120_000, 4 * 3600_000, 3 * 86400_000}[rng.IntN(5)]
-	for i := 0; i < nInputs; i++ {
-		var s columns.Schema
-		for _, k := range rng.Perm(len(poolDims)) {
-			if rng.IntN(4) > 0 {
-				s.Dimensions = append(s.Dimensions, poolDims[k])
-			}
-		}
-		for _, m := range poolMetrics {
-			if rng.IntN(5) > 0 {
-				s.Metrics = append(s.Metrics, m)
-			}
-		}
-		n := rng.IntN(maxRows + 1)
-		if rng.IntN(6) == 0 {
-			n = 0
-		}
-		rows := make([]columns.Row, n)
-		for r := range rows {
-			row := columns.Row{Time: base + rng.Int64N(span), Dims: make([][]string, len(s.Dimensions)), Metrics: make([]columns.Value, len(s.Metrics))}
-			for d, dim := range s.Dimensions {
-				switch {
-				case rng.IntN(5) == 0: // null
-				case dim.MultiValue:
-					k := rng.IntN(4)
-					for e := 0; e < k; e++ {
-						row.Dims[d] = append(row.Dims[d], vals[rng.IntN(len(vals))])
-					}
-				case dim.Raw:
-					row.Dims[d] = []string{vals[rng.IntN(len(vals))] + "-raw"}
-				default:
-					row.Dims[d] = []string{vals[rng.IntN(len(vals))]}
-				}
-			}
-			for m, met := range s.Metrics {
-				switch met.Aggregator {
-				case columns.AggCount:
-					row.Metrics[m].Long = 1 + rng.Int64N(3)
-				case columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
-					row.Metrics[m].Long = rng.Int64N(2001) - 1000
-				case columns.AggHyperUnique:
-					sk := hyperloglog.New()
-					for e := rng.IntN(4); e > 0; e-- {
-						sk.Insert([]byte(strconv.Itoa(rng.IntN(50))))
-					}
-					row.Metrics[m].Sketch = sk
-				default:
-					switch rng.IntN(4) {
-					case 0:
-						row.Metrics[m].Double = float64(rng.IntN(100))
-					case 1:
-						row.Metrics[m].Double = rng.NormFloat64() * 1e10
-					default:
-						row.Metrics[m].Double = rng.Float64() - 0.5
-					}
-				}
-			}
-			rows[r] = row
-		}
-		slices.SortStableFunc(rows, func(a, b columns.Row) int { return int(a.Time - b.Time) })
-		rc.schemas = append(rc.schemas, s)
-		rc.rows = append(rc.rows, rows)
-	}
-	return rc
-}
 
 // TestMergeOracle: for seeded random inputs, Merge equals the naive merge, and every value's
 // bitmap holds exactly the rows holding the value.
@@ -141,7 +37,7 @@ func TestMergeOracle(t *testing.T) {
 		dir := t.TempDir()
 		segs := make([]*columns.Segment, nIn)
 		for i := range segs {
-			segs[i] = writeSegment(t, dir, fmt.Sprintf("in%02d.seg", i), rc.schemas[i], rc.rows[i])
+			segs[i] = writeSegment(t, dir, fmt.Sprintf("in%02d.seg", i), rc.Schemas[i], rc.Rows[i])
 		}
 		opts := Options{
 			Rollup:      rng.IntN(2) == 0,
@@ -156,7 +52,7 @@ func TestMergeOracle(t *testing.T) {
 		if rng.IntN(3) == 0 {
 			opts.Medium = medium.NewHeap()
 		}
-		union, err := outputSchema(rc.schemas, opts.inputName, nil, opts.Rollup, opts.Granularity)
+		union, err := outputSchema(rc.Schemas, opts.inputName, nil, opts.Rollup, opts.Granularity)
 		require.NoError(t, err)
 		if rng.IntN(3) == 0 { // a random order, sometimes dropping dimensions
 			for _, k := range rng.Perm(len(union.Dimensions)) {
@@ -168,20 +64,20 @@ func TestMergeOracle(t *testing.T) {
 				opts.Dimensions = []string{}
 			}
 		}
-		out, err := outputSchema(rc.schemas, opts.inputName, opts.Dimensions, opts.Rollup, opts.Granularity)
+		out, err := outputSchema(rc.Schemas, opts.inputName, opts.Dimensions, opts.Rollup, opts.Granularity)
 		require.NoError(t, err)
 		dst := filepath.Join(dir, "out.seg")
 		res, err := Merge(t.Context(), segs, dst, opts)
 		require.NoError(t, err, "case %d", c)
 		merged := openSeg(t, dst)
 		require.True(t, out.Equal(merged.Schema()), "case %d: schema %+v, want %+v", c, merged.Schema(), out)
-		want := oracleMerge(rc.schemas, rc.rows, out)
+		want := oracleMerge(rc.Schemas, rc.Rows, out)
 		got := readRows(t, merged)
 		requireRowsEqual(t, want, got, opts.Rollup && opts.MaxFanIn > 0,
 			fmt.Sprintf("case %d: %d inputs rollup=%v gran=%v fanin=%d dims=%v", c, nIn, opts.Rollup, opts.Granularity, opts.MaxFanIn, opts.Dimensions))
 		checkBitmaps(t, merged)
 		var in int64
-		for _, r := range rc.rows {
+		for _, r := range rc.Rows {
 			in += int64(len(r))
 		}
 		require.Equal(t, in, res.RowsIn)

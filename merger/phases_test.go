@@ -35,7 +35,7 @@ func TestMergePhases(t *testing.T) {
 			rc := newRandCase(rng, 20, 200)
 			segs := make([]*columns.Segment, 20)
 			for i := range segs {
-				segs[i] = writeSegment(t, dir, fmt.Sprintf("in%02d.seg", i), rc.schemas[i], rc.rows[i])
+				segs[i] = writeSegment(t, dir, fmt.Sprintf("in%02d.seg", i), rc.Schemas[i], rc.Rows[i])
 			}
 			return segs
 		}},

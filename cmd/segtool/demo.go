@@ -18,7 +18,8 @@ import (
 	"github.com/writeout/writeout/bench/gen"
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
-	"github.com/writeout/writeout/merger"
+	"github.com/writeout/writeout/merger/query"
+	"github.com/writeout/writeout/merger/query/filter"
 )
 
 type demoFlags struct {
@@ -69,11 +70,11 @@ const demoQuery = `dimMultivalEnumerated = 'Hello' and dimZipf in ('1', '2', '3'
 // demoQueryAnswer runs the demo's query on a segment: the input rows it matches (the count
 // metric "rows" summed), which must not depend on the medium or on rollup.
 func demoQueryAnswer(ctx context.Context, path string) (string, error) {
-	filter, err := merger.ParseFilter(demoQuery)
+	f, err := filter.Parse(demoQuery)
 	if err != nil {
 		return "", err
 	}
-	res, err := querySegments(ctx, []string{path}, merger.QuerySpec{Filter: filter, All: true, Metrics: []string{"rows"}})
+	res, err := querySegments(ctx, []string{path}, query.Spec{Filter: f, All: true, Metrics: []string{"rows"}})
 	if err != nil {
 		return "", err
 	}

@@ -9,11 +9,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writeout/writeout/columns"
-	"github.com/writeout/writeout/merger"
+	"github.com/writeout/writeout/merger/query"
+	"github.com/writeout/writeout/merger/query/filter"
 )
 
-// filterHelp documents the filter language of merger.ParseFilter.
-const filterHelp = `The filter language (package merger's ParseFilter):
+// filterHelp documents the filter language of package filter.
+const filterHelp = `The filter language (package merger/query/filter):
 
   dim = 'value'           the row holds value (a multi-value row: any of its values)
   dim != 'value'          not that (null rows included: two-valued logic, as Druid's default)
@@ -76,14 +77,14 @@ A multi-value dimension in --group-by counts a row once in the group of each of 
 	return cmd
 }
 
-func (f queryFlags) spec() (merger.QuerySpec, error) {
-	var spec merger.QuerySpec
-	filter, err := merger.ParseFilter(f.filter)
+func (f queryFlags) spec() (query.Spec, error) {
+	var spec query.Spec
+	flt, err := filter.Parse(f.filter)
 	if err != nil {
 		return spec, usagef("--filter: %v", err)
 	}
-	spec.Filter = filter
-	if spec.Granularity, spec.All, err = merger.ParseQueryGranularity(f.granularity); err != nil {
+	spec.Filter = flt
+	if spec.Granularity, spec.All, err = query.ParseGranularity(f.granularity); err != nil {
 		return spec, usagef("--granularity: %v", err)
 	}
 	spec.GroupBy = splitList(f.groupBy)
@@ -94,8 +95,8 @@ func (f queryFlags) spec() (merger.QuerySpec, error) {
 }
 
 // querySegments opens the segments and runs spec over them as one table.
-func querySegments(ctx context.Context, paths []string, spec merger.QuerySpec) (res merger.QueryResult, err error) {
-	qs := make([]merger.Queryable, 0, len(paths))
+func querySegments(ctx context.Context, paths []string, spec query.Spec) (res query.Result, err error) {
+	qs := make([]query.Queryable, 0, len(paths))
 	defer func() {
 		for _, q := range qs {
 			err = errors.Join(err, q.(*columns.Segment).Close())
@@ -108,7 +109,7 @@ func querySegments(ctx context.Context, paths []string, spec merger.QuerySpec) (
 		}
 		qs = append(qs, sg)
 	}
-	res, err = merger.QueryMany(ctx, qs, spec)
+	res, err = query.RunMany(ctx, qs, spec)
 	if err != nil {
 		if len(paths) == 1 {
 			return res, fmt.Errorf("query %s: %w", paths[0], err)
@@ -118,7 +119,7 @@ func querySegments(ctx context.Context, paths []string, spec merger.QuerySpec) (
 	return res, nil
 }
 
-func runQuery(ctx context.Context, out io.Writer, paths []string, spec merger.QuerySpec, o textOptions) error {
+func runQuery(ctx context.Context, out io.Writer, paths []string, spec query.Spec, o textOptions) error {
 	res, err := querySegments(ctx, paths, spec)
 	if err != nil {
 		return err
@@ -127,7 +128,7 @@ func runQuery(ctx context.Context, out io.Writer, paths []string, spec merger.Qu
 }
 
 // writeQueryResult writes a result's groups as CSV or NDJSON.
-func writeQueryResult(out io.Writer, res merger.QueryResult, o textOptions) error {
+func writeQueryResult(out io.Writer, res query.Result, o textOptions) error {
 	names := append([]string{columns.TimeColumn}, res.GroupBy...)
 	names = append(names, "__rows")
 	for _, m := range res.Metrics {

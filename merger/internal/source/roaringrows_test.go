@@ -1,4 +1,4 @@
-package merger
+package source
 
 import (
 	"math/rand/v2"
@@ -42,24 +42,24 @@ func TestAppendRoaringRows(t *testing.T) {
 		}
 		b, err := bm.ToBytes()
 		require.NoError(t, err)
-		got, err := appendRoaringRows([]uint32{7}, b, uint64(n))
+		got, err := AppendRoaringRows([]uint32{7}, b, uint64(n))
 		require.NoError(t, err, "round %d", round)
 		require.Equal(t, append([]uint32{7}, bm.ToArray()...), got, "round %d", round)
 		var pieces collectSink
-		require.NoError(t, eachRoaringRows(b, uint64(n), make([]uint32, 1+rng.IntN(5000)), &pieces))
+		require.NoError(t, EachRoaringRows(b, uint64(n), make([]uint32, 1+rng.IntN(5000)), &pieces))
 		require.Equal(t, bm.ToArray(), append([]uint32{}, pieces.rs...), "round %d: pieces", round)
 		// A limit at the maximum fails; so does every truncation and a trailing byte.
 		if !bm.IsEmpty() {
-			_, err = appendRoaringRows(nil, b, uint64(bm.Maximum()))
+			_, err = AppendRoaringRows(nil, b, uint64(bm.Maximum()))
 			require.ErrorIs(t, err, errRoaring)
 		}
 		for _, cut := range []int{0, 1, 3, len(b) / 2, len(b) - 1} {
 			if cut < len(b) {
-				_, err = appendRoaringRows(nil, b[:cut], uint64(n))
+				_, err = AppendRoaringRows(nil, b[:cut], uint64(n))
 				require.ErrorIs(t, err, errRoaring, "round %d cut %d", round, cut)
 			}
 		}
-		_, err = appendRoaringRows(nil, append(b, 0), uint64(n))
+		_, err = AppendRoaringRows(nil, append(b, 0), uint64(n))
 		require.ErrorIs(t, err, errRoaring)
 	}
 }
@@ -74,7 +74,7 @@ func FuzzAppendRoaringRows(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, err := appendRoaringRows(nil, b, 1<<20)
+		got, err := AppendRoaringRows(nil, b, 1<<20)
 		if err != nil {
 			return
 		}
@@ -88,4 +88,4 @@ func FuzzAppendRoaringRows(f *testing.F) {
 
 type collectSink struct{ rs []uint32 }
 
-func (c *collectSink) rows(rs []uint32) error { c.rs = append(c.rs, rs...); return nil }
+func (c *collectSink) Rows(rs []uint32) error { c.rs = append(c.rs, rs...); return nil }

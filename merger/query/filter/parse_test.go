@@ -1,4 +1,4 @@
-package merger
+package filter
 
 import (
 	"math/rand/v2"
@@ -7,10 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestParseFilter(t *testing.T) {
+func TestParse(t *testing.T) {
 	f := func(expr string, want Filter) {
 		t.Helper()
-		got, err := ParseFilter(expr)
+		got, err := Parse(expr)
 		require.NoError(t, err, expr)
 		require.Equal(t, want, got, expr)
 	}
@@ -36,10 +36,10 @@ func TestParseFilter(t *testing.T) {
 	f("not not a is null", Not{Not{IsNull{"a"}}})
 }
 
-func TestParseFilterErrors(t *testing.T) {
+func TestParseErrors(t *testing.T) {
 	f := func(expr string, pos int, msg string) {
 		t.Helper()
-		_, err := ParseFilter(expr)
+		_, err := Parse(expr)
 		require.Error(t, err, expr)
 		var pe *ParseError
 		require.ErrorAs(t, err, &pe)
@@ -69,7 +69,7 @@ func TestParseFilterErrors(t *testing.T) {
 	f(deep+"a is null", 805, "nested deeper")
 }
 
-func TestFilterStringRoundTrip(t *testing.T) {
+func TestStringRoundTrip(t *testing.T) {
 	seed := uint64(7)
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 2))
@@ -110,7 +110,7 @@ func TestFilterStringRoundTrip(t *testing.T) {
 	}
 	for i := 0; i < 2000; i++ {
 		want := gen(0)
-		got, err := ParseFilter(want.String())
+		got, err := Parse(want.String())
 		require.NoError(t, err, want.String())
 		require.Equal(t, want, got, want.String())
 	}

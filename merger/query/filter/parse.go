@@ -1,4 +1,4 @@
-package merger
+package filter
 
 import (
 	"fmt"
@@ -15,12 +15,12 @@ type ParseError struct {
 }
 
 func (e *ParseError) Error() string {
-	return fmt.Sprintf("merger: filter: column %d: %s", e.Pos, e.Msg)
+	return fmt.Sprintf("filter: column %d: %s", e.Pos, e.Msg)
 }
 
-// ParseFilter parses a filter expression (see the package documentation for the language).
+// Parse parses a filter expression (see the package documentation for the language).
 // The empty expression (or one of only spaces) gives a nil Filter, which selects every row.
-func ParseFilter(expr string) (Filter, error) {
+func Parse(expr string) (Filter, error) {
 	p := &parser{src: expr}
 	if err := p.next(); err != nil {
 		return nil, err
@@ -38,10 +38,10 @@ func ParseFilter(expr string) (Filter, error) {
 	return f, nil
 }
 
-// MustParseFilter is ParseFilter for expressions known to be valid (tests, constants); it
+// MustParse is Parse for expressions known to be valid (tests, constants); it
 // panics on a syntax error.
-func MustParseFilter(expr string) Filter {
-	f, err := ParseFilter(expr)
+func MustParse(expr string) Filter {
+	f, err := Parse(expr)
 	if err != nil {
 		panic(err)
 	}

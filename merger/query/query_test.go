@@ -1,4 +1,4 @@
-package merger
+package query
 
 import (
 	"cmp"
@@ -15,17 +15,20 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/axiomhq/hyperloglog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger"
+	"github.com/writeout/writeout/merger/internal/combine"
+	"github.com/writeout/writeout/merger/internal/fixture"
+	"github.com/writeout/writeout/merger/query/filter"
 )
 
 // rowMatches is the filter semantics, row by row, on a row's values (nil is null).
-func rowMatches(f Filter, s columns.Schema, r columns.Row) bool {
+func rowMatches(f filter.Filter, s columns.Schema, r columns.Row) bool {
 	vals := func(dim string) []string {
 		if k := s.Dimension(dim); k >= 0 {
 			return r.Dims[k]
@@ -35,39 +38,39 @@ func rowMatches(f Filter, s columns.Schema, r columns.Row) bool {
 	switch f := f.(type) {
 	case nil:
 		return true
-	case Eq:
+	case filter.Eq:
 		return slices.Contains(vals(f.Dim), f.Value)
-	case In:
+	case filter.In:
 		for _, v := range vals(f.Dim) {
 			if slices.Contains(f.Values, v) {
 				return true
 			}
 		}
 		return false
-	case IsNull:
+	case filter.IsNull:
 		return len(vals(f.Dim)) == 0
-	case And:
+	case filter.And:
 		for _, g := range f {
 			if !rowMatches(g, s, r) {
 				return false
 			}
 		}
 		return true
-	case Or:
+	case filter.Or:
 		for _, g := range f {
 			if rowMatches(g, s, r) {
 				return true
 			}
 		}
 		return false
-	case Not:
+	case filter.Not:
 		return !rowMatches(f.Filter, s, r)
 	}
 	panic(fmt.Sprintf("unknown filter %T", f))
 }
 
 // oracleQuery runs spec on rows naively.
-func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec QuerySpec) QueryResult {
+func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec Spec) Result {
 	var metrics []columns.Metric
 	seen := map[string]bool{}
 	for _, s := range schemas {
@@ -91,7 +94,7 @@ func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec QuerySpec)
 		metrics = sel
 	}
 	type group struct {
-		row   ResultRow
+		row   Row
 		sums  []*big.Float
 		sks   []*hyperloglog.Sketch
 		first bool
@@ -129,7 +132,7 @@ func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec QuerySpec)
 				key := strconv.FormatInt(bucket, 10) + fmt.Sprint(c)
 				g, ok := groups[key]
 				if !ok {
-					g = &group{row: ResultRow{Time: bucket, Groups: c, Values: make([]AggValue, len(metrics))}, sums: make([]*big.Float, len(metrics)), sks: make([]*hyperloglog.Sketch, len(metrics)), first: true}
+					g = &group{row: Row{Time: bucket, Groups: c, Values: make([]AggValue, len(metrics))}, sums: make([]*big.Float, len(metrics)), sks: make([]*hyperloglog.Sketch, len(metrics)), first: true}
 					if spec.All {
 						g.row.Time = math.MaxInt64
 					}
@@ -161,7 +164,7 @@ func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec QuerySpec)
 					a := &g.row.Values[m]
 					switch met.Aggregator {
 					case columns.AggCount, columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
-						a.Long = combineLong(met.Aggregator, a.Long, v.Long)
+						a.Long = combine.Long(met.Aggregator, a.Long, v.Long)
 					case columns.AggDoubleSum:
 						g.sums[m].Add(g.sums[m], new(big.Float).SetPrec(2200).SetFloat64(v.Double))
 					case columns.AggDoubleMin:
@@ -180,7 +183,7 @@ func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec QuerySpec)
 			}
 		}
 	}
-	res := QueryResult{GroupBy: spec.GroupBy, Metrics: metrics}
+	res := Result{GroupBy: spec.GroupBy, Metrics: metrics}
 	for _, g := range groups {
 		for m, met := range metrics {
 			switch met.Aggregator {
@@ -198,7 +201,7 @@ func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec QuerySpec)
 	return res
 }
 
-func cmpResultRows(a, b ResultRow) int {
+func cmpResultRows(a, b Row) int {
 	if c := cmp.Compare(a.Time, b.Time); c != 0 {
 		return c
 	}
@@ -220,7 +223,7 @@ func cmpResultRows(a, b ResultRow) int {
 // requireResultsEqual compares query results; with rolledUp the stored-row counts are not
 // compared (a rolled-up segment stores fewer rows for the same data) and sums of doubles may
 // differ in their last bits (rollup rounds partial sums).
-func requireResultsEqual(t testing.TB, want, got QueryResult, rolledUp bool, msg string) {
+func requireResultsEqual(t testing.TB, want, got Result, rolledUp bool, msg string) {
 	t.Helper()
 	require.Equal(t, len(want.Rows), len(got.Rows), "%s: groups\nwant %v\ngot  %v", msg, want.Rows, got.Rows)
 	require.Equal(t, len(want.Metrics), len(got.Metrics), msg)
@@ -253,9 +256,9 @@ func requireResultsEqual(t testing.TB, want, got QueryResult, rolledUp bool, msg
 }
 
 // randFilter returns a random filter over the pool's dimensions and values.
-func randFilter(rng *rand.Rand, depth int) Filter {
+func randFilter(rng *rand.Rand, depth int) filter.Filter {
 	dims := []string{"country", "page", "tags", "user", "payload", "flags", "noidx", "absent"}
-	vals := append(slices.Clone(poolValues), "a-raw", "b-raw", "missing")
+	vals := append(slices.Clone(fixture.PoolValues), "a-raw", "b-raw", "missing")
 	dim := dims[rng.IntN(len(dims))]
 	k := rng.IntN(7)
 	if depth > 2 {
@@ -263,29 +266,29 @@ func randFilter(rng *rand.Rand, depth int) Filter {
 	}
 	switch k {
 	case 0:
-		return Eq{dim, vals[rng.IntN(len(vals))]}
+		return filter.Eq{Dim: dim, Value: vals[rng.IntN(len(vals))]}
 	case 1:
-		in := In{Dim: dim}
+		in := filter.In{Dim: dim}
 		for i := rng.IntN(4); i >= 0; i-- {
 			in.Values = append(in.Values, vals[rng.IntN(len(vals))])
 		}
 		return in
 	case 2:
-		return IsNull{dim}
+		return filter.IsNull{Dim: dim}
 	case 3:
-		return Not{randFilter(rng, depth+1)}
+		return filter.Not{Filter: randFilter(rng, depth+1)}
 	case 4:
-		return Or{randFilter(rng, depth+1), randFilter(rng, depth+1)}
+		return filter.Or{randFilter(rng, depth+1), randFilter(rng, depth+1)}
 	case 5:
-		return And{}
+		return filter.And{}
 	default:
-		return And{randFilter(rng, depth+1), randFilter(rng, depth+1), randFilter(rng, depth+1)}
+		return filter.And{randFilter(rng, depth+1), randFilter(rng, depth+1), randFilter(rng, depth+1)}
 	}
 }
 
-func randSpec(rng *rand.Rand, schemas ...columns.Schema) QuerySpec {
+func randSpec(rng *rand.Rand, schemas ...columns.Schema) Spec {
 	grans := []columns.Granularity{columns.GranularityNone, columns.GranularitySecond, columns.GranularityMinute, columns.GranularityHour, columns.GranularityDay}
-	spec := QuerySpec{Granularity: grans[rng.IntN(len(grans))], All: rng.IntN(5) == 0}
+	spec := Spec{Granularity: grans[rng.IntN(len(grans))], All: rng.IntN(5) == 0}
 	if rng.IntN(5) > 0 {
 		spec.Filter = randFilter(rng, 0)
 	}
@@ -295,7 +298,7 @@ func randSpec(rng *rand.Rand, schemas ...columns.Schema) QuerySpec {
 	}
 	if rng.IntN(3) == 0 {
 		spec.Metrics = []string{}
-		for _, m := range poolMetrics {
+		for _, m := range fixture.PoolMetrics {
 			in := false
 			for _, s := range schemas {
 				in = in || s.Metric(m.Name) >= 0
@@ -308,55 +311,44 @@ func randSpec(rng *rand.Rand, schemas ...columns.Schema) QuerySpec {
 	return spec
 }
 
-func testSeed(t *testing.T) uint64 {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("WRITEOUT_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err)
-		seed = v
-	}
-	t.Logf("seed %d (set WRITEOUT_SEED to repeat)", seed)
-	return seed
-}
-
 // TestQueryOracle: queries on segments (one or several) equal the naive query on their rows,
 // and queries on the merge of segments equal queries on the segments.
 func TestQueryOracle(t *testing.T) {
-	rng := rand.New(rand.NewPCG(testSeed(t), 13))
+	rng := rand.New(rand.NewPCG(fixture.Seed(t), 13))
 	cases := 25
-	if testing.Short() || raceEnabled {
+	if testing.Short() || fixture.Race {
 		cases = 8
 	}
 	for c := 0; c < cases; c++ {
 		n := 1 + rng.IntN(6)
-		rc := newRandCase(rng, n, 1+rng.IntN(200))
+		rc := fixture.NewCase(rng, n, 1+rng.IntN(200))
 		dir := t.TempDir()
 		qs := make([]Queryable, n)
 		segs := make([]*columns.Segment, n)
 		for i := range segs {
-			segs[i] = writeSegment(t, dir, fmt.Sprintf("in%d.seg", i), rc.schemas[i], rc.rows[i])
+			segs[i] = fixture.WriteSegment(t, dir, fmt.Sprintf("in%d.seg", i), rc.Schemas[i], rc.Rows[i])
 			qs[i] = segs[i]
 		}
 		dst := filepath.Join(dir, "merged.seg")
-		mustMerge(t, segs, dst, Options{Durability: medium.Durability{Sync: medium.SyncNone}})
-		merged := openSeg(t, dst)
+		mustMerge(t, segs, dst, merger.Options{Durability: medium.Durability{Sync: medium.SyncNone}})
+		merged := fixture.OpenSegment(t, dst)
 		rolled := filepath.Join(dir, "rolled.seg")
-		mustMerge(t, segs, rolled, Options{Rollup: true, Granularity: columns.GranularityMinute, Durability: medium.Durability{Sync: medium.SyncNone}})
-		rolledSeg := openSeg(t, rolled)
+		mustMerge(t, segs, rolled, merger.Options{Rollup: true, Granularity: columns.GranularityMinute, Durability: medium.Durability{Sync: medium.SyncNone}})
+		rolledSeg := fixture.OpenSegment(t, rolled)
 		for q := 0; q < 20; q++ {
-			spec := randSpec(rng, rc.schemas...)
+			spec := randSpec(rng, rc.Schemas...)
 			msg := fmt.Sprintf("case %d query %d: %+v filter %v", c, q, spec, spec.Filter)
-			want := oracleQuery(rc.schemas, rc.rows, spec)
-			got, err := QueryMany(t.Context(), qs, spec)
+			want := oracleQuery(rc.Schemas, rc.Rows, spec)
+			got, err := RunMany(t.Context(), qs, spec)
 			require.NoError(t, err, msg)
 			requireResultsEqual(t, want, got, false, msg+" (inputs)")
-			got, err = Query(t.Context(), merged, spec)
+			got, err = Run(t.Context(), merged, spec)
 			require.NoError(t, err, msg)
 			requireResultsEqual(t, want, got, false, msg+" (merged)")
 			// A rollup by minute keeps every aggregate of a query by minute or coarser; only
 			// the stored row counts change (and double sums' last bits).
 			if !spec.All && spec.Granularity >= columns.GranularityMinute {
-				got, err = Query(t.Context(), rolledSeg, spec)
+				got, err = Run(t.Context(), rolledSeg, spec)
 				require.NoError(t, err, msg)
 				requireResultsEqual(t, want, got, true, msg+" (merged with rollup)")
 			}
@@ -365,38 +357,20 @@ func TestQueryOracle(t *testing.T) {
 }
 
 // TestBuilderQueries (bar 5): a builder's queries, with and without live bitmaps, equal the
-// same queries on a segment of the same rows and on the builder's persisted segment; the
-// persisted segment equals the naive merge of the rows.
+// same queries on a segment of the same rows and on the builder's persisted segment. (merger's
+// TestBuilderPersist checks the persisted segment itself.)
 func TestBuilderQueries(t *testing.T) {
-	rng := rand.New(rand.NewPCG(testSeed(t), 17))
-	grans := []columns.Granularity{columns.GranularityNone, columns.GranularityMinute, columns.GranularityDay}
+	rng := rand.New(rand.NewPCG(fixture.Seed(t), 17))
 	cases := 20
-	if testing.Short() || raceEnabled {
+	if testing.Short() || fixture.Race {
 		cases = 6
 	}
 	for c := 0; c < cases; c++ {
-		rc := newRandCase(rng, 1, 1+rng.IntN(400))
-		schema, rows := rc.schemas[0], rc.rows[0]
-		schema.Rollup = rng.IntN(2) == 0
-		schema.Granularity = grans[rng.IntN(len(grans))]
-		// The builder's conventions: count is 1 a row, multi-value rows sorted.
-		for _, r := range rows {
-			for m, met := range schema.Metrics {
-				if met.Aggregator == columns.AggCount {
-					r.Metrics[m].Long = 1
-				}
-			}
-			for d, dim := range schema.Dimensions {
-				if dim.MultiValue {
-					sort.Strings(r.Dims[d])
-				}
-			}
-		}
-		rng.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] }) // builders take rows in any order
+		schema, rows := fixture.NewBuilderCase(rng, 1+rng.IntN(400))
 		dir := t.TempDir()
-		builders := map[bool]*Builder{}
+		builders := map[bool]*merger.Builder{}
 		for _, live := range []bool{false, true} {
-			b, err := NewBuilder(schema, BuilderOptions{LiveBitmaps: live})
+			b, err := merger.NewBuilder(schema, merger.BuilderOptions{LiveBitmaps: live})
 			require.NoError(t, err)
 			for _, r := range rows {
 				require.NoError(t, b.Add(r))
@@ -411,67 +385,88 @@ func TestBuilderQueries(t *testing.T) {
 			sorted[i].Time = schema.Granularity.Truncate(sorted[i].Time)
 		}
 		slices.SortStableFunc(sorted, func(a, b columns.Row) int { return cmp.Compare(a.Time, b.Time) })
-		seg := writeSegment(t, dir, "rows.seg", plain, sorted)
+		seg := fixture.WriteSegment(t, dir, "rows.seg", plain, sorted)
 		// The builder persisted.
 		dst := filepath.Join(dir, "persisted.seg")
-		res, err := builders[true].Persist(t.Context(), dst, PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
+		_, err := builders[true].Persist(t.Context(), dst, merger.PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
 		require.NoError(t, err)
-		persisted := openSeg(t, dst)
-		require.True(t, schema.Equal(persisted.Schema()))
-		require.Equal(t, int64(builders[true].Rows()), res.RowsOut)
-		want := oracleMerge([]columns.Schema{plain}, [][]columns.Row{sorted}, withRollup(plain, schema.Rollup, schema.Granularity))
-		requireRowsEqual(t, want, readRows(t, persisted), false, fmt.Sprintf("case %d persisted", c))
-		checkBitmaps(t, persisted)
-		dst2 := filepath.Join(dir, "persisted2.seg")
-		_, err = builders[false].Persist(t.Context(), dst2, PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
-		require.NoError(t, err)
-		a, err := os.ReadFile(dst)
-		require.NoError(t, err)
-		b, err := os.ReadFile(dst2)
-		require.NoError(t, err)
-		require.Equal(t, a, b, "case %d: persisted with and without live bitmaps differ", c)
+		persisted := fixture.OpenSegment(t, dst)
 
 		for q := 0; q < 25; q++ {
 			spec := randSpec(rng, schema)
 			msg := fmt.Sprintf("case %d query %d: %+v filter %v", c, q, spec, spec.Filter)
-			want, err := Query(t.Context(), persisted, spec)
+			want, err := Run(t.Context(), persisted, spec)
 			require.NoError(t, err, msg)
 			for live, bld := range builders {
-				got, err := Query(t.Context(), bld, spec)
+				got, err := Run(t.Context(), bld, spec)
 				require.NoError(t, err, msg)
 				requireResultsEqual(t, want, got, false, fmt.Sprintf("%s (builder live=%v)", msg, live))
 			}
-			got, err := Query(t.Context(), seg, spec)
+			got, err := Run(t.Context(), seg, spec)
 			require.NoError(t, err, msg)
 			requireResultsEqual(t, want, got, schema.Rollup, msg+" (segment of the rows)")
 		}
 	}
 }
 
-func withRollup(s columns.Schema, rollup bool, g columns.Granularity) columns.Schema {
-	s.Rollup, s.Granularity = rollup, g
-	return s
+// Flipped bytes in an input (which Open does not check: part CRCs are Verify's) make a query
+// fail with an error or succeed, never panic.
+func TestQueryCorruptInput(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 31))
+	rc := fixture.NewCase(rng, 1, 300)
+	for len(rc.Rows[0]) == 0 {
+		rc = fixture.NewCase(rng, 1, 300)
+	}
+	dir := t.TempDir()
+	fixture.WriteSegment(t, dir, "src.seg", rc.Schemas[0], rc.Rows[0])
+	orig, err := os.ReadFile(filepath.Join(dir, "src.seg"))
+	require.NoError(t, err)
+	flips := 300
+	if testing.Short() || fixture.Race {
+		flips = 60
+	}
+	failed := 0
+	for f := 0; f < flips; f++ {
+		b := append([]byte(nil), orig...)
+		at := rng.IntN(len(b))
+		b[at] ^= byte(1 + rng.IntN(255))
+		seg, err := columns.NewSegmentBytes(b)
+		if err != nil {
+			continue // Open caught it
+		}
+		if _, err := Run(t.Context(), seg, Spec{Filter: randFilter(rng, 0), GroupBy: []string{"country", "tags"}}); err != nil {
+			failed++
+		}
+		require.NoError(t, seg.Close())
+	}
+	t.Logf("%d of %d flips made the query fail", failed, flips)
+}
+
+func mustMerge(t testing.TB, inputs []*columns.Segment, dst string, opts merger.Options) {
+	t.Helper()
+	_, err := merger.Merge(t.Context(), inputs, dst, opts)
+	require.NoError(t, err)
 }
 
 func TestQueryErrors(t *testing.T) {
 	dir := t.TempDir()
-	seg := writeSegment(t, dir, "a.seg", columns.Schema{Metrics: []columns.Metric{{Name: "m", Aggregator: columns.AggLongSum}}}, nil)
-	_, err := Query(context.Background(), seg, QuerySpec{Metrics: []string{"nope"}})
+	seg := fixture.WriteSegment(t, dir, "a.seg", columns.Schema{Metrics: []columns.Metric{{Name: "m", Aggregator: columns.AggLongSum}}}, nil)
+	_, err := Run(context.Background(), seg, Spec{Metrics: []string{"nope"}})
 	require.ErrorIs(t, err, ErrInvalid)
-	_, err = Query(context.Background(), nil, QuerySpec{})
+	_, err = Run(context.Background(), nil, Spec{})
 	require.ErrorIs(t, err, ErrInvalid)
-	_, err = Query(context.Background(), seg, QuerySpec{GroupBy: []string{"a", "a"}})
+	_, err = Run(context.Background(), seg, Spec{GroupBy: []string{"a", "a"}})
 	require.ErrorIs(t, err, ErrInvalid)
 	var key [8]byte
 	binary.LittleEndian.PutUint64(key[:], 1)
-	g, all, err := ParseQueryGranularity("ALL")
+	g, all, err := ParseGranularity("ALL")
 	require.NoError(t, err)
 	require.True(t, all)
 	require.Equal(t, columns.GranularityNone, g)
-	g, all, err = ParseQueryGranularity("hour")
+	g, all, err = ParseGranularity("hour")
 	require.NoError(t, err)
 	require.False(t, all)
 	require.Equal(t, columns.GranularityHour, g)
-	_, _, err = ParseQueryGranularity("fortnight")
+	_, _, err = ParseGranularity("fortnight")
 	require.Error(t, err)
 }

@@ -1,10 +1,11 @@
-package merger
+package query
 
 import (
 	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -13,13 +14,25 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/merger/internal/combine"
+	"github.com/writeout/writeout/merger/internal/parallel"
+	"github.com/writeout/writeout/merger/internal/schema"
+	"github.com/writeout/writeout/merger/internal/source"
+	"github.com/writeout/writeout/merger/query/filter"
 )
 
-// Queryable is what Query reads: a *columns.Segment or a *Builder. Query accepts no other
+// ErrInvalid marks a bad query: an argument that is not a segment or builder, an unknown
+// granularity, a name listed twice, a metric in no input.
+var ErrInvalid = errors.New("query: invalid argument")
+
+// ErrSchemaConflict marks inputs whose schemas conflict. It is merger.ErrSchemaConflict, the
+// same value: queries and merges reject the same inputs.
+var ErrSchemaConflict = schema.ErrConflict
+
+// Queryable is what Run reads: a *columns.Segment or a *merger.Builder. Run accepts no other
 // type (the interface names what both have in common; the rest goes through each one's own
 // readers).
 type Queryable interface {
@@ -27,12 +40,12 @@ type Queryable interface {
 	Rows() int
 }
 
-// QuerySpec is a filtered aggregation: the rows Filter selects are grouped by time bucket and
-// by the values of the GroupBy dimensions, and each group gets its row count and each metric
+// Spec is a filtered aggregation: the rows Filter selects are grouped by time bucket and by
+// the values of the GroupBy dimensions, and each group gets its row count and each metric
 // aggregated with the metric's aggregator.
-type QuerySpec struct {
+type Spec struct {
 	// Filter selects rows; nil selects every row.
-	Filter Filter
+	Filter filter.Filter
 	// Granularity buckets rows by time: a row's bucket is Granularity.Truncate(time). With All
 	// every row falls in one bucket, whose Time is the earliest time among its rows.
 	Granularity columns.Granularity
@@ -48,8 +61,8 @@ type QuerySpec struct {
 	Metrics []string
 }
 
-// ParseQueryGranularity parses none, second, minute, hour, day or all (case-insensitively).
-func ParseQueryGranularity(s string) (g columns.Granularity, all bool, err error) {
+// ParseGranularity parses none, second, minute, hour, day or all (case-insensitively).
+func ParseGranularity(s string) (g columns.Granularity, all bool, err error) {
 	if strings.EqualFold(s, "all") {
 		return columns.GranularityNone, true, nil
 	}
@@ -57,20 +70,20 @@ func ParseQueryGranularity(s string) (g columns.Granularity, all bool, err error
 	return g, false, err
 }
 
-// QueryResult holds a query's groups in a defined order: by time, then by group values
+// Result holds a query's groups in a defined order: by time, then by group values
 // (dimension by dimension, null first, then in byte order).
-type QueryResult struct {
+type Result struct {
 	GroupBy []string
 	Metrics []columns.Metric
-	Rows    []ResultRow
+	Rows    []Row
 }
 
-// ResultRow is one group.
-type ResultRow struct {
+// Row is one group.
+type Row struct {
 	Time   int64
-	Groups []GroupValue // parallel to QueryResult.GroupBy
+	Groups []GroupValue // parallel to Result.GroupBy
 	Rows   int64        // stored rows counted in the group
-	Values []AggValue   // parallel to QueryResult.Metrics
+	Values []AggValue   // parallel to Result.Metrics
 }
 
 // GroupValue is a group's value of one GroupBy dimension.
@@ -103,65 +116,72 @@ func (v AggValue) String() string {
 	return strconv.FormatInt(v.Long, 10)
 }
 
-// Query runs spec on one segment or builder.
-func Query(ctx context.Context, q Queryable, spec QuerySpec) (QueryResult, error) {
-	return QueryMany(ctx, []Queryable{q}, spec)
+// Run runs spec on one segment or builder.
+func Run(ctx context.Context, q Queryable, spec Spec) (Result, error) {
+	return RunMany(ctx, []Queryable{q}, spec)
 }
 
-// QueryMany runs spec on several segments and builders and combines their groups, as if their
+// RunMany runs spec on several segments and builders and combines their groups, as if their
 // rows were one table. Sums of doubles are exact and rounded once, so the result does not
 // depend on how rows are spread over the inputs.
-func QueryMany(ctx context.Context, qs []Queryable, spec QuerySpec) (QueryResult, error) {
-	srcs := make([]source, len(qs))
-	views := map[*Builder]source{} // a builder listed twice is read-locked once
+func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
+	srcs := make([]source.Source, len(qs))
+	views := map[any]source.Source{} // a builder listed twice is read-locked once
 	for i, q := range qs {
-		switch q := q.(type) {
-		case *columns.Segment:
+		if q, ok := q.(*columns.Segment); ok {
 			if q == nil {
-				return QueryResult{}, fmt.Errorf("%w: queryable %d is nil", ErrInvalid, i)
+				return Result{}, fmt.Errorf("%w: queryable %d is nil", ErrInvalid, i)
 			}
-			srcs[i] = segSource{q}
-		case *Builder:
-			if q == nil {
-				return QueryResult{}, fmt.Errorf("%w: queryable %d is nil", ErrInvalid, i)
-			}
-			if v, ok := views[q]; ok {
-				srcs[i] = v
-				continue
-			}
-			v, release := q.view()
-			defer release()
-			views[q] = v
-			srcs[i] = v
-		default:
-			return QueryResult{}, fmt.Errorf("%w: queryable %d is a %T; Query reads *columns.Segment and *merger.Builder", ErrInvalid, i, q)
+			srcs[i] = source.OfSegment(q)
+			continue
 		}
+		var (
+			open func() (source.Source, func())
+			ok   bool
+		)
+		if source.BuilderView != nil {
+			open, ok = source.BuilderView(q)
+		}
+		if !ok {
+			return Result{}, fmt.Errorf("%w: queryable %d is a %T; Run reads *columns.Segment and *merger.Builder", ErrInvalid, i, q)
+		}
+		if open == nil {
+			return Result{}, fmt.Errorf("%w: queryable %d is nil", ErrInvalid, i)
+		}
+		if v, ok := views[q]; ok { // q is a *merger.Builder: a pointer, so a valid key
+			srcs[i] = v
+			continue
+		}
+		v, release := open()
+		defer release()
+		views[q] = v
+		srcs[i] = v
 	}
 	metrics, err := queryMetrics(srcs, spec.Metrics)
 	if err != nil {
-		return QueryResult{}, err
+		return Result{}, err
 	}
 	if spec.Granularity > columns.GranularityDay {
-		return QueryResult{}, fmt.Errorf("%w: unknown granularity %d", ErrInvalid, spec.Granularity)
+		return Result{}, fmt.Errorf("%w: unknown granularity %d", ErrInvalid, spec.Granularity)
 	}
 	seen := map[string]bool{}
 	for _, g := range spec.GroupBy {
 		if seen[g] {
-			return QueryResult{}, fmt.Errorf("%w: group-by dimension %q listed twice", ErrInvalid, g)
+			return Result{}, fmt.Errorf("%w: group-by dimension %q listed twice", ErrInvalid, g)
 		}
 		seen[g] = true
 	}
 	glob := newGlobalTable(metrics, len(spec.GroupBy))
 	var mu sync.Mutex
-	err = runParallel(len(srcs), runtime.GOMAXPROCS(0), func(i int) error {
+	err = parallel.Run(len(srcs), runtime.GOMAXPROCS(0), func(i int) error {
 		r := &runner{ctx: ctx, src: srcs[i], spec: &spec, metrics: metrics}
 		if err := r.run(); err != nil {
-			return fmt.Errorf("merger: query of input %d: %w", i, err)
+			return fmt.Errorf("query: input %d: %w", i, err)
 		}
 		for _, rd := range r.readers {
-			if f, ok := rd.sketch.(interface{ flush() error }); ok {
-				if err := f.flush(); err != nil {
-					return fmt.Errorf("merger: query of input %d: %w", i, err)
+			if f, ok := rd.sketch.(interface{ Flush() error }); ok {
+				if err := f.Flush(); err != nil {
+					return fmt.Errorf("query: input %d: %w", i, err)
 				}
 			}
 		}
@@ -170,20 +190,20 @@ func QueryMany(ctx context.Context, qs []Queryable, spec QuerySpec) (QueryResult
 		return r.mergeInto(glob)
 	})
 	if err != nil {
-		return QueryResult{}, err
+		return Result{}, err
 	}
 	return glob.result(spec.GroupBy, spec.All), nil
 }
 
 // queryMetrics resolves the metrics a query aggregates.
-func queryMetrics(srcs []source, names []string) ([]columns.Metric, error) {
+func queryMetrics(srcs []source.Source, names []string) ([]columns.Metric, error) {
 	var all []columns.Metric
 	at := map[string]int{}
 	for _, s := range srcs {
-		for _, m := range s.schema().Metrics {
+		for _, m := range s.Schema().Metrics {
 			if k, ok := at[m.Name]; ok {
 				if o := all[k]; o.Aggregator != m.Aggregator || o.ValueType() != m.ValueType() {
-					return nil, fmt.Errorf("%w: metric %q is %s in one input and %s in another", ErrSchemaConflict, m.Name, o.Aggregator, m.Aggregator)
+					return nil, fmt.Errorf("query: %w: metric %q is %s in one input and %s in another", ErrSchemaConflict, m.Name, o.Aggregator, m.Aggregator)
 				}
 				continue
 			}
@@ -206,172 +226,6 @@ func queryMetrics(srcs []source, names []string) ([]columns.Metric, error) {
 	return out, nil
 }
 
-// evalFilter evaluates f over a source's rows to the bitmap of the rows it selects; nil means
-// every row. The bitmap may be one of the source's own: the caller must not change it.
-func evalFilter(src source, f Filter) (*roaring.Bitmap, error) {
-	if f == nil {
-		return nil, nil
-	}
-	return (&filterEval{src: src, n: src.rows()}).eval(f)
-}
-
-type filterEval struct {
-	src source
-	n   int
-}
-
-func (e *filterEval) all() *roaring.Bitmap {
-	bm := roaring.New()
-	bm.AddRange(0, uint64(e.n))
-	return bm
-}
-
-func (e *filterEval) eval(f Filter) (*roaring.Bitmap, error) {
-	switch f := f.(type) {
-	case nil:
-		return e.all(), nil
-	case Eq:
-		return e.values(f.Dim, []string{f.Value})
-	case In:
-		return e.values(f.Dim, f.Values)
-	case IsNull:
-		return e.nulls(f.Dim)
-	case And:
-		if len(f) == 0 {
-			return e.all(), nil
-		}
-		var acc *roaring.Bitmap
-		for _, g := range f {
-			bm, err := e.eval(g)
-			if err != nil {
-				return nil, err
-			}
-			if acc == nil {
-				acc = bm.Clone()
-			} else {
-				acc.And(bm)
-			}
-			if acc.IsEmpty() {
-				break
-			}
-		}
-		return acc, nil
-	case Or:
-		bms := make([]*roaring.Bitmap, 0, len(f))
-		for _, g := range f {
-			bm, err := e.eval(g)
-			if err != nil {
-				return nil, err
-			}
-			bms = append(bms, bm)
-		}
-		return roaring.FastOr(bms...), nil
-	case Not:
-		bm, err := e.eval(f.Filter)
-		if err != nil {
-			return nil, err
-		}
-		return roaring.Flip(bm, 0, uint64(e.n)), nil
-	}
-	return nil, fmt.Errorf("%w: unknown filter %T", ErrInvalid, f)
-}
-
-// values returns the rows holding any of vals in dim: through the bitmap index when there is
-// one, else by scanning the rows.
-func (e *filterEval) values(dim string, vals []string) (*roaring.Bitmap, error) {
-	if ds := e.src.dim(dim); ds != nil {
-		var ids []uint32
-		for _, v := range vals {
-			id, ok, err := ds.lookup(v)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				ids = append(ids, id)
-			}
-		}
-		if len(ids) == 0 {
-			return roaring.New(), nil
-		}
-		if ds.hasBitmaps() {
-			if len(ids) == 1 {
-				return ds.bitmap(ids[0])
-			}
-			bms := make([]*roaring.Bitmap, len(ids))
-			for k, id := range ids {
-				bm, err := ds.bitmap(id)
-				if err != nil {
-					return nil, err
-				}
-				bms[k] = bm
-			}
-			return roaring.FastOr(bms...), nil
-		}
-		return scanIDs(ds, e.n, ids)
-	}
-	if rr := e.src.raw(dim); rr != nil {
-		set := map[string]bool{}
-		for _, v := range vals {
-			set[v] = true
-		}
-		out := roaring.New()
-		for r := 0; r < e.n; r++ {
-			b, ok, err := rr.Bytes(r)
-			if err != nil {
-				return nil, err
-			}
-			if ok && set[string(b)] {
-				out.Add(uint32(r))
-			}
-		}
-		return out, nil
-	}
-	return roaring.New(), nil // a dimension the source lacks is null: no value matches
-}
-
-// scanIDs returns the rows of a dictionary dimension holding any of ids, reading every row.
-func scanIDs(ds dimSource, n int, ids []uint32) (*roaring.Bitmap, error) {
-	match := make([]bool, ds.cardinality())
-	for _, id := range ids {
-		match[id] = true
-	}
-	out := roaring.New()
-	ic := idCache{c: ds.cursor()}
-	for r := 0; r < n; r++ {
-		row, err := ic.at(r)
-		if err != nil {
-			return nil, err
-		}
-		for _, id := range row {
-			if int(id) < len(match) && match[id] {
-				out.Add(uint32(r))
-				break
-			}
-		}
-	}
-	return out, nil
-}
-
-func (e *filterEval) nulls(dim string) (*roaring.Bitmap, error) {
-	if ds := e.src.dim(dim); ds != nil {
-		return ds.nulls()
-	}
-	if rr := e.src.raw(dim); rr != nil {
-		out := roaring.New()
-		for r := 0; r < e.n; r++ {
-			_, ok, err := rr.Bytes(r)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				out.Add(uint32(r))
-			}
-		}
-		return out, nil
-	}
-	return e.all(), nil
-}
-
 // accs holds the aggregation state of groups, metric by metric, indexed by group.
 type accs struct {
 	metrics []columns.Metric
@@ -379,13 +233,13 @@ type accs struct {
 	minTime []int64
 	longs   [][]int64
 	doubles [][]float64
-	sums    [][]exactSum
+	sums    [][]combine.Sum
 	sks     [][]*hyperloglog.Sketch
 }
 
 func newAccs(metrics []columns.Metric) *accs {
 	n := len(metrics)
-	return &accs{metrics: metrics, longs: make([][]int64, n), doubles: make([][]float64, n), sums: make([][]exactSum, n), sks: make([][]*hyperloglog.Sketch, n)}
+	return &accs{metrics: metrics, longs: make([][]int64, n), doubles: make([][]float64, n), sums: make([][]combine.Sum, n), sks: make([][]*hyperloglog.Sketch, n)}
 }
 
 // grow adds a group.
@@ -401,7 +255,7 @@ func (a *accs) grow() {
 		case columns.AggLongMax:
 			a.longs[m] = append(a.longs[m], math.MinInt64)
 		case columns.AggDoubleSum:
-			a.sums[m] = append(a.sums[m], exactSum{})
+			a.sums[m] = append(a.sums[m], combine.Sum{})
 		case columns.AggDoubleMin:
 			a.doubles[m] = append(a.doubles[m], math.Inf(1))
 		case columns.AggDoubleMax:
@@ -419,9 +273,9 @@ func (a *accs) mergeGroup(i int, o *accs, j int) error {
 	for m, met := range a.metrics {
 		switch met.Aggregator {
 		case columns.AggCount, columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
-			a.longs[m][i] = combineLong(met.Aggregator, a.longs[m][i], o.longs[m][j])
+			a.longs[m][i] = combine.Long(met.Aggregator, a.longs[m][i], o.longs[m][j])
 		case columns.AggDoubleSum:
-			a.sums[m][i].merge(&o.sums[m][j])
+			a.sums[m][i].Merge(&o.sums[m][j])
 		case columns.AggDoubleMin:
 			a.doubles[m][i] = math.Min(a.doubles[m][i], o.doubles[m][j])
 		case columns.AggDoubleMax:
@@ -448,7 +302,7 @@ func (a *accs) values(i int) []AggValue {
 		case columns.AggCount, columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
 			v.Long = a.longs[m][i]
 		case columns.AggDoubleSum:
-			v.Double = a.sums[m][i].value()
+			v.Double = a.sums[m][i].Value()
 		case columns.AggDoubleMin, columns.AggDoubleMax:
 			v.Double = a.doubles[m][i]
 		case columns.AggHyperUnique:
@@ -464,8 +318,8 @@ func (a *accs) values(i int) []AggValue {
 // runner aggregates one source.
 type runner struct {
 	ctx     context.Context
-	src     source
-	spec    *QuerySpec
+	src     source.Source
+	spec    *Spec
 	metrics []columns.Metric
 
 	table   map[string]int32 // local key -> group
@@ -479,10 +333,9 @@ type runner struct {
 // groupDim reads one group-by dimension of the source: local ids are the source's ids of a
 // dictionary dimension, or interned raw values; missing means null everywhere.
 type groupDim struct {
-	kind   dimKind
-	ds     dimSource
-	ids    *idCache
-	raw    rawReader
+	ds     source.DimSource
+	ids    *source.IDCache
+	raw    source.RawReader
 	intern map[string]uint32
 	values []GroupValue // raw: local id -> value
 	null   [1]uint32
@@ -491,7 +344,7 @@ type groupDim struct {
 func (g *groupDim) rowIDs(row int) ([]uint32, error) {
 	switch {
 	case g.ids != nil:
-		return g.ids.at(row)
+		return g.ids.At(row)
 	case g.raw != nil:
 		b, ok, err := g.raw.Bytes(row)
 		if err != nil {
@@ -518,7 +371,7 @@ func (g *groupDim) rowIDs(row int) ([]uint32, error) {
 func (g *groupDim) value(id uint32) (GroupValue, error) {
 	switch {
 	case g.ds != nil:
-		v, null, err := g.ds.value(id)
+		v, null, err := g.ds.Value(id)
 		return GroupValue{Null: null, Value: v}, err
 	case g.raw != nil:
 		return g.values[id], nil
@@ -529,44 +382,22 @@ func (g *groupDim) value(id uint32) (GroupValue, error) {
 // metric readers of one source, per result metric (nil when the source lacks it).
 type metricReader struct {
 	zero   bool // the source lacks the metric: its rows read as zero
-	long   *longCache
-	double *doubleCache
-	sketch sketchMerger
-}
-
-// sketchMerger adds a row's sketch to an accumulator.
-type sketchMerger interface {
-	mergeRow(row int, acc *hyperloglog.Sketch) error
-}
-
-// segSketches merges a segment's serialized sketches.
-type segSketches struct {
-	r       sketchReader
-	scratch hyperloglog.Sketch
-}
-
-func (s *segSketches) mergeRow(row int, acc *hyperloglog.Sketch) error {
-	b, err := s.r.Bytes(row)
-	if err != nil {
-		return err
-	}
-	if err := unmarshalSketch(&s.scratch, b); err != nil {
-		return fmt.Errorf("row %d: %w: %w", row, columns.ErrCorrupt, err)
-	}
-	return acc.Merge(&s.scratch)
+	long   *source.LongCache
+	double *source.DoubleCache
+	sketch source.SketchMerger
 }
 
 func (r *runner) run() error {
 	src := r.src
-	schema := src.schema()
+	schema := src.Schema()
 	r.table = map[string]int32{}
 	r.acc = newAccs(r.metrics)
 	for _, name := range r.spec.GroupBy {
 		g := groupDim{}
-		if ds := src.dim(name); ds != nil {
+		if ds := src.Dim(name); ds != nil {
 			g.ds = ds
-			g.ids = &idCache{c: ds.cursor()}
-		} else if rr := src.raw(name); rr != nil {
+			g.ids = &source.IDCache{C: ds.Cursor()}
+		} else if rr := src.Raw(name); rr != nil {
 			g.raw = rr
 			g.intern = map[string]uint32{}
 			g.values = []GroupValue{{Null: true}} // local id 0 is null
@@ -581,28 +412,28 @@ func (r *runner) run() error {
 		}
 		switch met.ValueType() {
 		case columns.MetricLong:
-			if c := src.long(met.Name); c != nil {
-				readers[m].long = &longCache{c: c}
+			if c := src.Long(met.Name); c != nil {
+				readers[m].long = &source.LongCache{C: c}
 			}
 		case columns.MetricDouble:
-			if c := src.double(met.Name); c != nil {
-				readers[m].double = &doubleCache{c: c}
+			if c := src.Double(met.Name); c != nil {
+				readers[m].double = &source.DoubleCache{C: c}
 			}
 		case columns.MetricHyperUnique:
-			readers[m].sketch = src.sketchMerger(met.Name)
+			readers[m].sketch = src.SketchMerger(met.Name)
 		}
 	}
 	bm, err := evalFilter(src, r.spec.Filter)
 	if err != nil {
 		return err
 	}
-	times := longCache{c: src.times()}
+	times := source.LongCache{C: src.Times()}
 	gran, all := r.spec.Granularity, r.spec.All
 	key := make([]byte, 0, 8+4*len(r.gdims))
 	lists := make([][]uint32, len(r.gdims))
 	pos := make([]int, len(r.gdims))
 	visit := func(row int) error {
-		t, err := times.at(row)
+		t, err := times.At(row)
 		if err != nil {
 			return fmt.Errorf("__time: %w", err)
 		}
@@ -652,12 +483,12 @@ func (r *runner) run() error {
 			}
 		}
 	}
-	n := src.rows()
+	n := src.Rows()
 	// Rows go in batches: column by column when every group-by dimension has one value a row
 	// (independent loads of one column overlap their cache misses), row by row otherwise.
 	vec := true
 	for _, g := range r.gdims {
-		if g.ids != nil && g.ds.multiValue() || g.raw != nil {
+		if g.ids != nil && g.ds.MultiValue() || g.raw != nil {
 			vec = false
 		}
 	}
@@ -712,7 +543,7 @@ func (r *runner) run() error {
 // value a row.
 type batchAgg struct {
 	r       *runner
-	times   *longCache
+	times   *source.LongCache
 	readers []metricReader
 	t       []int64
 	gid     []int32
@@ -729,7 +560,7 @@ func (b *batchAgg) run(rows []uint32) error {
 	r := b.r
 	n := len(rows)
 	b.t = slices.Grow(b.t[:0], n)[:n]
-	if err := gather(b.times, rows, b.t); err != nil {
+	if err := b.times.Gather(rows, b.t); err != nil {
 		return fmt.Errorf("__time: %w", err)
 	}
 	if len(b.ids) != len(r.gdims) {
@@ -743,7 +574,7 @@ func (b *batchAgg) run(rows []uint32) error {
 			continue
 		}
 		for i, row := range rows {
-			ids, err := g.ids.at(int(row))
+			ids, err := g.ids.At(int(row))
 			if err != nil {
 				return fmt.Errorf("dimension %q: %w", r.spec.GroupBy[k], err)
 			}
@@ -789,7 +620,7 @@ func (b *batchAgg) run(rows []uint32) error {
 		case columns.AggCount, columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
 			b.lvals = slices.Grow(b.lvals[:0], n)[:n]
 			if rd.long != nil {
-				if err := gather(rd.long, rows, b.lvals); err != nil {
+				if err := rd.long.Gather(rows, b.lvals); err != nil {
 					return fmt.Errorf("metric %q: %w", met.Name, err)
 				}
 			} else if rd.zero {
@@ -815,7 +646,7 @@ func (b *batchAgg) run(rows []uint32) error {
 		case columns.AggDoubleSum, columns.AggDoubleMin, columns.AggDoubleMax:
 			b.dvals = slices.Grow(b.dvals[:0], n)[:n]
 			if rd.double != nil {
-				if err := gather(rd.double, rows, b.dvals); err != nil {
+				if err := rd.double.Gather(rows, b.dvals); err != nil {
 					return fmt.Errorf("metric %q: %w", met.Name, err)
 				}
 			} else if rd.zero {
@@ -827,7 +658,7 @@ func (b *batchAgg) run(rows []uint32) error {
 			case columns.AggDoubleSum:
 				acc := a.sums[m]
 				for i, v := range b.dvals {
-					acc[b.gid[i]].add(v)
+					acc[b.gid[i]].Add(v)
 				}
 			case columns.AggDoubleMin:
 				acc := a.doubles[m]
@@ -851,28 +682,10 @@ func (b *batchAgg) run(rows []uint32) error {
 					sk = &hyperloglog.Sketch{}
 					a.sks[m][g] = sk
 				}
-				if err := rd.sketch.mergeRow(int(row), sk); err != nil {
+				if err := rd.sketch.MergeRow(int(row), sk); err != nil {
 					return fmt.Errorf("metric %q: %w", met.Name, err)
 				}
 			}
-		}
-	}
-	return nil
-}
-
-// gather reads the values of rows (increasing) into out.
-func gather[T int64 | float64](c *chunkCache[T], rows []uint32, out []T) error {
-	for i := 0; i < len(rows); {
-		row := int(rows[i])
-		if k := row - c.first; k < 0 || k >= len(c.vals) {
-			if _, err := c.at(row); err != nil {
-				return err
-			}
-		}
-		first, vals := c.first, c.vals
-		end := first + len(vals)
-		for ; i < len(rows) && int(rows[i]) < end && int(rows[i]) >= first; i++ {
-			out[i] = vals[int(rows[i])-first]
 		}
 	}
 	return nil
@@ -891,18 +704,18 @@ func (r *runner) aggregate(g, row int, t int64, readers []metricReader) error {
 			var v int64
 			if rd.long != nil {
 				var err error
-				if v, err = rd.long.at(row); err != nil {
+				if v, err = rd.long.At(row); err != nil {
 					return fmt.Errorf("metric %q: %w", r.metrics[m].Name, err)
 				}
 			} else if !rd.zero {
 				continue
 			}
-			a.longs[m][g] = combineLong(r.metrics[m].Aggregator, a.longs[m][g], v)
+			a.longs[m][g] = combine.Long(r.metrics[m].Aggregator, a.longs[m][g], v)
 		case columns.AggDoubleSum, columns.AggDoubleMin, columns.AggDoubleMax:
 			var v float64
 			if rd.double != nil {
 				var err error
-				if v, err = rd.double.at(row); err != nil {
+				if v, err = rd.double.At(row); err != nil {
 					return fmt.Errorf("metric %q: %w", r.metrics[m].Name, err)
 				}
 			} else if !rd.zero {
@@ -910,7 +723,7 @@ func (r *runner) aggregate(g, row int, t int64, readers []metricReader) error {
 			}
 			switch r.metrics[m].Aggregator {
 			case columns.AggDoubleSum:
-				a.sums[m][g].add(v)
+				a.sums[m][g].Add(v)
 			case columns.AggDoubleMin:
 				a.doubles[m][g] = math.Min(a.doubles[m][g], v)
 			default:
@@ -925,7 +738,7 @@ func (r *runner) aggregate(g, row int, t int64, readers []metricReader) error {
 				sk = &hyperloglog.Sketch{}
 				a.sks[m][g] = sk
 			}
-			if err := rd.sketch.mergeRow(row, sk); err != nil {
+			if err := rd.sketch.MergeRow(row, sk); err != nil {
 				return fmt.Errorf("metric %q: %w", r.metrics[m].Name, err)
 			}
 		}
@@ -952,7 +765,7 @@ func (r *runner) mergeInto(g *globalTable) error {
 		for k, id := range ks {
 			v, err := r.gdims[k].value(id)
 			if err != nil {
-				return fmt.Errorf("merger: query: dimension %q: %w", r.spec.GroupBy[k], err)
+				return fmt.Errorf("query: dimension %q: %w", r.spec.GroupBy[k], err)
 			}
 			vals[k] = v
 		}
@@ -975,22 +788,22 @@ func (r *runner) mergeInto(g *globalTable) error {
 			g.acc.grow()
 		}
 		if err := g.acc.mergeGroup(i, r.acc, gi); err != nil {
-			return fmt.Errorf("merger: query: %w", err)
+			return fmt.Errorf("query: %w", err)
 		}
 	}
 	return nil
 }
 
-func (g *globalTable) result(groupBy []string, all bool) QueryResult {
-	res := QueryResult{GroupBy: slices.Clone(groupBy), Metrics: g.acc.metrics, Rows: make([]ResultRow, len(g.times))}
+func (g *globalTable) result(groupBy []string, all bool) Result {
+	res := Result{GroupBy: slices.Clone(groupBy), Metrics: g.acc.metrics, Rows: make([]Row, len(g.times))}
 	for i := range g.times {
 		t := g.times[i]
 		if all {
 			t = g.acc.minTime[i]
 		}
-		res.Rows[i] = ResultRow{Time: t, Groups: g.groups[i], Rows: g.acc.rows[i], Values: g.acc.values(i)}
+		res.Rows[i] = Row{Time: t, Groups: g.groups[i], Rows: g.acc.rows[i], Values: g.acc.values(i)}
 	}
-	slices.SortFunc(res.Rows, func(a, b ResultRow) int {
+	slices.SortFunc(res.Rows, func(a, b Row) int {
 		if c := cmp.Compare(a.Time, b.Time); c != 0 {
 			return c
 		}

@@ -1,13 +1,14 @@
-package merger
+// Package parallel runs a merge's or a query's independent tasks on several goroutines.
+package parallel
 
 import (
 	"sync"
 	"sync/atomic"
 )
 
-// runParallel calls fn(i) for every i in [0, n) on at most p goroutines and returns the first
+// Run calls fn(i) for every i in [0, n) on at most p goroutines and returns the first
 // error; after an error no new call starts.
-func runParallel(n, p int, fn func(i int) error) error {
+func Run(n, p int, fn func(i int) error) error {
 	if p > n {
 		p = n
 	}
@@ -51,14 +52,15 @@ func runParallel(n, p int, fn func(i int) error) error {
 	return first
 }
 
-// firstError keeps the first error reported by several goroutines.
-type firstError struct {
+// FirstError keeps the first error reported by several goroutines.
+type FirstError struct {
 	mu  sync.Mutex
 	err error
 	set atomic.Bool
 }
 
-func (f *firstError) report(err error) {
+// Report keeps err if it is the first non-nil error reported.
+func (f *FirstError) Report(err error) {
 	if err == nil {
 		return
 	}
@@ -70,7 +72,8 @@ func (f *firstError) report(err error) {
 	f.mu.Unlock()
 }
 
-func (f *firstError) get() error {
+// Get returns the first error reported, or nil.
+func (f *FirstError) Get() error {
 	if !f.set.Load() {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package merger
+package filter
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 
 // Filter selects rows of a segment or builder. The filters are Eq, In, IsNull, And, Or and Not;
 // a nil Filter selects every row. String renders a filter in the expression language that
-// ParseFilter reads (see the package documentation), so a filter survives a round trip.
+// Parse reads (see the package documentation), so a filter survives a round trip.
 //
 // Semantics follow Druid's string dimensions:
 //   - Eq and In on a multi-value dimension match a row when any of its values matches.

@@ -1,4 +1,4 @@
-package merger
+package source
 
 import (
 	"encoding/binary"
@@ -19,23 +19,23 @@ const (
 	roaringBitmapContainerB = 8192
 )
 
-// appendRoaringRows appends the values of a bitmap in the portable roaring serialization (as
+// AppendRoaringRows appends the values of a bitmap in the portable roaring serialization (as
 // roaring's WriteTo writes it) to dst, in increasing order, without building a bitmap.
-func appendRoaringRows(dst []uint32, b []byte, limit uint64) ([]uint32, error) {
+func AppendRoaringRows(dst []uint32, b []byte, limit uint64) ([]uint32, error) {
 	d := roaringDecoder{out: dst}
 	err := d.decode(b, limit)
 	return d.out, err
 }
 
-// eachRoaringRows hands sink the values of a serialized bitmap in increasing order, in pieces
+// EachRoaringRows hands sink the values of a serialized bitmap in increasing order, in pieces
 // of at most len(buf).
-func eachRoaringRows(b []byte, limit uint64, buf []uint32, sink rowSink) error {
+func EachRoaringRows(b []byte, limit uint64, buf []uint32, sink RowSink) error {
 	d := roaringDecoder{out: buf[:0], piece: len(buf), sink: sink}
 	if err := d.decode(b, limit); err != nil {
 		return err
 	}
 	if len(d.out) > 0 {
-		return sink.rows(d.out)
+		return sink.Rows(d.out)
 	}
 	return nil
 }
@@ -46,7 +46,7 @@ func eachRoaringRows(b []byte, limit uint64, buf []uint32, sink rowSink) error {
 type roaringDecoder struct {
 	out   []uint32
 	piece int // when positive, out goes to sink every piece values
-	sink  rowSink
+	sink  RowSink
 	err   error
 }
 
@@ -61,7 +61,7 @@ func (d *roaringDecoder) put(v uint32) {
 
 func (d *roaringDecoder) flush() {
 	if d.err == nil {
-		d.err = d.sink.rows(d.out)
+		d.err = d.sink.Rows(d.out)
 	}
 	d.out = d.out[:0]
 }

@@ -1,0 +1,248 @@
+// Package source is the reading layer that package merger and package merger/query share: a
+// Source is what a merge or a query reads (a segment, or a Builder's rows), chunk caches read
+// a column by row, and bitmaps and sketches decode with checks (bad bytes are errors, never
+// panics).
+//
+// Package merger implements Source for a *merger.Builder (its rows in memory, which need the
+// builder's internals) and sets BuilderView, so that merger/query reads builders without
+// merger exporting anything for queries.
+package source
+
+import (
+	"fmt"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/axiomhq/hyperloglog"
+
+	"github.com/writeout/writeout/columns"
+)
+
+// A Source is what the merge core and queries read: a segment, or a Builder's rows. Row
+// numbers are the source's own (for a Builder, the order rows were added); bitmaps and the
+// merge's row maps use them. Readers are taken one per goroutine.
+type Source interface {
+	Schema() columns.Schema
+	Rows() int
+	// TimeOrder returns the row numbers in non-decreasing time order, or nil when the rows
+	// already are (a segment).
+	TimeOrder() []uint32
+	Times() LongChunker
+	// Dim returns a dictionary dimension, or nil when the source lacks it (or has it raw).
+	Dim(name string) DimSource
+	// Raw returns a raw dimension's reader, or nil when the source lacks it.
+	Raw(name string) RawReader
+	Long(name string) LongChunker
+	Double(name string) DoubleChunker
+	Sketch(name string) SketchReader
+	// SketchMerger returns a hyperUnique metric's reader for queries, or nil.
+	SketchMerger(name string) SketchMerger
+}
+
+// BuilderView reports whether q is a *merger.Builder and, when it is, returns the function
+// that opens the builder's query view: the view, and the function that releases it (the
+// builder is read-locked until then). open is nil for a nil *Builder. Package merger sets
+// BuilderView in an init function, so that package merger/query reads builders without merger
+// exporting anything for queries; it is nil in a program that does not link merger, which then
+// has no builder to pass.
+var BuilderView func(q any) (open func() (src Source, release func()), ok bool)
+
+// Chunker reads a long or double column a chunk at a time.
+type Chunker[T int64 | float64] interface {
+	Chunk(row int) (first int, vals []T, err error)
+}
+
+// The readers are shaped as columns' cursors, which satisfy them as they are.
+type (
+	LongChunker   = Chunker[int64]
+	DoubleChunker = Chunker[float64]
+
+	IDChunker interface {
+		Chunk(row int) (first int, ids, offs []uint32, err error)
+	}
+	RawReader interface {
+		Bytes(row int) ([]byte, bool, error)
+	}
+	SketchReader interface {
+		Bytes(row int) ([]byte, error)
+	}
+	DictIterator interface {
+		Next() bool
+		Value() string
+		IsNull() bool
+		Err() error
+	}
+)
+
+// DimSource is a dictionary dimension of a source.
+type DimSource interface {
+	HasNull() bool
+	Cardinality() int
+	Dictionary() DictIterator
+	Cursor() IDChunker
+	HasBitmaps() bool
+	// EachRows hands sink the rows of id's bitmap in increasing order, in pieces of at most
+	// len(buf) rows (the sink may change a piece: it is buf's memory).
+	EachRows(id uint32, buf []uint32, sink RowSink) error
+	MultiValue() bool
+	// For queries:
+	// Lookup returns the id of a non-null value.
+	Lookup(v string) (uint32, bool, error)
+	// Value returns the value of id and whether it is the null id.
+	Value(id uint32) (string, bool, error)
+	// Bitmap returns the rows holding id; the caller must not change it.
+	Bitmap(id uint32) (*roaring.Bitmap, error)
+	// Nulls returns the null rows; the caller must not change it.
+	Nulls() (*roaring.Bitmap, error)
+}
+
+// SketchMerger adds a row's sketch to an accumulator. A reader that defers work may also
+// have a Flush() error method, which queries call once their rows are read.
+type SketchMerger interface {
+	MergeRow(row int, acc *hyperloglog.Sketch) error
+}
+
+// OfSegment returns seg as a Source.
+func OfSegment(seg *columns.Segment) Source { return segSource{seg} }
+
+// segSource reads a columns.Segment.
+type segSource struct{ seg *columns.Segment }
+
+func (s segSource) Schema() columns.Schema     { return s.seg.Schema() }
+func (s segSource) Rows() int                  { return s.seg.Rows() }
+func (s segSource) TimeOrder() []uint32        { return nil }
+func (s segSource) Times() LongChunker         { return s.seg.Time().Cursor() }
+
+func (s segSource) Dim(name string) DimSource {
+	c, err := s.seg.Dim(name)
+	if err != nil {
+		return nil
+	}
+	return segDim{c, s.seg.Rows()}
+}
+
+func (s segSource) Raw(name string) RawReader {
+	c, err := s.seg.Raw(name)
+	if err != nil {
+		return nil
+	}
+	return c.Cursor()
+}
+
+func (s segSource) Long(name string) LongChunker {
+	c, err := s.seg.Long(name)
+	if err != nil {
+		return nil
+	}
+	return c.Cursor()
+}
+
+func (s segSource) Double(name string) DoubleChunker {
+	c, err := s.seg.Double(name)
+	if err != nil {
+		return nil
+	}
+	return c.Cursor()
+}
+
+func (s segSource) Sketch(name string) SketchReader {
+	c, err := s.seg.Sketch(name)
+	if err != nil {
+		return nil
+	}
+	return c.Cursor()
+}
+
+func (s segSource) SketchMerger(name string) SketchMerger {
+	if r := s.Sketch(name); r != nil {
+		return &segSketches{r: r}
+	}
+	return nil
+}
+
+type segDim struct {
+	c    *columns.DimColumn
+	rows int
+}
+
+func (d segDim) HasNull() bool            { return d.c.HasNull() }
+func (d segDim) Cardinality() int         { return d.c.Cardinality() }
+func (d segDim) Dictionary() DictIterator { return d.c.Dictionary() }
+func (d segDim) Cursor() IDChunker        { return d.c.Cursor() }
+func (d segDim) HasBitmaps() bool         { return d.c.HasBitmaps() }
+
+// EachRows decodes the rows straight from the bitmap's stored bytes (a view of the mapping
+// for an opened segment) with the checked decoder: no roaring.Bitmap is built.
+func (d segDim) EachRows(id uint32, buf []uint32, sink RowSink) error {
+	raw, err := d.c.BitmapBytes(id)
+	if err != nil {
+		return err
+	}
+	if err := EachRoaringRows(raw, uint64(d.rows), buf, sink); err != nil {
+		return fmt.Errorf("dimension %q: bitmap %d: %w: %w", d.c.Dimension().Name, id, columns.ErrCorrupt, err)
+	}
+	return nil
+}
+func (d segDim) MultiValue() bool                          { return d.c.Dimension().MultiValue }
+func (d segDim) Lookup(v string) (uint32, bool, error)     { return d.c.Lookup(v) }
+func (d segDim) Bitmap(id uint32) (*roaring.Bitmap, error) { return d.c.Bitmap(id) }
+func (d segDim) Nulls() (*roaring.Bitmap, error)           { return d.c.Nulls() }
+
+func (d segDim) Value(id uint32) (string, bool, error) {
+	if d.c.IsNull(id) {
+		return "", true, nil
+	}
+	v, err := d.c.Value(id)
+	return v, false, err
+}
+
+// segSketches merges a segment's serialized sketches.
+type segSketches struct {
+	r       SketchReader
+	scratch hyperloglog.Sketch
+}
+
+func (s *segSketches) MergeRow(row int, acc *hyperloglog.Sketch) error {
+	b, err := s.r.Bytes(row)
+	if err != nil {
+		return err
+	}
+	if err := UnmarshalSketch(&s.scratch, b); err != nil {
+		return fmt.Errorf("row %d: %w: %w", row, columns.ErrCorrupt, err)
+	}
+	return acc.Merge(&s.scratch)
+}
+
+// RowSink takes a bitmap's rows piece by piece.
+type RowSink interface {
+	Rows(rs []uint32) error
+}
+
+// EachBitmapRows hands sink bm's rows in pieces of at most len(buf).
+func EachBitmapRows(bm *roaring.Bitmap, buf []uint32, sink RowSink) error {
+	if k := bm.GetCardinality(); k <= uint64(len(buf)) {
+		out := buf[:k]
+		bm.ToExistingArray(&out)
+		return sink.Rows(out)
+	}
+	it := bm.ManyIterator()
+	for {
+		k := it.NextMany(buf)
+		if k == 0 {
+			return nil
+		}
+		if err := sink.Rows(buf[:k]); err != nil {
+			return err
+		}
+	}
+}
+
+// UnmarshalSketch decodes a serialized sketch into sk. Bad bytes are an error, never a panic:
+// a panic inside the library is turned into one.
+func UnmarshalSketch(sk *hyperloglog.Sketch, b []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("hyperloglog: decoder panicked: %v", r)
+		}
+	}()
+	return sk.UnmarshalBinary(b)
+}

@@ -1,5 +1,0 @@
-//go:build !race
-
-package merger
-
-const raceEnabled = false

@@ -1,0 +1,23 @@
+package filter_test
+
+import (
+	"fmt"
+	"log"
+
+	"github.com/writeout/writeout/merger/query/filter"
+)
+
+func ExampleParse() {
+	f, err := filter.Parse(`country in ('fr', 'de') and not "user agent" is null`)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(f)
+	fmt.Printf("%#v\n", f)
+	_, err = filter.Parse("country = fr")
+	fmt.Println(err)
+	// Output:
+	// country in ('fr', 'de') and not "user agent" is null
+	// filter.And{filter.In{Dim:"country", Values:[]string{"fr", "de"}}, filter.Not{Filter:filter.IsNull{Dim:"user agent"}}}
+	// filter: column 11: expected a quoted string after the comparison, found name "fr"
+}
