@@ -13,8 +13,8 @@ import (
 	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
-	"github.com/writeout/writeout/merger/internal/combine"
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
@@ -41,8 +41,6 @@ type Builder struct {
 	opts   BuilderOptions
 	n      int
 	times  []int64
-	minT   int64
-	maxT   int64
 	dims   []*bdim
 	mets   []*bmet
 	keys   map[string]uint32 // rollup: row key -> row
@@ -194,13 +192,14 @@ func (d *bdim) liveBitmap(id uint32) *roaring.Bitmap {
 
 // bmet holds one metric's rows.
 type bmet struct {
-	met    columns.Metric
-	longs  []int64
-	dbls   []float64
-	sums   map[uint32]*combine.Sum // rollup doubleSum: rows combined from several
-	src    int                     // hyperUnique: the dimension a row's own sketch derives from, or -1
-	sks    map[uint32]*hyperloglog.Sketch
-	hasVal bool
+	met   columns.Metric
+	agg   agg.Agg
+	longs []int64
+	dbls  []float64
+	times []int64                  // first/last: the event time stored with each value
+	sums  map[uint32]*agg.ExactSum // doubleSum: rows combined from several, exactly
+	src   int                      // hyperUnique: the dimension a row's own sketch derives from, or -1
+	sks   map[uint32]*hyperloglog.Sketch
 }
 
 // NewBuilder returns an empty builder of rows of schema, which it validates.
@@ -216,7 +215,6 @@ func NewBuilder(schema columns.Schema, opts BuilderOptions) (*Builder, error) {
 func (b *Builder) reset() {
 	b.n = 0
 	b.times = nil
-	b.minT, b.maxT = math.MaxInt64, math.MinInt64
 	b.dims = make([]*bdim, len(b.schema.Dimensions))
 	for i, d := range b.schema.Dimensions {
 		bd := &bdim{dim: d}
@@ -240,8 +238,8 @@ func (b *Builder) reset() {
 	}
 	b.mets = make([]*bmet, len(b.schema.Metrics))
 	for i, m := range b.schema.Metrics {
-		bm := &bmet{met: m, src: -1}
-		if m.Aggregator == columns.AggHyperUnique {
+		bm := &bmet{met: m, agg: m.Agg(), src: -1}
+		if bm.agg.Kind == agg.Union {
 			field := m.Field
 			if field == "" {
 				field = m.Name
@@ -323,23 +321,26 @@ func (b *Builder) Add(r columns.Row) error {
 	}
 	b.n++
 	b.times = append(b.times, t)
-	b.minT, b.maxT = min(b.minT, t), max(b.maxT, t)
 	for i, vals := range r.Dims {
 		b.addDim(b.dims[i], row, vals)
 	}
 	for i, m := range b.mets {
 		v := r.Metrics[i]
-		switch m.met.Aggregator {
-		case columns.AggCount:
-			m.longs = append(m.longs, 1)
-		case columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
+		switch m.agg.Type {
+		case agg.Long:
+			if m.agg.CountsRows {
+				v.Long = 1
+			}
 			m.longs = append(m.longs, v.Long)
-		case columns.AggDoubleSum, columns.AggDoubleMin, columns.AggDoubleMax:
+		case agg.Double:
 			m.dbls = append(m.dbls, v.Double)
-		case columns.AggHyperUnique:
+		case agg.Sketch:
 			if v.Sketch != nil {
 				m.sks[row] = v.Sketch.Clone()
 			}
+		}
+		if m.agg.Timed() {
+			m.times = append(m.times, r.Time)
 		}
 	}
 	return nil
@@ -364,32 +365,45 @@ func (b *Builder) rowKey(t int64, r columns.Row) []byte {
 	return k
 }
 
-// combine rolls row r into stored row old.
+// combine rolls row r into stored row old, through each metric's aggregator kernel.
 func (b *Builder) combine(old uint32, r columns.Row) error {
 	for i, m := range b.mets {
 		v := r.Metrics[i]
-		switch agg := m.met.Aggregator; agg {
-		case columns.AggCount:
-			m.longs[old]++
-		case columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
-			m.longs[old] = combine.Long(agg, m.longs[old], v.Long)
-		case columns.AggDoubleSum:
-			s := m.sums[old]
-			if s == nil {
-				if m.sums == nil {
-					m.sums = map[uint32]*combine.Sum{}
-				}
-				s = &combine.Sum{}
-				s.Add(m.dbls[old])
-				m.sums[old] = s
+		k := m.agg.Kind
+		switch m.agg.Type {
+		case agg.Long:
+			if m.agg.CountsRows {
+				v.Long = 1
 			}
-			s.Add(v.Double)
-			m.dbls[old] = s.Value()
-		case columns.AggDoubleMin:
-			m.dbls[old] = math.Min(m.dbls[old], v.Double)
-		case columns.AggDoubleMax:
-			m.dbls[old] = math.Max(m.dbls[old], v.Double)
-		case columns.AggHyperUnique:
+			if k.Timed() {
+				if k.Takes(m.times[old], r.Time) {
+					m.longs[old], m.times[old] = v.Long, r.Time
+				}
+				continue
+			}
+			m.longs[old] = k.CombineLong(m.longs[old], v.Long)
+		case agg.Double:
+			switch k {
+			case agg.Sum:
+				s := m.sums[old]
+				if s == nil {
+					if m.sums == nil {
+						m.sums = map[uint32]*agg.ExactSum{}
+					}
+					s = &agg.ExactSum{}
+					s.Add(m.dbls[old])
+					m.sums[old] = s
+				}
+				s.Add(v.Double)
+				m.dbls[old] = s.Value()
+			case agg.First, agg.Last:
+				if k.Takes(m.times[old], r.Time) {
+					m.dbls[old], m.times[old] = v.Double, r.Time
+				}
+			case agg.Min, agg.Max, agg.Union:
+				m.dbls[old] = k.CombineDouble(m.dbls[old], v.Double)
+			}
+		case agg.Sketch:
 			// A row's sketch is the one given, or the sketch of its values of the source
 			// dimension: those equal the stored row's, whose dimensions are equal.
 			sk := m.sks[old]
@@ -406,7 +420,7 @@ func (b *Builder) combine(old uint32, r columns.Row) error {
 				}
 				m.sks[old] = sk
 			}
-			if err := sk.Merge(v.Sketch); err != nil {
+			if err := agg.MergeSketch(sk, v.Sketch); err != nil {
 				return fmt.Errorf("%w: builder: metric %q: %w", ErrInvalid, m.met.Name, err)
 			}
 		}

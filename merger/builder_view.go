@@ -1,6 +1,7 @@
 package merger
 
 import (
+	"github.com/writeout/writeout/columns/agg"
 	"slices"
 	"strings"
 
@@ -121,15 +122,40 @@ func (v *bview) Double(name string) source.DoubleChunker {
 	return nil
 }
 
+func (v *bview) MetricTimes(name string) source.LongChunker {
+	if m := v.metric(name); m != nil && m.agg.Timed() {
+		return wholeLongs(m.times[:v.n])
+	}
+	return nil
+}
+
+func (v *bview) Tails(name string) source.TailReader {
+	if m := v.metric(name); m != nil && m.agg.Exact() {
+		return bTails{m}
+	}
+	return nil
+}
+
+// bTails reads the exactness tails of a builder's doubleSum metric: rows combined from
+// several hold their exact sums; the others are exact as they are.
+type bTails struct{ m *bmet }
+
+func (t bTails) Tail(row int, dst []float64) ([]float64, error) {
+	if s := t.m.sums[uint32(row)]; s != nil {
+		return s.Tail(dst), nil
+	}
+	return dst, nil
+}
+
 func (v *bview) Sketch(name string) source.SketchReader {
-	if m := v.metric(name); m != nil && m.met.Aggregator == columns.AggHyperUnique {
+	if m := v.metric(name); m != nil && m.agg.Kind == agg.Union {
 		return &bSketches{b: v.b, m: m}
 	}
 	return nil
 }
 
 func (v *bview) SketchMerger(name string) source.SketchMerger {
-	if m := v.metric(name); m != nil && m.met.Aggregator == columns.AggHyperUnique {
+	if m := v.metric(name); m != nil && m.agg.Kind == agg.Union {
 		return &bSketches{b: v.b, m: m, pending: map[*hyperloglog.Sketch]*roaring.Bitmap{}}
 	}
 	return nil

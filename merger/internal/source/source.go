@@ -33,6 +33,11 @@ type Source interface {
 	Raw(name string) RawReader
 	Long(name string) LongChunker
 	Double(name string) DoubleChunker
+	// MetricTimes returns the times stored with a first/last metric's values, or nil.
+	MetricTimes(name string) LongChunker
+	// Tails returns a doubleSum metric's exactness tails, or nil when the source has none (a
+	// version 1 segment; every value exact).
+	Tails(name string) TailReader
 	Sketch(name string) SketchReader
 	// SketchMerger returns a hyperUnique metric's reader for queries, or nil.
 	SketchMerger(name string) SketchMerger
@@ -64,6 +69,10 @@ type (
 	}
 	SketchReader interface {
 		Bytes(row int) ([]byte, error)
+	}
+	// TailReader reads a doubleSum metric's exactness tails (columns.TailCursor's shape).
+	TailReader interface {
+		Tail(row int, dst []float64) ([]float64, error)
 	}
 	DictIterator interface {
 		Next() bool
@@ -142,6 +151,23 @@ func (s segSource) Double(name string) DoubleChunker {
 		return nil
 	}
 	return c.Cursor()
+}
+
+func (s segSource) MetricTimes(name string) LongChunker {
+	if c, err := s.seg.Long(name); err == nil && c.Times() != nil {
+		return c.Times().Cursor()
+	}
+	if c, err := s.seg.Double(name); err == nil && c.Times() != nil {
+		return c.Times().Cursor()
+	}
+	return nil
+}
+
+func (s segSource) Tails(name string) TailReader {
+	if c, err := s.seg.Double(name); err == nil && c.Tails() != nil {
+		return c.Tails().Cursor()
+	}
+	return nil
 }
 
 func (s segSource) Sketch(name string) SketchReader {

@@ -1,0 +1,349 @@
+package merger
+
+import (
+	"fmt"
+
+	"github.com/axiomhq/hyperloglog"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/merger/internal/source"
+)
+
+// The metric column tasks of a merge: each combines, for every output row, the values of the
+// source rows it stands for (one without rollup) through the metric's kernel in columns/agg,
+// in input order (sources in order, each in its row order), and appends the result.
+
+// metricTask returns the task that writes metric m.
+func (c *core) metricTask(w *columns.Writer, m columns.Metric) (colTask, error) {
+	a := m.Agg()
+	var times []source.LongChunker
+	if a.Timed() {
+		times = make([]source.LongChunker, len(c.srcs))
+		for i, s := range c.srcs {
+			times[i] = s.MetricTimes(m.Name)
+		}
+	}
+	switch a.Type {
+	case agg.Long:
+		lw, err := w.Long(m.Name)
+		if err != nil {
+			return nil, err
+		}
+		t := &longTask{name: m.Name, kind: a.Kind, w: lw, names: c.names}
+		t.vals.init(len(c.srcs), func(i int) source.LongChunker { return c.srcs[i].Long(m.Name) })
+		if times != nil {
+			t.times = &valReader[int64]{}
+			t.times.init(len(c.srcs), func(i int) source.LongChunker { return times[i] })
+		}
+		return t, nil
+	case agg.Double:
+		dw, err := w.Double(m.Name)
+		if err != nil {
+			return nil, err
+		}
+		t := &doubleTask{name: m.Name, kind: a.Kind, w: dw, names: c.names}
+		t.vals.init(len(c.srcs), func(i int) source.DoubleChunker { return c.srcs[i].Double(m.Name) })
+		if times != nil {
+			t.times = &valReader[int64]{}
+			t.times.init(len(c.srcs), func(i int) source.LongChunker { return times[i] })
+		}
+		if a.Exact() {
+			t.tails = make([]source.TailReader, len(c.srcs))
+			for i, s := range c.srcs {
+				t.tails[i] = s.Tails(m.Name)
+			}
+		}
+		return t, nil
+	case agg.Sketch:
+		sw, err := w.Sketch(m.Name)
+		if err != nil {
+			return nil, err
+		}
+		t := &sketchTask{name: m.Name, w: sw, r: make([]source.SketchReader, len(c.srcs)), names: c.names}
+		for i, s := range c.srcs {
+			t.r[i] = s.Sketch(m.Name)
+		}
+		return t, nil
+	}
+	return nil, fmt.Errorf("metric %q: aggregator %s of no known type: %w", m.Name, m.Aggregator, ErrInvalid)
+}
+
+// valReader reads one long or double column of every source by batch ref: through a chunk
+// cache, or, for a ref in a re-sorted group, from the group's values loaded whole and in order.
+type valReader[T int64 | float64] struct {
+	r   []*source.ChunkCache[T] // per source; nil where the source lacks the column
+	win []rangeBuf[T]           // per source: the re-sorted group loaded last
+}
+
+// rangeBuf holds a column's values of source rows [lo, hi).
+type rangeBuf[T any] struct {
+	lo, hi uint32
+	vals   []T
+}
+
+func (v *valReader[T]) init(n int, chunker func(i int) source.Chunker[T]) {
+	v.r = make([]*source.ChunkCache[T], n)
+	for i := range v.r {
+		if c := chunker(i); c != nil {
+			v.r[i] = &source.ChunkCache[T]{C: c}
+		}
+	}
+}
+
+// read returns the value of ref k of b, and false when its source lacks the column.
+func (v *valReader[T]) read(b *batch, k int32) (T, bool, error) {
+	in, row := b.refIn[k], b.refRow[k]
+	c := v.r[in]
+	if c == nil {
+		return 0, false, nil
+	}
+	if hi := b.refHi[k]; hi > 0 {
+		if v.win == nil {
+			v.win = make([]rangeBuf[T], len(v.r))
+		}
+		w := &v.win[in]
+		if lo := b.refLo[k]; w.lo != lo || w.hi != hi {
+			w.vals = w.vals[:0]
+			for r := lo; r < hi; r++ {
+				x, err := c.At(int(r))
+				if err != nil {
+					return 0, false, err
+				}
+				w.vals = append(w.vals, x)
+			}
+			w.lo, w.hi = lo, hi
+		}
+		return w.vals[row-w.lo], true, nil
+	}
+	x, err := c.At(int(row))
+	return x, err == nil, err
+}
+
+// refTime returns the time stored with ref k's value of a first/last metric: read from its
+// source, or, for a source that lacks the metric (whose value reads as zero), the output row's
+// time.
+func refTime(times *valReader[int64], b *batch, k int32, row int) (int64, error) {
+	t, ok, err := times.read(b, k)
+	if !ok && err == nil {
+		t = b.keys.time[row]
+	}
+	return t, err
+}
+
+type longTask struct {
+	name  string
+	kind  agg.Kind
+	w     *columns.LongWriter
+	vals  valReader[int64]
+	times *valReader[int64] // first/last only
+	names []string
+}
+
+func (t *longTask) fail(b *batch, k int32, err error) error {
+	return fmt.Errorf("merger: %s: metric %q: %w", t.names[b.refIn[k]], t.name, err)
+}
+
+func (t *longTask) write(b *batch) error {
+	start := int32(0)
+	for r, end := range b.refEnd {
+		acc := agg.NewLongAcc(t.kind)
+		for k := start; k < end; k++ {
+			v, _, err := t.vals.read(b, k)
+			if err != nil {
+				return t.fail(b, k, err)
+			}
+			var tm int64
+			if t.times != nil {
+				if tm, err = refTime(t.times, b, k, r); err != nil {
+					return t.fail(b, k, err)
+				}
+			}
+			acc.Add(t.kind, v, tm)
+		}
+		var err error
+		if t.times != nil {
+			err = t.w.AppendTimed(acc.V, acc.T)
+		} else {
+			err = t.w.Append(acc.V)
+		}
+		if err != nil {
+			return fmt.Errorf("merger: metric %q: %w", t.name, err)
+		}
+		start = end
+	}
+	return nil
+}
+
+type doubleTask struct {
+	name  string
+	kind  agg.Kind
+	w     *columns.DoubleWriter
+	vals  valReader[float64]
+	times *valReader[int64]   // first/last only
+	tails []source.TailReader // doubleSum only: per source, nil where it has none
+	names []string
+	acc   agg.DoubleAcc
+	tail  []float64
+}
+
+func (t *doubleTask) fail(b *batch, k int32, err error) error {
+	return fmt.Errorf("merger: %s: metric %q: %w", t.names[b.refIn[k]], t.name, err)
+}
+
+// readTail returns the exactness tail of ref k's value (doubleSum), valid until the next call.
+func (t *doubleTask) readTail(b *batch, k int32) ([]float64, error) {
+	if t.tails == nil || t.tails[b.refIn[k]] == nil {
+		return nil, nil
+	}
+	var err error
+	t.tail, err = t.tails[b.refIn[k]].Tail(int(b.refRow[k]), t.tail[:0])
+	return t.tail, err
+}
+
+func (t *doubleTask) write(b *batch) error {
+	start := int32(0)
+	for r, end := range b.refEnd {
+		if err := t.row(b, r, start, end); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// row combines refs [start, end) into output row r and appends the result.
+func (t *doubleTask) row(b *batch, r int, start, end int32) error {
+	t.acc.Reset(t.kind)
+	for k := start; k < end; k++ {
+		v, _, err := t.vals.read(b, k)
+		if err != nil {
+			return t.fail(b, k, err)
+		}
+		var tm int64
+		if t.times != nil {
+			if tm, err = refTime(t.times, b, k, r); err != nil {
+				return t.fail(b, k, err)
+			}
+		}
+		tail, err := t.readTail(b, k)
+		if err != nil {
+			return t.fail(b, k, err)
+		}
+		if end-start == 1 && t.kind == agg.Sum {
+			// One value: stored as it came, with its tail (a stored pair is canonical).
+			return t.appended(t.w.AppendSum(v, tail))
+		}
+		t.acc.Add(t.kind, v, tm, tail)
+	}
+	switch {
+	case t.times != nil:
+		return t.appended(t.w.AppendTimed(t.acc.V, t.acc.T))
+	case t.kind == agg.Sum:
+		t.tail = t.acc.Sum.Tail(t.tail[:0])
+		return t.appended(t.w.AppendSum(t.acc.Sum.Value(), t.tail))
+	}
+	return t.appended(t.w.Append(t.acc.V))
+}
+
+func (t *doubleTask) appended(err error) error {
+	if err != nil {
+		return fmt.Errorf("merger: metric %q: %w", t.name, err)
+	}
+	return nil
+}
+
+type sketchTask struct {
+	name    string
+	w       *columns.SketchWriter
+	r       []source.SketchReader
+	names   []string
+	scratch hyperloglog.Sketch
+	win     []blobRange
+}
+
+// blobRange holds a sketch column's bytes of source rows [lo, hi).
+type blobRange struct {
+	lo, hi uint32
+	offs   []uint32
+	data   []byte
+}
+
+// read returns the serialized sketch of ref k of b (nil when its source lacks the metric),
+// valid until the next read.
+func (t *sketchTask) read(b *batch, k int32) ([]byte, error) {
+	in, row := b.refIn[k], b.refRow[k]
+	sr := t.r[in]
+	if sr == nil {
+		return nil, nil
+	}
+	if hi := b.refHi[k]; hi > 0 {
+		if t.win == nil {
+			t.win = make([]blobRange, len(t.r))
+		}
+		w := &t.win[in]
+		if lo := b.refLo[k]; w.lo != lo || w.hi != hi {
+			w.offs, w.data = append(w.offs[:0], 0), w.data[:0]
+			for r := lo; r < hi; r++ {
+				raw, err := sr.Bytes(int(r))
+				if err != nil {
+					return nil, fmt.Errorf("merger: %s: metric %q: %w", t.names[in], t.name, err)
+				}
+				w.data = append(w.data, raw...)
+				w.offs = append(w.offs, uint32(len(w.data)))
+			}
+			w.lo, w.hi = lo, hi
+		}
+		i := row - w.lo
+		return w.data[w.offs[i]:w.offs[i+1]], nil
+	}
+	raw, err := sr.Bytes(int(row))
+	if err != nil {
+		return nil, fmt.Errorf("merger: %s: metric %q: %w", t.names[in], t.name, err)
+	}
+	return raw, nil
+}
+
+func (t *sketchTask) write(b *batch) error {
+	start := int32(0)
+	for _, end := range b.refEnd {
+		var err error
+		if end-start == 1 {
+			var raw []byte
+			if raw, err = t.read(b, start); err != nil {
+				return err
+			}
+			if raw == nil && t.r[b.refIn[start]] == nil {
+				err = t.w.Append(nil)
+			} else {
+				err = t.w.AppendBytes(raw)
+			}
+		} else {
+			var acc *hyperloglog.Sketch // nil: every source lacked the metric; written empty
+			for k := start; k < end; k++ {
+				if t.r[b.refIn[k]] == nil {
+					continue
+				}
+				raw, err := t.read(b, k)
+				if err != nil {
+					return err
+				}
+				if err := agg.UnmarshalSketch(&t.scratch, raw); err != nil {
+					return fmt.Errorf("merger: %s: metric %q: row %d: %w: %w", t.names[b.refIn[k]], t.name, b.refRow[k], columns.ErrCorrupt, err)
+				}
+				if acc == nil {
+					acc = &hyperloglog.Sketch{}
+				}
+				if err := agg.MergeSketch(acc, &t.scratch); err != nil {
+					return fmt.Errorf("merger: %s: metric %q: %w", t.names[b.refIn[k]], t.name, err)
+				}
+			}
+			err = t.w.Append(acc)
+		}
+		if err != nil {
+			return fmt.Errorf("merger: metric %q: %w", t.name, err)
+		}
+		start = end
+	}
+	return nil
+}
