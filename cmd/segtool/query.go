@@ -55,9 +55,9 @@ schemas conflict as merge would refuse them, are errors, found before any row is
 ` + filterHelp + `
 
 ` + textConventionsHelp,
-		Example: `  segtool query --filter "page = 'Main' and country in ('FR', 'DE')" --group-by country events.seg
+		Example: `  segtool query --filter "page = 'Paris' and language in ('fr', 'de')" --group-by language events.seg
   segtool query --granularity hour --format ndjson day1.seg day2.seg
-  segtool query --filter "tags is null or not user = 'bot'" --metrics added merged.seg`,
+  segtool query --filter "tags is null or not tags = 'bot'" --metrics added,editors merged.seg`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.text.validate(); err != nil {
