@@ -48,8 +48,7 @@ func newDemoCmd() *cobra.Command {
     the query's answer, which must be the same for every medium;
  5. removes the temp directory, unless --keep.`,
 		Example: `  segtool demo
-  segtool demo --keep
-  segtool demo --rows 10000 --segments 3`,
+  segtool demo --rows 10000 --segments 3 --keep`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runDemo(cmd.Context(), cmd.OutOrStdout(), f)

@@ -50,7 +50,7 @@ ingestion spec that turns them into the same segments: 'segtool ingest --spec
 DIR/basic-spec.json --out x.seg DIR/basic-0000.csv'. A null element of a multi-value cell becomes
 the empty string (a segment has no null inside a list), in segments and text alike.`,
 		Example: `  segtool gen --schema basic --rows 75000 --segments 5 --seed 9999 --out data
-  segtool gen --schema basic --rows 3000000 --format csv --out big`,
+  segtool gen --schema basic --rows 100000 --format csv --out csv`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := requireFlag(cmd, "out"); err != nil {

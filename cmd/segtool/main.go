@@ -128,7 +128,7 @@ the cause. Exit status: 0 success, 1 failure, 2 usage error.`,
 		Example: `  segtool demo
   segtool ingest --spec spec.json --out events.seg events.csv
   segtool merge --out all.seg day1.seg day2.seg
-  segtool query --filter 'country = "FR"' --group-by page all.seg`,
+  segtool query --filter "language = 'fr'" --group-by page all.seg`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args: func(cmd *cobra.Command, args []string) error {

@@ -64,7 +64,7 @@ standard output (none with --quiet). Ctrl-C stops the merge within a second, rem
 files and leaves no output.`,
 		Example: `  segtool merge --out all.seg day1.seg day2.seg day3.seg
   segtool merge --out hourly.seg --rollup --granularity hour --medium offheap data/*.seg
-  segtool merge --out big.seg --max-fan-in 8 --tmp-dir /scratch --durability all parts/*.seg`,
+  segtool merge --out big.seg --max-fan-in 8 --tmp-dir scratch --durability all parts/*.seg`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := requireFlag(cmd, "out"); err != nil {

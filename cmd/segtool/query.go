@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -49,13 +48,16 @@ segment rows in the group) and every metric aggregated with its aggregator (hype
 estimated number of distinct values); --metrics picks metrics. Several segments are queried as
 one table. Groups come out ordered by time, then by group values (null first, then byte order).
 A multi-value dimension in --group-by counts a row once in the group of each of its values.
+A dimension some segments lack is null in their rows; a --group-by, --filter or --metrics name
+that is no column of any segment (or a metric where a dimension is wanted), and segments whose
+schemas conflict as merge would refuse them, are errors, found before any row is read.
 
 ` + filterHelp + `
 
 ` + textConventionsHelp,
-		Example: `  segtool query --filter "page = 'Main' and country in ('FR', 'DE')" --group-by country events.seg
+		Example: `  segtool query --filter "page = 'Paris' and language in ('fr', 'de')" --group-by language events.seg
   segtool query --granularity hour --format ndjson day1.seg day2.seg
-  segtool query --filter "tags is null or not user = 'bot'" --metrics added merged.seg`,
+  segtool query --filter "tags is null or not tags = 'bot'" --metrics added,editors merged.seg`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.text.validate(); err != nil {
@@ -109,14 +111,9 @@ func querySegments(ctx context.Context, paths []string, spec query.Spec) (res qu
 		}
 		qs = append(qs, sg)
 	}
-	res, err = query.RunMany(ctx, qs, spec)
-	if err != nil {
-		if len(paths) == 1 {
-			return res, fmt.Errorf("query %s: %w", paths[0], err)
-		}
-		return res, fmt.Errorf("query: %w", err)
-	}
-	return res, nil
+	spec.InputNames = paths
+	// The query's errors name the column and the file they are about.
+	return query.RunMany(ctx, qs, spec)
 }
 
 func runQuery(ctx context.Context, out io.Writer, paths []string, spec query.Spec, o textOptions) error {

@@ -87,7 +87,7 @@ killed or crashed process can leave behind:
 Files that do not match a pattern are never touched; finished segments are never removed. Run
 sweep when no segtool or writeout program is writing into DIR: a live merge's temp output
 matches the pattern too. It prints the name of each file removed and a count.`,
-		Example: `  segtool sweep /data/segments`,
+		Example: `  segtool sweep data`,
 		Args:    usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]

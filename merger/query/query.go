@@ -24,8 +24,9 @@ import (
 	"github.com/writeout/writeout/merger/query/filter"
 )
 
-// ErrInvalid marks a bad query: an argument that is not a segment or builder, an unknown
-// granularity, a name listed twice, a metric in no input.
+// ErrInvalid marks a bad query: an input that is not a segment or builder, an unknown
+// granularity, a group-by dimension listed twice, a group-by or filter dimension in no input
+// or that is a metric, a metric in no input.
 var ErrInvalid = errors.New("query: invalid argument")
 
 // ErrSchemaConflict marks inputs whose schemas conflict. It is merger.ErrSchemaConflict, the
@@ -59,6 +60,9 @@ type Spec struct {
 	// (first seen first). A source lacking a metric reads as zero there (an empty sketch for
 	// hyperUnique), as its rows do once merged.
 	Metrics []string
+	// InputNames name the inputs in error messages (for example their paths); missing names
+	// are "input N".
+	InputNames []string
 }
 
 // ParseGranularity parses none, second, minute, hour, day or all (case-insensitively).
@@ -117,6 +121,11 @@ func (v AggValue) String() string {
 }
 
 // Run runs spec on one segment or builder.
+//
+// Before reading a row, Run checks spec against the inputs' schemas: inputs whose schemas
+// conflict (by Merge's rules) are an error wrapping ErrSchemaConflict; a group-by or filter
+// dimension in no input or that is a metric, and a metric in no input, an error wrapping
+// ErrInvalid. Each names the column, and the input where it is about one.
 func Run(ctx context.Context, q Queryable, spec Spec) (Result, error) {
 	return RunMany(ctx, []Queryable{q}, spec)
 }
@@ -130,7 +139,7 @@ func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
 	for i, q := range qs {
 		if q, ok := q.(*columns.Segment); ok {
 			if q == nil {
-				return Result{}, fmt.Errorf("%w: queryable %d is nil", ErrInvalid, i)
+				return Result{}, fmt.Errorf("%w: %s is nil", ErrInvalid, spec.inputName(i))
 			}
 			srcs[i] = source.OfSegment(q)
 			continue
@@ -143,10 +152,10 @@ func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
 			open, ok = source.BuilderView(q)
 		}
 		if !ok {
-			return Result{}, fmt.Errorf("%w: queryable %d is a %T; Run reads *columns.Segment and *merger.Builder", ErrInvalid, i, q)
+			return Result{}, fmt.Errorf("%w: %s is a %T; Run reads *columns.Segment and *merger.Builder", ErrInvalid, spec.inputName(i), q)
 		}
 		if open == nil {
-			return Result{}, fmt.Errorf("%w: queryable %d is nil", ErrInvalid, i)
+			return Result{}, fmt.Errorf("%w: %s is nil", ErrInvalid, spec.inputName(i))
 		}
 		if v, ok := views[q]; ok { // q is a *merger.Builder: a pointer, so a valid key
 			srcs[i] = v
@@ -157,31 +166,25 @@ func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
 		views[q] = v
 		srcs[i] = v
 	}
-	metrics, err := queryMetrics(srcs, spec.Metrics)
+	schemas := make([]columns.Schema, len(srcs))
+	for i, s := range srcs {
+		schemas[i] = s.Schema()
+	}
+	metrics, err := check(schemas, &spec)
 	if err != nil {
 		return Result{}, err
-	}
-	if spec.Granularity > columns.GranularityDay {
-		return Result{}, fmt.Errorf("%w: unknown granularity %d", ErrInvalid, spec.Granularity)
-	}
-	seen := map[string]bool{}
-	for _, g := range spec.GroupBy {
-		if seen[g] {
-			return Result{}, fmt.Errorf("%w: group-by dimension %q listed twice", ErrInvalid, g)
-		}
-		seen[g] = true
 	}
 	glob := newGlobalTable(metrics, len(spec.GroupBy))
 	var mu sync.Mutex
 	err = parallel.Run(len(srcs), runtime.GOMAXPROCS(0), func(i int) error {
 		r := &runner{ctx: ctx, src: srcs[i], spec: &spec, metrics: metrics}
 		if err := r.run(); err != nil {
-			return fmt.Errorf("query: input %d: %w", i, err)
+			return fmt.Errorf("query: %s: %w", spec.inputName(i), err)
 		}
 		for _, rd := range r.readers {
 			if f, ok := rd.sketch.(interface{ Flush() error }); ok {
 				if err := f.Flush(); err != nil {
-					return fmt.Errorf("query: input %d: %w", i, err)
+					return fmt.Errorf("query: %s: %w", spec.inputName(i), err)
 				}
 			}
 		}
@@ -193,37 +196,6 @@ func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
 		return Result{}, err
 	}
 	return glob.result(spec.GroupBy, spec.All), nil
-}
-
-// queryMetrics resolves the metrics a query aggregates.
-func queryMetrics(srcs []source.Source, names []string) ([]columns.Metric, error) {
-	var all []columns.Metric
-	at := map[string]int{}
-	for _, s := range srcs {
-		for _, m := range s.Schema().Metrics {
-			if k, ok := at[m.Name]; ok {
-				if o := all[k]; o.Aggregator != m.Aggregator || o.ValueType() != m.ValueType() {
-					return nil, fmt.Errorf("query: %w: metric %q is %s in one input and %s in another", ErrSchemaConflict, m.Name, o.Aggregator, m.Aggregator)
-				}
-				continue
-			}
-			m.Type = m.ValueType()
-			at[m.Name] = len(all)
-			all = append(all, m)
-		}
-	}
-	if names == nil {
-		return all, nil
-	}
-	out := make([]columns.Metric, 0, len(names))
-	for _, n := range names {
-		k, ok := at[n]
-		if !ok {
-			return nil, fmt.Errorf("%w: no metric %q in the inputs", ErrInvalid, n)
-		}
-		out = append(out, all[k])
-	}
-	return out, nil
 }
 
 // accs holds the aggregation state of groups, metric by metric, indexed by group.

@@ -255,9 +255,8 @@ func requireResultsEqual(t testing.TB, want, got Result, rolledUp bool, msg stri
 	}
 }
 
-// randFilter returns a random filter over the pool's dimensions and values.
-func randFilter(rng *rand.Rand, depth int) filter.Filter {
-	dims := []string{"country", "page", "tags", "user", "payload", "flags", "noidx", "absent"}
+// randFilter returns a random filter over dims (not empty) and the pool's values.
+func randFilter(rng *rand.Rand, dims []string, depth int) filter.Filter {
 	vals := append(slices.Clone(fixture.PoolValues), "a-raw", "b-raw", "missing")
 	dim := dims[rng.IntN(len(dims))]
 	k := rng.IntN(7)
@@ -276,24 +275,34 @@ func randFilter(rng *rand.Rand, depth int) filter.Filter {
 	case 2:
 		return filter.IsNull{Dim: dim}
 	case 3:
-		return filter.Not{Filter: randFilter(rng, depth+1)}
+		return filter.Not{Filter: randFilter(rng, dims, depth+1)}
 	case 4:
-		return filter.Or{randFilter(rng, depth+1), randFilter(rng, depth+1)}
+		return filter.Or{randFilter(rng, dims, depth+1), randFilter(rng, dims, depth+1)}
 	case 5:
 		return filter.And{}
 	default:
-		return filter.And{randFilter(rng, depth+1), randFilter(rng, depth+1), randFilter(rng, depth+1)}
+		return filter.And{randFilter(rng, dims, depth+1), randFilter(rng, dims, depth+1), randFilter(rng, dims, depth+1)}
 	}
 }
 
+// randSpec returns a random query over the dimensions and metrics of the inputs' schemas
+// (queries naming a column of no input are errors: TestQueryValidation). A dimension some
+// inputs lack is null there.
 func randSpec(rng *rand.Rand, schemas ...columns.Schema) Spec {
 	grans := []columns.Granularity{columns.GranularityNone, columns.GranularitySecond, columns.GranularityMinute, columns.GranularityHour, columns.GranularityDay}
 	spec := Spec{Granularity: grans[rng.IntN(len(grans))], All: rng.IntN(5) == 0}
-	if rng.IntN(5) > 0 {
-		spec.Filter = randFilter(rng, 0)
+	var dims []string
+	for _, s := range schemas {
+		for _, d := range s.Dimensions {
+			if !slices.Contains(dims, d.Name) {
+				dims = append(dims, d.Name)
+			}
+		}
 	}
-	dims := []string{"country", "page", "tags", "user", "payload", "flags", "noidx", "absent"}
-	for _, k := range rng.Perm(len(dims))[:rng.IntN(3)] {
+	if len(dims) > 0 && rng.IntN(5) > 0 {
+		spec.Filter = randFilter(rng, dims, 0)
+	}
+	for _, k := range rng.Perm(len(dims))[:rng.IntN(min(3, len(dims)+1))] {
 		spec.GroupBy = append(spec.GroupBy, dims[k])
 	}
 	if rng.IntN(3) == 0 {
@@ -434,7 +443,7 @@ func TestQueryCorruptInput(t *testing.T) {
 		if err != nil {
 			continue // Open caught it
 		}
-		if _, err := Run(t.Context(), seg, Spec{Filter: randFilter(rng, 0), GroupBy: []string{"country", "tags"}}); err != nil {
+		if _, err := Run(t.Context(), seg, randSpec(rng, rc.Schemas[0])); err != nil {
 			failed++
 		}
 		require.NoError(t, seg.Close())
@@ -469,4 +478,72 @@ func TestQueryErrors(t *testing.T) {
 	require.Equal(t, columns.GranularityHour, g)
 	_, _, err = ParseGranularity("fortnight")
 	require.Error(t, err)
+}
+
+// TestQueryValidation: a query is checked against its inputs' schemas before any row is read,
+// and rejects what Merge rejects; each error names the column, and the input where it is about
+// one.
+func TestQueryValidation(t *testing.T) {
+	dir := t.TempDir()
+	page, tags, user := columns.Dimension{Name: "page"}, columns.Dimension{Name: "tags", MultiValue: true}, columns.Dimension{Name: "user"}
+	rows, added := columns.Metric{Name: "rows", Aggregator: columns.AggCount}, columns.Metric{Name: "added", Aggregator: columns.AggLongSum}
+	segs := map[string]*columns.Segment{}
+	for name, s := range map[string]columns.Schema{
+		"a.seg": {Dimensions: []columns.Dimension{page, tags}, Metrics: []columns.Metric{rows, added}},
+		"b.seg": {Dimensions: []columns.Dimension{user, page}, Metrics: []columns.Metric{added}},
+		"c.seg": {Dimensions: []columns.Dimension{page}, Metrics: []columns.Metric{{Name: "added", Aggregator: columns.AggDoubleSum}}},
+		"d.seg": {Dimensions: []columns.Dimension{{Name: "added"}}},
+		"e.seg": {Dimensions: []columns.Dimension{{Name: "page", Raw: true}}},
+	} {
+		segs[name] = fixture.WriteSegment(t, dir, name, s, nil)
+	}
+	// f runs spec on the named segments; want is "" for success, else a part of the message.
+	f := func(names []string, spec Spec, sentinel error, want string) {
+		t.Helper()
+		qs := make([]Queryable, len(names))
+		for i, n := range names {
+			qs[i] = segs[n]
+		}
+		spec.InputNames = names
+		_, err := RunMany(t.Context(), qs, spec)
+		if want == "" {
+			require.NoError(t, err)
+			return
+		}
+		require.ErrorIs(t, err, sentinel)
+		require.ErrorContains(t, err, want)
+		require.NotContains(t, err.Error(), "\n")
+	}
+	ab := []string{"a.seg", "b.seg"}
+	// A dimension some inputs lack is null there: valid.
+	f(ab, Spec{GroupBy: []string{"user", "tags"}, Filter: filter.MustParse("user = 'x' or tags is null")}, nil, "")
+	f(ab, Spec{Metrics: []string{"rows"}}, nil, "")
+	// Names of no input, and metrics named as dimensions.
+	f(ab, Spec{GroupBy: []string{"page", "nosuch"}}, ErrInvalid, `group-by dimension "nosuch" is in no input`)
+	f(ab, Spec{GroupBy: []string{"added"}}, ErrInvalid, `group-by "added" is a metric (in a.seg), not a dimension`)
+	f([]string{"b.seg"}, Spec{GroupBy: []string{"rows"}}, ErrInvalid, `group-by dimension "rows" is in no input`)
+	f(ab, Spec{Filter: filter.MustParse("page = 'x' and not nosuch = 'y'")}, ErrInvalid, `filter dimension "nosuch" is in no input`)
+	f(ab, Spec{Filter: filter.MustParse("page = 'x' or added is null")}, ErrInvalid, `filter on "added", a metric (in a.seg), not a dimension`)
+	f(ab, Spec{Metrics: []string{"rows", "nope"}}, ErrInvalid, `no metric "nope" in the inputs`)
+	f(ab, Spec{Metrics: []string{"page"}}, ErrInvalid, `metric "page" is a dimension`)
+	// Conflicting inputs: Merge's rules, Merge's messages.
+	f([]string{"a.seg", "c.seg"}, Spec{}, ErrSchemaConflict, `query: input schemas conflict: metric "added" is longSum(long) in a.seg and doubleSum(double) in c.seg`)
+	f([]string{"a.seg", "d.seg"}, Spec{}, ErrSchemaConflict, `"added" is a metric in a.seg and a dimension in d.seg`)
+	f([]string{"e.seg", "b.seg"}, Spec{}, ErrSchemaConflict, `dimension "page" is raw in e.seg and dictionary-encoded in b.seg`)
+	for _, pair := range [][]string{{"a.seg", "c.seg"}, {"a.seg", "d.seg"}, {"e.seg", "b.seg"}} {
+		_, qerr := RunMany(t.Context(), []Queryable{segs[pair[0]], segs[pair[1]]}, Spec{InputNames: pair})
+		_, merr := merger.Merge(t.Context(), []*columns.Segment{segs[pair[0]], segs[pair[1]]}, filepath.Join(dir, "o.seg"), merger.Options{InputNames: pair})
+		require.ErrorIs(t, qerr, merger.ErrSchemaConflict)
+		require.ErrorIs(t, merr, ErrSchemaConflict)
+		require.Equal(t, strings.TrimPrefix(merr.Error(), "merger: "), strings.TrimPrefix(qerr.Error(), "query: "), "one set of rules")
+	}
+	// Without names, inputs are numbered; builders are checked as segments are.
+	b, err := merger.NewBuilder(columns.Schema{Dimensions: []columns.Dimension{{Name: "added"}}}, merger.BuilderOptions{})
+	require.NoError(t, err)
+	_, err = RunMany(t.Context(), []Queryable{segs["a.seg"], b}, Spec{})
+	require.ErrorIs(t, err, ErrSchemaConflict)
+	require.ErrorContains(t, err, `"added" is a metric in input 0 and a dimension in input 1`)
+	_, err = Run(t.Context(), b, Spec{GroupBy: []string{"page"}})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, `group-by dimension "page" is in no input`)
 }

@@ -50,6 +50,41 @@ type Not struct {
 	Filter Filter
 }
 
+// Dims returns the dimension names f reads, each once, first seen first (nil for nil).
+func Dims(f Filter) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(d string) {
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	var walk func(Filter)
+	walk = func(f Filter) {
+		switch f := f.(type) {
+		case Eq:
+			add(f.Dim)
+		case In:
+			add(f.Dim)
+		case IsNull:
+			add(f.Dim)
+		case And:
+			for _, g := range f {
+				walk(g)
+			}
+		case Or:
+			for _, g := range f {
+				walk(g)
+			}
+		case Not:
+			walk(f.Filter)
+		}
+	}
+	walk(f)
+	return out
+}
+
 func (Eq) isFilter()     {}
 func (In) isFilter()     {}
 func (IsNull) isFilter() {}

@@ -115,3 +115,9 @@ func TestStringRoundTrip(t *testing.T) {
 		require.Equal(t, want, got, want.String())
 	}
 }
+
+func TestDims(t *testing.T) {
+	require.Nil(t, Dims(nil))
+	require.Equal(t, []string{"a", "b", "c"}, Dims(MustParse("a = 'x' and (b in ('y') or not (c is null and a = 'z'))")))
+	require.Nil(t, Dims(And{}))
+}

@@ -1,0 +1,77 @@
+package query
+
+import (
+	"fmt"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/merger/internal/schema"
+	"github.com/writeout/writeout/merger/query/filter"
+)
+
+// inputName names input i in errors.
+func (s *Spec) inputName(i int) string {
+	if i < len(s.InputNames) && s.InputNames[i] != "" {
+		return s.InputNames[i]
+	}
+	return fmt.Sprintf("input %d", i)
+}
+
+// check validates spec against the inputs' schemas, before any row is read, and returns the
+// metrics the query aggregates. Queries reject what merges reject: inputs whose schemas
+// conflict (schema.Union, the rules Merge applies), and names that are no column of the
+// inputs: a group-by or filter dimension in no input, or that is a metric, and a metric in no
+// input. A dimension some inputs lack is valid: it is null there.
+func check(schemas []columns.Schema, spec *Spec) ([]columns.Metric, error) {
+	union, err := schema.Union(schemas, spec.inputName)
+	if err != nil {
+		return nil, fmt.Errorf("query: %w", err)
+	}
+	if spec.Granularity > columns.GranularityDay {
+		return nil, fmt.Errorf("%w: unknown granularity %d", ErrInvalid, spec.Granularity)
+	}
+	// metricIn names the first input holding name as a metric.
+	metricIn := func(name string) string {
+		for i, s := range schemas {
+			if s.Metric(name) >= 0 {
+				return spec.inputName(i)
+			}
+		}
+		return ""
+	}
+	seen := map[string]bool{}
+	for _, g := range spec.GroupBy {
+		if seen[g] {
+			return nil, fmt.Errorf("%w: group-by dimension %q listed twice", ErrInvalid, g)
+		}
+		seen[g] = true
+		if in := metricIn(g); in != "" {
+			return nil, fmt.Errorf("%w: group-by %q is a metric (in %s), not a dimension", ErrInvalid, g, in)
+		}
+		if union.Dimension(g) < 0 {
+			return nil, fmt.Errorf("%w: group-by dimension %q is in no input", ErrInvalid, g)
+		}
+	}
+	for _, d := range filter.Dims(spec.Filter) {
+		if in := metricIn(d); in != "" {
+			return nil, fmt.Errorf("%w: filter on %q, a metric (in %s), not a dimension", ErrInvalid, d, in)
+		}
+		if union.Dimension(d) < 0 {
+			return nil, fmt.Errorf("%w: filter dimension %q is in no input", ErrInvalid, d)
+		}
+	}
+	if spec.Metrics == nil {
+		return union.Metrics, nil
+	}
+	out := make([]columns.Metric, 0, len(spec.Metrics))
+	for _, n := range spec.Metrics {
+		k := union.Metric(n)
+		if k < 0 {
+			if union.Dimension(n) >= 0 {
+				return nil, fmt.Errorf("%w: metric %q is a dimension", ErrInvalid, n)
+			}
+			return nil, fmt.Errorf("%w: no metric %q in the inputs", ErrInvalid, n)
+		}
+		out = append(out, union.Metrics[k])
+	}
+	return out, nil
+}
