@@ -7,17 +7,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
-	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/columns"
-	"github.com/writeout/writeout/merger/internal/combine"
 	"github.com/writeout/writeout/merger/internal/parallel"
 	"github.com/writeout/writeout/merger/internal/schema"
 	"github.com/writeout/writeout/merger/internal/source"
@@ -175,7 +171,7 @@ func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
 		return Result{}, err
 	}
 	glob := newGlobalTable(metrics, len(spec.GroupBy))
-	var mu sync.Mutex
+	runners := make([]*runner, len(srcs))
 	err = parallel.Run(len(srcs), runtime.GOMAXPROCS(0), func(i int) error {
 		r := &runner{ctx: ctx, src: srcs[i], spec: &spec, metrics: metrics}
 		if err := r.run(); err != nil {
@@ -188,103 +184,20 @@ func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
 				}
 			}
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		return r.mergeInto(glob)
+		runners[i] = r
+		return nil
 	})
 	if err != nil {
 		return Result{}, err
 	}
+	// Groups combine in input order, whatever order the inputs finished in: first and last
+	// break ties of equal times by input order.
+	for _, r := range runners {
+		if err := r.mergeInto(glob); err != nil {
+			return Result{}, err
+		}
+	}
 	return glob.result(spec.GroupBy, spec.All), nil
-}
-
-// accs holds the aggregation state of groups, metric by metric, indexed by group.
-type accs struct {
-	metrics []columns.Metric
-	rows    []int64
-	minTime []int64
-	longs   [][]int64
-	doubles [][]float64
-	sums    [][]combine.Sum
-	sks     [][]*hyperloglog.Sketch
-}
-
-func newAccs(metrics []columns.Metric) *accs {
-	n := len(metrics)
-	return &accs{metrics: metrics, longs: make([][]int64, n), doubles: make([][]float64, n), sums: make([][]combine.Sum, n), sks: make([][]*hyperloglog.Sketch, n)}
-}
-
-// grow adds a group.
-func (a *accs) grow() {
-	a.rows = append(a.rows, 0)
-	a.minTime = append(a.minTime, math.MaxInt64)
-	for m, met := range a.metrics {
-		switch met.Aggregator {
-		case columns.AggCount, columns.AggLongSum:
-			a.longs[m] = append(a.longs[m], 0)
-		case columns.AggLongMin:
-			a.longs[m] = append(a.longs[m], math.MaxInt64)
-		case columns.AggLongMax:
-			a.longs[m] = append(a.longs[m], math.MinInt64)
-		case columns.AggDoubleSum:
-			a.sums[m] = append(a.sums[m], combine.Sum{})
-		case columns.AggDoubleMin:
-			a.doubles[m] = append(a.doubles[m], math.Inf(1))
-		case columns.AggDoubleMax:
-			a.doubles[m] = append(a.doubles[m], math.Inf(-1))
-		case columns.AggHyperUnique:
-			a.sks[m] = append(a.sks[m], nil)
-		}
-	}
-}
-
-// mergeGroup adds group j of o into group i of a.
-func (a *accs) mergeGroup(i int, o *accs, j int) error {
-	a.rows[i] += o.rows[j]
-	a.minTime[i] = min(a.minTime[i], o.minTime[j])
-	for m, met := range a.metrics {
-		switch met.Aggregator {
-		case columns.AggCount, columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
-			a.longs[m][i] = combine.Long(met.Aggregator, a.longs[m][i], o.longs[m][j])
-		case columns.AggDoubleSum:
-			a.sums[m][i].Merge(&o.sums[m][j])
-		case columns.AggDoubleMin:
-			a.doubles[m][i] = math.Min(a.doubles[m][i], o.doubles[m][j])
-		case columns.AggDoubleMax:
-			a.doubles[m][i] = math.Max(a.doubles[m][i], o.doubles[m][j])
-		case columns.AggHyperUnique:
-			if sk := o.sks[m][j]; sk != nil {
-				if a.sks[m][i] == nil {
-					a.sks[m][i] = &hyperloglog.Sketch{}
-				}
-				if err := a.sks[m][i].Merge(sk); err != nil {
-					return fmt.Errorf("metric %q: %w", met.Name, err)
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func (a *accs) values(i int) []AggValue {
-	out := make([]AggValue, len(a.metrics))
-	for m, met := range a.metrics {
-		v := AggValue{Type: met.ValueType()}
-		switch met.Aggregator {
-		case columns.AggCount, columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
-			v.Long = a.longs[m][i]
-		case columns.AggDoubleSum:
-			v.Double = a.sums[m][i].Value()
-		case columns.AggDoubleMin, columns.AggDoubleMax:
-			v.Double = a.doubles[m][i]
-		case columns.AggHyperUnique:
-			if sk := a.sks[m][i]; sk != nil {
-				v.Long = int64(sk.Estimate())
-			}
-		}
-		out[m] = v
-	}
-	return out
 }
 
 // runner aggregates one source.
@@ -351,17 +264,8 @@ func (g *groupDim) value(id uint32) (GroupValue, error) {
 	return GroupValue{Null: true}, nil
 }
 
-// metric readers of one source, per result metric (nil when the source lacks it).
-type metricReader struct {
-	zero   bool // the source lacks the metric: its rows read as zero
-	long   *source.LongCache
-	double *source.DoubleCache
-	sketch source.SketchMerger
-}
-
 func (r *runner) run() error {
 	src := r.src
-	schema := src.Schema()
 	r.table = map[string]int32{}
 	r.acc = newAccs(r.metrics)
 	for _, name := range r.spec.GroupBy {
@@ -376,25 +280,7 @@ func (r *runner) run() error {
 		}
 		r.gdims = append(r.gdims, g)
 	}
-	readers := make([]metricReader, len(r.metrics))
-	for m, met := range r.metrics {
-		if schema.Metric(met.Name) < 0 {
-			readers[m].zero = true
-			continue
-		}
-		switch met.ValueType() {
-		case columns.MetricLong:
-			if c := src.Long(met.Name); c != nil {
-				readers[m].long = &source.LongCache{C: c}
-			}
-		case columns.MetricDouble:
-			if c := src.Double(met.Name); c != nil {
-				readers[m].double = &source.DoubleCache{C: c}
-			}
-		case columns.MetricHyperUnique:
-			readers[m].sketch = src.SketchMerger(met.Name)
-		}
-	}
+	readers := newMetricReaders(src, r.metrics)
 	bm, err := evalFilter(src, r.spec.Filter)
 	if err != nil {
 		return err
@@ -520,8 +406,7 @@ type batchAgg struct {
 	t       []int64
 	gid     []int32
 	ids     [][]uint32
-	lvals   []int64
-	dvals   []float64
+	scratch batchScratch
 	key     []byte
 	// the group of the last bucket, when there is no group-by dimension
 	lastBucket int64
@@ -586,78 +471,9 @@ func (b *batchAgg) run(rows []uint32) error {
 		a.rows[g]++
 		a.minTime[g] = min(a.minTime[g], b.t[i])
 	}
-	for m, met := range r.metrics {
-		rd := &b.readers[m]
-		switch agg := met.Aggregator; agg {
-		case columns.AggCount, columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
-			b.lvals = slices.Grow(b.lvals[:0], n)[:n]
-			if rd.long != nil {
-				if err := rd.long.Gather(rows, b.lvals); err != nil {
-					return fmt.Errorf("metric %q: %w", met.Name, err)
-				}
-			} else if rd.zero {
-				clear(b.lvals)
-			} else {
-				continue
-			}
-			acc := a.longs[m]
-			switch agg {
-			case columns.AggLongMin:
-				for i, v := range b.lvals {
-					acc[b.gid[i]] = min(acc[b.gid[i]], v)
-				}
-			case columns.AggLongMax:
-				for i, v := range b.lvals {
-					acc[b.gid[i]] = max(acc[b.gid[i]], v)
-				}
-			default:
-				for i, v := range b.lvals {
-					acc[b.gid[i]] += v
-				}
-			}
-		case columns.AggDoubleSum, columns.AggDoubleMin, columns.AggDoubleMax:
-			b.dvals = slices.Grow(b.dvals[:0], n)[:n]
-			if rd.double != nil {
-				if err := rd.double.Gather(rows, b.dvals); err != nil {
-					return fmt.Errorf("metric %q: %w", met.Name, err)
-				}
-			} else if rd.zero {
-				clear(b.dvals)
-			} else {
-				continue
-			}
-			switch agg {
-			case columns.AggDoubleSum:
-				acc := a.sums[m]
-				for i, v := range b.dvals {
-					acc[b.gid[i]].Add(v)
-				}
-			case columns.AggDoubleMin:
-				acc := a.doubles[m]
-				for i, v := range b.dvals {
-					acc[b.gid[i]] = math.Min(acc[b.gid[i]], v)
-				}
-			default:
-				acc := a.doubles[m]
-				for i, v := range b.dvals {
-					acc[b.gid[i]] = math.Max(acc[b.gid[i]], v)
-				}
-			}
-		case columns.AggHyperUnique:
-			if rd.sketch == nil {
-				continue
-			}
-			for i, row := range rows {
-				g := b.gid[i]
-				sk := a.sks[m][g]
-				if sk == nil {
-					sk = &hyperloglog.Sketch{}
-					a.sks[m][g] = sk
-				}
-				if err := rd.sketch.MergeRow(int(row), sk); err != nil {
-					return fmt.Errorf("metric %q: %w", met.Name, err)
-				}
-			}
+	for m := range r.metrics {
+		if err := a.addBatch(m, &b.readers[m], rows, b.gid, b.t, &b.scratch); err != nil {
+			return fmt.Errorf("metric %q: %w", r.metrics[m].Name, err)
 		}
 	}
 	return nil
@@ -670,49 +486,8 @@ func (r *runner) aggregate(g, row int, t int64, readers []metricReader) error {
 		a.minTime[g] = t
 	}
 	for m := range r.metrics {
-		rd := &readers[m]
-		switch r.metrics[m].Aggregator {
-		case columns.AggCount, columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
-			var v int64
-			if rd.long != nil {
-				var err error
-				if v, err = rd.long.At(row); err != nil {
-					return fmt.Errorf("metric %q: %w", r.metrics[m].Name, err)
-				}
-			} else if !rd.zero {
-				continue
-			}
-			a.longs[m][g] = combine.Long(r.metrics[m].Aggregator, a.longs[m][g], v)
-		case columns.AggDoubleSum, columns.AggDoubleMin, columns.AggDoubleMax:
-			var v float64
-			if rd.double != nil {
-				var err error
-				if v, err = rd.double.At(row); err != nil {
-					return fmt.Errorf("metric %q: %w", r.metrics[m].Name, err)
-				}
-			} else if !rd.zero {
-				continue
-			}
-			switch r.metrics[m].Aggregator {
-			case columns.AggDoubleSum:
-				a.sums[m][g].Add(v)
-			case columns.AggDoubleMin:
-				a.doubles[m][g] = math.Min(a.doubles[m][g], v)
-			default:
-				a.doubles[m][g] = math.Max(a.doubles[m][g], v)
-			}
-		case columns.AggHyperUnique:
-			if rd.sketch == nil {
-				continue
-			}
-			sk := a.sks[m][g]
-			if sk == nil {
-				sk = &hyperloglog.Sketch{}
-				a.sks[m][g] = sk
-			}
-			if err := rd.sketch.MergeRow(row, sk); err != nil {
-				return fmt.Errorf("metric %q: %w", r.metrics[m].Name, err)
-			}
+		if err := a.addRow(m, &readers[m], g, row, t); err != nil {
+			return fmt.Errorf("metric %q: %w", r.metrics[m].Name, err)
 		}
 	}
 	return nil

@@ -22,7 +22,6 @@ import (
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
-	"github.com/writeout/writeout/merger/internal/combine"
 	"github.com/writeout/writeout/merger/internal/fixture"
 	"github.com/writeout/writeout/merger/query/filter"
 )
@@ -163,8 +162,12 @@ func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec Spec) Resu
 					}
 					a := &g.row.Values[m]
 					switch met.Aggregator {
-					case columns.AggCount, columns.AggLongSum, columns.AggLongMin, columns.AggLongMax:
-						a.Long = combine.Long(met.Aggregator, a.Long, v.Long)
+					case columns.AggCount, columns.AggLongSum:
+						a.Long += v.Long
+					case columns.AggLongMin:
+						a.Long = min(a.Long, v.Long)
+					case columns.AggLongMax:
+						a.Long = max(a.Long, v.Long)
 					case columns.AggDoubleSum:
 						g.sums[m].Add(g.sums[m], new(big.Float).SetPrec(2200).SetFloat64(v.Double))
 					case columns.AggDoubleMin:
