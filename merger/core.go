@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger/internal/parallel"

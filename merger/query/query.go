@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/merger/internal/parallel"
 	"github.com/writeout/writeout/merger/internal/schema"

@@ -116,10 +116,10 @@ func OfSegment(seg *columns.Segment) Source { return segSource{seg} }
 // segSource reads a columns.Segment.
 type segSource struct{ seg *columns.Segment }
 
-func (s segSource) Schema() columns.Schema     { return s.seg.Schema() }
-func (s segSource) Rows() int                  { return s.seg.Rows() }
-func (s segSource) TimeOrder() []uint32        { return nil }
-func (s segSource) Times() LongChunker         { return s.seg.Time().Cursor() }
+func (s segSource) Schema() columns.Schema { return s.seg.Schema() }
+func (s segSource) Rows() int              { return s.seg.Rows() }
+func (s segSource) TimeOrder() []uint32    { return nil }
+func (s segSource) Times() LongChunker     { return s.seg.Time().Cursor() }
 
 func (s segSource) Dim(name string) DimSource {
 	c, err := s.seg.Dim(name)
