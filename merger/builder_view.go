@@ -1,6 +1,7 @@
 package merger
 
 import (
+	"math"
 	"slices"
 	"strings"
 
@@ -70,7 +71,12 @@ func (v *bview) interval() columns.Interval {
 	if v.n == 0 {
 		return columns.Interval{}
 	}
-	return columns.Interval{Start: v.b.minT, End: v.b.maxT + 1}
+	// To the end of the last row's granularity bucket, as Druid records a segment's interval.
+	end := v.b.maxT + 1
+	if w := v.b.schema.Granularity.Millis(); v.b.maxT <= math.MaxInt64-w {
+		end = v.b.maxT + w
+	}
+	return columns.Interval{Start: v.b.minT, End: end}
 }
 
 func (v *bview) timeOrder() []uint32 { return v.order }
