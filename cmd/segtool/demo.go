@@ -132,7 +132,7 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) (err error) {
 	for k := range f.segments {
 		p := filepath.Join(inDir, fmt.Sprintf("basic-%04d.seg", k))
 		info, err := genSegment(ctx, p, "basic", gen.BasicSeed+int64(k), f.rows, 0, false, columns.GranularityNone,
-			columns.WriterOptions{}, columns.PublishOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
+			merger.PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
 		if err != nil {
 			return err
 		}
