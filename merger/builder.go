@@ -550,3 +550,71 @@ func (b *Builder) Persist(ctx context.Context, dst string, opts PersistOptions) 
 	src := b.persistView()
 	return mergeSources(ctx, []source.Source{src}, []string{"builder"}, b.schema, dst, mo, start)
 }
+
+// MemBytes returns an estimate of the memory the builder's rows hold, in bytes: its row arrays
+// (by capacity), dictionaries, raw values, rollup keys, exact double sums, sketches and live
+// bitmaps. It is an estimate, not a measurement: string lengths are sampled (at most 64 values
+// a dimension), map entries and sketches count at a fixed size, and memory a caller's strings
+// share with other data it holds (a line the value was cut from) is not seen. It costs
+// O(dimensions + metrics), not O(rows), so that ingestion can call it every few thousand rows
+// to decide when to persist.
+func (b *Builder) MemBytes() int64 {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	const (
+		strHeader   = 16  // a string header
+		mapEntry    = 48  // a map entry of a string key and an id, with the table's slack
+		sketchBytes = 256 // a small sparse HyperLogLog sketch and its map entry
+		sumBytes    = 96  // an exactSum and its map entry
+		bitmapBytes = 64  // an empty roaring.Bitmap
+	)
+	// avgLen is the mean length of vals, from at most 64 of them spread evenly.
+	avgLen := func(vals []string) int64 {
+		if len(vals) == 0 {
+			return 0
+		}
+		step := max(len(vals)/64, 1)
+		var sum, k int64
+		for i := 0; i < len(vals); i += step {
+			sum += int64(len(vals[i]))
+			k++
+		}
+		return (sum + k - 1) / k
+	}
+	n := int64(cap(b.times))*8 + int64(cap(b.keyBuf)) + int64(cap(b.sorted))*strHeader + int64(cap(b.seen))*4
+	rows := int64(max(b.n, 1))
+	key := int64(8) // a rollup key's bytes: the time, then each dimension's values
+	for _, d := range b.dims {
+		n += int64(cap(d.ids)+cap(d.offs)+cap(d.multi))*4 + int64(cap(d.raw))*strHeader + int64(cap(d.rawOK))
+		var perRow, avg int64 // values a row, mean length
+		switch d.kind {
+		case kindRaw:
+			avg, perRow = avgLen(d.raw), 1
+			n += avg * int64(len(d.raw))
+		default:
+			avg = avgLen(d.vals[1:])
+			n += int64(cap(d.vals))*strHeader + avg*int64(len(d.vals)-1) + int64(len(d.index))*mapEntry
+			perRow = 1
+			if d.kind == kindMulti {
+				perRow = (int64(len(d.multi)) + rows - 1) / rows
+			}
+		}
+		key += 1 + perRow*(1+avg)
+		if d.live != nil {
+			n += int64(cap(d.live))*8 + int64(cap(d.npend)) + int64(cap(d.big))*4 + int64(len(d.pend))*pendIDs*pendBatch*4 +
+				int64(cap(d.wins))*8 + int64(len(d.live))*bitmapBytes + 2*perRow*int64(b.n)
+			for _, w := range d.wins {
+				if w != nil {
+					n += int64(len(w.words)) * 8
+				}
+			}
+		}
+	}
+	if b.keys != nil {
+		n += int64(len(b.keys)) * (mapEntry + key)
+	}
+	for _, m := range b.mets {
+		n += int64(cap(m.longs))*8 + int64(cap(m.dbls))*8 + int64(len(m.sums))*sumBytes + int64(len(m.sks))*sketchBytes
+	}
+	return n
+}

@@ -139,12 +139,6 @@ func humanDuration(d time.Duration) string {
 	}
 }
 
-// segmentName returns the name of output segment k of a split: SEG.seg -> SEG-0000.seg.
-func segmentName(out string, k int) string {
-	ext := filepath.Ext(out)
-	return fmt.Sprintf("%s-%04d%s", strings.TrimSuffix(out, ext), k, ext)
-}
-
 // rate formats rows per second.
 func rate(rows int64, d time.Duration) string {
 	if d <= 0 {

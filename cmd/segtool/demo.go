@@ -18,6 +18,7 @@ import (
 	"github.com/writeout/writeout/bench/gen"
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/merger/query"
 	"github.com/writeout/writeout/merger/query/filter"
 )
@@ -132,7 +133,7 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) (err error) {
 	for k := range f.segments {
 		p := filepath.Join(inDir, fmt.Sprintf("basic-%04d.seg", k))
 		info, err := genSegment(ctx, p, "basic", gen.BasicSeed+int64(k), f.rows, 0, false, columns.GranularityNone,
-			columns.WriterOptions{}, columns.PublishOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
+			merger.PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/writeout/writeout/bench/gen"
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/merger"
+	"github.com/writeout/writeout/merger/ingest"
 )
 
 type genFlags struct {
@@ -140,49 +142,46 @@ func newGenMapping(g gen.Generator, rollup bool, gran columns.Granularity) (*gen
 	return m, nil
 }
 
-// convert fills r from a generated row. A null element of a multi-value cell is "" already.
-func (m *genMapping) convert(src *gen.Row, r *inRow) {
-	r.time = m.schema.Granularity.Truncate(src.Time)
+// convert fills r from a generated row. A null element of a multi-value cell is "" already. A
+// hyperUnique metric's source is a String column, so a dimension: the Builder derives the
+// row's sketch from its values.
+func (m *genMapping) convert(src *gen.Row, r *columns.Row) {
+	r.Time = src.Time
 	for i, slot := range m.dimSlot {
 		sv := src.Strings[slot]
 		if sv.Null {
-			r.dims[i] = r.dims[i][:0]
+			r.Dims[i] = r.Dims[i][:0]
 		} else {
-			r.dims[i] = append(r.dims[i][:0], sv.Values...)
+			r.Dims[i] = append(r.Dims[i][:0], sv.Values...)
 		}
 	}
 	for i, gm := range m.metrics {
-		r.hyperSet[i] = false
+		v := &r.Metrics[i]
+		*v = columns.Value{}
 		switch gm.kind {
 		case 0:
-			r.longs[i] = 1
+			v.Long = 1
 		case gen.Long:
-			r.longs[i] = src.Longs[gm.slot]
+			v.Long = src.Longs[gm.slot]
 		case gen.Double:
-			r.doubles[i] = src.Doubles[gm.slot]
-		case gen.String:
-			if sv := src.Strings[gm.slot]; !sv.Null && len(sv.Values) > 0 {
-				r.hyper[i], r.hyperSet[i] = sv.Values[0], true
-			}
+			v.Double = src.Doubles[gm.slot]
 		}
 	}
 }
 
 // specJSON returns the ingestion spec of the generator's CSV or NDJSON output.
 func (m *genMapping) specJSON() ([]byte, error) {
-	type ts struct {
-		Field  string `json:"field"`
-		Format string `json:"format"`
-	}
-	v := struct {
-		Timestamp ts `json:"timestamp"`
-		columns.Schema
-	}{ts{columns.TimeColumn, "millis"}, m.schema}
-	return json.MarshalIndent(v, "", "  ")
+	sp := ingest.Spec{Schema: m.schema, Timestamp: ingest.TimestampSpec{Field: columns.TimeColumn, Format: "millis"}}
+	return json.MarshalIndent(sp, "", "  ")
 }
 
 // genSummary is one file gen wrote; rows is -1 for a spec file.
-type genSummary = segmentSummary
+type genSummary struct {
+	path     string
+	rows     int
+	size     int64
+	interval columns.Interval
+}
 
 func runGen(ctx context.Context, f genFlags) ([]genSummary, error) {
 	switch {
@@ -257,18 +256,18 @@ func runGen(ctx context.Context, f genFlags) ([]genSummary, error) {
 	defer med.Close()
 	for k := range f.segments {
 		info, err := genSegment(ctx, name(k), f.schema, f.seed+int64(k), f.rows, f.payloadLen, f.rollup, gran,
-			columns.WriterOptions{Medium: med}, columns.PublishOptions{Durability: dur, Replace: f.replace})
+			merger.PersistOptions{Medium: med, Durability: dur, Replace: f.replace})
 		if err != nil {
 			return sums, err
 		}
-		sums = append(sums, genSummary{path: name(k), rows: info.Rows, inRows: f.rows, size: info.Size, interval: info.Interval})
+		sums = append(sums, genSummary{path: name(k), rows: info.Rows, size: info.Size, interval: info.Interval})
 	}
 	return sums, nil
 }
 
-// genSegment writes one generated segment.
+// genSegment writes one generated segment through a merger.Builder.
 func genSegment(ctx context.Context, dst, schema string, seed int64, rows, payloadLen int, rollup bool,
-	gran columns.Granularity, wo columns.WriterOptions, po columns.PublishOptions) (columns.Info, error) {
+	gran columns.Granularity, po merger.PersistOptions) (columns.Info, error) {
 	g, err := newGenerator(schema, seed, rows, payloadLen)
 	if err != nil {
 		return columns.Info{}, err
@@ -277,35 +276,28 @@ func genSegment(ctx context.Context, dst, schema string, seed int64, rows, paylo
 	if err != nil {
 		return columns.Info{}, err
 	}
-	b := newBatch(m.schema)
+	b, err := merger.NewBuilder(m.schema, merger.BuilderOptions{})
+	if err != nil {
+		return columns.Info{}, err
+	}
 	var src gen.Row
-	r := newInRow(m.schema)
+	r := columns.Row{Dims: make([][]string, len(m.schema.Dimensions)), Metrics: make([]columns.Value, len(m.schema.Metrics))}
 	for n := 0; g.Next(&src); n++ {
 		if n&8191 == 0 {
 			if err := ctx.Err(); err != nil {
 				return columns.Info{}, err
 			}
 		}
-		m.convert(&src, r)
-		b.add(r)
+		m.convert(&src, &r)
+		if err := b.Add(r); err != nil {
+			return columns.Info{}, fmt.Errorf("%s: %w", dst, err)
+		}
 	}
-	return writeSegment(b, dst, wo, po)
-}
-
-// writeSegment sorts and writes a batch as the segment dst.
-func writeSegment(b *batch, dst string, wo columns.WriterOptions, po columns.PublishOptions) (columns.Info, error) {
-	w, err := columns.NewWriter(b.schema, wo)
+	res, err := b.Persist(ctx, dst, po)
 	if err != nil {
-		return columns.Info{}, err
+		return columns.Info{}, fmt.Errorf("%s: %w", dst, err)
 	}
-	if err := b.write(w); err != nil {
-		return columns.Info{}, errors.Join(fmt.Errorf("%s: %w", dst, err), w.Abort())
-	}
-	info, err := w.Finish(dst, po)
-	if err != nil {
-		return info, fmt.Errorf("%s: %w", dst, err)
-	}
-	return info, nil
+	return res.Info, nil
 }
 
 func writeText(path, format string, g gen.Generator) (err error) {

@@ -11,8 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/writeout/writeout/columns"
-	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger/ingest"
 )
 
 type ingestFlags struct {
@@ -22,6 +21,7 @@ type ingestFlags struct {
 	maxParseErrors  int
 	rowsPerSegment  int
 	maxRowsInMemory int
+	maxBytesInMem   int64
 	replace         bool
 	medium          string
 	tmpDir          string
@@ -29,13 +29,6 @@ type ingestFlags struct {
 	quiet           bool
 	memoryLimitMiB  int
 }
-
-// defaultMaxRowsInMemory bounds a batch: about 150 bytes a row for the basic schema.
-const defaultMaxRowsInMemory = 500_000
-
-// runTempPattern names the directory of an ingestion's intermediate segments; sweep removes
-// leftovers.
-const runTempPattern = "writeout-segtool-*.tmp"
 
 func newIngestCmd() *cobra.Command {
 	var f ingestFlags
@@ -45,9 +38,11 @@ func newIngestCmd() *cobra.Command {
 		Long: `ingest reads rows from CSV files (with a header line) or NDJSON files, or '-' for standard
 input, and writes them as a segment sorted by time and dimensions, rolled up if the spec says so.
 
-Input streams: rows are held in memory in compact form up to --max-rows-in-memory, then sorted
-and written as an intermediate segment in a temp directory (` + runTempPattern + ` in --tmp-dir);
-the intermediate segments are merged into the output at the end. With --rows-per-segment N
+Input streams: rows go into an in-memory builder (Druid's incremental index: values interned,
+rows rolled up as they arrive) until it holds --max-rows-in-memory rows or its memory estimate
+passes --max-bytes-in-memory; its rows are then written as an intermediate segment in a temp
+directory (` + ingest.TempPattern + ` in --tmp-dir), and the intermediate segments are merged into
+the output at the end. With --rows-per-segment N
 every N input rows make one segment of their own, named from --out with a four-digit number
 (--out day.seg gives day-0000.seg, day-0001.seg, ...), even when there is only one.
 
@@ -55,7 +50,7 @@ A row that does not parse is reported as FILE:LINE: column NAME: reason. --max-p
 skips up to N such rows (each reported on standard error) and fails at the next; the summary
 counts the rows skipped. On failure no output is left behind.
 
-` + specHelp,
+` + ingest.SpecHelp,
 		Example: `  segtool ingest --spec spec.json --out events.seg events.csv
   segtool ingest --spec spec.json --out day.seg --rows-per-segment 1000000 day-*.ndjson
   zcat events.csv.gz | segtool ingest --spec spec.json --format csv --out events.seg -`,
@@ -75,7 +70,8 @@ counts the rows skipped. On failure no output is left behind.
 	fl.StringVar(&f.format, "format", "", "input format, csv or ndjson (default: the spec's, else by extension)")
 	fl.IntVar(&f.maxParseErrors, "max-parse-errors", 0, "rows that do not parse to skip before failing")
 	fl.IntVar(&f.rowsPerSegment, "rows-per-segment", 0, "split the output: this many input rows per segment (0: one segment)")
-	fl.IntVar(&f.maxRowsInMemory, "max-rows-in-memory", defaultMaxRowsInMemory, "rows held in memory before an intermediate segment is written")
+	fl.IntVar(&f.maxRowsInMemory, "max-rows-in-memory", ingest.DefaultMaxRowsInMemory, "rows held in memory (after rollup) before an intermediate segment is written")
+	fl.Int64Var(&f.maxBytesInMem, "max-bytes-in-memory", ingest.DefaultMemoryLimit, "estimated bytes of the rows held in memory before an intermediate segment is written (-1: no limit)")
 	fl.BoolVar(&f.replace, "replace", false, "replace existing output files")
 	fl.StringVar(&f.medium, "medium", "tmpfile", "staging medium: heap, offheap, tmpfile or mmapfile")
 	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of temp files (default: the output's directory)")
@@ -85,33 +81,7 @@ counts the rows skipped. On failure no output is left behind.
 	return cmd
 }
 
-// ingestion is the state of one ingest run.
-type ingestion struct {
-	ctx     context.Context
-	f       ingestFlags
-	sp      *spec
-	stderr  io.Writer
-	dur     medium.Durability
-	med     medium.Medium
-	tmpDir  string
-	runDir  string   // intermediate segments, created on first use
-	runs    []string // intermediate segments of the current output segment
-	outputs []segmentSummary
-	batch   *batch
-	segRows int // input rows in the current output segment
-	inRows  int64
-	skipped int
-}
-
-type segmentSummary struct {
-	path     string
-	inRows   int
-	rows     int
-	size     int64
-	interval columns.Interval
-}
-
-func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []string) (err error) {
+func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []string) error {
 	start := time.Now()
 	switch {
 	case f.maxParseErrors < 0:
@@ -120,6 +90,8 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		return usagef("--rows-per-segment must be 0 or more")
 	case f.maxRowsInMemory < 1:
 		return usagef("--max-rows-in-memory must be at least 1")
+	case f.maxBytesInMem == 0 || f.maxBytesInMem < -1:
+		return usagef("--max-bytes-in-memory must be positive, or -1 for no limit")
 	}
 	if f.format != "" && f.format != "csv" && f.format != "ndjson" {
 		return usagef("--format %q: want csv or ndjson", f.format)
@@ -129,199 +101,88 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		return err
 	}
 	setMemoryLimit(f.memoryLimitMiB)
-	sp, err := parseSpec(f.spec)
+	data, err := os.ReadFile(f.spec)
 	if err != nil {
 		return err
 	}
+	sp, err := ingest.ParseSpec(data)
+	if err != nil {
+		return fmt.Errorf("spec %s: %w", f.spec, err)
+	}
 	first := f.out
 	if f.rowsPerSegment > 0 {
-		first = segmentName(f.out, 0)
+		first = ingest.SegmentName(f.out, 0)
 	}
 	if err := checkOutput(first, f.replace); err != nil {
 		return err
 	}
 	stdinUsed := 0
-	formats := make([]string, len(files))
+	inputs := make([]ingest.Input, len(files))
 	for i, p := range files {
+		in := ingest.Input{Name: p, Format: ingest.Format(f.format)}
+		if in.Format == "" {
+			in.Format = sp.Input.Format
+		}
+		if in.Format == "" {
+			var ok bool
+			if in.Format, ok = ingest.FormatOf(p); !ok {
+				if p == "-" {
+					return usagef("standard input: say its format with --format csv or --format ndjson")
+				}
+				return usagef("%s: cannot tell the format from the extension (.csv, .ndjson, .jsonl, .json): use --format", p)
+			}
+		}
 		if p == "-" {
 			stdinUsed++
+			in.Name = "<stdin>"
+			in.Reader = cmd.InOrStdin()
+		} else {
+			in.Open = func() (io.ReadCloser, error) { return ingest.OpenFile(p) }
 		}
-		if formats[i], err = inputFormat(p, f.format, sp); err != nil {
-			return err
-		}
+		inputs[i] = in
 	}
 	if stdinUsed > 1 {
 		return usagef("'-' (standard input) given more than once")
 	}
-	in := &ingestion{ctx: ctx, f: f, sp: sp, stderr: cmd.ErrOrStderr(), dur: dur, batch: newBatch(sp.Schema)}
-	in.tmpDir = f.tmpDir
-	if in.tmpDir == "" {
-		in.tmpDir = filepath.Dir(f.out)
+	tmpDir := f.tmpDir
+	if tmpDir == "" {
+		tmpDir = filepath.Dir(f.out)
 	}
-	if in.med, err = openMedium(f.medium, in.tmpDir, dur); err != nil {
+	med, err := openMedium(f.medium, tmpDir, dur)
+	if err != nil {
 		return err
 	}
-	defer func() {
-		err = errors.Join(err, in.med.Close())
-		if in.runDir != "" {
-			err = errors.Join(err, os.RemoveAll(in.runDir))
+	stderr := cmd.ErrOrStderr()
+	res, err := ingest.Run(ctx, sp, inputs, ingest.Options{
+		Out:             f.out,
+		RowsPerSegment:  f.rowsPerSegment,
+		MaxParseErrors:  f.maxParseErrors,
+		OnSkip:          func(e *ingest.RowError) { fmt.Fprintf(stderr, "segtool: skipped %v\n", e) },
+		MaxRowsInMemory: f.maxRowsInMemory,
+		MemoryLimit:     f.maxBytesInMem,
+		Medium:          med,
+		Durability:      dur,
+		Replace:         f.replace,
+		TmpDir:          tmpDir,
+	})
+	err = errors.Join(err, med.Close())
+	if err != nil {
+		var re *ingest.RowError
+		if f.maxParseErrors > 0 && errors.As(err, &re) {
+			return fmt.Errorf("%w (more than --max-parse-errors %d rows do not parse)", err, f.maxParseErrors)
 		}
-		if err != nil {
-			for _, o := range in.outputs { // leave no output behind
-				os.Remove(o.path)
-			}
-		}
-	}()
-
-	row := newInRow(sp.Schema)
-	for i, p := range files {
-		if err := in.readFile(p, formats[i], cmd.InOrStdin(), row); err != nil {
-			return err
-		}
-	}
-	if err := in.endSegment(); err != nil {
 		return err
 	}
 	if !f.quiet {
 		out := cmd.OutOrStdout()
 		var rows int64
-		for _, o := range in.outputs {
-			fmt.Fprintf(out, "wrote %s: %d rows (from %d input rows), %s, %s\n", o.path, o.rows, o.inRows, humanBytes(o.size), o.interval)
-			rows += int64(o.rows)
+		for _, s := range res.Segments {
+			fmt.Fprintf(out, "wrote %s: %d rows (from %d input rows), %s, %s\n", s.Path, s.Rows, s.InputRows, humanBytes(s.Bytes), s.Interval)
+			rows += s.Rows
 		}
 		el := time.Since(start)
 		fmt.Fprintf(out, "ingested %d input rows from %d file(s), %d skipped, into %d segment(s) of %d rows in %s (%s)\n",
-			in.inRows, len(files), in.skipped, len(in.outputs), rows, humanDuration(el), rate(in.inRows, el))
+			res.InputRows, len(files), res.Skipped, len(res.Segments), rows, humanDuration(el), rate(res.InputRows, el))
 	}
-	return nil
-}
-
-// readFile feeds the rows of one input to the batch.
-func (in *ingestion) readFile(path, format string, stdin io.Reader, row *inRow) error {
-	rr, err := openInput(path, format, in.sp, stdin)
-	if err != nil {
-		return err
-	}
-	defer rr.close()
-	for n := 0; ; n++ {
-		if n&4095 == 0 {
-			if err := in.ctx.Err(); err != nil {
-				return fmt.Errorf("ingest: %w", err)
-			}
-		}
-		err := rr.read(row)
-		if err == io.EOF {
-			return nil
-		}
-		var re *rowError
-		if errors.As(err, &re) {
-			in.skipped++
-			if in.skipped > in.f.maxParseErrors {
-				if in.f.maxParseErrors > 0 {
-					return fmt.Errorf("%w (more than --max-parse-errors %d rows do not parse)", err, in.f.maxParseErrors)
-				}
-				return err
-			}
-			fmt.Fprintf(in.stderr, "segtool: skipped %v\n", err)
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if err := in.addRow(row); err != nil {
-			return err
-		}
-	}
-}
-
-// addRow adds one parsed row, first closing the output segment or flushing the batch if full.
-// Deciding before adding means a flush knows more rows follow.
-func (in *ingestion) addRow(r *inRow) error {
-	if in.f.rowsPerSegment > 0 && in.segRows == in.f.rowsPerSegment {
-		if err := in.endSegment(); err != nil {
-			return err
-		}
-	}
-	if in.batch.rows() >= in.f.maxRowsInMemory {
-		if err := in.writeRun(); err != nil {
-			return err
-		}
-	}
-	in.batch.add(r)
-	in.segRows++
-	in.inRows++
-	return nil
-}
-
-// outName is the path of the current output segment.
-func (in *ingestion) outName() string {
-	if in.f.rowsPerSegment > 0 {
-		return segmentName(in.f.out, len(in.outputs))
-	}
-	return in.f.out
-}
-
-// writeRun writes the batch as an intermediate segment.
-func (in *ingestion) writeRun() error {
-	if in.runDir == "" {
-		d, err := os.MkdirTemp(in.tmpDir, runTempPattern)
-		if err != nil {
-			return err
-		}
-		in.runDir = d
-	}
-	dst := filepath.Join(in.runDir, fmt.Sprintf("run-%06d.seg", len(in.runs)))
-	if _, err := in.writeBatch(dst, medium.Durability{Sync: medium.SyncNone}, false); err != nil {
-		return err
-	}
-	in.runs = append(in.runs, dst)
-	return nil
-}
-
-// writeBatch sorts and writes the batch to dst and resets it.
-func (in *ingestion) writeBatch(dst string, d medium.Durability, replace bool) (columns.Info, error) {
-	info, err := writeSegment(in.batch, dst, columns.WriterOptions{Medium: in.med},
-		columns.PublishOptions{Durability: d, Replace: replace})
-	if err != nil {
-		return info, err
-	}
-	in.batch.reset()
-	return info, nil
-}
-
-// endSegment writes the current output segment: the batch straight to the output when it is
-// the only run, else the batch as a last run and the runs merged into the output.
-func (in *ingestion) endSegment() error {
-	dst := in.outName()
-	sum := segmentSummary{path: dst, inRows: in.segRows}
-	if len(in.runs) == 0 {
-		info, err := in.writeBatch(dst, in.dur, in.f.replace)
-		if err != nil {
-			return err
-		}
-		sum.rows, sum.size, sum.interval = info.Rows, info.Size, info.Interval
-	} else {
-		if in.batch.rows() > 0 {
-			if err := in.writeRun(); err != nil {
-				return err
-			}
-		}
-		res, err := mergeFiles(in.ctx, in.runs, dst, mergeSettings{
-			medium: in.med, durability: in.dur, replace: in.f.replace, rollup: in.sp.Schema.Rollup,
-			granularity: in.sp.Schema.Granularity, readAt: true,
-		})
-		if err != nil {
-			return err
-		}
-		for _, r := range in.runs {
-			if err := os.Remove(r); err != nil {
-				return err
-			}
-		}
-		in.runs = in.runs[:0]
-		sum.rows, sum.size, sum.interval = int(res.rowsOut), res.bytes, res.interval
-	}
-	in.outputs = append(in.outputs, sum)
-	in.segRows = 0
 	return nil
 }

@@ -11,8 +11,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/merger/ingest"
 	"github.com/writeout/writeout/tmpfile"
 )
+
+// legacyIngestPattern named ingest's run directories before package merger/ingest.
+const legacyIngestPattern = "writeout-segtool-*.tmp"
 
 // A sweeper removes one family of leftovers from a directory.
 type sweeper struct {
@@ -33,8 +37,8 @@ func sweepers() []sweeper {
 			_, err := columns.SweepTemp(afero.NewOsFs(), dir)
 			return err
 		}},
-		{"ingest's intermediate segments (directories " + runTempPattern + ")", func(dir string) error {
-			return removeDirGlob(dir, runTempPattern)
+		{"ingest's intermediate segments (directories " + ingest.TempPattern + ", and " + legacyIngestPattern + " of older versions)", func(dir string) error {
+			return errors.Join(removeDirGlob(dir, ingest.TempPattern), removeDirGlob(dir, legacyIngestPattern))
 		}},
 	}
 	return s

@@ -1,0 +1,33 @@
+// Package ingest turns CSV and NDJSON rows into segments, through the one way rows become a
+// segment: a merger.Builder.
+//
+// # Spec
+//
+// An ingestion spec (Spec, ParseSpec) is a segment schema (columns.Schema) plus where each
+// column's values are in the input: the time field and its format (epoch seconds, millis,
+// micros, nanos, RFC 3339 or a Go layout), the input format, CSV's delimiter, multi-value
+// delimiter and null text, and a mapping of dimensions to input fields. SpecHelp describes
+// the JSON for users.
+//
+// # Readers
+//
+// NewCSVReader and NewNDJSONReader read one input (an io.Reader and a name for messages) into
+// columns.Row values ready for merger.Builder.Add. A row that does not parse is a *RowError,
+// whose message is FILE:LINE: column NAME: reason, and reading goes on after it; an input that
+// cannot be read at all (a CSV header without a field the spec reads, an NDJSON line over
+// MaxLine) is an error wrapping ErrInput.
+//
+// # Run
+//
+// Run drives an ingestion: rows go into a Builder (which interns dimension values, rolls rows
+// up as they arrive when the schema says so, and sums doubles exactly), which is persisted as
+// a run in a temp directory when it holds Options.MaxRowsInMemory rows or its memory estimate
+// (Builder.MemBytes) passes Options.MemoryLimit; at the end a single run's rows go straight to
+// the output, several runs are merged into it with merger.Merge. Options.RowsPerSegment splits
+// the output into numbered segments. On failure or cancellation nothing is left behind.
+//
+// A spilled doubleSum is rounded once per run, then once more in the merge: with rollup, the
+// sum of rows that met in different runs can differ in its last bit from the sum of the same
+// rows met in one Builder. Without rollup, a run-merged output is the same bytes as the one
+// persisted straight from a Builder holding every row.
+package ingest

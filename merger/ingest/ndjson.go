@@ -1,0 +1,164 @@
+package ingest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/writeout/writeout/columns"
+)
+
+// NDJSONReader reads one JSON object per line (see SpecHelp). Blank lines are skipped.
+type NDJSONReader struct {
+	fieldParser
+	br  *bufio.Reader
+	obj map[string]json.RawMessage
+	buf []byte
+}
+
+// MaxLine is the longest NDJSON line read, in bytes: a longer one ends the input with an
+// error wrapping ErrInput.
+const MaxLine = 64 << 20
+
+// NewNDJSONReader returns a reader of the NDJSON in r, named name in messages.
+func NewNDJSONReader(sp *Spec, name string, r io.Reader) (*NDJSONReader, error) {
+	p, err := newFieldParser(sp, name)
+	if err != nil {
+		return nil, err
+	}
+	return &NDJSONReader{fieldParser: p, br: bufio.NewReaderSize(r, 64<<10), obj: map[string]json.RawMessage{}}, nil
+}
+
+// nextLine returns the next non-blank line.
+func (x *NDJSONReader) nextLine() ([]byte, error) {
+	for {
+		x.buf = x.buf[:0]
+		for {
+			frag, err := x.br.ReadSlice('\n')
+			x.buf = append(x.buf, frag...)
+			if len(x.buf) > MaxLine {
+				return nil, inputErr("%s:%d: line longer than %d bytes", x.file, x.line+1, MaxLine)
+			}
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err == io.EOF && len(x.buf) > 0 {
+				break
+			}
+			if err != nil {
+				if err == io.EOF {
+					return nil, io.EOF
+				}
+				return nil, fmt.Errorf("%s: %w", x.file, err)
+			}
+			break
+		}
+		x.line++
+		if line := bytes.TrimSpace(x.buf); len(line) > 0 {
+			return line, nil
+		}
+	}
+}
+
+// Read implements Reader.
+func (x *NDJSONReader) Read(row *columns.Row) error {
+	line, err := x.nextLine()
+	if err != nil {
+		return err
+	}
+	clear(x.obj)
+	if err := json.Unmarshal(line, &x.obj); err != nil {
+		return x.errf("", "not a JSON object: %v", err)
+	}
+	if x.obj == nil { // the line was null
+		x.obj = map[string]json.RawMessage{}
+		return x.errf("", "not a JSON object: null")
+	}
+	x.shape(row)
+	ts, tnull, err := x.scalar(x.timeField, x.obj[x.timeField])
+	if err != nil {
+		return err
+	}
+	if err := x.setTime(row, ts, tnull); err != nil {
+		return err
+	}
+	for i, d := range x.sp.Schema.Dimensions {
+		v, err := x.values(d, row.Dims[i][:0], x.obj[x.dimFields[i]])
+		row.Dims[i] = v
+		if err != nil {
+			return err
+		}
+		if err := x.checkValues(i, v); err != nil {
+			return err
+		}
+	}
+	for i, m := range x.sp.Schema.Metrics {
+		var s string
+		null := true
+		if f := x.metFields[i]; f != "" {
+			if s, null, err = x.scalar(m.Name, x.obj[f]); err != nil {
+				return err
+			}
+		}
+		if err := x.setMetric(row, i, s, null); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scalar returns the text of a JSON scalar: a string's value, a number's or boolean's text;
+// null (or absent) reports null.
+func (x *NDJSONReader) scalar(column string, raw json.RawMessage) (string, bool, error) {
+	if len(raw) == 0 {
+		return "", true, nil
+	}
+	switch raw[0] {
+	case 'n':
+		return "", true, nil
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", false, x.errf(column, "%v", err)
+		}
+		return s, false, nil
+	case '[', '{':
+		return "", false, x.errf(column, "want a string, number or boolean, not %s", kindOf(raw))
+	}
+	return string(raw), false, nil
+}
+
+// values appends the values of a dimension cell to v.
+func (x *NDJSONReader) values(d columns.Dimension, v []string, raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || raw[0] != '[' {
+		s, null, err := x.scalar(d.Name, raw)
+		if err != nil || null {
+			return v, err
+		}
+		return append(v, s), nil
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return v, x.errf(d.Name, "%v", err)
+	}
+	if !d.MultiValue && len(elems) > 1 {
+		return v, x.errf(d.Name, "%d values for a single-value dimension", len(elems))
+	}
+	for _, e := range elems {
+		s, _, err := x.scalar(d.Name, e) // a null element is stored as ""
+		if err != nil {
+			return v, err
+		}
+		v = append(v, s)
+	}
+	return v, nil
+}
+
+func kindOf(raw json.RawMessage) string {
+	if raw[0] == '[' {
+		return "an array"
+	}
+	return "an object"
+}

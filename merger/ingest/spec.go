@@ -1,0 +1,338 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/writeout/writeout/columns"
+)
+
+// Spec is an ingestion spec: the segment schema plus how input fields map to it. Its JSON form
+// (ParseSpec, MarshalJSON) is the schema's JSON at the top level with two more keys,
+// "timestamp" and "input"; SpecHelp describes it for users.
+//
+// A Spec built in Go needs no defaults filled in: the zero TimestampSpec reads epoch
+// milliseconds from the field "__time", the zero InputSpec reads CSV's or NDJSON's defaults.
+// Readers and Run validate the spec they are given (Validate).
+type Spec struct {
+	Schema    columns.Schema
+	Timestamp TimestampSpec
+	Input     InputSpec
+}
+
+// TimestampSpec says where the time of a row is and how it is written.
+type TimestampSpec struct {
+	// Field is the input field of the time; empty means "__time".
+	Field string `json:"field,omitempty"`
+	// Format is one of seconds (or posix), millis (the default, also when empty), micros,
+	// nanos, rfc3339 (or iso), or a Go time layout with a year (see SpecHelp).
+	Format string `json:"format,omitempty"`
+}
+
+// Format is an input format.
+type Format string
+
+// The input formats.
+const (
+	CSV    Format = "csv"
+	NDJSON Format = "ndjson"
+)
+
+// InputSpec says how input fields are read.
+type InputSpec struct {
+	// Format is csv or ndjson; empty means by the input's name (FormatOf).
+	Format Format `json:"format,omitempty"`
+	// Delimiter separates CSV fields: one character; empty means ",".
+	Delimiter string `json:"delimiter,omitempty"`
+	// MultiValueDelimiter splits the CSV cells of multi-value dimensions; empty means "|".
+	MultiValueDelimiter string `json:"multiValueDelimiter,omitempty"`
+	// NullValue is the CSV text of a null; nil (or "") means the empty field.
+	NullValue *string `json:"nullValue,omitempty"`
+	// Fields maps a dimension to the input field it is read from; a dimension not listed
+	// reads the field of its name. Metrics name theirs in the schema's fieldName.
+	Fields map[string]string `json:"fields,omitempty"`
+}
+
+// SpecHelp describes the spec's JSON and the input conventions, for users (segtool ingest
+// --help prints it).
+const SpecHelp = `The spec is the segment schema's JSON with two more keys, "timestamp" and "input":
+
+  {
+    "timestamp": {"field": "ts", "format": "rfc3339"},
+    "input": {"multiValueDelimiter": "|", "fields": {"page": "page_title"}},
+    "dimensions": [{"name": "page"}, {"name": "tags", "multiValue": true},
+                   {"name": "body", "raw": true}],
+    "metrics": [{"name": "rows", "aggregator": "count"},
+                {"name": "added", "aggregator": "longSum", "fieldName": "chars_added"},
+                {"name": "users", "aggregator": "hyperUnique", "fieldName": "user"}],
+    "rollup": true,
+    "granularity": "hour"
+  }
+
+timestamp.field (default "__time") is the input field of the time; timestamp.format is one of
+  seconds (or posix)  epoch seconds, an integer or a decimal (rounded down to milliseconds)
+  millis              epoch milliseconds (the default)
+  micros, nanos       epoch microseconds or nanoseconds, truncated to milliseconds
+  rfc3339 (or iso)    e.g. 2024-05-01T12:00:00Z or 2024-05-01T14:00:00.250+02:00
+  any Go time layout  e.g. "2006-01-02 15:04:05" (read as UTC unless it has a zone)
+Times are truncated to the granularity (none, second, minute, hour, day; default none).
+
+dimensions: string columns, read from the input field of the same name unless input.fields
+maps the column to another field. metrics: each computed from its fieldName (default: its
+name): count counts input rows (no field); longSum/longMin/longMax read integers;
+doubleSum/doubleMin/doubleMax read numbers; hyperUnique adds the field's value to a
+HyperLogLog sketch, or, when its fieldName names a dimension, that dimension's values. An
+empty or missing metric field reads as 0 (hyperUnique: adds nothing). With "rollup": true,
+rows with the same truncated time and dimension values are combined (doubleSum exactly,
+rounded once).
+
+input.format is csv or ndjson; without it each file's extension decides (.csv, .ndjson,
+.jsonl, .json, optionally followed by .gz); --format overrides both.
+CSV: the first line is the header of field names; input.delimiter separates fields (default
+","); a multi-value cell is split on input.multiValueDelimiter (default "|"); a field equal
+to input.nullValue (default: the empty field) is null. An empty element of a multi-value cell
+is the empty string.
+NDJSON: one object per line; a string, number or boolean is a value (numbers and booleans
+as their JSON text); null or a missing key is null; an array is a multi-value cell (a single-
+value dimension takes an array of at most one element); a null element of an array is stored
+as the empty string, since a segment has no null inside a list; an empty array is null.`
+
+// ParseSpec decodes and validates a spec's JSON. Unknown keys under "timestamp" and "input"
+// are errors, and so are unknown schema keys. The defaults are filled in: the time field
+// "__time" and the multi-value delimiter "|". Errors wrap ErrSpec (and, for the schema,
+// columns.ErrSchema).
+func ParseSpec(data []byte) (*Spec, error) {
+	sp, err := decodeSpec(data)
+	if err != nil {
+		return nil, specErr(err)
+	}
+	return sp, nil
+}
+
+func decodeSpec(data []byte) (*Spec, error) {
+	var top map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&top); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data after the spec's JSON object")
+	}
+	if top == nil {
+		return nil, errors.New("the spec is null, want a JSON object")
+	}
+	sp := &Spec{}
+	strict := func(key string, into any) error {
+		raw, ok := top[key]
+		if !ok {
+			return nil
+		}
+		delete(top, key)
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.DisallowUnknownFields()
+		if err := d.Decode(into); err != nil {
+			return fmt.Errorf("%q: %w", key, err)
+		}
+		return nil
+	}
+	if err := strict("timestamp", &sp.Timestamp); err != nil {
+		return nil, err
+	}
+	if err := strict("input", &sp.Input); err != nil {
+		return nil, err
+	}
+	rest, err := json.Marshal(top)
+	if err != nil {
+		return nil, err
+	}
+	sp.Schema, err = columns.ParseSchema(rest)
+	if err != nil {
+		return nil, err
+	}
+	if sp.Timestamp.Field == "" {
+		sp.Timestamp.Field = columns.TimeColumn
+	}
+	if sp.Input.MultiValueDelimiter == "" {
+		sp.Input.MultiValueDelimiter = "|"
+	}
+	if err := sp.validate(); err != nil {
+		return nil, err
+	}
+	return sp, nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler with ParseSpec.
+func (s *Spec) UnmarshalJSON(data []byte) error {
+	sp, err := ParseSpec(data)
+	if err != nil {
+		return err
+	}
+	*s = *sp
+	return nil
+}
+
+// MarshalJSON implements json.Marshaler: the schema's keys, plus "timestamp" and "input"
+// unless they are zero. ParseSpec reads it back.
+func (s Spec) MarshalJSON() ([]byte, error) {
+	schema, err := json.Marshal(s.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: spec: %w", err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(schema, &top); err != nil {
+		return nil, fmt.Errorf("ingest: spec: %w", err)
+	}
+	if s.Timestamp != (TimestampSpec{}) {
+		if top["timestamp"], err = json.Marshal(s.Timestamp); err != nil {
+			return nil, fmt.Errorf("ingest: spec: %w", err)
+		}
+	}
+	in := s.Input
+	if in.Format != "" || in.Delimiter != "" || in.MultiValueDelimiter != "" || in.NullValue != nil || len(in.Fields) > 0 {
+		if top["input"], err = json.Marshal(in); err != nil {
+			return nil, fmt.Errorf("ingest: spec: %w", err)
+		}
+	}
+	return json.Marshal(top)
+}
+
+// Validate reports the first problem of the spec: an invalid schema, an unknown time or input
+// format, a delimiter that is not one character, input.fields naming a column that is not a
+// dimension. Errors wrap ErrSpec.
+func (s *Spec) Validate() error {
+	if err := s.Schema.Validate(); err != nil {
+		return specErr(err)
+	}
+	return specErr(s.validate())
+}
+
+func (s *Spec) validate() error {
+	if _, err := timeParser(s.Timestamp.Format); err != nil {
+		return err
+	}
+	switch s.Input.Format {
+	case "", CSV, NDJSON:
+	default:
+		return fmt.Errorf("input.format %q: want csv or ndjson", s.Input.Format)
+	}
+	if d := s.Input.Delimiter; d != "" {
+		r, n := utf8.DecodeRuneInString(d)
+		if n != len(d) || r == '"' || r == '\r' || r == '\n' || r == utf8.RuneError || r == 0 {
+			return fmt.Errorf("input.delimiter %q: want one character other than a quote or newline", d)
+		}
+	}
+	for col := range s.Input.Fields {
+		if s.Schema.Dimension(col) < 0 {
+			return fmt.Errorf("input.fields: %q is not a dimension of the schema", col)
+		}
+	}
+	return nil
+}
+
+// NewRow returns a row shaped for the spec's schema, for a Reader's Read.
+func (s *Spec) NewRow() columns.Row {
+	return columns.Row{Dims: make([][]string, len(s.Schema.Dimensions)), Metrics: make([]columns.Value, len(s.Schema.Metrics))}
+}
+
+// DimensionField returns the input field dimension d is read from.
+func (s *Spec) DimensionField(d columns.Dimension) string {
+	if f, ok := s.Input.Fields[d.Name]; ok && f != "" {
+		return f
+	}
+	return d.Name
+}
+
+// MetricField returns the input field metric m is read from, or "" when it reads none: count,
+// and hyperUnique over a dimension (its fieldName names a dimension of the schema, whose values
+// the merger's Builder adds to the row's sketch).
+func (s *Spec) MetricField(m columns.Metric) string {
+	if m.Aggregator == columns.AggCount {
+		return ""
+	}
+	f := m.Field
+	if f == "" {
+		f = m.Name
+	}
+	if m.Aggregator == columns.AggHyperUnique && s.Schema.Dimension(f) >= 0 {
+		return ""
+	}
+	return f
+}
+
+// timeParser returns the parser of a timestamp format (see SpecHelp).
+func timeParser(format string) (func(string) (int64, error), error) {
+	switch strings.ToLower(format) {
+	case "", "millis":
+		return func(s string) (int64, error) { return parseEpoch(s, 1, 1) }, nil
+	case "seconds", "posix":
+		return func(s string) (int64, error) { return parseEpoch(s, 1000, 1) }, nil
+	case "micros":
+		return func(s string) (int64, error) { return parseEpoch(s, 1, 1000) }, nil
+	case "nanos":
+		return func(s string) (int64, error) { return parseEpoch(s, 1, 1_000_000) }, nil
+	case "rfc3339", "iso":
+		return func(s string) (int64, error) {
+			t, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				return 0, fmt.Errorf("not an RFC 3339 time: %q", s)
+			}
+			return t.UnixMilli(), nil
+		}, nil
+	}
+	if !strings.Contains(format, "2006") && !strings.Contains(format, "06") {
+		return nil, fmt.Errorf("timestamp.format %q: want seconds, millis, micros, nanos, rfc3339 or a Go time layout with a year (2006)", format)
+	}
+	ref := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
+	if _, err := time.Parse(format, ref.Format(format)); err != nil {
+		return nil, fmt.Errorf("timestamp.format %q: not a usable Go time layout: %w", format, err)
+	}
+	return func(s string) (int64, error) {
+		t, err := time.Parse(format, s)
+		if err != nil {
+			return 0, fmt.Errorf("%q does not match the layout %q", s, format)
+		}
+		return t.UnixMilli(), nil
+	}, nil
+}
+
+// parseEpoch parses an integer, or a decimal when mul > 1, as a count of 1/mul seconds...
+// precisely: the result is value*mul/div milliseconds, rounded down, with no floating point.
+func parseEpoch(s string, mul, div int64) (int64, error) {
+	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if mul > 1 && (v > math.MaxInt64/mul || v < math.MinInt64/mul) {
+			return 0, fmt.Errorf("time %s out of range", s)
+		}
+		return floorDiv(v*mul, div), nil
+	}
+	if mul > 1 && s != "" && len(s) <= maxDecimalTime && !strings.ContainsAny(s, "eE/") {
+		// A decimal number of seconds: exact with big.Rat.
+		if r, ok := new(big.Rat).SetString(s); ok {
+			r.Mul(r, new(big.Rat).SetInt64(mul))
+			q := new(big.Int).Div(r.Num(), r.Denom()) // Euclidean: rounds down for a positive denominator
+			if q.IsInt64() {
+				return q.Int64(), nil
+			}
+			return 0, fmt.Errorf("time %s out of range", s)
+		}
+	}
+	return 0, fmt.Errorf("not an integer time: %q", s)
+}
+
+// maxDecimalTime bounds the text of a decimal time, so that a hostile field costs little.
+const maxDecimalTime = 64
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
