@@ -42,9 +42,9 @@ Input streams: rows go into an in-memory builder (Druid's incremental index: val
 rows rolled up as they arrive) until it holds --max-rows-in-memory rows or its memory estimate
 passes --max-bytes-in-memory; its rows are then written as an intermediate segment in a temp
 directory (` + ingest.TempPattern + ` in --tmp-dir), and the intermediate segments are merged into
-the output at the end. With --rows-per-segment N
-every N input rows make one segment of their own, named from --out with a four-digit number
-(--out day.seg gives day-0000.seg, day-0001.seg, ...), even when there is only one.
+the output at the end. With --rows-per-segment N every N input rows make one segment of their
+own, named from --out with a four-digit number (--out day.seg gives day-0000.seg,
+day-0001.seg, ...), even when there is only one.
 
 A row that does not parse is reported as FILE:LINE: column NAME: reason. --max-parse-errors N
 skips up to N such rows (each reported on standard error) and fails at the next; the summary

@@ -24,8 +24,10 @@ const TempPattern = "writeout-ingest-*.tmp"
 const DefaultMaxRowsInMemory = 500_000
 
 // DefaultMemoryLimit is Options.MemoryLimit's default: the Builder's estimate of the memory its
-// rows hold, past which they are persisted as a run.
-const DefaultMemoryLimit = 96 << 20
+// rows hold, past which they are persisted as a run. Persisting takes about as much again
+// (sorted dictionaries, each dimension's rows by value), so a process ingesting with this
+// default peaks near 200 MiB.
+const DefaultMemoryLimit = 64 << 20
 
 // Input is one input of Run.
 type Input struct {
@@ -123,7 +125,8 @@ func SegmentName(out string, k int) string {
 // A row that does not parse is skipped while MaxParseErrors allows; the next one fails the run
 // with its *RowError, whose message is FILE:LINE: column NAME: reason. On any failure, or when
 // ctx is cancelled, Run leaves nothing behind: no output (the segments written before are
-// removed too), no run, no temp directory.
+// removed too), no run, no temp directory; its Result then holds the counts so far and no
+// Segments.
 func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Result, err error) {
 	if sp == nil {
 		return res, fmt.Errorf("%w: nil spec", ErrInvalid)
@@ -444,8 +447,9 @@ func (r *runner) endSegment() error {
 	return nil
 }
 
-// mergeRuns merges the segment's runs into dst and removes them. Runs are read with pread,
-// not mapped, so that the pages read do not stay in the process's resident set.
+// mergeRuns merges the segment's runs into dst and removes them. Runs are read with pread
+// through a few read-ahead blocks, not mapped, so that the pages read do not stay in the
+// process's resident set.
 func (r *runner) mergeRuns(dst string) (res merger.Result, err error) {
 	segs := make([]*columns.Segment, 0, len(r.runs))
 	var closers []func() error
@@ -466,7 +470,7 @@ func (r *runner) mergeRuns(dst string) (res merger.Result, err error) {
 			f.Close()
 			return res, fmt.Errorf("ingest: run: %w", err)
 		}
-		sg, err := columns.NewSegment(f, fi.Size())
+		sg, err := columns.NewSegment(newBlockReaderAt(f, fi.Size()), fi.Size())
 		if err != nil {
 			f.Close()
 			return res, fmt.Errorf("ingest: run %s: %w", p, err)
