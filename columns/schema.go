@@ -241,6 +241,22 @@ func (s Schema) Clone() Schema {
 	return s
 }
 
+// Normalized returns a copy of s with every type spelled out: "string" for dimensions, the
+// aggregator's type for metrics. Schemas that are Equal normalize to the same value, and so to
+// the same footer bytes.
+func (s Schema) Normalized() Schema {
+	s = s.Clone()
+	for i := range s.Dimensions {
+		if s.Dimensions[i].Type == "" {
+			s.Dimensions[i].Type = DimString
+		}
+	}
+	for i := range s.Metrics {
+		s.Metrics[i].Type = s.Metrics[i].ValueType()
+	}
+	return s
+}
+
 // Equal reports whether two schemas are the same, treating an empty dimension type as string
 // and an empty metric type as its aggregator's.
 func (s Schema) Equal(o Schema) bool {

@@ -15,6 +15,7 @@ import (
 	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
 )
@@ -657,11 +658,14 @@ type SketchWriter struct {
 	buf []byte
 }
 
-// Append appends the next row's sketch; nil appends an empty sketch.
+// Append appends the next row's sketch; nil appends an empty sketch. The sketch is first put
+// in its canonical representation (agg.Canonicalize; its value does not change), so that equal
+// sketches are stored as equal bytes.
 func (s *SketchWriter) Append(sk *hyperloglog.Sketch) error {
 	if sk == nil {
 		sk = hyperloglog.New()
 	}
+	agg.Canonicalize(sk)
 	var err error
 	s.buf, err = sk.AppendBinary(s.buf[:0])
 	if err != nil {

@@ -207,7 +207,7 @@ func NewBuilder(schema columns.Schema, opts BuilderOptions) (*Builder, error) {
 	if err := schema.Validate(); err != nil {
 		return nil, fmt.Errorf("merger: builder: %w", err)
 	}
-	b := &Builder{schema: schema.Clone(), opts: opts}
+	b := &Builder{schema: schema.Normalized(), opts: opts} // the footer form merges write too
 	b.reset()
 	return b, nil
 }
@@ -336,7 +336,9 @@ func (b *Builder) Add(r columns.Row) error {
 			m.dbls = append(m.dbls, v.Double)
 		case agg.Sketch:
 			if v.Sketch != nil {
-				m.sks[row] = v.Sketch.Clone()
+				sk := v.Sketch.Clone()
+				agg.Canonicalize(sk) // readers under the read lock then only read it
+				m.sks[row] = sk
 			}
 		}
 		if m.agg.Timed() {
@@ -410,6 +412,7 @@ func (b *Builder) combine(old uint32, r columns.Row) error {
 			if v.Sketch == nil {
 				if sk != nil && m.src >= 0 {
 					b.insertValues(sk, old, m.src)
+					agg.Canonicalize(sk)
 				}
 				continue
 			}
@@ -423,6 +426,7 @@ func (b *Builder) combine(old uint32, r columns.Row) error {
 			if err := agg.MergeSketch(sk, v.Sketch); err != nil {
 				return fmt.Errorf("%w: builder: metric %q: %w", ErrInvalid, m.met.Name, err)
 			}
+			agg.Canonicalize(sk)
 		}
 	}
 	return nil

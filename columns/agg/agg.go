@@ -300,6 +300,17 @@ func UnmarshalSketch(sk *hyperloglog.Sketch, b []byte) (err error) {
 	return sk.UnmarshalBinary(b)
 }
 
+// Canonicalize puts sk in the one representation its set of hashes has: the library keeps
+// recent insertions in an unsorted side set until it decides to compact, so equal sketches
+// reached by different orders of inserts and merges could serialize differently. After
+// Canonicalize the side set is empty and the sparse list sorted (or the registers dense when
+// the list outgrew them), so equal sketches serialize to equal bytes. It changes no estimate.
+func Canonicalize(sk *hyperloglog.Sketch) {
+	if sk != nil {
+		sk.Estimate() // compacts the side set into the sorted list, converting to dense past m
+	}
+}
+
 // MergeSketch adds the union of src into dst (the Union kind).
 func MergeSketch(dst, src *hyperloglog.Sketch) error {
 	if err := dst.Merge(src); err != nil {
