@@ -14,8 +14,8 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/axiomhq/hyperloglog"
 
-	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
 )
