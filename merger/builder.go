@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -490,6 +491,7 @@ func (b *Builder) addDim(d *bdim, row uint32, vals []string) {
 func (d *bdim) intern(v string, live bool) uint32 {
 	id, ok := d.index[v]
 	if !ok {
+		v = strings.Clone(v) // the caller's string may pin a whole input line
 		id = uint32(len(d.vals))
 		d.index[v] = id
 		d.vals = append(d.vals, v)
@@ -618,7 +620,7 @@ func (b *Builder) MemBytes() int64 {
 		n += int64(len(b.keys)) * (mapEntry + key)
 	}
 	for _, m := range b.mets {
-		n += int64(cap(m.longs))*8 + int64(cap(m.dbls))*8 + int64(len(m.sums))*sumBytes + int64(len(m.sks))*sketchBytes
+		n += int64(cap(m.longs))*8 + int64(cap(m.dbls))*8 + int64(cap(m.times))*8 + int64(len(m.sums))*sumBytes + int64(len(m.sks))*sketchBytes
 	}
 	return n
 }

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 )
 
 // Spec is an ingestion spec: the segment schema plus how input fields map to it. Its JSON form
@@ -63,7 +64,7 @@ type InputSpec struct {
 
 // SpecHelp describes the spec's JSON and the input conventions, for users (segtool ingest
 // --help prints it).
-const SpecHelp = `The spec is the segment schema's JSON with two more keys, "timestamp" and "input":
+var SpecHelp = `The spec is the segment schema's JSON with two more keys, "timestamp" and "input":
 
   {
     "timestamp": {"field": "ts", "format": "rfc3339"},
@@ -87,12 +88,13 @@ Times are truncated to the granularity (none, second, minute, hour, day; default
 
 dimensions: string columns, read from the input field of the same name unless input.fields
 maps the column to another field. metrics: each computed from its fieldName (default: its
-name): count counts input rows (no field); longSum/longMin/longMax read integers;
-doubleSum/doubleMin/doubleMax read numbers; hyperUnique adds the field's value to a
+name): count counts input rows (no field); ` + aggNames(agg.Long) + ` read integers;
+` + aggNames(agg.Double) + ` read numbers; hyperUnique adds the field's value to a
 HyperLogLog sketch, or, when its fieldName names a dimension, that dimension's values. An
 empty or missing metric field reads as 0 (hyperUnique: adds nothing). With "rollup": true,
-rows with the same truncated time and dimension values are combined (doubleSum exactly,
-rounded once).
+rows with the same truncated time and dimension values are combined: sums add (doubleSum
+exactly, rounded once), min and max keep the extreme, first and last keep the value of the
+earliest or latest row by its time (ties: the first or last row read), sketches merge.
 
 input.format is csv or ndjson; without it each file's extension decides (.csv, .ndjson,
 .jsonl, .json, optionally followed by .gz); --format overrides both.
@@ -265,6 +267,18 @@ func (s *Spec) MetricField(m columns.Metric) string {
 		return ""
 	}
 	return f
+}
+
+// aggNames lists the aggregators of values of type t that read an input field, from the
+// aggregator table: adding an aggregator there adds it here.
+func aggNames(t agg.Type) string {
+	var names []string
+	for _, a := range agg.All() {
+		if a.Type == t && !a.CountsRows {
+			names = append(names, a.Name)
+		}
+	}
+	return strings.Join(names, "/")
 }
 
 // timeParser returns the parser of a timestamp format (see SpecHelp).
