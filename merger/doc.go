@@ -25,8 +25,11 @@
 //     whose rows are not in that order: inputs need only be in time order, and inputs whose
 //     dimension order differs from the output's, or that a coarser granularity rolls up, still
 //     merge into a sorted segment. Ties keep input order. With Options.Rollup, rows with equal
-//     keys combine: count and sums add (doubles exactly, rounded once), min and max keep the
-//     extreme, hyperUnique sketches merge. Column writers run in other goroutines, a batch of
+//     keys combine through each metric's kernel in columns/agg, in input order: count and
+//     sums add (doubles exactly, rounded once, the exactness tail stored beside the value),
+//     min and max keep the extreme, first and last keep the value of the earliest or latest
+//     event time stored with it (ties: input order), hyperUnique sketches merge. Column
+//     writers run in other goroutines, a batch of
 //     output rows at a time; each input row's output row goes into a row map (4 bytes an
 //     input row, the one per-row structure a merge keeps).
 //  4. Bitmaps are rebuilt one merged value at a time: the rows holding a value are the rows the
@@ -39,9 +42,9 @@
 //
 // With Options.MaxFanIn, more inputs than that merge in phases: consecutive groups of inputs
 // merge into intermediate segments in dst's directory (named by IntermediatePattern, removed
-// as soon as the next phase has read them), which merge in turn. Without rollup the output
-// is byte for byte the one-phase output; with rollup only sums of doubles may differ, in
-// their last bits, as their partial sums are rounded.
+// as soon as the next phase has read them), which merge in turn. The output is byte for byte
+// the one-phase output, with or without rollup: intermediate segments keep each double sum's
+// exactness tail and each first/last value's event time, so nothing is rounded twice.
 //
 // A cancelled context stops a merge within milliseconds: every loop checks it at least every
 // few thousand rows or values. The error wraps ctx.Err(), and nothing is left in dst's
