@@ -176,29 +176,61 @@ func (t *longTask) write(b *batch) error {
 }
 
 type doubleTask struct {
-	name  string
-	kind  agg.Kind
-	w     *columns.DoubleWriter
-	vals  valReader[float64]
-	times *valReader[int64]   // first/last only
-	tails []source.TailReader // doubleSum only: per source, nil where it has none
-	names []string
-	acc   agg.DoubleAcc
-	tail  []float64
+	name    string
+	kind    agg.Kind
+	w       *columns.DoubleWriter
+	vals    valReader[float64]
+	times   *valReader[int64]   // first/last only
+	tails   []source.TailReader // doubleSum only: per source, nil where it has none
+	names   []string
+	acc     agg.DoubleAcc
+	tail    []float64
+	tailWin []tailRange // per source: the re-sorted group's tails read last
 }
 
 func (t *doubleTask) fail(b *batch, k int32, err error) error {
 	return fmt.Errorf("merger: %s: metric %q: %w", t.names[b.refIn[k]], t.name, err)
 }
 
-// readTail returns the exactness tail of ref k's value (doubleSum), valid until the next call.
+// readTail returns the exactness tail of ref k's value (doubleSum), valid until the next call:
+// for a ref in a re-sorted group, from the group's tails read whole and in order (read by row,
+// the group's rows jump between chunks), else through the source's cursor.
 func (t *doubleTask) readTail(b *batch, k int32) ([]float64, error) {
-	if t.tails == nil || t.tails[b.refIn[k]] == nil {
+	in := b.refIn[k]
+	if t.tails == nil || t.tails[in] == nil {
 		return nil, nil
 	}
+	row := b.refRow[k]
+	if hi := b.refHi[k]; hi > 0 {
+		if t.tailWin == nil {
+			t.tailWin = make([]tailRange, len(t.tails))
+		}
+		w := &t.tailWin[in]
+		if lo := b.refLo[k]; w.lo != lo || w.hi != hi || !w.loaded {
+			w.offs, w.terms = append(w.offs[:0], 0), w.terms[:0]
+			for r := lo; r < hi; r++ {
+				var err error
+				if w.terms, err = t.tails[in].Tail(int(r), w.terms); err != nil {
+					return nil, err
+				}
+				w.offs = append(w.offs, uint32(len(w.terms)))
+			}
+			w.lo, w.hi, w.loaded = lo, hi, true
+		}
+		i := row - w.lo
+		return w.terms[w.offs[i]:w.offs[i+1]], nil
+	}
 	var err error
-	t.tail, err = t.tails[b.refIn[k]].Tail(int(b.refRow[k]), t.tail[:0])
+	t.tail, err = t.tails[in].Tail(int(row), t.tail[:0])
 	return t.tail, err
+}
+
+// tailRange holds the tails of source rows [lo, hi): row lo+i's are terms[offs[i]:offs[i+1]].
+type tailRange struct {
+	lo, hi uint32
+	loaded bool
+	offs   []uint32
+	terms  []float64
 }
 
 func (t *doubleTask) write(b *batch) error {
