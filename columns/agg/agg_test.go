@@ -1,6 +1,7 @@
 package agg
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -142,4 +143,33 @@ func TestTailKeepsSumsExact(t *testing.T) {
 	v, tail = stored([]float64{1e16, 1})
 	require.Equal(t, 1e16, v)
 	require.Equal(t, []float64{1}, tail)
+}
+
+// A doubleSum stored as its rounded value and its tail stays exact when stored sums are added
+// again, as merges do.
+func ExampleExactSum_Tail() {
+	var a, b ExactSum
+	a.Add(1e16)
+	a.Add(1) // 1e16 + 1 rounds to 1e16: the 1 is kept in the tail
+	b.Add(-1e16)
+	fmt.Println(a.Value(), a.Tail(nil))
+
+	var merged ExactSum
+	merged.Add(a.Value())
+	merged.AddAll(a.Tail(nil))
+	merged.Add(b.Value())
+	fmt.Println(merged.Value())
+	// Output:
+	// 1e+16 [1]
+	// 1
+}
+
+// First keeps the value of the earliest time, the first of equal times in input order.
+func ExampleLongAcc() {
+	acc := NewLongAcc(First)
+	acc.Add(First, 7, 200)
+	acc.Add(First, 8, 100)
+	acc.Add(First, 9, 100)
+	fmt.Println(acc.V, acc.T)
+	// Output: 8 100
 }
