@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/multierr"
 )
 
 // textOptions say how values are written as text, by dump and query.
@@ -268,12 +269,12 @@ output: __time, the dimensions and the metrics in schema order, or the columns -
 	return cmd
 }
 
-func dump(out io.Writer, path string, o textOptions, cols []string) error {
+func dump(out io.Writer, path string, o textOptions, cols []string) (err error) {
 	seg, err := columns.Open(path)
 	if err != nil {
 		return err
 	}
-	defer seg.Close()
+	defer func() { err = multierr.Join(err, seg.Close()) }()
 	s := seg.Schema()
 	all := []string{columns.TimeColumn}
 	for _, d := range s.Dimensions {

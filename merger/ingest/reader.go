@@ -97,7 +97,7 @@ func OpenFile(path string) (io.ReadCloser, error) {
 	}
 	zr, err := gzip.NewReader(br)
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return readCloser{zr, func() error { return errors.Join(zr.Close(), f.Close()) }}, nil
