@@ -158,9 +158,9 @@ func (t *tableWriter) text(c cell) string {
 		return strings.Join(c.list, t.o.multiDelim)
 	case cellLong:
 		return strconv.FormatInt(c.i, 10)
-	default:
-		return strconv.FormatFloat(c.f, 'g', -1, 64)
+	case cellDouble:
 	}
+	return strconv.FormatFloat(c.f, 'g', -1, 64)
 }
 
 func (t *tableWriter) appendJSON(b []byte, c cell) []byte {
@@ -186,12 +186,12 @@ func (t *tableWriter) appendJSON(b []byte, c cell) []byte {
 		return append(b, ']')
 	case cellLong:
 		return strconv.AppendInt(b, c.i, 10)
-	default:
-		if math.IsNaN(c.f) || math.IsInf(c.f, 0) {
-			return append(b, "null"...)
-		}
-		return strconv.AppendFloat(b, c.f, 'g', -1, 64)
+	case cellDouble:
 	}
+	if math.IsNaN(c.f) || math.IsInf(c.f, 0) {
+		return append(b, "null"...)
+	}
+	return strconv.AppendFloat(b, c.f, 'g', -1, 64)
 }
 
 // appendCSVField appends s, quoted when RFC 4180 needs it (or it starts with a space).
@@ -335,7 +335,7 @@ func dump(out io.Writer, path string, o textOptions, cols []string) (err error) 
 					c = cell{kind: cellLong, i: v.Long}
 				case columns.MetricDouble:
 					c = cell{kind: cellDouble, f: v.Double}
-				default:
+				case columns.MetricHyperUnique:
 					var est uint64
 					if v.Sketch != nil {
 						est = v.Sketch.Estimate()

@@ -166,6 +166,8 @@ func (m *genMapping) convert(src *gen.Row, r *columns.Row) {
 			v.Long = src.Longs[gm.slot]
 		case gen.Double:
 			v.Double = src.Doubles[gm.slot]
+		case gen.String: // hyperUnique: the Builder sketches the source dimension's values
+		case gen.Time, gen.Sketch: // no generator's aggregator reads these
 		}
 	}
 }

@@ -217,6 +217,7 @@ func (p *fieldParser) setMetric(row *columns.Row, i int, s string, null bool) er
 		return nil
 	case metNone:
 		return nil
+	case metLong, metDouble, metSketch: // parsed below
 	}
 	if null || s == "" {
 		return nil
@@ -243,6 +244,7 @@ func (p *fieldParser) setMetric(row *columns.Row, i int, s string, null bool) er
 		sk.Reset()
 		sk.Insert([]byte(s))
 		v.Sketch = sk
+	case metCount, metNone: // set above
 	}
 	return nil
 }
