@@ -136,7 +136,11 @@ func BenchmarkSize(b *testing.B) {
 	for _, sm := range sinks(dir) {
 		b.Run("medium="+sm.name, func(b *testing.B) {
 			s := sm.make(b)
-			defer s.close()
+			defer func() {
+				if err := s.close(); err != nil {
+					b.Error(err)
+				}
+			}()
 			if _, err := s.w.Write(make([]byte, 1<<20+37)); err != nil {
 				b.Fatal(err)
 			}

@@ -457,6 +457,7 @@ func (b *Builder) addDim(d *bdim, row uint32, vals []string) {
 			d.addLive(id, row)
 		}
 		return
+	case kindMulti: // below
 	}
 	if len(vals) == 0 {
 		d.nulls++
@@ -518,7 +519,7 @@ func (b *Builder) insertValues(sk *hyperloglog.Sketch, row uint32, k int) {
 		if d.rawOK[row] {
 			sk.Insert([]byte(d.raw[row]))
 		}
-	default:
+	case kindSingle, kindMulti:
 		for _, id := range d.rowIDs(int(row)) {
 			if id != 0 {
 				sk.Insert([]byte(d.vals[id]))
@@ -597,7 +598,7 @@ func (b *Builder) MemBytes() int64 {
 		case kindRaw:
 			avg, perRow = avgLen(d.raw), 1
 			n += avg * int64(len(d.raw))
-		default:
+		case kindSingle, kindMulti:
 			avg = avgLen(d.vals[1:])
 			n += int64(cap(d.vals))*strHeader + avg*int64(len(d.vals)-1) + int64(len(d.index))*mapEntry
 			perRow = 1

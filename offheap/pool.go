@@ -125,7 +125,7 @@ func (p *chunkPool) startSpareLocked() {
 		p.mu.Lock()
 		p.busy = false
 		if err == nil {
-			p.spare, c = c, nil
+			p.spare = c // nil until now: no spare starts while one exists, and only this goroutine sets it
 		}
 		p.mu.Unlock()
 	}()

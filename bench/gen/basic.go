@@ -66,6 +66,7 @@ func newTableGen(specs []spec, aggs []Column, seed int64, rows int) *tableGen {
 			slot, g.nLong = g.nLong, g.nLong+1
 		case Double:
 			slot, g.nDbl = g.nDbl, g.nDbl+1
+		case Time, Sketch: // no spec has these: __time is the clock, a sketch an aggregator's kind
 		}
 		g.schema = append(g.schema, s.column(slot))
 		g.cols = append(g.cols, newColState(s, slot, seed, uint64(k)+1))

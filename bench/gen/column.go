@@ -154,9 +154,9 @@ func (c *colState) draw() uint64 {
 		return v
 	case distUniform:
 		return uintn(&c.rng, c.n)
-	default:
-		return uint64(c.tab.sample(&c.rng))
+	case distTable:
 	}
+	return uint64(c.tab.sample(&c.rng))
 }
 
 // fill writes the column's next value into r.
@@ -192,6 +192,7 @@ func (c *colState) fill(r *Row) {
 				sv.NullAt = append(sv.NullAt, int(v) == c.enumNul)
 			}
 		}
+	case Time, Sketch: // no table column has these (see newTableGen)
 	}
 }
 

@@ -100,6 +100,8 @@ func (o CSVOptions) Write(w io.Writer, g Generator) error {
 			case Double:
 				line = strconv.AppendFloat(line, r.Doubles[c.Slot], 'g', -1, 64)
 				continue
+			case Sketch:
+				return fmt.Errorf("gen: write csv: column %q: a sketch is an aggregator's kind, never a row's: %w", c.Name, ErrInvalid)
 			case String:
 				sv := &r.Strings[c.Slot]
 				if sv.Null {
@@ -209,6 +211,8 @@ func WriteNDJSON(w io.Writer, g Generator) error {
 					return fmt.Errorf("gen: write ndjson: column %q: %v is not a JSON number: %w", c.Name, f, ErrInvalid)
 				}
 				line = strconv.AppendFloat(line, f, 'g', -1, 64)
+			case Sketch:
+				return fmt.Errorf("gen: write ndjson: column %q: a sketch is an aggregator's kind, never a row's: %w", c.Name, ErrInvalid)
 			case String:
 				sv := &r.Strings[c.Slot]
 				switch {

@@ -50,6 +50,8 @@ func fromCSV(t *testing.T, schema []Column, data []byte, o CSVOptions) []Row {
 				v, err := strconv.ParseFloat(f, 64)
 				require.NoError(t, err)
 				r.Doubles = append(r.Doubles, v)
+			case Sketch:
+				t.Fatalf("column %s: a sketch in a row's schema", c.Name)
 			case String:
 				var sv StringValue
 				switch {
@@ -109,6 +111,8 @@ func fromNDJSON(t *testing.T, schema []Column, data []byte) []Row {
 				f, err := v.(json.Number).Float64()
 				require.NoError(t, err)
 				r.Doubles = append(r.Doubles, f)
+			case Sketch:
+				t.Fatalf("column %s: a sketch in a row's schema", c.Name)
 			case String:
 				var sv StringValue
 				switch x := v.(type) {
@@ -331,6 +335,18 @@ func TestTextEscaping(t *testing.T) {
 }
 
 func zero() float64 { return 0 }
+
+// TestTextSketchColumn: a sketch is an aggregator's kind; a row schema holding one is refused.
+func TestTextSketchColumn(t *testing.T) {
+	schema := []Column{{Name: "__time", Kind: Time}, {Name: "hll", Kind: Sketch}}
+	rows := []Row{{Time: 1}}
+	err := WriteCSV(io.Discard, &fakeGen{schema: schema, rows: rows})
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, `"hll"`)
+	err = WriteNDJSON(io.Discard, &fakeGen{schema: schema, rows: rows})
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, `"hll"`)
+}
 
 func FuzzAppendJSONString(f *testing.F) {
 	for _, s := range []string{"", "a", `"`, "\\", "\x00", "\x7f", "é", "\xff", "\xe2\x82", "𝄞", "\u2028"} {

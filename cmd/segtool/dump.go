@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/multierr"
 )
 
 // textOptions say how values are written as text, by dump and query.
@@ -157,9 +158,9 @@ func (t *tableWriter) text(c cell) string {
 		return strings.Join(c.list, t.o.multiDelim)
 	case cellLong:
 		return strconv.FormatInt(c.i, 10)
-	default:
-		return strconv.FormatFloat(c.f, 'g', -1, 64)
+	case cellDouble:
 	}
+	return strconv.FormatFloat(c.f, 'g', -1, 64)
 }
 
 func (t *tableWriter) appendJSON(b []byte, c cell) []byte {
@@ -185,12 +186,12 @@ func (t *tableWriter) appendJSON(b []byte, c cell) []byte {
 		return append(b, ']')
 	case cellLong:
 		return strconv.AppendInt(b, c.i, 10)
-	default:
-		if math.IsNaN(c.f) || math.IsInf(c.f, 0) {
-			return append(b, "null"...)
-		}
-		return strconv.AppendFloat(b, c.f, 'g', -1, 64)
+	case cellDouble:
 	}
+	if math.IsNaN(c.f) || math.IsInf(c.f, 0) {
+		return append(b, "null"...)
+	}
+	return strconv.AppendFloat(b, c.f, 'g', -1, 64)
 }
 
 // appendCSVField appends s, quoted when RFC 4180 needs it (or it starts with a space).
@@ -268,12 +269,12 @@ output: __time, the dimensions and the metrics in schema order, or the columns -
 	return cmd
 }
 
-func dump(out io.Writer, path string, o textOptions, cols []string) error {
+func dump(out io.Writer, path string, o textOptions, cols []string) (err error) {
 	seg, err := columns.Open(path)
 	if err != nil {
 		return err
 	}
-	defer seg.Close()
+	defer func() { err = multierr.Join(err, seg.Close()) }()
 	s := seg.Schema()
 	all := []string{columns.TimeColumn}
 	for _, d := range s.Dimensions {
@@ -334,7 +335,7 @@ func dump(out io.Writer, path string, o textOptions, cols []string) error {
 					c = cell{kind: cellLong, i: v.Long}
 				case columns.MetricDouble:
 					c = cell{kind: cellDouble, f: v.Double}
-				default:
+				case columns.MetricHyperUnique:
 					var est uint64
 					if v.Sketch != nil {
 						est = v.Sketch.Estimate()

@@ -33,7 +33,8 @@ func TestHelpExamples(t *testing.T) {
 	require.NoError(t, err, "TestMain puts segtool on PATH")
 	fixtures := exampleFixtures(t)
 	seen := map[string]bool{}
-	for _, c := range allCommands(newRoot()) {
+	root, _ := newRoot()
+	for _, c := range allCommands(root) {
 		for _, line := range strings.Split(c.Example, "\n") {
 			line = strings.TrimSpace(line)
 			if line == "" || strings.HasPrefix(line, "#") || seen[line] {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/writeout/writeout/bench/gen"
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/merger/ingest"
 )
@@ -165,6 +166,8 @@ func (m *genMapping) convert(src *gen.Row, r *columns.Row) {
 			v.Long = src.Longs[gm.slot]
 		case gen.Double:
 			v.Double = src.Doubles[gm.slot]
+		case gen.String: // hyperUnique: the Builder sketches the source dimension's values
+		case gen.Time, gen.Sketch: // no generator's aggregator reads these
 		}
 	}
 }
@@ -183,7 +186,7 @@ type genSummary struct {
 	interval columns.Interval
 }
 
-func runGen(ctx context.Context, f genFlags) ([]genSummary, error) {
+func runGen(ctx context.Context, f genFlags) (_ []genSummary, err error) {
 	switch {
 	case f.rows < 0:
 		return nil, usagef("--rows must be 0 or more")
@@ -253,7 +256,7 @@ func runGen(ctx context.Context, f genFlags) ([]genSummary, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer med.Close()
+	defer func() { err = multierr.Join(err, med.Close()) }()
 	for k := range f.segments {
 		info, err := genSegment(ctx, name(k), f.schema, f.seed+int64(k), f.rows, f.payloadLen, f.rollup, gran,
 			merger.PersistOptions{Medium: med, Durability: dur, Replace: f.replace})
@@ -310,7 +313,7 @@ func writeText(path, format string, g gen.Generator) (err error) {
 			err = cerr
 		}
 		if err != nil {
-			os.Remove(path)
+			_ = os.Remove(path)
 		}
 	}()
 	w := bufio.NewWriterSize(f, 1<<20)

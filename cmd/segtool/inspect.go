@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/multierr"
 )
 
 // segmentReport is what inspect prints; its JSON form is --json's output.
@@ -77,12 +78,12 @@ every row's sketch for hyperUnique. --json prints the same as one JSON object.`,
 	return cmd
 }
 
-func inspect(path string) (*segmentReport, error) {
+func inspect(path string) (_ *segmentReport, err error) {
 	seg, err := columns.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	defer seg.Close()
+	defer func() { err = multierr.Join(err, seg.Close()) }()
 	s := seg.Schema()
 	rep := &segmentReport{Path: path, Size: seg.Size(), Rows: seg.Rows(), Interval: seg.Interval(),
 		IntervalISO: seg.Interval().String(), Rollup: s.Rollup, Granularity: s.Granularity.String(), Schema: s}

@@ -55,12 +55,19 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // run is Main without the signal handling: tests call it directly.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root := newRoot()
+	root, stopProfile := newRoot()
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	if perr := stopProfile(); perr != nil {
+		// Printed here rather than joined to err, which may be a reportedError that prints nothing.
+		fmt.Fprintln(stderr, "segtool: "+oneLine(perr.Error()))
+		if err == nil {
+			return exitFailure
+		}
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -115,7 +122,9 @@ func withCommand(cmd *cobra.Command, err error) error {
 	return fmt.Errorf("%s: %w", strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), err)
 }
 
-func newRoot() *cobra.Command {
+// newRoot returns the root command and a function to call once it has run: it stops the CPU
+// profile --cpuprofile started, if any, and closes the profile's file.
+func newRoot() (*cobra.Command, func() error) {
 	root := &cobra.Command{
 		Use:   "segtool",
 		Short: "Build, merge, inspect, verify and query writeout segments",
@@ -147,9 +156,11 @@ the cause. Exit status: 0 success, 1 failure, 2 usage error.`,
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
 	var cpuProfile string
-	var stopProfile func()
+	var profile *os.File // while the CPU profile runs
 	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
-	root.PersistentFlags().MarkHidden("cpuprofile")
+	if err := root.PersistentFlags().MarkHidden("cpuprofile"); err != nil {
+		panic(err) // only if the flag just defined were missing
+	}
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		if cpuProfile == "" {
 			return nil
@@ -159,18 +170,24 @@ the cause. Exit status: 0 success, 1 failure, 2 usage error.`,
 			return err
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
+			_ = f.Close()
 			return err
 		}
-		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+		profile = f
 		return nil
 	}
-	cobra.OnFinalize(func() {
-		if stopProfile != nil {
-			stopProfile()
-			stopProfile = nil
+	stopProfile := func() error {
+		if profile == nil {
+			return nil
 		}
-	})
+		pprof.StopCPUProfile()
+		f := profile
+		profile = nil
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("cpuprofile: %w", err)
+		}
+		return nil
+	}
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageError{withCommand(cmd, err)}
 	})
@@ -185,5 +202,5 @@ the cause. Exit status: 0 success, 1 failure, 2 usage error.`,
 		newQueryCmd(),
 		newSweepCmd(),
 	)
-	return root
+	return root, stopProfile
 }

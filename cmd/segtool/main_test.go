@@ -62,7 +62,7 @@ func cmdFlipByte(ts *testscript.TestScript, neg bool, args []string) {
 
 // TestEveryCommandHasAnExample checks the --help convention.
 func TestEveryCommandHasAnExample(t *testing.T) {
-	root := newRoot()
+	root, _ := newRoot()
 	require.NotEmpty(t, root.Example)
 	for _, c := range root.Commands() {
 		if c.Name() == "help" {

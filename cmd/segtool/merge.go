@@ -202,12 +202,12 @@ func openSegment(path string, readAt bool) (*columns.Segment, func() error, erro
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, nil, err
 	}
 	sg, err := columns.NewSegment(f, fi.Size())
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return sg, func() error { return errors.Join(sg.Close(), f.Close()) }, nil
@@ -323,7 +323,7 @@ type phaseBar struct {
 func (p *phaseBar) update(pr merger.Progress) {
 	if p.bar == nil || pr.Phase != p.phase {
 		if p.bar != nil {
-			p.bar.Finish()
+			_ = p.bar.Finish()
 			fmt.Fprintln(p.w)
 		}
 		p.phase = pr.Phase
@@ -350,7 +350,7 @@ func (p *phaseBar) update(pr merger.Progress) {
 	} else {
 		p.bar.Describe(p.desc)
 	}
-	p.bar.Set64(pr.RowsDone)
+	_ = p.bar.Set64(pr.RowsDone)
 }
 
 func (p *phaseBar) finish(ok bool) {
@@ -358,9 +358,9 @@ func (p *phaseBar) finish(ok bool) {
 		return
 	}
 	if ok {
-		p.bar.Finish()
+		_ = p.bar.Finish()
 	} else {
-		p.bar.Exit()
+		_ = p.bar.Exit()
 	}
-	p.bar.Clear()
+	_ = p.bar.Clear()
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/multierr"
 )
 
 func newVerifyCmd() *cobra.Command {
@@ -42,12 +43,12 @@ one line on standard error naming the file, the column and the part, and the exi
 	}
 }
 
-func verifyFile(path string) (columns.Info, error) {
+func verifyFile(path string) (_ columns.Info, err error) {
 	seg, err := columns.Open(path)
 	if err != nil {
 		return columns.Info{}, err
 	}
-	defer seg.Close()
+	defer func() { err = multierr.Join(err, seg.Close()) }()
 	if err := seg.Verify(); err != nil {
 		return columns.Info{}, err
 	}

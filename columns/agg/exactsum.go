@@ -23,7 +23,7 @@ type ExactSum struct {
 	count uint32 // additions into acc since it was last normalised
 }
 
-// add adds x.
+// Add adds x.
 func (s *ExactSum) Add(x float64) {
 	if math.IsInf(x, 0) || x != x {
 		switch {
@@ -54,7 +54,7 @@ func (s *ExactSum) Add(x float64) {
 	}
 }
 
-// merge adds everything o holds.
+// Merge adds everything o holds.
 func (s *ExactSum) Merge(o *ExactSum) {
 	s.nan = s.nan || o.nan
 	s.pinf += o.pinf
@@ -86,7 +86,7 @@ func (s *ExactSum) spill(x float64) {
 	}
 }
 
-// value returns the correctly rounded sum.
+// Value returns the correctly rounded sum.
 func (s *ExactSum) Value() float64 {
 	switch {
 	case s.nan || (s.pinf > 0 && s.ninf > 0):
@@ -98,7 +98,7 @@ func (s *ExactSum) Value() float64 {
 	case s.acc == nil:
 		return s.hi
 	}
-	var l limbs = *s.acc
+	l := *s.acc
 	l.add(s.hi)
 	return l.round()
 }
@@ -134,7 +134,7 @@ func (s *ExactSum) AddAll(xs []float64) {
 	}
 }
 
-// reset empties s, keeping its accumulator's memory.
+// Reset empties s, keeping its accumulator's memory.
 func (s *ExactSum) Reset() {
 	acc := s.acc
 	*s = ExactSum{}

@@ -518,7 +518,7 @@ func testWriteToFile(t *testing.T, open Open) {
 	path := filepath.Join(t.TempDir(), "out")
 	f, err := os.Create(path)
 	require.NoError(t, err)
-	defer f.Close()
+	defer func() { _ = f.Close() }() // after a failed check; the Close below is checked
 	// A prefix first: WriteTo must write at the file's position, not at offset 0.
 	var want bytes.Buffer
 	_, err = f.WriteString("header")

@@ -583,15 +583,12 @@ func (c *diffCase) newMetrics() []oMetric {
 	for i := range ms {
 		ms[i].sum = new(big.Float).SetPrec(4200)
 		ms[i].users = map[string]bool{}
-		switch c.schema.Metrics[i].Aggregator {
-		case columns.AggLongMin:
-			ms[i].long = math.MaxInt64
-		case columns.AggLongMax:
-			ms[i].long = math.MinInt64
-		case columns.AggDoubleMin:
-			ms[i].dbl = math.Inf(1)
-		case columns.AggDoubleMax:
-			ms[i].dbl = math.Inf(-1)
+		switch ag := c.schema.Metrics[i].Agg(); ag.Kind {
+		case agg.Min:
+			ms[i].long, ms[i].dbl = math.MaxInt64, math.Inf(1)
+		case agg.Max:
+			ms[i].long, ms[i].dbl = math.MinInt64, math.Inf(-1)
+		case agg.Sum, agg.First, agg.Last, agg.Union: // from zero (First and Last from no row: set is false)
 		}
 	}
 	return ms

@@ -97,7 +97,7 @@ func OpenFile(path string) (io.ReadCloser, error) {
 	}
 	zr, err := gzip.NewReader(br)
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return readCloser{zr, func() error { return errors.Join(zr.Close(), f.Close()) }}, nil
@@ -217,6 +217,7 @@ func (p *fieldParser) setMetric(row *columns.Row, i int, s string, null bool) er
 		return nil
 	case metNone:
 		return nil
+	case metLong, metDouble, metSketch: // parsed below
 	}
 	if null || s == "" {
 		return nil
@@ -243,6 +244,7 @@ func (p *fieldParser) setMetric(row *columns.Row, i int, s string, null bool) er
 		sk.Reset()
 		sk.Insert([]byte(s))
 		v.Sketch = sk
+	case metCount, metNone: // set above
 	}
 	return nil
 }

@@ -467,12 +467,12 @@ func (r *runner) mergeRuns(dst string) (res merger.Result, err error) {
 		}
 		fi, err := f.Stat()
 		if err != nil {
-			f.Close()
+			_ = f.Close()
 			return res, fmt.Errorf("ingest: run: %w", err)
 		}
 		sg, err := columns.NewSegment(newBlockReaderAt(f, fi.Size()), fi.Size())
 		if err != nil {
-			f.Close()
+			_ = f.Close()
 			return res, fmt.Errorf("ingest: run %s: %w", p, err)
 		}
 		segs = append(segs, sg)
