@@ -297,10 +297,14 @@ func (c *DimCursor) load(row int) error {
 	}
 	raw, err := c.cr.load(i, maxRaw)
 	if err == nil {
+		var rest []byte
 		if c.col.dim.MultiValue {
-			c.offs, c.ids, err = DecodeMultiIDs(c.offs, c.ids, raw, n, card)
+			c.ids, rest, err = decodeMultiIDs(c.ids[:0], raw, n, card, &c.offs)
 		} else {
-			c.ids, err = DecodeIDs(c.ids[:0], raw, n, card)
+			c.ids, rest, err = decodeIDs(c.ids[:0], raw, n, card)
+		}
+		if err == nil && len(rest) != 0 {
+			err = corruptf("%d trailing bytes", len(rest))
 		}
 		if err == nil {
 			err = c.checkNulls()

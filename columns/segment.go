@@ -404,9 +404,8 @@ func (c *LongCursor) At(row int) (int64, error) { return c.at(row) }
 func (c *LongCursor) Chunk(row int) (first int, vals []int64, err error) { return c.chunk(row) }
 
 // decodeLongChunk is decodeInt64s in the shape of numCursor.decode.
-func decodeLongChunk(dst []int64, src []byte, n int, ints []int64) ([]int64, []byte, []int64, error) {
-	dst, rest, err := decodeInt64s(dst, src, n)
-	return dst, rest, ints, err
+func decodeLongChunk(dst []int64, src []byte, n int, _ *[]int64) ([]int64, []byte, error) {
+	return decodeInt64s(dst, src, n)
 }
 
 // seg checks the segment is open and row within it.
@@ -514,7 +513,7 @@ type numCursor[T int64 | float64] struct {
 	ints []int64 // decode's scratch
 	// decode appends the n values of a chunk's raw bytes to dst and returns the bytes after
 	// them.
-	decode func(dst []T, src []byte, n int, ints []int64) ([]T, []byte, []int64, error)
+	decode func(dst []T, src []byte, n int, scratch *[]int64) ([]T, []byte, error)
 }
 
 // The bodies of LongCursor and DoubleCursor, named so that go doc hides them as it does any
@@ -551,7 +550,7 @@ func (c *numCursor[T]) load(row int) error {
 	raw, err := c.cr.load(i, numericMaxRaw(n))
 	if err == nil {
 		var rest []byte
-		c.vals, rest, c.ints, err = c.decode(c.vals[:0], raw, n, c.ints)
+		c.vals, rest, err = c.decode(c.vals[:0], raw, n, &c.ints)
 		if err == nil && len(rest) != 0 {
 			err = corruptf("%d trailing bytes", len(rest))
 		}
@@ -580,9 +579,9 @@ type blobCursor struct {
 	name string
 	part PartKind // PartValues or PartTails, for errors
 	cr   chunkReader
-	offs []int
-	lens []int64
-	data []byte
+	offs []int   // value k of the chunk is data[offs[k]:offs[k+1]]
+	lens []int64 // decodeBlobs' scratch
+	data []byte  // the chunk's raw bytes
 }
 
 func (c *blobCursor) at(row int) ([]byte, error) {
@@ -603,7 +602,12 @@ func (c *blobCursor) load(row int) error {
 	i := c.cr.next(row)
 	raw, err := c.cr.load(i, maxChunkBytes)
 	if err == nil {
-		c.offs, c.lens, c.data, err = DecodeBlobs(c.offs, c.lens, raw, c.cr.ix.first[i+1]-c.cr.ix.first[i])
+		var rest []byte
+		c.offs, rest, err = decodeBlobs(c.offs[:0], raw, c.cr.ix.first[i+1]-c.cr.ix.first[i], &c.lens)
+		if err == nil && len(rest) != 0 {
+			err = corruptf("blob chunk: lengths add up to %d, have %d bytes", c.offs[len(c.offs)-1]-c.offs[0], len(raw)-c.offs[0])
+		}
+		c.data = raw
 		if err != nil {
 			err = fmt.Errorf("chunk %d: %w", i, err)
 		}

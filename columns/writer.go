@@ -401,7 +401,7 @@ func (l *LongWriter) flush() error {
 	if len(l.vals) == 0 {
 		return l.err
 	}
-	l.raw = AppendInt64s(l.raw[:0], l.vals)
+	l.raw = appendInt64s(l.raw[:0], l.vals)
 	if err := l.cw.writeChunk(l.raw, len(l.vals)); err != nil && l.err == nil {
 		l.err = err
 	}
@@ -517,7 +517,7 @@ func (d *DoubleWriter) flush() error {
 	if len(d.vals) == 0 {
 		return d.err
 	}
-	d.raw, d.ints = appendFloat64s(d.raw[:0], d.vals, d.ints)
+	d.raw = appendFloat64s(d.raw[:0], d.vals, &d.ints)
 	if err := d.cw.writeChunk(d.raw, len(d.vals)); err != nil && d.err == nil {
 		d.err = err
 	}
@@ -586,7 +586,7 @@ func (b *blobWriter) flush() error {
 	if len(b.lens) == 0 {
 		return b.err
 	}
-	b.raw = AppendBlobs(b.raw[:0], b.lens, b.data)
+	b.raw = appendBlobs(b.raw[:0], b.lens, b.data)
 	if err := b.cw.writeChunk(b.raw, len(b.lens)); err != nil && b.err == nil {
 		b.err = err
 	}
@@ -781,7 +781,7 @@ func (d *DimWriter) closeDict() error {
 		return nil
 	}
 	d.card = d.Cardinality()
-	d.width = IDWidth(d.card)
+	d.width = idWidth(d.card)
 	d.phase = 1
 	if err := d.dict.finish(); err != nil {
 		return d.fail(err)
@@ -919,9 +919,9 @@ func (d *DimWriter) flush() error {
 		return d.err
 	}
 	if d.dim.MultiValue {
-		d.raw = AppendMultiIDs(d.raw[:0], d.counts, d.vals, d.width)
+		d.raw = appendMultiIDs(d.raw[:0], d.counts, d.vals, d.width)
 	} else {
-		d.raw = AppendIDs(d.raw[:0], d.vals, d.width)
+		d.raw = appendIDs(d.raw[:0], d.vals, d.width)
 	}
 	if err := d.ids.writeChunk(d.raw, n); err != nil {
 		return d.fail(err)
