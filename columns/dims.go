@@ -84,11 +84,39 @@ func (c *DimColumn) Bitmap(id uint32) (*roaring.Bitmap, error) {
 	return bm, partError(c.dim.Name, PartBitmaps, err)
 }
 
-// BitmapBytes returns value id's bitmap as stored: the portable roaring serialization, neither
+// EachBitmapRows hands fn the rows holding id in increasing order, in pieces of at most
+// len(buf) rows (4096 when buf is empty). A piece is buf's memory: fn may change it, and must not
+// keep it past the call. It decodes the stored bitmap straight from the segment's bytes (a view
+// of the mapping for a segment from Open), without building a roaring.Bitmap, and checks what it
+// reads, every row below the segment's row count included: bad bytes give an error wrapping
+// ErrCorrupt, which may come after some pieces went to fn. An error from fn stops the walk and
+// is returned as it is.
+func (c *DimColumn) EachBitmapRows(id uint32, buf []uint32, fn func(rows []uint32) error) error {
+	raw, err := c.bitmapBytes(id)
+	if err != nil {
+		return err
+	}
+	if len(buf) == 0 {
+		buf = make([]uint32, 4096)
+	}
+	d := roaringDecoder{out: buf[:0], piece: len(buf)}
+	n, err := d.each(raw, uint64(c.seg.Rows()), fn)
+	if err == nil && n != len(raw) {
+		err = corruptf("roaring: %d trailing bytes", len(raw)-n)
+	}
+	if d.fnErr != nil {
+		return d.fnErr
+	}
+	if err != nil {
+		return partError(c.dim.Name, PartBitmaps, fmt.Errorf("bitmap %d: %w", id, err))
+	}
+	return nil
+}
+
+// bitmapBytes returns value id's bitmap as stored: the portable roaring serialization, neither
 // decoded nor checked. For a segment from Open it is a view of the mapping, valid until Close;
-// otherwise it is a copy. It is the fast path for callers that decode rows themselves with a
-// decoder that validates what it reads (the merger's does); Bitmap decodes and checks.
-func (c *DimColumn) BitmapBytes(id uint32) ([]byte, error) {
+// otherwise it is a copy.
+func (c *DimColumn) bitmapBytes(id uint32) ([]byte, error) {
 	if c.bms == nil {
 		return nil, fmt.Errorf("columns: column %q has no bitmap index: %w", c.dim.Name, ErrSchema)
 	}
