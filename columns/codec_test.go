@@ -377,7 +377,7 @@ func TestDictionaryCodec(t *testing.T) {
 
 func TestErrorsNameColumnAndPart(t *testing.T) {
 	err := partError("page", PartBitmaps, corruptf("offset %d past end %d", 123, 100))
-	require.EqualError(t, err, `columns: column "page" part bitmaps: offset 123 past end 100: corrupt segment`)
+	require.EqualError(t, err, `columns: column "page" part bitmaps: offset 123 past end 100: columns: corrupt segment`)
 	require.True(t, errors.Is(err, ErrCorrupt))
 	require.NoError(t, partError("x", PartIDs, nil))
 	err = safely("x", func() error { panic("boom") })

@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/RoaringBitmap/roaring/v2"
-
-	"github.com/writeout/writeout/medium"
 )
 
 // DimColumn is a dictionary dimension: a sorted dictionary, ids per row and (unless the schema
@@ -52,7 +50,7 @@ func (c *DimColumn) idOf(index int) uint32 {
 // Value returns the value of id; the null id gives "".
 func (c *DimColumn) Value(id uint32) (string, error) {
 	if int64(id) >= int64(c.Cardinality()) {
-		return "", fmt.Errorf("columns: column %q: id %d not below the cardinality %d", c.dim.Name, id, c.Cardinality())
+		return "", fmt.Errorf("columns: column %q: id %d not below the cardinality %d: %w", c.dim.Name, id, c.Cardinality(), ErrInvalid)
 	}
 	if c.IsNull(id) {
 		return "", nil
@@ -78,7 +76,7 @@ func (c *DimColumn) Bitmap(id uint32) (*roaring.Bitmap, error) {
 		return nil, fmt.Errorf("columns: column %q has no bitmap index: %w", c.dim.Name, ErrSchema)
 	}
 	if c.seg.src.closed {
-		return nil, fmt.Errorf("columns: column %q: segment closed: %w", c.dim.Name, medium.ErrClosed)
+		return nil, fmt.Errorf("columns: column %q: %w", c.dim.Name, errClosed)
 	}
 	bm, err := c.bms.bitmap(int(id))
 	return bm, partError(c.dim.Name, PartBitmaps, err)
@@ -121,7 +119,7 @@ func (c *DimColumn) bitmapBytes(id uint32) ([]byte, error) {
 		return nil, fmt.Errorf("columns: column %q has no bitmap index: %w", c.dim.Name, ErrSchema)
 	}
 	if c.seg.src.closed {
-		return nil, fmt.Errorf("columns: column %q: segment closed: %w", c.dim.Name, medium.ErrClosed)
+		return nil, fmt.Errorf("columns: column %q: %w", c.dim.Name, errClosed)
 	}
 	raw, err := c.bms.raw(int(id))
 	return raw, partError(c.dim.Name, PartBitmaps, err)
@@ -161,7 +159,7 @@ func (it *DictIter) Next() bool {
 		return false
 	}
 	if it.col.seg.src.closed { // the current block may be a view of the mapping
-		it.err = fmt.Errorf("columns: column %q: segment closed: %w", it.col.dim.Name, medium.ErrClosed)
+		it.err = fmt.Errorf("columns: column %q: %w", it.col.dim.Name, errClosed)
 		return false
 	}
 	it.id++

@@ -7,8 +7,6 @@ import (
 	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
-
-	"github.com/writeout/writeout/medium"
 )
 
 // DimWriter writes a dictionary dimension in three phases, each closing the one before:
@@ -81,10 +79,10 @@ func (d *DimWriter) AddValue(v string) (uint32, error) {
 		return 0, d.fail(fmt.Errorf("AddValue after the first row: %w", ErrState))
 	}
 	if d.dict.count >= math.MaxUint32-1 {
-		return 0, d.fail(fmt.Errorf("dictionary full"))
+		return 0, d.fail(fmt.Errorf("dictionary full: %w", ErrInvalid))
 	}
 	if err := d.dict.add(v); err != nil {
-		return 0, d.fail(fmt.Errorf("dictionary: %w: %w", err, medium.ErrInvalid))
+		return 0, d.fail(fmt.Errorf("dictionary: %w: %w", err, ErrInvalid))
 	}
 	id := uint32(d.dict.count - 1)
 	if d.dict.hasNull {
@@ -156,27 +154,27 @@ func (d *DimWriter) AppendIDs(ids []uint32) error {
 		return err
 	}
 	if d.rows >= maxRows {
-		return d.fail(fmt.Errorf("more than %d rows", maxRows))
+		return d.fail(fmt.Errorf("more than %d rows: %w", maxRows, ErrInvalid))
 	}
 	var nullRow [1]uint32
 	if len(ids) == 0 {
 		if !d.dict.hasNull {
-			return d.fail(fmt.Errorf("row %d: null row, but the dictionary has no null value (call AddNull first): %w", d.rows, medium.ErrInvalid))
+			return d.fail(fmt.Errorf("row %d: null row, but the dictionary has no null value (call AddNull first): %w", d.rows, ErrInvalid))
 		}
 		ids = nullRow[:]
 	}
 	if !d.dim.MultiValue && len(ids) > 1 {
-		return d.fail(fmt.Errorf("row %d: %d values in a single-value dimension: %w", d.rows, len(ids), medium.ErrInvalid))
+		return d.fail(fmt.Errorf("row %d: %d values in a single-value dimension: %w", d.rows, len(ids), ErrInvalid))
 	}
 	if len(ids) > maxChunkValues {
-		return d.fail(fmt.Errorf("row %d: %d values, at most %d: %w", d.rows, len(ids), maxChunkValues, medium.ErrInvalid))
+		return d.fail(fmt.Errorf("row %d: %d values, at most %d: %w", d.rows, len(ids), maxChunkValues, ErrInvalid))
 	}
 	for _, id := range ids {
 		if int64(id) >= int64(d.card) {
-			return d.fail(fmt.Errorf("row %d: id %d not below the cardinality %d: %w", d.rows, id, d.card, medium.ErrInvalid))
+			return d.fail(fmt.Errorf("row %d: id %d not below the cardinality %d: %w", d.rows, id, d.card, ErrInvalid))
 		}
 		if id == 0 && d.dict.hasNull && len(ids) > 1 {
-			return d.fail(fmt.Errorf("row %d: the null id inside a multi-value row: %w", d.rows, medium.ErrInvalid))
+			return d.fail(fmt.Errorf("row %d: the null id inside a multi-value row: %w", d.rows, ErrInvalid))
 		}
 	}
 	if d.dict.hasNull && ids[0] == 0 {
@@ -290,10 +288,10 @@ func (d *DimWriter) WriteBitmap(id uint32, bm *roaring.Bitmap) error {
 		bm = roaring.New()
 	}
 	if !bm.IsEmpty() && int64(bm.Maximum()) >= int64(d.rows) {
-		return d.fail(fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, bm.Maximum(), d.rows, medium.ErrInvalid))
+		return d.fail(fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, bm.Maximum(), d.rows, ErrInvalid))
 	}
 	if id == 0 && d.dict.hasNull && !bm.Equals(d.nulls) {
-		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", medium.ErrInvalid))
+		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", ErrInvalid))
 	}
 	d.bmCard += bm.GetCardinality()
 	if invariants {
@@ -319,13 +317,13 @@ func (d *DimWriter) WriteBitmapRows(id uint32, rows []uint32) error {
 		return err
 	}
 	if k, ok := strictlyIncreasing(rows); !ok {
-		return d.fail(fmt.Errorf("bitmap %d: rows not strictly increasing at index %d (%d after %d): %w", id, k, rows[k], rows[k-1], medium.ErrInvalid))
+		return d.fail(fmt.Errorf("bitmap %d: rows not strictly increasing at index %d (%d after %d): %w", id, k, rows[k], rows[k-1], ErrInvalid))
 	}
 	if n := len(rows); n > 0 && int64(rows[n-1]) >= int64(d.rows) {
-		return d.fail(fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, rows[n-1], d.rows, medium.ErrInvalid))
+		return d.fail(fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, rows[n-1], d.rows, ErrInvalid))
 	}
 	if id == 0 && d.dict.hasNull && !equalRows(d.nulls, rows) {
-		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", medium.ErrInvalid))
+		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", ErrInvalid))
 	}
 	d.bmCard += uint64(len(rows))
 	if invariants {
@@ -355,12 +353,12 @@ func (d *DimWriter) WriteBitmapWords(id uint32, words []uint64) error {
 	}
 	if last >= 0 {
 		if top := int64(last)<<6 + 63 - int64(bits.LeadingZeros64(words[last])); top >= int64(d.rows) {
-			return d.fail(fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, top, d.rows, medium.ErrInvalid))
+			return d.fail(fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, top, d.rows, ErrInvalid))
 		}
 	}
 	words = words[:last+1]
 	if id == 0 && d.dict.hasNull && !equalWords(d.nulls, words) {
-		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", medium.ErrInvalid))
+		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", ErrInvalid))
 	}
 	card := 0
 	for _, w := range words {
@@ -401,7 +399,7 @@ func (d *DimWriter) beginBitmap(id uint32) error {
 		return d.fail(fmt.Errorf("WriteBitmap(%d): want id %d next (ids in order, each once): %w", id, d.nextBM, ErrState))
 	}
 	if int(id) >= d.card {
-		return d.fail(fmt.Errorf("WriteBitmap(%d): id not below the cardinality %d: %w", id, d.card, medium.ErrInvalid))
+		return d.fail(fmt.Errorf("WriteBitmap(%d): id not below the cardinality %d: %w", id, d.card, ErrInvalid))
 	}
 	return nil
 }
@@ -451,10 +449,10 @@ func (d *DimWriter) finish() error {
 			return d.fail(fmt.Errorf("%d of %d bitmaps written: %w", d.nextBM, d.card, ErrState))
 		}
 		if (invariants || !d.dim.MultiValue) && d.bmCard != d.pairs {
-			return d.fail(fmt.Errorf("bitmaps hold %d rows in all, the rows hold %d distinct values: %w", d.bmCard, d.pairs, medium.ErrInvalid))
+			return d.fail(fmt.Errorf("bitmaps hold %d rows in all, the rows hold %d distinct values: %w", d.bmCard, d.pairs, ErrInvalid))
 		}
 		if invariants && d.bmHash != d.pairHash {
-			return d.fail(fmt.Errorf("bitmaps do not hold the rows' ids (pair hashes differ): %w", medium.ErrInvalid))
+			return d.fail(fmt.Errorf("bitmaps do not hold the rows' ids (pair hashes differ): %w", ErrInvalid))
 		}
 		if err := d.bitmaps.finish(); err != nil {
 			return d.fail(err)

@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
-
-	"github.com/writeout/writeout/medium"
 )
 
 // rowDim buffers a dictionary dimension fed by AddRow.
@@ -50,15 +48,15 @@ func (w *Writer) AddRow(r Row) error {
 	row := w.time.rows
 	if len(r.Dims) != len(w.schema.Dimensions) || len(r.Metrics) != len(w.schema.Metrics) {
 		return fmt.Errorf("columns: row %d: %d dimensions and %d metrics, the schema has %d and %d: %w",
-			row, len(r.Dims), len(r.Metrics), len(w.schema.Dimensions), len(w.schema.Metrics), medium.ErrInvalid)
+			row, len(r.Dims), len(r.Metrics), len(w.schema.Dimensions), len(w.schema.Metrics), ErrInvalid)
 	}
 	for i, d := range w.schema.Dimensions {
 		if !d.MultiValue && len(r.Dims[i]) > 1 {
-			return fmt.Errorf("columns: column %q: row %d: %d values in a single-value dimension: %w", d.Name, row, len(r.Dims[i]), medium.ErrInvalid)
+			return fmt.Errorf("columns: column %q: row %d: %d values in a single-value dimension: %w", d.Name, row, len(r.Dims[i]), ErrInvalid)
 		}
 		for _, v := range r.Dims[i] {
 			if len(v) > MaxValueBytes {
-				return fmt.Errorf("columns: column %q: row %d: value of %d bytes, at most %d: %w", d.Name, row, len(v), MaxValueBytes, medium.ErrInvalid)
+				return fmt.Errorf("columns: column %q: row %d: value of %d bytes, at most %d: %w", d.Name, row, len(v), MaxValueBytes, ErrInvalid)
 			}
 		}
 	}

@@ -25,7 +25,7 @@ func (w *Writer) seal() (*footer, error) {
 	}
 	rows := w.time.rows
 	if rows > maxRows {
-		return nil, w.fail(fmt.Errorf("columns: %d rows, at most %d in a segment: %w", rows, maxRows, medium.ErrInvalid))
+		return nil, w.fail(fmt.Errorf("columns: %d rows, at most %d in a segment: %w", rows, maxRows, ErrInvalid))
 	}
 	var errs []error
 	check := func(name string, n int, err error) {
@@ -65,7 +65,7 @@ func (w *Writer) seal() (*footer, error) {
 	if rows > 0 {
 		iv, ok := w.schema.Granularity.Interval(w.time.first, w.time.last)
 		if !ok {
-			return nil, w.fail(fmt.Errorf("columns: %s: time %d leaves no room for an exclusive interval end: %w", TimeColumn, w.time.last, medium.ErrInvalid))
+			return nil, w.fail(fmt.Errorf("columns: %s: time %d leaves no room for an exclusive interval end: %w", TimeColumn, w.time.last, ErrInvalid))
 		}
 		f.interval = iv
 	}
@@ -90,7 +90,7 @@ type crcWriter struct {
 func (c *crcWriter) Write(p []byte) (int, error) {
 	k, err := c.w.Write(p)
 	if k < 0 || k > len(p) {
-		return 0, fmt.Errorf("columns: writer returned invalid count %d", k)
+		return 0, fmt.Errorf("columns: writer returned invalid count %d: %w", k, ErrInvalid)
 	}
 	c.crc = crc32.Update(c.crc, castagnoli, p[:k])
 	c.n += int64(k)
@@ -139,7 +139,7 @@ func (w *Writer) emit(out io.Writer, f *footer, syncStage func(medium.Bytes) err
 		return total, err
 	}
 	if len(fb) > maxFooter {
-		return total, fmt.Errorf("columns: footer of %d bytes, at most %d: %w", len(fb), maxFooter, medium.ErrInvalid)
+		return total, fmt.Errorf("columns: footer of %d bytes, at most %d: %w", len(fb), maxFooter, ErrInvalid)
 	}
 	if err := put(appendTrailer(fb, fb)); err != nil {
 		return total, fmt.Errorf("columns: write footer: %w", err)

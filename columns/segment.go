@@ -16,7 +16,6 @@ import (
 
 	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
-	"github.com/writeout/writeout/medium"
 )
 
 // Segment is an open segment file.
@@ -98,7 +97,7 @@ func openWith(path string, calls *sys.Calls) (*Segment, error) {
 // io.ReaderAt promises) and stay readable until the segment is closed. Close does not close r.
 func NewSegment(r io.ReaderAt, size int64) (*Segment, error) {
 	if r == nil || size < 0 {
-		return nil, fmt.Errorf("columns: NewSegment: nil reader or negative size: %w", medium.ErrInvalid)
+		return nil, fmt.Errorf("columns: NewSegment: nil reader or negative size: %w", ErrInvalid)
 	}
 	return newSegment(source{r: r, size: size}, nil)
 }
@@ -411,7 +410,7 @@ func decodeLongChunk(dst []int64, src []byte, n int, _ *[]int64) ([]int64, []byt
 // seg checks the segment is open and row within it.
 func (c *chunkReader) seg(row int) error {
 	if c.src.closed {
-		return fmt.Errorf("columns: segment closed: %w", medium.ErrClosed)
+		return fmt.Errorf("columns: %w", errClosed)
 	}
 	if rows := c.ix.first[len(c.ix.first)-1]; row < 0 || row >= rows {
 		return rowErr(row, rows)

@@ -7,8 +7,6 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/axiomhq/hyperloglog"
-
-	"github.com/writeout/writeout/medium"
 )
 
 // LongWriter appends int64 values: __time or a long metric.
@@ -71,11 +69,11 @@ func (l *LongWriter) append(v int64) error {
 	}
 	if l.isTime {
 		if l.rows > 0 && v < l.last {
-			l.err = fmt.Errorf("columns: column %q: row %d: time %d before the previous row's %d: rows must come in time order: %w", TimeColumn, l.rows, v, l.last, medium.ErrInvalid)
+			l.err = fmt.Errorf("columns: column %q: row %d: time %d before the previous row's %d: rows must come in time order: %w", TimeColumn, l.rows, v, l.last, ErrInvalid)
 			return l.err
 		}
 		if l.gran.Truncate(v) != v {
-			l.err = fmt.Errorf("columns: column %q: row %d: time %d not truncated to the granularity %s: %w", TimeColumn, l.rows, v, l.gran, medium.ErrInvalid)
+			l.err = fmt.Errorf("columns: column %q: row %d: time %d not truncated to the granularity %s: %w", TimeColumn, l.rows, v, l.gran, ErrInvalid)
 			return l.err
 		}
 		if l.rows == 0 {
@@ -267,7 +265,7 @@ func (b *blobWriter) append(v []byte) error {
 		return fmt.Errorf("columns: column %q: append after finish: %w", b.cw.st.name, ErrState)
 	}
 	if len(v) > MaxValueBytes {
-		b.err = fmt.Errorf("columns: column %q: row %d: value of %d bytes, at most %d: %w", b.cw.st.name, b.rows, len(v), MaxValueBytes, medium.ErrInvalid)
+		b.err = fmt.Errorf("columns: column %q: row %d: value of %d bytes, at most %d: %w", b.cw.st.name, b.rows, len(v), MaxValueBytes, ErrInvalid)
 		return b.err
 	}
 	b.lens = append(b.lens, int64(len(v)))

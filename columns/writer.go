@@ -27,18 +27,22 @@ type WriterOptions struct {
 	ChunkRows int
 }
 
+// Validate returns the error NewWriter gives for these options, if any: one wrapping
+// ErrInvalid that names the bad option. The zero value is valid.
+func (o WriterOptions) Validate() error { return o.ensureDefaults() }
+
 func (o *WriterOptions) ensureDefaults() error {
 	if o.Compression == CompressionDefault {
 		o.Compression = CompressionS2
 	}
 	if o.Compression > CompressionS2 {
-		return fmt.Errorf("columns: writer: unknown compression %d: %w", o.Compression, medium.ErrInvalid)
+		return fmt.Errorf("columns: writer: unknown compression %d: %w", o.Compression, ErrInvalid)
 	}
 	if o.ChunkRows == 0 {
 		o.ChunkRows = DefaultChunkRows
 	}
 	if o.ChunkRows < 1 || o.ChunkRows > maxChunkRows {
-		return fmt.Errorf("columns: writer: ChunkRows %d outside [1, %d]: %w", o.ChunkRows, maxChunkRows, medium.ErrInvalid)
+		return fmt.Errorf("columns: writer: ChunkRows %d outside [1, %d]: %w", o.ChunkRows, maxChunkRows, ErrInvalid)
 	}
 	return nil
 }
