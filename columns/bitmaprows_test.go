@@ -33,7 +33,7 @@ func TestEachBitmapRowsMatchBitmap(t *testing.T) {
 
 	mapped, err := Open(path)
 	require.NoError(t, err)
-	defer mapped.Close()
+	defer func() { _ = mapped.Close() }()
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	readAt, err := NewSegment(bytes.NewReader(data), int64(len(data)))
