@@ -28,18 +28,21 @@ var (
 	// ErrInvalid marks an invalid argument or option: a value or row count over a limit, an id
 	// or row out of range, rows out of time order, an unknown compression. It wraps
 	// medium.ErrInvalid: errors.Is holds for both.
-	ErrInvalid error = &sentinel{msg: "columns: invalid argument", is: []error{medium.ErrInvalid}}
+	ErrInvalid = newSentinel("columns: invalid argument", medium.ErrInvalid)
 )
 
 // errClosed marks a read from a closed segment: it matches medium.ErrClosed, as everything
 // closed in writeout does, and ErrState.
-var errClosed error = &sentinel{msg: "segment closed", is: []error{medium.ErrClosed, ErrState}}
+var errClosed = newSentinel("segment closed", medium.ErrClosed, ErrState)
 
 // sentinel is a sentinel error with its own message that also matches others under errors.Is.
 type sentinel struct {
 	msg string
 	is  []error
 }
+
+// newSentinel returns a sentinel error with the message msg that also matches each of is.
+func newSentinel(msg string, is ...error) error { return &sentinel{msg: msg, is: is} }
 
 func (e *sentinel) Error() string   { return e.msg }
 func (e *sentinel) Unwrap() []error { return e.is }
