@@ -153,7 +153,7 @@ func (b *bitmapsReader) span(id int) (int64, int64, error) {
 // mapped, else a copy.
 func (b *bitmapsReader) raw(id int) ([]byte, error) {
 	if id < 0 || id >= b.count {
-		return nil, fmt.Errorf("columns: bitmap id %d out of range [0, %d)", id, b.count)
+		return nil, fmt.Errorf("columns: bitmap id %d out of range [0, %d): %w", id, b.count, ErrInvalid)
 	}
 	start, end, err := b.span(id)
 	if err != nil {

@@ -6,22 +6,20 @@ import (
 )
 
 // Bit packing: n unsigned values of width w bits (0..64) stored as one little-endian bit stream,
-// value i in bits [i*w, (i+1)*w). The stream takes PackedSize(n, w) = ceil(n*w/8) bytes; its
+// value i in bits [i*w, (i+1)*w). The stream takes packedSize(n, w) = ceil(n*w/8) bytes; its
 // unused high bits in the last byte are zero. Width 0 stores nothing (all values zero).
 
-// PackedSize returns the bytes AppendPacked writes for n values of width bits.
-func PackedSize(n, width int) int { return int((uint64(n)*uint64(width) + 7) / 8) }
+// packedSize returns the bytes appendPacked writes for n values of width bits.
+func packedSize(n, width int) int { return int((uint64(n)*uint64(width) + 7) / 8) }
 
-// BitWidth returns the number of bits needed for max (0 for 0).
-func BitWidth(max uint64) int { return bits.Len64(max) }
+// bitWidth returns the number of bits needed for max (0 for 0).
+func bitWidth(max uint64) int { return bits.Len64(max) }
 
 type unsigned interface{ ~uint32 | ~uint64 }
 
 type word interface{ ~uint32 | ~uint64 | ~int64 }
 
-// AppendPacked appends vals packed at width bits. Every value must fit in width bits.
-func AppendPacked(dst []byte, vals []uint64, width int) []byte { return appendPacked(dst, vals, width) }
-
+// appendPacked appends vals packed at width bits. Every value must fit in width bits.
 func appendPacked[T unsigned](dst []byte, vals []T, width int) []byte {
 	if width == 0 || len(vals) == 0 {
 		return dst
@@ -60,17 +58,14 @@ func (p *packer) flush() []byte {
 	return p.dst
 }
 
-// DecodePacked appends n values of width bits decoded from the front of src to dst and returns
-// the rest of src. It fails with ErrCorrupt when src is too short or the width is over 64.
-func DecodePacked(dst []uint64, src []byte, n, width int) ([]uint64, []byte, error) {
-	return decodePacked(dst, src, n, width)
-}
-
+// decodePacked appends n values of width bits decoded from the front of src to dst and returns
+// the rest of src. It fails with ErrCorrupt when src is too short, the width is over 64 or
+// over 32 for 32-bit values.
 func decodePacked[T unsigned](dst []T, src []byte, n, width int) ([]T, []byte, error) {
 	if width < 0 || width > 64 || n < 0 {
 		return dst, src, corruptf("bit packing: width %d, count %d", width, n)
 	}
-	size := PackedSize(n, width)
+	size := packedSize(n, width)
 	if size > len(src) {
 		return dst, src, corruptf("bit packing: %d values of %d bits need %d bytes, have %d", n, width, size, len(src))
 	}
@@ -85,7 +80,7 @@ func decodePacked[T unsigned](dst []T, src []byte, n, width int) ([]T, []byte, e
 	return dst, src[size:], nil
 }
 
-// unpack decodes len(out) values of width w from src, which holds exactly PackedSize bytes.
+// unpack decodes len(out) values of width w from src, which holds exactly packedSize bytes.
 func unpack[T word](out []T, src []byte, w uint) {
 	if w == 0 {
 		clear(out)

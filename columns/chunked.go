@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-
-	"github.com/writeout/writeout/medium"
 )
 
 // A chunked part holds a column's values in chunks of up to ChunkRows rows, each chunk framed by
@@ -42,7 +40,7 @@ type source struct {
 // is checked against the size first, so nothing outside the file is ever read.
 func (s *source) view(off, n int64, buf []byte) ([]byte, error) {
 	if s.closed {
-		return nil, fmt.Errorf("columns: segment closed: %w", medium.ErrClosed)
+		return nil, fmt.Errorf("columns: %w", errClosed)
 	}
 	if off < 0 || n < 0 || off > s.size || n > s.size-off {
 		return nil, corruptf("range [%d, %d+%d) outside the file of %d bytes", off, off, n, s.size)
@@ -205,5 +203,5 @@ func (c *chunkReader) load(i int, maxRaw int) ([]byte, error) {
 
 // rowErr reports a row outside the column.
 func rowErr(row, rows int) error {
-	return fmt.Errorf("columns: row %d out of range [0, %d)", row, rows)
+	return fmt.Errorf("columns: row %d out of range [0, %d): %w", row, rows, ErrInvalid)
 }

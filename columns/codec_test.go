@@ -21,17 +21,17 @@ func TestPacked(t *testing.T) {
 				}
 			}
 			prefix := []byte("prefix")
-			enc := AppendPacked(append([]byte(nil), prefix...), vals, width)
+			enc := appendPacked(append([]byte(nil), prefix...), vals, width)
 			require.Equal(t, prefix, enc[:len(prefix)])
-			require.Equal(t, PackedSize(n, width), len(enc)-len(prefix), "width %d n %d", width, n)
-			got, rest, err := DecodePacked(nil, append(enc[len(prefix):], 0xAA), n, width)
+			require.Equal(t, packedSize(n, width), len(enc)-len(prefix), "width %d n %d", width, n)
+			got, rest, err := decodePacked([]uint64(nil), append(enc[len(prefix):], 0xAA), n, width)
 			require.NoError(t, err)
 			require.Equal(t, []byte{0xAA}, rest)
 			if n > 0 {
 				require.Equal(t, vals, got, "width %d n %d", width, n)
 			}
-			if PackedSize(n, width) > 0 {
-				_, _, err = DecodePacked(nil, enc[len(prefix):len(enc)-1], n, width)
+			if packedSize(n, width) > 0 {
+				_, _, err = decodePacked([]uint64(nil), enc[len(prefix):len(enc)-1], n, width)
 				require.ErrorIs(t, err, ErrCorrupt)
 			}
 			// 32-bit values.
@@ -52,7 +52,7 @@ func TestPacked(t *testing.T) {
 	}
 	_, _, err := decodePacked([]uint32(nil), make([]byte, 100), 10, 33)
 	require.ErrorIs(t, err, ErrCorrupt)
-	_, _, err = DecodePacked(nil, make([]byte, 100), 1, 65)
+	_, _, err = decodePacked([]uint64(nil), make([]byte, 100), 1, 65)
 	require.ErrorIs(t, err, ErrCorrupt)
 }
 
@@ -89,10 +89,10 @@ func TestInt64s(t *testing.T) {
 	seen := map[byte]int{}
 	for c := 0; c < 3000; c++ {
 		vals := randInt64s(rng, []int{0, 1, 2, 3, 100, 4096}[rng.IntN(6)])
-		enc := AppendInt64s([]byte{9}, vals)
-		require.Equal(t, Int64sSize(vals), len(enc)-1)
+		enc := appendInt64s([]byte{9}, vals)
+		require.Equal(t, int64sSize(vals), len(enc)-1)
 		seen[enc[1]]++
-		got, rest, err := DecodeInt64s([]int64{42}, append(enc[1:], 7))
+		got, rest, err := decodeInt64s([]int64{42}, append(enc[1:], 7), -1)
 		require.NoError(t, err)
 		require.Equal(t, []byte{7}, rest)
 		require.Equal(t, append([]int64{42}, vals...), got)
@@ -105,7 +105,7 @@ func TestInt64s(t *testing.T) {
 			require.LessOrEqual(t, p.size, forcedSize(vals, enc), "encoding %d", enc)
 		}
 		for cut := 0; cut < len(enc)-1; cut += 1 + cut/4 {
-			_, _, err := DecodeInt64s(nil, enc[1:1+cut])
+			_, _, err := decodeInt64s(nil, enc[1:1+cut], -1)
 			require.ErrorIs(t, err, ErrCorrupt, "cut %d of %d", cut, len(enc)-1)
 		}
 	}
@@ -113,12 +113,12 @@ func TestInt64s(t *testing.T) {
 		require.Positive(t, seen[enc], "encoding %d never chosen", enc)
 	}
 	t.Logf("encodings chosen: %v", seen)
-	_, _, err := decodeInt64s(nil, AppendInt64s(nil, []int64{1, 2}), 3)
+	_, _, err := decodeInt64s(nil, appendInt64s(nil, []int64{1, 2}), 3)
 	require.ErrorIs(t, err, ErrCorrupt)
-	_, _, err = DecodeInt64s(nil, []byte{9, 1, 0})
+	_, _, err = decodeInt64s(nil, []byte{9, 1, 0}, -1)
 	require.ErrorIs(t, err, ErrCorrupt)
 	// A constant claiming more values than a chunk may hold allocates nothing.
-	_, _, err = DecodeInt64s(nil, []byte{intConstant, 0xff, 0xff, 0xff, 0xff, 0x0f, 0})
+	_, _, err = decodeInt64s(nil, []byte{intConstant, 0xff, 0xff, 0xff, 0xff, 0x0f, 0}, -1)
 	require.ErrorIs(t, err, ErrCorrupt)
 }
 
@@ -130,7 +130,7 @@ func forcedSize(vals []int64, enc byte) int {
 		return head + 8*n
 	case intFOR:
 		lo, hi := slicesMinMax(vals)
-		return head + varintLen(lo) + 1 + PackedSize(n, BitWidth(uint64(hi)-uint64(lo)))
+		return head + varintLen(lo) + 1 + packedSize(n, bitWidth(uint64(hi)-uint64(lo)))
 	case intDelta:
 		if n < 2 {
 			return math.MaxInt
@@ -140,7 +140,7 @@ func forcedSize(vals []int64, enc byte) int {
 			d[i-1] = vals[i] - vals[i-1]
 		}
 		lo, hi := slicesMinMax(d)
-		return head + varintLen(vals[0]) + varintLen(lo) + 1 + PackedSize(n-1, BitWidth(uint64(hi)-uint64(lo)))
+		return head + varintLen(vals[0]) + varintLen(lo) + 1 + packedSize(n-1, bitWidth(uint64(hi)-uint64(lo)))
 	}
 	return 0
 }
@@ -172,10 +172,10 @@ func TestFloat64s(t *testing.T) {
 				vals[i] = rng.NormFloat64()
 			}
 		}
-		enc := AppendFloat64s([]byte{1}, vals)
-		require.Equal(t, Float64sSize(vals), len(enc)-1)
+		enc := appendFloat64s([]byte{1}, vals, nil)
+		require.Equal(t, float64sSize(vals), len(enc)-1)
 		seen[enc[1]]++
-		got, rest, err := DecodeFloat64s(nil, enc[1:])
+		got, rest, err := decodeFloat64s(nil, enc[1:], -1, nil)
 		require.NoError(t, err)
 		require.Empty(t, rest)
 		require.Len(t, got, n)
@@ -183,7 +183,7 @@ func TestFloat64s(t *testing.T) {
 			require.Equal(t, math.Float64bits(vals[i]), math.Float64bits(got[i]), "value %d", i)
 		}
 		for cut := 0; cut < len(enc)-1; cut += 1 + cut/4 {
-			_, _, err := DecodeFloat64s(nil, enc[1:1+cut])
+			_, _, err := decodeFloat64s(nil, enc[1:1+cut], -1, nil)
 			require.ErrorIs(t, err, ErrCorrupt)
 		}
 	}
@@ -206,21 +206,24 @@ func TestIDs(t *testing.T) {
 		for i := range ids {
 			ids[i] = uint32(rng.Int64N(int64(card)))
 		}
-		w := IDWidth(card)
-		enc := AppendIDs(nil, ids, w)
-		require.Equal(t, IDsSize(n, w), len(enc))
-		got, err := DecodeIDs(nil, enc, n, card)
+		w := idWidth(card)
+		enc := appendIDs(nil, ids, w)
+		require.Equal(t, idsSize(n, w), len(enc))
+		got, rest, err := decodeIDs([]uint32{9}, append(enc, 0xAA), n, card)
 		require.NoError(t, err)
+		require.Equal(t, []byte{0xAA}, rest)
+		require.Equal(t, uint32(9), got[0])
+		got = got[1:]
 		require.Equal(t, n, len(got))
 		if n > 0 {
 			require.Equal(t, ids, got)
 		}
-		_, err = DecodeIDs(nil, enc, n+1, card)
+		_, _, err = decodeIDs(nil, enc, n+1, card)
 		require.ErrorIs(t, err, ErrCorrupt)
 		if card > 1 && n > 0 && 1<<w != card {
 			bad := append([]uint32(nil), ids...)
 			bad[rng.IntN(n)] = uint32(card)
-			_, err := DecodeIDs(nil, AppendIDs(nil, bad, w), n, card)
+			_, _, err := decodeIDs(nil, appendIDs(nil, bad, w), n, card)
 			require.ErrorIs(t, err, ErrCorrupt, "id past the cardinality")
 		}
 
@@ -233,19 +236,20 @@ func TestIDs(t *testing.T) {
 				all = append(all, uint32(rng.Int64N(int64(card))))
 			}
 		}
-		menc := AppendMultiIDs([]byte{5}, counts, all, w)
-		require.Equal(t, MultiIDsSize(counts, len(all), w), len(menc)-1)
-		offs, gotIDs, err := DecodeMultiIDs(nil, nil, menc[1:], len(counts), card)
+		menc := appendMultiIDs([]byte{5}, counts, all, w)
+		require.Equal(t, multiIDsSize(counts, len(all), w), len(menc)-1)
+		var offs []uint32
+		gotIDs, rest, err := decodeMultiIDs([]uint32{7, 7}, append(menc[1:], 0xAA), len(counts), card, &offs)
 		require.NoError(t, err)
+		require.Equal(t, []byte{0xAA}, rest)
 		require.Len(t, offs, len(counts)+1)
+		require.Equal(t, uint32(2), offs[0], "offsets count from len(dst)")
 		for i := range counts {
 			require.Equal(t, counts[i], offs[i+1]-offs[i])
 		}
-		if len(all) > 0 {
-			require.Equal(t, all, gotIDs)
-		}
+		require.Equal(t, append([]uint32{7, 7}, all...), gotIDs)
 		for cut := 0; cut < len(menc)-1; cut += 1 + cut/3 {
-			_, _, err := DecodeMultiIDs(nil, nil, menc[1:1+cut], len(counts), card)
+			_, _, err := decodeMultiIDs(nil, menc[1:1+cut], len(counts), card, &offs)
 			require.ErrorIs(t, err, ErrCorrupt)
 		}
 	}
@@ -264,19 +268,23 @@ func TestBlobs(t *testing.T) {
 			lens = append(lens, int64(len(v)))
 			data = append(data, v...)
 		}
-		enc := AppendBlobs(nil, lens, data)
-		require.Equal(t, BlobsSize(lens), len(enc))
-		offs, _, got, err := DecodeBlobs(nil, nil, enc, n)
+		enc := appendBlobs(nil, lens, data)
+		require.Equal(t, blobsSize(lens), len(enc))
+		var lens2 []int64
+		src := append(enc, 0xAA)
+		offs, rest, err := decodeBlobs([]int{5}, src, n, &lens2)
 		require.NoError(t, err)
+		require.Equal(t, []byte{0xAA}, rest)
+		require.Len(t, offs, 1+n+1)
 		for i, v := range vals {
-			require.Equal(t, v, got[offs[i]:offs[i+1]])
+			require.Equal(t, v, src[offs[1+i]:offs[2+i]])
 		}
 		for cut := 0; cut < len(enc); cut += 1 + cut/3 {
-			_, _, _, err := DecodeBlobs(nil, nil, enc[:cut], n)
-			require.ErrorIs(t, err, ErrCorrupt)
+			_, _, err := decodeBlobs(nil, enc[:cut], n, nil)
+			require.ErrorIs(t, err, ErrCorrupt, "cut %d of %d", cut, len(enc))
 		}
 	}
-	_, _, _, err := DecodeBlobs(nil, nil, AppendInt64s(nil, []int64{-1}), 1)
+	_, _, err := decodeBlobs(nil, appendInt64s(nil, []int64{-1}), 1, nil)
 	require.ErrorIs(t, err, ErrCorrupt)
 }
 
@@ -369,7 +377,7 @@ func TestDictionaryCodec(t *testing.T) {
 
 func TestErrorsNameColumnAndPart(t *testing.T) {
 	err := partError("page", PartBitmaps, corruptf("offset %d past end %d", 123, 100))
-	require.EqualError(t, err, `columns: column "page" part bitmaps: offset 123 past end 100: corrupt segment`)
+	require.EqualError(t, err, `columns: column "page" part bitmaps: offset 123 past end 100: columns: corrupt segment`)
 	require.True(t, errors.Is(err, ErrCorrupt))
 	require.NoError(t, partError("x", PartIDs, nil))
 	err = safely("x", func() error { panic("boom") })

@@ -67,13 +67,13 @@ func float64Shapes() map[string][]float64 {
 
 func BenchmarkInt64s(b *testing.B) {
 	for name, vals := range int64Shapes() {
-		enc := AppendInt64s(nil, vals)
+		enc := appendInt64s(nil, vals)
 		b.Run("data="+name+"/op=encode", func(b *testing.B) {
 			b.SetBytes(int64(8 * len(vals)))
 			b.ReportAllocs()
 			buf := make([]byte, 0, 16*len(vals))
 			for b.Loop() {
-				buf = AppendInt64s(buf[:0], vals)
+				buf = appendInt64s(buf[:0], vals)
 			}
 			sinkBytes = buf
 			b.ReportMetric(float64(len(enc))/float64(len(vals)), "bytes/value")
@@ -83,7 +83,7 @@ func BenchmarkInt64s(b *testing.B) {
 			b.ReportAllocs()
 			out := make([]int64, 0, len(vals))
 			for b.Loop() {
-				out, _, sinkErr = DecodeInt64s(out[:0], enc)
+				out, _, sinkErr = decodeInt64s(out[:0], enc, -1)
 			}
 			sinkInts = out
 		})
@@ -92,14 +92,14 @@ func BenchmarkInt64s(b *testing.B) {
 
 func BenchmarkFloat64s(b *testing.B) {
 	for name, vals := range float64Shapes() {
-		enc := AppendFloat64s(nil, vals)
+		enc := appendFloat64s(nil, vals, nil)
 		b.Run("data="+name+"/op=encode", func(b *testing.B) {
 			b.SetBytes(int64(8 * len(vals)))
 			b.ReportAllocs()
 			var buf []byte
 			var ints []int64
 			for b.Loop() {
-				buf, ints = appendFloat64s(buf[:0], vals, ints)
+				buf = appendFloat64s(buf[:0], vals, &ints)
 			}
 			sinkBytes = buf
 			b.ReportMetric(float64(len(enc))/float64(len(vals)), "bytes/value")
@@ -110,7 +110,7 @@ func BenchmarkFloat64s(b *testing.B) {
 			var out []float64
 			var ints []int64
 			for b.Loop() {
-				out, _, ints, sinkErr = decodeFloat64s(out[:0], enc, -1, ints)
+				out, _, sinkErr = decodeFloat64s(out[:0], enc, -1, &ints)
 			}
 			sinkF = out
 		})
@@ -124,14 +124,14 @@ func BenchmarkIDs(b *testing.B) {
 		for i := range ids {
 			ids[i] = uint32(rng.IntN(card))
 		}
-		w := IDWidth(card)
-		enc := AppendIDs(nil, ids, w)
+		w := idWidth(card)
+		enc := appendIDs(nil, ids, w)
 		b.Run(fmt.Sprintf("card=%d/op=encode", card), func(b *testing.B) {
 			b.SetBytes(int64(4 * len(ids)))
 			b.ReportAllocs()
 			var buf []byte
 			for b.Loop() {
-				buf = AppendIDs(buf[:0], ids, w)
+				buf = appendIDs(buf[:0], ids, w)
 			}
 			sinkBytes = buf
 			b.ReportMetric(float64(len(enc))/float64(len(ids)), "bytes/value")
@@ -141,7 +141,7 @@ func BenchmarkIDs(b *testing.B) {
 			b.ReportAllocs()
 			var out []uint32
 			for b.Loop() {
-				out, sinkErr = DecodeIDs(out[:0], enc, len(ids), card)
+				out, _, sinkErr = decodeIDs(out[:0], enc, len(ids), card)
 			}
 			sinkIDs = out
 		})
@@ -155,13 +155,13 @@ func BenchmarkIDs(b *testing.B) {
 			all = append(all, uint32(rng.IntN(5)))
 		}
 	}
-	enc := AppendMultiIDs(nil, counts, all, IDWidth(5))
+	enc := appendMultiIDs(nil, counts, all, idWidth(5))
 	b.Run("card=5/multi/op=encode", func(b *testing.B) {
 		b.SetBytes(int64(4 * len(all)))
 		b.ReportAllocs()
 		var buf []byte
 		for b.Loop() {
-			buf = AppendMultiIDs(buf[:0], counts, all, IDWidth(5))
+			buf = appendMultiIDs(buf[:0], counts, all, idWidth(5))
 		}
 		sinkBytes = buf
 		b.ReportMetric(float64(len(enc))/float64(len(counts)), "bytes/row")
@@ -171,7 +171,7 @@ func BenchmarkIDs(b *testing.B) {
 		b.ReportAllocs()
 		var offs, ids []uint32
 		for b.Loop() {
-			offs, ids, sinkErr = DecodeMultiIDs(offs, ids, enc, len(counts), 5)
+			ids, _, sinkErr = decodeMultiIDs(ids[:0], enc, len(counts), 5, &offs)
 		}
 		sinkIDs = ids
 	})
@@ -190,13 +190,13 @@ func BenchmarkBlobs(b *testing.B) {
 			lens = append(lens, int64(size))
 			data = append(data, v...)
 		}
-		enc := AppendBlobs(nil, lens, data)
+		enc := appendBlobs(nil, lens, data)
 		b.Run(fmt.Sprintf("len=%d/op=encode", size), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
 			var buf []byte
 			for b.Loop() {
-				buf = AppendBlobs(buf[:0], lens, data)
+				buf = appendBlobs(buf[:0], lens, data)
 			}
 			sinkBytes = buf
 		})
@@ -206,7 +206,7 @@ func BenchmarkBlobs(b *testing.B) {
 			var offs []int
 			var ls []int64
 			for b.Loop() {
-				offs, ls, sinkBytes, sinkErr = DecodeBlobs(offs, ls, enc, benchChunk)
+				offs, sinkBytes, sinkErr = decodeBlobs(offs[:0], enc, benchChunk, &ls)
 			}
 		})
 	}
@@ -334,17 +334,17 @@ func BenchmarkBitmaps(b *testing.B) {
 func BenchmarkCompression(b *testing.B) {
 	chunks := map[string][]byte{}
 	for name, vals := range int64Shapes() {
-		chunks["int64-"+name] = AppendInt64s(nil, vals)
+		chunks["int64-"+name] = appendInt64s(nil, vals)
 	}
 	for name, vals := range float64Shapes() {
-		chunks["float64-"+name] = AppendFloat64s(nil, vals)
+		chunks["float64-"+name] = appendFloat64s(nil, vals, nil)
 	}
 	rng := rand.New(rand.NewPCG(7, 7))
 	ids := make([]uint32, benchChunk)
 	for i := range ids {
 		ids[i] = uint32(rand.NewZipf(rng, 1.0001, 1, 99).Uint64())
 	}
-	chunks["ids-zipf100"] = AppendIDs(nil, ids, IDWidth(100))
+	chunks["ids-zipf100"] = appendIDs(nil, ids, idWidth(100))
 	words := []string{"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "segment", "column"}
 	var text bytes.Buffer
 	var lens []int64
@@ -356,7 +356,7 @@ func BenchmarkCompression(b *testing.B) {
 		}
 		lens = append(lens, int64(text.Len()-n))
 	}
-	chunks["blobs-text64"] = AppendBlobs(nil, lens, text.Bytes())
+	chunks["blobs-text64"] = appendBlobs(nil, lens, text.Bytes())
 	for name, raw := range chunks {
 		for _, c := range []Compression{CompressionNone, CompressionS2, CompressionZstd} {
 			frame, err := appendChunk(nil, raw, c)

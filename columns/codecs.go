@@ -11,59 +11,56 @@ import (
 //	           w u8 | total ids packed at w bits
 //	blobs      an int64 chunk encoding of the n lengths | the n values back to back
 //
-// w is the width the dictionary's cardinality needs, BitWidth(cardinality-1). A multi-value
+// w is the width the dictionary's cardinality needs, bitWidth(cardinality-1). A multi-value
 // row holds at least one id; a null row holds the null id alone.
 
-// IDWidth returns the bit width of ids below cardinality.
-func IDWidth(cardinality int) int {
+// idWidth returns the bit width of ids below cardinality.
+func idWidth(cardinality int) int {
 	if cardinality <= 1 {
 		return 0
 	}
-	return BitWidth(uint64(cardinality - 1))
+	return bitWidth(uint64(cardinality - 1))
 }
 
-// IDsSize returns the bytes AppendIDs appends.
-func IDsSize(n, width int) int { return uvarintLen(uint64(n)) + 1 + PackedSize(n, width) }
+// idsSize returns the bytes appendIDs appends.
+func idsSize(n, width int) int { return uvarintLen(uint64(n)) + 1 + packedSize(n, width) }
 
-// AppendIDs appends one chunk of single-value ids packed at width bits.
-func AppendIDs(dst []byte, ids []uint32, width int) []byte {
+// appendIDs appends one chunk of single-value ids packed at width bits.
+func appendIDs(dst []byte, ids []uint32, width int) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(ids)))
 	dst = append(dst, byte(width))
 	return appendPacked(dst, ids, width)
 }
 
-// DecodeIDs appends the ids of a chunk made by AppendIDs to dst. It checks that the chunk holds
-// exactly n ids (n < 0: any number up to the chunk limit), each below cardinality, and nothing
-// more.
-func DecodeIDs(dst []uint32, raw []byte, n, cardinality int) ([]uint32, error) {
-	m, k := binary.Uvarint(raw)
+// decodeIDs appends the ids of the chunk made by appendIDs at the front of src to dst and
+// returns the rest of src. It checks that the chunk holds exactly n ids (n < 0: any number up to
+// the chunk limit), each below cardinality. Bad bytes give an error wrapping ErrCorrupt.
+func decodeIDs(dst []uint32, src []byte, n, cardinality int) ([]uint32, []byte, error) {
+	m, k := binary.Uvarint(src)
 	if k <= 0 || m > maxChunkValues || (n >= 0 && m != uint64(n)) {
-		return dst, corruptf("ids chunk: %d ids, want %d", m, n)
+		return dst, src, corruptf("ids chunk: %d ids, want %d", m, n)
 	}
-	raw = raw[k:]
-	if len(raw) < 1 {
-		return dst, corruptf("ids chunk: missing width")
+	rest := src[k:]
+	if len(rest) < 1 {
+		return dst, src, corruptf("ids chunk: missing width")
 	}
-	w := int(raw[0])
-	if w != IDWidth(cardinality) {
-		return dst, corruptf("ids chunk: width %d, cardinality %d needs %d", w, cardinality, IDWidth(cardinality))
+	w := int(rest[0])
+	if w != idWidth(cardinality) {
+		return dst, src, corruptf("ids chunk: width %d, cardinality %d needs %d", w, cardinality, idWidth(cardinality))
 	}
 	start := len(dst)
-	dst, rest, err := decodePacked(dst, raw[1:], int(m), w)
+	dst, rest, err := decodePacked(dst, rest[1:], int(m), w)
 	if err != nil {
-		return dst, err
-	}
-	if len(rest) != 0 {
-		return dst, corruptf("ids chunk: %d trailing bytes", len(rest))
+		return dst, src, err
 	}
 	if err := checkIDs(dst[start:], cardinality); err != nil {
-		return dst, err
+		return dst, src, err
 	}
-	return dst, nil
+	return dst, rest, nil
 }
 
 func checkIDs(ids []uint32, cardinality int) error {
-	if cardinality > 0 && 1<<IDWidth(cardinality) == cardinality {
+	if cardinality > 0 && 1<<idWidth(cardinality) == cardinality {
 		return nil // every value of the width is a valid id
 	}
 	for _, id := range ids {
@@ -74,24 +71,24 @@ func checkIDs(ids []uint32, cardinality int) error {
 	return nil
 }
 
-// MultiIDsSize returns the bytes AppendMultiIDs appends.
-func MultiIDsSize(counts []uint32, total, width int) int {
+// multiIDsSize returns the bytes appendMultiIDs appends.
+func multiIDsSize(counts []uint32, total, width int) int {
 	var maxc uint32
 	for _, c := range counts {
 		maxc = max(maxc, c-1)
 	}
 	n := len(counts)
-	return uvarintLen(uint64(n)) + uvarintLen(uint64(total)) + 1 + PackedSize(n, BitWidth(uint64(maxc))) + 1 + PackedSize(total, width)
+	return uvarintLen(uint64(n)) + uvarintLen(uint64(total)) + 1 + packedSize(n, bitWidth(uint64(maxc))) + 1 + packedSize(total, width)
 }
 
-// AppendMultiIDs appends one chunk of multi-value rows: counts[i] ids for row i (at least 1),
+// appendMultiIDs appends one chunk of multi-value rows: counts[i] ids for row i (at least 1),
 // ids all the rows' ids in order, packed at width bits.
-func AppendMultiIDs(dst []byte, counts []uint32, ids []uint32, width int) []byte {
+func appendMultiIDs(dst []byte, counts []uint32, ids []uint32, width int) []byte {
 	var maxc uint32
 	for _, c := range counts {
 		maxc = max(maxc, c-1)
 	}
-	cw := BitWidth(uint64(maxc))
+	cw := bitWidth(uint64(maxc))
 	dst = binary.AppendUvarint(dst, uint64(len(counts)))
 	dst = binary.AppendUvarint(dst, uint64(len(ids)))
 	dst = append(dst, byte(cw))
@@ -106,95 +103,107 @@ func AppendMultiIDs(dst []byte, counts []uint32, ids []uint32, width int) []byte
 	return appendPacked(dst, ids, width)
 }
 
-// DecodeMultiIDs decodes a chunk made by AppendMultiIDs holding exactly n rows (n < 0: any
-// number): it returns the row offsets (n+1 entries, row i's ids are ids[offs[i]:offs[i+1]])
-// appended to offs[:0] and the ids appended to ids[:0].
-func DecodeMultiIDs(offs, ids []uint32, raw []byte, n, cardinality int) ([]uint32, []uint32, error) {
-	m, k := binary.Uvarint(raw)
+// decodeMultiIDs decodes the chunk made by appendMultiIDs at the front of src, which must hold
+// exactly n rows (n < 0: any number), each id below cardinality. It appends the ids to dst and
+// returns the rest of src; *offs gets the n+1 row offsets into the returned ids (its capacity
+// reused): row i holds ids[offs[i]:offs[i+1]]. Bad bytes give an error wrapping ErrCorrupt.
+func decodeMultiIDs(dst []uint32, src []byte, n, cardinality int, offs *[]uint32) ([]uint32, []byte, error) {
+	m, k := binary.Uvarint(src)
 	if k <= 0 || m > maxChunkRows || (n >= 0 && m != uint64(n)) {
-		return offs, ids, corruptf("multi-value ids chunk: %d rows, want %d", m, n)
+		return dst, src, corruptf("multi-value ids chunk: %d rows, want %d", m, n)
 	}
-	raw = raw[k:]
-	total, k := binary.Uvarint(raw)
+	rest := src[k:]
+	total, k := binary.Uvarint(rest)
 	if k <= 0 || total > maxChunkValues || total < m {
-		return offs, ids, corruptf("multi-value ids chunk: %d ids for %d rows", total, m)
+		return dst, src, corruptf("multi-value ids chunk: %d ids for %d rows", total, m)
 	}
-	raw = raw[k:]
-	if len(raw) < 1 || raw[0] > 32 {
-		return offs, ids, corruptf("multi-value ids chunk: bad count width")
+	rest = rest[k:]
+	if len(rest) < 1 || rest[0] > 32 {
+		return dst, src, corruptf("multi-value ids chunk: bad count width")
 	}
-	cw := int(raw[0])
-	offs, rest, err := decodePacked(offs[:0], raw[1:], int(m), cw)
+	cw := int(rest[0])
+	o, rest, err := decodePacked((*offs)[:0], rest[1:], int(m), cw)
+	*offs = o
 	if err != nil {
-		return offs, ids, err
+		return dst, src, err
 	}
 	// Counts-1 to offsets, in place, with one more entry at the end.
-	offs = append(offs, 0)
-	var sum uint64
+	o = append(o, 0)
+	*offs = o
+	sum := uint64(len(dst))
 	for i := 0; i < int(m); i++ {
-		c := uint64(offs[i]) + 1
-		offs[i] = uint32(sum)
+		c := uint64(o[i]) + 1
+		o[i] = uint32(sum)
 		sum += c
 	}
-	if sum != total {
-		return offs, ids, corruptf("multi-value ids chunk: counts add up to %d, want %d", sum, total)
+	if sum-uint64(len(dst)) != total {
+		return dst, src, corruptf("multi-value ids chunk: counts add up to %d, want %d", sum-uint64(len(dst)), total)
 	}
-	offs[m] = uint32(total)
+	o[m] = uint32(sum)
 	if len(rest) < 1 {
-		return offs, ids, corruptf("multi-value ids chunk: missing width")
+		return dst, src, corruptf("multi-value ids chunk: missing width")
 	}
 	w := int(rest[0])
-	if w != IDWidth(cardinality) {
-		return offs, ids, corruptf("multi-value ids chunk: width %d, cardinality %d needs %d", w, cardinality, IDWidth(cardinality))
+	if w != idWidth(cardinality) {
+		return dst, src, corruptf("multi-value ids chunk: width %d, cardinality %d needs %d", w, cardinality, idWidth(cardinality))
 	}
-	ids, rest, err = decodePacked(ids[:0], rest[1:], int(total), w)
+	start := len(dst)
+	dst, rest, err = decodePacked(dst, rest[1:], int(total), w)
 	if err != nil {
-		return offs, ids, err
+		return dst, src, err
 	}
-	if len(rest) != 0 {
-		return offs, ids, corruptf("multi-value ids chunk: %d trailing bytes", len(rest))
+	if err := checkIDs(dst[start:], cardinality); err != nil {
+		return dst, src, err
 	}
-	if err := checkIDs(ids, cardinality); err != nil {
-		return offs, ids, err
-	}
-	return offs, ids, nil
+	return dst, rest, nil
 }
 
-// BlobsSize returns the bytes AppendBlobs appends for values of these lengths.
-func BlobsSize(lengths []int64) int {
-	n := Int64sSize(lengths)
+// blobsSize returns the bytes appendBlobs appends for values of these lengths.
+func blobsSize(lengths []int64) int {
+	n := int64sSize(lengths)
 	for _, l := range lengths {
 		n += int(l)
 	}
 	return n
 }
 
-// AppendBlobs appends one chunk of byte strings: lengths[i] is the length of value i, data all
+// appendBlobs appends one chunk of byte strings: lengths[i] is the length of value i, data all
 // the values back to back.
-func AppendBlobs(dst []byte, lengths []int64, data []byte) []byte {
-	return append(AppendInt64s(dst, lengths), data...)
+func appendBlobs(dst []byte, lengths []int64, data []byte) []byte {
+	return append(appendInt64s(dst, lengths), data...)
 }
 
-// DecodeBlobs decodes a chunk made by AppendBlobs holding exactly n values (n < 0: any number).
-// It returns the value offsets (n+1 entries, value i is data[offs[i]:offs[i+1]]) in offs[:0],
-// the lengths in lens[:0] (scratch) and data, a view of raw.
-func DecodeBlobs(offs []int, lens []int64, raw []byte, n int) ([]int, []int64, []byte, error) {
-	lens, data, err := decodeInt64s(lens[:0], raw, n)
+// decodeBlobs decodes the chunk made by appendBlobs at the front of src, which must hold exactly
+// n values (n < 0: any number). It appends n+1 offsets into src to dst, value i being
+// src[offs[i]:offs[i+1]] of the returned offs (counting from len(dst)), and returns the rest of
+// src after the last value. lens is scratch for the lengths; nil allocates. Bad bytes give an
+// error wrapping ErrCorrupt.
+func decodeBlobs(dst []int, src []byte, n int, lens *[]int64) ([]int, []byte, error) {
+	var ls []int64
+	if lens != nil {
+		ls = (*lens)[:0]
+	}
+	ls, data, err := decodeInt64s(ls, src, n)
+	if lens != nil {
+		*lens = ls
+	}
 	if err != nil {
-		return offs, lens, nil, err
+		return dst, src, err
 	}
-	offs = grow(offs[:0], len(lens)+1)
-	var sum int64
-	for i, l := range lens {
+	start := len(dst)
+	dst = grow(dst, len(ls)+1)
+	offs := dst[start:]
+	pos := int64(len(src) - len(data))
+	for i, l := range ls {
 		if l < 0 || l > MaxValueBytes {
-			return offs, lens, nil, corruptf("blob chunk: value %d has length %d", i, l)
+			return dst[:start], src, corruptf("blob chunk: value %d has length %d", i, l)
 		}
-		offs[i] = int(sum)
-		sum += l
+		offs[i] = int(pos)
+		pos += l
 	}
-	if sum != int64(len(data)) {
-		return offs, lens, nil, corruptf("blob chunk: lengths add up to %d, have %d bytes", sum, len(data))
+	if pos > int64(len(src)) {
+		return dst[:start], src, corruptf("blob chunk: lengths add up to %d, have %d bytes", pos-int64(len(src)-len(data)), len(data))
 	}
-	offs[len(lens)] = int(sum)
-	return offs, lens, data, nil
+	offs[len(ls)] = int(pos)
+	return dst, src[pos:], nil
 }

@@ -50,7 +50,7 @@ func ParseCompression(s string) (Compression, error) {
 	case "s2":
 		return CompressionS2, nil
 	}
-	return 0, fmt.Errorf("columns: unknown compression %q (want none, zstd or s2)", s)
+	return 0, fmt.Errorf("columns: unknown compression %q (want none, zstd or s2): %w", s, ErrInvalid)
 }
 
 // Chunk codec bytes, the first byte of every chunk.

@@ -195,7 +195,7 @@ func (d *dictReader) blockLen(b int) int {
 // value returns value i (0-based among non-null values), using scratch for the block.
 func (d *dictReader) value(i int, scratch *blockIter, buf []byte) (string, error) {
 	if i < 0 || i >= d.count {
-		return "", fmt.Errorf("columns: dictionary index %d out of range [0, %d)", i, d.count)
+		return "", fmt.Errorf("columns: dictionary index %d out of range [0, %d): %w", i, d.count, ErrInvalid)
 	}
 	b := i / dictBlock
 	raw, err := d.block(b, buf)

@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/RoaringBitmap/roaring/v2"
-
-	"github.com/writeout/writeout/medium"
 )
 
 // DimColumn is a dictionary dimension: a sorted dictionary, ids per row and (unless the schema
@@ -52,7 +50,7 @@ func (c *DimColumn) idOf(index int) uint32 {
 // Value returns the value of id; the null id gives "".
 func (c *DimColumn) Value(id uint32) (string, error) {
 	if int64(id) >= int64(c.Cardinality()) {
-		return "", fmt.Errorf("columns: column %q: id %d not below the cardinality %d", c.dim.Name, id, c.Cardinality())
+		return "", fmt.Errorf("columns: column %q: id %d not below the cardinality %d: %w", c.dim.Name, id, c.Cardinality(), ErrInvalid)
 	}
 	if c.IsNull(id) {
 		return "", nil
@@ -78,22 +76,50 @@ func (c *DimColumn) Bitmap(id uint32) (*roaring.Bitmap, error) {
 		return nil, fmt.Errorf("columns: column %q has no bitmap index: %w", c.dim.Name, ErrSchema)
 	}
 	if c.seg.src.closed {
-		return nil, fmt.Errorf("columns: column %q: segment closed: %w", c.dim.Name, medium.ErrClosed)
+		return nil, fmt.Errorf("columns: column %q: %w", c.dim.Name, errClosed)
 	}
 	bm, err := c.bms.bitmap(int(id))
 	return bm, partError(c.dim.Name, PartBitmaps, err)
 }
 
-// BitmapBytes returns value id's bitmap as stored: the portable roaring serialization, neither
+// EachBitmapRows hands fn the rows holding id in increasing order, in pieces of at most
+// len(buf) rows (4096 when buf is empty). A piece is buf's memory: fn may change it, and must not
+// keep it past the call. It decodes the stored bitmap straight from the segment's bytes (a view
+// of the mapping for a segment from Open), without building a roaring.Bitmap, and checks what it
+// reads, every row below the segment's row count included: bad bytes give an error wrapping
+// ErrCorrupt, which may come after some pieces went to fn. An error from fn stops the walk and
+// is returned as it is.
+func (c *DimColumn) EachBitmapRows(id uint32, buf []uint32, fn func(rows []uint32) error) error {
+	raw, err := c.bitmapBytes(id)
+	if err != nil {
+		return err
+	}
+	if len(buf) == 0 {
+		buf = make([]uint32, 4096)
+	}
+	d := roaringDecoder{out: buf[:0], piece: len(buf)}
+	n, err := d.each(raw, uint64(c.seg.Rows()), fn)
+	if err == nil && n != len(raw) {
+		err = corruptf("roaring: %d trailing bytes", len(raw)-n)
+	}
+	if d.fnErr != nil {
+		return d.fnErr
+	}
+	if err != nil {
+		return partError(c.dim.Name, PartBitmaps, fmt.Errorf("bitmap %d: %w", id, err))
+	}
+	return nil
+}
+
+// bitmapBytes returns value id's bitmap as stored: the portable roaring serialization, neither
 // decoded nor checked. For a segment from Open it is a view of the mapping, valid until Close;
-// otherwise it is a copy. It is the fast path for callers that decode rows themselves with a
-// decoder that validates what it reads (the merger's does); Bitmap decodes and checks.
-func (c *DimColumn) BitmapBytes(id uint32) ([]byte, error) {
+// otherwise it is a copy.
+func (c *DimColumn) bitmapBytes(id uint32) ([]byte, error) {
 	if c.bms == nil {
 		return nil, fmt.Errorf("columns: column %q has no bitmap index: %w", c.dim.Name, ErrSchema)
 	}
 	if c.seg.src.closed {
-		return nil, fmt.Errorf("columns: column %q: segment closed: %w", c.dim.Name, medium.ErrClosed)
+		return nil, fmt.Errorf("columns: column %q: %w", c.dim.Name, errClosed)
 	}
 	raw, err := c.bms.raw(int(id))
 	return raw, partError(c.dim.Name, PartBitmaps, err)
@@ -133,7 +159,7 @@ func (it *DictIter) Next() bool {
 		return false
 	}
 	if it.col.seg.src.closed { // the current block may be a view of the mapping
-		it.err = fmt.Errorf("columns: column %q: segment closed: %w", it.col.dim.Name, medium.ErrClosed)
+		it.err = fmt.Errorf("columns: column %q: %w", it.col.dim.Name, errClosed)
 		return false
 	}
 	it.id++
@@ -297,10 +323,14 @@ func (c *DimCursor) load(row int) error {
 	}
 	raw, err := c.cr.load(i, maxRaw)
 	if err == nil {
+		var rest []byte
 		if c.col.dim.MultiValue {
-			c.offs, c.ids, err = DecodeMultiIDs(c.offs, c.ids, raw, n, card)
+			c.ids, rest, err = decodeMultiIDs(c.ids[:0], raw, n, card, &c.offs)
 		} else {
-			c.ids, err = DecodeIDs(c.ids[:0], raw, n, card)
+			c.ids, rest, err = decodeIDs(c.ids[:0], raw, n, card)
+		}
+		if err == nil && len(rest) != 0 {
+			err = corruptf("%d trailing bytes", len(rest))
 		}
 		if err == nil {
 			err = c.checkNulls()

@@ -25,9 +25,11 @@
 // Open maps a file (Linux; elsewhere it reads with ReadAt), NewSegment reads any io.ReaderAt.
 // A Segment gives the schema, row count and interval, column handles with per-row access and
 // chunk-at-a-time cursors, the dictionaries (by id, by value through binary search, or in
-// order), one value's bitmap at a time, the null rows, and Verify. Bad bytes give errors
-// wrapping ErrCorrupt or ErrVersion that name the column and part; no input makes a reader
-// panic or read outside the file.
+// order), one value's bitmap at a time (as a roaring.Bitmap, or its rows decoded straight from
+// the stored bytes by DimColumn.EachBitmapRows), the null rows, and Verify. Bad bytes give
+// errors wrapping ErrCorrupt or ErrVersion that name the column and part; no input makes a
+// reader panic or read outside the file. A bad argument gives an error wrapping ErrInvalid, a
+// call out of order (a read from a closed segment included) one wrapping ErrState.
 //
 // # File layout
 //

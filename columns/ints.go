@@ -36,7 +36,7 @@ type intPlan struct {
 
 func uvarintLen(v uint64) int { return (bits64Len(v|1) + 6) / 7 }
 func varintLen(v int64) int   { return uvarintLen(uint64(v<<1) ^ uint64(v>>63)) }
-func bits64Len(v uint64) int  { return BitWidth(v) }
+func bits64Len(v uint64) int  { return bitWidth(v) }
 
 func planInt64s(vals []int64) intPlan {
 	n := len(vals)
@@ -57,24 +57,24 @@ func planInt64s(vals []int64) intPlan {
 	if lo == hi {
 		return intPlan{enc: intConstant, base: lo, size: head + varintLen(lo)}
 	}
-	w := BitWidth(uint64(hi) - uint64(lo))
-	if s := head + varintLen(lo) + 1 + PackedSize(n, w); s < best.size {
+	w := bitWidth(uint64(hi) - uint64(lo))
+	if s := head + varintLen(lo) + 1 + packedSize(n, w); s < best.size {
 		best = intPlan{enc: intFOR, base: lo, width: w, size: s}
 	}
 	if n >= 2 {
-		w := BitWidth(uint64(dhi) - uint64(dlo))
-		if s := head + varintLen(vals[0]) + varintLen(dlo) + 1 + PackedSize(n-1, w); s < best.size {
+		w := bitWidth(uint64(dhi) - uint64(dlo))
+		if s := head + varintLen(vals[0]) + varintLen(dlo) + 1 + packedSize(n-1, w); s < best.size {
 			best = intPlan{enc: intDelta, base: vals[0], dmin: dlo, width: w, size: s}
 		}
 	}
 	return best
 }
 
-// Int64sSize returns the bytes AppendInt64s(dst, vals) appends.
-func Int64sSize(vals []int64) int { return planInt64s(vals).size }
+// int64sSize returns the bytes appendInt64s(dst, vals) appends.
+func int64sSize(vals []int64) int { return planInt64s(vals).size }
 
-// AppendInt64s appends vals in the smallest of the int64 chunk encodings.
-func AppendInt64s(dst []byte, vals []int64) []byte {
+// appendInt64s appends vals in the smallest of the int64 chunk encodings.
+func appendInt64s(dst []byte, vals []int64) []byte {
 	return appendInt64sPlan(dst, vals, planInt64s(vals))
 }
 
@@ -113,14 +113,10 @@ func appendInt64sPlan(dst []byte, vals []int64, p intPlan) []byte {
 	return dst
 }
 
-// DecodeInt64s appends the values of one int64 chunk encoding at the front of src to dst and
-// returns the rest of src. Bad bytes give an error wrapping ErrCorrupt.
-func DecodeInt64s(dst []int64, src []byte) ([]int64, []byte, error) {
-	return decodeInt64s(dst, src, -1)
-}
-
-// decodeInt64s decodes like DecodeInt64s; want >= 0 requires exactly want values, checked
-// before anything is allocated.
+// decodeInt64s appends the values of the int64 chunk encoding at the front of src to dst and
+// returns the rest of src. want >= 0 requires exactly want values, checked before anything is
+// allocated; want < 0 takes any number up to the chunk limit. Bad bytes give an error wrapping
+// ErrCorrupt.
 func decodeInt64s(dst []int64, src []byte, want int) ([]int64, []byte, error) {
 	if len(src) < 1 {
 		return dst, src, corruptf("int64 chunk: empty")
@@ -188,7 +184,7 @@ func decodeInt64s(dst []int64, src []byte, want int) ([]int64, []byte, error) {
 		if enc == intDelta {
 			packed = count - 1
 		}
-		size := PackedSize(packed, w)
+		size := packedSize(packed, w)
 		if size > len(rest) {
 			return dst, src, corruptf("int64 chunk: %d values of %d bits need %d bytes, have %d", packed, w, size, len(rest))
 		}
@@ -234,8 +230,8 @@ func integral(v float64) (int64, bool) {
 	return i, math.Float64bits(float64(i)) == math.Float64bits(v)
 }
 
-// Float64sSize returns the bytes AppendFloat64s(dst, vals) appends.
-func Float64sSize(vals []float64) int {
+// float64sSize returns the bytes appendFloat64s(dst, vals, scratch) appends.
+func float64sSize(vals []float64) int {
 	_, size, _, _ := planFloat64s(vals, nil)
 	return size
 }
@@ -274,15 +270,17 @@ func planFloat64s(vals []float64, ints []int64) (byte, int, []int64, intPlan) {
 	return floatPlain, plain, ints, intPlan{}
 }
 
-// AppendFloat64s appends vals in the smallest of the float64 chunk encodings.
-func AppendFloat64s(dst []byte, vals []float64) []byte {
-	dst, _ = appendFloat64s(dst, vals, nil)
-	return dst
-}
-
-// appendFloat64s appends vals, using and returning ints as scratch.
-func appendFloat64s(dst []byte, vals []float64, ints []int64) ([]byte, []int64) {
+// appendFloat64s appends vals in the smallest of the float64 chunk encodings. scratch holds
+// the values as int64 while the encoding is picked, its capacity reused; nil allocates.
+func appendFloat64s(dst []byte, vals []float64, scratch *[]int64) []byte {
+	var ints []int64
+	if scratch != nil {
+		ints = *scratch
+	}
 	enc, _, ints, plan := planFloat64s(vals, ints)
+	if scratch != nil {
+		*scratch = ints
+	}
 	dst = append(dst, enc)
 	dst = binary.AppendUvarint(dst, uint64(len(vals)))
 	switch enc {
@@ -295,17 +293,26 @@ func appendFloat64s(dst []byte, vals []float64, ints []int64) ([]byte, []int64) 
 	case floatIntegral:
 		dst = appendInt64sPlan(dst, ints, plan)
 	}
-	return dst, ints
+	return dst
 }
 
-// DecodeFloat64s appends the values of one float64 chunk encoding at the front of src to dst
-// and returns the rest of src.
-func DecodeFloat64s(dst []float64, src []byte) ([]float64, []byte, error) {
-	out, rest, _, err := decodeFloat64s(dst, src, -1, nil)
+// decodeFloat64s appends the values of the float64 chunk encoding at the front of src to dst
+// and returns the rest of src. want is as for decodeInt64s; scratch holds an integral chunk's
+// int64 values, its capacity reused (nil allocates). Bad bytes give an error wrapping
+// ErrCorrupt.
+func decodeFloat64s(dst []float64, src []byte, want int, scratch *[]int64) ([]float64, []byte, error) {
+	var ints []int64
+	if scratch != nil {
+		ints = *scratch
+	}
+	out, rest, ints, err := decodeFloat64sInts(dst, src, want, ints)
+	if scratch != nil {
+		*scratch = ints
+	}
 	return out, rest, err
 }
 
-func decodeFloat64s(dst []float64, src []byte, want int, ints []int64) ([]float64, []byte, []int64, error) {
+func decodeFloat64sInts(dst []float64, src []byte, want int, ints []int64) ([]float64, []byte, []int64, error) {
 	if len(src) < 1 {
 		return dst, src, ints, corruptf("float64 chunk: empty")
 	}

@@ -8,7 +8,8 @@ import (
 // The portable roaring serialization (RoaringFormatSpec), written straight from a sorted list of
 // values, without building a roaring.Bitmap. The bytes are those roaring's RunOptimize and then
 // WriteTo give for the same values (roaringenc_test.go checks it), so a part does not depend on
-// which path wrote it.
+// which path wrote it. Its decoder, which reads the values back the same way, is roaringdec.go;
+// both use these constants.
 const (
 	roaringCookieNoRun = 12346 // arrays and bitmap containers only: u32 cookie, u32 count
 	roaringCookieRun   = 12347 // u16 cookie, u16 count-1, then a bit per container: is it runs

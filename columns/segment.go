@@ -16,7 +16,6 @@ import (
 
 	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
-	"github.com/writeout/writeout/medium"
 )
 
 // Segment is an open segment file.
@@ -98,7 +97,7 @@ func openWith(path string, calls *sys.Calls) (*Segment, error) {
 // io.ReaderAt promises) and stay readable until the segment is closed. Close does not close r.
 func NewSegment(r io.ReaderAt, size int64) (*Segment, error) {
 	if r == nil || size < 0 {
-		return nil, fmt.Errorf("columns: NewSegment: nil reader or negative size: %w", medium.ErrInvalid)
+		return nil, fmt.Errorf("columns: NewSegment: nil reader or negative size: %w", ErrInvalid)
 	}
 	return newSegment(source{r: r, size: size}, nil)
 }
@@ -404,15 +403,14 @@ func (c *LongCursor) At(row int) (int64, error) { return c.at(row) }
 func (c *LongCursor) Chunk(row int) (first int, vals []int64, err error) { return c.chunk(row) }
 
 // decodeLongChunk is decodeInt64s in the shape of numCursor.decode.
-func decodeLongChunk(dst []int64, src []byte, n int, ints []int64) ([]int64, []byte, []int64, error) {
-	dst, rest, err := decodeInt64s(dst, src, n)
-	return dst, rest, ints, err
+func decodeLongChunk(dst []int64, src []byte, n int, _ *[]int64) ([]int64, []byte, error) {
+	return decodeInt64s(dst, src, n)
 }
 
 // seg checks the segment is open and row within it.
 func (c *chunkReader) seg(row int) error {
 	if c.src.closed {
-		return fmt.Errorf("columns: segment closed: %w", medium.ErrClosed)
+		return fmt.Errorf("columns: %w", errClosed)
 	}
 	if rows := c.ix.first[len(c.ix.first)-1]; row < 0 || row >= rows {
 		return rowErr(row, rows)
@@ -514,7 +512,7 @@ type numCursor[T int64 | float64] struct {
 	ints []int64 // decode's scratch
 	// decode appends the n values of a chunk's raw bytes to dst and returns the bytes after
 	// them.
-	decode func(dst []T, src []byte, n int, ints []int64) ([]T, []byte, []int64, error)
+	decode func(dst []T, src []byte, n int, scratch *[]int64) ([]T, []byte, error)
 }
 
 // The bodies of LongCursor and DoubleCursor, named so that go doc hides them as it does any
@@ -551,7 +549,7 @@ func (c *numCursor[T]) load(row int) error {
 	raw, err := c.cr.load(i, numericMaxRaw(n))
 	if err == nil {
 		var rest []byte
-		c.vals, rest, c.ints, err = c.decode(c.vals[:0], raw, n, c.ints)
+		c.vals, rest, err = c.decode(c.vals[:0], raw, n, &c.ints)
 		if err == nil && len(rest) != 0 {
 			err = corruptf("%d trailing bytes", len(rest))
 		}
@@ -580,9 +578,9 @@ type blobCursor struct {
 	name string
 	part PartKind // PartValues or PartTails, for errors
 	cr   chunkReader
-	offs []int
-	lens []int64
-	data []byte
+	offs []int   // value k of the chunk is data[offs[k]:offs[k+1]]
+	lens []int64 // decodeBlobs' scratch
+	data []byte  // the chunk's raw bytes
 }
 
 func (c *blobCursor) at(row int) ([]byte, error) {
@@ -603,7 +601,12 @@ func (c *blobCursor) load(row int) error {
 	i := c.cr.next(row)
 	raw, err := c.cr.load(i, maxChunkBytes)
 	if err == nil {
-		c.offs, c.lens, c.data, err = DecodeBlobs(c.offs, c.lens, raw, c.cr.ix.first[i+1]-c.cr.ix.first[i])
+		var rest []byte
+		c.offs, rest, err = decodeBlobs(c.offs[:0], raw, c.cr.ix.first[i+1]-c.cr.ix.first[i], &c.lens)
+		if err == nil && len(rest) != 0 {
+			err = corruptf("blob chunk: lengths add up to %d, have %d bytes", c.offs[len(c.offs)-1]-c.offs[0], len(raw)-c.offs[0])
+		}
+		c.data = raw
 		if err != nil {
 			err = fmt.Errorf("chunk %d: %w", i, err)
 		}

@@ -595,7 +595,7 @@ func (g *valueRows) Rows(rs []uint32) error {
 	rm := g.rowMap
 	for k, r := range rs {
 		if int(r) >= len(rm) {
-			return fmt.Errorf("bitmap row %d past the %d rows", r, len(rm))
+			return fmt.Errorf("bitmap row %d past the %d rows: %w", r, len(rm), columns.ErrCorrupt)
 		}
 		rs[k] = rm[r]
 	}

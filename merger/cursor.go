@@ -153,7 +153,7 @@ func (c *cursor) load(p int) error {
 				m := c.maps[j]
 				for _, id := range ids {
 					if int(id) >= len(m) {
-						return fmt.Errorf("merger: %s: row %d: id %d not below the cardinality %d", c.name, row, id, len(m))
+						return fmt.Errorf("merger: %s: row %d: id %d not below the cardinality %d: %w", c.name, row, id, len(m), columns.ErrCorrupt)
 					}
 					d.ids = append(d.ids, m[id])
 				}
@@ -231,7 +231,7 @@ func (c *cursor) fillRange(ctx context.Context) error {
 			return fmt.Errorf("merger: %s: __time: %w", c.name, err)
 		}
 		if k := p - first; k < 0 || k >= len(vals) {
-			return fmt.Errorf("merger: %s: __time: chunk at %d does not hold row %d", c.name, first, p)
+			return fmt.Errorf("merger: %s: __time: chunk at %d does not hold row %d: %w", c.name, first, p, columns.ErrCorrupt)
 		}
 		full := false
 		for _, t := range vals[p-first:] {
@@ -287,7 +287,7 @@ func (c *cursor) fillRange(ctx context.Context) error {
 					rows = len(offs) - 1
 				}
 				if k := r - first; k < 0 || k >= rows {
-					return fmt.Errorf("merger: %s: dimension %q: chunk at %d does not hold row %d", c.name, c.dimName(j), first, r)
+					return fmt.Errorf("merger: %s: dimension %q: chunk at %d does not hold row %d: %w", c.name, c.dimName(j), first, r, columns.ErrCorrupt)
 				}
 				end := min(p, first+rows)
 				if offs == nil {
@@ -348,7 +348,7 @@ func (c *cursor) fillRange(ctx context.Context) error {
 }
 
 func (c *cursor) badID(j int, id uint32, card int) error {
-	return fmt.Errorf("merger: %s: dimension %q: id %d not below the cardinality %d", c.name, c.dimName(j), id, card)
+	return fmt.Errorf("merger: %s: dimension %q: id %d not below the cardinality %d: %w", c.name, c.dimName(j), id, card, columns.ErrCorrupt)
 }
 
 func (c *cursor) dimName(j int) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
@@ -114,7 +115,7 @@ func mergeDictionaries(ctx context.Context, dims []source.DimSource, withNull bo
 		if h.it.Next() {
 			v := h.it.Value()
 			if h.it.IsNull() || v <= h.v {
-				return nil, 0, fmt.Errorf("merger: input %d: dictionary not strictly sorted at id %d", h.in, h.pos)
+				return nil, 0, fmt.Errorf("merger: input %d: dictionary not strictly sorted at id %d: %w", h.in, h.pos, columns.ErrCorrupt)
 			}
 			h.v = v
 			down(0)
@@ -124,7 +125,7 @@ func mergeDictionaries(ctx context.Context, dims []source.DimSource, withNull bo
 			return nil, 0, err
 		}
 		if int(h.pos) != len(maps[h.in]) {
-			return nil, 0, fmt.Errorf("merger: input %d: dictionary holds %d values, cardinality says %d", h.in, h.pos, len(maps[h.in]))
+			return nil, 0, fmt.Errorf("merger: input %d: dictionary holds %d values, cardinality says %d: %w", h.in, h.pos, len(maps[h.in]), columns.ErrCorrupt)
 		}
 		heads[0] = heads[len(heads)-1]
 		heads = heads[:len(heads)-1]

@@ -136,7 +136,10 @@ func (o *Options) ensureDefaults() error {
 		o.ProgressRows = 1 << 16
 	}
 	if err := o.Durability.Validate(); err != nil {
-		return fmt.Errorf("merger: %w", err)
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := (columns.WriterOptions{Compression: o.Compression, ChunkRows: o.ChunkRows}).Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if o.Granularity > columns.GranularityDay {
 		return fmt.Errorf("%w: unknown granularity %d", ErrInvalid, o.Granularity)

@@ -388,7 +388,7 @@ func (r *runner) run() error {
 			return nil
 		}
 		if int(buf[k-1]) >= n {
-			return fmt.Errorf("filter bitmap row %d past the %d rows", buf[k-1], n)
+			return fmt.Errorf("filter bitmap row %d past the %d rows: %w", buf[k-1], n, columns.ErrCorrupt)
 		}
 		if err := do(buf[:k]); err != nil {
 			return err

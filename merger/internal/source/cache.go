@@ -1,6 +1,10 @@
 package source
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/writeout/writeout/columns"
+)
 
 // Chunk caches: a reader by row that decodes each chunk once when rows come in order.
 
@@ -26,7 +30,7 @@ func (l *ChunkCache[T]) At(row int) (T, error) {
 		return 0, err
 	}
 	if k := row - first; k < 0 || k >= len(vals) {
-		return 0, fmt.Errorf("merger: chunk at %d does not hold row %d", first, row)
+		return 0, fmt.Errorf("merger: chunk at %d does not hold row %d: %w", first, row, columns.ErrCorrupt)
 	}
 	l.first, l.vals = first, vals
 	return vals[row-first], nil
@@ -72,7 +76,7 @@ func (l *IDCache) At(row int) ([]uint32, error) {
 			n = len(offs) - 1
 		}
 		if k = row - first; k < 0 || k >= n {
-			return nil, fmt.Errorf("merger: chunk at %d does not hold row %d", first, row)
+			return nil, fmt.Errorf("merger: chunk at %d does not hold row %d: %w", first, row, columns.ErrCorrupt)
 		}
 		l.first, l.n, l.ids, l.offs = first, n, ids, offs
 	}

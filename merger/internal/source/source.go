@@ -126,7 +126,7 @@ func (s segSource) Dim(name string) DimSource {
 	if err != nil {
 		return nil
 	}
-	return segDim{c, s.seg.Rows()}
+	return segDim{c}
 }
 
 func (s segSource) Raw(name string) RawReader {
@@ -186,8 +186,7 @@ func (s segSource) SketchMerger(name string) SketchMerger {
 }
 
 type segDim struct {
-	c    *columns.DimColumn
-	rows int
+	c *columns.DimColumn
 }
 
 func (d segDim) HasNull() bool            { return d.c.HasNull() }
@@ -197,16 +196,9 @@ func (d segDim) Cursor() IDChunker        { return d.c.Cursor() }
 func (d segDim) HasBitmaps() bool         { return d.c.HasBitmaps() }
 
 // EachRows decodes the rows straight from the bitmap's stored bytes (a view of the mapping
-// for an opened segment) with the checked decoder: no roaring.Bitmap is built.
+// for an opened segment) with columns' checked decoder: no roaring.Bitmap is built.
 func (d segDim) EachRows(id uint32, buf []uint32, sink RowSink) error {
-	raw, err := d.c.BitmapBytes(id)
-	if err != nil {
-		return err
-	}
-	if err := EachRoaringRows(raw, uint64(d.rows), buf, sink); err != nil {
-		return fmt.Errorf("dimension %q: bitmap %d: %w: %w", d.c.Dimension().Name, id, columns.ErrCorrupt, err)
-	}
-	return nil
+	return d.c.EachBitmapRows(id, buf, sink.Rows)
 }
 func (d segDim) MultiValue() bool                          { return d.c.Dimension().MultiValue }
 func (d segDim) Lookup(v string) (uint32, bool, error)     { return d.c.Lookup(v) }

@@ -1,0 +1,467 @@
+package columns
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+
+	"github.com/RoaringBitmap/roaring/v2"
+)
+
+// DimWriter writes a dictionary dimension in three phases, each closing the one before:
+//
+//  1. the dictionary: AddNull first if the dimension has nulls (null gets id 0), then AddValue
+//     for every distinct value in strictly increasing byte order (ids follow);
+//  2. the rows: AppendID (single value) or AppendIDs (either kind) for each row in order,
+//     AppendNull for a null row; the null bitmap is built from them;
+//  3. the bitmap index (unless the dimension has NoBitmapIndex): WriteBitmap for every id in
+//     order, each the set of rows holding that id. Only one bitmap is held at a time.
+//
+// The writer checks what it cheaply can: ids below the cardinality, the null id alone in a row,
+// each bitmap within the rows, the null id's bitmap equal to the null rows, the bitmaps' total
+// cardinality equal to the number of distinct (row, id) pairs, and (by a sum of a 64-bit hash
+// over the pairs, computed from the rows and again from the bitmaps) that the bitmaps hold
+// exactly the rows' ids. The pair hashes cost a hash per (row, id) twice over, and the distinct
+// pairs of multi-value rows a sort per row, so those two are computed only in builds with the
+// invariants tag (go test -tags invariants), as CI runs; Verify checks the same of a file.
+type DimWriter struct {
+	dim       Dimension
+	chunkRows int
+	phase     int // 0 dictionary, 1 rows, 2 bitmaps, 3 finished
+	dict      dictWriter
+	card      int
+	width     int
+	ids       chunkedWriter
+	vals      []uint32 // ids of the rows of the current chunk
+	counts    []uint32 // multi-value: ids per row of the current chunk
+	raw       []byte
+	rows      int
+	pairs     uint64 // distinct (row, id) pairs (of a multi-value dimension: invariants only)
+	pairHash  uint64 // sum of pairHash over the distinct (row, id) pairs of the rows
+	bmHash    uint64 // the same over the bitmaps written
+	nullsSt   *stage
+	nulls     *roaring.Bitmap
+	nullRows  []uint32 // null rows of the current chunk, not yet in nulls
+	bitmaps   *bitmapsWriter
+	nextBM    int
+	bmCard    uint64
+	seen      []uint32 // scratch for distinct counting
+	err       error
+}
+
+func (d *DimWriter) fail(err error) error {
+	if d.err == nil {
+		d.err = fmt.Errorf("columns: column %q: %w", d.dim.Name, err)
+	}
+	return d.err
+}
+
+// AddNull gives the null value id 0. It must come before any AddValue.
+func (d *DimWriter) AddNull() error {
+	if d.err != nil {
+		return d.err
+	}
+	if d.phase != 0 || d.dict.count > 0 || d.dict.hasNull {
+		return d.fail(fmt.Errorf("AddNull after other dictionary values or rows: %w", ErrState))
+	}
+	d.dict.hasNull = true
+	return nil
+}
+
+// AddValue adds the next dictionary value, which must sort strictly after the previous one, and
+// returns its id.
+func (d *DimWriter) AddValue(v string) (uint32, error) {
+	if d.err != nil {
+		return 0, d.err
+	}
+	if d.phase != 0 {
+		return 0, d.fail(fmt.Errorf("AddValue after the first row: %w", ErrState))
+	}
+	if d.dict.count >= math.MaxUint32-1 {
+		return 0, d.fail(fmt.Errorf("dictionary full: %w", ErrInvalid))
+	}
+	if err := d.dict.add(v); err != nil {
+		return 0, d.fail(fmt.Errorf("dictionary: %w: %w", err, ErrInvalid))
+	}
+	id := uint32(d.dict.count - 1)
+	if d.dict.hasNull {
+		id++
+	}
+	return id, nil
+}
+
+// HasNull reports whether the dictionary has the null value (id 0).
+func (d *DimWriter) HasNull() bool { return d.dict.hasNull }
+
+// Cardinality returns the number of ids so far, null included.
+func (d *DimWriter) Cardinality() int {
+	if d.dict.hasNull {
+		return d.dict.count + 1
+	}
+	return d.dict.count
+}
+
+// Rows returns the rows appended so far.
+func (d *DimWriter) Rows() int { return d.rows }
+
+func (d *DimWriter) closeDict() error {
+	if d.phase > 0 {
+		return nil
+	}
+	d.card = d.Cardinality()
+	d.width = idWidth(d.card)
+	d.phase = 1
+	if err := d.dict.finish(); err != nil {
+		return d.fail(err)
+	}
+	return nil
+}
+
+// AppendID appends a row of a single-value dimension holding id (0 is null when HasNull).
+func (d *DimWriter) AppendID(id uint32) error {
+	// The fast path: the rows phase under way, a valid id, room in the chunk.
+	if d.phase == 1 && d.err == nil && !d.dim.MultiValue && int64(id) < int64(d.card) && d.rows < maxRows &&
+		len(d.vals)+1 < d.chunkRows {
+		if id == 0 && d.dict.hasNull {
+			d.nullRows = append(d.nullRows, uint32(d.rows))
+		}
+		if invariants {
+			d.pairHash += pairHash(uint32(d.rows), id)
+		}
+		d.vals = append(d.vals, id)
+		d.pairs++
+		d.rows++
+		return nil
+	}
+	one := [1]uint32{id}
+	return d.AppendIDs(one[:])
+}
+
+// AppendNull appends a null row; the dictionary must have the null value.
+func (d *DimWriter) AppendNull() error { return d.AppendIDs(nil) }
+
+// AppendIDs appends a row holding ids, in the row's order (duplicates kept). An empty row is
+// null and is stored as the null id alone. A single-value dimension takes at most one id.
+func (d *DimWriter) AppendIDs(ids []uint32) error {
+	if d.err != nil {
+		return d.err
+	}
+	if d.phase > 1 {
+		return d.fail(fmt.Errorf("row appended after the bitmaps: %w", ErrState))
+	}
+	if err := d.closeDict(); err != nil {
+		return err
+	}
+	if d.rows >= maxRows {
+		return d.fail(fmt.Errorf("more than %d rows: %w", maxRows, ErrInvalid))
+	}
+	var nullRow [1]uint32
+	if len(ids) == 0 {
+		if !d.dict.hasNull {
+			return d.fail(fmt.Errorf("row %d: null row, but the dictionary has no null value (call AddNull first): %w", d.rows, ErrInvalid))
+		}
+		ids = nullRow[:]
+	}
+	if !d.dim.MultiValue && len(ids) > 1 {
+		return d.fail(fmt.Errorf("row %d: %d values in a single-value dimension: %w", d.rows, len(ids), ErrInvalid))
+	}
+	if len(ids) > maxChunkValues {
+		return d.fail(fmt.Errorf("row %d: %d values, at most %d: %w", d.rows, len(ids), maxChunkValues, ErrInvalid))
+	}
+	for _, id := range ids {
+		if int64(id) >= int64(d.card) {
+			return d.fail(fmt.Errorf("row %d: id %d not below the cardinality %d: %w", d.rows, id, d.card, ErrInvalid))
+		}
+		if id == 0 && d.dict.hasNull && len(ids) > 1 {
+			return d.fail(fmt.Errorf("row %d: the null id inside a multi-value row: %w", d.rows, ErrInvalid))
+		}
+	}
+	if d.dict.hasNull && ids[0] == 0 {
+		d.nullRows = append(d.nullRows, uint32(d.rows))
+	}
+	if d.dim.MultiValue && len(d.vals)+len(ids) > maxChunkValues {
+		if err := d.flush(); err != nil {
+			return err
+		}
+	}
+	d.vals = append(d.vals, ids...)
+	if d.dim.MultiValue {
+		d.counts = append(d.counts, uint32(len(ids)))
+		if invariants {
+			d.pairs += d.distinct(ids)
+		}
+	} else {
+		d.pairs++
+		if invariants {
+			d.pairHash += pairHash(uint32(d.rows), ids[0])
+		}
+	}
+	d.rows++
+	if d.rowsInChunk() == d.chunkRows {
+		return d.flush()
+	}
+	return nil
+}
+
+func (d *DimWriter) rowsInChunk() int {
+	if d.dim.MultiValue {
+		return len(d.counts)
+	}
+	return len(d.vals)
+}
+
+// distinct counts the distinct ids of one row and adds their pair hashes (invariants only).
+func (d *DimWriter) distinct(ids []uint32) uint64 {
+	row := uint32(d.rows)
+	if len(ids) == 1 {
+		d.pairHash += pairHash(row, ids[0])
+		return 1
+	}
+	d.seen = append(d.seen[:0], ids...)
+	slices.Sort(d.seen)
+	d.seen = slices.Compact(d.seen)
+	for _, id := range d.seen {
+		d.pairHash += pairHash(row, id)
+	}
+	return uint64(len(d.seen))
+}
+
+// pairHash mixes a (row, id) pair into 64 bits (the splitmix64 finalizer).
+func pairHash(row, id uint32) uint64 {
+	x := uint64(row)<<32 | uint64(id)
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+func (d *DimWriter) flush() error {
+	if len(d.nullRows) > 0 {
+		d.nulls.AddMany(d.nullRows)
+		d.nullRows = d.nullRows[:0]
+	}
+	n := d.rowsInChunk()
+	if n == 0 {
+		return d.err
+	}
+	if d.dim.MultiValue {
+		d.raw = appendMultiIDs(d.raw[:0], d.counts, d.vals, d.width)
+	} else {
+		d.raw = appendIDs(d.raw[:0], d.vals, d.width)
+	}
+	if err := d.ids.writeChunk(d.raw, n); err != nil {
+		return d.fail(err)
+	}
+	d.vals, d.counts = d.vals[:0], d.counts[:0]
+	return nil
+}
+
+func (d *DimWriter) closeRows() error {
+	if d.phase > 1 {
+		return nil
+	}
+	if err := d.closeDict(); err != nil {
+		return err
+	}
+	d.phase = 2
+	if err := d.flush(); err != nil {
+		return err
+	}
+	if err := d.ids.finish(); err != nil {
+		return d.fail(err)
+	}
+	d.vals, d.counts, d.raw, d.seen, d.nullRows = nil, nil, nil, nil, nil
+	return nil
+}
+
+// WriteBitmap writes the bitmap of id: the rows holding it. Ids come in order from 0, each
+// once; nil is an empty bitmap. The first call closes the rows. The writer does not keep or
+// change bm; call bm.RunOptimize first for the smallest file.
+func (d *DimWriter) WriteBitmap(id uint32, bm *roaring.Bitmap) error {
+	if err := d.beginBitmap(id); err != nil {
+		return err
+	}
+	if bm == nil {
+		bm = roaring.New()
+	}
+	if !bm.IsEmpty() && int64(bm.Maximum()) >= int64(d.rows) {
+		return d.fail(fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, bm.Maximum(), d.rows, ErrInvalid))
+	}
+	if id == 0 && d.dict.hasNull && !bm.Equals(d.nulls) {
+		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", ErrInvalid))
+	}
+	d.bmCard += bm.GetCardinality()
+	if invariants {
+		h := d.bmHash
+		bm.Iterate(func(row uint32) bool {
+			h += pairHash(row, id)
+			return true
+		})
+		d.bmHash = h
+	}
+	if err := d.bitmaps.add(bm); err != nil {
+		return d.fail(err)
+	}
+	d.nextBM++
+	return nil
+}
+
+// WriteBitmapRows is WriteBitmap for a bitmap given as its rows, strictly increasing. It writes
+// the bytes bm.RunOptimize and WriteTo would give without building a roaring.Bitmap, which is
+// the fast path for a merge writing many small bitmaps. rows is not kept.
+func (d *DimWriter) WriteBitmapRows(id uint32, rows []uint32) error {
+	if err := d.beginBitmap(id); err != nil {
+		return err
+	}
+	if k, ok := strictlyIncreasing(rows); !ok {
+		return d.fail(fmt.Errorf("bitmap %d: rows not strictly increasing at index %d (%d after %d): %w", id, k, rows[k], rows[k-1], ErrInvalid))
+	}
+	if n := len(rows); n > 0 && int64(rows[n-1]) >= int64(d.rows) {
+		return d.fail(fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, rows[n-1], d.rows, ErrInvalid))
+	}
+	if id == 0 && d.dict.hasNull && !equalRows(d.nulls, rows) {
+		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", ErrInvalid))
+	}
+	d.bmCard += uint64(len(rows))
+	if invariants {
+		h := d.bmHash
+		for _, row := range rows {
+			h += pairHash(row, id)
+		}
+		d.bmHash = h
+	}
+	if err := d.bitmaps.addRows(rows); err != nil {
+		return d.fail(err)
+	}
+	d.nextBM++
+	return nil
+}
+
+// WriteBitmapWords is WriteBitmapRows for a bitmap given as a bitset: row r is in it when bit
+// r%64 of words[r/64] is set. words may end before the last row. It is the fast path for a
+// value holding many rows; words is not kept.
+func (d *DimWriter) WriteBitmapWords(id uint32, words []uint64) error {
+	if err := d.beginBitmap(id); err != nil {
+		return err
+	}
+	last := len(words) - 1
+	for last >= 0 && words[last] == 0 {
+		last--
+	}
+	if last >= 0 {
+		if top := int64(last)<<6 + 63 - int64(bits.LeadingZeros64(words[last])); top >= int64(d.rows) {
+			return d.fail(fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, top, d.rows, ErrInvalid))
+		}
+	}
+	words = words[:last+1]
+	if id == 0 && d.dict.hasNull && !equalWords(d.nulls, words) {
+		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", ErrInvalid))
+	}
+	card := 0
+	for _, w := range words {
+		card += bits.OnesCount64(w)
+	}
+	d.bmCard += uint64(card)
+	if invariants {
+		h := d.bmHash
+		for k, w := range words {
+			for ; w != 0; w &= w - 1 {
+				h += pairHash(uint32(k<<6+bits.TrailingZeros64(w)), id)
+			}
+		}
+		d.bmHash = h
+	}
+	if err := d.bitmaps.addWords(words); err != nil {
+		return d.fail(err)
+	}
+	d.nextBM++
+	return nil
+}
+
+// beginBitmap checks that the bitmap of id may come next, closing the rows on the first call.
+func (d *DimWriter) beginBitmap(id uint32) error {
+	if d.err != nil {
+		return d.err
+	}
+	if d.bitmaps == nil {
+		return d.fail(fmt.Errorf("WriteBitmap on a dimension without a bitmap index: %w", ErrState))
+	}
+	if d.phase > 2 {
+		return d.fail(fmt.Errorf("WriteBitmap after finish: %w", ErrState))
+	}
+	if err := d.closeRows(); err != nil {
+		return err
+	}
+	if int(id) != d.nextBM {
+		return d.fail(fmt.Errorf("WriteBitmap(%d): want id %d next (ids in order, each once): %w", id, d.nextBM, ErrState))
+	}
+	if int(id) >= d.card {
+		return d.fail(fmt.Errorf("WriteBitmap(%d): id not below the cardinality %d: %w", id, d.card, ErrInvalid))
+	}
+	return nil
+}
+
+// equalWords reports whether bm holds exactly the rows set in words.
+func equalWords(bm *roaring.Bitmap, words []uint64) bool {
+	it := bm.Iterator()
+	n := uint64(0)
+	for k, w := range words {
+		for ; w != 0; w &= w - 1 {
+			if !it.HasNext() || it.Next() != uint32(k<<6+bits.TrailingZeros64(w)) {
+				return false
+			}
+			n++
+		}
+	}
+	return n == bm.GetCardinality()
+}
+
+// equalRows reports whether bm holds exactly rows (strictly increasing).
+func equalRows(bm *roaring.Bitmap, rows []uint32) bool {
+	if bm.GetCardinality() != uint64(len(rows)) {
+		return false
+	}
+	it := bm.Iterator()
+	for _, r := range rows {
+		if !it.HasNext() || it.Next() != r {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *DimWriter) finish() error {
+	if d.err != nil {
+		return d.err
+	}
+	if d.phase > 2 {
+		return nil
+	}
+	if err := d.closeRows(); err != nil {
+		return err
+	}
+	d.phase = 3
+	if d.bitmaps != nil {
+		if d.nextBM != d.card {
+			return d.fail(fmt.Errorf("%d of %d bitmaps written: %w", d.nextBM, d.card, ErrState))
+		}
+		if (invariants || !d.dim.MultiValue) && d.bmCard != d.pairs {
+			return d.fail(fmt.Errorf("bitmaps hold %d rows in all, the rows hold %d distinct values: %w", d.bmCard, d.pairs, ErrInvalid))
+		}
+		if invariants && d.bmHash != d.pairHash {
+			return d.fail(fmt.Errorf("bitmaps do not hold the rows' ids (pair hashes differ): %w", ErrInvalid))
+		}
+		if err := d.bitmaps.finish(); err != nil {
+			return d.fail(err)
+		}
+	}
+	d.nulls.RunOptimize()
+	if _, err := d.nulls.WriteTo(d.nullsSt); err != nil {
+		return d.fail(d.nullsSt.fail(err))
+	}
+	d.nulls = nil
+	return nil
+}

@@ -1,0 +1,179 @@
+package columns
+
+import (
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/medium"
+)
+
+// seal finishes every column and returns the footer.
+func (w *Writer) seal() (*footer, error) {
+	if w.err != nil {
+		return nil, w.err
+	}
+	if w.done {
+		return nil, fmt.Errorf("columns: writer finished or aborted: %w", ErrState)
+	}
+	w.done = true
+	if w.mode == modeRows {
+		if err := w.flushRows(); err != nil {
+			return nil, w.fail(err)
+		}
+	}
+	rows := w.time.rows
+	if rows > maxRows {
+		return nil, w.fail(fmt.Errorf("columns: %d rows, at most %d in a segment: %w", rows, maxRows, ErrInvalid))
+	}
+	var errs []error
+	check := func(name string, n int, err error) {
+		if err != nil {
+			errs = append(errs, err)
+		} else if n != rows {
+			errs = append(errs, fmt.Errorf("columns: column %q has %d rows, %s has %d: %w", name, n, TimeColumn, rows, ErrState))
+		}
+	}
+	check(TimeColumn, rows, w.time.finish())
+	for i, d := range w.schema.Dimensions {
+		if d.Raw {
+			check(d.Name, w.raws[i].rows, w.raws[i].finish())
+		} else {
+			check(d.Name, w.dims[i].rows, w.dims[i].finish())
+		}
+	}
+	for i, m := range w.schema.Metrics {
+		switch m.ValueType() {
+		case MetricLong:
+			check(m.Name, w.longs[i].rows, w.longs[i].finish())
+		case MetricDouble:
+			check(m.Name, w.doubles[i].rows, w.doubles[i].finish())
+		case MetricHyperUnique:
+			check(m.Name, w.sketch[i].rows, w.sketch[i].finish())
+		}
+	}
+	for _, s := range w.stages {
+		if s.err != nil {
+			errs = append(errs, s.err)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, w.fail(multierr.Join(errs...))
+	}
+	f := &footer{version: Version, rows: rows, schema: w.schema}
+	if rows > 0 {
+		iv, ok := w.schema.Granularity.Interval(w.time.first, w.time.last)
+		if !ok {
+			return nil, w.fail(fmt.Errorf("columns: %s: time %d leaves no room for an exclusive interval end: %w", TimeColumn, w.time.last, ErrInvalid))
+		}
+		f.interval = iv
+	}
+	off := int64(headerSize)
+	for _, s := range w.stages {
+		f.parts = append(f.parts, PartInfo{
+			Column: s.name, Kind: s.spec.kind, Encoding: s.spec.enc,
+			Offset: off, Length: s.n, CRC: s.crc, column: s.spec.column,
+		})
+		off += s.n
+	}
+	return f, nil
+}
+
+// crcWriter passes bytes to w and checksums them.
+type crcWriter struct {
+	w   io.Writer
+	crc uint32
+	n   int64
+}
+
+func (c *crcWriter) Write(p []byte) (int, error) {
+	k, err := c.w.Write(p)
+	if k < 0 || k > len(p) {
+		return 0, fmt.Errorf("columns: writer returned invalid count %d: %w", k, ErrInvalid)
+	}
+	c.crc = crc32.Update(c.crc, castagnoli, p[:k])
+	c.n += int64(k)
+	return k, err
+}
+
+// emit writes the whole segment to out: the header, every part copied out of its stage with
+// WriteTo and checked against the CRC and size computed when it was staged, the footer and the
+// trailer. syncStage, when not nil, runs for each stage before it is read back.
+func (w *Writer) emit(out io.Writer, f *footer, syncStage func(medium.Bytes) error) (int64, error) {
+	var total int64
+	put := func(b []byte) error {
+		n, err := out.Write(b)
+		total += int64(n)
+		if err == nil && n != len(b) {
+			err = io.ErrShortWrite
+		}
+		return err
+	}
+	if err := put(appendHeader(nil)); err != nil {
+		return total, fmt.Errorf("columns: write header: %w", err)
+	}
+	for _, s := range w.stages {
+		if syncStage != nil {
+			if err := syncStage(s.b); err != nil {
+				return total, fmt.Errorf("columns: column %q part %s: sync stage: %w", s.name, s.spec.kind, err)
+			}
+		}
+		if s.b.Size() != s.n {
+			return total, fmt.Errorf("columns: column %q part %s: the encoders wrote %d bytes, the stage holds %d: %w",
+				s.name, s.spec.kind, s.n, s.b.Size(), ErrCorrupt)
+		}
+		cw := crcWriter{w: out}
+		_, err := s.b.WriteTo(&cw)
+		total += cw.n
+		if err != nil {
+			return total, fmt.Errorf("columns: column %q part %s: copy: %w", s.name, s.spec.kind, err)
+		}
+		if cw.n != s.n || cw.crc != s.crc {
+			return total, corruptf("columns: column %q part %s: copied %d bytes with CRC %08x, staged %d bytes with CRC %08x",
+				s.name, s.spec.kind, cw.n, cw.crc, s.n, s.crc)
+		}
+	}
+	fb, err := appendFooter(nil, f)
+	if err != nil {
+		return total, err
+	}
+	if len(fb) > maxFooter {
+		return total, fmt.Errorf("columns: footer of %d bytes, at most %d: %w", len(fb), maxFooter, ErrInvalid)
+	}
+	if err := put(appendTrailer(fb, fb)); err != nil {
+		return total, fmt.Errorf("columns: write footer: %w", err)
+	}
+	return total, nil
+}
+
+// Info describes a finished segment.
+type Info struct {
+	Path     string // the published file; empty for FinishTo
+	Rows     int
+	Interval Interval
+	Size     int64 // bytes of the segment file
+	Parts    []PartInfo
+	// Syncs counts the fdatasync and fsync calls made (file, directory, stages); Trickles the
+	// sync_file_range calls.
+	Syncs    int
+	Trickles int
+}
+
+func (f *footer) info(size int64) Info {
+	return Info{Rows: f.rows, Interval: f.interval, Size: size, Parts: f.parts}
+}
+
+// FinishTo finishes the segment and writes it to out, checking every part's CRC on the way.
+// The stages are released whatever happens.
+func (w *Writer) FinishTo(out io.Writer) (Info, error) {
+	f, err := w.seal()
+	if err != nil {
+		return Info{}, multierr.Join(err, w.release())
+	}
+	n, err := w.emit(out, f, nil)
+	if err := multierr.Join(err, w.release()); err != nil {
+		return Info{}, err
+	}
+	return f.info(n), nil
+}

@@ -1,0 +1,381 @@
+package columns
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/axiomhq/hyperloglog"
+
+	"github.com/writeout/writeout/columns/agg"
+)
+
+// LongWriter appends int64 values: __time or a long metric.
+type LongWriter struct {
+	cw        chunkedWriter
+	chunkRows int
+	vals      []int64
+	raw       []byte
+	isTime    bool
+	gran      Granularity // __time: every value is truncated to it
+	rows      int
+	first     int64
+	last      int64
+	err       error
+	finished  bool
+	times     *LongWriter // a first/last metric's times (PartTimes), else nil
+}
+
+// Append appends the next row's value. For __time, values must not decrease and must be
+// truncated to the schema's granularity. A first/last metric takes AppendTimed instead.
+func (l *LongWriter) Append(v int64) error {
+	if l.times != nil {
+		return l.timedErr()
+	}
+	return l.append(v)
+}
+
+// AppendTimed appends the next row's value of a first/last metric with the time stored with it
+// (the event time of the row it came from).
+func (l *LongWriter) AppendTimed(v, t int64) error {
+	if l.times == nil {
+		return l.untimedErr()
+	}
+	if err := l.append(v); err != nil {
+		return err
+	}
+	if err := l.times.append(t); err != nil {
+		l.err = err
+	}
+	return l.err
+}
+
+func (l *LongWriter) timedErr() error {
+	if l.err == nil {
+		l.err = fmt.Errorf("columns: column %q: a first/last metric takes AppendTimed: %w", l.cw.st.name, ErrState)
+	}
+	return l.err
+}
+
+func (l *LongWriter) untimedErr() error {
+	return fmt.Errorf("columns: column %q: AppendTimed on a column that stores no times: %w", l.cw.st.name, ErrState)
+}
+
+func (l *LongWriter) append(v int64) error {
+	if l.err != nil {
+		return l.err
+	}
+	if l.finished {
+		return fmt.Errorf("columns: column %q: append after finish: %w", l.cw.st.name, ErrState)
+	}
+	if l.isTime {
+		if l.rows > 0 && v < l.last {
+			l.err = fmt.Errorf("columns: column %q: row %d: time %d before the previous row's %d: rows must come in time order: %w", TimeColumn, l.rows, v, l.last, ErrInvalid)
+			return l.err
+		}
+		if l.gran.Truncate(v) != v {
+			l.err = fmt.Errorf("columns: column %q: row %d: time %d not truncated to the granularity %s: %w", TimeColumn, l.rows, v, l.gran, ErrInvalid)
+			return l.err
+		}
+		if l.rows == 0 {
+			l.first = v
+		}
+		l.last = v
+	}
+	if l.vals == nil {
+		l.vals = make([]int64, 0, l.chunkRows)
+	}
+	l.vals = append(l.vals, v)
+	l.rows++
+	if len(l.vals) == l.chunkRows {
+		return l.flush()
+	}
+	return nil
+}
+
+func (l *LongWriter) flush() error {
+	if len(l.vals) == 0 {
+		return l.err
+	}
+	l.raw = appendInt64s(l.raw[:0], l.vals)
+	if err := l.cw.writeChunk(l.raw, len(l.vals)); err != nil && l.err == nil {
+		l.err = err
+	}
+	l.vals = l.vals[:0]
+	return l.err
+}
+
+// Rows returns the rows appended so far.
+func (l *LongWriter) Rows() int { return l.rows }
+
+// Size returns the bytes staged so far for the column's part; after Finish, the part's size.
+func (l *LongWriter) Size() int64 { return l.cw.st.n }
+
+func (l *LongWriter) finish() error {
+	if l.finished {
+		return l.err
+	}
+	l.finished = true
+	if err := l.flush(); err != nil {
+		return err
+	}
+	l.err = l.cw.finish()
+	l.vals, l.raw = nil, nil
+	if l.err == nil && l.times != nil {
+		l.err = l.times.finish()
+	}
+	return l.err
+}
+
+// DoubleWriter appends float64 values of a double metric.
+type DoubleWriter struct {
+	cw        chunkedWriter
+	chunkRows int
+	vals      []float64
+	ints      []int64
+	raw       []byte
+	rows      int
+	err       error
+	finished  bool
+	times     *LongWriter // a first/last metric's times (PartTimes), else nil
+	tails     *blobWriter // a doubleSum metric's tails (PartTails), else nil
+	tailBuf   []byte
+}
+
+// Append appends the next row's value (of a doubleSum metric: with an empty tail, an exact
+// value). A first/last metric takes AppendTimed instead.
+func (d *DoubleWriter) Append(v float64) error {
+	if d.times != nil {
+		if d.err == nil {
+			d.err = fmt.Errorf("columns: column %q: a first/last metric takes AppendTimed: %w", d.cw.st.name, ErrState)
+		}
+		return d.err
+	}
+	return d.AppendSum(v, nil)
+}
+
+// AppendSum appends the next row's value of a doubleSum metric and its exactness tail: the
+// terms that, added to v, give the exact sum it was rounded from (agg.ExactSum.Tail). On other
+// double metrics the tail must be empty.
+func (d *DoubleWriter) AppendSum(v float64, tail []float64) error {
+	if d.tails == nil {
+		if len(tail) > 0 {
+			return fmt.Errorf("columns: column %q: a tail on a metric that stores none: %w", d.cw.st.name, ErrState)
+		}
+		return d.append(v)
+	}
+	if err := d.append(v); err != nil {
+		return err
+	}
+	d.tailBuf = d.tailBuf[:0]
+	for _, x := range tail {
+		d.tailBuf = binary.LittleEndian.AppendUint64(d.tailBuf, math.Float64bits(x))
+	}
+	if err := d.tails.append(d.tailBuf); err != nil {
+		d.err = err
+	}
+	return d.err
+}
+
+// AppendTimed appends the next row's value of a first/last metric with the time stored with it.
+func (d *DoubleWriter) AppendTimed(v float64, t int64) error {
+	if d.times == nil {
+		return fmt.Errorf("columns: column %q: AppendTimed on a column that stores no times: %w", d.cw.st.name, ErrState)
+	}
+	if err := d.append(v); err != nil {
+		return err
+	}
+	if err := d.times.append(t); err != nil {
+		d.err = err
+	}
+	return d.err
+}
+
+func (d *DoubleWriter) append(v float64) error {
+	if d.err != nil {
+		return d.err
+	}
+	if d.finished {
+		return fmt.Errorf("columns: column %q: append after finish: %w", d.cw.st.name, ErrState)
+	}
+	if d.vals == nil {
+		d.vals = make([]float64, 0, d.chunkRows)
+	}
+	d.vals = append(d.vals, v)
+	d.rows++
+	if len(d.vals) == d.chunkRows {
+		return d.flush()
+	}
+	return nil
+}
+
+func (d *DoubleWriter) flush() error {
+	if len(d.vals) == 0 {
+		return d.err
+	}
+	d.raw = appendFloat64s(d.raw[:0], d.vals, &d.ints)
+	if err := d.cw.writeChunk(d.raw, len(d.vals)); err != nil && d.err == nil {
+		d.err = err
+	}
+	d.vals = d.vals[:0]
+	return d.err
+}
+
+// Rows returns the rows appended so far.
+func (d *DoubleWriter) Rows() int { return d.rows }
+
+// Size returns the bytes staged so far for the column's part.
+func (d *DoubleWriter) Size() int64 { return d.cw.st.n }
+
+func (d *DoubleWriter) finish() error {
+	if d.finished {
+		return d.err
+	}
+	d.finished = true
+	if err := d.flush(); err != nil {
+		return err
+	}
+	d.err = d.cw.finish()
+	d.vals, d.raw, d.ints = nil, nil, nil
+	if d.err == nil && d.times != nil {
+		d.err = d.times.finish()
+	}
+	if d.err == nil && d.tails != nil {
+		d.err = d.tails.finishBlobs()
+	}
+	return d.err
+}
+
+// blobWriter appends byte strings in chunks closed at chunkRows rows or blobChunkTarget bytes.
+type blobWriter struct {
+	cw        chunkedWriter
+	chunkRows int
+	lens      []int64
+	data      []byte
+	raw       []byte
+	rows      int
+	err       error
+	finished  bool
+}
+
+func (b *blobWriter) append(v []byte) error {
+	if b.err != nil {
+		return b.err
+	}
+	if b.finished {
+		return fmt.Errorf("columns: column %q: append after finish: %w", b.cw.st.name, ErrState)
+	}
+	if len(v) > MaxValueBytes {
+		b.err = fmt.Errorf("columns: column %q: row %d: value of %d bytes, at most %d: %w", b.cw.st.name, b.rows, len(v), MaxValueBytes, ErrInvalid)
+		return b.err
+	}
+	b.lens = append(b.lens, int64(len(v)))
+	b.data = append(b.data, v...)
+	b.rows++
+	if len(b.lens) == b.chunkRows || len(b.data) >= blobChunkTarget {
+		return b.flush()
+	}
+	return nil
+}
+
+func (b *blobWriter) flush() error {
+	if len(b.lens) == 0 {
+		return b.err
+	}
+	b.raw = appendBlobs(b.raw[:0], b.lens, b.data)
+	if err := b.cw.writeChunk(b.raw, len(b.lens)); err != nil && b.err == nil {
+		b.err = err
+	}
+	b.lens, b.data = b.lens[:0], b.data[:0]
+	if cap(b.raw) > 4*blobChunkTarget {
+		b.raw, b.data = nil, nil // do not keep one huge value's buffers
+	}
+	return b.err
+}
+
+// Rows returns the rows appended so far.
+func (b *blobWriter) Rows() int { return b.rows }
+
+// Size returns the bytes staged so far for the column's values part.
+func (b *blobWriter) Size() int64 { return b.cw.st.n }
+
+func (b *blobWriter) finishBlobs() error {
+	if b.finished {
+		return b.err
+	}
+	b.finished = true
+	if err := b.flush(); err != nil {
+		return err
+	}
+	b.err = b.cw.finish()
+	b.lens, b.data, b.raw = nil, nil, nil
+	return b.err
+}
+
+// RawWriter appends the strings of a raw dimension.
+type RawWriter struct {
+	blobWriter
+	nullsSt *stage
+	nulls   *roaring.Bitmap
+}
+
+// Append appends the next row's value.
+func (r *RawWriter) Append(v string) error {
+	return r.append(unsafeBytes(v))
+}
+
+// AppendNull appends a null row.
+func (r *RawWriter) AppendNull() error {
+	if r.err == nil && !r.finished {
+		r.nulls.Add(uint32(r.rows))
+	}
+	return r.append(nil)
+}
+
+func (r *RawWriter) finish() error {
+	if r.finished {
+		return r.err
+	}
+	if err := r.finishBlobs(); err != nil {
+		return err
+	}
+	r.nulls.RunOptimize()
+	if _, err := r.nulls.WriteTo(r.nullsSt); err != nil {
+		r.err = r.nullsSt.fail(err)
+	}
+	r.nulls = nil
+	return r.err
+}
+
+// SketchWriter appends the HyperLogLog sketches of a hyperUnique metric.
+type SketchWriter struct {
+	blobWriter
+	buf []byte
+}
+
+// Append appends the next row's sketch; nil appends an empty sketch. The sketch is first put
+// in its canonical representation (agg.Canonicalize; its value does not change), so that equal
+// sketches are stored as equal bytes.
+func (s *SketchWriter) Append(sk *hyperloglog.Sketch) error {
+	if sk == nil {
+		sk = hyperloglog.New()
+	}
+	agg.Canonicalize(sk)
+	var err error
+	s.buf, err = sk.AppendBinary(s.buf[:0])
+	if err != nil {
+		if s.err == nil {
+			s.err = fmt.Errorf("columns: column %q: row %d: %w", s.cw.st.name, s.rows, err)
+		}
+		return s.err
+	}
+	return s.append(s.buf)
+}
+
+// AppendBytes appends the next row's sketch in its serialized form, as SketchCursor.Bytes
+// returns it. The bytes are not checked here (Segment.Verify checks them); they must come from
+// a sketch's MarshalBinary.
+func (s *SketchWriter) AppendBytes(b []byte) error { return s.append(b) }
+
+func (s *SketchWriter) finish() error { return s.finishBlobs() }
