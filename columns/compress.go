@@ -121,6 +121,8 @@ func appendChunk(dst, raw []byte, c Compression) ([]byte, error) {
 		dst = grow(dst, s2.MaxEncodedLen(len(raw)))
 		enc := s2.Encode(dst[head:], raw)
 		dst = dst[:head+len(enc)]
+	case CompressionNone, CompressionDefault:
+		// stored raw below (the writer resolves the default before it gets here)
 	}
 	if len(dst)-start > 0 && len(dst)-start < 1+len(raw) {
 		return dst, nil

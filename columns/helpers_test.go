@@ -233,18 +233,6 @@ func randDouble(rng *rand.Rand) float64 {
 	return rng.Float64() * 1000
 }
 
-// normRow returns the row as a reader returns it: empty dimension values are nil.
-func normRow(r Row) Row {
-	out := r
-	out.Dims = make([][]string, len(r.Dims))
-	for i, v := range r.Dims {
-		if len(v) > 0 {
-			out.Dims[i] = v
-		}
-	}
-	return out
-}
-
 // sketchBytes marshals a sketch as the writer does (nil is an empty sketch).
 func sketchBytes(t testing.TB, sk *hyperloglog.Sketch) []byte {
 	if sk == nil {
