@@ -7,8 +7,6 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/axiomhq/hyperloglog"
-
-	"github.com/writeout/writeout/columns/agg"
 )
 
 // LongWriter appends int64 values: __time or a long metric.
@@ -354,14 +352,14 @@ type SketchWriter struct {
 	buf []byte
 }
 
-// Append appends the next row's sketch; nil appends an empty sketch. The sketch is first put
-// in its canonical representation (agg.Canonicalize; its value does not change), so that equal
-// sketches are stored as equal bytes.
+// Append appends the next row's sketch as it is represented; nil appends an empty sketch. A
+// caller that combined several rows' sketches puts the result in its canonical representation
+// first (agg.Canonicalize), so that the same rows store the same bytes however they were
+// combined.
 func (s *SketchWriter) Append(sk *hyperloglog.Sketch) error {
 	if sk == nil {
 		sk = hyperloglog.New()
 	}
-	agg.Canonicalize(sk)
 	var err error
 	s.buf, err = sk.AppendBinary(s.buf[:0])
 	if err != nil {

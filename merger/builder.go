@@ -337,9 +337,7 @@ func (b *Builder) Add(r columns.Row) error {
 			m.dbls = append(m.dbls, v.Double)
 		case agg.Sketch:
 			if v.Sketch != nil {
-				sk := v.Sketch.Clone()
-				agg.Canonicalize(sk) // readers under the read lock then only read it
-				m.sks[row] = sk
+				m.sks[row] = v.Sketch.Clone() // one row's sketch: stored as it came
 			}
 		}
 		if m.agg.Timed() {
@@ -409,14 +407,9 @@ func (b *Builder) combine(old uint32, r columns.Row) error {
 		case agg.Sketch:
 			// A row's sketch is the one given, or the sketch of its values of the source
 			// dimension: those equal the stored row's, whose dimensions are equal.
+			// The row is now combined from several: its sketch is materialized and kept in
+			// canonical form (agg.Canonicalize), as a merge of the rows' sketches would be.
 			sk := m.sks[old]
-			if v.Sketch == nil {
-				if sk != nil && m.src >= 0 {
-					b.insertValues(sk, old, m.src)
-					agg.Canonicalize(sk)
-				}
-				continue
-			}
 			if sk == nil {
 				sk = hyperloglog.New()
 				if m.src >= 0 {
@@ -424,7 +417,11 @@ func (b *Builder) combine(old uint32, r columns.Row) error {
 				}
 				m.sks[old] = sk
 			}
-			if err := agg.MergeSketch(sk, v.Sketch); err != nil {
+			if v.Sketch == nil {
+				if m.src >= 0 {
+					b.insertValues(sk, old, m.src)
+				}
+			} else if err := agg.MergeSketch(sk, v.Sketch); err != nil {
 				return fmt.Errorf("%w: builder: metric %q: %w", ErrInvalid, m.met.Name, err)
 			}
 			agg.Canonicalize(sk)

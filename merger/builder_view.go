@@ -203,11 +203,7 @@ func (s *bSketches) rowSketch(row int) *hyperloglog.Sketch {
 
 func (s *bSketches) Bytes(row int) ([]byte, error) {
 	var err error
-	sk := s.rowSketch(row)
-	if s.m.sks[uint32(row)] == nil {
-		agg.Canonicalize(sk) // derived here; stored sketches are canonical already
-	}
-	s.buf, err = sk.AppendBinary(s.buf[:0])
+	s.buf, err = s.rowSketch(row).AppendBinary(s.buf[:0])
 	return s.buf, err
 }
 

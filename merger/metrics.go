@@ -17,12 +17,10 @@ import (
 // metricTask returns the task that writes metric m.
 func (c *core) metricTask(w *columns.Writer, m columns.Metric) (colTask, error) {
 	a := m.Agg()
-	var times []source.LongChunker
+	var times *valReader[int64] // first/last: the times stored with the values
 	if a.Timed() {
-		times = make([]source.LongChunker, len(c.srcs))
-		for i, s := range c.srcs {
-			times[i] = s.MetricTimes(m.Name)
-		}
+		times = &valReader[int64]{}
+		times.init(len(c.srcs), func(i int) source.LongChunker { return c.srcs[i].MetricTimes(m.Name) })
 	}
 	switch a.Type {
 	case agg.Long:
@@ -30,24 +28,16 @@ func (c *core) metricTask(w *columns.Writer, m columns.Metric) (colTask, error) 
 		if err != nil {
 			return nil, err
 		}
-		t := &longTask{name: m.Name, kind: a.Kind, w: lw, names: c.names}
+		t := &longTask{name: m.Name, kind: a.Kind, w: lw, names: c.names, times: times}
 		t.vals.init(len(c.srcs), func(i int) source.LongChunker { return c.srcs[i].Long(m.Name) })
-		if times != nil {
-			t.times = &valReader[int64]{}
-			t.times.init(len(c.srcs), func(i int) source.LongChunker { return times[i] })
-		}
 		return t, nil
 	case agg.Double:
 		dw, err := w.Double(m.Name)
 		if err != nil {
 			return nil, err
 		}
-		t := &doubleTask{name: m.Name, kind: a.Kind, w: dw, names: c.names}
+		t := &doubleTask{name: m.Name, kind: a.Kind, w: dw, names: c.names, times: times}
 		t.vals.init(len(c.srcs), func(i int) source.DoubleChunker { return c.srcs[i].Double(m.Name) })
-		if times != nil {
-			t.times = &valReader[int64]{}
-			t.times.init(len(c.srcs), func(i int) source.LongChunker { return times[i] })
-		}
 		if a.Exact() {
 			t.tails = make([]source.TailReader, len(c.srcs))
 			for i, s := range c.srcs {
@@ -370,6 +360,7 @@ func (t *sketchTask) write(b *batch) error {
 					return fmt.Errorf("merger: %s: metric %q: %w", t.names[b.refIn[k]], t.name, err)
 				}
 			}
+			agg.Canonicalize(acc) // combined from several rows: the one form of its set
 			err = t.w.Append(acc)
 		}
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,6 +177,17 @@ func TestMergeSIGINT(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no SIGINT on Windows")
 	}
+	// The signals go at fractions of a probe merge's wall time (the fastest of three), so that
+	// "late" stays late on a fast machine and in time on a loaded one.
+	probe := time.Duration(math.MaxInt64)
+	for range 3 {
+		dir, inputs := copyInputs(t)
+		start := time.Now()
+		cmd := exec.Command(segtoolBinary(t), append([]string{"merge", "--medium", "offheap", "--max-fan-in", "3", "--out", filepath.Join(dir, "probe.seg")}, inputs...)...)
+		require.NoError(t, cmd.Run())
+		probe = min(probe, time.Since(start))
+	}
+	t.Logf("probe merge: %v", probe)
 	for _, tc := range []struct {
 		name  string
 		delay time.Duration
@@ -183,8 +195,8 @@ func TestMergeSIGINT(t *testing.T) {
 	}{
 		{"early", 0, []string{"--medium", "tmpfile"}},
 		{"phases", 0, []string{"--medium", "heap", "--max-fan-in", "2"}},
-		{"mid-merge", 150 * time.Millisecond, []string{"--medium", "mmapfile"}},
-		{"late", 400 * time.Millisecond, []string{"--medium", "offheap", "--max-fan-in", "3"}},
+		{"mid-merge", probe * 3 / 10, []string{"--medium", "mmapfile"}},
+		{"late", probe * 6 / 10, []string{"--medium", "offheap", "--max-fan-in", "3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, inputs := copyInputs(t)

@@ -226,6 +226,8 @@ func (c *diffCase) finish() {
 		}
 		c.schema.Metrics = append(c.schema.Metrics, m)
 	}
+	// hyperUnique over the first dimension: the sketch of each row derives from its values.
+	c.schema.Metrics = append(c.schema.Metrics, columns.Metric{Name: "m_uniqueDim", Aggregator: columns.AggHyperUnique, Field: c.dims[0].name})
 	for i := range c.rows {
 		r := &c.rows[i]
 		if r.longs == nil {
@@ -253,7 +255,7 @@ func (c *diffCase) columnsRow(r diffRow) columns.Row {
 		case columns.MetricDouble:
 			out.Metrics[i].Double = r.doubles[name]
 		case columns.MetricHyperUnique:
-			if r.user != "" {
+			if r.user != "" && m.Field == "user" { // over a dimension: the Builder derives it
 				sk := hyperloglog.New()
 				sk.Insert([]byte(r.user))
 				out.Metrics[i].Sketch = sk
@@ -636,7 +638,11 @@ func (c *diffCase) addRow(ms []oMetric, i int) {
 				s.dbl, s.at, s.set = dv, r.time, true
 			}
 		case columns.AggHyperUnique:
-			if r.user != "" {
+			if m.Field != "user" { // over the first dimension: each of the row's values
+				for _, v := range r.dims[0] {
+					s.users[v] = true
+				}
+			} else if r.user != "" {
 				s.users[r.user] = true
 			}
 		}
