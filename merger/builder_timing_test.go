@@ -4,26 +4,20 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/writeout/writeout/bench/gen"
 	"github.com/writeout/writeout/merger/internal/fixture"
 )
 
 const builderBenchRows = 1_000_000
 
-// fillBuilder adds rows rows to a new builder: fixture.BasicRows again and again, a day later
-// each time, so that a million rows cost no generation in the timed loop.
+// fillBuilder adds rows rows of the basic schema to a new builder (fixture.AddBasicRows).
 func fillBuilder(b testing.TB, live bool, rows int) *Builder {
-	schema, src := fixture.BasicRows()
+	schema, _ := fixture.BasicRows()
 	bld, err := NewBuilder(schema, BuilderOptions{LiveBitmaps: live})
 	if err != nil {
 		b.Fatal(err)
 	}
-	for i := 0; i < rows; i++ {
-		r := src[i%len(src)]
-		r.Time += int64(i/len(src)) * gen.DayMillis
-		if err := bld.Add(r); err != nil {
-			b.Fatal(err)
-		}
+	if err := fixture.AddBasicRows(bld.Add, rows); err != nil {
+		b.Fatal(err)
 	}
 	return bld
 }

@@ -110,15 +110,19 @@ func (v *valReader[T]) read(b *batch, k int32) (T, bool, error) {
 	return x, err == nil, err
 }
 
-// refTime returns the time stored with ref k's value of a first/last metric: read from its
-// source, or, for a source that lacks the metric (whose value reads as zero), the output row's
-// time.
-func refTime(times *valReader[int64], b *batch, k int32, row int) (int64, error) {
+// readRef returns ref k's value and, for a first/last metric (times not nil), the time stored
+// with it: read from its source, or, for a source that lacks the metric (whose value reads as
+// zero), the time of output row r.
+func readRef[T int64 | float64](vals *valReader[T], times *valReader[int64], b *batch, k int32, r int) (T, int64, error) {
+	v, _, err := vals.read(b, k)
+	if err != nil || times == nil {
+		return v, 0, err
+	}
 	t, ok, err := times.read(b, k)
 	if !ok && err == nil {
-		t = b.keys.time[row]
+		t = b.keys.time[r]
 	}
-	return t, err
+	return v, t, err
 }
 
 type longTask struct {
@@ -139,15 +143,9 @@ func (t *longTask) write(b *batch) error {
 	for r, end := range b.refEnd {
 		acc := agg.NewLongAcc(t.kind)
 		for k := start; k < end; k++ {
-			v, _, err := t.vals.read(b, k)
+			v, tm, err := readRef(&t.vals, t.times, b, k, r)
 			if err != nil {
 				return t.fail(b, k, err)
-			}
-			var tm int64
-			if t.times != nil {
-				if tm, err = refTime(t.times, b, k, r); err != nil {
-					return t.fail(b, k, err)
-				}
 			}
 			acc.Add(t.kind, v, tm)
 		}
@@ -238,15 +236,9 @@ func (t *doubleTask) write(b *batch) error {
 func (t *doubleTask) row(b *batch, r int, start, end int32) error {
 	t.acc.Reset(t.kind)
 	for k := start; k < end; k++ {
-		v, _, err := t.vals.read(b, k)
+		v, tm, err := readRef(&t.vals, t.times, b, k, r)
 		if err != nil {
 			return t.fail(b, k, err)
-		}
-		var tm int64
-		if t.times != nil {
-			if tm, err = refTime(t.times, b, k, r); err != nil {
-				return t.fail(b, k, err)
-			}
 		}
 		tail, err := t.readTail(b, k)
 		if err != nil {
