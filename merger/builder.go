@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -281,7 +280,9 @@ func (b *Builder) Reset() {
 }
 
 // Add adds one row. Dims holds one entry per schema dimension (nil or empty for null; at most
-// one value for a single-value dimension), Metrics one per schema metric:
+// one value for a single-value dimension), Metrics one per schema metric. The builder keeps the
+// strings of values it has not seen before as they are given: a value that is a slice of a
+// larger string (a CSV record) keeps that string alive until Reset.
 //   - count metrics count the rows added (Value is ignored);
 //   - long and double metrics take Long or Double;
 //   - hyperUnique metrics merge Value.Sketch when it is set; otherwise, when the metric's
@@ -489,7 +490,6 @@ func (b *Builder) addDim(d *bdim, row uint32, vals []string) {
 func (d *bdim) intern(v string, live bool) uint32 {
 	id, ok := d.index[v]
 	if !ok {
-		v = strings.Clone(v) // the caller's string may pin a whole input line
 		id = uint32(len(d.vals))
 		d.index[v] = id
 		d.vals = append(d.vals, v)
