@@ -130,7 +130,7 @@ func (v *bview) MetricTimes(name string) source.LongChunker {
 }
 
 func (v *bview) Tails(name string) source.TailReader {
-	if m := v.metric(name); m != nil && m.agg.Exact() {
+	if m := v.metric(name); m != nil && m.agg.Exact() && len(m.sums) > 0 { // none: every value exact
 		return bTails{m}
 	}
 	return nil

@@ -2,6 +2,7 @@ package query
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/axiomhq/hyperloglog"
@@ -12,22 +13,28 @@ import (
 )
 
 // accs holds the aggregation state of groups, metric by metric, indexed by group. Every
-// combination goes through the kernels of columns/agg; the loops switch on the kernel's type
-// and kind, never on aggregator names.
+// combination follows the kernels of columns/agg; the loops switch on the kernel's type and
+// kind, never on aggregator names. Each kind keeps the least state a group needs: a value for
+// sums, minima and maxima of longs and for minima and maxima of doubles, an exact sum for sums
+// of doubles, a value with its time for first and last.
 type accs struct {
 	metrics []columns.Metric
 	aggs    []agg.Agg
 	rows    []int64
 	minTime []int64
-	longs   [][]agg.LongAcc
-	doubles [][]agg.DoubleAcc
+	longs   [][]int64         // long Sum, Min, Max
+	dbls    [][]float64       // double Min, Max
+	sums    [][]agg.ExactSum  // double Sum
+	ltimed  [][]agg.LongAcc   // long First, Last
+	dtimed  [][]agg.DoubleAcc // double First, Last
 	sks     [][]*hyperloglog.Sketch
 }
 
 func newAccs(metrics []columns.Metric) *accs {
 	n := len(metrics)
-	a := &accs{metrics: metrics, aggs: make([]agg.Agg, n), longs: make([][]agg.LongAcc, n),
-		doubles: make([][]agg.DoubleAcc, n), sks: make([][]*hyperloglog.Sketch, n)}
+	a := &accs{metrics: metrics, aggs: make([]agg.Agg, n), longs: make([][]int64, n), dbls: make([][]float64, n),
+		sums: make([][]agg.ExactSum, n), ltimed: make([][]agg.LongAcc, n), dtimed: make([][]agg.DoubleAcc, n),
+		sks: make([][]*hyperloglog.Sketch, n)}
 	for m, met := range metrics {
 		a.aggs[m] = met.Agg()
 	}
@@ -37,15 +44,21 @@ func newAccs(metrics []columns.Metric) *accs {
 // grow adds a group.
 func (a *accs) grow() {
 	a.rows = append(a.rows, 0)
-	a.minTime = append(a.minTime, int64(^uint64(0)>>1))
+	a.minTime = append(a.minTime, math.MaxInt64)
 	for m, x := range a.aggs {
-		switch x.Type {
-		case agg.Long:
-			a.longs[m] = append(a.longs[m], agg.NewLongAcc(x.Kind))
-		case agg.Double:
-			a.doubles[m] = append(a.doubles[m], agg.NewDoubleAcc(x.Kind))
-		case agg.Sketch:
+		switch {
+		case x.Type == agg.Sketch:
 			a.sks[m] = append(a.sks[m], nil)
+		case x.Timed() && x.Type == agg.Long:
+			a.ltimed[m] = append(a.ltimed[m], agg.NewLongAcc(x.Kind))
+		case x.Timed():
+			a.dtimed[m] = append(a.dtimed[m], agg.NewDoubleAcc(x.Kind))
+		case x.Type == agg.Long:
+			a.longs[m] = append(a.longs[m], x.Kind.LongIdentity())
+		case x.Kind == agg.Sum:
+			a.sums[m] = append(a.sums[m], agg.ExactSum{})
+		default:
+			a.dbls[m] = append(a.dbls[m], x.Kind.DoubleIdentity())
 		}
 	}
 }
@@ -55,12 +68,8 @@ func (a *accs) mergeGroup(i int, o *accs, j int) error {
 	a.rows[i] += o.rows[j]
 	a.minTime[i] = min(a.minTime[i], o.minTime[j])
 	for m, x := range a.aggs {
-		switch x.Type {
-		case agg.Long:
-			a.longs[m][i].Merge(x.Kind, &o.longs[m][j])
-		case agg.Double:
-			a.doubles[m][i].Merge(x.Kind, &o.doubles[m][j])
-		case agg.Sketch:
+		switch {
+		case x.Type == agg.Sketch:
 			if sk := o.sks[m][j]; sk != nil {
 				if a.sks[m][i] == nil {
 					a.sks[m][i] = &hyperloglog.Sketch{}
@@ -69,6 +78,16 @@ func (a *accs) mergeGroup(i int, o *accs, j int) error {
 					return fmt.Errorf("metric %q: %w", a.metrics[m].Name, err)
 				}
 			}
+		case x.Timed() && x.Type == agg.Long:
+			a.ltimed[m][i].Merge(x.Kind, &o.ltimed[m][j])
+		case x.Timed():
+			a.dtimed[m][i].Merge(x.Kind, &o.dtimed[m][j])
+		case x.Type == agg.Long:
+			a.longs[m][i] = x.Kind.CombineLong(a.longs[m][i], o.longs[m][j])
+		case x.Kind == agg.Sum:
+			a.sums[m][i].Merge(&o.sums[m][j])
+		default:
+			a.dbls[m][i] = x.Kind.CombineDouble(a.dbls[m][i], o.dbls[m][j])
 		}
 	}
 	return nil
@@ -78,15 +97,21 @@ func (a *accs) values(i int) []AggValue {
 	out := make([]AggValue, len(a.metrics))
 	for m, x := range a.aggs {
 		v := AggValue{Type: a.metrics[m].ValueType()}
-		switch x.Type {
-		case agg.Long:
-			v.Long = a.longs[m][i].V
-		case agg.Double:
-			v.Double = a.doubles[m][i].Value(x.Kind)
-		case agg.Sketch:
+		switch {
+		case x.Type == agg.Sketch:
 			if sk := a.sks[m][i]; sk != nil {
 				v.Long = int64(sk.Estimate())
 			}
+		case x.Timed() && x.Type == agg.Long:
+			v.Long = a.ltimed[m][i].V
+		case x.Timed():
+			v.Double = a.dtimed[m][i].V
+		case x.Type == agg.Long:
+			v.Long = a.longs[m][i]
+		case x.Kind == agg.Sum:
+			v.Double = a.sums[m][i].Value()
+		default:
+			v.Double = a.dbls[m][i]
 		}
 		out[m] = v
 	}
@@ -146,7 +171,9 @@ type batchScratch struct {
 }
 
 // addBatch aggregates metric m of rows (increasing) into their groups gid; t holds the rows'
-// times (a first/last value's time where the source lacks the metric).
+// times (a first/last value's time where the source lacks the metric). Each kind's loop is
+// written out, the kernels' meaning (agg.Kind.CombineLong, CombineDouble) without a switch per
+// value.
 func (a *accs) addBatch(m int, rd *metricReader, rows []uint32, gid []int32, t []int64, sc *batchScratch) error {
 	x := a.aggs[m]
 	n := len(rows)
@@ -179,16 +206,20 @@ func (a *accs) addBatch(m int, rd *metricReader, rows []uint32, gid []int32, t [
 		switch k := x.Kind; k {
 		case agg.Sum:
 			for i, v := range vals {
-				acc[gid[i]].V += v
+				acc[gid[i]] += v
 			}
-		case agg.Min, agg.Max:
+		case agg.Min:
 			for i, v := range vals {
-				p := &acc[gid[i]]
-				p.V = k.CombineLong(p.V, v)
+				acc[gid[i]] = min(acc[gid[i]], v)
+			}
+		case agg.Max:
+			for i, v := range vals {
+				acc[gid[i]] = max(acc[gid[i]], v)
 			}
 		case agg.First, agg.Last:
+			tacc := a.ltimed[m]
 			for i, v := range vals {
-				acc[gid[i]].Add(k, v, times[i])
+				tacc[gid[i]].Add(k, v, times[i])
 			}
 		case agg.Union:
 		}
@@ -205,11 +236,11 @@ func (a *accs) addBatch(m int, rd *metricReader, rows []uint32, gid []int32, t [
 		default:
 			return nil
 		}
-		acc := a.doubles[m]
 		switch k := x.Kind; k {
 		case agg.Sum:
+			acc := a.sums[m]
 			for i, v := range vals {
-				acc[gid[i]].Sum.Add(v)
+				acc[gid[i]].Add(v)
 			}
 			if rd.tails != nil {
 				for i, row := range rows {
@@ -218,15 +249,21 @@ func (a *accs) addBatch(m int, rd *metricReader, rows []uint32, gid []int32, t [
 						return err
 					}
 					sc.tail = tail
-					acc[gid[i]].Sum.AddAll(tail)
+					acc[gid[i]].AddAll(tail)
 				}
 			}
-		case agg.Min, agg.Max:
+		case agg.Min:
+			acc := a.dbls[m]
 			for i, v := range vals {
-				p := &acc[gid[i]]
-				p.V = k.CombineDouble(p.V, v)
+				acc[gid[i]] = math.Min(acc[gid[i]], v)
+			}
+		case agg.Max:
+			acc := a.dbls[m]
+			for i, v := range vals {
+				acc[gid[i]] = math.Max(acc[gid[i]], v)
 			}
 		case agg.First, agg.Last:
+			acc := a.dtimed[m]
 			for i, v := range vals {
 				acc[gid[i]].Add(k, v, times[i], nil)
 			}
@@ -275,7 +312,11 @@ func (a *accs) addRow(m int, rd *metricReader, g, row int, t int64) error {
 		case !rd.zero:
 			return nil
 		}
-		a.longs[m][g].Add(x.Kind, v, t)
+		if x.Timed() {
+			a.ltimed[m][g].Add(x.Kind, v, t)
+		} else {
+			a.longs[m][g] = x.Kind.CombineLong(a.longs[m][g], v)
+		}
 	case agg.Double:
 		var v float64
 		switch {
@@ -294,7 +335,15 @@ func (a *accs) addRow(m int, rd *metricReader, g, row int, t int64) error {
 				return err
 			}
 		}
-		a.doubles[m][g].Add(x.Kind, v, t, tail)
+		switch {
+		case x.Timed():
+			a.dtimed[m][g].Add(x.Kind, v, t, nil)
+		case x.Kind == agg.Sum:
+			a.sums[m][g].Add(v)
+			a.sums[m][g].AddAll(tail)
+		default:
+			a.dbls[m][g] = x.Kind.CombineDouble(a.dbls[m][g], v)
+		}
 	case agg.Sketch:
 		if rd.sketch == nil {
 			return nil
