@@ -25,6 +25,10 @@ var ErrConflict = errors.New("input schemas conflict")
 //
 // A conflict is an error wrapping ErrConflict that names the column and both inputs.
 func Union(schemas []columns.Schema, name func(int) string) (columns.Schema, error) {
+	if len(schemas) == 1 { // nothing to conflict with (a query of one input: no maps to build)
+		s := schemas[0].Normalized()
+		return columns.Schema{Dimensions: s.Dimensions, Metrics: s.Metrics}, nil
+	}
 	var out columns.Schema
 	dimAt := map[string]int{}
 	dimFrom := map[string]int{}
