@@ -155,7 +155,7 @@ func newFieldParser(sp *Spec, name string) (fieldParser, error) {
 		p.metFields = append(p.metFields, f)
 		k := metCount
 		switch {
-		case m.Aggregator == columns.AggCount:
+		case m.Agg().CountsRows:
 		case m.ValueType() == columns.MetricLong:
 			k = metLong
 		case m.ValueType() == columns.MetricDouble:

@@ -256,14 +256,14 @@ func (s *Spec) DimensionField(d columns.Dimension) string {
 // and hyperUnique over a dimension (its fieldName names a dimension of the schema, whose values
 // the merger's Builder adds to the row's sketch).
 func (s *Spec) MetricField(m columns.Metric) string {
-	if m.Aggregator == columns.AggCount {
+	if m.Agg().CountsRows {
 		return ""
 	}
 	f := m.Field
 	if f == "" {
 		f = m.Name
 	}
-	if m.Aggregator == columns.AggHyperUnique && s.Schema.Dimension(f) >= 0 {
+	if m.Agg().Kind == agg.Union && s.Schema.Dimension(f) >= 0 {
 		return ""
 	}
 	return f
