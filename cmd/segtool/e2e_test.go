@@ -177,52 +177,66 @@ func TestMergeSIGINT(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no SIGINT on Windows")
 	}
-	// The signals go at fractions of a probe merge's wall time (the fastest of three), so that
-	// "late" stays late on a fast machine and in time on a loaded one.
-	probe := time.Duration(math.MaxInt64)
-	for range 3 {
+	// start runs a merge with flags and returns once it has reported progress (it is running).
+	start := func(t *testing.T, flags []string) (cmd *exec.Cmd, dir string, before []string) {
 		dir, inputs := copyInputs(t)
-		start := time.Now()
-		cmd := exec.Command(segtoolBinary(t), append([]string{"merge", "--medium", "offheap", "--max-fan-in", "3", "--out", filepath.Join(dir, "probe.seg")}, inputs...)...)
-		require.NoError(t, cmd.Run())
-		probe = min(probe, time.Since(start))
+		before = dirNames(t, dir)
+		out := filepath.Join(dir, "merged.seg")
+		cmd = exec.Command(segtoolBinary(t), append(append([]string{"merge", "--progress", "always", "--out", out}, flags...), inputs...)...)
+		stderr, err := cmd.StderrPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		first := make([]byte, 1)
+		_, err = stderr.Read(first)
+		require.NoError(t, err)
+		go func() { _, _ = bytes.NewBuffer(nil).ReadFrom(stderr) }()
+		return cmd, dir, before
 	}
-	t.Logf("probe merge: %v", probe)
 	for _, tc := range []struct {
 		name  string
-		delay time.Duration
+		frac  float64 // of the fastest of three probe runs of the same merge, from its first progress
 		flags []string
 	}{
 		{"early", 0, []string{"--medium", "tmpfile"}},
 		{"phases", 0, []string{"--medium", "heap", "--max-fan-in", "2"}},
-		{"mid-merge", probe * 3 / 10, []string{"--medium", "mmapfile"}},
-		{"late", probe * 6 / 10, []string{"--medium", "offheap", "--max-fan-in", "3"}},
+		{"mid-merge", 0.3, []string{"--medium", "mmapfile"}},
+		{"late", 0.6, []string{"--medium", "offheap", "--max-fan-in", "3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir, inputs := copyInputs(t)
-			before := dirNames(t, dir)
-			out := filepath.Join(dir, "merged.seg")
-			cmd := exec.Command(segtoolBinary(t), append(append([]string{"merge", "--progress", "always", "--out", out}, tc.flags...), inputs...)...)
-			stderr, err := cmd.StderrPipe()
-			require.NoError(t, err)
-			require.NoError(t, cmd.Start())
-			// Wait for the merge to report progress (it is running), then a little longer.
-			first := make([]byte, 1)
-			_, err = stderr.Read(first)
-			require.NoError(t, err)
-			go func() { _, _ = bytes.NewBuffer(nil).ReadFrom(stderr) }()
-			time.Sleep(tc.delay)
-			sent := time.Now()
-			require.NoError(t, cmd.Process.Signal(os.Interrupt))
-			werr := cmd.Wait()
-			took := time.Since(sent)
-			t.Logf("stopped %v after SIGINT", took)
-			require.Error(t, werr, "the merge finished before the signal; use bigger inputs")
-			var ee *exec.ExitError
-			require.ErrorAs(t, werr, &ee)
-			require.Equal(t, 1, ee.ExitCode())
-			require.Less(t, took, time.Second)
-			require.Equal(t, before, dirNames(t, dir), "temp files or output left behind")
+			var delay time.Duration
+			if tc.frac > 0 {
+				probe := time.Duration(math.MaxInt64)
+				for range 3 {
+					cmd, _, _ := start(t, tc.flags)
+					began := time.Now()
+					require.NoError(t, cmd.Wait())
+					probe = min(probe, time.Since(began))
+				}
+				delay = time.Duration(tc.frac * float64(probe))
+				t.Logf("probe %v, signal after %v", probe, delay)
+			}
+			// A run the machine made faster than every probe may finish before the signal:
+			// try again, signalling sooner, a few times before calling it a failure.
+			for attempt := 0; ; attempt++ {
+				cmd, dir, before := start(t, tc.flags)
+				time.Sleep(delay)
+				sent := time.Now()
+				require.NoError(t, cmd.Process.Signal(os.Interrupt))
+				werr := cmd.Wait()
+				took := time.Since(sent)
+				t.Logf("stopped %v after SIGINT", took)
+				if werr == nil && attempt < 3 && delay > 0 {
+					delay /= 2
+					continue
+				}
+				require.Error(t, werr, "the merge finished before the signal; use bigger inputs")
+				var ee *exec.ExitError
+				require.ErrorAs(t, werr, &ee)
+				require.Equal(t, 1, ee.ExitCode())
+				require.Less(t, took, time.Second)
+				require.Equal(t, before, dirNames(t, dir), "temp files or output left behind")
+				return
+			}
 		})
 	}
 }
