@@ -15,6 +15,7 @@ import (
 	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 )
 
 // A Source is what the merge core and queries read: a segment, or a Builder's rows. Row
@@ -224,10 +225,10 @@ func (s *segSketches) MergeRow(row int, acc *hyperloglog.Sketch) error {
 	if err != nil {
 		return err
 	}
-	if err := UnmarshalSketch(&s.scratch, b); err != nil {
+	if err := agg.UnmarshalSketch(&s.scratch, b); err != nil {
 		return fmt.Errorf("row %d: %w: %w", row, columns.ErrCorrupt, err)
 	}
-	return acc.Merge(&s.scratch)
+	return agg.MergeSketch(acc, &s.scratch)
 }
 
 // RowSink takes a bitmap's rows piece by piece.
@@ -252,15 +253,4 @@ func EachBitmapRows(bm *roaring.Bitmap, buf []uint32, sink RowSink) error {
 			return err
 		}
 	}
-}
-
-// UnmarshalSketch decodes a serialized sketch into sk. Bad bytes are an error, never a panic:
-// a panic inside the library is turned into one.
-func UnmarshalSketch(sk *hyperloglog.Sketch, b []byte) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("hyperloglog: decoder panicked: %v", r)
-		}
-	}()
-	return sk.UnmarshalBinary(b)
 }
