@@ -30,6 +30,7 @@ import (
 // every part; reads check every offset and length they follow. Part CRCs and the invariants
 // that need the whole data (dictionary order, ids against bitmaps, ...) are checked by Verify.
 type Segment struct {
+	name    string // the path given to Open; "" for NewSegment and NewSegmentBytes
 	src     source
 	closed  atomic.Bool
 	closeFn func() error
@@ -63,6 +64,7 @@ func openWith(path string, calls *sys.Calls) (*Segment, error) {
 		if err != nil {
 			return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), f.Close())
 		}
+		s.name = path
 		return s, nil
 	}
 	data, err := calls.Mmap(int(f.Fd()), 0, int(size), sys.ProtRead, sys.MapShared)
@@ -74,6 +76,7 @@ func openWith(path string, calls *sys.Calls) (*Segment, error) {
 		if err != nil {
 			return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), f.Close())
 		}
+		s.name = path
 		return s, nil
 	}
 	// The mapping outlives the descriptor.
@@ -90,6 +93,7 @@ func openWith(path string, calls *sys.Calls) (*Segment, error) {
 	if err != nil {
 		return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), unmap())
 	}
+	s.name = path
 	return s, nil
 }
 
@@ -267,6 +271,10 @@ func (s *Segment) Close() error {
 	}
 	return nil
 }
+
+// Name returns the path the segment was opened from, or "" for a segment made by NewSegment
+// or NewSegmentBytes.
+func (s *Segment) Name() string { return s.name }
 
 // Schema returns the segment's schema.
 func (s *Segment) Schema() Schema { return s.f.schema.Clone() }
