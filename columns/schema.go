@@ -331,6 +331,16 @@ func (g Granularity) Millis() int64 {
 	return 1
 }
 
+// MinTime and MaxTime bound the event times a segment can hold (milliseconds since the epoch,
+// about 292 million years either side): within them every granularity truncates a time and
+// closes its bucket without overflowing int64. Times outside are invalid input.
+const (
+	MinTime int64 = math.MinInt64 + 2*dayMillis
+	MaxTime int64 = math.MaxInt64 - 2*dayMillis
+)
+
+const dayMillis = 24 * 60 * 60 * 1000
+
 // Truncate returns the start of the bucket holding ms, rounding down (towards negative infinity
 // for times before the epoch). Days are UTC days.
 func (g Granularity) Truncate(ms int64) int64 {
