@@ -8,7 +8,6 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
-	"os"
 	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -49,13 +48,9 @@ type Segment struct {
 func Open(path string) (*Segment, error) { return openWith(path, &sys.Default) }
 
 func openWith(path string, calls *sys.Calls) (*Segment, error) {
-	f, err := os.Open(path)
+	f, st, err := openRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("columns: open: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		return nil, multierr.Join(fmt.Errorf("columns: open: %w", err), f.Close())
 	}
 	size := st.Size()
 	if size < int64(headerSize+trailerSize) || size > math.MaxInt {

@@ -70,17 +70,15 @@ func parseDurability(s string) (medium.Durability, error) {
 	return medium.Durability{}, usagef("unknown durability %q (want none, output or all)", s)
 }
 
-// checkOutput fails when dst exists and replace is false; it creates dst's directory if missing.
+// checkOutput fails when dst exists and replace is false, or when dst is a directory. It creates
+// nothing: makeOutputDir does, once the command has checked everything else.
 func checkOutput(dst string, replace bool) error {
 	if dst == "" {
 		return usagef("--out is required")
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
 	fi, err := os.Stat(dst)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil // the directory may be missing too: makeOutputDir creates it
 	}
 	if err != nil {
 		return err
@@ -90,6 +88,67 @@ func checkOutput(dst string, replace bool) error {
 	}
 	if !replace {
 		return fmt.Errorf("%s: output exists (use --replace to overwrite it)", dst)
+	}
+	return nil
+}
+
+// makeOutputDir creates dir and its missing parents. Unless durability is none, it fsyncs the
+// parent of each directory it created, so that the new entries, and the output published into
+// them, survive a crash. The returned undo removes the directories it created, deepest first,
+// each only while empty: a command that fails after this leaves no empty directories behind.
+func makeOutputDir(dir string, d medium.Durability) (undo func(), err error) {
+	var created []string // deepest first
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err == nil {
+			if !fi.IsDir() {
+				return nil, fmt.Errorf("%s: not a directory", p)
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		created = append(created, p)
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	undo = func() {
+		for _, p := range created {
+			_ = os.Remove(p) // fails, and keeps p, once anything else has been put in it
+		}
+	}
+	if len(created) == 0 {
+		return undo, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		undo()
+		return nil, err
+	}
+	if d.Sync != medium.SyncNone {
+		for _, p := range created {
+			if err := syncDir(filepath.Dir(p)); err != nil {
+				undo()
+				return nil, err
+			}
+		}
+	}
+	return undo, nil
+}
+
+// syncDir fsyncs a directory, making the entries created in it durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) && runtime.GOOS != "windows" {
+		return fmt.Errorf("fsync directory %s: %w: %w", dir, medium.ErrSync, err)
 	}
 	return nil
 }

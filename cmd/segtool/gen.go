@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -186,7 +187,7 @@ type genSummary struct {
 	interval columns.Interval
 }
 
-func runGen(ctx context.Context, f genFlags) (_ []genSummary, err error) {
+func runGen(ctx context.Context, f genFlags) (sums []genSummary, err error) {
 	switch {
 	case f.rows < 0:
 		return nil, usagef("--rows must be 0 or more")
@@ -210,9 +211,6 @@ func runGen(ctx context.Context, f genFlags) (_ []genSummary, err error) {
 		}
 		return nil, usageError{err}
 	}
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return nil, err
-	}
 	ext := ".seg"
 	if f.format != "segment" {
 		ext = "." + f.format
@@ -223,7 +221,24 @@ func runGen(ctx context.Context, f genFlags) (_ []genSummary, err error) {
 			return nil, err
 		}
 	}
-	var sums []genSummary
+	undo, err := makeOutputDir(f.out, dur)
+	if err != nil {
+		return nil, err
+	}
+	// A failed gen (a full disk, an interrupt) removes what it wrote, so that no directory holds
+	// a set of inputs that looks complete and is not.
+	defer func() {
+		if err == nil {
+			return
+		}
+		for _, s := range sums {
+			if rerr := os.Remove(s.path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = multierr.Join(err, rerr)
+			}
+		}
+		sums = nil
+		undo()
+	}()
 	if f.format != "segment" {
 		for k := range f.segments {
 			g, err := newGenerator(f.schema, f.seed+int64(k), f.rows, f.payloadLen)

@@ -148,8 +148,13 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	if tmpDir == "" {
 		tmpDir = filepath.Dir(f.out)
 	}
+	undo, err := makeOutputDir(filepath.Dir(f.out), dur)
+	if err != nil {
+		return err
+	}
 	med, err := openMedium(f.medium, tmpDir, dur)
 	if err != nil {
+		undo()
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
@@ -167,6 +172,7 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	})
 	err = errors.Join(err, med.Close())
 	if err != nil {
+		undo()
 		var re *ingest.RowError
 		if f.maxParseErrors > 0 && errors.As(err, &re) {
 			return fmt.Errorf("%w (more than --max-parse-errors %d rows do not parse)", err, f.maxParseErrors)

@@ -56,11 +56,20 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // run is Main without the signal handling: tests call it directly.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root, stopProfile := newRoot()
+	out := &checkedWriter{w: stdout}
 	root.SetArgs(args)
 	root.SetIn(stdin)
-	root.SetOut(stdout)
+	root.SetOut(out)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	if out.err != nil {
+		// Results that did not reach standard output are a failure, whatever the command did
+		// (> /dev/full, a closed pipe): a script must not take a lost answer for a good one.
+		fmt.Fprintln(stderr, "segtool: write standard output: "+oneLine(out.err.Error()))
+		if err == nil {
+			return exitFailure
+		}
+	}
 	if perr := stopProfile(); perr != nil {
 		// Printed here rather than joined to err, which may be a reportedError that prints nothing.
 		fmt.Fprintln(stderr, "segtool: "+oneLine(perr.Error()))
@@ -81,6 +90,25 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// checkedWriter keeps the first error of writes to w and fails every later write with it, so a
+// command that ignores an error of fmt.Fprintf still ends in a failure.
+type checkedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *checkedWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	c.err = err
+	return n, err
 }
 
 // oneLine folds a multi-line message (errors.Join puts one error per line) into one line.

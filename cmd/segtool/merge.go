@@ -140,6 +140,16 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 		segs = append(segs, sg)
 		closers = append(closers, closeSeg)
 	}
+	// The output's directory is made only now that the inputs open, and unmade if the merge fails.
+	undo, err := makeOutputDir(filepath.Dir(dst), s.durability)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if err != nil {
+			undo()
+		}
+	}()
 	med := s.medium
 	if med == nil && s.mediumName != "" {
 		dir := s.tmpDir
@@ -195,6 +205,11 @@ func openSegment(path string, readAt bool) (*columns.Segment, func() error, erro
 			return nil, nil, err
 		}
 		return sg, sg.Close, nil
+	}
+	// A segment is read at random offsets: refuse a named pipe or a directory before open(2),
+	// which would wait for a pipe's writer, as columns.Open does.
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%s: not a regular file (mode %s): %w", path, fi.Mode().Type(), columns.ErrInvalid)
 	}
 	f, err := os.Open(path)
 	if err != nil {

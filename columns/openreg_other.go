@@ -1,0 +1,5 @@
+//go:build !unix
+
+package columns
+
+const openNonblock = 0

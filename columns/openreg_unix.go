@@ -1,0 +1,7 @@
+//go:build unix
+
+package columns
+
+import "syscall"
+
+const openNonblock = syscall.O_NONBLOCK
