@@ -312,6 +312,10 @@ func (b *Builder) Add(r columns.Row) error {
 	if b.n >= math.MaxUint32-1 {
 		return fmt.Errorf("%w: builder: full (%d rows)", ErrInvalid, b.n)
 	}
+	if r.Time < columns.MinTime || r.Time > columns.MaxTime {
+		return fmt.Errorf("%w: builder: time %d outside [columns.MinTime, columns.MaxTime] = [%d, %d]: %w",
+			ErrInvalid, r.Time, columns.MinTime, columns.MaxTime, columns.ErrInvalid)
+	}
 	t := b.schema.Granularity.Truncate(r.Time)
 	row := uint32(b.n)
 	if b.keys != nil {
