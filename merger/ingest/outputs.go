@@ -84,6 +84,11 @@ func seriesIndex(out, name string) (int, bool) {
 // without Replace, outputs that exist. existing are the outputs that exist now.
 func checkPaths(inputs []Input, existing []string, replace bool) error {
 	for _, p := range existing {
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+			return fmt.Errorf("%w: output %s is a directory", ErrInvalid, p)
+		}
+	}
+	for _, p := range existing {
 		out, err := os.Stat(p)
 		if err != nil {
 			continue // a dangling symlink or a file gone meanwhile: no input can be it
@@ -194,6 +199,9 @@ func (r *runner) commit(existing []string) (err error) {
 				return fmt.Errorf("ingest: %s: %w", p, err)
 			}
 			if err := os.Rename(p, backup(p)); err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					continue // gone meanwhile
+				}
 				return fmt.Errorf("ingest: removing %s, of the replaced series: %w", p, err)
 			}
 			undo = append(undo, func() error { return os.Rename(backup(p), p) })

@@ -146,6 +146,14 @@ func TestRunInputIsOutput(t *testing.T) {
 		require.Equal(t, hourCSV, string(b))
 	}
 	require.Equal(t, []string{"a.csv", "day-0002.seg", "hard.seg", "link.seg"}, dirNames(t, dir))
+
+	// A directory named like an output is never moved nor removed.
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "day-0009.seg", "keep"), 0o755))
+	require.NoError(t, os.Remove(filepath.Join(dir, "day-0002.seg")))
+	_, err = Run(context.Background(), sp, input, Options{Out: filepath.Join(dir, "day.seg"), RowsPerSegment: 1, Replace: true, Durability: noSync})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, "day-0009.seg is a directory")
+	require.DirExists(t, filepath.Join(dir, "day-0009.seg", "keep"))
 }
 
 // Over a thousand tiny runs merge with at most MaxFanIn open at once, in phases, giving the

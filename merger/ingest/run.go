@@ -75,8 +75,8 @@ type Options struct {
 	// Durability of the published outputs; runs are never synced.
 	Durability medium.Durability
 	// Replace allows replacing existing output files. Outputs are replaced only when the whole
-	// ingest succeeds: until then they are staged (see ExistingOutputs and the package's
-	// outputs.go), and on failure the old ones stay as they were. With RowsPerSegment the new
+	// ingest succeeds: until then they are staged in a temp directory (TempPattern) in Out's
+	// directory, and on failure the old ones stay as they were. With RowsPerSegment the new
 	// series replaces the old one whole: existing members numbered past the new count are
 	// removed too (Result.Removed). Without Replace, an existing output (with RowsPerSegment,
 	// any member of the series) is an error wrapping fs.ErrExist before any input is read.
