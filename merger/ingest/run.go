@@ -149,7 +149,8 @@ func SegmentName(out string, k int) string {
 // with its *RowError, whose message is FILE:LINE: column NAME: reason. On any failure, or when
 // ctx is cancelled, Run leaves nothing behind: no new output (the outputs that existed are as
 // they were), no run, no temp directory; its Result then holds the counts so far and no
-// Segments.
+// Segments. (Once the outputs are in place, a failure to remove the staging directory, which
+// then holds only replaced outputs, is returned with the complete Result.)
 func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Result, err error) {
 	if sp == nil {
 		return res, fmt.Errorf("%w: nil spec", ErrInvalid)
@@ -207,7 +208,7 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 				err = errors.Join(err, fmt.Errorf("ingest: removing the staging directory: %w", rerr))
 			}
 		}
-		if err != nil {
+		if err != nil && !r.committed {
 			res = Result{Skipped: r.res.Skipped, InputRows: r.res.InputRows, Runs: r.res.Runs}
 		}
 	}()
@@ -226,6 +227,7 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 	if err := r.commit(existing); err != nil {
 		return r.res, err
 	}
+	r.committed = true
 	return r.res, nil
 }
 
@@ -316,6 +318,7 @@ type runner struct {
 	stageDir  string
 	staged    []string
 	keepStage bool // commit could not put the old outputs back: they are in stageDir
+	committed bool // the outputs are in place
 	// The memory check: the Builder's estimate is taken when untilCheck rows have been added
 	// since the last one, a number that shrinks as the estimate nears the limit.
 	untilCheck int
