@@ -69,9 +69,11 @@ func TestGranularityInterval(t *testing.T) {
 	require.False(t, ok)
 	_, ok = GranularityHour.Interval(0, math.MaxInt64)
 	require.False(t, ok)
-	iv, ok = GranularityNone.Interval(math.MinInt64, math.MaxInt64-1)
+	_, ok = GranularityNone.Interval(math.MinInt64, 0)
+	require.False(t, ok, "times outside [MinTime, MaxTime] have no interval")
+	iv, ok = GranularityNone.Interval(MinTime, MaxTime)
 	require.True(t, ok)
-	require.Equal(t, Interval{math.MinInt64, math.MaxInt64}, iv)
+	require.Equal(t, Interval{MinTime, MaxTime + 1}, iv)
 }
 
 // TestWriterInterval: the writer records [truncate(first), truncate(last)+width), whichever way
@@ -105,14 +107,15 @@ func TestWriterInterval(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "2000-01-01T10:00:00.000Z/2000-01-01T11:00:00.000Z", info.Interval.String())
 
-	// No room for the end.
+	// No room for the end: a time past MaxTime is refused when it comes.
 	for _, s := range []Schema{{}, hour} {
 		w, err := NewWriter(s, WriterOptions{})
 		require.NoError(t, err)
-		require.NoError(t, w.AddRow(Row{Time: s.Granularity.Truncate(math.MaxInt64)}))
-		_, err = w.FinishTo(io.Discard)
+		err = w.AddRow(Row{Time: s.Granularity.Truncate(math.MaxInt64)})
 		require.ErrorIs(t, err, medium.ErrInvalid)
-		require.ErrorContains(t, err, "no room for an exclusive interval end")
+		require.ErrorContains(t, err, "outside the times a segment can hold")
+		_, err = w.FinishTo(io.Discard)
+		require.ErrorIs(t, err, medium.ErrInvalid, "the error is sticky")
 	}
 }
 

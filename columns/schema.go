@@ -342,7 +342,9 @@ const (
 const dayMillis = 24 * 60 * 60 * 1000
 
 // Truncate returns the start of the bucket holding ms, rounding down (towards negative infinity
-// for times before the epoch). Days are UTC days.
+// for times before the epoch). Days are UTC days. It is exact for every time in [MinTime,
+// MaxTime]; below MinTime, where the bucket's start may not fit an int64, it returns
+// math.MinInt64 rather than wrapping round to a time in the far future.
 func (g Granularity) Truncate(ms int64) int64 {
 	w := g.Millis()
 	if w == 1 {
@@ -352,20 +354,27 @@ func (g Granularity) Truncate(ms int64) int64 {
 	if r < 0 {
 		r += w
 	}
+	if ms < math.MinInt64+r {
+		return math.MinInt64
+	}
 	return ms - r
 }
+
+// ValidTime reports whether ms can be a row's time in a segment of granularity g: the
+// truncation of an event time in [MinTime, MaxTime], so in [g.Truncate(MinTime), MaxTime]
+// (for none, [MinTime, MaxTime] itself).
+func (g Granularity) ValidTime(ms int64) bool { return ms >= g.Truncate(MinTime) && ms <= MaxTime }
 
 // Interval returns the interval of a segment whose rows' times run from first to last (first
 // <= last): from the start of first's bucket to the end of last's,
 // [Truncate(first), Truncate(last)+Millis()); for none, [first, last+1). It is the one interval
-// convention: the writer records it and Segment.Verify checks it. ok is false when the end
-// does not fit an int64.
+// convention: the writer records it and Segment.Verify checks it. ok is false when first or
+// last is not a valid time (ValidTime); for valid times the end always fits an int64.
 func (g Granularity) Interval(first, last int64) (iv Interval, ok bool) {
-	end := g.Truncate(last)
-	if end > math.MaxInt64-g.Millis() {
+	if !g.ValidTime(first) || !g.ValidTime(last) {
 		return Interval{}, false
 	}
-	return Interval{Start: g.Truncate(first), End: end + g.Millis()}, true
+	return Interval{Start: g.Truncate(first), End: g.Truncate(last) + g.Millis()}, true
 }
 
 // ParseGranularity parses a granularity name; the empty string is none. Names are matched

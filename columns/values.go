@@ -72,6 +72,10 @@ func (l *LongWriter) append(v int64) error {
 			l.err = fmt.Errorf("columns: column %q: row %d: time %d before the previous row's %d: rows must come in time order: %w", TimeColumn, l.rows, v, l.last, ErrInvalid)
 			return l.err
 		}
+		if !l.gran.ValidTime(v) {
+			l.err = fmt.Errorf("columns: column %q: row %d: time %d outside the times a segment can hold, [%d, %d] (MinTime and MaxTime, truncated): %w", TimeColumn, l.rows, v, l.gran.Truncate(MinTime), MaxTime, ErrInvalid)
+			return l.err
+		}
 		if l.gran.Truncate(v) != v {
 			l.err = fmt.Errorf("columns: column %q: row %d: time %d not truncated to the granularity %s: %w", TimeColumn, l.rows, v, l.gran, ErrInvalid)
 			return l.err

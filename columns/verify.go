@@ -157,6 +157,9 @@ func (s *Segment) verifyTime() error {
 			if r > 0 && v < prev {
 				return partError(TimeColumn, PartValues, corruptf("row %d: time %d before the previous row's %d", r, v, prev))
 			}
+			if !g.ValidTime(v) {
+				return partError(TimeColumn, PartValues, corruptf("row %d: time %d outside the times a segment can hold, [%d, %d]", r, v, g.Truncate(MinTime), MaxTime))
+			}
 			if !iv.Contains(v) {
 				return partError(TimeColumn, PartValues, corruptf("row %d: time %d outside the interval [%d, %d)", r, v, iv.Start, iv.End))
 			}

@@ -198,6 +198,7 @@ type bmet struct {
 	dbls  []float64
 	times []int64                  // first/last: the event time stored with each value
 	sums  map[uint32]*agg.ExactSum // doubleSum: rows combined from several, exactly
+	carry map[uint32]int64         // count, longSum: rows whose exact sum is longs[row] + carry*2^64
 	src   int                      // hyperUnique: the dimension a row's own sketch derives from, or -1
 	sks   map[uint32]*hyperloglog.Sketch
 }
@@ -312,6 +313,10 @@ func (b *Builder) Add(r columns.Row) error {
 	if b.n >= math.MaxUint32-1 {
 		return fmt.Errorf("%w: builder: full (%d rows)", ErrInvalid, b.n)
 	}
+	if r.Time < columns.MinTime || r.Time > columns.MaxTime {
+		return fmt.Errorf("%w: builder: time %d outside [columns.MinTime, columns.MaxTime] = [%d, %d]: %w",
+			ErrInvalid, r.Time, columns.MinTime, columns.MaxTime, columns.ErrInvalid)
+	}
 	t := b.schema.Granularity.Truncate(r.Time)
 	row := uint32(b.n)
 	if b.keys != nil {
@@ -383,7 +388,10 @@ func (b *Builder) combine(old uint32, r columns.Row) error {
 				}
 				continue
 			}
-			m.longs[old] = k.CombineLong(m.longs[old], v.Long)
+			var c int64
+			if m.longs[old], c = k.CombineLong(m.longs[old], v.Long); c != 0 {
+				m.addCarry(old, c)
+			}
 		case agg.Double:
 			switch k {
 			case agg.Sum:
@@ -429,6 +437,30 @@ func (b *Builder) combine(old uint32, r columns.Row) error {
 		}
 	}
 	return nil
+}
+
+// addCarry adds c to the carries out of int64 of row's sum (agg.AddLong). A row whose carries
+// add up to 0 again holds its exact sum.
+func (m *bmet) addCarry(row uint32, c int64) {
+	if m.carry == nil {
+		m.carry = map[uint32]int64{}
+	}
+	if m.carry[row] += c; m.carry[row] == 0 {
+		delete(m.carry, row)
+	}
+}
+
+// overflow returns, when some row's exact sum does not fit an int64, an error wrapping
+// agg.ErrOverflow naming the first such row (in the order rows were added) and its time.
+func (b *Builder) overflow(m *bmet) error {
+	if len(m.carry) == 0 {
+		return nil
+	}
+	row := uint32(math.MaxUint32)
+	for r := range m.carry {
+		row = min(row, r)
+	}
+	return fmt.Errorf("row %d (time %d, truncated): %w", row, b.times[row], agg.OverflowError(m.longs[row], m.carry[row]))
 }
 
 func (b *Builder) addDim(d *bdim, row uint32, vals []string) {

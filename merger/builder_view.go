@@ -110,6 +110,9 @@ func (v *bview) metric(name string) *bmet {
 
 func (v *bview) Long(name string) source.LongChunker {
 	if m := v.metric(name); m != nil && m.met.ValueType() == columns.MetricLong {
+		if err := v.b.overflow(m); err != nil {
+			return errLongs{err}
+		}
 		return wholeLongs(m.longs[:v.n])
 	}
 	return nil
@@ -164,6 +167,11 @@ func (v *bview) SketchMerger(name string) source.SketchMerger {
 type wholeLongs []int64
 
 func (w wholeLongs) Chunk(row int) (int, []int64, error) { return 0, w, nil }
+
+// errLongs is a column that cannot be read: a sum of a builder's row overflows int64.
+type errLongs struct{ err error }
+
+func (e errLongs) Chunk(row int) (int, []int64, error) { return 0, nil, e.err }
 
 type wholeDoubles []float64
 

@@ -149,11 +149,14 @@ func (t *longTask) write(b *batch) error {
 			}
 			acc.Add(t.kind, v, tm)
 		}
-		var err error
+		v, err := acc.Value()
+		if err != nil {
+			return fmt.Errorf("merger: metric %q: the output row at time %d: %w", t.name, b.keys.time[r], err)
+		}
 		if t.times != nil {
-			err = t.w.AppendTimed(acc.V, acc.T)
+			err = t.w.AppendTimed(v, acc.T)
 		} else {
-			err = t.w.Append(acc.V)
+			err = t.w.Append(v)
 		}
 		if err != nil {
 			return fmt.Errorf("merger: metric %q: %w", t.name, err)

@@ -28,6 +28,7 @@ type ingestFlags struct {
 	durability      string
 	quiet           bool
 	memoryLimitMiB  int
+	maxFanIn        int
 }
 
 func newIngestCmd() *cobra.Command {
@@ -46,9 +47,20 @@ the output at the end. With --rows-per-segment N every N input rows make one seg
 own, named from --out with a four-digit number (--out day.seg gives day-0000.seg,
 day-0001.seg, ...), even when there is only one.
 
+The intermediate segments are merged at most --max-fan-in at a time (in phases when there are
+more), so the files held open stay few however many there are.
+
 A row that does not parse is reported as FILE:LINE: column NAME: reason. --max-parse-errors N
 skips up to N such rows (each reported on standard error) and fails at the next; the summary
 counts the rows skipped. On failure no output is left behind.
+
+Outputs are written next to --out in a temp directory and moved into place only when the whole
+ingest has succeeded: with --replace, a failed ingest leaves the old outputs as they were. An
+input that is one of the outputs (the same file under any name) is refused. With
+--rows-per-segment the outputs are a series (day-0000.seg, day-0001.seg, ...): without
+--replace any existing member of it is an error; with --replace the new series replaces the
+old one whole, and old members numbered past the new count are removed (each is reported), so
+that a glob such as day-*.seg never mixes the two.
 
 ` + ingest.SpecHelp,
 		Example: `  segtool ingest --spec spec.json --out events.seg events.csv
@@ -77,6 +89,7 @@ counts the rows skipped. On failure no output is left behind.
 	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of temp files (default: the output's directory)")
 	fl.StringVar(&f.durability, "durability", "output", "none, output (sync the published file) or all (also the stages)")
 	fl.BoolVar(&f.quiet, "quiet", false, "print no summary")
+	fl.IntVar(&f.maxFanIn, "max-fan-in", ingest.DefaultMaxFanIn, "intermediate segments merged at once (at least 2)")
 	addMemoryLimitFlag(cmd, &f.memoryLimitMiB)
 	return cmd
 }
@@ -92,6 +105,8 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		return usagef("--max-rows-in-memory must be at least 1")
 	case f.maxBytesInMem == 0 || f.maxBytesInMem < -1:
 		return usagef("--max-bytes-in-memory must be positive, or -1 for no limit")
+	case f.maxFanIn < 2:
+		return usagef("--max-fan-in must be at least 2")
 	}
 	if f.format != "" && f.format != "csv" && f.format != "ndjson" {
 		return usagef("--format %q: want csv or ndjson", f.format)
@@ -116,6 +131,15 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	if err := checkOutput(first, f.replace); err != nil {
 		return err
 	}
+	existing, err := ingest.ExistingOutputs(f.out, f.rowsPerSegment)
+	if err != nil {
+		return err
+	}
+	for _, p := range existing {
+		if err := checkOutput(p, f.replace); err != nil {
+			return err
+		}
+	}
 	stdinUsed := 0
 	inputs := make([]ingest.Input, len(files))
 	for i, p := range files {
@@ -138,6 +162,7 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 			in.Reader = cmd.InOrStdin()
 		} else {
 			in.Open = func() (io.ReadCloser, error) { return ingest.OpenFile(p) }
+			in.Path = p
 		}
 		inputs[i] = in
 	}
@@ -169,6 +194,7 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		Durability:      dur,
 		Replace:         f.replace,
 		TmpDir:          tmpDir,
+		MaxFanIn:        f.maxFanIn,
 	})
 	err = errors.Join(err, med.Close())
 	if err != nil {
@@ -178,6 +204,9 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 			return fmt.Errorf("%w (more than --max-parse-errors %d rows do not parse)", err, f.maxParseErrors)
 		}
 		return err
+	}
+	for _, p := range res.Removed {
+		fmt.Fprintf(stderr, "segtool: removed %s: of the replaced series, past its new %d segment(s)\n", p, len(res.Segments))
 	}
 	if !f.quiet {
 		out := cmd.OutOrStdout()
@@ -191,4 +220,15 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 			res.InputRows, len(files), res.Skipped, len(res.Segments), rows, humanDuration(el), rate(res.InputRows, el))
 	}
 	return nil
+}
+
+// sameFile reports whether paths a and b name one existing file (through symbolic or hard
+// links); merge uses it too, to refuse an input given as the output.
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }

@@ -255,7 +255,7 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 		return err
 	}
 	for _, in := range inputs {
-		if abs(in) == abs(f.out) {
+		if abs(in) == abs(f.out) || sameFile(in, f.out) {
 			return usagef("%s is both an input and the output", in)
 		}
 	}

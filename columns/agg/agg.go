@@ -7,8 +7,9 @@
 //
 // # Kinds
 //
-//	Sum    count, longSum: wrapping int64 addition; doubleSum: exact, rounded once (ExactSum),
-//	       stored as a value plus the Tail that keeps it exact across merges
+//	Sum    count, longSum: exact int64 addition, or an error (see Overflow below); doubleSum:
+//	       exact, rounded once (ExactSum), stored as a value plus the Tail that keeps it exact
+//	       across merges
 //	Min    longMin, doubleMin: the smaller (math.Min for doubles: NaN wins, -0 < +0)
 //	Max    longMax, doubleMax: the larger (math.Max for doubles)
 //	First  longFirst, doubleFirst: the value of the earliest row in time; of rows with equal
@@ -22,11 +23,28 @@
 // query likewise. First and Last compare the time stored with the value (the event time of the
 // row it came from, before any truncation to a granularity), so a rolled-up segment merged again
 // keeps choosing by event time.
+//
+// # Overflow
+//
+// A sum of longs never wraps and never saturates: its answer is exact or it is an error. Every
+// path (a query, a rollup in a Builder, a merge with rollup, ingestion, which goes through a
+// Builder and merges) adds through AddLong or LongAcc, which keep the carries out of int64
+// beside the wrapped value, as a 128-bit integer would: a sum that leaves the int64 range on
+// the way and comes back (MaxInt64, then 1, then -1) gives its exact answer whatever the order
+// of its values. A sum whose exact value does not fit an int64 when it must be stored or
+// returned (a rolled-up row persisted by a Builder, a row of a merge, a group of a query) is an
+// error wrapping ErrOverflow that names the metric and the row or group; nothing is written
+// or answered. Partial sums that are stored are values like any other: an intermediate
+// segment of a merge in phases (merger.Options.MaxFanIn) or a run of ingestion whose row's
+// sum does not fit fails the merge or the ingest, even if later rows would bring the total
+// back into range.
 package agg
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"math/big"
 
 	"github.com/axiomhq/hyperloglog"
 )
@@ -164,17 +182,36 @@ func (k Kind) DoubleIdentity() float64 {
 	return 0
 }
 
-// CombineLong combines two long values of an untimed kind: a wrapping sum, the minimum or the
-// maximum. For First and Last use Takes.
-func (k Kind) CombineLong(a, b int64) int64 {
+// ErrOverflow marks a sum of longs (count, longSum) whose exact value does not fit an int64
+// where it must be stored or returned. See the package documentation.
+var ErrOverflow = errors.New("agg: sum of longs overflows int64")
+
+// AddLong returns a+b wrapped to int64, and the carry out of int64: +1 when the exact sum is
+// the wrapped one plus 2^64, -1 when it is the wrapped one minus 2^64, else 0. Sums of many
+// values add their carries: the exact sum is the wrapped sum plus carries*2^64, and it fits an
+// int64 exactly when the carries add up to 0.
+func AddLong(a, b int64) (sum, carry int64) {
+	sum = a + b
+	if (sum^a)&(sum^b) < 0 { // a and b of one sign, sum of the other
+		if b < 0 {
+			return sum, -1
+		}
+		return sum, 1
+	}
+	return sum, 0
+}
+
+// CombineLong combines two long values of an untimed kind: the sum (wrapped, with its carry:
+// see AddLong), the minimum or the maximum (carry 0). For First and Last use Takes.
+func (k Kind) CombineLong(a, b int64) (v, carry int64) {
 	switch k {
 	case Min:
-		return min(a, b)
+		return min(a, b), 0
 	case Max:
-		return max(a, b)
+		return max(a, b), 0
 	case Sum, First, Last, Union:
 	}
-	return a + b
+	return AddLong(a, b)
 }
 
 // CombineDouble combines two double values of Min or Max (Sum goes through ExactSum, First
@@ -203,7 +240,8 @@ func (k Kind) Takes(held, t int64) bool {
 
 // LongAcc accumulates long values of one kind. The zero value is not ready: use NewLongAcc.
 type LongAcc struct {
-	V   int64 // the value so far
+	V   int64 // the value so far (for Sum wrapped: read it through Value)
+	C   int64 // Sum: the carries out of int64 (AddLong); the exact sum is V + C*2^64
 	T   int64 // First and Last: the time stored with V
 	Set bool  // First and Last: a value came
 }
@@ -219,7 +257,9 @@ func (a *LongAcc) Add(k Kind, v, t int64) {
 		}
 		return
 	}
-	a.V = k.CombineLong(a.V, v)
+	var c int64
+	a.V, c = k.CombineLong(a.V, v)
+	a.C += c
 }
 
 // Merge combines o, which holds values that come after a's in input order, into a.
@@ -230,7 +270,26 @@ func (a *LongAcc) Merge(k Kind, o *LongAcc) {
 		}
 		return
 	}
-	a.V = k.CombineLong(a.V, o.V)
+	var c int64
+	a.V, c = k.CombineLong(a.V, o.V)
+	a.C += c + o.C
+}
+
+// Value returns the accumulated value, or, for a sum whose exact value does not fit an int64,
+// an error wrapping ErrOverflow.
+func (a *LongAcc) Value() (int64, error) {
+	if a.C != 0 {
+		return 0, OverflowError(a.V, a.C)
+	}
+	return a.V, nil
+}
+
+// OverflowError describes the exact sum v + carries*2^64, which does not fit an int64, as an
+// error wrapping ErrOverflow.
+func OverflowError(v, carries int64) error {
+	exact := new(big.Int).Lsh(big.NewInt(carries), 64)
+	exact.Add(exact, big.NewInt(v))
+	return fmt.Errorf("the exact sum %s is outside the int64 range: %w", exact, ErrOverflow)
 }
 
 // DoubleAcc accumulates double values of one kind. The zero value is not ready: use

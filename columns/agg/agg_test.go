@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -70,10 +71,12 @@ func TestLongKinds(t *testing.T) {
 		for _, v := range vals {
 			a.Add(k, v, 0)
 		}
-		require.Equal(t, want, a.V, "%s of %v", k, vals)
+		got, err := a.Value()
+		require.NoError(t, err)
+		require.Equal(t, want, got, "%s of %v", k, vals)
 	}
 	f(Sum, []int64{1, 2, 3}, 6)
-	f(Sum, []int64{math.MaxInt64, 1}, math.MinInt64) // wraps, in any order
+	f(Sum, []int64{math.MaxInt64, 1, -1}, math.MaxInt64) // out of range on the way: still exact
 	f(Min, []int64{4, -2, 9}, -2)
 	f(Max, []int64{4, -2, 9}, 9)
 	f(Min, nil, math.MaxInt64)
@@ -172,4 +175,60 @@ func ExampleLongAcc() {
 	acc.Add(First, 9, 100)
 	fmt.Println(acc.V, acc.T)
 	// Output: 8 100
+}
+
+// TestLongSumExactOrError: a sum of longs is the exact sum whatever the order of its values
+// and however they are split and merged, or, when that does not fit an int64, ErrOverflow;
+// never a wrapped value. Checked against math/big on values near the ends of int64.
+func TestLongSumExactOrError(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 11))
+	near := []int64{math.MaxInt64, math.MinInt64, math.MaxInt64 - 1, math.MinInt64 + 1, 1, -1, 0, 1 << 62, -(1 << 62)}
+	for range 2000 {
+		vals := make([]int64, 1+r.IntN(6))
+		exact := new(big.Int)
+		for i := range vals {
+			vals[i] = near[r.IntN(len(near))]
+			exact.Add(exact, big.NewInt(vals[i]))
+		}
+		fits := exact.IsInt64()
+		check := func(a LongAcc, how string) {
+			t.Helper()
+			v, err := a.Value()
+			if fits {
+				require.NoError(t, err, "%v %s", vals, how)
+				require.Equal(t, exact.Int64(), v, "%v %s", vals, how)
+			} else {
+				require.ErrorIs(t, err, ErrOverflow, "%v %s", vals, how)
+				require.ErrorContains(t, err, "the exact sum "+exact.String()+" is outside the int64 range")
+			}
+		}
+		a := NewLongAcc(Sum)
+		for _, v := range vals {
+			a.Add(Sum, v, 0)
+		}
+		check(a, "by Add")
+		r.Shuffle(len(vals), func(i, j int) { vals[i], vals[j] = vals[j], vals[i] })
+		cut := r.IntN(len(vals) + 1)
+		x, y := NewLongAcc(Sum), NewLongAcc(Sum)
+		for _, v := range vals[:cut] {
+			x.Add(Sum, v, 0)
+		}
+		for _, v := range vals[cut:] {
+			y.Add(Sum, v, 0)
+		}
+		x.Merge(Sum, &y)
+		check(x, "shuffled, split and merged")
+	}
+	// Min and Max never carry.
+	for _, k := range []Kind{Min, Max} {
+		v, c := k.CombineLong(math.MaxInt64, math.MinInt64)
+		require.Zero(t, c)
+		require.Equal(t, map[Kind]int64{Min: math.MinInt64, Max: math.MaxInt64}[k], v)
+	}
+	s, c := AddLong(math.MaxInt64, 1)
+	require.Equal(t, [2]int64{math.MinInt64, 1}, [2]int64{s, c})
+	s, c = AddLong(math.MinInt64, -1)
+	require.Equal(t, [2]int64{math.MaxInt64, -1}, [2]int64{s, c})
 }

@@ -23,8 +23,10 @@
 // up as they arrive when the schema says so, and sums doubles exactly), which is persisted as
 // a run in a temp directory when it holds Options.MaxRowsInMemory rows or its memory estimate
 // (Builder.MemBytes) passes Options.MemoryLimit; at the end a single run's rows go straight to
-// the output, several runs are merged into it with merger.Merge. Options.RowsPerSegment splits
-// the output into numbered segments. On failure or cancellation nothing is left behind.
+// the output, several runs are merged into it with merger.Merge, at most Options.MaxFanIn at
+// once. Options.RowsPerSegment splits the output into numbered segments. Outputs are staged
+// and put in place together once the whole ingest succeeded (Options.Replace): on failure or
+// cancellation nothing is left behind, and existing outputs are as they were.
 //
 // A spilled doubleSum is rounded once per run, then once more in the merge: with rollup, the
 // sum of rows that met in different runs can differ in its last bit from the sum of the same

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +21,11 @@ const TempPattern = "writeout-ingest-*.tmp"
 
 // DefaultMaxRowsInMemory is Options.MaxRowsInMemory's default.
 const DefaultMaxRowsInMemory = 500_000
+
+// DefaultMaxFanIn is Options.MaxFanIn's default: the most runs merged at once, so that
+// ingesting holds about that many files open whatever the number of runs (far below the usual
+// limit of 1,024 open files).
+const DefaultMaxFanIn = 64
 
 // DefaultMemoryLimit is Options.MemoryLimit's default: the Builder's estimate of the memory its
 // rows hold, past which they are persisted as a run. Persisting takes about as much again
@@ -40,6 +44,9 @@ type Input struct {
 	// what it returns is closed once the input is read.
 	Reader io.Reader
 	Open   func() (io.ReadCloser, error)
+	// Path, when set, is the file the input reads: Run refuses to start when it is one of the
+	// outputs (the same file, through any name, symbolic or hard link).
+	Path string
 }
 
 // Options configure Run. The zero value of each field is its default.
@@ -67,8 +74,17 @@ type Options struct {
 	Medium medium.Medium
 	// Durability of the published outputs; runs are never synced.
 	Durability medium.Durability
-	// Replace allows replacing existing output files.
+	// Replace allows replacing existing output files. Outputs are replaced only when the whole
+	// ingest succeeds: until then they are staged in a temp directory (TempPattern) in Out's
+	// directory, and on failure the old ones stay as they were. With RowsPerSegment the new
+	// series replaces the old one whole: existing members numbered past the new count are
+	// removed too (Result.Removed). Without Replace, an existing output (with RowsPerSegment,
+	// any member of the series) is an error wrapping fs.ErrExist before any input is read.
 	Replace bool
+	// MaxFanIn is the most runs merged at once (each is an open file while merged): a segment
+	// of more runs is merged in phases, groups of MaxFanIn consecutive runs becoming one run
+	// each, until MaxFanIn or fewer are left. 0 means DefaultMaxFanIn; 1 is invalid.
+	MaxFanIn int
 	// TmpDir holds the runs' directory (TempPattern) and the default medium's file; empty means
 	// Out's directory.
 	TmpDir string
@@ -94,6 +110,9 @@ type Result struct {
 	InputRows int64     // rows added (skipped rows excluded)
 	Skipped   int       // rows that did not parse, skipped
 	Runs      int       // runs persisted and merged, over every segment
+	// Removed lists the files of a replaced series (Replace with RowsPerSegment) numbered past
+	// the new count, removed so that no glob of the series mixes old and new segments.
+	Removed []string
 }
 
 // Segment describes one output segment.
@@ -120,13 +139,18 @@ func SegmentName(out string, k int) string {
 // passes MemoryLimit, its rows are persisted (Builder.Persist, no syncs) as a run in a temp
 // directory in TmpDir and the Builder is reset. A segment of one run is persisted straight to
 // its output; the runs of a segment of several are merged into it with merger.Merge (rollup
-// and granularity from the schema) and removed.
+// and granularity from the schema, at most MaxFanIn runs at once) and removed.
+//
+// Outputs are staged in the output's directory and put in place together once every input is
+// read and every segment written (see Options.Replace): an existing output is replaced only
+// by a complete ingest. An input whose Path is one of the outputs is refused.
 //
 // A row that does not parse is skipped while MaxParseErrors allows; the next one fails the run
 // with its *RowError, whose message is FILE:LINE: column NAME: reason. On any failure, or when
-// ctx is cancelled, Run leaves nothing behind: no output (the segments written before are
-// removed too), no run, no temp directory; its Result then holds the counts so far and no
-// Segments.
+// ctx is cancelled, Run leaves nothing behind: no new output (the outputs that existed are as
+// they were), no run, no temp directory; its Result then holds the counts so far and no
+// Segments. (Once the outputs are in place, a failure to remove the staging directory, which
+// then holds only replaced outputs, is returned with the complete Result.)
 func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Result, err error) {
 	if sp == nil {
 		return res, fmt.Errorf("%w: nil spec", ErrInvalid)
@@ -149,14 +173,12 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 			return res, err
 		}
 	}
-	first := opts.Out
-	if opts.RowsPerSegment > 0 {
-		first = SegmentName(opts.Out, 0)
+	existing, err := ExistingOutputs(opts.Out, opts.RowsPerSegment)
+	if err != nil {
+		return res, err
 	}
-	if !opts.Replace {
-		if _, err := os.Lstat(first); err == nil {
-			return res, fmt.Errorf("ingest: %s: %w", first, fs.ErrExist)
-		}
+	if err := checkPaths(inputs, existing, opts.Replace); err != nil {
+		return res, err
 	}
 	r := &runner{ctx: ctx, sp: sp, opts: opts, med: opts.Medium}
 	if r.b, err = merger.NewBuilder(typedSchema(sp.Schema), merger.BuilderOptions{}); err != nil {
@@ -180,10 +202,13 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 				err = errors.Join(err, fmt.Errorf("ingest: removing runs: %w", rerr))
 			}
 		}
-		if err != nil {
-			for _, s := range r.res.Segments { // leave no output behind
-				_ = os.Remove(s.Path)
+		if r.stageDir != "" && !r.keepStage {
+			// After a commit it holds the replaced outputs; else the staged new ones.
+			if rerr := os.RemoveAll(r.stageDir); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("ingest: removing the staging directory: %w", rerr))
 			}
+		}
+		if err != nil && !r.committed {
 			res = Result{Skipped: r.res.Skipped, InputRows: r.res.InputRows, Runs: r.res.Runs}
 		}
 	}()
@@ -196,6 +221,13 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 	if err := r.endSegment(); err != nil {
 		return r.res, err
 	}
+	if err := ctx.Err(); err != nil {
+		return r.res, fmt.Errorf("ingest: %w", err)
+	}
+	if err := r.commit(existing); err != nil {
+		return r.res, err
+	}
+	r.committed = true
 	return r.res, nil
 }
 
@@ -209,6 +241,8 @@ func (o *Options) ensureDefaults() error {
 		return fmt.Errorf("%w: MaxParseErrors %d", ErrInvalid, o.MaxParseErrors)
 	case o.MaxRowsInMemory < 0:
 		return fmt.Errorf("%w: MaxRowsInMemory %d", ErrInvalid, o.MaxRowsInMemory)
+	case o.MaxFanIn < 0 || o.MaxFanIn == 1:
+		return fmt.Errorf("%w: MaxFanIn %d (want 0 for the default, or at least 2)", ErrInvalid, o.MaxFanIn)
 	}
 	if err := o.Durability.Validate(); err != nil {
 		return fmt.Errorf("ingest: %w", err)
@@ -218,6 +252,9 @@ func (o *Options) ensureDefaults() error {
 	}
 	if o.MemoryLimit == 0 {
 		o.MemoryLimit = DefaultMemoryLimit
+	}
+	if o.MaxFanIn == 0 {
+		o.MaxFanIn = DefaultMaxFanIn
 	}
 	if o.TmpDir == "" {
 		o.TmpDir = filepath.Dir(o.Out)
@@ -274,7 +311,14 @@ type runner struct {
 	res     Result
 	runDir  string   // created on the first run
 	runs    []string // runs of the current segment
+	merged  int      // runs written by merging runs, to name them
 	segRows int64    // input rows in the current segment
+	// The outputs are published into stageDir (created with the first) and moved into place
+	// by commit: staged[k] is where output k waits.
+	stageDir  string
+	staged    []string
+	keepStage bool // commit could not put the old outputs back: they are in stageDir
+	committed bool // the outputs are in place
 	// The memory check: the Builder's estimate is taken when untilCheck rows have been added
 	// since the last one, a number that shrinks as the estimate nears the limit.
 	untilCheck int
@@ -419,12 +463,15 @@ func (r *runner) endSegment() error {
 		dst = SegmentName(r.opts.Out, len(r.res.Segments))
 	}
 	seg := Segment{Path: dst, InputRows: r.segRows, Runs: len(r.runs)}
+	staged, err := r.stagedPath(dst)
+	if err != nil {
+		return err
+	}
 	var mr merger.Result
 	if len(r.runs) == 0 {
-		var err error
-		mr, err = r.b.Persist(r.ctx, dst, merger.PersistOptions{Medium: r.med, Durability: r.opts.Durability, Replace: r.opts.Replace})
+		mr, err = r.b.Persist(r.ctx, staged, merger.PersistOptions{Medium: r.med, Durability: r.opts.Durability})
 		if err != nil {
-			return fmt.Errorf("ingest: %w", err)
+			return fmt.Errorf("ingest: %s: %w", dst, err)
 		}
 	} else {
 		if r.b.Rows() > 0 {
@@ -433,13 +480,13 @@ func (r *runner) endSegment() error {
 			}
 		}
 		seg.Runs = len(r.runs)
-		var err error
-		if mr, err = r.mergeRuns(dst); err != nil {
+		if mr, err = r.mergeRuns(staged, dst); err != nil {
 			return err
 		}
 	}
 	seg.Rows, seg.Bytes, seg.Interval = mr.RowsOut, mr.Bytes, mr.Info.Interval
 	r.res.Segments = append(r.res.Segments, seg)
+	r.staged = append(r.staged, staged)
 	r.b.Reset()
 	r.segRows = 0
 	r.untilCheck = 0
@@ -447,61 +494,103 @@ func (r *runner) endSegment() error {
 	return nil
 }
 
-// mergeRuns merges the segment's runs into dst and removes them. Runs are read with pread
-// through a few read-ahead blocks, not mapped, so that the pages read do not stay in the
-// process's resident set.
-func (r *runner) mergeRuns(dst string) (res merger.Result, err error) {
-	segs := make([]*columns.Segment, 0, len(r.runs))
+// mergeRuns merges the segment's runs into its staged output and removes them. At most
+// MaxFanIn runs are open at once: while there are more, runs are merged in phases, each
+// merging groups of up to MaxFanIn consecutive runs into one run, just enough of them that the
+// runs left fit in one more merge. Groups are consecutive so that the rows keep their input
+// order, which First and Last decide ties by.
+func (r *runner) mergeRuns(staged, dst string) (merger.Result, error) {
+	fan := r.opts.MaxFanIn
+	for len(r.runs) > fan {
+		next := make([]string, 0, fan)
+		for i := 0; i < len(r.runs); {
+			excess := len(next) + len(r.runs) - i - fan
+			if excess <= 0 {
+				next = append(next, r.runs[i:]...)
+				break
+			}
+			n := min(fan, excess+1, len(r.runs)-i)
+			if n == 1 { // the last run: the next phase merges it
+				next = append(next, r.runs[i])
+				break
+			}
+			path := filepath.Join(r.runDir, fmt.Sprintf("merged-%06d.seg", r.merged))
+			r.merged++
+			if _, err := r.mergeGroup(r.runs[i:i+n], path, medium.Durability{Sync: medium.SyncNone}); err != nil {
+				return merger.Result{}, fmt.Errorf("ingest: merge runs: %w", err)
+			}
+			next = append(next, path)
+			i += n
+		}
+		r.runs = next
+	}
+	res, err := r.mergeGroup(r.runs, staged, r.opts.Durability)
+	if err != nil {
+		return res, fmt.Errorf("ingest: merge runs into %s: %w", dst, err)
+	}
+	r.runs = r.runs[:0]
+	return res, nil
+}
+
+// testHookRunsOpen, when set, is called with the number of runs open at once in each merge.
+var testHookRunsOpen func(n int)
+
+// mergeGroup merges runs into out and removes them. Runs are read with pread through a few
+// read-ahead blocks, not mapped, so that the pages read do not stay in the process's resident
+// set.
+func (r *runner) mergeGroup(runs []string, out string, dur medium.Durability) (res merger.Result, err error) {
+	segs := make([]*columns.Segment, 0, len(runs))
 	var closers []func() error
 	defer func() {
 		for _, c := range closers {
 			if cerr := c(); cerr != nil && err == nil {
-				err = fmt.Errorf("ingest: run: %w", cerr)
+				err = fmt.Errorf("run: %w", cerr)
 			}
 		}
 	}()
-	for _, p := range r.runs {
+	for _, p := range runs {
 		f, err := os.Open(p)
 		if err != nil {
-			return res, fmt.Errorf("ingest: run: %w", err)
+			return res, fmt.Errorf("run: %w", err)
 		}
 		fi, err := f.Stat()
 		if err != nil {
 			_ = f.Close()
-			return res, fmt.Errorf("ingest: run: %w", err)
+			return res, fmt.Errorf("run: %w", err)
 		}
 		sg, err := columns.NewSegment(newBlockReaderAt(f, fi.Size()), fi.Size())
 		if err != nil {
 			_ = f.Close()
-			return res, fmt.Errorf("ingest: run %s: %w", p, err)
+			return res, fmt.Errorf("run %s: %w", p, err)
 		}
 		segs = append(segs, sg)
 		closers = append(closers, func() error { return errors.Join(sg.Close(), f.Close()) })
 	}
-	res, err = merger.Merge(r.ctx, segs, dst, merger.Options{
+	if testHookRunsOpen != nil {
+		testHookRunsOpen(len(segs))
+	}
+	res, err = merger.Merge(r.ctx, segs, out, merger.Options{
 		Medium:      r.med,
-		Durability:  r.opts.Durability,
-		Replace:     r.opts.Replace,
+		Durability:  dur,
 		Rollup:      r.sp.Schema.Rollup,
 		Granularity: r.sp.Schema.Granularity,
-		InputNames:  r.runs,
+		InputNames:  runs,
 	})
 	if err != nil {
-		return res, fmt.Errorf("ingest: merge runs into %s: %w", dst, err)
+		return res, err
 	}
-	// The output is published: a failure from here on removes it.
+	// The output is written: a failure from here on removes it.
 	var errs []error
 	for _, c := range closers {
 		errs = append(errs, c())
 	}
 	closers = nil
-	for _, p := range r.runs {
+	for _, p := range runs {
 		errs = append(errs, os.Remove(p))
 	}
-	r.runs = r.runs[:0]
 	if err := errors.Join(errs...); err != nil {
-		_ = os.Remove(dst)
-		return res, fmt.Errorf("ingest: run: %w", err)
+		_ = os.Remove(out)
+		return res, fmt.Errorf("run: %w", err)
 	}
 	return res, nil
 }

@@ -93,7 +93,8 @@ name): count counts input rows (no field); ` + aggNames(agg.Long) + ` read integ
 HyperLogLog sketch, or, when its fieldName names a dimension, that dimension's values. An
 empty or missing metric field reads as 0 (hyperUnique: adds nothing). With "rollup": true,
 rows with the same truncated time and dimension values are combined: sums add (doubleSum
-exactly, rounded once), min and max keep the extreme, first and last keep the value of the
+exactly, rounded once; count and longSum exactly: a sum that does not fit a 64-bit integer
+fails the ingest, naming the metric, never wraps), min and max keep the extreme, first and last keep the value of the
 earliest or latest row by its time (ties: the first or last row read), sketches merge.
 
 input.format is csv or ndjson; without it each file's extension decides (.csv, .ndjson,

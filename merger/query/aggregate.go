@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/axiomhq/hyperloglog"
 
@@ -23,6 +24,7 @@ type accs struct {
 	rows    []int64
 	minTime []int64
 	longs   [][]int64         // long Sum, Min, Max
+	carries []map[int32]int64 // long Sum: per group, its carries out of int64 (agg.AddLong), when not 0
 	dbls    [][]float64       // double Min, Max
 	sums    [][]agg.ExactSum  // double Sum
 	ltimed  [][]agg.LongAcc   // long First, Last
@@ -32,7 +34,7 @@ type accs struct {
 
 func newAccs(metrics []columns.Metric) *accs {
 	n := len(metrics)
-	a := &accs{metrics: metrics, aggs: make([]agg.Agg, n), longs: make([][]int64, n), dbls: make([][]float64, n),
+	a := &accs{metrics: metrics, aggs: make([]agg.Agg, n), longs: make([][]int64, n), carries: make([]map[int32]int64, n), dbls: make([][]float64, n),
 		sums: make([][]agg.ExactSum, n), ltimed: make([][]agg.LongAcc, n), dtimed: make([][]agg.DoubleAcc, n),
 		sks: make([][]*hyperloglog.Sketch, n)}
 	for m, met := range metrics {
@@ -83,12 +85,55 @@ func (a *accs) mergeGroup(i int, o *accs, j int) error {
 		case x.Timed():
 			a.dtimed[m][i].Merge(x.Kind, &o.dtimed[m][j])
 		case x.Type == agg.Long:
-			a.longs[m][i] = x.Kind.CombineLong(a.longs[m][i], o.longs[m][j])
+			var c int64
+			a.longs[m][i], c = x.Kind.CombineLong(a.longs[m][i], o.longs[m][j])
+			a.addCarry(m, i, c+o.carries[m][int32(j)])
 		case x.Kind == agg.Sum:
 			a.sums[m][i].Merge(&o.sums[m][j])
 		default:
 			a.dbls[m][i] = x.Kind.CombineDouble(a.dbls[m][i], o.dbls[m][j])
 		}
+	}
+	return nil
+}
+
+// addCarry adds c to the carries of group g's sum of metric m.
+func (a *accs) addCarry(m, g int, c int64) {
+	if c == 0 {
+		return
+	}
+	if a.carries[m] == nil {
+		a.carries[m] = map[int32]int64{}
+	}
+	if a.carries[m][int32(g)] += c; a.carries[m][int32(g)] == 0 {
+		delete(a.carries[m], int32(g))
+	}
+}
+
+// overflow returns, when the exact sum of a metric in a group does not fit an int64, an error
+// wrapping agg.ErrOverflow that names the metric and the group (its bucket time and values):
+// a query answers exactly or not at all.
+func (g *globalTable) overflow(groupBy []string) error {
+	a := g.acc
+	for m, cs := range a.carries {
+		if len(cs) == 0 {
+			continue
+		}
+		gi := int32(math.MaxInt32)
+		for i := range cs {
+			gi = min(gi, i)
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "time %d", g.times[gi])
+		for k, v := range g.groups[gi] {
+			if v.Null {
+				fmt.Fprintf(&b, ", %s null", groupBy[k])
+			} else {
+				fmt.Fprintf(&b, ", %s %q", groupBy[k], v.Value)
+			}
+		}
+		return fmt.Errorf("query: metric %q: the group at %s: %w", a.metrics[m].Name, b.String(),
+			agg.OverflowError(a.longs[m][gi], cs[gi]))
 	}
 	return nil
 }
@@ -206,7 +251,12 @@ func (a *accs) addBatch(m int, rd *metricReader, rows []uint32, gid []int32, t [
 		switch k := x.Kind; k {
 		case agg.Sum:
 			for i, v := range vals {
-				acc[gid[i]] += v
+				g := gid[i]
+				s, c := agg.AddLong(acc[g], v)
+				acc[g] = s
+				if c != 0 {
+					a.addCarry(m, int(g), c)
+				}
 			}
 		case agg.Min:
 			for i, v := range vals {
@@ -315,7 +365,9 @@ func (a *accs) addRow(m int, rd *metricReader, g, row int, t int64) error {
 		if x.Timed() {
 			a.ltimed[m][g].Add(x.Kind, v, t)
 		} else {
-			a.longs[m][g] = x.Kind.CombineLong(a.longs[m][g], v)
+			var c int64
+			a.longs[m][g], c = x.Kind.CombineLong(a.longs[m][g], v)
+			a.addCarry(m, g, c)
 		}
 	case agg.Double:
 		var v float64

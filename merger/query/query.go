@@ -196,6 +196,9 @@ func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
 			return Result{}, err
 		}
 	}
+	if err := glob.overflow(spec.GroupBy); err != nil {
+		return Result{}, err
+	}
 	return glob.result(spec.GroupBy, spec.All), nil
 }
 
