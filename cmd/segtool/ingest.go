@@ -28,6 +28,7 @@ type ingestFlags struct {
 	durability      string
 	quiet           bool
 	memoryLimitMiB  int
+	maxRecordBytes  int64
 }
 
 func newIngestCmd() *cobra.Command {
@@ -77,6 +78,7 @@ counts the rows skipped. On failure no output is left behind.
 	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of temp files (default: the output's directory)")
 	fl.StringVar(&f.durability, "durability", "output", "none, output (sync the published file) or all (also the stages)")
 	fl.BoolVar(&f.quiet, "quiet", false, "print no summary")
+	fl.Int64Var(&f.maxRecordBytes, "max-record-bytes", ingest.DefaultMaxRecordBytes, "longest CSV record or NDJSON line, in bytes (default: the spec's input.maxRecordBytes, else 64 MiB)")
 	addMemoryLimitFlag(cmd, &f.memoryLimitMiB)
 	return cmd
 }
@@ -92,6 +94,8 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		return usagef("--max-rows-in-memory must be at least 1")
 	case f.maxBytesInMem == 0 || f.maxBytesInMem < -1:
 		return usagef("--max-bytes-in-memory must be positive, or -1 for no limit")
+	case f.maxRecordBytes < 1:
+		return usagef("--max-record-bytes must be positive")
 	}
 	if f.format != "" && f.format != "csv" && f.format != "ndjson" {
 		return usagef("--format %q: want csv or ndjson", f.format)
@@ -108,6 +112,9 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	sp, err := ingest.ParseSpec(data)
 	if err != nil {
 		return fmt.Errorf("spec %s: %w", f.spec, err)
+	}
+	if cmd.Flags().Changed("max-record-bytes") || sp.Input.MaxRecordBytes == 0 {
+		sp.Input.MaxRecordBytes = f.maxRecordBytes
 	}
 	first := f.out
 	if f.rowsPerSegment > 0 {
@@ -158,6 +165,7 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		RowsPerSegment:  f.rowsPerSegment,
 		MaxParseErrors:  f.maxParseErrors,
 		OnSkip:          func(e *ingest.RowError) { fmt.Fprintf(stderr, "segtool: skipped %v\n", e) },
+		OnWarning:       func(w ingest.Warning) { fmt.Fprintf(stderr, "segtool: warning: %v\n", w) },
 		MaxRowsInMemory: f.maxRowsInMemory,
 		MemoryLimit:     f.maxBytesInMem,
 		Medium:          med,
