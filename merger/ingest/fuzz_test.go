@@ -2,9 +2,11 @@ package ingest
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,10 +54,15 @@ func FuzzParseSpec(f *testing.F) {
 	})
 }
 
-// fuzzRows reads every row of rr and checks what it gives: rows fit the schema, row errors
-// wrap ErrRow and name the input, other errors wrap ErrInput. It never loops forever.
-func fuzzRows(t *testing.T, sp *Spec, rr Reader, name string) {
+// fuzzRows reads every row of rr and checks what it gives: rows fit the schema, within the
+// segment limits, times within columns.MinTime..MaxTime; row errors wrap ErrRow and name the
+// input; the lines of rows and row errors strictly increase, never past the input's lines (no
+// record read twice, none skipped as a whole after a bad one); other errors wrap ErrInput.
+// It never loops forever.
+func fuzzRows(t *testing.T, sp *Spec, rr Reader, name string, data []byte) {
 	row := sp.NewRow()
+	lines := bytes.Count(data, []byte{'\n'}) + 1
+	last := 0
 	for range 1 << 16 {
 		err := rr.Read(&row)
 		if err == io.EOF {
@@ -65,25 +72,50 @@ func fuzzRows(t *testing.T, sp *Spec, rr Reader, name string) {
 		if errors.As(err, &re) {
 			require.ErrorIs(t, err, ErrRow)
 			require.Equal(t, name, re.File)
-			require.Positive(t, re.Line)
+			require.Greater(t, re.Line, last, "%v", err)
+			require.LessOrEqual(t, re.Line, lines)
+			last = re.Line
 			continue
 		}
 		if err != nil {
 			require.ErrorIs(t, err, ErrInput)
 			return
 		}
+		line := lineOf(rr)
+		require.Greater(t, line, last)
+		require.LessOrEqual(t, line, lines)
+		last = line
+		require.GreaterOrEqual(t, row.Time, columns.MinTime)
+		require.LessOrEqual(t, row.Time, columns.MaxTime)
 		require.Len(t, row.Dims, len(sp.Schema.Dimensions))
 		require.Len(t, row.Metrics, len(sp.Schema.Metrics))
 		for i, d := range sp.Schema.Dimensions {
 			if !d.MultiValue {
 				require.LessOrEqual(t, len(row.Dims[i]), 1)
 			}
+			require.LessOrEqual(t, len(row.Dims[i]), MaxRowValues)
 			for _, v := range row.Dims[i] {
 				require.LessOrEqual(t, len(v), columns.MaxValueBytes)
 			}
 		}
+		for i, m := range sp.Schema.Metrics {
+			if m.ValueType() == columns.MetricDouble {
+				require.False(t, math.IsInf(row.Metrics[i].Double, 0) || math.IsNaN(row.Metrics[i].Double))
+			}
+		}
 	}
 	t.Fatal("the reader did not end")
+}
+
+// lineOf returns the line of the row rr read last.
+func lineOf(rr Reader) int {
+	switch x := rr.(type) {
+	case *CSVReader:
+		return x.line
+	case *NDJSONReader:
+		return x.line
+	}
+	return 0
 }
 
 // fuzzSpecs are the specs the reader fuzz tests read with: the test spec in its formats, with
@@ -98,10 +130,36 @@ func fuzzSpecs(t testing.TB) []*Spec {
 			sp.Input.NullValue = &null
 			sp.Timestamp.Format = "seconds"
 		}),
+		testSpec(t, func(sp *Spec) { sp.Input.MaxRecordBytes = 40 }),
 	}
 }
 
-// FuzzCSVReader: any bytes are rows, row errors or an input error; never a panic.
+// csvRecords splits data into records with encoding/csv, until its first error: the records
+// and each one's first line, and the error's record's first line (0 when it read all).
+func csvRecords(data []byte, comma rune) (recs [][]string, starts []int, errLine int) {
+	cr := csv.NewReader(bytes.NewReader(bytes.TrimPrefix(data, []byte(bom))))
+	cr.Comma = comma
+	cr.FieldsPerRecord = -1
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return recs, starts, 0
+		}
+		var pe *csv.ParseError
+		if errors.As(err, &pe) {
+			return recs, starts, pe.StartLine
+		}
+		if err != nil {
+			panic(err)
+		}
+		line, _ := cr.FieldPos(0)
+		recs, starts = append(recs, rec), append(starts, line)
+	}
+}
+
+// FuzzCSVReader: any bytes are rows, row errors or an input error; never a panic (fuzzRows).
+// The records are encoding/csv's: the same fields at the same lines up to its first error, at
+// the same line.
 func FuzzCSVReader(f *testing.F) {
 	for _, s := range []string{
 		"ts,page,tags,body,added,d,user\n5,Main,a|b|a,hello,3,1.5,u1\n6,,,,,,\n",
@@ -120,7 +178,27 @@ func FuzzCSVReader(f *testing.F) {
 				require.ErrorIs(t, err, ErrInput)
 				continue
 			}
-			fuzzRows(t, sp, rr, "f.csv")
+			fuzzRows(t, sp, rr, "f.csv", data)
+		}
+		for _, comma := range []rune{',', '\t'} {
+			want, starts, errLine := csvRecords(data, comma)
+			sc := csvScanner{br: newInput(nil, bytes.NewReader(data)), file: "f.csv", comma: []byte(string(comma)), max: 1 << 30}
+			for i := 0; ; i++ {
+				rec, err := sc.next()
+				if i == len(want) {
+					if errLine == 0 {
+						require.Equal(t, io.EOF, err)
+					} else {
+						var re *RowError
+						require.True(t, errors.As(err, &re), "%v", err)
+						require.Equal(t, errLine, re.Line)
+					}
+					break
+				}
+				require.NoError(t, err, "record %d", i)
+				require.Equal(t, want[i], rec, "record %d", i)
+				require.Equal(t, starts[i], sc.start, "record %d", i)
+			}
 		}
 	})
 }
@@ -140,7 +218,7 @@ func FuzzNDJSONReader(f *testing.F) {
 		for _, sp := range specs {
 			rr, err := NewNDJSONReader(sp, "f.ndjson", bytes.NewReader(data))
 			require.NoError(t, err)
-			fuzzRows(t, sp, rr, "f.ndjson")
+			fuzzRows(t, sp, rr, "f.ndjson", data)
 		}
 	})
 }
