@@ -72,14 +72,14 @@ func newCSVReader(sp *Spec, name string, r io.Reader, opts ReaderOptions) (*CSVR
 	index := make(map[string]int, len(header))
 	for i, h := range header {
 		if _, dup := index[h]; dup {
-			return nil, inputErr("%s:1: field %q appears twice in the header", name, h)
+			return nil, inputErr("%s:%d: field %q appears twice in the header", name, x.sc.start, h)
 		}
 		index[h] = i
 	}
 	find := func(what, field string) (int, error) {
 		i, ok := index[field]
 		if !ok {
-			return 0, inputErr("%s:1: %s: field %q is not in the header", name, what, field)
+			return 0, inputErr("%s:%d: %s: field %q is not in the header", name, x.sc.start, what, field)
 		}
 		return i, nil
 	}
@@ -285,6 +285,7 @@ func (s *csvScanner) tooLong() error {
 		s.raw = nil
 		return inputErr("%s:%d: line longer than %d bytes (input.maxRecordBytes, --max-record-bytes)", s.file, s.line+1, s.max)
 	}
+	s.line++ // the line that passes the limit
 	return s.malformed(fmt.Sprintf("record longer than %d bytes (input.maxRecordBytes, --max-record-bytes): is a quote unmatched?", s.max))
 }
 
