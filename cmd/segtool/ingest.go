@@ -78,7 +78,7 @@ counts the rows skipped. On failure no output is left behind.
 	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of temp files (default: the output's directory)")
 	fl.StringVar(&f.durability, "durability", "output", "none, output (sync the published file) or all (also the stages)")
 	fl.BoolVar(&f.quiet, "quiet", false, "print no summary")
-	fl.Int64Var(&f.maxRecordBytes, "max-record-bytes", ingest.DefaultMaxRecordBytes, "longest CSV record or NDJSON line, in bytes (default: the spec's input.maxRecordBytes, else 64 MiB)")
+	fl.Int64Var(&f.maxRecordBytes, "max-record-bytes", ingest.DefaultMaxRecordBytes, "longest CSV record (all its lines) or NDJSON line, in bytes; when not given, the spec's input.maxRecordBytes if set")
 	addMemoryLimitFlag(cmd, &f.memoryLimitMiB)
 	return cmd
 }

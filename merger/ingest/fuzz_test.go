@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -203,7 +204,8 @@ func FuzzCSVReader(f *testing.F) {
 	})
 }
 
-// FuzzNDJSONReader: any bytes are rows, row errors or an input error; never a panic.
+// FuzzNDJSONReader: any bytes are rows, row errors or an input error; never a panic
+// (fuzzRows); rows round-trip (ndjsonRoundTrip).
 func FuzzNDJSONReader(f *testing.F) {
 	for _, s := range []string{
 		`{"ts": 5, "page": "Main", "tags": ["a", "b", "a"], "body": "hello", "added": 3, "d": 1.5, "user": "u1"}` + "\n\n" + `{"ts": "6"}`,
@@ -220,5 +222,63 @@ func FuzzNDJSONReader(f *testing.F) {
 			require.NoError(t, err)
 			fuzzRows(t, sp, rr, "f.ndjson", data)
 		}
+		ndjsonRoundTrip(t, specs[0], data)
 	})
+}
+
+// ndjsonRoundTrip: each row read from data, written back as an NDJSON line (time, dimensions,
+// and the long and double metrics: the test spec's columns but the sketches), reads back as
+// the same row.
+func ndjsonRoundTrip(t *testing.T, sp *Spec, data []byte) {
+	rr, err := NewNDJSONReader(sp, "f.ndjson", bytes.NewReader(data))
+	require.NoError(t, err)
+	row, back := sp.NewRow(), sp.NewRow()
+	for range 1 << 16 {
+		err := rr.Read(&row)
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			if errors.Is(err, ErrRow) {
+				continue
+			}
+			return
+		}
+		obj := map[string]any{"ts": row.Time}
+		for i, d := range sp.Schema.Dimensions {
+			obj[sp.DimensionField(d)] = row.Dims[i]
+		}
+		for i, m := range sp.Schema.Metrics {
+			switch m.ValueType() {
+			case columns.MetricLong:
+				if f := sp.MetricField(m); f != "" {
+					obj[f] = row.Metrics[i].Long
+				}
+			case columns.MetricDouble:
+				obj[sp.MetricField(m)] = json.Number(strconv.FormatFloat(row.Metrics[i].Double, 'g', -1, 64))
+			case columns.MetricHyperUnique:
+			}
+		}
+		line, err := json.Marshal(obj)
+		require.NoError(t, err)
+		br, err := NewNDJSONReader(sp, "back.ndjson", bytes.NewReader(line))
+		require.NoError(t, err)
+		require.NoError(t, br.Read(&back), "%s", line)
+		require.Equal(t, row.Time, back.Time, "%s", line)
+		for i := range row.Dims {
+			require.Equal(t, len(row.Dims[i]), len(back.Dims[i]), "%s", line)
+			for k := range row.Dims[i] {
+				require.Equal(t, row.Dims[i][k], back.Dims[i][k], "%s", line)
+			}
+		}
+		for i, m := range sp.Schema.Metrics {
+			switch m.ValueType() {
+			case columns.MetricLong:
+				require.Equal(t, row.Metrics[i].Long, back.Metrics[i].Long, "%s", line)
+			case columns.MetricDouble:
+				require.Equal(t, math.Float64bits(row.Metrics[i].Double), math.Float64bits(back.Metrics[i].Double), "%s", line)
+			case columns.MetricHyperUnique:
+			}
+		}
+	}
 }
