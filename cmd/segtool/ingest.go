@@ -29,6 +29,7 @@ type ingestFlags struct {
 	quiet           bool
 	memoryLimitMiB  int
 	maxFanIn        int
+	maxRecordBytes  int64
 }
 
 func newIngestCmd() *cobra.Command {
@@ -90,6 +91,7 @@ that a glob such as day-*.seg never mixes the two.
 	fl.StringVar(&f.durability, "durability", "output", "none, output (sync the published file) or all (also the stages)")
 	fl.BoolVar(&f.quiet, "quiet", false, "print no summary")
 	fl.IntVar(&f.maxFanIn, "max-fan-in", ingest.DefaultMaxFanIn, "intermediate segments merged at once (at least 2)")
+	fl.Int64Var(&f.maxRecordBytes, "max-record-bytes", ingest.DefaultMaxRecordBytes, "longest CSV record (all its lines) or NDJSON line, in bytes; when not given, the spec's input.maxRecordBytes if set")
 	addMemoryLimitFlag(cmd, &f.memoryLimitMiB)
 	return cmd
 }
@@ -107,6 +109,8 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		return usagef("--max-bytes-in-memory must be positive, or -1 for no limit")
 	case f.maxFanIn < 2:
 		return usagef("--max-fan-in must be at least 2")
+	case f.maxRecordBytes < 1:
+		return usagef("--max-record-bytes must be positive")
 	}
 	if f.format != "" && f.format != "csv" && f.format != "ndjson" {
 		return usagef("--format %q: want csv or ndjson", f.format)
@@ -123,6 +127,9 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	sp, err := ingest.ParseSpec(data)
 	if err != nil {
 		return fmt.Errorf("spec %s: %w", f.spec, err)
+	}
+	if cmd.Flags().Changed("max-record-bytes") || sp.Input.MaxRecordBytes == 0 {
+		sp.Input.MaxRecordBytes = f.maxRecordBytes
 	}
 	first := f.out
 	if f.rowsPerSegment > 0 {
@@ -188,6 +195,7 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		RowsPerSegment:  f.rowsPerSegment,
 		MaxParseErrors:  f.maxParseErrors,
 		OnSkip:          func(e *ingest.RowError) { fmt.Fprintf(stderr, "segtool: skipped %v\n", e) },
+		OnWarning:       func(w ingest.Warning) { fmt.Fprintf(stderr, "segtool: warning: %v\n", w) },
 		MaxRowsInMemory: f.maxRowsInMemory,
 		MemoryLimit:     f.maxBytesInMem,
 		Medium:          med,

@@ -2,7 +2,7 @@ package ingest
 
 import (
 	"bufio"
-	"encoding/csv"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,9 +12,19 @@ import (
 )
 
 // CSVReader reads CSV whose first line is a header of field names (see SpecHelp).
+//
+// Its syntax is RFC 4180's, as encoding/csv reads it without LazyQuotes: fields separated by
+// the delimiter, quoted fields ("" is a quote) that may hold delimiters and newlines, \r\n
+// read as \n, empty lines skipped. A record that is not well formed (a bare quote in an
+// unquoted field, a quote that does not end its field, a quoted field still open at the end
+// of the input), and a record over several lines with a wrong number of fields, is a
+// *RowError naming the line where the record starts, and reading goes on at the line after
+// that one: an unmatched quote costs its own line, not the rest of the input. A record is
+// at most the spec's input.maxRecordBytes long (all its lines, line endings included): a longer record of several
+// lines is a *RowError as above, a single line that long ends the input (ErrInput).
 type CSVReader struct {
 	fieldParser
-	cr        *csv.Reader
+	sc        csvScanner
 	timeIdx   int
 	dimIdx    []int
 	metricIdx []int // -1: no field
@@ -25,48 +35,56 @@ type CSVReader struct {
 
 // NewCSVReader returns a reader of the CSV in r, named name in messages, and reads its header
 // line: a header that is missing, malformed, names a field twice or lacks a field the spec
-// reads is an error wrapping ErrInput (or the spec's error, wrapping ErrSpec).
+// reads is an error wrapping ErrInput (or the spec's error, wrapping ErrSpec). A byte-order
+// mark at the start is skipped.
 func NewCSVReader(sp *Spec, name string, r io.Reader) (*CSVReader, error) {
-	p, err := newFieldParser(sp, name)
+	return newCSVReader(sp, name, r, ReaderOptions{})
+}
+
+func newCSVReader(sp *Spec, name string, r io.Reader, opts ReaderOptions) (*CSVReader, error) {
+	p, err := newFieldParser(sp, name, opts)
 	if err != nil {
 		return nil, err
 	}
-	cr := csv.NewReader(bufio.NewReaderSize(r, 64<<10))
-	cr.ReuseRecord = true
-	cr.FieldsPerRecord = -1
+	comma := ","
 	if sp.Input.Delimiter != "" {
-		cr.Comma = []rune(sp.Input.Delimiter)[0]
+		comma = string([]rune(sp.Input.Delimiter)[0])
 	}
-	header, err := cr.Read()
-	if err == io.EOF {
-		return nil, inputErr("%s: empty file, want a header line of field names", name)
-	}
+	x := &CSVReader{fieldParser: p, multi: sp.Input.MultiValueDelimiter,
+		sc: csvScanner{br: newInput(opts.Context, r), file: name, comma: []byte(comma), max: sp.maxRecordBytes()}}
+	header, err := x.sc.next()
 	if err != nil {
-		var pe *csv.ParseError
-		if errors.As(err, &pe) {
-			return nil, inputErr("%s: header: %w", name, err)
+		var re *RowError
+		switch {
+		case err == io.EOF:
+			return nil, inputErr("%s: empty file, want a header line of field names", name)
+		case errors.As(err, &re):
+			return nil, inputErr("%s:%d: header: %s", name, re.Line, re.Reason)
+		case errors.Is(err, ErrInput):
+			return nil, err
+		}
+		var c *cancelled
+		if errors.As(err, &c) {
+			return nil, err
 		}
 		return nil, fmt.Errorf("%s: header: %w", name, err)
 	}
 	index := make(map[string]int, len(header))
 	for i, h := range header {
-		if i == 0 {
-			h = strings.TrimPrefix(h, "\ufeff") // a byte-order mark before the first name
-		}
 		if _, dup := index[h]; dup {
-			return nil, inputErr("%s:1: field %q appears twice in the header", name, h)
+			return nil, inputErr("%s:%d: field %q appears twice in the header", name, x.sc.start, h)
 		}
 		index[h] = i
 	}
 	find := func(what, field string) (int, error) {
 		i, ok := index[field]
 		if !ok {
-			return 0, inputErr("%s:1: %s: field %q is not in the header", name, what, field)
+			return 0, inputErr("%s:%d: %s: field %q is not in the header", name, x.sc.start, what, field)
 		}
 		return i, nil
 	}
-	p.line = 1
-	x := &CSVReader{fieldParser: p, cr: cr, nfields: len(header), multi: sp.Input.MultiValueDelimiter}
+	x.line = x.sc.line
+	x.nfields = len(header)
 	if x.multi == "" {
 		x.multi = "|"
 	}
@@ -97,20 +115,28 @@ func NewCSVReader(sp *Spec, name string, r io.Reader) (*CSVReader, error) {
 
 // Read implements Reader.
 func (x *CSVReader) Read(row *columns.Row) error {
-	rec, err := x.cr.Read()
+	rec, err := x.sc.next()
 	if err != nil {
-		if err == io.EOF {
+		var re *RowError
+		switch {
+		case err == io.EOF:
 			return io.EOF
+		case errors.As(err, &re):
+			x.line = re.Line
+			return re
+		case errors.Is(err, ErrInput):
+			return err
 		}
-		var pe *csv.ParseError
-		if errors.As(err, &pe) {
-			x.line = pe.StartLine
-			return &RowError{File: x.file, Line: pe.Line, Reason: "malformed CSV: " + pe.Err.Error()}
-		}
-		return fmt.Errorf("%s: %w", x.file, err)
+		return readErr(x.file, err)
 	}
-	x.line, _ = x.cr.FieldPos(0)
+	x.line = x.sc.start
 	if len(rec) != x.nfields {
+		if x.sc.line > x.sc.start {
+			// Most likely a quote out of place: the lines after the first are read again.
+			end := x.sc.line
+			x.sc.rewind()
+			return x.errf("", "%d fields, the header has %d (a record over lines %d-%d: is a quote unmatched?)", len(rec), x.nfields, x.sc.start, end)
+		}
 		return x.errf("", "%d fields, the header has %d", len(rec), x.nfields)
 	}
 	x.shape(row)
@@ -131,6 +157,9 @@ func (x *CSVReader) Read(row *columns.Row) error {
 				}
 				v = append(v, s[:j])
 				s = s[j+len(x.multi):]
+				if len(v) > MaxRowValues {
+					break
+				}
 			}
 		default:
 			v = append(v, s)
@@ -150,4 +179,215 @@ func (x *CSVReader) Read(row *columns.Row) error {
 		}
 	}
 	return nil
+}
+
+// csvScanner splits CSV into records. It keeps the lines of the record it reads, so that
+// after a malformed record it can read again from the line after the record's first.
+type csvScanner struct {
+	br      *bufio.Reader
+	pending []byte // bytes read past the position, to be read before br's
+	file    string
+	comma   []byte
+	max     int    // the most bytes of a record
+	line    int    // lines read
+	start   int    // the line of the record read last
+	raw     []byte // the lines of the record, as read
+	first   int    // the bytes of raw in the record's first line; 0 while it is read
+	fields  []byte // the fields of the record, unquoted, one after the other
+	ends    []int  // where each field ends in fields
+	rec     []string
+}
+
+// errTooLong is a record over the limit, as readLine returns it.
+var errTooLong = errors.New("record too long")
+
+// readLine appends the next line, its newline included, to raw and returns it (a slice of
+// raw). At the end of the input it returns what is left (maybe nothing) and io.EOF. A line
+// that brings raw over the record limit gives errTooLong.
+func (s *csvScanner) readLine() ([]byte, error) {
+	start := len(s.raw)
+	for {
+		if len(s.pending) > 0 {
+			if i := bytes.IndexByte(s.pending, '\n'); i >= 0 {
+				s.raw = append(s.raw, s.pending[:i+1]...)
+				s.pending = s.pending[i+1:]
+				if len(s.raw) > s.max {
+					return nil, errTooLong
+				}
+				return s.raw[start:], nil
+			}
+			s.raw = append(s.raw, s.pending...)
+			s.pending = nil
+		}
+		frag, err := s.br.ReadSlice('\n')
+		s.raw = append(s.raw, frag...)
+		if len(s.raw) > s.max {
+			return nil, errTooLong
+		}
+		switch err {
+		case nil:
+			return s.raw[start:], nil
+		case bufio.ErrBufferFull:
+			continue
+		}
+		return s.raw[start:], err
+	}
+}
+
+// content returns line without its line ending: \n, \r\n, or a \r at the end of the input.
+func content(line []byte, eof bool) []byte {
+	n := len(line)
+	switch {
+	case n > 0 && line[n-1] == '\n':
+		n--
+		if n > 0 && line[n-1] == '\r' {
+			n--
+		}
+	case eof && n > 0 && line[n-1] == '\r':
+		n--
+	}
+	return line[:n]
+}
+
+// rewind makes the lines of the record after its first the next to read.
+func (s *csvScanner) rewind() {
+	if len(s.raw) > s.first {
+		p := make([]byte, 0, len(s.raw)-s.first+len(s.pending))
+		p = append(p, s.raw[s.first:]...)
+		s.pending = append(p, s.pending...)
+	}
+	s.line = s.start
+	s.shrink()
+}
+
+// shrink lets a large record's buffers go.
+func (s *csvScanner) shrink() {
+	if cap(s.raw) > 1<<20 {
+		s.raw = nil
+	}
+	if cap(s.fields) > 1<<20 {
+		s.fields = nil
+	}
+}
+
+// malformed is a record that is not well formed: its lines after the first are read again.
+func (s *csvScanner) malformed(reason string) error {
+	if s.line != s.start {
+		reason += fmt.Sprintf(" (line %d)", s.line)
+	}
+	s.rewind()
+	return &RowError{File: s.file, Line: s.start, Reason: "malformed CSV: " + reason}
+}
+
+// tooLong is the error of a record over the limit.
+func (s *csvScanner) tooLong() error {
+	if s.first == 0 { // its first line: reading cannot go on
+		s.raw = nil
+		return inputErr("%s:%d: line longer than %d bytes (input.maxRecordBytes, --max-record-bytes)", s.file, s.line+1, s.max)
+	}
+	s.line++ // the line that passes the limit
+	return s.malformed(fmt.Sprintf("record longer than %d bytes (input.maxRecordBytes, --max-record-bytes): is a quote unmatched?", s.max))
+}
+
+// next returns the next record: its fields (valid until the next call), io.EOF at the end, a
+// *RowError for a malformed record, an error wrapping ErrInput for a line over the limit, or
+// the input's error.
+func (s *csvScanner) next() ([]string, error) {
+	var line []byte
+	var err error
+	for {
+		s.raw, s.first = s.raw[:0], 0
+		line, err = s.readLine()
+		if err == errTooLong {
+			return nil, s.tooLong()
+		}
+		if err != nil && err != io.EOF {
+			return nil, err
+		}
+		if len(line) == 0 {
+			return nil, io.EOF
+		}
+		s.line++
+		if len(content(line, err == io.EOF)) > 0 {
+			break
+		}
+		if err == io.EOF {
+			return nil, io.EOF
+		}
+	}
+	s.start, s.first = s.line, len(s.raw)
+	eof := err == io.EOF
+	cur := content(line, eof)
+	s.fields, s.ends = s.fields[:0], s.ends[:0]
+fields:
+	for {
+		if len(cur) == 0 || cur[0] != '"' {
+			field := cur
+			i := bytes.Index(cur, s.comma)
+			if i >= 0 {
+				field = cur[:i]
+			}
+			if bytes.IndexByte(field, '"') >= 0 {
+				return nil, s.malformed(`bare " in non-quoted-field`)
+			}
+			s.fields = append(s.fields, field...)
+			s.ends = append(s.ends, len(s.fields))
+			if i < 0 {
+				break fields
+			}
+			cur = cur[i+len(s.comma):]
+			continue
+		}
+		cur = cur[1:]
+		for {
+			i := bytes.IndexByte(cur, '"')
+			if i >= 0 {
+				s.fields = append(s.fields, cur[:i]...)
+				cur = cur[i+1:]
+				switch {
+				case len(cur) > 0 && cur[0] == '"':
+					s.fields = append(s.fields, '"')
+					cur = cur[1:]
+				case bytes.HasPrefix(cur, s.comma):
+					s.ends = append(s.ends, len(s.fields))
+					cur = cur[len(s.comma):]
+					continue fields
+				case len(cur) == 0:
+					s.ends = append(s.ends, len(s.fields))
+					break fields
+				default:
+					return nil, s.malformed(`extraneous or missing " in quoted-field`)
+				}
+				continue
+			}
+			// The line ends inside the quoted field: the field goes on on the next line.
+			s.fields = append(s.fields, cur...)
+			if eof {
+				return nil, s.malformed(`a quoted field is still open at the end of the input: is a quote unmatched?`)
+			}
+			s.fields = append(s.fields, '\n')
+			line, err = s.readLine()
+			if err == errTooLong {
+				return nil, s.tooLong()
+			}
+			if err != nil && err != io.EOF {
+				return nil, err
+			}
+			eof = err == io.EOF
+			if len(line) == 0 {
+				return nil, s.malformed(`a quoted field is still open at the end of the input: is a quote unmatched?`)
+			}
+			s.line++
+			cur = content(line, eof)
+		}
+	}
+	str := string(s.fields)
+	s.rec = s.rec[:0]
+	prev := 0
+	for _, end := range s.ends {
+		s.rec = append(s.rec, str[prev:end])
+		prev = end
+	}
+	s.shrink()
+	return s.rec, nil
 }

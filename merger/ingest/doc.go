@@ -14,8 +14,9 @@
 // NewCSVReader and NewNDJSONReader read one input (an io.Reader and a name for messages) into
 // columns.Row values ready for merger.Builder.Add. A row that does not parse is a *RowError,
 // whose message is FILE:LINE: column NAME: reason, and reading goes on after it; an input that
-// cannot be read at all (a CSV header without a field the spec reads, an NDJSON line over
-// MaxLine) is an error wrapping ErrInput.
+// cannot be read at all (a CSV header without a field the spec reads, a line over
+// InputSpec.MaxRecordBytes) is an error wrapping ErrInput. A malformed CSV record is a
+// *RowError naming the line where it starts, and reading goes on at the line after it.
 //
 // # Run
 //

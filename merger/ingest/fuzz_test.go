@@ -2,9 +2,12 @@ package ingest
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,10 +55,15 @@ func FuzzParseSpec(f *testing.F) {
 	})
 }
 
-// fuzzRows reads every row of rr and checks what it gives: rows fit the schema, row errors
-// wrap ErrRow and name the input, other errors wrap ErrInput. It never loops forever.
-func fuzzRows(t *testing.T, sp *Spec, rr Reader, name string) {
+// fuzzRows reads every row of rr and checks what it gives: rows fit the schema, within the
+// segment limits, times within columns.MinTime..MaxTime; row errors wrap ErrRow and name the
+// input; the lines of rows and row errors strictly increase, never past the input's lines (no
+// record read twice, none skipped as a whole after a bad one); other errors wrap ErrInput.
+// It never loops forever.
+func fuzzRows(t *testing.T, sp *Spec, rr Reader, name string, data []byte) {
 	row := sp.NewRow()
+	lines := bytes.Count(data, []byte{'\n'}) + 1
+	last := 0
 	for range 1 << 16 {
 		err := rr.Read(&row)
 		if err == io.EOF {
@@ -65,25 +73,50 @@ func fuzzRows(t *testing.T, sp *Spec, rr Reader, name string) {
 		if errors.As(err, &re) {
 			require.ErrorIs(t, err, ErrRow)
 			require.Equal(t, name, re.File)
-			require.Positive(t, re.Line)
+			require.Greater(t, re.Line, last, "%v", err)
+			require.LessOrEqual(t, re.Line, lines)
+			last = re.Line
 			continue
 		}
 		if err != nil {
 			require.ErrorIs(t, err, ErrInput)
 			return
 		}
+		line := lineOf(rr)
+		require.Greater(t, line, last)
+		require.LessOrEqual(t, line, lines)
+		last = line
+		require.GreaterOrEqual(t, row.Time, columns.MinTime)
+		require.LessOrEqual(t, row.Time, columns.MaxTime)
 		require.Len(t, row.Dims, len(sp.Schema.Dimensions))
 		require.Len(t, row.Metrics, len(sp.Schema.Metrics))
 		for i, d := range sp.Schema.Dimensions {
 			if !d.MultiValue {
 				require.LessOrEqual(t, len(row.Dims[i]), 1)
 			}
+			require.LessOrEqual(t, len(row.Dims[i]), MaxRowValues)
 			for _, v := range row.Dims[i] {
 				require.LessOrEqual(t, len(v), columns.MaxValueBytes)
 			}
 		}
+		for i, m := range sp.Schema.Metrics {
+			if m.ValueType() == columns.MetricDouble {
+				require.False(t, math.IsInf(row.Metrics[i].Double, 0) || math.IsNaN(row.Metrics[i].Double))
+			}
+		}
 	}
 	t.Fatal("the reader did not end")
+}
+
+// lineOf returns the line of the row rr read last.
+func lineOf(rr Reader) int {
+	switch x := rr.(type) {
+	case *CSVReader:
+		return x.line
+	case *NDJSONReader:
+		return x.line
+	}
+	return 0
 }
 
 // fuzzSpecs are the specs the reader fuzz tests read with: the test spec in its formats, with
@@ -98,10 +131,36 @@ func fuzzSpecs(t testing.TB) []*Spec {
 			sp.Input.NullValue = &null
 			sp.Timestamp.Format = "seconds"
 		}),
+		testSpec(t, func(sp *Spec) { sp.Input.MaxRecordBytes = 40 }),
 	}
 }
 
-// FuzzCSVReader: any bytes are rows, row errors or an input error; never a panic.
+// csvRecords splits data into records with encoding/csv, until its first error: the records
+// and each one's first line, and the error's record's first line (0 when it read all).
+func csvRecords(data []byte, comma rune) (recs [][]string, starts []int, errLine int) {
+	cr := csv.NewReader(bytes.NewReader(bytes.TrimPrefix(data, []byte(bom))))
+	cr.Comma = comma
+	cr.FieldsPerRecord = -1
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return recs, starts, 0
+		}
+		var pe *csv.ParseError
+		if errors.As(err, &pe) {
+			return recs, starts, pe.StartLine
+		}
+		if err != nil {
+			panic(err)
+		}
+		line, _ := cr.FieldPos(0)
+		recs, starts = append(recs, rec), append(starts, line)
+	}
+}
+
+// FuzzCSVReader: any bytes are rows, row errors or an input error; never a panic (fuzzRows).
+// The records are encoding/csv's: the same fields at the same lines up to its first error, at
+// the same line.
 func FuzzCSVReader(f *testing.F) {
 	for _, s := range []string{
 		"ts,page,tags,body,added,d,user\n5,Main,a|b|a,hello,3,1.5,u1\n6,,,,,,\n",
@@ -120,12 +179,33 @@ func FuzzCSVReader(f *testing.F) {
 				require.ErrorIs(t, err, ErrInput)
 				continue
 			}
-			fuzzRows(t, sp, rr, "f.csv")
+			fuzzRows(t, sp, rr, "f.csv", data)
+		}
+		for _, comma := range []rune{',', '\t'} {
+			want, starts, errLine := csvRecords(data, comma)
+			sc := csvScanner{br: newInput(nil, bytes.NewReader(data)), file: "f.csv", comma: []byte(string(comma)), max: 1 << 30}
+			for i := 0; ; i++ {
+				rec, err := sc.next()
+				if i == len(want) {
+					if errLine == 0 {
+						require.Equal(t, io.EOF, err)
+					} else {
+						var re *RowError
+						require.True(t, errors.As(err, &re), "%v", err)
+						require.Equal(t, errLine, re.Line)
+					}
+					break
+				}
+				require.NoError(t, err, "record %d", i)
+				require.Equal(t, want[i], rec, "record %d", i)
+				require.Equal(t, starts[i], sc.start, "record %d", i)
+			}
 		}
 	})
 }
 
-// FuzzNDJSONReader: any bytes are rows, row errors or an input error; never a panic.
+// FuzzNDJSONReader: any bytes are rows, row errors or an input error; never a panic
+// (fuzzRows); rows round-trip (ndjsonRoundTrip).
 func FuzzNDJSONReader(f *testing.F) {
 	for _, s := range []string{
 		`{"ts": 5, "page": "Main", "tags": ["a", "b", "a"], "body": "hello", "added": 3, "d": 1.5, "user": "u1"}` + "\n\n" + `{"ts": "6"}`,
@@ -140,7 +220,65 @@ func FuzzNDJSONReader(f *testing.F) {
 		for _, sp := range specs {
 			rr, err := NewNDJSONReader(sp, "f.ndjson", bytes.NewReader(data))
 			require.NoError(t, err)
-			fuzzRows(t, sp, rr, "f.ndjson")
+			fuzzRows(t, sp, rr, "f.ndjson", data)
 		}
+		ndjsonRoundTrip(t, specs[0], data)
 	})
+}
+
+// ndjsonRoundTrip: each row read from data, written back as an NDJSON line (time, dimensions,
+// and the long and double metrics: the test spec's columns but the sketches), reads back as
+// the same row.
+func ndjsonRoundTrip(t *testing.T, sp *Spec, data []byte) {
+	rr, err := NewNDJSONReader(sp, "f.ndjson", bytes.NewReader(data))
+	require.NoError(t, err)
+	row, back := sp.NewRow(), sp.NewRow()
+	for range 1 << 16 {
+		err := rr.Read(&row)
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			if errors.Is(err, ErrRow) {
+				continue
+			}
+			return
+		}
+		obj := map[string]any{"ts": row.Time}
+		for i, d := range sp.Schema.Dimensions {
+			obj[sp.DimensionField(d)] = row.Dims[i]
+		}
+		for i, m := range sp.Schema.Metrics {
+			switch m.ValueType() {
+			case columns.MetricLong:
+				if f := sp.MetricField(m); f != "" {
+					obj[f] = row.Metrics[i].Long
+				}
+			case columns.MetricDouble:
+				obj[sp.MetricField(m)] = json.Number(strconv.FormatFloat(row.Metrics[i].Double, 'g', -1, 64))
+			case columns.MetricHyperUnique:
+			}
+		}
+		line, err := json.Marshal(obj)
+		require.NoError(t, err)
+		br, err := NewNDJSONReader(sp, "back.ndjson", bytes.NewReader(line))
+		require.NoError(t, err)
+		require.NoError(t, br.Read(&back), "%s", line)
+		require.Equal(t, row.Time, back.Time, "%s", line)
+		for i := range row.Dims {
+			require.Equal(t, len(row.Dims[i]), len(back.Dims[i]), "%s", line)
+			for k := range row.Dims[i] {
+				require.Equal(t, row.Dims[i][k], back.Dims[i][k], "%s", line)
+			}
+		}
+		for i, m := range sp.Schema.Metrics {
+			switch m.ValueType() {
+			case columns.MetricLong:
+				require.Equal(t, row.Metrics[i].Long, back.Metrics[i].Long, "%s", line)
+			case columns.MetricDouble:
+				require.Equal(t, math.Float64bits(row.Metrics[i].Double), math.Float64bits(back.Metrics[i].Double), "%s", line)
+			case columns.MetricHyperUnique:
+			}
+		}
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 
 	"github.com/writeout/writeout/columns"
@@ -13,22 +12,26 @@ import (
 // NDJSONReader reads one JSON object per line (see SpecHelp). Blank lines are skipped.
 type NDJSONReader struct {
 	fieldParser
-	br  *bufio.Reader
-	obj map[string]json.RawMessage
-	buf []byte
+	br      *bufio.Reader
+	obj     map[string]json.RawMessage
+	buf     []byte
+	maxLine int
 }
 
-// MaxLine is the longest NDJSON line read, in bytes: a longer one ends the input with an
-// error wrapping ErrInput.
-const MaxLine = 64 << 20
-
-// NewNDJSONReader returns a reader of the NDJSON in r, named name in messages.
+// NewNDJSONReader returns a reader of the NDJSON in r, named name in messages. A byte-order
+// mark at the start is skipped. A line longer than the spec's input.maxRecordBytes ends the
+// input with an error wrapping ErrInput.
 func NewNDJSONReader(sp *Spec, name string, r io.Reader) (*NDJSONReader, error) {
-	p, err := newFieldParser(sp, name)
+	return newNDJSONReader(sp, name, r, ReaderOptions{})
+}
+
+func newNDJSONReader(sp *Spec, name string, r io.Reader, opts ReaderOptions) (*NDJSONReader, error) {
+	p, err := newFieldParser(sp, name, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &NDJSONReader{fieldParser: p, br: bufio.NewReaderSize(r, 64<<10), obj: map[string]json.RawMessage{}}, nil
+	return &NDJSONReader{fieldParser: p, br: newInput(opts.Context, r), obj: map[string]json.RawMessage{},
+		maxLine: sp.maxRecordBytes()}, nil
 }
 
 // nextLine returns the next non-blank line.
@@ -38,8 +41,9 @@ func (x *NDJSONReader) nextLine() ([]byte, error) {
 		for {
 			frag, err := x.br.ReadSlice('\n')
 			x.buf = append(x.buf, frag...)
-			if len(x.buf) > MaxLine {
-				return nil, inputErr("%s:%d: line longer than %d bytes", x.file, x.line+1, MaxLine)
+			if len(bytes.TrimSuffix(x.buf, []byte{'\n'})) > x.maxLine {
+				x.buf = nil // do not keep the memory
+				return nil, inputErr("%s:%d: line longer than %d bytes (input.maxRecordBytes, --max-record-bytes)", x.file, x.line+1, x.maxLine)
 			}
 			if err == bufio.ErrBufferFull {
 				continue
@@ -51,7 +55,7 @@ func (x *NDJSONReader) nextLine() ([]byte, error) {
 				if err == io.EOF {
 					return nil, io.EOF
 				}
-				return nil, fmt.Errorf("%s: %w", x.file, err)
+				return nil, readErr(x.file, err)
 			}
 			break
 		}

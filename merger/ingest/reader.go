@@ -3,6 +3,7 @@ package ingest
 import (
 	"bufio"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/axiomhq/hyperloglog"
 
@@ -75,13 +77,88 @@ func FormatOf(name string) (Format, bool) {
 // messages. It validates the spec first. A CSV reader reads the header line at once: its
 // errors come from here.
 func NewReader(sp *Spec, format Format, name string, r io.Reader) (Reader, error) {
+	return NewReaderOptions(sp, format, name, r, ReaderOptions{})
+}
+
+// NewReaderOptions is NewReader with options.
+func NewReaderOptions(sp *Spec, format Format, name string, r io.Reader, opts ReaderOptions) (Reader, error) {
 	switch format {
 	case CSV:
-		return NewCSVReader(sp, name, r)
+		return newCSVReader(sp, name, r, opts)
 	case NDJSON:
-		return NewNDJSONReader(sp, name, r)
+		return newNDJSONReader(sp, name, r, opts)
 	}
 	return nil, fmt.Errorf("%w: unknown input format %q (want csv or ndjson)", ErrInvalid, format)
+}
+
+// ReaderOptions configure a Reader beyond its spec. The zero value is the default.
+type ReaderOptions struct {
+	// Context, when set, is checked each time the reader reads from its input (every 64 KiB
+	// at most), so that a cancellation is noticed within a long record too: the read then
+	// fails with an error wrapping the context's error.
+	Context context.Context
+	// OnWarning, when set, is called with the input's warnings: a time outside the plausible
+	// years 1900 to 2199, once per input (most likely a wrong timestamp.format).
+	OnWarning func(Warning)
+}
+
+// Warning is something odd about an input that is not an error.
+type Warning struct {
+	File    string // the input's name
+	Line    int    // the line of the row it is about, from 1
+	Column  string // the column (or the time field) it is about; may be empty
+	Message string
+}
+
+func (w Warning) String() string {
+	if w.Column == "" {
+		return fmt.Sprintf("%s:%d: %s", w.File, w.Line, w.Message)
+	}
+	return fmt.Sprintf("%s:%d: column %s: %s", w.File, w.Line, w.Column, w.Message)
+}
+
+// newInput is the source of a reader: r through a buffer of 64 KiB, with a byte-order mark
+// at its start skipped, checking ctx (when not nil) at each refill.
+func newInput(ctx context.Context, r io.Reader) *bufio.Reader {
+	if ctx != nil {
+		r = ctxReader{ctx: ctx, r: r}
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	if b, err := br.Peek(len(bom)); err == nil && string(b) == bom {
+		_, _ = br.Discard(len(bom))
+	}
+	return br
+}
+
+const bom = "\ufeff"
+
+// ctxReader is a reader that fails once its context is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, &cancelled{err}
+	}
+	return c.r.Read(p)
+}
+
+// cancelled is the context's error, as a reader returns it.
+type cancelled struct{ err error }
+
+func (c *cancelled) Error() string { return "ingest: " + c.err.Error() }
+func (c *cancelled) Unwrap() error { return c.err }
+
+// readErr is the error of a read from the input named name: the context's error as it is,
+// any other naming the input.
+func readErr(name string, err error) error {
+	var c *cancelled
+	if errors.As(err, &c) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", name, err)
 }
 
 // OpenFile opens the file at path for reading, through gzip when its name ends in .gz. Its
@@ -132,13 +209,15 @@ type fieldParser struct {
 	metFields []string // "" for count and hyperUnique over a dimension
 	kinds     []metricKind
 	sketches  []*hyperloglog.Sketch // scratch sketch of each metSketch metric
+	onWarning func(Warning)
+	warned    bool // a time was implausible: the input's one warning is given
 }
 
-func newFieldParser(sp *Spec, name string) (fieldParser, error) {
+func newFieldParser(sp *Spec, name string, opts ReaderOptions) (fieldParser, error) {
 	if err := sp.Validate(); err != nil {
 		return fieldParser{}, err
 	}
-	p := fieldParser{sp: sp, file: name, timeField: sp.Timestamp.Field}
+	p := fieldParser{sp: sp, file: name, timeField: sp.Timestamp.Field, onWarning: opts.OnWarning}
 	if p.timeField == "" {
 		p.timeField = columns.TimeColumn
 	}
@@ -193,12 +272,68 @@ func (p *fieldParser) setTime(row *columns.Row, s string, null bool) error {
 	if err != nil {
 		return p.errf(p.timeField, "%v", err)
 	}
+	if t < columns.MinTime || t > columns.MaxTime {
+		return p.errf(p.timeField, "time %q out of range (%d..%d milliseconds since the epoch)", s, columns.MinTime, columns.MaxTime)
+	}
+	if (t < plausibleMin || t > plausibleMax) && !p.warned {
+		p.warned = true
+		p.warn(s, t)
+	}
 	row.Time = t
 	return nil
 }
 
-// checkValues rejects a dimension value longer than a segment holds.
+// The plausible event times: years 1900 to 2199. A time outside gets a warning (once per
+// input): it is valid, but most likely read in the wrong unit.
+var (
+	plausibleMin = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	plausibleMax = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli() - 1
+)
+
+// epochUnits are the epoch time formats, with the milliseconds of one unit.
+var epochUnits = []struct {
+	name   string
+	millis float64
+}{{"seconds", 1e3}, {"millis", 1}, {"micros", 1e-3}, {"nanos", 1e-6}}
+
+// warn reports time t, read from s, as implausible.
+func (p *fieldParser) warn(s string, t int64) {
+	if p.onWarning == nil {
+		return
+	}
+	format := strings.ToLower(p.sp.Timestamp.Format)
+	switch format {
+	case "":
+		format = "millis"
+	case "posix":
+		format = "seconds"
+	}
+	msg := fmt.Sprintf("time %q read as %s is in year %d, outside %d..%d", s, format,
+		time.UnixMilli(t).UTC().Year(), 1900, 2199)
+	hint := "check the data and timestamp.format"
+	for _, u := range epochUnits {
+		if u.name != format {
+			continue
+		}
+		// The largest unit that makes the time plausible (a smaller one gives a time in 1970).
+		for _, v := range epochUnits {
+			m := float64(t) / u.millis * v.millis
+			if v.name != format && float64(plausibleMin) <= m && m <= float64(plausibleMax) {
+				hint = fmt.Sprintf("are the times in %s? (set timestamp.format)", v.name)
+				break
+			}
+		}
+	}
+	p.onWarning(Warning{File: p.file, Line: p.line, Column: p.timeField,
+		Message: msg + ": " + hint + "; this warning is given once per input"})
+}
+
+// checkValues rejects a dimension value longer than a segment holds, and a multi-value row
+// of more values than a segment holds.
 func (p *fieldParser) checkValues(d int, v []string) error {
+	if len(v) > MaxRowValues {
+		return p.errf(p.sp.Schema.Dimensions[d].Name, "%d values, at most %d", len(v), MaxRowValues)
+	}
 	for _, s := range v {
 		if len(s) > columns.MaxValueBytes {
 			return p.errf(p.sp.Schema.Dimensions[d].Name, "value of %d bytes, at most %d", len(s), columns.MaxValueBytes)
@@ -206,6 +341,10 @@ func (p *fieldParser) checkValues(d int, v []string) error {
 	}
 	return nil
 }
+
+// MaxRowValues is the most values a multi-value dimension holds in one row (the columns
+// package's limit on the values of one row, which it does not export).
+const MaxRowValues = 1 << 20
 
 // setMetric parses metric i from its field's text; empty (or null) reads as 0.
 func (p *fieldParser) setMetric(row *columns.Row, i int, s string, null bool) error {
@@ -224,19 +363,15 @@ func (p *fieldParser) setMetric(row *columns.Row, i int, s string, null bool) er
 	}
 	switch p.kinds[i] {
 	case metLong:
-		n, err := strconv.ParseInt(s, 10, 64)
+		n, err := parseLong(s)
 		if err != nil {
-			f, ferr := strconv.ParseFloat(s, 64)
-			if ferr != nil || f != math.Trunc(f) || f < -(1<<63) || f >= 1<<63 {
-				return p.errf(p.sp.Schema.Metrics[i].Name, "not an integer: %q", s)
-			}
-			n = int64(f)
+			return p.errf(p.sp.Schema.Metrics[i].Name, "%v", err)
 		}
 		v.Long = n
 	case metDouble:
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-			return p.errf(p.sp.Schema.Metrics[i].Name, "not a finite number: %q", s)
+		f, err := parseDouble(s)
+		if err != nil {
+			return p.errf(p.sp.Schema.Metrics[i].Name, "%v", err)
 		}
 		v.Double = f
 	case metSketch:
@@ -247,4 +382,128 @@ func (p *fieldParser) setMetric(row *columns.Row, i int, s string, null bool) er
 	case metCount, metNone: // set above
 	}
 	return nil
+}
+
+// The number syntax of metrics and epoch times is decimal only: an optional sign, digits with
+// an optional fraction (digits on at least one side of the point), an optional exponent
+// (e or E, an optional sign, digits). Go's literal forms (1_000, 0x10, 0x1p4, 0b1, 0o7), inf
+// and nan are not numbers.
+
+// decimal is a number in that syntax: ±digits × 10^exp, exactly.
+type decimal struct {
+	neg    bool
+	digits string // significant digits: no leading or trailing zero; "" for zero
+	exp    int64  // clamped to ±(1<<40) for huge exponents
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// parseDecimal parses s in the decimal syntax; ok is false when s is not in it.
+func parseDecimal(s string) (d decimal, ok bool) {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		d.neg = s[i] == '-'
+		i++
+	}
+	start := i
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	intPart, frac := s[start:i], ""
+	if i < len(s) && s[i] == '.' {
+		i++
+		k := i
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		frac = s[k:i]
+	}
+	if intPart == "" && frac == "" {
+		return d, false
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		neg := false
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			neg = s[i] == '-'
+			i++
+		}
+		k := i
+		for i < len(s) && isDigit(s[i]) {
+			if d.exp < 1<<40 {
+				d.exp = d.exp*10 + int64(s[i]-'0')
+			}
+			i++
+		}
+		if i == k {
+			return d, false
+		}
+		if neg {
+			d.exp = -d.exp
+		}
+	}
+	if i != len(s) {
+		return d, false
+	}
+	digits := strings.TrimLeft(intPart+frac, "0")
+	d.exp -= int64(len(frac))
+	t := strings.TrimRight(digits, "0")
+	d.exp += int64(len(digits) - len(t))
+	d.digits = t
+	if t == "" {
+		d.exp = 0
+	}
+	return d, true
+}
+
+// int64 returns the decimal's value when it is an integer within int64.
+func (d decimal) int64() (n int64, isInt, inRange bool) {
+	if d.digits == "" {
+		return 0, true, true
+	}
+	if d.exp < 0 {
+		return 0, false, true
+	}
+	if int64(len(d.digits))+d.exp > 19 {
+		return 0, true, false
+	}
+	s := d.digits + strings.Repeat("0", int(d.exp))
+	if d.neg {
+		s = "-" + s
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, true, err == nil
+}
+
+// parseLong parses the text of a long metric: a decimal integer, or a decimal number whose
+// value is an integer (1.0, 1e3), exactly; never through float64, never clamped.
+func parseLong(s string) (int64, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, nil
+	}
+	d, ok := parseDecimal(s)
+	if !ok {
+		return 0, fmt.Errorf("not an integer: %q", s)
+	}
+	n, isInt, inRange := d.int64()
+	switch {
+	case !isInt:
+		return 0, fmt.Errorf("not an integer: %q", s)
+	case !inRange:
+		return 0, fmt.Errorf("integer out of range: %q", s)
+	}
+	return n, nil
+}
+
+// parseDouble parses the text of a double metric: a decimal number, rounded to the nearest
+// float64; one past the float64 range, inf and nan are errors.
+func parseDouble(s string) (float64, error) {
+	if _, ok := parseDecimal(s); !ok {
+		return 0, fmt.Errorf("not a finite number: %q", s)
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, fmt.Errorf("number out of range: %q", s)
+	}
+	return f, nil
 }

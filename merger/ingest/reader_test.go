@@ -152,7 +152,7 @@ func TestCSVReaderBadRows(t *testing.T) {
 	require.Equal(t, []string{
 		`bad.csv:2: column added: not an integer: "lots"`,
 		`bad.csv:3: column added: not an integer: "1.5"`,
-		`bad.csv:4: column added: not an integer: "1e19"`,
+		`bad.csv:4: column added: integer out of range: "1e19"`,
 		`bad.csv:5: column delta: not a finite number: "NaN"`,
 		`bad.csv:6: column delta: not a finite number: "x"`,
 		`bad.csv:7: column ts: missing time`,
@@ -178,7 +178,8 @@ func TestCSVReaderHeader(t *testing.T) {
 	bad("time,page,tags,body,added,d,user\n", `h.csv:1: timestamp: field "ts" is not in the header`)
 	bad("ts,tags,body,added,d,user\n", `h.csv:1: dimension page: field "page" is not in the header`)
 	bad("ts,page,tags,body,d,user\n", `h.csv:1: metric added: field "added" is not in the header`)
-	bad("ts,page,\"tags\n", `h.csv: header: parse error on line 1, column 15: extraneous or missing " in quoted-field`)
+	bad("ts,page,\"tags\n", `h.csv:1: header: malformed CSV: a quoted field is still open at the end of the input: is a quote unmatched?`)
+	bad("ts,page,\"ta\"gs\"\n", `h.csv:1: header: malformed CSV: extraneous or missing " in quoted-field`)
 
 	// An invalid spec is the spec's error.
 	_, err := NewCSVReader(&Spec{Input: InputSpec{Delimiter: "ab"}}, "h.csv", strings.NewReader("ts\n"))
@@ -273,13 +274,13 @@ func globs(msgs []string) []string {
 
 func TestNDJSONReaderLongLine(t *testing.T) {
 	sp := testSpec(t, nil)
-	in := `{"ts": 1}` + "\n" + `{"ts": 2, "body": "` + strings.Repeat("x", MaxLine) + `"}` + "\n"
+	in := `{"ts": 1}` + "\n" + `{"ts": 2, "body": "` + strings.Repeat("x", DefaultMaxRecordBytes) + `"}` + "\n"
 	rr, err := NewNDJSONReader(sp, "long.ndjson", strings.NewReader(in))
 	require.NoError(t, err)
 	rows, _, end := readAll(t, sp, rr)
 	require.Len(t, rows, 1)
 	require.ErrorIs(t, end, ErrInput)
-	require.EqualError(t, end, fmt.Sprintf("long.ndjson:2: line longer than %d bytes", MaxLine))
+	require.EqualError(t, end, fmt.Sprintf("long.ndjson:2: line longer than %d bytes (input.maxRecordBytes, --max-record-bytes)", DefaultMaxRecordBytes))
 
 	// The underlying reader's error ends the input, naming it.
 	rr, err = NewNDJSONReader(sp, "e.ndjson", io.MultiReader(strings.NewReader(`{"ts": 1}`+"\n"), errReader{}))

@@ -62,6 +62,9 @@ type Options struct {
 	MaxParseErrors int
 	// OnSkip, when set, is called with each row skipped.
 	OnSkip func(*RowError)
+	// OnWarning, when set, is called with each warning of the readers as it comes (see
+	// ReaderOptions.OnWarning); Result.Warnings lists them too.
+	OnWarning func(Warning)
 	// MaxRowsInMemory bounds the rows the Builder holds (after rollup): when it holds that many,
 	// they are persisted as a run. 0 means DefaultMaxRowsInMemory.
 	MaxRowsInMemory int
@@ -112,7 +115,8 @@ type Result struct {
 	Runs      int       // runs persisted and merged, over every segment
 	// Removed lists the files of a replaced series (Replace with RowsPerSegment) numbered past
 	// the new count, removed so that no glob of the series mixes old and new segments.
-	Removed []string
+	Removed  []string
+	Warnings []Warning // the readers' warnings, in order
 }
 
 // Segment describes one output segment.
@@ -341,7 +345,12 @@ func (r *runner) readInput(in Input, format Format, row *columns.Row) (err error
 		}()
 		src = rc
 	}
-	rr, err := NewReader(r.sp, format, in.Name, src)
+	rr, err := NewReaderOptions(r.sp, format, in.Name, src, ReaderOptions{Context: r.ctx, OnWarning: func(w Warning) {
+		r.res.Warnings = append(r.res.Warnings, w)
+		if r.opts.OnWarning != nil {
+			r.opts.OnWarning(w)
+		}
+	}})
 	if err != nil {
 		return err
 	}

@@ -60,6 +60,25 @@ type InputSpec struct {
 	// Fields maps a dimension to the input field it is read from; a dimension not listed
 	// reads the field of its name. Metrics name theirs in the schema's fieldName.
 	Fields map[string]string `json:"fields,omitempty"`
+	// MaxRecordBytes bounds the bytes of one record: a CSV record (all its lines) or an NDJSON
+	// line; 0 means DefaultMaxRecordBytes. A longer record is an error naming its line, and
+	// the memory a reader holds stays within a few times this bound.
+	MaxRecordBytes int64 `json:"maxRecordBytes,omitempty"`
+}
+
+// DefaultMaxRecordBytes is the default of InputSpec.MaxRecordBytes: 64 MiB.
+const DefaultMaxRecordBytes = 64 << 20
+
+// maxRecordBytes returns the record size limit of the spec.
+func (s *Spec) maxRecordBytes() int {
+	n := s.Input.MaxRecordBytes
+	switch {
+	case n <= 0:
+		return DefaultMaxRecordBytes
+	case n > math.MaxInt32:
+		return math.MaxInt32
+	}
+	return int(n)
 }
 
 // SpecHelp describes the spec's JSON and the input conventions, for users (segtool ingest
@@ -132,6 +151,9 @@ func decodeSpec(data []byte) (*Spec, error) {
 	if top == nil {
 		return nil, errors.New("the spec is null, want a JSON object")
 	}
+	if err := checkDuplicateKeys(data); err != nil {
+		return nil, err
+	}
 	sp := &Spec{}
 	strict := func(key string, into any) error {
 		raw, ok := top[key]
@@ -172,6 +194,87 @@ func decodeSpec(data []byte) (*Spec, error) {
 	return sp, nil
 }
 
+// checkDuplicateKeys reports the first key that appears twice in one object of the JSON value
+// data, at any depth (encoding/json would silently keep the last). data is valid JSON.
+func checkDuplicateKeys(data []byte) error {
+	type frame struct {
+		object bool
+		keys   map[string]bool
+		key    string // the object's current key
+		index  int    // the array's next index
+		path   string
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var stack []*frame
+	// child returns the path of the value that comes next in the top frame, and moves on.
+	child := func() string {
+		if len(stack) == 0 {
+			return ""
+		}
+		f := stack[len(stack)-1]
+		if f.object {
+			if f.path == "" {
+				return f.key
+			}
+			return f.path + "." + f.key
+		}
+		f.index++
+		return fmt.Sprintf("%s[%d]", f.path, f.index-1)
+	}
+	expectKey := func() bool {
+		return len(stack) > 0 && stack[len(stack)-1].object && stack[len(stack)-1].key == ""
+	}
+	for {
+		if expectKey() {
+			tok, err := dec.Token()
+			if err != nil {
+				return nil // not valid JSON: the decoder reports it
+			}
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				if len(stack) == 0 {
+					return nil
+				}
+				continue
+			}
+			k, _ := tok.(string)
+			f := stack[len(stack)-1]
+			if f.keys[k] {
+				if f.path == "" {
+					return fmt.Errorf("key %q appears twice", k)
+				}
+				return fmt.Errorf("%s: key %q appears twice", f.path, k)
+			}
+			f.keys[k] = true
+			f.key = k
+			continue
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		d, isDelim := tok.(json.Delim)
+		if isDelim && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			if len(stack) == 0 {
+				return nil
+			}
+			continue
+		}
+		path := child()
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].key = ""
+		}
+		if isDelim {
+			stack = append(stack, &frame{object: d == '{', keys: map[string]bool{}, path: path})
+			continue
+		}
+		if len(stack) == 0 {
+			return nil
+		}
+	}
+}
+
 // UnmarshalJSON implements json.Unmarshaler with ParseSpec.
 func (s *Spec) UnmarshalJSON(data []byte) error {
 	sp, err := ParseSpec(data)
@@ -199,7 +302,7 @@ func (s Spec) MarshalJSON() ([]byte, error) {
 		}
 	}
 	in := s.Input
-	if in.Format != "" || in.Delimiter != "" || in.MultiValueDelimiter != "" || in.NullValue != nil || len(in.Fields) > 0 {
+	if in.Format != "" || in.Delimiter != "" || in.MultiValueDelimiter != "" || in.NullValue != nil || len(in.Fields) > 0 || in.MaxRecordBytes != 0 {
 		if top["input"], err = json.Marshal(in); err != nil {
 			return nil, fmt.Errorf("ingest: spec: %w", err)
 		}
@@ -231,6 +334,9 @@ func (s *Spec) validate() error {
 		if n != len(d) || r == '"' || r == '\r' || r == '\n' || r == utf8.RuneError || r == 0 {
 			return fmt.Errorf("input.delimiter %q: want one character other than a quote or newline", d)
 		}
+	}
+	if s.Input.MaxRecordBytes < 0 {
+		return fmt.Errorf("input.maxRecordBytes %d: want a positive number of bytes (0: the default)", s.Input.MaxRecordBytes)
 	}
 	for col := range s.Input.Fields {
 		if s.Schema.Dimension(col) < 0 {
@@ -318,31 +424,60 @@ func timeParser(format string) (func(string) (int64, error), error) {
 	}, nil
 }
 
-// parseEpoch parses an integer, or a decimal when mul > 1, as a count of 1/mul seconds...
-// precisely: the result is value*mul/div milliseconds, rounded down, with no floating point.
+// parseEpoch parses a decimal integer, or when mul > 1 (seconds) a decimal number without an
+// exponent (see parseDecimal), as a count of mul/div milliseconds: the result is value*mul/div milliseconds,
+// rounded down, exactly (no floating point). A value out of the int64 range is an error.
 func parseEpoch(s string, mul, div int64) (int64, error) {
-	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err == nil {
 		if mul > 1 && (v > math.MaxInt64/mul || v < math.MinInt64/mul) {
 			return 0, fmt.Errorf("time %s out of range", s)
 		}
 		return floorDiv(v*mul, div), nil
 	}
-	if mul > 1 && s != "" && len(s) <= maxDecimalTime && !strings.ContainsAny(s, "eE/") {
-		// A decimal number of seconds: exact with big.Rat.
-		if r, ok := new(big.Rat).SetString(s); ok {
-			r.Mul(r, new(big.Rat).SetInt64(mul))
-			q := new(big.Int).Div(r.Num(), r.Denom()) // Euclidean: rounds down for a positive denominator
-			if q.IsInt64() {
-				return q.Int64(), nil
-			}
+	d, ok := parseDecimal(s)
+	if mul == 1 {
+		if ok && errors.Is(err, strconv.ErrRange) {
 			return 0, fmt.Errorf("time %s out of range", s)
 		}
+		return 0, fmt.Errorf("not an integer time: %q", s)
 	}
-	return 0, fmt.Errorf("not an integer time: %q", s)
+	if !ok || strings.ContainsAny(s, "eE") {
+		return 0, fmt.Errorf("not an integer time: %q", s)
+	}
+	if d.digits == "" {
+		return 0, nil
+	}
+	if int64(len(d.digits))+d.exp > 40 {
+		return 0, fmt.Errorf("time %s out of range", s)
+	}
+	if int64(len(d.digits))+d.exp < -40 { // |value| < 1e-40: rounds down to 0 or -1
+		if d.neg {
+			return -1, nil
+		}
+		return 0, nil
+	}
+	num, ok := new(big.Int).SetString(d.digits, 10)
+	if !ok {
+		return 0, fmt.Errorf("not a number: %q", s)
+	}
+	if d.neg {
+		num.Neg(num)
+	}
+	num.Mul(num, big.NewInt(mul))
+	den := big.NewInt(div)
+	ten := big.NewInt(10)
+	if d.exp > 0 {
+		num.Mul(num, new(big.Int).Exp(ten, big.NewInt(d.exp), nil))
+	} else if d.exp < 0 {
+		den.Mul(den, new(big.Int).Exp(ten, big.NewInt(-d.exp), nil))
+	}
+	q := new(big.Int).Div(num, den) // Euclidean: rounds down for a positive denominator
+	if !q.IsInt64() {
+		return 0, fmt.Errorf("time %s out of range", s)
+	}
+	return q.Int64(), nil
 }
-
-// maxDecimalTime bounds the text of a decimal time, so that a hostile field costs little.
-const maxDecimalTime = 64
 
 func floorDiv(a, b int64) int64 {
 	q := a / b

@@ -1,0 +1,441 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/columns"
+)
+
+// The regression tests of issue 11's "Input lost or damaged by ingest".
+
+const csvHeader = "ts,page,tags,body,added,d,user\n"
+
+// One unmatched quote costs its record's first line only: the error names the line where the
+// record starts, and reading goes on at the next line, whatever ends the bad record.
+func TestCSVUnmatchedQuote(t *testing.T) {
+	sp := testSpec(t, nil)
+	for _, c := range []struct {
+		name, in string
+		bad      []string
+	}{{
+		"open until the end",
+		csvHeader + "1,A,a,b,1,1,u\n" + "2,\"Main,a,b,1,1,u\n" + "3,C,a,b,1,1,u\n" + "4,D,a,b,1,1,u\n",
+		[]string{`q.csv:3: malformed CSV: a quoted field is still open at the end of the input: is a quote unmatched? (line 5)`},
+	}, {
+		"closed by a quote out of place",
+		csvHeader + "1,A,a,b,1,1,u\n" + "2,\"Main,a,b,1,1,u\n" + "3,C,a,b,1,1,u\n" + "4,D,a,\"b\",1,1,u\n",
+		[]string{`q.csv:3: malformed CSV: extraneous or missing " in quoted-field (line 5)`},
+	}, {
+		"closed well, with too few fields",
+		csvHeader + "1,A,a,b,1,1,u\n" + "2,\"Main,a,b,1,1,u\n" + "3,C,a,b,1,1,u\n" + "4,D,a,b\",1,1,u\n",
+		[]string{`q.csv:3: 5 fields, the header has 7 (a record over lines 3-5: is a quote unmatched?)`,
+			`q.csv:5: malformed CSV: bare " in non-quoted-field`},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			rr, err := NewCSVReader(sp, "q.csv", strings.NewReader(c.in))
+			require.NoError(t, err)
+			rows, bad, end := readAll(t, sp, rr)
+			require.NoError(t, end)
+			require.Equal(t, c.bad, bad)
+			var times []string
+			for _, r := range rows {
+				times = append(times, strings.Fields(r)[0])
+			}
+			want := []string{"1", "3", "4"}
+			if len(c.bad) == 2 {
+				want = []string{"1", "3"}
+			}
+			require.Equal(t, want, times)
+		})
+	}
+
+	// A quoted field over several lines is still one record; the line numbers count its lines.
+	rr, err := NewCSVReader(sp, "m.csv", strings.NewReader(csvHeader+"1,\"A\r\nB\",a,b,1,1,u\r\n\r\n2,A,a,\"x\"\"y\",lots,1,u\n3,A,a,b,1,1,u"))
+	require.NoError(t, err)
+	rows, bad, end := readAll(t, sp, rr)
+	require.NoError(t, end)
+	require.Equal(t, []string{`1 ["A\nB"] ["a"] ["b"] 1 1 1 ~1 0`, `3 ["A"] ["a"] ["b"] 1 1 1 ~1 0`}, rows)
+	require.Equal(t, []string{`m.csv:5: column added: not an integer: "lots"`}, bad)
+}
+
+// The parse-error budget: MaxParseErrors rows are skipped, the next fails the run; the rows
+// after a skipped unmatched quote are ingested.
+func TestRunParseErrorBudget(t *testing.T) {
+	sp := testSpec(t, nil)
+	in := csvHeader + "1,A,a,b,1,1,u\n" + "2,\"Main,a,b,1,1,u\n" + "3,C,a,b,1,1,u\n" + "4,D,a,b,1,1,u\n"
+	dir := t.TempDir()
+	var skipped []string
+	res, err := Run(context.Background(), sp, []Input{csvInput("q.csv", in)}, Options{
+		Out: filepath.Join(dir, "a.seg"), MaxParseErrors: 1, Durability: noSync,
+		OnSkip: func(e *RowError) { skipped = append(skipped, e.Error()) },
+	})
+	require.NoError(t, err)
+	require.Equal(t, int64(3), res.InputRows)
+	require.Equal(t, 1, res.Skipped)
+	require.Len(t, skipped, 1)
+	require.Contains(t, skipped[0], "q.csv:3: ")
+	require.Len(t, segRows(t, filepath.Join(dir, "a.seg")), 3)
+
+	in2 := in + "5,\"E,a,b,1,1,u\n6,F,a,b,1,1,u\n"
+	_, err = Run(context.Background(), sp, []Input{csvInput("q.csv", in2)}, Options{
+		Out: filepath.Join(dir, "b.seg"), MaxParseErrors: 1, Durability: noSync,
+	})
+	require.ErrorIs(t, err, ErrRow)
+	require.ErrorContains(t, err, "q.csv:6: malformed CSV")
+	require.NoFileExists(t, filepath.Join(dir, "b.seg"))
+}
+
+// endless reads c forever, counting the bytes it gives.
+type endless struct {
+	c byte
+	n int64
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = e.c
+	}
+	e.n += int64(len(p))
+	return len(p), nil
+}
+
+// A record has a size limit: endless input fails at once with an error naming the line,
+// having read little more than the limit.
+func TestMaxRecordBytes(t *testing.T) {
+	for _, c := range []byte{0, 'a'} {
+		sp := testSpec(t, nil)
+		src := &endless{c: c}
+		_, err := NewCSVReader(sp, "zero.csv", src)
+		require.ErrorIs(t, err, ErrInput)
+		require.EqualError(t, err, fmt.Sprintf("zero.csv:1: line longer than %d bytes (input.maxRecordBytes, --max-record-bytes)", DefaultMaxRecordBytes))
+		require.Less(t, src.n, int64(DefaultMaxRecordBytes+256<<10))
+
+		sp.Input.MaxRecordBytes = 1000
+		src = &endless{c: c}
+		rr, err := NewCSVReader(sp, "z.csv", io.MultiReader(strings.NewReader(csvHeader+"1,A,a,b,1,1,u\n"), src))
+		require.NoError(t, err)
+		rows, _, end := readAll(t, sp, rr)
+		require.Len(t, rows, 1)
+		require.ErrorIs(t, end, ErrInput)
+		require.EqualError(t, end, "z.csv:3: line longer than 1000 bytes (input.maxRecordBytes, --max-record-bytes)")
+		require.Less(t, src.n, int64(256<<10))
+
+		src = &endless{c: c}
+		nr, err := NewNDJSONReader(sp, "z.ndjson", io.MultiReader(strings.NewReader(`{"ts": 1}`+"\n"), src))
+		require.NoError(t, err)
+		rows, _, end = readAll(t, sp, nr)
+		require.Len(t, rows, 1)
+		require.ErrorIs(t, end, ErrInput)
+		require.EqualError(t, end, "z.ndjson:2: line longer than 1000 bytes (input.maxRecordBytes, --max-record-bytes)")
+		require.Less(t, src.n, int64(256<<10))
+	}
+
+	// A record of several lines over the limit (an unmatched quote) is a row error at its
+	// first line; reading goes on at the next line.
+	sp := testSpec(t, func(sp *Spec) { sp.Input.MaxRecordBytes = 100 })
+	long := strings.Repeat("2,A,a,b,1,1,u\n", 20)
+	rr, err := NewCSVReader(sp, "q.csv", strings.NewReader(csvHeader+"1,\"A,a,b,1,1,u\n"+long))
+	require.NoError(t, err)
+	rows, bad, end := readAll(t, sp, rr)
+	require.NoError(t, end)
+	require.Len(t, rows, 20)
+	require.Equal(t, []string{`q.csv:2: malformed CSV: record longer than 100 bytes (input.maxRecordBytes, --max-record-bytes): is a quote unmatched? (line 9)`}, bad)
+
+	// The limit holds for what is read again after a bad record too.
+	sc := csvScanner{br: newInput(nil, strings.NewReader("b\n")), pending: []byte(strings.Repeat("a", 150) + "\n"), file: "p.csv", comma: []byte(","), max: 100}
+	_, err = sc.next()
+	require.EqualError(t, err, "p.csv:1: line longer than 100 bytes (input.maxRecordBytes, --max-record-bytes)")
+	sc = csvScanner{br: newInput(nil, strings.NewReader(strings.Repeat("a", 150)+"\n")), pending: []byte("\"x\n"), file: "p.csv", comma: []byte(","), max: 100}
+	_, err = sc.next()
+	require.EqualError(t, err, "p.csv:1: malformed CSV: record longer than 100 bytes (input.maxRecordBytes, --max-record-bytes): is a quote unmatched? (line 2)")
+
+	// Exactly at the limit is fine.
+	sp = testSpec(t, func(sp *Spec) { sp.Input.MaxRecordBytes = int64(len(csvHeader)) })
+	rr, err = NewCSVReader(sp, "e.csv", strings.NewReader(csvHeader+"1,A,a,b,1,1,u\n"))
+	require.NoError(t, err)
+	rows, _, end = readAll(t, sp, rr)
+	require.NoError(t, end)
+	require.Len(t, rows, 1)
+
+	// The spec's limit is validated and round-trips.
+	sp.Input.MaxRecordBytes = -1
+	require.ErrorIs(t, sp.Validate(), ErrSpec)
+	sp2, err := ParseSpec([]byte(`{"input": {"maxRecordBytes": 5000}, "dimensions": []}`))
+	require.NoError(t, err)
+	require.Equal(t, int64(5000), sp2.Input.MaxRecordBytes)
+}
+
+// cancelAfter reads c, cancelling its context once it has given n bytes.
+type cancelAfter struct {
+	endless
+	limit  int64
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfter) Read(p []byte) (int, error) {
+	if c.n >= c.limit {
+		c.cancel()
+	}
+	return c.endless.Read(p)
+}
+
+// A cancellation is noticed inside a long record, at the next read of the input.
+func TestReaderContext(t *testing.T) {
+	sp := testSpec(t, nil)
+	for _, format := range []Format{CSV, NDJSON} {
+		ctx, cancel := context.WithCancel(context.Background())
+		src := &cancelAfter{endless: endless{c: 'a'}, limit: 1 << 20, cancel: cancel}
+		head := csvHeader + "1,\""
+		if format == NDJSON {
+			head = `{"ts": 1, "page": "`
+		}
+		rr, err := NewReaderOptions(sp, format, "c", io.MultiReader(strings.NewReader(head), src), ReaderOptions{Context: ctx})
+		require.NoError(t, err)
+		row := sp.NewRow()
+		err = rr.Read(&row)
+		require.ErrorIs(t, err, context.Canceled)
+		require.EqualError(t, err, "ingest: context canceled")
+		require.Less(t, src.n, int64(1<<20+256<<10), format)
+		cancel()
+	}
+}
+
+// Values over a segment's limits are row errors at parse time, naming the line, which
+// MaxParseErrors can skip.
+func TestValueLimits(t *testing.T) {
+	sp := testSpec(t, nil)
+	many := strings.Repeat("x|", MaxRowValues) + "x" // one value too many
+	long := strings.Repeat("y", columns.MaxValueBytes+1)
+	in := csvHeader + "1,A," + many + ",b,1,1,u\n" + "2," + long + ",a,b,1,1,u\n" + "3,A,a," + long + ",1,1,u\n" + "4,A,a,b,1,1,u\n"
+	rr, err := NewCSVReader(sp, "v.csv", strings.NewReader(in))
+	require.NoError(t, err)
+	rows, bad, end := readAll(t, sp, rr)
+	require.NoError(t, end)
+	require.Len(t, rows, 1)
+	require.Equal(t, []string{
+		fmt.Sprintf("v.csv:2: column tags: %d values, at most %d", MaxRowValues+1, MaxRowValues),
+		fmt.Sprintf("v.csv:3: column page: value of %d bytes, at most %d", len(long), columns.MaxValueBytes),
+		fmt.Sprintf("v.csv:4: column body: value of %d bytes, at most %d", len(long), columns.MaxValueBytes),
+	}, bad)
+
+	// Exactly MaxRowValues values are fine.
+	ok := strings.Repeat("x|", MaxRowValues-1) + "x"
+	nd := `{"ts": 1, "tags": ["` + strings.Repeat(`x", "`, MaxRowValues) + `x"]}` + "\n" + `{"ts": 2, "tags": "` + ok + `"}` + "\n"
+	nr, err := NewNDJSONReader(sp, "v.ndjson", strings.NewReader(nd))
+	require.NoError(t, err)
+	rows, bad, end = readAll(t, sp, nr)
+	require.NoError(t, end)
+	require.Len(t, rows, 1)
+	require.Equal(t, []string{fmt.Sprintf("v.ndjson:1: column tags: %d values, at most %d", MaxRowValues+1, MaxRowValues)}, bad)
+
+	dir := t.TempDir()
+	res, err := Run(context.Background(), sp, []Input{csvInput("v.csv", in)}, Options{
+		Out: filepath.Join(dir, "v.seg"), MaxParseErrors: 3, Durability: noSync})
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Skipped)
+	require.Equal(t, int64(1), res.InputRows)
+	_, err = Run(context.Background(), sp, []Input{csvInput("v.csv", in)}, Options{
+		Out: filepath.Join(dir, "w.seg"), MaxParseErrors: 2, Durability: noSync})
+	require.ErrorIs(t, err, ErrRow)
+	require.ErrorContains(t, err, "v.csv:4: column body: value of ")
+}
+
+// Numbers are decimal: Go's literal forms are not numbers, nothing is clamped or rounded
+// through float64.
+func TestStrictNumbers(t *testing.T) {
+	for s, want := range map[string]int64{
+		"0": 0, "-0": 0, "+7": 7, "9223372036854775807": math.MaxInt64, "-9223372036854775808": math.MinInt64,
+		"9007199254740993.0": 9007199254740993, "9007199254740993.000": 9007199254740993, "1e3": 1000,
+		"1.5e1": 15, "100e-2": 1, "0.0e5": 0, "-92233720368547758.08e2": math.MinInt64, "007": 7, "5.": 5,
+	} {
+		got, err := parseLong(s)
+		require.NoError(t, err, s)
+		require.Equal(t, want, got, s)
+	}
+	for s, want := range map[string]string{
+		"1_000": "not an integer", "0x10": "not an integer", "0x1p4": "not an integer", "1_0.5": "not an integer",
+		"0b1": "not an integer", "0o7": "not an integer", "1.5": "not an integer", "1e-1": "not an integer",
+		"-9223372036854775809": "integer out of range", "9223372036854775808": "integer out of range",
+		"9223372036854775807.5": "not an integer", "1e19": "integer out of range", "1e999999999999": "integer out of range",
+		"inf": "not an integer", "NaN": "not an integer", "": "not an integer", ".": "not an integer", "1e": "not an integer",
+		"- 1": "not an integer", "1 ": "not an integer", "--1": "not an integer", "1e+": "not an integer",
+	} {
+		_, err := parseLong(s)
+		require.ErrorContains(t, err, want+": "+fmt.Sprintf("%q", s), s)
+	}
+	for s, want := range map[string]float64{
+		"1.5": 1.5, "-0.25e2": -25, ".5": 0.5, "1e-400": 0, "9007199254740993": 9007199254740992, "+3": 3,
+	} {
+		got, err := parseDouble(s)
+		require.NoError(t, err, s)
+		require.Equal(t, want, got, s)
+	}
+	for s, want := range map[string]string{
+		"1_000": "not a finite number", "0x1p4": "not a finite number", "1_0.5": "not a finite number",
+		"inf": "not a finite number", "+Inf": "not a finite number", "NaN": "not a finite number",
+		"Infinity": "not a finite number", "1e400": "number out of range", "-1e400": "number out of range",
+	} {
+		_, err := parseDouble(s)
+		require.ErrorContains(t, err, want+": "+fmt.Sprintf("%q", s), s)
+	}
+
+	// Epoch times: the same syntax; seconds may have a fraction, exactly.
+	for _, c := range []struct {
+		format, in string
+		want       int64
+	}{
+		{"millis", "9007199254740993", 9007199254740993},
+		{"seconds", "9007199254740.993", 9007199254740993},
+		{"seconds", "9007199254740.9939", 9007199254740993},
+		{"seconds", "+1", 1000},
+	} {
+		p, err := timeParser(c.format)
+		require.NoError(t, err)
+		got, err := p(c.in)
+		require.NoError(t, err, c.in)
+		require.Equal(t, c.want, got, c.in)
+	}
+	for _, c := range []struct{ format, in, want string }{
+		{"millis", "1_000", "not an integer time"}, {"millis", "0x10", "not an integer time"},
+		{"millis", "9007199254740993.0", "not an integer time"},
+		{"millis", "-9223372036854775809", "time -9223372036854775809 out of range"},
+		{"seconds", "1_000", "not an integer time"}, {"seconds", "0x10", "not an integer time"},
+		{"seconds", "1_0.5", "not an integer time"}, {"seconds", "0x1p4", "not an integer time"},
+		{"seconds", "99999999999999999999999999999999999999999.5", "out of range"},
+		{"micros", "0b1", "not an integer time"},
+	} {
+		p, err := timeParser(c.format)
+		require.NoError(t, err)
+		_, err = p(c.in)
+		require.ErrorContains(t, err, c.want, c.in)
+	}
+
+	// Through a reader: each is a row error naming the line.
+	sp := testSpec(t, nil)
+	in := csvHeader + "1,A,a,b,1_000,1,u\n2,A,a,b,-9223372036854775809,1,u\n3,A,a,b,1,0x1p4,u\n" +
+		"4,A,a,b,9007199254740993.0,1_0.5,u\n5,A,a,b,9007199254740993.0,1,u\n"
+	rr, err := NewCSVReader(sp, "n.csv", strings.NewReader(in))
+	require.NoError(t, err)
+	rows, bad, end := readAll(t, sp, rr)
+	require.NoError(t, end)
+	require.Equal(t, []string{`5 ["A"] ["a"] ["b"] 1 9007199254740993 1 ~1 0`}, rows)
+	require.Equal(t, []string{
+		`n.csv:2: column added: not an integer: "1_000"`,
+		`n.csv:3: column added: integer out of range: "-9223372036854775809"`,
+		`n.csv:4: column delta: not a finite number: "0x1p4"`,
+		`n.csv:5: column delta: not a finite number: "1_0.5"`,
+	}, bad)
+}
+
+// Times outside columns.MinTime..MaxTime are row errors; a time outside the plausible years
+// gets one warning per input, naming the file, the line, the value, the unit and a hint.
+func TestTimeRangeAndWarning(t *testing.T) {
+	sp := testSpec(t, nil)
+	in := csvHeader + "-9223372036854775808,A,a,b,1,1,u\n9223372036854775807,A,a,b,1,1,u\n" +
+		fmt.Sprint(columns.MaxTime) + ",A,a,b,1,1,u\n1714564800123,A,a,b,1,1,u\n"
+	var warns []Warning
+	rr, err := NewReaderOptions(sp, CSV, "t.csv", strings.NewReader(in), ReaderOptions{OnWarning: func(w Warning) { warns = append(warns, w) }})
+	require.NoError(t, err)
+	rows, bad, end := readAll(t, sp, rr)
+	require.NoError(t, end)
+	require.Len(t, rows, 2)
+	require.Equal(t, []string{
+		fmt.Sprintf(`t.csv:2: column ts: time "-9223372036854775808" out of range (%d..%d milliseconds since the epoch)`, columns.MinTime, columns.MaxTime),
+		fmt.Sprintf(`t.csv:3: column ts: time "9223372036854775807" out of range (%d..%d milliseconds since the epoch)`, columns.MinTime, columns.MaxTime),
+	}, bad)
+	require.Len(t, warns, 1)
+	require.Equal(t, 4, warns[0].Line)
+
+	// Seconds given on millisecond data: year 56300, once per input.
+	sp = testSpec(t, func(sp *Spec) { sp.Timestamp.Format = "seconds" })
+	for _, format := range []Format{CSV, NDJSON} {
+		warns = nil
+		in := csvHeader + "1714564800,A,a,b,1,1,u\n1714564800123,A,a,b,1,1,u\n1714564800124,A,a,b,1,1,u\n"
+		if format == NDJSON {
+			in = `{"ts": 1714564800}` + "\n" + `{"ts": 1714564800123}` + "\n" + `{"ts": 1714564800124}` + "\n"
+		}
+		rr, err = NewReaderOptions(sp, format, "w", strings.NewReader(in), ReaderOptions{OnWarning: func(w Warning) { warns = append(warns, w) }})
+		require.NoError(t, err)
+		rows, bad, end = readAll(t, sp, rr)
+		require.NoError(t, end)
+		require.Empty(t, bad)
+		require.Len(t, rows, 3)
+		line := 3
+		if format == NDJSON {
+			line = 2
+		}
+		require.Equal(t, []Warning{{File: "w", Line: line, Column: "ts", Message: `time "1714564800123" read as seconds is in year 56302, outside 1900..2199: are the times in millis? (set timestamp.format); this warning is given once per input`}}, warns)
+	}
+
+	// Through Run: in Result.Warnings and to OnWarning.
+	var got []Warning
+	dir := t.TempDir()
+	res, err := Run(context.Background(), sp, []Input{csvInput("a.csv", csvHeader+"1714564800123,A,a,b,1,1,u\n"), csvInput("b.csv", csvHeader+"-2714564800,A,a,b,1,1,u\n")},
+		Options{Out: filepath.Join(dir, "w.seg"), Durability: noSync, OnWarning: func(w Warning) { got = append(got, w) }})
+	require.NoError(t, err)
+	require.Len(t, res.Warnings, 2)
+	require.Equal(t, res.Warnings, got)
+	require.Equal(t, "b.csv:2: column ts: time \"-2714564800\" read as seconds is in year 1883, outside 1900..2199: are the times in millis? (set timestamp.format); this warning is given once per input", got[1].String())
+
+	// A layout: no unit to suggest.
+	sp = testSpec(t, func(sp *Spec) { sp.Timestamp.Format = "rfc3339" })
+	warns = nil
+	rr, err = NewReaderOptions(sp, CSV, "r.csv", strings.NewReader(csvHeader+"2024-05-01T00:00:00Z,A,a,b,1,1,u\n1800-01-01T00:00:00Z,A,a,b,1,1,u\n"),
+		ReaderOptions{OnWarning: func(w Warning) { warns = append(warns, w) }})
+	require.NoError(t, err)
+	rows, _, end = readAll(t, sp, rr)
+	require.NoError(t, end)
+	require.Len(t, rows, 2)
+	require.Len(t, warns, 1)
+	require.Equal(t, "r.csv:3: column ts: time \"1800-01-01T00:00:00Z\" read as rfc3339 is in year 1800, outside 1900..2199: check the data and timestamp.format; this warning is given once per input", warns[0].String())
+}
+
+// A byte-order mark is skipped before a quoted CSV header and before NDJSON.
+func TestBOM(t *testing.T) {
+	sp := testSpec(t, nil)
+	for _, in := range []string{
+		"\ufeff\"ts\",\"page\",\"tags\",\"body\",\"added\",\"d\",\"user\"\n1,A,a,b,1,1,u\n",
+		"\ufeffts,page,tags,body,added,d,user\n1,A,a,b,1,1,u\n",
+	} {
+		rr, err := NewCSVReader(sp, "b.csv", strings.NewReader(in))
+		require.NoError(t, err, in)
+		rows, bad, end := readAll(t, sp, rr)
+		require.NoError(t, end)
+		require.Empty(t, bad)
+		require.Equal(t, []string{`1 ["A"] ["a"] ["b"] 1 1 1 ~1 0`}, rows)
+	}
+	rr, err := NewNDJSONReader(sp, "b.ndjson", strings.NewReader("\ufeff"+`{"ts": 1, "page": "A"}`+"\n"+"\ufeff"+`{"ts": 2}`+"\n"))
+	require.NoError(t, err)
+	rows, bad, end := readAll(t, sp, rr)
+	require.NoError(t, end)
+	require.Len(t, rows, 1)
+	require.Len(t, bad, 1) // only the input's first bytes may be a mark
+	require.Contains(t, bad[0], "b.ndjson:2: not a JSON object")
+}
+
+// A key twice in one object of the spec is an error naming it, at any depth.
+func TestSpecDuplicateKeys(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"granularity": "hour", "dimensions": [], "granularity": "day"}`:                     `key "granularity" appears twice`,
+		`{"timestamp": {"field": "a", "format": "millis", "field": "b"}}`:                     `timestamp: key "field" appears twice`,
+		`{"dimensions": [{"name": "a"}, {"name": "b", "raw": true, "name": "c"}]}`:            `dimensions[1]: key "name" appears twice`,
+		`{"input": {"fields": {"page": "x", "page": "y"}}, "dimensions": [{"name": "page"}]}`: `input.fields: key "page" appears twice`,
+		`{"metrics": [{"name": "n", "aggregator": "count", "aggregator": "longSum"}]}`:        `metrics[0]: key "aggregator" appears twice`,
+		`{"x": [[{"a": 1}, {"a": 1, "a": 2}]]}`:                                               `x[0][1]: key "a" appears twice`,
+	} {
+		_, err := ParseSpec([]byte(in))
+		require.ErrorIs(t, err, ErrSpec, in)
+		require.EqualError(t, err, want, in)
+	}
+	// The same key in different objects is fine.
+	_, err := ParseSpec([]byte(`{"dimensions": [{"name": "a"}, {"name": "b"}], "metrics": [{"name": "n", "aggregator": "count"}]}`))
+	require.NoError(t, err)
+}
