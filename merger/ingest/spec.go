@@ -132,7 +132,8 @@ as the empty string, since a segment has no null inside a list; an empty array i
 // "__time" and the multi-value delimiter "|". Errors wrap ErrSpec (and, for the schema,
 // columns.ErrSchema).
 func ParseSpec(data []byte) (*Spec, error) {
-	sp, err := decodeSpec(data)
+	// A byte-order mark, as editors on Windows write, is not part of the JSON.
+	sp, err := decodeSpec(bytes.TrimPrefix(data, []byte("\ufeff")))
 	if err != nil {
 		return nil, specErr(err)
 	}

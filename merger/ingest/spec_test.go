@@ -76,6 +76,9 @@ func TestParseSpec(t *testing.T) {
 	sp, err = ParseSpec([]byte(`{"dimensions": [{"name": "page"}], "metrics": []}`))
 	require.NoError(t, err)
 	require.Equal(t, "__time", sp.Timestamp.Field)
+	bom, err := ParseSpec([]byte("\ufeff" + `{"dimensions": [{"name": "page"}], "metrics": []}`))
+	require.NoError(t, err, "a spec saved with a byte-order mark")
+	require.Equal(t, sp, bom)
 	require.Equal(t, "page", sp.DimensionField(sp.Schema.Dimensions[0]))
 
 	bad := func(js, want string) {
