@@ -133,10 +133,14 @@ func (s *Segment) openError(p *PartInfo, err error) error {
 	return partError(p.Column, p.Kind, err)
 }
 
-// checkAtOpen checks a part's CRC while the segment opens; the error names the column and the
-// part (Open names the file).
+// checkAtOpen checks a part's CRC while the segment opens (unless OpenOptions trusted it);
+// the error names the column and the part (Open names the file).
 func (s *Segment) checkAtOpen(p *PartInfo) error {
-	r, err := s.checkOf(p).compute(context.Background())
+	pc := s.checkOf(p)
+	if pc.res.Load() == checkTrusted {
+		return nil
+	}
+	r, err := pc.compute(context.Background())
 	if err != nil {
 		return partError(p.Column, p.Kind, err)
 	}
@@ -149,7 +153,8 @@ func (s *Segment) checkAtOpen(p *PartInfo) error {
 // TrustChecksums marks every part not checked yet as checked, without reading it: later reads
 // skip the CRC check, and cost nothing more. It is for a caller that has just checked the bytes
 // another way (the file it wrote and read back, Verify on another Segment of the same file) or
-// knowingly takes damaged bytes for good ones. A part already found bad stays bad. Verify and
+// knowingly takes damaged bytes for good ones. A part already found bad stays bad, and Open
+// has checked the dictionaries already (OpenOptions.TrustChecksums skips that too). Verify and
 // VerifyChecksums still compute the CRC of a trusted part. Safe to call concurrently with reads.
 func (s *Segment) TrustChecksums() {
 	for i := range s.checks {

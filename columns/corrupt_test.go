@@ -297,7 +297,7 @@ func TestOpenFile(t *testing.T) {
 
 	calls := sysDefaultCopy()
 	calls.Mmap = func(int, int64, int, int, int) ([]byte, error) { return nil, errUnsupportedForTest() }
-	seg, err = openWith(path, calls)
+	seg, err = openWith(path, calls, OpenOptions{})
 	require.NoError(t, err)
 	require.Nil(t, seg.src.data, "fell back to ReadAt")
 	require.NoError(t, readAll(seg))
@@ -305,7 +305,7 @@ func TestOpenFile(t *testing.T) {
 
 	calls = sysDefaultCopy()
 	calls.Mmap = func(int, int64, int, int, int) ([]byte, error) { return nil, os.ErrPermission }
-	_, err = openWith(path, calls)
+	_, err = openWith(path, calls, OpenOptions{})
 	require.ErrorIs(t, err, os.ErrPermission)
 
 	require.NoError(t, os.WriteFile(path, good[:3], 0o644))

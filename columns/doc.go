@@ -168,7 +168,9 @@
 // The whole cost is one CRC-32C pass over each part read (several GB/s with the CPU's CRC
 // instruction), usually a few percent of decoding it. Callers that have just checked the bytes
 // avoid even that: VerifyChecksums and Verify mark every part they check as checked, and
-// TrustChecksums marks every part as checked without reading it (for a file the caller wrote
-// and read back, or verified through another Segment). Verify also decodes everything and
+// TrustChecksums marks every part as checked without reading it, and OpenWith or
+// NewSegmentWith with OpenOptions.TrustChecksums opens a segment that way, skipping the
+// dictionaries' check too (for a file the caller wrote and read back, or verified through
+// another Segment). Verify also decodes everything and
 // checks every invariant the format states.
 package columns

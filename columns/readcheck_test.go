@@ -435,6 +435,22 @@ func TestReadCheckOnce(t *testing.T) {
 	require.NoError(t, s.VerifyChecksums())
 	require.Equal(t, dicts+nparts-dicts, s.crcPasses.Load(), "VerifyChecksums checks trusted parts")
 
+	// Trusted from Open: not even the dictionaries are checked.
+	s, err = NewSegmentWith(bytes.NewReader(good), int64(len(good)), OpenOptions{TrustChecksums: true})
+	require.NoError(t, err)
+	got, err = readEveryColumn(s)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.Zero(t, s.crcPasses.Load())
+	path := filepath.Join(t.TempDir(), "a.seg")
+	require.NoError(t, os.WriteFile(path, good, 0o644))
+	s, err = OpenWith(path, OpenOptions{TrustChecksums: true})
+	require.NoError(t, err)
+	_, err = readEveryColumn(s)
+	require.NoError(t, err)
+	require.Zero(t, s.crcPasses.Load())
+	require.NoError(t, s.Close())
+
 	// A flip in a long metric's values that still decodes: trusted, it reads as a wrong value;
 	// checked, every read fails the same way, the CRC computed once.
 	s = open(good)

@@ -33,7 +33,8 @@ import (
 // atomic load), and a mismatch is remembered, so every read of a damaged part fails with an
 // error wrapping ErrCorrupt that names the file, the column and the part. VerifyChecksums and
 // Verify check every part at once, and the reads that follow compute nothing again;
-// TrustChecksums skips the checks for bytes the caller has just checked another way. The
+// TrustChecksums (or OpenOptions.TrustChecksums, from Open on) skips the checks for bytes the
+// caller has just checked another way. The
 // invariants that need the whole data (dictionary order, ids against bitmaps, ...) are checked
 // by Verify only.
 type Segment struct {
@@ -56,9 +57,22 @@ type Segment struct {
 
 // Open opens a segment file. On Linux it maps the file (read-only, shared); elsewhere, or if
 // the mapping fails as unsupported, it reads with ReadAt. Close unmaps or closes the file.
-func Open(path string) (*Segment, error) { return openWith(path, &sys.Default) }
+func Open(path string) (*Segment, error) { return openWith(path, &sys.Default, OpenOptions{}) }
 
-func openWith(path string, calls *sys.Calls) (*Segment, error) {
+// OpenOptions are the options of OpenWith and NewSegmentWith. The zero value is what Open and
+// NewSegment do.
+type OpenOptions struct {
+	// TrustChecksums skips every CRC check of the read path, Open's check of the dictionaries
+	// included: the segment is opened as if TrustChecksums were called first. It is for a file
+	// whose bytes the caller has just checked (see Segment.TrustChecksums); damaged bytes then
+	// give wrong answers or decoding errors rather than a checksum error.
+	TrustChecksums bool
+}
+
+// OpenWith is Open with options.
+func OpenWith(path string, o OpenOptions) (*Segment, error) { return openWith(path, &sys.Default, o) }
+
+func openWith(path string, calls *sys.Calls, o OpenOptions) (*Segment, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("columns: open: %w", err)
@@ -70,7 +84,7 @@ func openWith(path string, calls *sys.Calls) (*Segment, error) {
 	size := st.Size()
 	if size < int64(headerSize+trailerSize) || size > math.MaxInt {
 		// Too small to map usefully (a zero-length mapping is an error); let the checks say why.
-		s, err := newSegment(source{r: f, size: size}, f.Close)
+		s, err := newSegment(source{r: f, size: size}, f.Close, o)
 		if err != nil {
 			return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), f.Close())
 		}
@@ -82,7 +96,7 @@ func openWith(path string, calls *sys.Calls) (*Segment, error) {
 		if !errors.Is(err, sys.ErrUnsupported) {
 			return nil, multierr.Join(fmt.Errorf("columns: open %s: mmap: %w", path, err), f.Close())
 		}
-		s, err := newSegment(source{r: f, size: size}, f.Close)
+		s, err := newSegment(source{r: f, size: size}, f.Close, o)
 		if err != nil {
 			return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), f.Close())
 		}
@@ -99,7 +113,7 @@ func openWith(path string, calls *sys.Calls) (*Segment, error) {
 		}
 		return nil
 	}
-	s, err := newSegment(source{data: data, size: size}, unmap)
+	s, err := newSegment(source{data: data, size: size}, unmap, o)
 	if err != nil {
 		return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), unmap())
 	}
@@ -110,22 +124,27 @@ func openWith(path string, calls *sys.Calls) (*Segment, error) {
 // NewSegment reads a segment of size bytes from r, which must allow concurrent ReadAt calls (as
 // io.ReaderAt promises) and stay readable until the segment is closed. Close does not close r.
 func NewSegment(r io.ReaderAt, size int64) (*Segment, error) {
+	return NewSegmentWith(r, size, OpenOptions{})
+}
+
+// NewSegmentWith is NewSegment with options.
+func NewSegmentWith(r io.ReaderAt, size int64, o OpenOptions) (*Segment, error) {
 	if r == nil || size < 0 {
 		return nil, fmt.Errorf("columns: NewSegment: nil reader or negative size: %w", ErrInvalid)
 	}
-	return newSegment(source{r: r, size: size}, nil)
+	return newSegment(source{r: r, size: size}, nil, o)
 }
 
 // NewSegmentBytes reads a segment from b without copying; b must not change while the segment
 // is in use.
 func NewSegmentBytes(b []byte) (*Segment, error) {
 	if len(b) == 0 {
-		return newSegment(source{r: bytes.NewReader(nil), size: 0}, nil)
+		return newSegment(source{r: bytes.NewReader(nil), size: 0}, nil, OpenOptions{})
 	}
-	return newSegment(source{data: b, size: int64(len(b))}, nil)
+	return newSegment(source{data: b, size: int64(len(b))}, nil, OpenOptions{})
 }
 
-func newSegment(src source, closeFn func() error) (*Segment, error) {
+func newSegment(src source, closeFn func() error, o OpenOptions) (*Segment, error) {
 	s := &Segment{src: src, closeFn: closeFn}
 	size := src.size
 	if size < int64(headerSize+trailerSize) {
@@ -172,6 +191,9 @@ func newSegment(src source, closeFn func() error) (*Segment, error) {
 	s.checks = make([]partCheck, len(f.parts))
 	for i := range s.checks {
 		s.checks[i].seg, s.checks[i].part = s, &f.parts[i]
+	}
+	if o.TrustChecksums {
+		s.TrustChecksums()
 	}
 	if err := s.parseColumns(); err != nil {
 		return nil, err
