@@ -21,58 +21,63 @@ import (
 type partCheck struct {
 	seg  *Segment
 	part *PartInfo
-	res  atomic.Pointer[checkResult] // nil until checked (or trusted)
+	// state is the part's check state in one atomic word: the state (checkState) in the high
+	// half, and for checkBad the CRC of the part's bytes in the low half.
+	state atomic.Uint64
 }
 
-// checkResult is what a part's check found: the part matched, was trusted without a check, or
-// did not match (got is the CRC of its bytes).
-type checkResult struct {
-	bad bool
-	got uint32
-}
+// checkState is what a part's check found.
+type checkState uint64
 
-var (
-	checkedOK    = &checkResult{}
-	checkTrusted = &checkResult{}
+const (
+	checkNone    checkState = iota // not checked yet
+	checkGood                      // the bytes match the footer's CRC
+	checkTrusted                   // not checked: TrustChecksums or OpenOptions said so
+	checkBad                       // the bytes do not match
 )
+
+func (pc *partCheck) load() (checkState, uint32) {
+	w := pc.state.Load()
+	return checkState(w >> 32), uint32(w)
+}
 
 // check returns nil when the part's bytes match the footer's CRC (or were trusted), computing
 // the CRC on the first call; otherwise an error wrapping ErrCorrupt that names the file, the
-// column and the part.
+// column and the part. After the first call it costs an atomic load.
 func (pc *partCheck) check() error {
-	if r := pc.res.Load(); r == checkedOK || r == checkTrusted {
+	if st := checkState(pc.state.Load() >> 32); st == checkGood || st == checkTrusted {
 		return nil
 	}
 	return pc.checkSlow()
 }
 
 func (pc *partCheck) checkSlow() error {
-	r := pc.res.Load()
-	if r == nil {
+	st, got := pc.load()
+	if st == checkNone {
 		var err error
-		if r, err = pc.compute(context.Background()); err != nil {
+		if st, got, err = pc.compute(context.Background()); err != nil {
 			// A read error or a closed segment: not a verdict on the bytes, so not remembered.
 			return pc.seg.fileError(pc.part, err)
 		}
 	}
-	if r.bad {
-		return pc.seg.fileError(pc.part, crcError(r.got, pc.part.CRC))
+	if st == checkBad {
+		return pc.seg.fileError(pc.part, crcError(got, pc.part.CRC))
 	}
 	return nil
 }
 
-// compute computes the part's CRC and records the result.
-func (pc *partCheck) compute(ctx context.Context) (*checkResult, error) {
+// compute computes the part's CRC and records the result: checkGood or checkBad, and the CRC.
+func (pc *partCheck) compute(ctx context.Context) (checkState, uint32, error) {
 	got, err := pc.seg.partCRC(ctx, pc.part)
 	if err != nil {
-		return nil, err
+		return checkNone, 0, err
 	}
-	r := checkedOK
+	st := checkGood
 	if got != pc.part.CRC {
-		r = &checkResult{bad: true, got: got}
+		st = checkBad
 	}
-	pc.res.Store(r)
-	return r, nil
+	pc.state.Store(uint64(st)<<32 | uint64(got))
+	return st, got, nil
 }
 
 // partCRC returns the CRC-32C of a part's bytes, reading them a MiB at a time and stopping
@@ -137,15 +142,15 @@ func (s *Segment) openError(p *PartInfo, err error) error {
 // the error names the column and the part (Open names the file).
 func (s *Segment) checkAtOpen(p *PartInfo) error {
 	pc := s.checkOf(p)
-	if pc.res.Load() == checkTrusted {
+	if st, _ := pc.load(); st == checkTrusted {
 		return nil
 	}
-	r, err := pc.compute(context.Background())
+	st, got, err := pc.compute(context.Background())
 	if err != nil {
 		return partError(p.Column, p.Kind, err)
 	}
-	if r.bad {
-		return partError(p.Column, p.Kind, crcError(r.got, p.CRC))
+	if st == checkBad {
+		return partError(p.Column, p.Kind, crcError(got, p.CRC))
 	}
 	return nil
 }
@@ -158,6 +163,6 @@ func (s *Segment) checkAtOpen(p *PartInfo) error {
 // VerifyChecksums still compute the CRC of a trusted part. Safe to call concurrently with reads.
 func (s *Segment) TrustChecksums() {
 	for i := range s.checks {
-		s.checks[i].res.CompareAndSwap(nil, checkTrusted)
+		s.checks[i].state.CompareAndSwap(uint64(checkNone)<<32, uint64(checkTrusted)<<32)
 	}
 }

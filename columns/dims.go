@@ -114,9 +114,9 @@ func (c *DimColumn) EachBitmapRows(id uint32, buf []uint32, fn func(rows []uint3
 	return nil
 }
 
-// bitmapBytes returns value id's bitmap as stored: the portable roaring serialization, neither
-// decoded nor checked (but the part's CRC is). For a segment from Open it is a view of the mapping, valid until Close;
-// otherwise it is a copy.
+// bitmapBytes returns value id's bitmap as stored: the portable roaring serialization, not
+// decoded (but the part's CRC is checked). For a segment from Open it is a view of the mapping,
+// valid until Close; otherwise it is a copy.
 func (c *DimColumn) bitmapBytes(id uint32) ([]byte, error) {
 	if c.bms == nil {
 		return nil, fmt.Errorf("columns: column %q has no bitmap index: %w", c.dim.Name, ErrSchema)

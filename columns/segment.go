@@ -21,8 +21,8 @@ import (
 // Segment is an open segment file.
 //
 // A Segment and its column handles (LongColumn, DimColumn, ...) are safe for concurrent use by
-// many goroutines: they hold no mutable state, and reads go through a mapping or an
-// io.ReaderAt. Cursors (LongCursor, DimCursor, ...) and dictionary iterators keep the chunk
+// many goroutines: their only mutable state is each part's checksum state (atomic), and reads
+// go through a mapping or an io.ReaderAt. Cursors (LongCursor, DimCursor, ...) and dictionary iterators keep the chunk
 // they decoded last and are used by one goroutine at a time; take one per goroutine. Close must
 // not run while other calls are in progress; after it, calls fail.
 //
@@ -34,9 +34,8 @@ import (
 // error wrapping ErrCorrupt that names the file, the column and the part. VerifyChecksums and
 // Verify check every part at once, and the reads that follow compute nothing again;
 // TrustChecksums (or OpenOptions.TrustChecksums, from Open on) skips the checks for bytes the
-// caller has just checked another way. The
-// invariants that need the whole data (dictionary order, ids against bitmaps, ...) are checked
-// by Verify only.
+// caller has just checked another way. The invariants that need the whole data (dictionary
+// order, ids against bitmaps, ...) are checked by Verify only.
 type Segment struct {
 	name    string // the path given to Open; "" for NewSegment and NewSegmentBytes
 	src     source

@@ -104,18 +104,18 @@ func (s *Segment) VerifyChecksumsContext(ctx context.Context) error {
 	for i := range s.checks {
 		pc := &s.checks[i]
 		p := pc.part
-		r := pc.res.Load()
-		if r == nil || r == checkTrusted {
+		st, got := pc.load()
+		if st == checkNone || st == checkTrusted {
 			var err error
-			if r, err = pc.compute(ctx); err != nil {
+			if st, got, err = pc.compute(ctx); err != nil {
 				if ctx.Err() != nil {
 					return err
 				}
 				return partError(p.Column, p.Kind, err)
 			}
 		}
-		if r.bad {
-			return partError(p.Column, p.Kind, crcError(r.got, p.CRC))
+		if st == checkBad {
+			return partError(p.Column, p.Kind, crcError(got, p.CRC))
 		}
 	}
 	return nil
