@@ -99,6 +99,7 @@ func decodeBitmap(b []byte, rows int) (*roaring.Bitmap, error) {
 type bitmapsReader struct {
 	src      *source
 	part     *PartInfo
+	chk      *partCheck // the part's read-path check (nil in codec tests): DimColumn calls it
 	count    int
 	tableOff int64
 	rows     int

@@ -99,8 +99,9 @@ func (c *chunkedWriter) finish() error {
 // chunkIndex is the parsed index of a chunked part.
 type chunkIndex struct {
 	part  *PartInfo
-	offs  []int64 // chunks+1 entries, the last is the index's offset
-	first []int   // chunks+1 entries, the last is the row count
+	chk   *partCheck // the part's read-path check
+	offs  []int64    // chunks+1 entries, the last is the index's offset
+	first []int      // chunks+1 entries, the last is the row count
 }
 
 // parseChunkIndex reads and checks the index of a chunked part whose column has rows rows.

@@ -15,7 +15,7 @@ type DimColumn struct {
 	dict  *dictReader
 	ix    *chunkIndex
 	bms   *bitmapsReader // nil without a bitmap index
-	nulls *PartInfo
+	nulls *partCheck
 }
 
 // Dimension returns the column's schema entry.
@@ -78,6 +78,9 @@ func (c *DimColumn) Bitmap(id uint32) (*roaring.Bitmap, error) {
 	if c.seg.src.closed {
 		return nil, fmt.Errorf("columns: column %q: %w", c.dim.Name, errClosed)
 	}
+	if err := c.bms.chk.check(); err != nil {
+		return nil, err
+	}
 	bm, err := c.bms.bitmap(int(id))
 	return bm, partError(c.dim.Name, PartBitmaps, err)
 }
@@ -111,15 +114,18 @@ func (c *DimColumn) EachBitmapRows(id uint32, buf []uint32, fn func(rows []uint3
 	return nil
 }
 
-// bitmapBytes returns value id's bitmap as stored: the portable roaring serialization, neither
-// decoded nor checked. For a segment from Open it is a view of the mapping, valid until Close;
-// otherwise it is a copy.
+// bitmapBytes returns value id's bitmap as stored: the portable roaring serialization, not
+// decoded (but the part's CRC is checked). For a segment from Open it is a view of the mapping,
+// valid until Close; otherwise it is a copy.
 func (c *DimColumn) bitmapBytes(id uint32) ([]byte, error) {
 	if c.bms == nil {
 		return nil, fmt.Errorf("columns: column %q has no bitmap index: %w", c.dim.Name, ErrSchema)
 	}
 	if c.seg.src.closed {
 		return nil, fmt.Errorf("columns: column %q: %w", c.dim.Name, errClosed)
+	}
+	if err := c.bms.chk.check(); err != nil {
+		return nil, err
 	}
 	raw, err := c.bms.raw(int(id))
 	return raw, partError(c.dim.Name, PartBitmaps, err)

@@ -20,20 +20,30 @@ import (
 // Segment is an open segment file.
 //
 // A Segment and its column handles (LongColumn, DimColumn, ...) are safe for concurrent use by
-// many goroutines: they hold no mutable state, and reads go through a mapping or an
-// io.ReaderAt. Cursors (LongCursor, DimCursor, ...) and dictionary iterators keep the chunk
+// many goroutines: their only mutable state is each part's checksum state (atomic), and reads
+// go through a mapping or an io.ReaderAt. Cursors (LongCursor, DimCursor, ...) and dictionary iterators keep the chunk
 // they decoded last and are used by one goroutine at a time; take one per goroutine. Close must
 // not run while other calls are in progress; after it, calls fail.
 //
-// Opening checks the header, the trailer, the footer's CRC, the footer itself and the index of
-// every part; reads check every offset and length they follow. Part CRCs and the invariants
-// that need the whole data (dictionary order, ids against bitmaps, ...) are checked by Verify.
+// Opening checks the header, the trailer, the footer's CRC, the footer itself, the index of
+// every part and the CRC of every dictionary; reads check every offset and length they follow.
+// Every other part's CRC-32C is checked by the first read that touches the part, before it
+// returns anything from it: once per part while the segment is open (a later read costs an
+// atomic load), and a mismatch is remembered, so every read of a damaged part fails with an
+// error wrapping ErrCorrupt that names the file, the column and the part. VerifyChecksums and
+// Verify check every part at once, and the reads that follow compute nothing again;
+// TrustChecksums (or OpenOptions.TrustChecksums, from Open on) skips the checks for bytes the
+// caller has just checked another way. The invariants that need the whole data (dictionary
+// order, ids against bitmaps, ...) are checked by Verify only.
 type Segment struct {
 	name    string // the path given to Open; "" for NewSegment and NewSegmentBytes
 	src     source
 	closed  atomic.Bool
 	closeFn func() error
 	f       *footer
+	checks  []partCheck // read-path checksum state, one per part of f.parts
+	// crcPasses counts the parts whose CRC was computed (for tests: each once).
+	crcPasses atomic.Int64
 
 	time     *LongColumn
 	dims     []*DimColumn // nil for raw dimensions
@@ -45,9 +55,22 @@ type Segment struct {
 
 // Open opens a segment file. On Linux it maps the file (read-only, shared); elsewhere, or if
 // the mapping fails as unsupported, it reads with ReadAt. Close unmaps or closes the file.
-func Open(path string) (*Segment, error) { return openWith(path, &sys.Default) }
+func Open(path string) (*Segment, error) { return openWith(path, &sys.Default, OpenOptions{}) }
 
-func openWith(path string, calls *sys.Calls) (*Segment, error) {
+// OpenOptions are the options of OpenWith and NewSegmentWith. The zero value is what Open and
+// NewSegment do.
+type OpenOptions struct {
+	// TrustChecksums skips every CRC check of the read path, Open's check of the dictionaries
+	// included: the segment is opened as if TrustChecksums were called first. It is for a file
+	// whose bytes the caller has just checked (see Segment.TrustChecksums); damaged bytes then
+	// give wrong answers or decoding errors rather than a checksum error.
+	TrustChecksums bool
+}
+
+// OpenWith is Open with options.
+func OpenWith(path string, o OpenOptions) (*Segment, error) { return openWith(path, &sys.Default, o) }
+
+func openWith(path string, calls *sys.Calls, o OpenOptions) (*Segment, error) {
 	f, st, err := openRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("columns: open: %w", err)
@@ -55,7 +78,7 @@ func openWith(path string, calls *sys.Calls) (*Segment, error) {
 	size := st.Size()
 	if size < int64(headerSize+trailerSize) || size > math.MaxInt {
 		// Too small to map usefully (a zero-length mapping is an error); let the checks say why.
-		s, err := newSegment(source{r: f, size: size}, f.Close)
+		s, err := newSegment(source{r: f, size: size}, f.Close, o)
 		if err != nil {
 			return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), f.Close())
 		}
@@ -67,7 +90,7 @@ func openWith(path string, calls *sys.Calls) (*Segment, error) {
 		if !errors.Is(err, sys.ErrUnsupported) {
 			return nil, multierr.Join(fmt.Errorf("columns: open %s: mmap: %w", path, err), f.Close())
 		}
-		s, err := newSegment(source{r: f, size: size}, f.Close)
+		s, err := newSegment(source{r: f, size: size}, f.Close, o)
 		if err != nil {
 			return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), f.Close())
 		}
@@ -84,7 +107,7 @@ func openWith(path string, calls *sys.Calls) (*Segment, error) {
 		}
 		return nil
 	}
-	s, err := newSegment(source{data: data, size: size}, unmap)
+	s, err := newSegment(source{data: data, size: size}, unmap, o)
 	if err != nil {
 		return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), unmap())
 	}
@@ -95,22 +118,27 @@ func openWith(path string, calls *sys.Calls) (*Segment, error) {
 // NewSegment reads a segment of size bytes from r, which must allow concurrent ReadAt calls (as
 // io.ReaderAt promises) and stay readable until the segment is closed. Close does not close r.
 func NewSegment(r io.ReaderAt, size int64) (*Segment, error) {
+	return NewSegmentWith(r, size, OpenOptions{})
+}
+
+// NewSegmentWith is NewSegment with options.
+func NewSegmentWith(r io.ReaderAt, size int64, o OpenOptions) (*Segment, error) {
 	if r == nil || size < 0 {
 		return nil, fmt.Errorf("columns: NewSegment: nil reader or negative size: %w", ErrInvalid)
 	}
-	return newSegment(source{r: r, size: size}, nil)
+	return newSegment(source{r: r, size: size}, nil, o)
 }
 
 // NewSegmentBytes reads a segment from b without copying; b must not change while the segment
 // is in use.
 func NewSegmentBytes(b []byte) (*Segment, error) {
 	if len(b) == 0 {
-		return newSegment(source{r: bytes.NewReader(nil), size: 0}, nil)
+		return newSegment(source{r: bytes.NewReader(nil), size: 0}, nil, OpenOptions{})
 	}
-	return newSegment(source{data: b, size: int64(len(b))}, nil)
+	return newSegment(source{data: b, size: int64(len(b))}, nil, OpenOptions{})
 }
 
-func newSegment(src source, closeFn func() error) (*Segment, error) {
+func newSegment(src source, closeFn func() error, o OpenOptions) (*Segment, error) {
 	s := &Segment{src: src, closeFn: closeFn}
 	size := src.size
 	if size < int64(headerSize+trailerSize) {
@@ -154,6 +182,13 @@ func newSegment(src source, closeFn func() error) (*Segment, error) {
 		return nil, corruptf("columns: footer: version %d, the header says %d", f.version, h[len(magic)])
 	}
 	s.f = f
+	s.checks = make([]partCheck, len(f.parts))
+	for i := range s.checks {
+		s.checks[i].seg, s.checks[i].part = s, &f.parts[i]
+	}
+	if o.TrustChecksums {
+		s.TrustChecksums()
+	}
 	if err := s.parseColumns(); err != nil {
 		return nil, err
 	}
@@ -172,12 +207,15 @@ func (s *Segment) part(col int, kind PartKind) *PartInfo {
 func (s *Segment) parseColumns() error {
 	sc := s.f.schema
 	rows := s.f.rows
-	chunked := func(col int) (*chunkIndex, error) {
-		p := s.part(col, PartValues)
+	chunked := func(p *PartInfo) (*chunkIndex, error) {
 		ix, err := parseChunkIndex(&s.src, p, rows)
-		return ix, partError(p.Column, p.Kind, err)
+		if err != nil {
+			return nil, s.openError(p, err)
+		}
+		ix.chk = s.checkOf(p)
+		return ix, nil
 	}
-	ix, err := chunked(0)
+	ix, err := chunked(s.part(0, PartValues))
 	if err != nil {
 		return err
 	}
@@ -187,37 +225,42 @@ func (s *Segment) parseColumns() error {
 	for i, d := range sc.Dimensions {
 		c := 1 + i
 		if d.Raw {
-			ix, err := chunked(c)
+			ix, err := chunked(s.part(c, PartValues))
 			if err != nil {
 				return err
 			}
-			s.raws[i] = &RawColumn{seg: s, dim: d, ix: ix, nulls: s.part(c, PartNulls)}
+			s.raws[i] = &RawColumn{seg: s, dim: d, ix: ix, nulls: s.checkOf(s.part(c, PartNulls))}
 			continue
 		}
-		dc := &DimColumn{seg: s, dim: d, nulls: s.part(c, PartNulls)}
-		p := s.part(c, PartDictionary)
-		if dc.dict, err = parseDict(&s.src, p); err != nil {
-			return partError(d.Name, p.Kind, err)
+		dc := &DimColumn{seg: s, dim: d, nulls: s.checkOf(s.part(c, PartNulls))}
+		dp := s.part(c, PartDictionary)
+		// The cardinality and the null flag reach callers without an error (Cardinality,
+		// HasNull): the dictionary is checked now, whole, and its readers need not check it.
+		if err := s.checkAtOpen(dp); err != nil {
+			return err
+		}
+		if dc.dict, err = parseDict(&s.src, dp); err != nil {
+			return partError(d.Name, dp.Kind, err)
 		}
 		card := dc.dict.cardinality()
 		if card == 0 && rows > 0 {
-			return partError(d.Name, p.Kind, corruptf("empty dictionary for %d rows", rows))
+			return partError(d.Name, dp.Kind, corruptf("empty dictionary for %d rows", rows))
 		}
-		p = s.part(c, PartIDs)
-		if dc.ix, err = parseChunkIndex(&s.src, p, rows); err != nil {
-			return partError(d.Name, p.Kind, err)
+		if dc.ix, err = chunked(s.part(c, PartIDs)); err != nil {
+			return err
 		}
 		if !d.NoBitmapIndex {
-			p = s.part(c, PartBitmaps)
+			p := s.part(c, PartBitmaps)
 			if dc.bms, err = parseBitmaps(&s.src, p, card, rows); err != nil {
-				return partError(d.Name, p.Kind, err)
+				return s.openError(p, err)
 			}
+			dc.bms.chk = s.checkOf(p)
 		}
 		s.dims[i] = dc
 	}
 	for i, m := range sc.Metrics {
 		c := 1 + len(sc.Dimensions) + i
-		ix, err := chunked(c)
+		ix, err := chunked(s.part(c, PartValues))
 		if err != nil {
 			return err
 		}
@@ -228,9 +271,9 @@ func (s *Segment) parseColumns() error {
 		)
 		var times *LongColumn
 		if p := s.part(c, PartTimes); p != nil {
-			tix, err := parseChunkIndex(&s.src, p, rows)
+			tix, err := chunked(p)
 			if err != nil {
-				return partError(p.Column, p.Kind, err)
+				return err
 			}
 			times = &LongColumn{seg: s, name: m.Name, ix: tix, part: PartTimes}
 		}
@@ -240,9 +283,9 @@ func (s *Segment) parseColumns() error {
 		case MetricDouble:
 			d = &DoubleColumn{seg: s, name: m.Name, ix: ix, times: times}
 			if p := s.part(c, PartTails); p != nil {
-				tix, err := parseChunkIndex(&s.src, p, rows)
+				tix, err := chunked(p)
 				if err != nil {
-					return partError(p.Column, p.Kind, err)
+					return err
 				}
 				d.tails = &TailColumn{seg: s, name: m.Name, ix: tix}
 			}
@@ -358,7 +401,11 @@ func (s *Segment) Nulls(dim string) (*roaring.Bitmap, error) {
 	return s.dims[i].Nulls()
 }
 
-func (s *Segment) readNulls(name string, p *PartInfo) (*roaring.Bitmap, error) {
+func (s *Segment) readNulls(name string, pc *partCheck) (*roaring.Bitmap, error) {
+	if err := pc.check(); err != nil {
+		return nil, err
+	}
+	p := pc.part
 	raw, err := s.src.view(p.Offset, p.Length, nil)
 	if err != nil {
 		return nil, partError(name, p.Kind, err)
@@ -410,7 +457,7 @@ func decodeLongChunk(dst []int64, src []byte, n int, _ *[]int64) ([]int64, []byt
 	return decodeInt64s(dst, src, n)
 }
 
-// seg checks the segment is open and row within it.
+// seg checks the segment is open, row within it, and the part's CRC (once).
 func (c *chunkReader) seg(row int) error {
 	if c.src.closed {
 		return fmt.Errorf("columns: %w", errClosed)
@@ -418,7 +465,7 @@ func (c *chunkReader) seg(row int) error {
 	if rows := c.ix.first[len(c.ix.first)-1]; row < 0 || row >= rows {
 		return rowErr(row, rows)
 	}
-	return nil
+	return c.ix.chk.check()
 }
 
 // next returns the chunk holding row: the one after the current when reading on, else found
@@ -672,7 +719,7 @@ type RawColumn struct {
 	seg   *Segment
 	dim   Dimension
 	ix    *chunkIndex
-	nulls *PartInfo
+	nulls *partCheck
 }
 
 // Dimension returns the column's schema entry.

@@ -166,6 +166,23 @@ func BenchmarkSegmentRead(b *testing.B) {
 				}
 			}
 		})
+		// A segment opened for each read: with checks=on every part's CRC is computed once, as
+		// in any first read of an open segment; checks=off opens it trusted.
+		for _, checks := range []string{"on", "off"} {
+			b.Run(fmt.Sprintf("table=basic/rows=75000/compression=%s/op=open-cursors/checks=%s", c, checks), func(b *testing.B) {
+				b.SetBytes(int64(len(buf.b)))
+				b.ReportAllocs()
+				for b.Loop() {
+					seg, err := newSegment(source{data: buf.b, size: int64(len(buf.b))}, nil, OpenOptions{TrustChecksums: checks == "off"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := readColumns(seg); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 		b.Run(fmt.Sprintf("table=basic/rows=75000/compression=%s/op=verify", c), func(b *testing.B) {
 			b.SetBytes(int64(len(buf.b)))
 			b.ReportAllocs()

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"hash/crc32"
 	"slices"
 	"strings"
 )
@@ -94,40 +93,30 @@ func (s *Segment) verifyMetricTimes(i int) error {
 // VerifyChecksums checks the CRC-32C of every part against the footer: the cheap part of
 // Verify (one pass over the file, no decoding), enough to catch a damaged file before its
 // contents are copied elsewhere under new checksums. The first mismatch is returned, wrapping
-// ErrCorrupt and naming the column and part.
+// ErrCorrupt and naming the column and part. Every part it checks counts as checked for the
+// read path, which then computes no CRC again; a part the read path checked already is not
+// read again, and a part TrustChecksums marked is.
 func (s *Segment) VerifyChecksums() error { return s.VerifyChecksumsContext(context.Background()) }
 
 // VerifyChecksumsContext is VerifyChecksums, stopping with an error wrapping ctx.Err() when ctx
 // is done (checked every MiB).
 func (s *Segment) VerifyChecksumsContext(ctx context.Context) error {
-	for i := range s.f.parts {
-		if err := s.verifyCRC(ctx, &s.f.parts[i]); err != nil {
-			return err
+	for i := range s.checks {
+		pc := &s.checks[i]
+		p := pc.part
+		st, got := pc.load()
+		if st == checkNone || st == checkTrusted {
+			var err error
+			if st, got, err = pc.compute(ctx); err != nil {
+				if ctx.Err() != nil {
+					return err
+				}
+				return partError(p.Column, p.Kind, err)
+			}
 		}
-	}
-	return nil
-}
-
-func (s *Segment) verifyCRC(ctx context.Context, p *PartInfo) error {
-	const piece = 1 << 20
-	var crc uint32
-	var buf []byte
-	for off := int64(0); off < p.Length; off += piece {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("columns: verify checksums: %w", err)
+		if st == checkBad {
+			return partError(p.Column, p.Kind, crcError(got, p.CRC))
 		}
-		n := min(piece, p.Length-off)
-		b, err := s.src.view(p.Offset+off, n, buf)
-		if err != nil {
-			return partError(p.Column, p.Kind, err)
-		}
-		if s.src.data == nil {
-			buf = b
-		}
-		crc = crc32.Update(crc, castagnoli, b)
-	}
-	if crc != p.CRC {
-		return partError(p.Column, p.Kind, corruptf("CRC %08x, the footer says %08x", crc, p.CRC))
 	}
 	return nil
 }

@@ -37,7 +37,8 @@ func flipInPart(t *testing.T, path, column string, kind columns.PartKind) {
 
 // TestMergeChecksInputChecksums: a byte flipped inside a metric's values (which decode to a
 // plausible, wrong value) fails the merge with ErrCorrupt naming the input and the part, and
-// nothing is written; Open alone does not see it, nor does a merge told to skip the check.
+// nothing is written; Open alone does not see it, and a merge told to skip the upfront check
+// still finds it on the read path.
 func TestMergeChecksInputChecksums(t *testing.T) {
 	dir := t.TempDir()
 	a := genSegment(t, dir, 1, 5000)
@@ -57,12 +58,13 @@ func TestMergeChecksInputChecksums(t *testing.T) {
 
 	require.ErrorContains(t, err, "CRC")
 
-	// Without the check, the merge reads the damage: it fails later (decoding) or rewrites a
-	// wrong value under a new checksum; either way not with the checksum error.
+	// Without the upfront pass, the read path still checks each part the first time the merge
+	// touches it: the merge fails with the same checksum error, never a rewritten wrong value.
 	_, err = Merge(context.Background(), []*columns.Segment{a, bad}, dst, Options{SkipChecksums: true, Replace: true})
-	if err != nil {
-		require.NotContains(t, err.Error(), "CRC")
-	}
+	require.ErrorIs(t, err, columns.ErrCorrupt)
+	require.ErrorContains(t, err, "CRC")
+	require.ErrorContains(t, err, path)
+	require.NoFileExists(t, dst)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -69,11 +69,13 @@ type Options struct {
 	// ProgressRows is the batch of Progress calls; 0 means 65536 rows.
 	ProgressRows int
 
-	// SkipChecksums skips checking the CRC-32C of every input part before the merge reads it.
-	// The check is on by default: a merge rewrites what it reads under new checksums, so a
-	// damaged input must fail the merge rather than become a valid-looking output. It costs
-	// one read of the inputs (a few milliseconds for tens of MiB in the page cache); skip it
-	// only for inputs just verified.
+	// SkipChecksums skips the pass that checks the CRC-32C of every input part before the merge
+	// writes anything. Damage is found either way: the readers check each part the first time
+	// the merge touches it (see columns.Segment), so a damaged input always fails the merge
+	// rather than become a valid-looking output. The pass finds it before any work, and can be
+	// cancelled; it costs one read of the inputs (a few milliseconds for tens of MiB in the page
+	// cache) and marks every part checked, so the read path does not check again. Skip it for
+	// inputs just verified.
 	SkipChecksums bool
 
 	// Compression and ChunkRows are passed to columns.WriterOptions.

@@ -1,0 +1,168 @@
+package columns
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"sync/atomic"
+)
+
+// Read-path checksums. Every reader checks a part's CRC-32C against the footer the first time
+// it touches the part's bytes, before it returns anything derived from them: once per part per
+// open Segment, so a later read of the same part costs one atomic load. A mismatch is
+// remembered, and every later read of the part returns the same error. Open parses the index of
+// every chunked part, the table of every bitmap index and the trailer of every dictionary from
+// unchecked bytes, but hands out nothing derived from them before the part is checked, except a
+// dictionary's cardinality and null flag (DimColumn.Cardinality, HasNull): so Open checks every
+// dictionary part whole.
+
+// partCheck is the read-path checksum state of one part of an open segment. It is safe for
+// concurrent use: two first reads may both compute the CRC, and store the same result.
+type partCheck struct {
+	seg  *Segment
+	part *PartInfo
+	// state is the part's check state in one atomic word: the state (checkState) in the high
+	// half, and for checkBad the CRC of the part's bytes in the low half.
+	state atomic.Uint64
+}
+
+// checkState is what a part's check found.
+type checkState uint64
+
+const (
+	checkNone    checkState = iota // not checked yet
+	checkGood                      // the bytes match the footer's CRC
+	checkTrusted                   // not checked: TrustChecksums or OpenOptions said so
+	checkBad                       // the bytes do not match
+)
+
+func (pc *partCheck) load() (checkState, uint32) {
+	w := pc.state.Load()
+	return checkState(w >> 32), uint32(w)
+}
+
+// check returns nil when the part's bytes match the footer's CRC (or were trusted), computing
+// the CRC on the first call; otherwise an error wrapping ErrCorrupt that names the file, the
+// column and the part. After the first call it costs an atomic load.
+func (pc *partCheck) check() error {
+	if st := checkState(pc.state.Load() >> 32); st == checkGood || st == checkTrusted {
+		return nil
+	}
+	return pc.checkSlow()
+}
+
+func (pc *partCheck) checkSlow() error {
+	st, got := pc.load()
+	if st == checkNone {
+		var err error
+		if st, got, err = pc.compute(context.Background()); err != nil {
+			// A read error or a closed segment: not a verdict on the bytes, so not remembered.
+			return pc.seg.fileError(pc.part, err)
+		}
+	}
+	if st == checkBad {
+		return pc.seg.fileError(pc.part, crcError(got, pc.part.CRC))
+	}
+	return nil
+}
+
+// compute computes the part's CRC and records the result: checkGood or checkBad, and the CRC.
+func (pc *partCheck) compute(ctx context.Context) (checkState, uint32, error) {
+	got, err := pc.seg.partCRC(ctx, pc.part)
+	if err != nil {
+		return checkNone, 0, err
+	}
+	st := checkGood
+	if got != pc.part.CRC {
+		st = checkBad
+	}
+	pc.state.Store(uint64(st)<<32 | uint64(got))
+	return st, got, nil
+}
+
+// partCRC returns the CRC-32C of a part's bytes, reading them a MiB at a time and stopping
+// with an error wrapping ctx.Err() when ctx is done.
+func (s *Segment) partCRC(ctx context.Context, p *PartInfo) (uint32, error) {
+	s.crcPasses.Add(1)
+	const piece = 1 << 20
+	var crc uint32
+	var buf []byte
+	for off := int64(0); off < p.Length; off += piece {
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("columns: verify checksums: %w", err)
+		}
+		n := min(piece, p.Length-off)
+		b, err := s.src.view(p.Offset+off, n, buf)
+		if err != nil {
+			return 0, err
+		}
+		if s.src.data == nil {
+			buf = b
+		}
+		crc = crc32.Update(crc, castagnoli, b)
+	}
+	return crc, nil
+}
+
+func crcError(got, want uint32) error {
+	return corruptf("CRC %08x, the footer says %08x", got, want)
+}
+
+// fileError names the file, the column and the part of err:
+// columns: data/a.seg: column "page" part bitmaps: <err>.
+func (s *Segment) fileError(p *PartInfo, err error) error {
+	name := s.name
+	if name == "" {
+		name = "unnamed segment"
+	}
+	return fmt.Errorf("columns: %s: column %q part %s: %w", name, p.Column, p.Kind, err)
+}
+
+// checkOf returns the check state of p, one of s.f.parts.
+func (s *Segment) checkOf(p *PartInfo) *partCheck {
+	for i := range s.f.parts {
+		if &s.f.parts[i] == p {
+			return &s.checks[i]
+		}
+	}
+	panic("columns: checkOf: not a part of the segment") // a programmer bug
+}
+
+// openError is the error Open returns for a part it could not parse: when the part's bytes do
+// not match its CRC, that mismatch (the cause), else err. Parsing at Open reads unchecked
+// bytes; this only makes its errors say why.
+func (s *Segment) openError(p *PartInfo, err error) error {
+	if got, cerr := s.partCRC(context.Background(), p); cerr == nil && got != p.CRC {
+		return partError(p.Column, p.Kind, crcError(got, p.CRC))
+	}
+	return partError(p.Column, p.Kind, err)
+}
+
+// checkAtOpen checks a part's CRC while the segment opens (unless OpenOptions trusted it);
+// the error names the column and the part (Open names the file).
+func (s *Segment) checkAtOpen(p *PartInfo) error {
+	pc := s.checkOf(p)
+	if st, _ := pc.load(); st == checkTrusted {
+		return nil
+	}
+	st, got, err := pc.compute(context.Background())
+	if err != nil {
+		return partError(p.Column, p.Kind, err)
+	}
+	if st == checkBad {
+		return partError(p.Column, p.Kind, crcError(got, p.CRC))
+	}
+	return nil
+}
+
+// TrustChecksums marks every part not checked yet as checked, without reading it: later reads
+// skip the CRC check, and cost nothing more. It is for a caller that has just checked the bytes
+// another way (the file it wrote and read back, Verify on another Segment of the same file) or
+// knowingly takes damaged bytes for good ones. A part already found bad stays bad, and Open
+// has checked the dictionaries already (OpenOptions.TrustChecksums skips that too). Verify and
+// VerifyChecksums still compute the CRC of a trusted part. Safe to call concurrently with reads.
+func (s *Segment) TrustChecksums() {
+	for i := range s.checks {
+		s.checks[i].state.CompareAndSwap(uint64(checkNone)<<32, uint64(checkTrusted)<<32)
+	}
+}
