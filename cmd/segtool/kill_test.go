@@ -1,0 +1,255 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/writeout/writeout/columns"
+)
+
+// envKillTrials sets the number of trials of TestMergeSIGKILL (default 8); envKillSeed its seed.
+const (
+	envKillTrials = "WRITEOUT_KILL_TRIALS"
+	envKillSeed   = "WRITEOUT_KILL_SEED"
+	envKillNamed  = "WRITEOUT_KILL_NAMED"
+)
+
+// fsName names the file system of dir (statfs f_type), and says whether it is one of the
+// local file systems with O_TMPFILE on which a killed merge must leave no file at all.
+func fsName(t *testing.T, dir string) (string, bool) {
+	t.Helper()
+	var st unix.Statfs_t
+	require.NoError(t, unix.Statfs(dir, &st))
+	switch st.Type {
+	case unix.EXT4_SUPER_MAGIC:
+		return "ext4", true
+	case unix.TMPFS_MAGIC:
+		return "tmpfs", true
+	case unix.XFS_SUPER_MAGIC:
+		return "xfs", true
+	case unix.BTRFS_SUPER_MAGIC:
+		return "btrfs", true
+	}
+	return fmt.Sprintf("f_type %#x", st.Type), false
+}
+
+// TestMergeSIGKILL: bar 4. `segtool merge` is killed with SIGKILL at a random moment, trial
+// after trial, cycling through every medium (heap, offheap, tmpfile, mmapfile), MaxFanIn 2 and
+// 3 (phases with intermediate segments), without and with --replace (an old output present).
+// After each kill the output is absent (without --replace), the old output (with it), or the
+// complete new one: it verifies and has the right row count. On ext4, tmpfs, XFS or btrfs no
+// other file is left in the output directory, without running sweep. The moment is uniform
+// over 1.15 times an uninterrupted run of the same medium and fan-in, so that some runs finish.
+//
+// The segtool run is the test binary (testscript puts a copy on PATH as segtool): built once,
+// with the test. WRITEOUT_KILL_TRIALS=100 runs the full bar; the default is 8 trials.
+// WRITEOUT_KILL_NAMED=1 plays a file system without O_TMPFILE: then named temp files may be
+// left, each must be one sweep recognises, and sweep must leave only the output.
+func TestMergeSIGKILL(t *testing.T) {
+	trials := 8
+	if s := os.Getenv(envKillTrials); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err, envKillTrials)
+		trials = n
+	}
+	if testing.Short() && os.Getenv(envKillTrials) == "" {
+		trials = 2
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(envKillSeed); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, envKillSeed)
+		seed = n
+	}
+	t.Logf("%d trials, seed %d (%s=%d repeats them)", trials, seed, envKillSeed, seed)
+	rng := rand.New(rand.NewPCG(seed, 11))
+	// With WRITEOUT_KILL_NAMED=1 the merges run as on a file system without O_TMPFILE: named
+	// temp files may be left, and sweep must remove them all and nothing else.
+	named := os.Getenv(envKillNamed) == "1"
+	command := func(args ...string) *exec.Cmd {
+		if named {
+			return segtoolTest(t, []string{envNamed + "=1"}, args...)
+		}
+		return exec.Command(segtoolBinary(t), args...)
+	}
+
+	inDir := t.TempDir()
+	rows := 20000
+	if raceEnabled {
+		rows = 3000
+	}
+	mustSegtool(t, "gen", "--rows", strconv.Itoa(rows), "--segments", "6", "--durability", "none", "--out", inDir)
+	var inputs []string
+	for k := range 6 {
+		inputs = append(inputs, filepath.Join(inDir, fmt.Sprintf("basic-%04d.seg", k)))
+	}
+	old, err := os.ReadFile(inputs[0]) // the old output of the --replace trials: a valid segment of other rows
+	require.NoError(t, err)
+
+	root := t.TempDir()
+	fs, strict := fsName(t, root)
+	t.Logf("output directories on %s (%s), named temp files forced: %v", fs, root, named)
+	strict = strict && !named
+
+	type config struct {
+		medium  string
+		fanIn   int
+		replace bool
+	}
+	// The 16 configurations, ordered so that any 8 consecutive trials from the first cover
+	// every medium with both fan-ins and both --replace settings.
+	var configs []config
+	media := []string{"heap", "offheap", "tmpfile", "mmapfile"}
+	for i := range 16 {
+		m, j := i%4, i%8
+		fan := 2 + (m+j/4)%2
+		replace := (j/2+j/4)%2 == 1 != (i >= 8)
+		configs = append(configs, config{media[m], fan, replace})
+	}
+	args := func(c config, dst string) []string {
+		a := []string{"merge", "--quiet", "--medium", c.medium, "--max-fan-in", strconv.Itoa(c.fanIn), "--out", dst}
+		if c.replace {
+			a = append(a, "--replace")
+		}
+		return append(a, inputs...)
+	}
+	// probe runs a merge of c's medium and fan-in to the end: how long it takes.
+	probes := map[string]time.Duration{}
+	wantRows := 6 * rows
+	probe := func(c config) time.Duration {
+		key := fmt.Sprintf("%s/%d", c.medium, c.fanIn)
+		if d, ok := probes[key]; ok {
+			return d
+		}
+		dst := filepath.Join(t.TempDir(), "probe.seg")
+		start := time.Now()
+		out, err := command(args(config{c.medium, c.fanIn, false}, dst)...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		d := time.Since(start)
+		seg, err := columns.Open(dst)
+		require.NoError(t, err)
+		require.Equal(t, wantRows, seg.Rows())
+		require.NoError(t, seg.Close())
+		probes[key] = d
+		t.Logf("probe %s: %v", key, d.Round(time.Millisecond))
+		return d
+	}
+
+	counts := map[string]int{}
+	perConfig := map[string]map[string]int{}
+	var leftovers []string
+	for trial := range trials {
+		c := configs[trial%len(configs)]
+		full := probe(c)
+		delay := time.Duration(rng.Float64() * 1.15 * float64(full))
+		dir := filepath.Join(root, fmt.Sprintf("trial-%03d", trial))
+		require.NoError(t, os.Mkdir(dir, 0o755))
+		dst := filepath.Join(dir, "merged.seg")
+		if c.replace {
+			require.NoError(t, os.WriteFile(dst, old, 0o644))
+		}
+		cmd := command(args(c, dst)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Start())
+		time.Sleep(delay)
+		_ = cmd.Process.Signal(syscall.SIGKILL) // fails only if the merge is over (then reaped below)
+		werr := cmd.Wait()
+		killed := false
+		var ee *exec.ExitError
+		if errors.As(werr, &ee) {
+			ws, _ := ee.Sys().(syscall.WaitStatus)
+			killed = ws.Signaled() && ws.Signal() == syscall.SIGKILL
+			require.True(t, killed, "trial %d: the merge failed by itself: %v: %s", trial, werr, stderr.String())
+		} else {
+			require.NoError(t, werr)
+		}
+
+		outcome := ""
+		got, err := os.ReadFile(dst)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			require.False(t, c.replace, "trial %d (%+v): the old output is gone and no new one is there", trial, c)
+			outcome = "absent"
+		case err != nil:
+			require.NoError(t, err)
+		case bytes.Equal(got, old):
+			require.True(t, c.replace, "trial %d", trial)
+			outcome = "old"
+		default:
+			seg, err := columns.Open(dst)
+			require.NoError(t, err, "trial %d (%+v): the output is neither absent, old, nor a segment", trial, c)
+			require.NoError(t, seg.Verify(), "trial %d (%+v): the new output does not verify", trial, c)
+			require.Equal(t, wantRows, seg.Rows(), "trial %d (%+v)", trial, c)
+			require.NoError(t, seg.Close())
+			outcome = "new"
+		}
+		require.False(t, !killed && outcome != "new", "trial %d: a merge that finished left %s", trial, outcome)
+		if killed {
+			outcome += " (killed)"
+		} else {
+			outcome += " (finished)"
+		}
+		counts[outcome]++
+		key := fmt.Sprintf("medium=%s fan-in=%d replace=%v", c.medium, c.fanIn, c.replace)
+		if perConfig[key] == nil {
+			perConfig[key] = map[string]int{}
+		}
+		perConfig[key][outcome]++
+		left := 0
+		for _, n := range dirNames(t, dir) {
+			if n != "merged.seg" {
+				left++
+				ours, _ := columns.IsTempFile(nil, filepath.Join(dir, n))
+				leftovers = append(leftovers, fmt.Sprintf("trial %d (%s, killed after %v): %q (sweepable: %v)", trial, key, delay.Round(time.Millisecond), n, ours))
+			}
+		}
+		if left > 0 && !strict {
+			out := mustSegtool(t, "sweep", dir)
+			require.Contains(t, out, fmt.Sprintf("%d leftover file(s) removed", left))
+			want := []string(nil)
+			if !strings.HasPrefix(outcome, "absent") {
+				want = []string{"merged.seg"}
+			}
+			require.Equal(t, want, dirNames(t, dir), "trial %d: after sweep", trial)
+		}
+		require.NoError(t, os.RemoveAll(dir))
+	}
+
+	var keys []string
+	for k := range perConfig {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		t.Logf("%-40s %v", k, perConfig[k])
+	}
+	t.Logf("%d trials: %v; files left in output directories: %d", trials, counts, len(leftovers))
+	for _, l := range leftovers {
+		t.Logf("left: %s", l)
+	}
+	if strict {
+		require.Empty(t, leftovers, "files left in the output directory on %s", fs)
+	} else {
+		t.Logf("on %s, named temp files may be left: sweep removes them", fs)
+		for _, l := range leftovers {
+			require.True(t, strings.HasSuffix(l, "(sweepable: true)"), "%s", l)
+		}
+	}
+}
