@@ -126,7 +126,7 @@ func (w *Writer) publish(ctx context.Context, dst string, f *footer, opts Publis
 	wrap := func(what string, err error) error { return fmt.Errorf("columns: publish %s: %s: %w", dst, what, err) }
 	if !opts.Replace {
 		if err := notExist(fsys, dst); err != nil {
-			return Info{}, wrap("destination", err)
+			return Info{}, destError(dst, err)
 		}
 	}
 	dir := filepath.Dir(dst)
@@ -151,7 +151,7 @@ func (w *Writer) publish(ctx context.Context, dst string, f *footer, opts Publis
 	}
 	testhook.BeforePublish(dst)
 	if err := out.place(dst, opts.Replace); err != nil {
-		return info, wrap("destination", err)
+		return info, destError(dst, err)
 	}
 	if err := out.close(); err != nil {
 		return info, wrap("close "+dst, err)
@@ -309,7 +309,7 @@ func (o *output) place(dst string, replace bool) error {
 	if o.name == "" {
 		if !replace {
 			if err := o.calls.Linkat(o.osf, dst); err != nil {
-				return existError(dst, err)
+				return existError(err)
 			}
 			o.placed = true
 			return nil
@@ -331,7 +331,7 @@ func (o *output) place(dst string, replace bool) error {
 			break
 		}
 		if !errors.Is(err, sys.ErrUnsupported) {
-			return existError(dst, err)
+			return existError(err)
 		}
 		err = o.calls.Link(o.name, dst)
 		if err == nil {
@@ -343,7 +343,7 @@ func (o *output) place(dst string, replace bool) error {
 			return nil
 		}
 		if !sys.LinkUnsupported(err) {
-			return existError(dst, err)
+			return existError(err)
 		}
 		// No hard links either (some FUSE and FAT file systems): check, then rename.
 		if err := notExist(o.fsys, dst); err != nil {
@@ -402,20 +402,32 @@ func (o *output) discard(dst string) error {
 	return multierr.Join(errs...)
 }
 
-// existError says that dst exists when err, from a call that would not replace it, wraps
+// errOutputExists is the error of a publication without Replace whose dst exists, found by
+// the check or by the call that names the file.
+var errOutputExists = fmt.Errorf("output exists (set Replace to replace it): %w", fs.ErrExist)
+
+// existError is errOutputExists when err, from a call that would not replace dst, wraps
 // fs.ErrExist; other errors are returned as they are.
-func existError(dst string, err error) error {
+func existError(err error) error {
 	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("%s exists (set Replace to replace it): %w", dst, fs.ErrExist)
+		return errOutputExists
 	}
 	return err
+}
+
+// destError wraps an error of the check of dst or of its naming.
+func destError(dst string, err error) error {
+	if errors.Is(err, errOutputExists) {
+		return fmt.Errorf("columns: publish %s: %w", dst, err)
+	}
+	return fmt.Errorf("columns: publish %s: name the output: %w", dst, err)
 }
 
 func notExist(fsys afero.Fs, name string) error {
 	_, err := fsys.Stat(name)
 	switch {
 	case err == nil:
-		return fmt.Errorf("%s exists (set Replace to replace it): %w", name, fs.ErrExist)
+		return errOutputExists
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	}

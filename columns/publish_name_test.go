@@ -117,7 +117,7 @@ func TestPublishRace(t *testing.T) {
 						continue
 					}
 					require.ErrorIs(t, err, fs.ErrExist, "round %d", round)
-					require.ErrorContains(t, err, dst+" exists")
+					require.ErrorContains(t, err, "publish "+dst+": output exists")
 				}
 				require.NotEqual(t, -1, winner, "round %d: neither publication succeeded: %v", round, errs)
 				got, err := os.ReadFile(dst)
