@@ -72,9 +72,17 @@ func isRegularWithMagic(fsys afero.Fs, path string, empty bool) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer f.Close()
+	ok, err := beginsWithMagic(f, empty)
+	if cerr := f.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	return ok && err == nil, err
+}
+
+func beginsWithMagic(f afero.File, empty bool) (bool, error) {
 	// The name could have changed hands since the Lstat: check what was opened.
-	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
 		return false, err
 	}
 	head := make([]byte, len(magic))

@@ -25,6 +25,9 @@ const (
 	// their checks before any names its file.
 	envBarrier  = "WRITEOUT_TEST_BARRIER"
 	envBarrierN = "WRITEOUT_TEST_BARRIER_N"
+	// envMark=DIR: before naming its output, the process creates DIR/PID and goes on: a test
+	// can act (kill it) at the moment the output is named.
+	envMark = "WRITEOUT_TEST_MARK"
 )
 
 // testSettings applies the settings of the environment to this process; it runs before Main
@@ -34,6 +37,11 @@ func testSettings() {
 		sys.Default.OpenTmpfile = func(string) (*os.File, error) {
 			return nil, fmt.Errorf("segtool-test: %w", sys.ErrUnsupported)
 		}
+	}
+	if dir := os.Getenv(envMark); dir != "" {
+		testhook.SetBeforePublish(func(string) {
+			_ = os.WriteFile(filepath.Join(dir, strconv.Itoa(os.Getpid())), nil, 0o644)
+		})
 	}
 	if dir := os.Getenv(envBarrier); dir != "" {
 		n, err := strconv.Atoi(os.Getenv(envBarrierN))

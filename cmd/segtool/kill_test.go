@@ -55,7 +55,8 @@ func fsName(t *testing.T, dir string) (string, bool) {
 // After each kill the output is absent (without --replace), the old output (with it), or the
 // complete new one: it verifies and has the right row count. On ext4, tmpfs, XFS or btrfs no
 // other file is left in the output directory, without running sweep. The moment is uniform
-// over 1.15 times an uninterrupted run of the same medium and fan-in, so that some runs finish.
+// over the time of an uninterrupted run of the same medium and fan-in in even trials, and over
+// its last quarter (or a little past its end, so some runs finish) in odd ones.
 //
 // The segtool run is the test binary (testscript puts a copy on PATH as segtool): built once,
 // with the test. WRITEOUT_KILL_TRIALS=100 runs the full bar; the default is 8 trials.
@@ -82,15 +83,22 @@ func TestMergeSIGKILL(t *testing.T) {
 	// With WRITEOUT_KILL_NAMED=1 the merges run as on a file system without O_TMPFILE: named
 	// temp files may be left, and sweep must remove them all and nothing else.
 	named := os.Getenv(envKillNamed) == "1"
-	command := func(args ...string) *exec.Cmd {
+	command := func(mark string, args ...string) *exec.Cmd {
+		var env []string
 		if named {
-			return segtoolTest(t, []string{envNamed + "=1"}, args...)
+			env = append(env, envNamed+"=1")
+		}
+		if mark != "" {
+			env = append(env, envMark+"="+mark)
+		}
+		if env != nil {
+			return segtoolTest(t, env, args...)
 		}
 		return exec.Command(segtoolBinary(t), args...)
 	}
 
 	inDir := t.TempDir()
-	rows := 20000
+	rows := 12000
 	if raceEnabled {
 		rows = 3000
 	}
@@ -139,7 +147,7 @@ func TestMergeSIGKILL(t *testing.T) {
 		}
 		dst := filepath.Join(t.TempDir(), "probe.seg")
 		start := time.Now()
-		out, err := command(args(config{c.medium, c.fanIn, false}, dst)...).CombinedOutput()
+		out, err := command("", args(config{c.medium, c.fanIn, false}, dst)...).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		d := time.Since(start)
 		seg, err := columns.Open(dst)
@@ -157,20 +165,61 @@ func TestMergeSIGKILL(t *testing.T) {
 	for trial := range trials {
 		c := configs[trial%len(configs)]
 		full := probe(c)
-		delay := time.Duration(rng.Float64() * 1.15 * float64(full))
+		// The moment: in trials 0 and 2 (mod 4) any moment of the run; in trial 1 its last
+		// quarter or just past it (the output being written and synced); in trial 3 within
+		// 5 ms of the moment the output file, written and synced, is about to be named (the
+		// naming and the directory sync: the briefest steps, and the ones that matter most),
+		// which the process signals through the test hook (segtool-test, WRITEOUT_TEST_MARK).
+		var delay time.Duration
+		mark := ""
+		switch trial % 4 {
+		case 1:
+			delay = time.Duration((0.75 + 0.35*rng.Float64()) * float64(full))
+		case 3:
+			mark = t.TempDir()
+			delay = time.Duration(rng.Float64() * float64(5*time.Millisecond))
+		default:
+			delay = time.Duration(rng.Float64() * float64(full))
+		}
 		dir := filepath.Join(root, fmt.Sprintf("trial-%03d", trial))
 		require.NoError(t, os.Mkdir(dir, 0o755))
 		dst := filepath.Join(dir, "merged.seg")
 		if c.replace {
 			require.NoError(t, os.WriteFile(dst, old, 0o644))
 		}
-		cmd := command(args(c, dst)...)
+		cmd := command(mark, args(c, dst)...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		require.NoError(t, cmd.Start())
-		time.Sleep(delay)
-		_ = cmd.Process.Signal(syscall.SIGKILL) // fails only if the merge is over (then reaped below)
-		werr := cmd.Wait()
+		waited := make(chan error, 1)
+		go func() { waited <- cmd.Wait() }()
+		var werr error
+		exited := false
+		if mark != "" {
+			marked := false
+			for !marked && !exited {
+				select {
+				case werr = <-waited:
+					exited = true
+				case <-time.After(200 * time.Microsecond):
+				}
+				ents, err := os.ReadDir(mark)
+				require.NoError(t, err)
+				marked = len(ents) > 0
+			}
+			require.True(t, marked, "trial %d: the merge ended (%v) without naming its output: %s", trial, werr, stderr.String())
+		}
+		if !exited {
+			select {
+			case werr = <-waited: // finished before the moment
+				exited = true
+			case <-time.After(delay):
+			}
+		}
+		if !exited {
+			_ = cmd.Process.Signal(syscall.SIGKILL) // fails only if the merge is over (then reaped below)
+			werr = <-waited
+		}
 		killed := false
 		var ee *exec.ExitError
 		if errors.As(werr, &ee) {

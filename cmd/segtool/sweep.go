@@ -209,16 +209,13 @@ func isSegmentFile(path string) bool {
 	if err != nil {
 		return false
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !os.SameFile(fi, st) {
-		return false
+	ok := false
+	if st, err := f.Stat(); err == nil && os.SameFile(fi, st) {
+		if seg, err := columns.NewSegment(f, st.Size()); err == nil {
+			ok = seg.Close() == nil
+		}
 	}
-	seg, err := columns.NewSegment(f, st.Size())
-	if err != nil {
-		return false
-	}
-	return seg.Close() == nil
+	return f.Close() == nil && ok
 }
 
 func newSweepCmd() *cobra.Command {
