@@ -54,9 +54,9 @@ func fsName(t *testing.T, dir string) (string, bool) {
 // 3 (phases with intermediate segments), without and with --replace (an old output present).
 // After each kill the output is absent (without --replace), the old output (with it), or the
 // complete new one: it verifies and has the right row count. On ext4, tmpfs, XFS or btrfs no
-// other file is left in the output directory, without running sweep. The moment is uniform
-// over the time of an uninterrupted run of the same medium and fan-in in even trials, and over
-// its last quarter (or a little past its end, so some runs finish) in odd ones.
+// other file is left in the output directory, without running sweep. The moment is random:
+// anywhere in the time of an uninterrupted run of the same medium and fan-in (the fastest seen),
+// in its last quarter, or within 5 ms of the naming of the output (see the loop).
 //
 // The segtool run is the test binary (testscript puts a copy on PATH as segtool): built once,
 // with the test. WRITEOUT_KILL_TRIALS=100 runs the full bar; the default is 8 trials.
@@ -165,14 +165,16 @@ func TestMergeSIGKILL(t *testing.T) {
 	for trial := range trials {
 		c := configs[trial%len(configs)]
 		full := probe(c)
-		// The moment: in trials 0 and 2 (mod 4) any moment of the run; in trial 1 its last
-		// quarter or just past it (the output being written and synced); in trial 3 within
-		// 5 ms of the moment the output file, written and synced, is about to be named (the
-		// naming and the directory sync: the briefest steps, and the ones that matter most),
-		// which the process signals through the test hook (segtool-test, WRITEOUT_TEST_MARK).
+		// The moment, by a kind that rotates independently of the configuration: kinds 0 and 2,
+		// any moment of the run; kind 1, its last quarter or just past it (the output being
+		// written and synced); kind 3, within 5 ms of the moment the output file, written and
+		// synced, is about to be named (the naming and the directory sync: the briefest steps,
+		// and the ones that matter most), which the process signals through the test hook
+		// (segtool-test, WRITEOUT_TEST_MARK).
 		var delay time.Duration
 		mark := ""
-		switch trial % 4 {
+		kind := (trial + trial/4 + trial/16) % 4
+		switch kind {
 		case 1:
 			delay = time.Duration((0.75 + 0.35*rng.Float64()) * float64(full))
 		case 3:
@@ -190,6 +192,7 @@ func TestMergeSIGKILL(t *testing.T) {
 		cmd := command(mark, args(c, dst)...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
+		started := time.Now()
 		require.NoError(t, cmd.Start())
 		waited := make(chan error, 1)
 		go func() { waited <- cmd.Wait() }()
@@ -219,6 +222,8 @@ func TestMergeSIGKILL(t *testing.T) {
 		if !exited {
 			_ = cmd.Process.Signal(syscall.SIGKILL) // fails only if the merge is over (then reaped below)
 			werr = <-waited
+		} else if d := time.Since(started); werr == nil && d < full {
+			probes[fmt.Sprintf("%s/%d", c.medium, c.fanIn)] = d // the machine got faster: aim by the fastest run seen
 		}
 		killed := false
 		var ee *exec.ExitError
