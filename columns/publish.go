@@ -139,6 +139,7 @@ func (w *Writer) publish(ctx context.Context, dst string, f *footer, opts Publis
 			err = multierr.Join(err, out.discard(dst))
 		}
 	}()
+	testhook.OutputCreated(dst)
 	n, err := w.writeFile(ctx, dst, out.file, out.osf, out.desc(), f, opts.Durability, &info)
 	if err != nil {
 		return info, err

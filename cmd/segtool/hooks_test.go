@@ -25,8 +25,9 @@ const (
 	// their checks before any names its file.
 	envBarrier  = "WRITEOUT_TEST_BARRIER"
 	envBarrierN = "WRITEOUT_TEST_BARRIER_N"
-	// envMark=DIR: before naming its output, the process creates DIR/PID and goes on: a test
-	// can act (kill it) at the moment the output is named.
+	// envMark=DIR: once it has created its output file (before writing it) the process
+	// creates DIR/created, and before naming it DIR/named, and goes on: a test can act (kill
+	// it) at these moments.
 	envMark = "WRITEOUT_TEST_MARK"
 )
 
@@ -39,9 +40,8 @@ func testSettings() {
 		}
 	}
 	if dir := os.Getenv(envMark); dir != "" {
-		testhook.SetBeforePublish(func(string) {
-			_ = os.WriteFile(filepath.Join(dir, strconv.Itoa(os.Getpid())), nil, 0o644)
-		})
+		testhook.SetOutputCreated(func(string) { _ = os.WriteFile(filepath.Join(dir, "created"), nil, 0o644) })
+		testhook.SetBeforePublish(func(string) { _ = os.WriteFile(filepath.Join(dir, "named"), nil, 0o644) })
 	}
 	if dir := os.Getenv(envBarrier); dir != "" {
 		n, err := strconv.Atoi(os.Getenv(envBarrierN))

@@ -56,7 +56,7 @@ func fsName(t *testing.T, dir string) (string, bool) {
 // complete new one: it verifies and has the right row count. On ext4, tmpfs, XFS or btrfs no
 // other file is left in the output directory, without running sweep. The moment is random:
 // anywhere in the time of an uninterrupted run of the same medium and fan-in (the fastest seen),
-// in its last quarter, or within 5 ms of the naming of the output (see the loop).
+// while the output file is written and synced, or within 5 ms of its naming (see the loop).
 //
 // The segtool run is the test binary (testscript puts a copy on PATH as segtool): built once,
 // with the test. WRITEOUT_KILL_TRIALS=100 runs the full bar; the default is 8 trials.
@@ -137,26 +137,55 @@ func TestMergeSIGKILL(t *testing.T) {
 		}
 		return append(a, inputs...)
 	}
-	// probe runs a merge of c's medium and fan-in to the end: how long it takes.
-	probes := map[string]time.Duration{}
+	// awaitMark polls for the file mark (a test hook's mark) while the process runs: whether it
+	// appeared, and, if the process ended first, its Wait error.
+	awaitMark := func(mark string, waited <-chan error) (bool, bool, error) {
+		for {
+			if _, err := os.Stat(mark); err == nil {
+				return true, false, nil
+			}
+			select {
+			case err := <-waited:
+				_, serr := os.Stat(mark)
+				return serr == nil, true, err
+			case <-time.After(200 * time.Microsecond):
+			}
+		}
+	}
+	// probe runs a merge of c's medium and fan-in to the end: how long it takes, and how long
+	// from the creation of its output file to its naming (writing and syncing it).
+	type timing struct{ full, publish time.Duration }
+	probes := map[string]timing{}
 	wantRows := 6 * rows
-	probe := func(c config) time.Duration {
+	probe := func(c config) timing {
 		key := fmt.Sprintf("%s/%d", c.medium, c.fanIn)
 		if d, ok := probes[key]; ok {
 			return d
 		}
 		dst := filepath.Join(t.TempDir(), "probe.seg")
+		mark := t.TempDir()
+		cmd := command(mark, args(config{c.medium, c.fanIn, false}, dst)...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
 		start := time.Now()
-		out, err := command("", args(config{c.medium, c.fanIn, false}, dst)...).CombinedOutput()
-		require.NoError(t, err, "%s", out)
-		d := time.Since(start)
+		require.NoError(t, cmd.Start())
+		waited := make(chan error, 1)
+		go func() { waited <- cmd.Wait() }()
+		ok, _, _ := awaitMark(filepath.Join(mark, "created"), waited)
+		require.True(t, ok, "%s", out.String())
+		created := time.Now()
+		ok, _, _ = awaitMark(filepath.Join(mark, "named"), waited)
+		require.True(t, ok, "%s", out.String())
+		tm := timing{publish: time.Since(created)}
+		require.NoError(t, <-waited, "%s", out.String())
+		tm.full = time.Since(start)
 		seg, err := columns.Open(dst)
 		require.NoError(t, err)
 		require.Equal(t, wantRows, seg.Rows())
 		require.NoError(t, seg.Close())
-		probes[key] = d
-		t.Logf("probe %s: %v", key, d.Round(time.Millisecond))
-		return d
+		probes[key] = tm
+		t.Logf("probe %s: %v, of which %v writing, syncing the output", key, tm.full.Round(time.Millisecond), tm.publish.Round(time.Millisecond))
+		return tm
 	}
 
 	counts := map[string]int{}
@@ -164,24 +193,27 @@ func TestMergeSIGKILL(t *testing.T) {
 	var leftovers []string
 	for trial := range trials {
 		c := configs[trial%len(configs)]
-		full := probe(c)
+		tm := probe(c)
 		// The moment, by a kind that rotates independently of the configuration: kinds 0 and 2,
-		// any moment of the run; kind 1, its last quarter or just past it (the output being
-		// written and synced); kind 3, within 5 ms of the moment the output file, written and
-		// synced, is about to be named (the naming and the directory sync: the briefest steps,
-		// and the ones that matter most), which the process signals through the test hook
-		// (segtool-test, WRITEOUT_TEST_MARK).
+		// any moment of the run; kind 1, while the output file is written and synced (from the
+		// creation of the file, which the process signals through a test hook: segtool-test,
+		// WRITEOUT_TEST_MARK); kind 3, within 5 ms of the moment it is about to be named (the
+		// naming and the directory sync: the briefest steps, and the ones that matter most).
 		var delay time.Duration
-		mark := ""
-		kind := (trial + trial/4 + trial/16) % 4
-		switch kind {
+		markFile := ""
+		switch kind := (trial + trial/4 + trial/16) % 4; kind {
 		case 1:
-			delay = time.Duration((0.75 + 0.35*rng.Float64()) * float64(full))
+			markFile = "created"
+			delay = time.Duration(rng.Float64() * float64(tm.publish))
 		case 3:
-			mark = t.TempDir()
+			markFile = "named"
 			delay = time.Duration(rng.Float64() * float64(5*time.Millisecond))
 		default:
-			delay = time.Duration(rng.Float64() * float64(full))
+			delay = time.Duration(rng.Float64() * float64(tm.full))
+		}
+		mark := ""
+		if markFile != "" {
+			mark = t.TempDir()
 		}
 		dir := filepath.Join(root, fmt.Sprintf("trial-%03d", trial))
 		require.NoError(t, os.Mkdir(dir, 0o755))
@@ -198,19 +230,10 @@ func TestMergeSIGKILL(t *testing.T) {
 		go func() { waited <- cmd.Wait() }()
 		var werr error
 		exited := false
-		if mark != "" {
-			marked := false
-			for !marked && !exited {
-				select {
-				case werr = <-waited:
-					exited = true
-				case <-time.After(200 * time.Microsecond):
-				}
-				ents, err := os.ReadDir(mark)
-				require.NoError(t, err)
-				marked = len(ents) > 0
-			}
-			require.True(t, marked, "trial %d: the merge ended (%v) without naming its output: %s", trial, werr, stderr.String())
+		if markFile != "" {
+			var marked bool
+			marked, exited, werr = awaitMark(filepath.Join(mark, markFile), waited)
+			require.True(t, marked, "trial %d: the merge ended (%v) without reaching the mark %s: %s", trial, werr, markFile, stderr.String())
 		}
 		if !exited {
 			select {
@@ -222,8 +245,9 @@ func TestMergeSIGKILL(t *testing.T) {
 		if !exited {
 			_ = cmd.Process.Signal(syscall.SIGKILL) // fails only if the merge is over (then reaped below)
 			werr = <-waited
-		} else if d := time.Since(started); werr == nil && d < full {
-			probes[fmt.Sprintf("%s/%d", c.medium, c.fanIn)] = d // the machine got faster: aim by the fastest run seen
+		} else if d := time.Since(started); werr == nil && markFile == "" && d < tm.full {
+			tm.full = d // the machine got faster: aim by the fastest run seen
+			probes[fmt.Sprintf("%s/%d", c.medium, c.fanIn)] = tm
 		}
 		killed := false
 		var ee *exec.ExitError
