@@ -54,7 +54,9 @@ func fsName(t *testing.T, dir string) (string, bool) {
 // 3 (phases with intermediate segments), without and with --replace (an old output present).
 // After each kill the output is absent (without --replace), the old output (with it), or the
 // complete new one: it verifies and has the right row count. On ext4, tmpfs, XFS or btrfs no
-// other file is left in the output directory, without running sweep. The moment is random:
+// other file is left in the output directory, without running sweep, except in the one state
+// that --replace accepts by design (killed between linking the new output to a temp name and
+// renaming it over the old one: see columns.Finish), which is counted and reported apart. The moment is random:
 // anywhere in the time of an uninterrupted run of the same medium and fan-in (the fastest seen),
 // while the output file is written and synced, or within 5 ms of its naming (see the loop).
 //
@@ -190,7 +192,7 @@ func TestMergeSIGKILL(t *testing.T) {
 
 	counts := map[string]int{}
 	perConfig := map[string]map[string]int{}
-	var leftovers []string
+	var leftovers, between []string
 	for trial := range trials {
 		c := configs[trial%len(configs)]
 		tm := probe(c)
@@ -291,12 +293,25 @@ func TestMergeSIGKILL(t *testing.T) {
 		}
 		perConfig[key][outcome]++
 		left := 0
+		var extra []string
 		for _, n := range dirNames(t, dir) {
 			if n != "merged.seg" {
 				left++
-				ours, _ := columns.IsTempFile(nil, filepath.Join(dir, n))
-				leftovers = append(leftovers, fmt.Sprintf("trial %d (%s, killed after %v): %q (sweepable: %v)", trial, key, delay.Round(time.Millisecond), n, ours))
+				extra = append(extra, n)
 			}
+		}
+		// The one state a --replace publication can leave, by design (see columns.Finish): the
+		// unnamed output linked to a temp name, not yet renamed over the old output. Killed
+		// between those two calls, the old output is in place and the complete new one is
+		// under the temp name, which sweep recognises. Counted apart; anything else fails.
+		if c.replace && strings.HasPrefix(outcome, "old") && len(extra) == 1 && columns.IsTempName(extra[0]) &&
+			isCompleteMerge(t, filepath.Join(dir, extra[0]), wantRows) {
+			between = append(between, fmt.Sprintf("trial %d (%s, killed after %v): %q", trial, key, delay.Round(time.Millisecond), extra[0]))
+			extra = nil
+		}
+		for _, n := range extra {
+			ours, _ := columns.IsTempFile(nil, filepath.Join(dir, n))
+			leftovers = append(leftovers, fmt.Sprintf("trial %d (%s, killed after %v): %q (sweepable: %v)", trial, key, delay.Round(time.Millisecond), n, ours))
 		}
 		if left > 0 && !strict {
 			out := mustSegtool(t, "sweep", dir)
@@ -318,9 +333,13 @@ func TestMergeSIGKILL(t *testing.T) {
 	for _, k := range keys {
 		t.Logf("%-40s %v", k, perConfig[k])
 	}
-	t.Logf("%d trials: %v; files left in output directories: %d", trials, counts, len(leftovers))
+	t.Logf("%d trials: %v; files left in output directories: %d, and %d complete new outputs under a temp name"+
+		" (--replace killed between the link and the rename)", trials, counts, len(leftovers), len(between))
 	for _, l := range leftovers {
 		t.Logf("left: %s", l)
+	}
+	for _, l := range between {
+		t.Logf("killed between the link and the rename: %s", l)
 	}
 	if strict {
 		require.Empty(t, leftovers, "files left in the output directory on %s", fs)
@@ -330,4 +349,16 @@ func TestMergeSIGKILL(t *testing.T) {
 			require.True(t, strings.HasSuffix(l, "(sweepable: true)"), "%s", l)
 		}
 	}
+}
+
+// isCompleteMerge reports whether path is a segment that verifies and has rows rows.
+func isCompleteMerge(t *testing.T, path string, rows int) bool {
+	t.Helper()
+	seg, err := columns.Open(path)
+	if err != nil {
+		return false
+	}
+	ok := seg.Verify() == nil && seg.Rows() == rows
+	require.NoError(t, seg.Close())
+	return ok
 }
