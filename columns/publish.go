@@ -5,21 +5,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/afero"
 
 	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
+	"github.com/writeout/writeout/internal/testhook"
 	"github.com/writeout/writeout/medium"
 )
 
-// TempPattern is the name pattern of the temp file Finish writes in the destination's
-// directory before renaming it into place: "*" stands for a random string, as in
-// os.CreateTemp. A crash can leave such files behind; SweepTemp removes them.
+// TempPattern is the name pattern of the named temp files a publication may write in the
+// destination's directory before naming it dst: "*" stands for random decimal digits, as in
+// os.CreateTemp. On Linux with the OS file system the output is written as an unnamed file
+// instead (see Finish), and a crash leaves nothing; elsewhere a crash can leave such files
+// behind, and SweepTemp removes them.
 const TempPattern = ".writeout-*.tmp"
 
 // PublishOptions configure Finish. The zero value publishes on the OS file system, syncs the
@@ -28,7 +34,7 @@ type PublishOptions struct {
 	// Fs is the file system of the destination; nil means the OS.
 	Fs afero.Fs
 	// Durability says what is synced: with SyncOutput (the default) and SyncAll the file is
-	// fdatasynced before the rename and the directory fsynced after it; with SyncNone nothing
+	// fdatasynced before it is named dst and the directory fsynced after; with SyncNone nothing
 	// is. TrickleBytes paces writeback while the file is written (sync_file_range on Linux,
 	// with the OS file system). A stage whose Bytes has a Sync method is synced before it is
 	// read back under SyncAll; the file-backed media of this module sync their stages
@@ -38,31 +44,58 @@ type PublishOptions struct {
 	Replace bool
 	// Perm is the published file's permission; 0 means 0644.
 	Perm os.FileMode
+	// File, when set, receives the segment in place of a file named dst: Finish truncates it,
+	// writes the segment from offset 0, fdatasyncs it per Durability (there is no directory to
+	// sync: the file's name, if any, is the caller's) and leaves it open. dst then only names
+	// the segment in errors and in Info.Path; Fs, Replace and Perm are not used. On failure the
+	// file holds a partial segment and is the caller's to discard. Merge writes its intermediate
+	// segments into unnamed files this way and reopens them with OpenFile.
+	File *os.File
 }
 
 // Finish finishes the segment and publishes it at dst:
 //
-//  1. a temp file named by TempPattern is created in dst's directory;
+//  1. the output file is created in dst's directory: on Linux with the OS file system an
+//     unnamed file (O_TMPFILE), which disappears with the process whatever happens to it;
+//     where the file system has no O_TMPFILE, or on another afero.Fs, a temp file named by
+//     TempPattern;
 //  2. the header, each part (copied out of its stage with WriteTo, through a check of the
 //     CRC-32C and size computed when the part was staged: a mismatch fails with ErrCorrupt),
 //     the footer and the trailer are written to it;
-//  3. per Durability, it is fdatasynced (pacing writeback on the way with TrickleBytes);
-//  4. it is renamed to dst, and the directory is fsynced per Durability.
+//  3. per Durability, it is fdatasynced (pacing writeback on the way with TrickleBytes), and
+//     given its permission;
+//  4. it is named dst, and the directory is fsynced per Durability.
 //
-// On any failure the temp file is removed, dst is left as it was (if a failure comes after the
-// rename, at the directory sync, the new file is removed again: with Replace the old one is
-// gone by then), and the error is returned; a failed sync wraps medium.ErrSync and is never
-// retried. An existing dst is an error wrapping fs.ErrExist unless Replace (checked before the
-// work and again just before the rename; a file created in between by someone else is
-// replaced). The stages are released whatever happens, and the writer cannot be used again.
+// Naming never replaces a file unless Replace is set, and is atomic on the OS file system: an
+// unnamed file is linked to dst (linkat, which fails if dst exists); a named one is renamed
+// with renameat2(RENAME_NOREPLACE) or, where the file system lacks it, hard-linked to dst then
+// unlinked. So of two publications to one dst racing past their checks, one fails. An existing
+// dst (checked before the work too, so that it fails early) is an error wrapping fs.ErrExist
+// that says the output exists. On an afero.Fs other than the OS's, and on a file system with
+// neither renameat2's flag nor hard links, the check is repeated just before a plain rename:
+// not atomic.
+//
+// With Replace, a named file is renamed over dst; an unnamed one is first linked to a fresh
+// TempPattern name in dst's directory, then renamed over dst. rename(2) is the one call that
+// replaces a file atomically, and it needs a name to rename: linkat never replaces, and
+// removing dst before linking would leave, if the process died between the two calls, neither
+// the old output nor the new. This way dst is at every instant the old file or the new, and a
+// crash between the link and the rename leaves at worst a complete segment under a temp name,
+// which SweepTemp recognises.
+//
+// On any failure the output file is removed (an unnamed one just closed), dst is left as it
+// was (if a failure comes after naming, at the directory sync, the new file is removed again:
+// with Replace the old one is gone by then), and the error is returned; a failed sync wraps
+// medium.ErrSync and is never retried. The stages are released whatever happens, and the
+// writer cannot be used again.
 func (w *Writer) Finish(dst string, opts PublishOptions) (Info, error) {
 	return w.FinishContext(context.Background(), dst, opts)
 }
 
 // FinishContext is Finish, stopped when ctx is done: the copy checks ctx before every write to
-// the temp file and before the sync and the rename; a cancelled publish cleans up as a failed
-// one does and returns an error wrapping ctx.Err(). Once the rename has happened the publish
-// completes.
+// the output file and before the sync and the naming; a cancelled publish cleans up as a
+// failed one does and returns an error wrapping ctx.Err(). Once the file is named dst the
+// publish completes.
 func (w *Writer) FinishContext(ctx context.Context, dst string, opts PublishOptions) (Info, error) {
 	f, err := w.seal()
 	if err != nil {
@@ -79,6 +112,9 @@ func (w *Writer) publish(ctx context.Context, dst string, f *footer, opts Publis
 	if err := opts.Durability.Validate(); err != nil {
 		return Info{}, fmt.Errorf("columns: publish %s: %w", dst, err)
 	}
+	if opts.File != nil {
+		return w.publishInto(ctx, dst, f, opts)
+	}
 	fsys := opts.Fs
 	if fsys == nil {
 		fsys = afero.NewOsFs()
@@ -87,46 +123,82 @@ func (w *Writer) publish(ctx context.Context, dst string, f *footer, opts Publis
 	if perm == 0 {
 		perm = 0o644
 	}
-	calls := w.calls
 	wrap := func(what string, err error) error { return fmt.Errorf("columns: publish %s: %s: %w", dst, what, err) }
-	syncErr := func(what string, err error) error {
-		return fmt.Errorf("columns: publish %s: %s: %w: %w", dst, what, medium.ErrSync, err)
-	}
 	if !opts.Replace {
 		if err := notExist(fsys, dst); err != nil {
-			return Info{}, wrap("destination", err)
+			return Info{}, destError(dst, err)
 		}
 	}
 	dir := filepath.Dir(dst)
-	tmp, err := afero.TempFile(fsys, dir, TempPattern)
+	out, err := createOutput(fsys, dir, w.calls)
 	if err != nil {
 		return Info{}, wrap("create temp file", err)
 	}
-	tmpName := tmp.Name()
-	open, renamed := true, false
 	defer func() {
-		if err == nil {
-			return
+		if err != nil {
+			err = multierr.Join(err, out.discard(dst))
 		}
-		var errs []error
-		if open {
-			errs = append(errs, tmp.Close())
-		}
-		name := tmpName
-		if renamed {
-			name = dst
-		}
-		if rerr := fsys.Remove(name); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("columns: publish %s: remove %s: %w", dst, name, rerr))
-		}
-		err = multierr.Join(append([]error{err}, errs...)...)
 	}()
+	testhook.OutputCreated(dst)
+	n, err := w.writeFile(ctx, dst, out.file, out.osf, out.desc(), f, opts.Durability, &info)
+	if err != nil {
+		return info, err
+	}
+	if err := out.finish(perm); err != nil {
+		return info, wrap(out.desc(), err)
+	}
+	if err := ctx.Err(); err != nil {
+		return info, wrap("name "+dst, err)
+	}
+	testhook.BeforePublish(dst)
+	if err := out.place(dst, opts.Replace); err != nil {
+		return info, destError(dst, err)
+	}
+	if err := out.close(); err != nil {
+		return info, wrap("close "+dst, err)
+	}
+	if opts.Durability.SyncsOutput() {
+		info.Syncs++
+		if err := syncDir(fsys, dir, w.calls); err != nil {
+			return info, fmt.Errorf("columns: publish %s: fsync directory %s: %w: %w", dst, dir, medium.ErrSync, err)
+		}
+	}
+	res := f.info(n)
+	res.Path, res.Syncs, res.Trickles = dst, info.Syncs, info.Trickles
+	return res, nil
+}
 
-	osf, _ := tmp.(*os.File)
-	tw := &trickleWriter{ctx: ctx, f: tmp, osf: osf, every: opts.Durability.TrickleBytes, calls: calls}
+// publishInto writes the segment into opts.File (see PublishOptions.File).
+func (w *Writer) publishInto(ctx context.Context, name string, f *footer, opts PublishOptions) (Info, error) {
+	file := opts.File
+	if _, err := file.Seek(0, io.SeekStart); err != nil {
+		return Info{}, fmt.Errorf("columns: publish %s: %w", name, err)
+	}
+	if err := file.Truncate(0); err != nil {
+		return Info{}, fmt.Errorf("columns: publish %s: %w", name, err)
+	}
+	var info Info
+	n, err := w.writeFile(ctx, name, file, file, name, f, opts.Durability, &info)
+	if err != nil {
+		return Info{}, err
+	}
+	res := f.info(n)
+	res.Path, res.Syncs, res.Trickles = name, info.Syncs, info.Trickles
+	return res, nil
+}
+
+// writeFile writes the segment to file (osf: the same file when it is an OS file, for
+// sync_file_range and fdatasync; desc: its name in errors), then fdatasyncs it per d. It counts
+// syncs and trickles in info and returns the bytes written.
+func (w *Writer) writeFile(ctx context.Context, dst string, file afero.File, osf *os.File, desc string, f *footer, d medium.Durability, info *Info) (int64, error) {
+	calls := w.calls
+	syncErr := func(what string, err error) error {
+		return fmt.Errorf("columns: publish %s: %s: %w: %w", dst, what, medium.ErrSync, err)
+	}
+	tw := &trickleWriter{ctx: ctx, f: file, osf: osf, every: d.TrickleBytes, calls: calls}
 	bw := bufio.NewWriterSize(tw, 256<<10)
 	var syncStage func(medium.Bytes) error
-	if opts.Durability.SyncsStages() {
+	if d.SyncsStages() {
 		syncStage = func(b medium.Bytes) error {
 			s, ok := b.(interface{ Sync() error })
 			if !ok {
@@ -149,57 +221,214 @@ func (w *Writer) publish(ctx context.Context, dst string, f *footer, opts Publis
 	}
 	if err != nil {
 		if tw.syncErr != nil && errors.Is(err, tw.syncErr) {
-			return info, syncErr("sync_file_range", err)
+			return n, syncErr("sync_file_range", err)
 		}
-		return info, wrap("write "+tmpName, err)
+		return n, fmt.Errorf("columns: publish %s: write %s: %w", dst, desc, err)
 	}
-	if opts.Durability.SyncsOutput() {
+	if d.SyncsOutput() {
 		info.Syncs++
 		var err error
 		if osf != nil {
 			err = calls.Fdatasync(osf)
 		} else {
-			err = tmp.Sync()
+			err = file.Sync()
 		}
 		if err != nil {
-			return info, syncErr("fdatasync "+tmpName, err)
+			return n, syncErr("fdatasync "+desc, err)
 		}
 	}
-	open = false
-	if err := tmp.Close(); err != nil {
-		return info, wrap("close "+tmpName, err)
-	}
-	if err := fsys.Chmod(tmpName, perm); err != nil {
-		return info, wrap("chmod "+tmpName, err)
-	}
-	if !opts.Replace {
-		if err := notExist(fsys, dst); err != nil {
-			return info, wrap("destination", err)
+	return n, nil
+}
+
+// output is the file a publication writes, from its creation to its naming as dst.
+type output struct {
+	fsys   afero.Fs
+	calls  *sys.Calls
+	dir    string
+	osFs   bool // fsys is the OS file system: the atomic naming calls apply
+	file   afero.File
+	osf    *os.File // file, when it is an OS file
+	open   bool
+	name   string // the file's temp name; "" while it is unnamed or once it is dst
+	placed bool   // the file is named dst
+}
+
+// createOutput creates the output file in dir: unnamed where it can, else named by
+// TempPattern.
+func createOutput(fsys afero.Fs, dir string, calls *sys.Calls) (*output, error) {
+	o := &output{fsys: fsys, calls: calls, dir: dir}
+	_, o.osFs = fsys.(*afero.OsFs)
+	if o.osFs && sys.CanLinkUnnamed() {
+		f, err := calls.OpenTmpfile(dir)
+		switch {
+		case err == nil:
+			o.file, o.osf, o.open = f, f, true
+			return o, nil
+		case !errors.Is(err, sys.ErrUnsupported):
+			return nil, err
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return info, wrap("rename", err)
+	f, err := afero.TempFile(fsys, dir, TempPattern)
+	if err != nil {
+		return nil, err
 	}
-	if err := fsys.Rename(tmpName, dst); err != nil {
-		return info, wrap("rename", err)
+	o.file, o.name, o.open = f, f.Name(), true
+	o.osf, _ = f.(*os.File)
+	return o, nil
+}
+
+// desc names the file in errors.
+func (o *output) desc() string {
+	if o.name == "" {
+		return filepath.Join(o.dir, "(unnamed temp file)")
 	}
-	renamed = true
-	if opts.Durability.SyncsOutput() {
-		info.Syncs++
-		if err := syncDir(fsys, dir, calls); err != nil {
-			return info, syncErr("fsync directory "+dir, err)
+	return o.name
+}
+
+// finish gives the written file its permission; a named file is closed first, so that it is
+// renamed closed (which some systems require).
+func (o *output) finish(perm os.FileMode) error {
+	if o.name == "" {
+		return o.osf.Chmod(perm)
+	}
+	if err := o.close(); err != nil {
+		return err
+	}
+	return o.fsys.Chmod(o.name, perm)
+}
+
+func (o *output) close() error {
+	if !o.open {
+		return nil
+	}
+	o.open = false
+	return o.file.Close()
+}
+
+// place names the file dst; see Finish for how.
+func (o *output) place(dst string, replace bool) error {
+	if o.name == "" {
+		if !replace {
+			if err := o.calls.Linkat(o.osf, dst); err != nil {
+				return existError(err)
+			}
+			o.placed = true
+			return nil
+		}
+		name, err := o.linkTemp()
+		if err != nil {
+			return err
+		}
+		o.name = name
+	}
+	switch {
+	case replace:
+		if err := o.fsys.Rename(o.name, dst); err != nil {
+			return err
+		}
+	case o.osFs:
+		err := o.calls.Renameat2(o.name, dst, sys.RenameNoreplace)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, sys.ErrUnsupported) {
+			return existError(err)
+		}
+		err = o.calls.Link(o.name, dst)
+		if err == nil {
+			o.placed = true
+			if err := o.fsys.Remove(o.name); err != nil {
+				return fmt.Errorf("remove %s: %w", o.name, err)
+			}
+			o.name = ""
+			return nil
+		}
+		if !sys.LinkUnsupported(err) {
+			return existError(err)
+		}
+		// No hard links either (some FUSE and FAT file systems): check, then rename.
+		if err := notExist(o.fsys, dst); err != nil {
+			return err
+		}
+		if err := o.fsys.Rename(o.name, dst); err != nil {
+			return err
+		}
+	default:
+		if err := notExist(o.fsys, dst); err != nil {
+			return err
+		}
+		if err := o.fsys.Rename(o.name, dst); err != nil {
+			return err
 		}
 	}
-	out := f.info(n)
-	out.Path, out.Syncs, out.Trickles = dst, info.Syncs, info.Trickles
-	return out, nil
+	o.name, o.placed = "", true
+	return nil
+}
+
+// linkTemp links the unnamed file to a fresh name of TempPattern in its directory.
+func (o *output) linkTemp() (string, error) {
+	prefix, suffix, _ := strings.Cut(TempPattern, "*")
+	for range 100 {
+		name := filepath.Join(o.dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10)+suffix)
+		err := o.calls.Linkat(o.osf, name)
+		if err == nil {
+			return name, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("linkat: no free temp name in %s", o.dir)
+}
+
+// discard removes what a failed publication made: the file, under its temp name or as dst.
+func (o *output) discard(dst string) error {
+	var errs []error
+	if o.open {
+		o.open = false
+		errs = append(errs, o.file.Close())
+	}
+	names := []string{o.name}
+	if o.placed {
+		names = append(names, dst)
+	}
+	for _, name := range names {
+		if name == "" {
+			continue
+		}
+		if err := o.fsys.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("columns: publish %s: remove %s: %w", dst, name, err))
+		}
+	}
+	return multierr.Join(errs...)
+}
+
+// errOutputExists is the error of a publication without Replace whose dst exists, found by
+// the check or by the call that names the file.
+var errOutputExists = fmt.Errorf("output exists (set Replace to replace it): %w", fs.ErrExist)
+
+// existError is errOutputExists when err, from a call that would not replace dst, wraps
+// fs.ErrExist; other errors are returned as they are.
+func existError(err error) error {
+	if errors.Is(err, fs.ErrExist) {
+		return errOutputExists
+	}
+	return err
+}
+
+// destError wraps an error of the check of dst or of its naming.
+func destError(dst string, err error) error {
+	if errors.Is(err, errOutputExists) {
+		return fmt.Errorf("columns: publish %s: %w", dst, err)
+	}
+	return fmt.Errorf("columns: publish %s: name the output: %w", dst, err)
 }
 
 func notExist(fsys afero.Fs, name string) error {
 	_, err := fsys.Stat(name)
 	switch {
 	case err == nil:
-		return fmt.Errorf("%s exists (set Replace to replace it): %w", name, fs.ErrExist)
+		return errOutputExists
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	}
@@ -259,33 +488,4 @@ func (t *trickleWriter) Write(p []byte) (int, error) {
 		t.mark += t.every
 	}
 	return n, nil
-}
-
-// SweepTemp removes the temp files Finish leaves in dir when a process dies while publishing
-// (names matching TempPattern). Run it only while no writer publishes into dir: it would remove
-// that writer's temp file too. It returns the names removed.
-func SweepTemp(fsys afero.Fs, dir string) ([]string, error) {
-	if fsys == nil {
-		fsys = afero.NewOsFs()
-	}
-	names, err := afero.ReadDir(fsys, dir)
-	if err != nil {
-		return nil, fmt.Errorf("columns: sweep %s: %w", dir, err)
-	}
-	prefix, suffix, _ := strings.Cut(TempPattern, "*")
-	var removed []string
-	var errs []error
-	for _, fi := range names {
-		name := fi.Name()
-		if fi.IsDir() || !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, suffix) || len(name) < len(prefix)+len(suffix) {
-			continue
-		}
-		path := filepath.Join(dir, name)
-		if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("columns: sweep: %w", err))
-			continue
-		}
-		removed = append(removed, path)
-	}
-	return removed, multierr.Join(errs...)
 }

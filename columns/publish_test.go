@@ -350,32 +350,6 @@ func TestAbort(t *testing.T) {
 	require.ErrorIs(t, err, ErrState)
 }
 
-func TestSweepTemp(t *testing.T) {
-	fsys := afero.NewMemMapFs()
-	dir := "/segs"
-	require.NoError(t, fsys.MkdirAll(dir+"/.writeout-dir.tmp", 0o755))
-	for _, n := range []string{".writeout-123.tmp", ".writeout-abc.tmp", "seg", ".writeout-.tmpx", "writeout-1.tmp"} {
-		require.NoError(t, afero.WriteFile(fsys, filepath.Join(dir, n), nil, 0o644))
-	}
-	removed, err := SweepTemp(fsys, dir)
-	require.NoError(t, err)
-	require.ElementsMatch(t, []string{dir + "/.writeout-123.tmp", dir + "/.writeout-abc.tmp"}, removed)
-	require.Equal(t, []string{".writeout-.tmpx", ".writeout-dir.tmp", "seg", "writeout-1.tmp"}, listDir(t, fsys, dir))
-	_, err = SweepTemp(fsys, "/missing")
-	require.Error(t, err)
-
-	// A temp file left by a publish that died is what the sweep removes.
-	s, rows := publishRows(t, 5)
-	ffs := faultfs.New(fsys, faultfs.FailWhen(func(o faultfs.Op) bool { return o.Kind == faultfs.KindRemove || o.Kind == faultfs.KindRename }, syscall.EIO))
-	_, err = filledWriter(t, s, rows, WriterOptions{}).Finish(dir+"/seg2", PublishOptions{Fs: ffs})
-	require.Error(t, err)
-	left := listDir(t, fsys, dir)
-	require.Len(t, left, 5, "the temp file could not be removed: %v", left)
-	removed, err = SweepTemp(fsys, dir)
-	require.NoError(t, err)
-	require.Len(t, removed, 1)
-}
-
 // TestWriterMisuse checks the writer's state errors.
 func TestWriterMisuse(t *testing.T) {
 	s := Schema{Dimensions: []Dimension{{Name: "d"}, {Name: "m", MultiValue: true}, {Name: "r", Raw: true}}, Metrics: []Metric{{Name: "c", Aggregator: AggCount}}}

@@ -36,13 +36,14 @@
 //     inputs' bitmaps of that value map to through the row maps. No bitmap of every value is
 //     held at once, nor every row. Each is written in the portable roaring format straight
 //     from its sorted rows (or, past 1/256 of the rows, a bitset), with no roaring.Bitmap built.
-//  5. Every part is staged in the medium and published through columns.Writer.Finish: a temp
-//     file in dst's directory, each part's CRC checked on the way out, synced per
-//     Options.Durability, renamed into place.
+//  5. Every part is staged in the medium and published through columns.Writer.Finish: an
+//     unnamed file in dst's directory (a named temp file where there is none), each part's CRC
+//     checked on the way out, synced per Options.Durability, linked (or renamed) into place,
+//     never over an existing file without Options.Replace.
 //
 // With Options.MaxFanIn, more inputs than that merge in phases: consecutive groups of inputs
-// merge into intermediate segments in dst's directory (named by IntermediatePattern, removed
-// as soon as the next phase has read them), which merge in turn. The output is byte for byte
+// merge into intermediate segments in dst's directory (unnamed files, see IntermediatePattern,
+// released as soon as the next phase has read them), which merge in turn. The output is byte for byte
 // the one-phase output, with or without rollup: intermediate segments keep each double sum's
 // exactness tail and each first/last value's event time, so nothing is rounded twice.
 //
@@ -60,8 +61,12 @@
 //
 // # Files
 //
-// Merge writes, in dst's directory, only: columns' publication temp file (columns.TempPattern,
-// renamed to dst at the end), intermediate segments (IntermediatePattern, with MaxFanIn), and,
-// off Linux, the default staging medium's temp file (tmpfile's pattern). All are removed on
-// every path; columns.SweepTemp and tmpfile.Sweep remove what a killed process left.
+// Merge writes, in dst's directory, only: the output, written as an unnamed file and linked to
+// dst at the end; intermediate segments (with MaxFanIn), unnamed files too; and the default
+// staging medium's file, unnamed too. A killed merge leaves nothing on Linux with a file system
+// that has O_TMPFILE (ext4, XFS, btrfs, tmpfs), except, with Replace, if it dies between
+// the two calls that name the output (a complete segment under columns.TempPattern). Elsewhere
+// these are named temp files (columns.TempPattern, IntermediatePattern, tmpfile's pattern),
+// removed on every path but a crash; columns.SweepTemp and tmpfile.Sweep remove what a killed
+// process left.
 package merger

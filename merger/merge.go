@@ -7,10 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger/internal/parallel"
 	"github.com/writeout/writeout/merger/internal/source"
@@ -73,7 +75,7 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 	dir := filepath.Dir(dst)
 	if !opts.Replace {
 		if _, err := os.Lstat(dst); err == nil {
-			return res, fmt.Errorf("merger: %s: %w", dst, fs.ErrExist)
+			return res, fmt.Errorf("merger: %s exists (set Options.Replace to replace it): %w", dst, fs.ErrExist)
 		}
 	}
 	med := opts.Medium
@@ -109,7 +111,8 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 	}
 	res.Phases = phases
 
-	// Intermediate segments of the phase being read, to remove once read (and on failure).
+	// Intermediate segments of the phase being read, to release once read (and on failure):
+	// unnamed files, or (off Linux) named ones to remove.
 	type level struct {
 		src  source.Source
 		name string
@@ -159,10 +162,18 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 				cur[g] = level{} // handed on: not released with this phase
 				continue
 			}
-			path, err := reserveTemp(dir)
+			name := fmt.Sprintf("intermediate segment %d of phase %d", len(next), phase)
+			file, path, err := createIntermediate(dir)
 			if err != nil {
 				_ = release(next)
 				return res, err
+			}
+			discard := func() {
+				_ = file.Close()
+				if path != "" {
+					_ = os.Remove(path)
+				}
+				_ = release(next)
 			}
 			gs := make([]source.Source, len(group))
 			gn := make([]string, len(group))
@@ -171,23 +182,24 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 			}
 			gopts := opts
 			gopts.Progress = phaseProgress(opts.Progress, rowsBefore, phaseRows)
-			st, err := runCore(ctx, gs, gn, out, path, med, columns.PublishOptions{
-				Durability: medium.Durability{Sync: medium.SyncNone}, Replace: true,
+			st, err := runCore(ctx, gs, gn, out, name, med, columns.PublishOptions{
+				Durability: medium.Durability{Sync: medium.SyncNone}, File: file,
 			}, &gopts, phase, phases)
 			rowsBefore += st.rowsIn
 			if err != nil {
-				_ = os.Remove(path)
-				_ = release(next)
+				discard()
 				return res, err
 			}
 			add(st)
-			seg, err := columns.Open(path)
+			seg, err := columns.OpenFile(file, name) // closes file, whatever happens
 			if err != nil {
-				_ = os.Remove(path)
+				if path != "" {
+					_ = os.Remove(path)
+				}
 				_ = release(next)
-				return res, fmt.Errorf("merger: open intermediate segment: %w", err)
+				return res, fmt.Errorf("merger: open %s: %w", name, err)
 			}
-			next = append(next, level{src: source.OfSegment(seg), name: fmt.Sprintf("intermediate segment %d of phase %d", len(next), phase), seg: seg, path: path})
+			next = append(next, level{src: source.OfSegment(seg), name: name, seg: seg, path: path})
 		}
 		if err := release(cur); err != nil {
 			_ = release(next)
@@ -235,17 +247,31 @@ func phaseProgress(progress func(Progress), rowsBefore, phaseRows int64) func(Pr
 // 100 KiB each) while the heap stays small.
 const defaultBufferBudget = 8 << 20
 
-// reserveTemp creates an empty file of IntermediatePattern in dir and returns its path; the
-// intermediate segment replaces it.
-func reserveTemp(dir string) (string, error) {
-	f, err := os.CreateTemp(dir, IntermediatePattern)
+// sysCalls are the system calls that create intermediate segments; tests replace them.
+var sysCalls = &sys.Default
+
+// createIntermediate creates the file of an intermediate segment in dir: unnamed (O_TMPFILE)
+// where the file system allows, so that even a killed merge leaves nothing; else a file of
+// IntermediatePattern, unlinked at once where an open file survives that (every system but
+// Windows), its path returned only when it keeps its name. Either way the file is the
+// caller's to close (and, with a path, to remove).
+func createIntermediate(dir string) (f *os.File, path string, err error) {
+	f, err = sysCalls.OpenTmpfile(dir)
+	if err == nil {
+		return f, "", nil
+	}
+	if !errors.Is(err, sys.ErrUnsupported) {
+		return nil, "", fmt.Errorf("merger: intermediate segment: %w", err)
+	}
+	f, err = os.CreateTemp(dir, IntermediatePattern)
 	if err != nil {
-		return "", fmt.Errorf("merger: intermediate segment: %w", err)
+		return nil, "", fmt.Errorf("merger: intermediate segment: %w", err)
 	}
-	path := f.Name()
-	if err := f.Close(); err != nil {
-		_ = os.Remove(path)
-		return "", fmt.Errorf("merger: intermediate segment: %w", err)
+	if runtime.GOOS == "windows" {
+		return f, f.Name(), nil
 	}
-	return path, nil
+	if err := os.Remove(f.Name()); err != nil {
+		return nil, "", multierr.Join(fmt.Errorf("merger: intermediate segment: %w", err), f.Close(), os.Remove(f.Name()))
+	}
+	return f, "", nil
 }

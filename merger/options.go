@@ -55,8 +55,8 @@ type Options struct {
 	InputNames []string
 
 	// MaxFanIn is the largest number of inputs merged in one phase; more inputs merge in
-	// phases through intermediate segments written in dst's directory (named by
-	// IntermediatePattern) and removed as soon as the next phase has read them. 0 means no
+	// phases through intermediate segments written in dst's directory (unnamed files, see
+	// IntermediatePattern) and released as soon as the next phase has read them. 0 means no
 	// limit; 1 is invalid.
 	MaxFanIn int
 	// Parallelism is the number of goroutines that write columns, merge dictionaries and
@@ -83,9 +83,13 @@ type Options struct {
 	ChunkRows   int
 }
 
-// IntermediatePattern is the name pattern of the intermediate segments of a merge in phases,
-// as in os.CreateTemp ("*" is a random string). It matches columns.TempPattern, so
-// columns.SweepTemp (and segtool sweep) removes the leftovers of a killed merge.
+// IntermediatePattern is the name pattern of the intermediate segments of a merge in phases
+// where they cannot be unnamed files, as in os.CreateTemp ("*" is random digits). On Linux
+// they are unnamed files (O_TMPFILE) in dst's directory, which a killed merge cannot leave
+// behind; where the file system has no O_TMPFILE they are created under this pattern and
+// unlinked at once (kept named until removed on Windows). What a killed merge left under it
+// (an empty file, or a segment) is recognised by columns.IsTempFile and removed by
+// columns.SweepTemp and segtool sweep.
 const IntermediatePattern = ".writeout-merge-*.tmp"
 
 // Progress reports how far a merge is.

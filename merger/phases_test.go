@@ -109,17 +109,3 @@ func TestMergePhases(t *testing.T) {
 		}
 	}
 }
-
-// Intermediate segments match columns.TempPattern: SweepTemp removes what a killed merge left.
-func TestIntermediateNamesSwept(t *testing.T) {
-	dir := t.TempDir()
-	p, err := reserveTemp(dir)
-	require.NoError(t, err)
-	ok, err := filepath.Match(IntermediatePattern, filepath.Base(p))
-	require.NoError(t, err)
-	require.True(t, ok)
-	removed, err := columns.SweepTemp(nil, dir)
-	require.NoError(t, err)
-	require.Len(t, removed, 1)
-	require.Empty(t, dirNames(t, dir))
-}

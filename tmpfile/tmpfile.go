@@ -21,7 +21,8 @@
 //
 // and, except on Windows, unlinked at once while it stays open; on Windows it is removed at
 // Close. Sweep removes leftovers of the pattern, for example those of a process that was killed
-// between creating a file and unlinking it.
+// between creating a file and unlinking it (empty files: Sweep removes no file it cannot prove
+// this package made).
 //
 // # Reading back
 //
@@ -366,28 +367,53 @@ func (st *store) beforeRead() error {
 	return nil
 }
 
-// Sweep removes the leftovers of the temp-name pattern from dir: files that crashed or killed
-// processes left behind. Call it when no medium of another process is using dir; on Linux and
-// other unix systems a live medium's file has no name, so Sweep cannot touch it. Every removal
-// is attempted; the first error is returned with later ones joined.
-func Sweep(fsys afero.Fs, dir string) error {
+// Sweep removes from dir the files that crashed or killed processes left behind and that it can
+// prove this package made: a regular file (not a link, a directory or a FIFO) with the
+// temp-name pattern (IsTempName) that is empty. A medium's named file is unlinked right after
+// its creation, before its first byte, except on Windows (named until Close); so what a
+// killed process leaves is empty, and a non-empty file of the pattern is kept: it is not
+// provably ours (on Windows, remove a killed process's leftovers by hand). On Linux and other
+// unix systems a live medium's file has no name, so Sweep cannot touch it. Call it when no
+// medium of another process is creating files in dir. It returns the paths removed; every
+// removal is attempted, the first error is returned with later ones joined.
+func Sweep(fsys afero.Fs, dir string) ([]string, error) {
 	if fsys == nil {
 		fsys = afero.NewOsFs()
 	}
 	entries, err := afero.ReadDir(fsys, dir)
 	if err != nil {
-		return fmt.Errorf("tmpfile: sweep %s: %w", dir, err)
+		return nil, fmt.Errorf("tmpfile: sweep %s: %w", dir, err)
 	}
+	var removed []string
 	var errs []error
 	for _, e := range entries {
-		if e.IsDir() || !IsTempName(e.Name()) {
+		if !IsTempName(e.Name()) {
 			continue
 		}
-		if err := fsys.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("tmpfile: sweep: %w", err))
+		path := filepath.Join(dir, e.Name())
+		var fi fs.FileInfo
+		if l, ok := fsys.(afero.Lstater); ok {
+			fi, _, err = l.LstatIfPossible(path)
+		} else {
+			fi, err = fsys.Stat(path)
 		}
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tmpfile: sweep %q: %w", path, err))
+			continue
+		}
+		if !fi.Mode().IsRegular() || fi.Size() != 0 {
+			continue
+		}
+		if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("tmpfile: sweep %q: %w", path, err))
+			continue
+		}
+		removed = append(removed, path)
 	}
-	return multierr.Join(errs...)
+	return removed, multierr.Join(errs...)
 }
 
 // IsTempName reports whether a file name has the pattern of this package's temp files.

@@ -557,15 +557,25 @@ func TestWriteToPipe(t *testing.T) {
 	require.True(t, bytes.Equal(want, <-got))
 }
 
+// TestSweep: only empty regular files of the pattern go (what a process killed between
+// creating its file and unlinking it leaves); a file of the pattern with bytes in it, a
+// directory or a symlink of the pattern, and other names stay.
 func TestSweep(t *testing.T) {
 	fsys := afero.NewMemMapFs()
 	require.NoError(t, fsys.MkdirAll("/w/sub", 0o755))
+	require.NoError(t, fsys.MkdirAll("/w/writeout-tmpfile-5-ab.tmp", 0o755))
 	keep := []string{"segment.seg", "writeout-tmpfile-.tmp", "writeout-tmpfile-12-zz.tmp", "writeout-tmpfile-x-ab.tmp", "other.tmp"}
 	gone := []string{"writeout-tmpfile-123-0a1b2c3d4e5f6a7b.tmp", "writeout-tmpfile-9-ff.tmp"}
 	for _, name := range append(append([]string{}, keep...), gone...) {
-		require.NoError(t, afero.WriteFile(fsys, "/w/"+name, []byte("x"), 0o644))
+		require.NoError(t, afero.WriteFile(fsys, "/w/"+name, nil, 0o644))
 	}
-	require.NoError(t, Sweep(fsys, "/w"))
+	// The pattern, but bytes in it: not provably ours.
+	full := "writeout-tmpfile-77-0123.tmp"
+	require.NoError(t, afero.WriteFile(fsys, "/w/"+full, []byte("user data"), 0o644))
+	keep = append(keep, full, "writeout-tmpfile-5-ab.tmp")
+	removed, err := Sweep(fsys, "/w")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"/w/" + gone[0], "/w/" + gone[1]}, removed)
 	for _, name := range keep {
 		ok, err := afero.Exists(fsys, "/w/"+name)
 		require.NoError(t, err)
@@ -576,7 +586,8 @@ func TestSweep(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, ok, "removed %s", name)
 	}
-	require.Error(t, Sweep(fsys, "/missing"))
+	_, err = Sweep(fsys, "/missing")
+	require.Error(t, err)
 }
 
 func TestSweepLeavesLiveMediumAlone(t *testing.T) {
@@ -588,7 +599,9 @@ func TestSweepLeavesLiveMediumAlone(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.Write(make([]byte, 3<<20))
 	require.NoError(t, err)
-	require.NoError(t, Sweep(nil, dir))
+	removed, err := Sweep(nil, dir)
+	require.NoError(t, err)
+	require.Empty(t, removed)
 	p := make([]byte, 3<<20)
 	_, err = b.ReadAt(p, 0)
 	require.NoError(t, err)

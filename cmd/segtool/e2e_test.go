@@ -241,9 +241,9 @@ func TestMergeSIGINT(t *testing.T) {
 	}
 }
 
-// TestSweepAfterSIGKILL: bar 5. A merge killed with SIGKILL leaves named temp files (the
-// intermediate segments of a merge in phases, the output's temp file); sweep removes exactly
-// those.
+// TestSweepAfterSIGKILL: bar 5. Where the file system has no O_TMPFILE (segtool-test with
+// WRITEOUT_TEST_NAMED=1 plays one), a merge killed with SIGKILL leaves named temp files (the
+// output's temp file); sweep removes exactly those.
 func TestSweepAfterSIGKILL(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no SIGKILL on Windows")
@@ -262,7 +262,7 @@ func TestSweepAfterSIGKILL(t *testing.T) {
 	var left []string
 	for try := 0; try < 10 && len(left) == 0; try++ {
 		out := filepath.Join(dir, "merged.seg")
-		cmd := exec.Command(segtoolBinary(t), append([]string{"merge", "--quiet", "--medium", "heap", "--max-fan-in", "2",
+		cmd := segtoolTest(t, []string{envNamed + "=1"}, append([]string{"merge", "--quiet", "--medium", "heap", "--max-fan-in", "2",
 			"--durability", "none", "--out", out}, inputs...)...)
 		require.NoError(t, cmd.Start())
 		deadline := time.Now().Add(20 * time.Second)

@@ -11,9 +11,11 @@ import (
 
 // TestMain makes the test binary double as segtool: testscript copies it into a directory on
 // PATH under the name segtool, and tests that need a real process (signals) run that copy.
+// segtool-test is segtool with the test settings of testSettings (see hooks_test.go).
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"segtool": func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"segtool":      func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"segtool-test": func() { testSettings(); os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 	})
 }
 

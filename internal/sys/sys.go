@@ -1,10 +1,11 @@
 // Package sys is the thin layer between writeout and the system calls it makes for durability
 // and memory: fdatasync, sync_file_range, fallocate, mmap, munmap, msync, madvise,
-// copy_file_range and O_TMPFILE. Every call goes through a Calls table so that tests can replace
+// copy_file_range, O_TMPFILE, and the calls that name a file without replacing another (linkat,
+// renameat2 with RENAME_NOREPLACE, link). Every call goes through a Calls table so that tests can replace
 // one entry and see the failing path taken, not just reviewed.
 //
-// Linux gets the real calls (sys_linux.go); other unix systems get portable equivalents
-// (sys_unix.go); elsewhere the calls that have no equivalent return ErrUnsupported.
+// Linux gets the real calls (sys_linux.go); elsewhere (sys_other.go) the calls that have a
+// portable equivalent use it and the others return ErrUnsupported.
 package sys
 
 import (
@@ -41,6 +42,18 @@ type Calls struct {
 	// OpenTmpfile opens an unnamed temp file in dir (O_TMPFILE); ErrUnsupported where the
 	// platform or file system has none.
 	OpenTmpfile func(dir string) (*os.File, error)
+	// Linkat gives an open file (an unnamed one from OpenTmpfile) the name newpath, in the
+	// directory it was opened in: linkat(2) of /proc/self/fd/N with AT_SYMLINK_FOLLOW, which
+	// needs no privilege. It never replaces: an existing newpath fails with an error wrapping
+	// fs.ErrExist. ErrUnsupported off Linux; see also CanLinkUnnamed.
+	Linkat func(f *os.File, newpath string) error
+	// Renameat2 renames oldpath to newpath with Linux renameat2(2) flags; with RenameNoreplace
+	// an existing newpath fails with an error wrapping fs.ErrExist and nothing changes.
+	// ErrUnsupported where the kernel or the file system lacks the call or the flag.
+	Renameat2 func(oldpath, newpath string, flags uint) error
+	// Link makes newpath a hard link to oldpath (link(2), os.Link); an existing newpath fails
+	// with an error wrapping fs.ErrExist.
+	Link func(oldpath, newpath string) error
 }
 
 // Default is the table of the real calls. Packages copy it; tests copy it and replace entries.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,6 +25,7 @@ const (
 	MapShared               = unix.MAP_SHARED
 	MapPrivate              = unix.MAP_PRIVATE
 	MapAnon                 = unix.MAP_ANON
+	RenameNoreplace         = unix.RENAME_NOREPLACE
 )
 
 func defaultCalls() Calls {
@@ -55,7 +58,63 @@ func defaultCalls() Calls {
 			}
 			return f, nil
 		},
+		Linkat:    linkat,
+		Renameat2: renameat2,
+		Link:      os.Link,
 	}
+}
+
+// LinkUnsupported reports whether err from Link means that the file system makes no hard links
+// (EPERM, EOPNOTSUPP: FAT, some FUSE file systems), so that a caller should do without.
+func LinkUnsupported(err error) bool {
+	return errors.Is(err, ErrUnsupported) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EOPNOTSUPP) ||
+		errors.Is(err, unix.ENOSYS)
+}
+
+// CanLinkUnnamed reports whether Linkat can name an unnamed file here: /proc/self/fd is
+// mounted. Callers that would be stuck with a finished unnamed file check it before they
+// create one.
+func CanLinkUnnamed() bool { return procFd() }
+
+var procFd = sync.OnceValue(func() bool {
+	fi, err := os.Stat("/proc/self/fd")
+	return err == nil && fi.IsDir()
+})
+
+func linkat(f *os.File, newpath string) error {
+	var callErr error
+	err := fdCall(f, "linkat", func(fd int) error {
+		callErr = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, newpath, unix.AT_SYMLINK_FOLLOW)
+		if callErr == unix.EINTR {
+			return callErr
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if callErr != nil {
+		return &os.LinkError{Op: "linkat", Old: f.Name(), New: newpath, Err: callErr}
+	}
+	return nil
+}
+
+func renameat2(oldpath, newpath string, flags uint) error {
+	var err error
+	for {
+		err = unix.Renameat2(unix.AT_FDCWD, oldpath, unix.AT_FDCWD, newpath, flags)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) && flags != 0 || errors.Is(err, unix.EOPNOTSUPP):
+		// EINVAL with flags: "the file system does not support one of the flags".
+		return fmt.Errorf("%w: renameat2 %s %s: %v", ErrUnsupported, oldpath, newpath, err)
+	}
+	return &os.LinkError{Op: "renameat2", Old: oldpath, New: newpath, Err: err}
 }
 
 // fdCall runs call on f's descriptor through SyscallConn, so the descriptor stays valid and the

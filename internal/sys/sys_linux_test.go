@@ -5,6 +5,7 @@ package sys_test
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -159,4 +160,65 @@ func TestMmapMsyncMunmap(t *testing.T) {
 	require.NoError(t, err)
 	anon[0] = 1
 	require.NoError(t, sys.Default.Munmap(anon))
+}
+
+// TestLinkat: an unnamed file gets a name, with its bytes; an existing name is never replaced.
+func TestLinkat(t *testing.T) {
+	if !sys.CanLinkUnnamed() {
+		t.Skip("no /proc/self/fd here")
+	}
+	dir := t.TempDir()
+	f, err := sys.Default.OpenTmpfile(dir)
+	if errors.Is(err, sys.ErrUnsupported) {
+		t.Skipf("no O_TMPFILE here: %v", err)
+	}
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.WriteString("linked")
+	require.NoError(t, err)
+	dst := filepath.Join(dir, "named")
+	require.NoError(t, sys.Default.Linkat(f, dst))
+	got, err := os.ReadFile(dst)
+	require.NoError(t, err)
+	require.Equal(t, "linked", string(got))
+
+	other := filepath.Join(dir, "other")
+	require.NoError(t, os.WriteFile(other, []byte("old"), 0o644))
+	err = sys.Default.Linkat(f, other)
+	require.ErrorIs(t, err, fs.ErrExist)
+	got, err = os.ReadFile(other)
+	require.NoError(t, err)
+	require.Equal(t, "old", string(got), "linkat replaced an existing file")
+
+	require.Error(t, sys.Default.Linkat(f, filepath.Join(dir, "missing", "x")))
+	require.NoError(t, f.Close())
+	require.Error(t, sys.Default.Linkat(f, filepath.Join(dir, "closed")), "a closed file is an error, not a panic")
+}
+
+// TestRenameat2: RENAME_NOREPLACE renames onto a free name and fails, changing nothing, onto a
+// taken one; flags 0 replaces.
+func TestRenameat2(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	require.NoError(t, os.WriteFile(a, []byte("A"), 0o644))
+	err := sys.Default.Renameat2(a, b, sys.RenameNoreplace)
+	if errors.Is(err, sys.ErrUnsupported) {
+		t.Skipf("no RENAME_NOREPLACE here: %v", err)
+	}
+	require.NoError(t, err)
+	require.NoFileExists(t, a)
+	require.NoError(t, os.WriteFile(a, []byte("A2"), 0o644))
+	err = sys.Default.Renameat2(a, b, sys.RenameNoreplace)
+	require.ErrorIs(t, err, fs.ErrExist)
+	got, err := os.ReadFile(b)
+	require.NoError(t, err)
+	require.Equal(t, "A", string(got))
+	require.FileExists(t, a)
+	require.NoError(t, sys.Default.Renameat2(a, b, 0))
+	got, err = os.ReadFile(b)
+	require.NoError(t, err)
+	require.Equal(t, "A2", string(got))
+	require.ErrorIs(t, sys.Default.Renameat2(a, b, sys.RenameNoreplace), fs.ErrNotExist)
+
+	require.ErrorIs(t, sys.Default.Link(b, filepath.Join(dir, "b")), fs.ErrExist)
 }

@@ -3,7 +3,9 @@
 package sys
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 )
 
@@ -20,6 +22,7 @@ const (
 	MapShared               = 1
 	MapPrivate              = 2
 	MapAnon                 = 0x20
+	RenameNoreplace         = 1
 )
 
 func unsupported(name string) error { return fmt.Errorf("%w: %s", ErrUnsupported, name) }
@@ -40,8 +43,21 @@ func defaultCalls() Calls {
 		Msync:       func([]byte, int) error { return unsupported("msync") },
 		Madvise:     func([]byte, int) error { return nil },
 		OpenTmpfile: func(string) (*os.File, error) { return nil, unsupported("O_TMPFILE") },
+		// Without these, callers fall back to a hard link (Link) then an unlink.
+		Linkat:    func(*os.File, string) error { return unsupported("linkat") },
+		Renameat2: func(string, string, uint) error { return unsupported("renameat2") },
+		Link:      os.Link,
 	}
 }
+
+// LinkUnsupported reports whether err from Link means that the file system makes no hard links,
+// so that a caller should do without.
+func LinkUnsupported(err error) bool {
+	return errors.Is(err, ErrUnsupported) || errors.Is(err, errors.ErrUnsupported) || errors.Is(err, fs.ErrPermission)
+}
+
+// CanLinkUnnamed reports whether Linkat can name an unnamed file: never here.
+func CanLinkUnnamed() bool { return false }
 
 // CopyUnsupported reports whether err from CopyFileRange means a buffered copy should be used.
 func CopyUnsupported(err error) bool { return err != nil }

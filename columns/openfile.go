@@ -1,0 +1,72 @@
+package columns
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+
+	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/internal/sys"
+)
+
+// OpenFile opens the segment in f, an open file, as Open opens a path: on Linux it maps the
+// file (read-only, shared), elsewhere or if the mapping is unsupported it reads with ReadAt.
+// name says what the segment is in errors and in Name (a path, or a description such as
+// "intermediate segment 2 of phase 1" for an unnamed file). f must be open for reading.
+//
+// The segment takes f over, whatever the outcome: f is closed at once when mapped (the mapping
+// keeps the bytes, even of an unnamed file), at Close otherwise, and on failure before
+// OpenFile returns. This is how a merge reads back its intermediate segments, written by
+// Finish into unnamed files (PublishOptions.File): they never have a name a crash could leave
+// behind.
+func OpenFile(f *os.File, name string) (*Segment, error) { return openFileWith(f, name, &sys.Default) }
+
+func openFileWith(f *os.File, name string, calls *sys.Calls) (*Segment, error) {
+	if f == nil {
+		return nil, fmt.Errorf("columns: OpenFile %s: nil file: %w", name, ErrInvalid)
+	}
+	fail := func(err error) (*Segment, error) {
+		return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", name, err), f.Close())
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	if !st.Mode().IsRegular() {
+		return fail(fmt.Errorf("not a regular file (%s): %w", st.Mode().Type(), ErrInvalid))
+	}
+	size := st.Size()
+	var data []byte
+	if size >= int64(headerSize+trailerSize) && size <= math.MaxInt {
+		data, err = calls.Mmap(int(f.Fd()), 0, int(size), sys.ProtRead, sys.MapShared)
+		if err != nil && !errors.Is(err, sys.ErrUnsupported) {
+			return fail(fmt.Errorf("mmap: %w", err))
+		}
+	}
+	if data == nil {
+		// Too small to map usefully (a zero-length mapping is an error; let the checks say
+		// why), or no mapping here: read with ReadAt.
+		s, err := newSegment(source{r: f, size: size}, f.Close)
+		if err != nil {
+			return fail(err)
+		}
+		s.name = name
+		return s, nil
+	}
+	if err := f.Close(); err != nil {
+		return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", name, err), calls.Munmap(data))
+	}
+	unmap := func() error {
+		if err := calls.Munmap(data); err != nil {
+			return fmt.Errorf("columns: munmap %s: %w", name, err)
+		}
+		return nil
+	}
+	s, err := newSegment(source{data: data, size: size}, unmap)
+	if err != nil {
+		return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", name, err), unmap())
+	}
+	s.name = name
+	return s, nil
+}
