@@ -20,9 +20,11 @@ import (
 // OpenFile returns. This is how a merge reads back its intermediate segments, written by
 // Finish into unnamed files (PublishOptions.File): they never have a name a crash could leave
 // behind.
-func OpenFile(f *os.File, name string) (*Segment, error) { return openFileWith(f, name, &sys.Default) }
+func OpenFile(f *os.File, name string) (*Segment, error) {
+	return openFileWith(f, name, &sys.Default, OpenOptions{})
+}
 
-func openFileWith(f *os.File, name string, calls *sys.Calls) (*Segment, error) {
+func openFileWith(f *os.File, name string, calls *sys.Calls, o OpenOptions) (*Segment, error) {
 	if f == nil {
 		return nil, fmt.Errorf("columns: OpenFile %s: nil file: %w", name, ErrInvalid)
 	}
@@ -47,11 +49,10 @@ func openFileWith(f *os.File, name string, calls *sys.Calls) (*Segment, error) {
 	if data == nil {
 		// Too small to map usefully (a zero-length mapping is an error; let the checks say
 		// why), or no mapping here: read with ReadAt.
-		s, err := newSegment(source{r: f, size: size}, f.Close)
+		s, err := newSegment(source{r: f, size: size}, name, f.Close, o)
 		if err != nil {
 			return fail(err)
 		}
-		s.name = name
 		return s, nil
 	}
 	if err := f.Close(); err != nil {
@@ -63,10 +64,9 @@ func openFileWith(f *os.File, name string, calls *sys.Calls) (*Segment, error) {
 		}
 		return nil
 	}
-	s, err := newSegment(source{data: data, size: size}, unmap)
+	s, err := newSegment(source{data: data, size: size}, name, unmap, o)
 	if err != nil {
 		return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", name, err), unmap())
 	}
-	s.name = name
 	return s, nil
 }

@@ -3,7 +3,6 @@ package columns
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/axiomhq/hyperloglog"
 
-	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
 )
 
@@ -71,48 +69,11 @@ type OpenOptions struct {
 func OpenWith(path string, o OpenOptions) (*Segment, error) { return openWith(path, &sys.Default, o) }
 
 func openWith(path string, calls *sys.Calls, o OpenOptions) (*Segment, error) {
-	f, st, err := openRegular(path)
+	f, _, err := openRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("columns: open: %w", err)
 	}
-	size := st.Size()
-	if size < int64(headerSize+trailerSize) || size > math.MaxInt {
-		// Too small to map usefully (a zero-length mapping is an error); let the checks say why.
-		s, err := newSegment(source{r: f, size: size}, f.Close, o)
-		if err != nil {
-			return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), f.Close())
-		}
-		s.name = path
-		return s, nil
-	}
-	data, err := calls.Mmap(int(f.Fd()), 0, int(size), sys.ProtRead, sys.MapShared)
-	if err != nil {
-		if !errors.Is(err, sys.ErrUnsupported) {
-			return nil, multierr.Join(fmt.Errorf("columns: open %s: mmap: %w", path, err), f.Close())
-		}
-		s, err := newSegment(source{r: f, size: size}, f.Close, o)
-		if err != nil {
-			return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), f.Close())
-		}
-		s.name = path
-		return s, nil
-	}
-	// The mapping outlives the descriptor.
-	if err := f.Close(); err != nil {
-		return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), calls.Munmap(data))
-	}
-	unmap := func() error {
-		if err := calls.Munmap(data); err != nil {
-			return fmt.Errorf("columns: munmap %s: %w", path, err)
-		}
-		return nil
-	}
-	s, err := newSegment(source{data: data, size: size}, unmap, o)
-	if err != nil {
-		return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", path, err), unmap())
-	}
-	s.name = path
-	return s, nil
+	return openFileWith(f, path, calls, o)
 }
 
 // NewSegment reads a segment of size bytes from r, which must allow concurrent ReadAt calls (as
@@ -126,20 +87,20 @@ func NewSegmentWith(r io.ReaderAt, size int64, o OpenOptions) (*Segment, error) 
 	if r == nil || size < 0 {
 		return nil, fmt.Errorf("columns: NewSegment: nil reader or negative size: %w", ErrInvalid)
 	}
-	return newSegment(source{r: r, size: size}, nil, o)
+	return newSegment(source{r: r, size: size}, "", nil, o)
 }
 
 // NewSegmentBytes reads a segment from b without copying; b must not change while the segment
 // is in use.
 func NewSegmentBytes(b []byte) (*Segment, error) {
 	if len(b) == 0 {
-		return newSegment(source{r: bytes.NewReader(nil), size: 0}, nil, OpenOptions{})
+		return newSegment(source{r: bytes.NewReader(nil), size: 0}, "", nil, OpenOptions{})
 	}
-	return newSegment(source{data: b, size: int64(len(b))}, nil, OpenOptions{})
+	return newSegment(source{data: b, size: int64(len(b))}, "", nil, OpenOptions{})
 }
 
-func newSegment(src source, closeFn func() error, o OpenOptions) (*Segment, error) {
-	s := &Segment{src: src, closeFn: closeFn}
+func newSegment(src source, name string, closeFn func() error, o OpenOptions) (*Segment, error) {
+	s := &Segment{name: name, src: src, closeFn: closeFn}
 	size := src.size
 	if size < int64(headerSize+trailerSize) {
 		return nil, corruptf("columns: file of %d bytes, too short for a segment", size)

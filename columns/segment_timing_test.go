@@ -173,7 +173,7 @@ func BenchmarkSegmentRead(b *testing.B) {
 				b.SetBytes(int64(len(buf.b)))
 				b.ReportAllocs()
 				for b.Loop() {
-					seg, err := newSegment(source{data: buf.b, size: int64(len(buf.b))}, nil, OpenOptions{TrustChecksums: checks == "off"})
+					seg, err := newSegment(source{data: buf.b, size: int64(len(buf.b))}, "", nil, OpenOptions{TrustChecksums: checks == "off"})
 					if err != nil {
 						b.Fatal(err)
 					}
