@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"context"
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
@@ -183,7 +184,7 @@ func FuzzCSVReader(f *testing.F) {
 		}
 		for _, comma := range []rune{',', '\t'} {
 			want, starts, errLine := csvRecords(data, comma)
-			sc := csvScanner{br: newInput(nil, bytes.NewReader(data)), file: "f.csv", comma: []byte(string(comma)), max: 1 << 30}
+			sc := csvScanner{br: newInput(context.Background(), bytes.NewReader(data)), file: "f.csv", comma: []byte(string(comma)), max: 1 << 30}
 			for i := 0; ; i++ {
 				rec, err := sc.next()
 				if i == len(want) {

@@ -150,10 +150,10 @@ func TestMaxRecordBytes(t *testing.T) {
 	require.Equal(t, []string{`q.csv:2: malformed CSV: record longer than 100 bytes (input.maxRecordBytes, --max-record-bytes): is a quote unmatched? (line 9)`}, bad)
 
 	// The limit holds for what is read again after a bad record too.
-	sc := csvScanner{br: newInput(nil, strings.NewReader("b\n")), pending: []byte(strings.Repeat("a", 150) + "\n"), file: "p.csv", comma: []byte(","), max: 100}
+	sc := csvScanner{br: newInput(context.Background(), strings.NewReader("b\n")), pending: []byte(strings.Repeat("a", 150) + "\n"), file: "p.csv", comma: []byte(","), max: 100}
 	_, err = sc.next()
 	require.EqualError(t, err, "p.csv:1: line longer than 100 bytes (input.maxRecordBytes, --max-record-bytes)")
-	sc = csvScanner{br: newInput(nil, strings.NewReader(strings.Repeat("a", 150)+"\n")), pending: []byte("\"x\n"), file: "p.csv", comma: []byte(","), max: 100}
+	sc = csvScanner{br: newInput(context.Background(), strings.NewReader(strings.Repeat("a", 150)+"\n")), pending: []byte("\"x\n"), file: "p.csv", comma: []byte(","), max: 100}
 	_, err = sc.next()
 	require.EqualError(t, err, "p.csv:1: malformed CSV: record longer than 100 bytes (input.maxRecordBytes, --max-record-bytes): is a quote unmatched? (line 2)")
 
