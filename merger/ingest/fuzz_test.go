@@ -1,8 +1,8 @@
 package ingest
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
