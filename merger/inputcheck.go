@@ -51,6 +51,13 @@ func distinctIDs(ids, scratch []uint32) ([]uint32, []uint32) {
 		}
 		return ids[:1], scratch
 	}
+	increasing := true
+	for k := 1; k < len(ids) && increasing; k++ {
+		increasing = ids[k-1] < ids[k]
+	}
+	if increasing {
+		return ids, scratch
+	}
 	if len(ids) <= 8 {
 		dup := false
 		for k := 1; k < len(ids) && !dup; k++ {
@@ -68,6 +75,15 @@ func distinctIDs(ids, scratch []uint32) ([]uint32, []uint32) {
 
 // addDistinctPairs adds to h the pairHash of (row, id) for every distinct id of the row.
 func addDistinctPairs(h, seed uint64, row uint32, ids, scratch []uint32) (uint64, []uint32) {
+	if len(ids) <= 16 && len(ids) > 0 {
+		// Short rows (the usual ones) skip an id seen earlier in the row: no copy, no sort.
+		for k, id := range ids {
+			if !slices.Contains(ids[:k], id) {
+				h += pairHash(seed, row, id)
+			}
+		}
+		return h, scratch
+	}
 	d, scratch := distinctIDs(ids, scratch)
 	for _, id := range d {
 		h += pairHash(seed, row, id)
