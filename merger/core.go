@@ -606,7 +606,7 @@ func (c *core) dimBitmaps(d int, done *atomic.Int64) error {
 		if err := c.checkInputBitmaps(d); err != nil {
 			return err
 		}
-		return fmt.Errorf("merger: the bitmaps rebuilt from the inputs' (%s) disagree with the rows' ids: %w",
+		return fmt.Errorf("the bitmaps rebuilt from the inputs' (%s) disagree with the rows' ids: %w",
 			strings.Join(c.namesWith(d), ", "), columns.ErrCorrupt)
 	}
 	return nil

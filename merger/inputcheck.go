@@ -94,10 +94,9 @@ func addDistinctPairs(h, seed uint64, row uint32, ids, scratch []uint32) (uint64
 // checkInputBitmaps looks for the input whose bitmap index of output dimension d disagrees
 // with its ids, reading each input's ids and bitmaps whole: it runs only once a merge found
 // that the bitmaps it wrote disagree with the ids, to name the input. It returns an error
-// naming the first such input and id, wrapping columns.ErrCorrupt, or nil when every input
-// agrees (or the dimension has no bitmaps).
+// naming the first such input and id (the caller names the dimension), wrapping
+// columns.ErrCorrupt, or nil when every input agrees (or the dimension has no bitmaps).
 func (c *core) checkInputBitmaps(d int) error {
-	name := c.out.Dimensions[d].Name
 	var scratch []uint32
 	buf := make([]uint32, 4096)
 	for i, ds := range c.dims[d] {
@@ -105,7 +104,7 @@ func (c *core) checkInputBitmaps(d int) error {
 			continue
 		}
 		fail := func(format string, args ...any) error {
-			return fmt.Errorf("merger: %s: dimension %q: %s: %w", c.names[i], name, fmt.Sprintf(format, args...), columns.ErrCorrupt)
+			return fmt.Errorf("%s: %s: %w", c.names[i], fmt.Sprintf(format, args...), columns.ErrCorrupt)
 		}
 		card := ds.Cardinality()
 		rowHash, rowCount := make([]uint64, card), make([]uint64, card)
@@ -114,7 +113,7 @@ func (c *core) checkInputBitmaps(d int) error {
 		for r := 0; r < n; {
 			first, ids, offs, err := cur.Chunk(r)
 			if err != nil {
-				return fmt.Errorf("merger: %s: dimension %q: %w", c.names[i], name, err)
+				return fmt.Errorf("%s: %w", c.names[i], err)
 			}
 			rows := len(ids)
 			if offs != nil {
@@ -143,7 +142,7 @@ func (c *core) checkInputBitmaps(d int) error {
 		for id := range card {
 			sink := &hashSink{seed: c.seed, id: uint32(id)}
 			if err := ds.EachRows(uint32(id), buf, sink); err != nil {
-				return fmt.Errorf("merger: %s: dimension %q: %w", c.names[i], name, err)
+				return fmt.Errorf("%s: %w", c.names[i], err)
 			}
 			if sink.hash == rowHash[id] && sink.count == rowCount[id] {
 				continue

@@ -416,6 +416,7 @@ func TestMergeStructuralFaults(t *testing.T) {
 		outcomes[kind][outcome]++
 	}
 	file := 0
+	examples := map[string]string{} // an error per kind, for the log
 	for made := 0; made < inputs; made++ {
 		fault := structuralFaults[made%len(structuralFaults)]
 		var path string
@@ -475,6 +476,9 @@ func TestMergeStructuralFaults(t *testing.T) {
 				require.ErrorIs(t, err, columns.ErrCorrupt, "%s, %s", fault.name, sc.name)
 				require.ErrorContains(t, err, path, "%s, %s", fault.name, sc.name)
 				count(fault.name, sc.name+": error")
+				if _, ok := examples[fault.name]; !ok {
+					examples[fault.name] = err.Error()
+				}
 			} else {
 				out, err := columns.Open(dst)
 				require.NoError(t, err)
@@ -500,6 +504,11 @@ func TestMergeStructuralFaults(t *testing.T) {
 		}
 		sort.Strings(parts)
 		t.Logf("  %-40s %s", k, strings.Join(parts, ", "))
+	}
+	for _, k := range kinds {
+		if e, ok := examples[k]; ok {
+			t.Logf("  %s: %s", k, strings.ReplaceAll(e, dir+"/", ""))
+		}
 	}
 }
 
