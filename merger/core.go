@@ -395,7 +395,7 @@ func (c *core) tasks(w *columns.Writer) ([]colTask, error) {
 	}
 	tasks = append(tasks, &timeTask{w: tw})
 	for d, dim := range c.out.Dimensions {
-		t := &dimTask{d: d, name: dim.Name, kind: c.kinds[d], dw: c.dws[d], seed: c.seed}
+		t := &dimTask{d: d, name: dim.Name, kind: c.kinds[d], dw: c.dws[d], seed: c.seed, hashed: !dim.NoBitmapIndex}
 		if c.dimTasks == nil {
 			c.dimTasks = make([]*dimTask, len(c.out.Dimensions))
 		}
@@ -449,7 +449,8 @@ type dimTask struct {
 	dw   *columns.DimWriter
 	rw   *columns.RawWriter
 	// The sum of pairHash over the distinct (output row, id) pairs of the rows written, which
-	// the bitmaps written must match (core.dimBitmaps).
+	// the bitmaps written must match (core.dimBitmaps); only with a bitmap index (hashed).
+	hashed  bool
 	seed    uint64
 	hash    uint64
 	scratch []uint32
@@ -460,6 +461,14 @@ func (t *dimTask) write(b *batch) error {
 	var err error
 	switch t.kind {
 	case kindSingle:
+		if !t.hashed {
+			for _, id := range k.ids {
+				if err = t.dw.AppendID(id); err != nil {
+					break
+				}
+			}
+			break
+		}
 		h, seed, row := t.hash, t.seed, uint32(b.first)
 		for r, id := range k.ids {
 			if err = t.dw.AppendID(id); err != nil {
@@ -475,7 +484,9 @@ func (t *dimTask) write(b *batch) error {
 			if err = t.dw.AppendIDs(ids); err != nil {
 				break
 			}
-			t.hash, t.scratch = addDistinctPairs(t.hash, t.seed, row+uint32(r), ids, t.scratch)
+			if t.hashed {
+				t.hash, t.scratch = addDistinctPairs(t.hash, t.seed, row+uint32(r), ids, t.scratch)
+			}
 		}
 	case kindRaw:
 		for r := 0; r < b.keys.n; r++ {
