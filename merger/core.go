@@ -2,9 +2,13 @@ package merger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"math/bits"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,11 +47,16 @@ type core struct {
 	rowMaps [][]uint32 // [source][source row] -> output row
 	rowsIn  int64
 	rowsOut int64
+	// The check that the bitmap index written agrees with the ids written (see pairHash):
+	// seed keys the hashes; dimTasks[d] sums them over the rows' ids of dimension d.
+	seed     uint64
+	dimTasks []*dimTask
 }
 
 func runCore(ctx context.Context, srcs []source.Source, names []string, out columns.Schema, dst string, med medium.Medium,
 	pub columns.PublishOptions, opts *Options, phase, phases int) (st phaseStats, err error) {
-	c := &core{ctx: ctx, srcs: srcs, names: names, out: out, opts: opts, phase: phase, phases: phases}
+	c := &core{ctx: ctx, srcs: srcs, names: sourceNames(srcs, names, opts), out: out, opts: opts, phase: phase, phases: phases,
+		seed: rand.Uint64()}
 	for _, s := range srcs {
 		st.rowsIn += int64(s.Rows())
 	}
@@ -133,7 +142,7 @@ func (c *core) dictionaries(w *columns.Writer) error {
 				withNull = true
 			}
 		}
-		maps, card, err := mergeDictionaries(c.ctx, c.dims[d], withNull, c.dws[d])
+		maps, card, err := mergeDictionaries(c.ctx, c.dims[d], c.names, withNull, c.dws[d])
 		if err != nil {
 			return fmt.Errorf("merger: dimension %q: dictionary: %w", c.out.Dimensions[d].Name, err)
 		}
@@ -146,6 +155,7 @@ func (c *core) dictionaries(w *columns.Writer) error {
 // the source rows it combines (one without rollup).
 type batch struct {
 	keys    keys
+	first   int64 // the output row of the batch's first row
 	refIn   []int32
 	refRow  []uint32
 	refLo   []uint32 // the source rows of the ref's re-sorted group, [refLo, refHi); refHi 0: none
@@ -189,6 +199,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 				cur.maps[d] = c.maps[d][i]
 			}
 		}
+		cur.checkTimes(source.SegmentOf(s))
 		if err := cur.fill(ctx); err != nil {
 			return err
 		}
@@ -296,6 +307,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 	b := <-free
 	b.reset()
 	var outRow int64 = -1
+	b.first = outRow + 1
 	var done int64
 	nextProgress := int64(c.opts.ProgressRows)
 	for len(h) > 0 {
@@ -313,6 +325,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 				send(b)
 				b = <-free
 				b.reset()
+				b.first = outRow + 1
 			}
 			b.keys.appendRow(&cur.w, i)
 			b.refEnd = append(b.refEnd, 0)
@@ -382,7 +395,11 @@ func (c *core) tasks(w *columns.Writer) ([]colTask, error) {
 	}
 	tasks = append(tasks, &timeTask{w: tw})
 	for d, dim := range c.out.Dimensions {
-		t := &dimTask{d: d, name: dim.Name, kind: c.kinds[d], dw: c.dws[d]}
+		t := &dimTask{d: d, name: dim.Name, kind: c.kinds[d], dw: c.dws[d], seed: c.seed, hashed: !dim.NoBitmapIndex}
+		if c.dimTasks == nil {
+			c.dimTasks = make([]*dimTask, len(c.out.Dimensions))
+		}
+		c.dimTasks[d] = t
 		if t.kind == kindRaw {
 			if t.rw, err = w.Raw(dim.Name); err != nil {
 				return nil, fmt.Errorf("merger: %w", err)
@@ -431,6 +448,12 @@ type dimTask struct {
 	kind dimKind
 	dw   *columns.DimWriter
 	rw   *columns.RawWriter
+	// The sum of pairHash over the distinct (output row, id) pairs of the rows written, which
+	// the bitmaps written must match (core.dimBitmaps); only with a bitmap index (hashed).
+	hashed  bool
+	seed    uint64
+	hash    uint64
+	scratch []uint32
 }
 
 func (t *dimTask) write(b *batch) error {
@@ -438,15 +461,31 @@ func (t *dimTask) write(b *batch) error {
 	var err error
 	switch t.kind {
 	case kindSingle:
-		for _, id := range k.ids {
+		if !t.hashed {
+			for _, id := range k.ids {
+				if err = t.dw.AppendID(id); err != nil {
+					break
+				}
+			}
+			break
+		}
+		h, seed, row := t.hash, t.seed, uint32(b.first)
+		for r, id := range k.ids {
 			if err = t.dw.AppendID(id); err != nil {
 				break
 			}
+			h += pairHash(seed, row+uint32(r), id)
 		}
+		t.hash = h
 	case kindMulti:
+		row := uint32(b.first)
 		for r := 0; r < b.keys.n; r++ {
-			if err = t.dw.AppendIDs(k.ids[k.offs[r]:k.offs[r+1]]); err != nil {
+			ids := k.ids[k.offs[r]:k.offs[r+1]]
+			if err = t.dw.AppendIDs(ids); err != nil {
 				break
+			}
+			if t.hashed {
+				t.hash, t.scratch = addDistinctPairs(t.hash, t.seed, row+uint32(r), ids, t.scratch)
 			}
 		}
 	case kindRaw:
@@ -529,6 +568,7 @@ func (c *core) dimBitmaps(d int, done *atomic.Int64) error {
 	maps := c.maps[d]
 	next := make([]int, len(srcs)) // per source: the next source id to place
 	g := newValueRows(int(c.rowsOut))
+	g.seed = c.seed
 	scratch := make([]uint32, 4096)
 	counted := 0 // of the bitmaps written, those added to done
 	for v := 0; v < c.card[d]; v++ {
@@ -560,10 +600,26 @@ func (c *core) dimBitmaps(d int, done *atomic.Int64) error {
 			}
 		}
 		if err := g.write(c.dws[d], uint32(v)); err != nil {
+			// The writer's own checks (the null id's bitmap equal to the null rows...) may
+			// see an input's fault first: name the input when it is one.
+			if errors.Is(err, columns.ErrInvalid) {
+				if ierr := c.checkInputBitmaps(d); ierr != nil {
+					return ierr
+				}
+			}
 			return err
 		}
 	}
 	done.Add(int64(c.card[d] - counted))
+	if g.hash != c.dimTasks[d].hash {
+		// The bitmaps written do not hold exactly the (row, id) pairs of the rows written: an
+		// input's bitmap index disagrees with its ids (the output would fail Verify).
+		if err := c.checkInputBitmaps(d); err != nil {
+			return err
+		}
+		return fmt.Errorf("the bitmaps rebuilt from the inputs' (%s) disagree with the rows' ids: %w",
+			strings.Join(c.namesWith(d), ", "), columns.ErrCorrupt)
+	}
 	return nil
 }
 
@@ -573,6 +629,8 @@ func (c *core) dimBitmaps(d int, done *atomic.Int64) error {
 type valueRows struct {
 	outRows  int
 	denseMin int
+	seed     uint64   // keys hash
+	hash     uint64   // the sum of pairHash over the (row, id) pairs of the bitmaps written
 	rowMap   []uint32 // of the source whose rows come next
 	list     []uint32
 	starts   []int
@@ -636,16 +694,28 @@ func (g *valueRows) toDense(rs []uint32) {
 // source rows become one output row): the list is sorted and compacted; the dense form merges
 // them by itself.
 func (g *valueRows) write(dw *columns.DimWriter, id uint32) error {
+	h, seed := g.hash, g.seed
 	if g.isDense {
 		if g.hi < g.lo {
 			return dw.WriteBitmapWords(id, nil)
 		}
+		for k, w := range g.dense[g.lo : g.hi+1] {
+			base := uint32(g.lo+k) << 6
+			for ; w != 0; w &= w - 1 {
+				h += pairHash(seed, base+uint32(bits.TrailingZeros64(w)), id)
+			}
+		}
+		g.hash = h
 		err := dw.WriteBitmapWords(id, g.dense[:g.hi+1])
 		clear(g.dense[g.lo : g.hi+1])
 		return err
 	}
 	g.list, g.tmp = sortRuns(g.list, g.starts, g.tmp)
 	g.list = slices.Compact(g.list)
+	for _, r := range g.list {
+		h += pairHash(seed, r, id)
+	}
+	g.hash = h
 	return dw.WriteBitmapRows(id, g.list)
 }
 

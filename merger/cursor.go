@@ -3,6 +3,7 @@ package merger
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/writeout/writeout/columns"
@@ -40,6 +41,44 @@ type cursor struct {
 	cur      int   // position in the emission order
 	lastT    int64 // truncated time of the last loaded row
 	fresh    bool  // nothing loaded yet
+	// A segment's times, read in row order, must lie in [tlo, thi] (its interval, within
+	// columns.MinTime and MaxTime) and be in order: else the segment is corrupt.
+	seg      bool
+	tlo, thi int64
+	ivl      columns.Interval
+}
+
+// checkTimes makes the cursor check the times of seg (nil: a Builder's rows, whose times
+// were checked as they were added) as Verify does: in order, within the segment's interval,
+// and within [columns.MinTime, columns.MaxTime], the times every granularity can truncate
+// and bucket without overflow.
+func (c *cursor) checkTimes(seg *columns.Segment) {
+	c.tlo, c.thi = math.MinInt64, math.MaxInt64
+	if seg == nil {
+		return
+	}
+	c.seg, c.ivl = true, seg.Interval()
+	if c.ivl.Start >= c.ivl.End {
+		c.tlo, c.thi = 1, 0 // no time
+		return
+	}
+	c.tlo, c.thi = max(columns.MinTime, c.ivl.Start), min(columns.MaxTime, c.ivl.End-1)
+}
+
+// badTime describes the time t of row, outside [tlo, thi].
+func (c *cursor) badTime(row int, t int64) error {
+	if !c.ivl.Contains(t) {
+		return fmt.Errorf("merger: %s: __time: row %d: time %d outside the segment's interval [%d, %d): %w", c.name, row, t, c.ivl.Start, c.ivl.End, columns.ErrCorrupt)
+	}
+	return fmt.Errorf("merger: %s: __time: row %d: time %d outside [%d, %d], the times a segment can hold: %w", c.name, row, t, columns.MinTime, columns.MaxTime, columns.ErrCorrupt)
+}
+
+// unsorted describes row, whose truncated time t comes after the previous row's.
+func (c *cursor) unsorted(row int, t int64) error {
+	if c.seg { // a segment is sorted by time: this one is corrupt
+		return fmt.Errorf("%w: %s: row %d has time %d after a row of time %d: %w", ErrUnsorted, c.name, row, t, c.lastT, columns.ErrCorrupt)
+	}
+	return fmt.Errorf("%w: %s: row %d has time %d after a row of time %d", ErrUnsorted, c.name, row, t, c.lastT)
 }
 
 // groupRange returns the source rows of the re-sorted group holding window row i, or hi 0.
@@ -130,7 +169,7 @@ func (c *cursor) load(p int) error {
 	}
 	t = c.gran.Truncate(t)
 	if !c.fresh && t < c.lastT {
-		return fmt.Errorf("%w: %s: row %d has time %d after a row of time %d", ErrUnsorted, c.name, row, t, c.lastT)
+		return c.unsorted(row, t)
 	}
 	c.fresh = false
 	c.lastT = t
@@ -235,13 +274,16 @@ func (c *cursor) fillRange(ctx context.Context) error {
 		}
 		full := false
 		for _, t := range vals[p-first:] {
+			if t < c.tlo || t > c.thi {
+				return c.badTime(p, t)
+			}
 			t = c.gran.Truncate(t)
 			if p-p0 >= cursorBatch && t != c.lastT {
 				full = true // stop at a group boundary only
 				break
 			}
 			if !c.fresh && t < c.lastT {
-				return fmt.Errorf("%w: %s: row %d has time %d after a row of time %d", ErrUnsorted, c.name, p, t, c.lastT)
+				return c.unsorted(p, t)
 			}
 			c.fresh = false
 			c.lastT = t

@@ -16,10 +16,10 @@ type dictSink interface {
 }
 
 // mergeDictionaries merges sorted dictionaries k-way. dims[i] is input i's dimension, nil
-// when the input lacks it. The merged dictionary has null (id 0) when withNull is set. It
+// when the input lacks it; names[i] names it in errors. The merged dictionary has null (id 0) when withNull is set. It
 // returns for every input holding the dimension the map from its ids to merged ids (nil for
 // the others), and the merged cardinality.
-func mergeDictionaries(ctx context.Context, dims []source.DimSource, withNull bool, sink dictSink) ([][]uint32, int, error) {
+func mergeDictionaries(ctx context.Context, dims []source.DimSource, names []string, withNull bool, sink dictSink) ([][]uint32, int, error) {
 	maps := make([][]uint32, len(dims))
 	type head struct {
 		in  int
@@ -45,7 +45,7 @@ func mergeDictionaries(ctx context.Context, dims []source.DimSource, withNull bo
 		for {
 			if !it.Next() {
 				if err := it.Err(); err != nil {
-					return nil, 0, err
+					return nil, 0, fmt.Errorf("merger: %s: %w", names[i], err)
 				}
 				h = nil
 				break
@@ -55,7 +55,7 @@ func mergeDictionaries(ctx context.Context, dims []source.DimSource, withNull bo
 				break
 			}
 			if !withNull {
-				return nil, 0, fmt.Errorf("merger: internal error: null in input %d without a merged null", i)
+				return nil, 0, fmt.Errorf("merger: internal error: null in %s without a merged null", names[i])
 			}
 			maps[i][h.pos] = 0
 			h.pos++
@@ -115,17 +115,17 @@ func mergeDictionaries(ctx context.Context, dims []source.DimSource, withNull bo
 		if h.it.Next() {
 			v := h.it.Value()
 			if h.it.IsNull() || v <= h.v {
-				return nil, 0, fmt.Errorf("merger: input %d: dictionary not strictly sorted at id %d: %w", h.in, h.pos, columns.ErrCorrupt)
+				return nil, 0, fmt.Errorf("merger: %s: dictionary not strictly sorted at id %d: %w", names[h.in], h.pos, columns.ErrCorrupt)
 			}
 			h.v = v
 			down(0)
 			continue
 		}
 		if err := h.it.Err(); err != nil {
-			return nil, 0, err
+			return nil, 0, fmt.Errorf("merger: %s: %w", names[h.in], err)
 		}
 		if int(h.pos) != len(maps[h.in]) {
-			return nil, 0, fmt.Errorf("merger: input %d: dictionary holds %d values, cardinality says %d: %w", h.in, h.pos, len(maps[h.in]), columns.ErrCorrupt)
+			return nil, 0, fmt.Errorf("merger: %s: dictionary holds %d values, cardinality says %d: %w", names[h.in], h.pos, len(maps[h.in]), columns.ErrCorrupt)
 		}
 		heads[0] = heads[len(heads)-1]
 		heads = heads[:len(heads)-1]

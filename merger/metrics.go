@@ -333,6 +333,10 @@ func (t *sketchTask) write(b *batch) error {
 			if raw == nil && t.r[b.refIn[start]] == nil {
 				err = t.w.Append(nil)
 			} else {
+				// Copied as it is: it must decode (Verify decodes every sketch).
+				if err := source.CheckSketch(raw, &t.scratch); err != nil {
+					return fmt.Errorf("merger: %s: metric %q: row %d: %w: %w", t.names[b.refIn[start]], t.name, b.refRow[start], columns.ErrCorrupt, err)
+				}
 				err = t.w.AppendBytes(raw)
 			}
 		} else {

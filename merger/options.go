@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/writeout/writeout/columns"
@@ -50,8 +53,8 @@ type Options struct {
 	// have). A list given here must name dimensions of the inputs; dimensions it leaves out
 	// are dropped from the output (with Rollup, rows then combine across them).
 	Dimensions []string
-	// InputNames name the inputs in error messages (for example their paths); missing names
-	// are "input N".
+	// InputNames name the inputs in error messages; missing names are the path of a segment
+	// opened from a file (Segment.Name), else "input N".
 	InputNames []string
 
 	// MaxFanIn is the largest number of inputs merged in one phase; more inputs merge in
@@ -153,9 +156,27 @@ func (o *Options) ensureDefaults() error {
 	return nil
 }
 
+// inputName names input i in errors: InputNames[i] when given, else "input i". A merge then
+// names a segment opened from a file by its path (Segment.Name) rather than "input i"
+// (runCore; see isDefaultName).
 func (o *Options) inputName(i int) string {
 	if i < len(o.InputNames) && o.InputNames[i] != "" {
 		return o.InputNames[i]
 	}
-	return fmt.Sprintf("input %d", i)
+	return defaultInputPrefix + strconv.Itoa(i)
+}
+
+const defaultInputPrefix = "input "
+
+// isDefaultName reports whether inputName made name up ("input N"), rather than taking it
+// from InputNames.
+func (o *Options) isDefaultName(name string) bool {
+	n, ok := strings.CutPrefix(name, defaultInputPrefix)
+	if !ok {
+		return false
+	}
+	if _, err := strconv.Atoi(n); err != nil {
+		return false
+	}
+	return !slices.Contains(o.InputNames, name)
 }

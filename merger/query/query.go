@@ -55,8 +55,8 @@ type Spec struct {
 	// (first seen first). A source lacking a metric reads as zero there (an empty sketch for
 	// hyperUnique), as its rows do once merged.
 	Metrics []string
-	// InputNames name the inputs in error messages (for example their paths); missing names
-	// are "input N".
+	// InputNames name the inputs in error messages; missing names are the path of a segment
+	// opened from a file (Segment.Name), else "input N".
 	InputNames []string
 }
 
@@ -129,6 +129,7 @@ func Run(ctx context.Context, q Queryable, spec Spec) (Result, error) {
 // rows were one table. Sums of doubles are exact and rounded once, so the result does not
 // depend on how rows are spread over the inputs.
 func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
+	spec.InputNames = pathNames(qs, spec.InputNames)
 	srcs := make([]source.Source, len(qs))
 	views := map[any]source.Source{} // a builder listed twice is read-locked once
 	for i, q := range qs {

@@ -562,12 +562,15 @@ func TestQueryValidation(t *testing.T) {
 		require.ErrorIs(t, merr, ErrSchemaConflict)
 		require.Equal(t, strings.TrimPrefix(merr.Error(), "merger: "), strings.TrimPrefix(qerr.Error(), "query: "), "one set of rules")
 	}
-	// Without names, inputs are numbered; builders are checked as segments are.
+	// Without names, segments opened from files are named by their paths, other inputs
+	// numbered; builders are checked as segments are.
 	b, err := merger.NewBuilder(columns.Schema{Dimensions: []columns.Dimension{{Name: "added"}}}, merger.BuilderOptions{})
 	require.NoError(t, err)
 	_, err = RunMany(t.Context(), []Queryable{segs["a.seg"], b}, Spec{})
 	require.ErrorIs(t, err, ErrSchemaConflict)
-	require.ErrorContains(t, err, `"added" is a metric in input 0 and a dimension in input 1`)
+	require.ErrorContains(t, err, fmt.Sprintf(`"added" is a metric in %s and a dimension in input 1`, segs["a.seg"].Name()))
+	_, err = RunMany(t.Context(), []Queryable{segs["a.seg"], b}, Spec{InputNames: []string{"", "mine"}})
+	require.ErrorContains(t, err, fmt.Sprintf(`"added" is a metric in %s and a dimension in mine`, segs["a.seg"].Name()))
 	_, err = Run(t.Context(), b, Spec{GroupBy: []string{"page"}})
 	require.ErrorIs(t, err, ErrInvalid)
 	require.ErrorContains(t, err, `group-by dimension "page" is in no input`)

@@ -2,6 +2,7 @@ package query
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/merger/internal/schema"
@@ -14,6 +15,21 @@ func (s *Spec) inputName(i int) string {
 		return s.InputNames[i]
 	}
 	return fmt.Sprintf("input %d", i)
+}
+
+// pathNames returns names (a copy) with each input that has no name and is a segment opened
+// from a file named by its path.
+func pathNames(qs []Queryable, names []string) []string {
+	out := slices.Clone(names)
+	for i, q := range qs {
+		if seg, ok := q.(*columns.Segment); ok && seg != nil && seg.Name() != "" && (i >= len(out) || out[i] == "") {
+			for len(out) <= i {
+				out = append(out, "")
+			}
+			out[i] = seg.Name()
+		}
+	}
+	return out
 }
 
 // check validates spec against the inputs' schemas, before any row is read, and returns the

@@ -114,6 +114,14 @@ type SketchMerger interface {
 // OfSegment returns seg as a Source.
 func OfSegment(seg *columns.Segment) Source { return segSource{seg} }
 
+// SegmentOf returns the segment src reads, or nil when src is no segment (a Builder's rows).
+func SegmentOf(src Source) *columns.Segment {
+	if s, ok := src.(segSource); ok {
+		return s.seg
+	}
+	return nil
+}
+
 // segSource reads a columns.Segment.
 type segSource struct{ seg *columns.Segment }
 
