@@ -55,7 +55,7 @@ type core struct {
 
 func runCore(ctx context.Context, srcs []source.Source, names []string, out columns.Schema, dst string, med medium.Medium,
 	pub columns.PublishOptions, opts *Options, phase, phases int) (st phaseStats, err error) {
-	c := &core{ctx: ctx, srcs: srcs, names: sourceNames(srcs, names, opts), out: out, opts: opts, phase: phase, phases: phases,
+	c := &core{ctx: ctx, srcs: srcs, names: names, out: out, opts: opts, phase: phase, phases: phases,
 		seed: rand.Uint64()}
 	for _, s := range srcs {
 		st.rowsIn += int64(s.Rows())

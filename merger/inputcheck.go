@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/writeout/writeout/columns"
-	"github.com/writeout/writeout/merger/internal/source"
 )
 
 // What a merge checks of its inputs (every source of every phase, intermediate segments
@@ -183,22 +182,6 @@ func (c *core) namesWith(d int) []string {
 	for i, ds := range c.dims[d] {
 		if ds != nil {
 			out = append(out, c.names[i])
-		}
-	}
-	return out
-}
-
-// sourceNames returns the names errors give the sources: names as given, except that a
-// segment opened from a file and named by default ("input N", Options.inputName) is named by
-// its path. Names from Options.InputNames, and those of intermediate segments, stay.
-func sourceNames(srcs []source.Source, names []string, opts *Options) []string {
-	out := slices.Clone(names)
-	for i, s := range srcs {
-		if i >= len(out) || !opts.isDefaultName(out[i]) {
-			continue
-		}
-		if seg := source.SegmentOf(s); seg != nil && seg.Name() != "" {
-			out[i] = seg.Name()
 		}
 	}
 	return out

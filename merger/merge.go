@@ -43,9 +43,9 @@ func Merge(ctx context.Context, inputs []*columns.Segment, dst string, opts Opti
 		}
 		srcs[i] = source.OfSegment(in)
 		schemas[i] = in.Schema()
-		names[i] = opts.inputName(i)
+		names[i] = opts.inputNameOf(i, in)
 	}
-	out, err := outputSchema(schemas, opts.inputName, opts.Dimensions, opts.Rollup, opts.Granularity)
+	out, err := outputSchema(schemas, func(i int) string { return names[i] }, opts.Dimensions, opts.Rollup, opts.Granularity)
 	if err != nil {
 		return res, err
 	}

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/writeout/writeout/columns"
@@ -156,9 +154,7 @@ func (o *Options) ensureDefaults() error {
 	return nil
 }
 
-// inputName names input i in errors: InputNames[i] when given, else "input i". A merge then
-// names a segment opened from a file by its path (Segment.Name) rather than "input i"
-// (runCore; see isDefaultName).
+// inputName names input i in errors: InputNames[i] when given, else "input i".
 func (o *Options) inputName(i int) string {
 	if i < len(o.InputNames) && o.InputNames[i] != "" {
 		return o.InputNames[i]
@@ -168,15 +164,14 @@ func (o *Options) inputName(i int) string {
 
 const defaultInputPrefix = "input "
 
-// isDefaultName reports whether inputName made name up ("input N"), rather than taking it
-// from InputNames.
-func (o *Options) isDefaultName(name string) bool {
-	n, ok := strings.CutPrefix(name, defaultInputPrefix)
-	if !ok {
-		return false
+// inputNameOf names input i, seg, in errors: InputNames[i] when given, else the path seg was
+// opened from, else "input i".
+func (o *Options) inputNameOf(i int, seg *columns.Segment) string {
+	if i < len(o.InputNames) && o.InputNames[i] != "" {
+		return o.InputNames[i]
 	}
-	if _, err := strconv.Atoi(n); err != nil {
-		return false
+	if seg != nil && seg.Name() != "" {
+		return seg.Name()
 	}
-	return !slices.Contains(o.InputNames, name)
+	return o.inputName(i)
 }

@@ -100,7 +100,8 @@ func TestMergeSchemaConflicts(t *testing.T) {
 	c := writeSegment(t, dir, "c.seg", columns.Schema{Metrics: []columns.Metric{{Name: "m", Aggregator: columns.AggLongMax}}}, nil)
 	_, err = Merge(t.Context(), []*columns.Segment{a, c}, filepath.Join(dir, "o.seg"), Options{})
 	require.ErrorIs(t, err, ErrSchemaConflict)
-	require.ErrorContains(t, err, `metric "m" is longSum(long) in input 0 and longMax(long) in input 1`)
+	// Unnamed by the options, inputs opened from files are named by their paths.
+	require.ErrorContains(t, err, `metric "m" is longSum(long) in `+filepath.Join(dir, "a.seg")+` and longMax(long) in `+filepath.Join(dir, "c.seg"))
 
 	d := writeSegment(t, dir, "d.seg", columns.Schema{Dimensions: []columns.Dimension{{Name: "m"}}}, nil)
 	_, err = Merge(t.Context(), []*columns.Segment{a, d}, filepath.Join(dir, "o.seg"), Options{})
@@ -110,7 +111,7 @@ func TestMergeSchemaConflicts(t *testing.T) {
 	f := writeSegment(t, dir, "f.seg", columns.Schema{Dimensions: []columns.Dimension{{Name: "p", Raw: true}}}, nil)
 	_, err = Merge(t.Context(), []*columns.Segment{e, f}, filepath.Join(dir, "o.seg"), Options{})
 	require.ErrorIs(t, err, ErrSchemaConflict)
-	require.ErrorContains(t, err, `dimension "p" is dictionary-encoded in input 0 and raw in input 1`)
+	require.ErrorContains(t, err, `dimension "p" is dictionary-encoded in `+filepath.Join(dir, "e.seg")+` and raw in `+filepath.Join(dir, "f.seg"))
 
 	_, err = Merge(t.Context(), []*columns.Segment{e}, filepath.Join(dir, "o.seg"), Options{Dimensions: []string{"nope"}})
 	require.ErrorIs(t, err, ErrInvalid)
