@@ -56,8 +56,6 @@ func rowsWhere(d *dimModel, ok func(ids []uint32) bool) []int {
 	return out
 }
 
-func anyRow([]uint32) bool { return true }
-
 func distinctCount(ids []uint32) int {
 	s := slices.Clone(ids)
 	slices.Sort(s)
