@@ -12,9 +12,9 @@ import (
 // open Segment, so a later read of the same part costs one atomic load. A mismatch is
 // remembered, and every later read of the part returns the same error. Open parses the index of
 // every chunked part, the table of every bitmap index and the trailer of every dictionary from
-// unchecked bytes, but hands out nothing derived from them before the part is checked, except a
-// dictionary's cardinality and null flag (DimColumn.Cardinality, HasNull): so Open checks every
-// dictionary part whole.
+// unchecked bytes, but hands out nothing derived from them before the part is checked: a
+// dictionary's cardinality and null flag (DimColumn.Cardinality, HasNull) are reached through
+// Segment.Dim, which checks the dictionary part first.
 
 // partCheck is the read-path checksum state of one part of an open segment. It is safe for
 // concurrent use: two first reads may both compute the CRC, and store the same result.
@@ -138,28 +138,10 @@ func (s *Segment) openError(p *PartInfo, err error) error {
 	return partError(p.Column, p.Kind, err)
 }
 
-// checkAtOpen checks a part's CRC while the segment opens (unless OpenOptions trusted it);
-// the error names the column and the part (Open names the file).
-func (s *Segment) checkAtOpen(p *PartInfo) error {
-	pc := s.checkOf(p)
-	if st, _ := pc.load(); st == checkTrusted {
-		return nil
-	}
-	st, got, err := pc.compute(context.Background())
-	if err != nil {
-		return partError(p.Column, p.Kind, err)
-	}
-	if st == checkBad {
-		return partError(p.Column, p.Kind, crcError(got, p.CRC))
-	}
-	return nil
-}
-
 // TrustChecksums marks every part not checked yet as checked, without reading it: later reads
 // skip the CRC check, and cost nothing more. It is for a caller that has just checked the bytes
 // another way (the file it wrote and read back, Verify on another Segment of the same file) or
-// knowingly takes damaged bytes for good ones. A part already found bad stays bad, and Open
-// has checked the dictionaries already (OpenOptions.TrustChecksums skips that too). Verify and
+// knowingly takes damaged bytes for good ones. A part already found bad stays bad. Verify and
 // VerifyChecksums still compute the CRC of a trusted part. Safe to call concurrently with reads.
 func (s *Segment) TrustChecksums() {
 	for i := range s.checks {

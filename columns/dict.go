@@ -91,8 +91,10 @@ func (d *dictWriter) finish() error {
 
 // dictReader reads a dictionary part. It holds no mutable state and is safe for concurrent use.
 type dictReader struct {
-	src      *source
-	part     *PartInfo
+	src  *source
+	part *PartInfo
+	chk  *partCheck // the part's read-path check; nil before Open sets it
+
 	count    int // non-null values
 	hasNull  bool
 	nblocks  int
@@ -130,8 +132,20 @@ func (d *dictReader) cardinality() int {
 	return d.count
 }
 
+// check checks the dictionary part's CRC the first time its bytes are used (an atomic load
+// after that): every value, lookup and block read goes through it.
+func (d *dictReader) check() error {
+	if d.chk == nil {
+		return nil
+	}
+	return d.chk.check()
+}
+
 // block returns the bytes of block b.
 func (d *dictReader) block(b int, buf []byte) ([]byte, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
 	var ends [8]byte
 	n := int64(8)
 	if b == d.nblocks-1 {
@@ -194,6 +208,9 @@ func (d *dictReader) blockLen(b int) int {
 
 // value returns value i (0-based among non-null values), using scratch for the block.
 func (d *dictReader) value(i int, scratch *blockIter, buf []byte) (string, error) {
+	if err := d.check(); err != nil {
+		return "", err
+	}
 	if i < 0 || i >= d.count {
 		return "", fmt.Errorf("columns: dictionary index %d out of range [0, %d): %w", i, d.count, ErrInvalid)
 	}
@@ -226,6 +243,9 @@ func (d *dictReader) firstValue(b int) ([]byte, error) {
 
 // lookup returns the index (among non-null values) of v, and whether it is present.
 func (d *dictReader) lookup(v string) (int, bool, error) {
+	if err := d.check(); err != nil {
+		return 0, false, err
+	}
 	if d.count == 0 {
 		return 0, false, nil
 	}

@@ -161,7 +161,15 @@ type DictIter struct {
 
 // Next advances to the next id; false at the end or on an error.
 func (it *DictIter) Next() bool {
-	if it.err != nil || it.id+1 >= it.col.Cardinality() {
+	if it.err != nil {
+		return false
+	}
+	// The cardinality comes from the dictionary: checked before it ends the walk.
+	if err := it.col.dict.check(); err != nil {
+		it.err = err
+		return false
+	}
+	if it.id+1 >= it.col.Cardinality() {
 		return false
 	}
 	if it.col.seg.src.closed { // the current block may be a view of the mapping
@@ -318,6 +326,9 @@ func (c *DimCursor) value(id uint32) (string, error) {
 
 func (c *DimCursor) load(row int) error {
 	if err := c.cr.seg(row); err != nil {
+		return err
+	}
+	if err := c.col.dict.check(); err != nil { // the ids are checked against its cardinality
 		return err
 	}
 	i := c.cr.next(row)

@@ -152,7 +152,7 @@
 //
 // Reads check checksums too, so that no answer ever comes from damaged bytes: every reader
 // checks a part's CRC-32C the first time it touches the part's bytes (a cursor's first chunk,
-// a bitmap, the null rows; a dictionary as the segment opens, see below), before it returns
+// a bitmap, the null rows; a dictionary when Segment.Dim hands out its column, see below), before it returns
 // anything derived from them. Each part is checked once per open Segment, however many readers and goroutines
 // touch it: its state (unchecked, good, bad) is one atomic word, so later reads cost one atomic
 // load, and concurrent first reads may both compute the CRC. A bad part stays bad: every read
@@ -162,9 +162,10 @@
 //	columns: data/a.seg: column "country" part bitmaps: CRC 1a2b3c4d, the footer says 5e6f7a8b: columns: corrupt segment
 //
 // Open reads parts' indexes and trailers unchecked, but lets nothing derived from them out
-// before the part is checked; the one exception, a dictionary's cardinality and null flag
-// (DimColumn.Cardinality, HasNull, which return no error), is why Open checks every dictionary
-// whole. When Open cannot parse a part whose CRC does not match, it reports the mismatch.
+// before the part is checked: a dictionary's cardinality and null flag (DimColumn.Cardinality,
+// HasNull, which return no error) are reached through Segment.Dim, which checks the dictionary
+// first, so a query pays only for the dictionaries it uses. When Open cannot parse a part whose
+// CRC does not match, it reports the mismatch.
 //
 // The whole cost is one CRC-32C pass over each part read, once per open segment (12 to 20
 // GB/s with the CPU's CRC instruction, plus reading the part from memory once more): about 1%
@@ -172,8 +173,7 @@
 // column through cursors (BenchmarkSegmentRead, op=open-cursors). Callers that have just
 // checked the bytes avoid even that: VerifyChecksums and Verify mark every part they check as
 // checked; TrustChecksums marks every part as checked without reading it; OpenWith and
-// NewSegmentWith with OpenOptions.TrustChecksums open a segment that way, skipping the
-// dictionaries' check too (for a file the caller wrote and read back, or verified through
+// NewSegmentWith with OpenOptions.TrustChecksums open a segment that way (for a file the caller wrote and read back, or verified through
 // another Segment). Damaged bytes that are trusted give wrong answers or decoding errors.
 // Verify also decodes everything and checks every invariant the format states.
 package columns

@@ -58,8 +58,8 @@ func Open(path string) (*Segment, error) { return openWith(path, &sys.Default, O
 // OpenOptions are the options of OpenWith and NewSegmentWith. The zero value is what Open and
 // NewSegment do.
 type OpenOptions struct {
-	// TrustChecksums skips every CRC check of the read path, Open's check of the dictionaries
-	// included: the segment is opened as if TrustChecksums were called first. It is for a file
+	// TrustChecksums skips every CRC check of the read path: the segment is opened as if
+	// TrustChecksums were called first. It is for a file
 	// whose bytes the caller has just checked (see Segment.TrustChecksums); damaged bytes then
 	// give wrong answers or decoding errors rather than a checksum error.
 	TrustChecksums bool
@@ -195,17 +195,17 @@ func (s *Segment) parseColumns() error {
 		}
 		dc := &DimColumn{seg: s, dim: d, nulls: s.checkOf(s.part(c, PartNulls))}
 		dp := s.part(c, PartDictionary)
-		// The cardinality and the null flag reach callers without an error (Cardinality,
-		// HasNull): the dictionary is checked now, whole, and its readers need not check it.
-		if err := s.checkAtOpen(dp); err != nil {
-			return err
-		}
+		// The dictionary's count and null flag are read from unchecked bytes; the part is
+		// checked before anything derived from it is handed out: by Dim (Cardinality and
+		// HasNull are reached through it), and by every read of its bytes. A failure to parse
+		// here blames the dictionary when its CRC is wrong.
 		if dc.dict, err = parseDict(&s.src, dp); err != nil {
-			return partError(d.Name, dp.Kind, err)
+			return s.openError(dp, err)
 		}
+		dc.dict.chk = s.checkOf(dp)
 		card := dc.dict.cardinality()
 		if card == 0 && rows > 0 {
-			return partError(d.Name, dp.Kind, corruptf("empty dictionary for %d rows", rows))
+			return s.openError(dp, corruptf("empty dictionary for %d rows", rows))
 		}
 		if dc.ix, err = chunked(s.part(c, PartIDs)); err != nil {
 			return err
@@ -213,6 +213,9 @@ func (s *Segment) parseColumns() error {
 		if !d.NoBitmapIndex {
 			p := s.part(c, PartBitmaps)
 			if dc.bms, err = parseBitmaps(&s.src, p, card, rows); err != nil {
+				if derr := s.openError(dp, nil); derr != nil {
+					return derr // the table did not fit the dictionary's count: which is wrong
+				}
 				return s.openError(p, err)
 			}
 			dc.bms.chk = s.checkOf(p)
@@ -301,6 +304,10 @@ func (s *Segment) Dim(name string) (*DimColumn, error) {
 	i := s.f.schema.Dimension(name)
 	if i < 0 || s.dims[i] == nil {
 		return nil, fmt.Errorf("columns: no dictionary dimension %q: %w", name, ErrSchema)
+	}
+	// The column's cardinality and null flag come from its dictionary: checked first.
+	if err := s.dims[i].dict.check(); err != nil {
+		return nil, err
 	}
 	return s.dims[i], nil
 }

@@ -86,11 +86,11 @@ func (v *bview) Rows() int              { return v.n }
 func (v *bview) TimeOrder() []uint32       { return v.order }
 func (v *bview) Times() source.LongChunker { return wholeLongs(v.b.times[:v.n]) }
 
-func (v *bview) Dim(name string) source.DimSource {
+func (v *bview) Dim(name string) (source.DimSource, error) {
 	if dv, ok := v.dims[name]; ok {
-		return dv
+		return dv, nil
 	}
-	return nil
+	return nil, nil
 }
 
 func (v *bview) Raw(name string) source.RawReader {

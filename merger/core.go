@@ -130,7 +130,9 @@ func (c *core) dictionaries(w *columns.Writer) error {
 		c.dws[d] = dw
 		c.dims[d] = make([]source.DimSource, len(c.srcs))
 		for i, s := range c.srcs {
-			c.dims[d][i] = s.Dim(dim.Name)
+			if c.dims[d][i], err = s.Dim(dim.Name); err != nil {
+				return fmt.Errorf("merger: %s: %w", c.names[i], err)
+			}
 		}
 		todo = append(todo, d)
 	}

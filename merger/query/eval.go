@@ -82,7 +82,11 @@ func (e *filterEval) eval(f filter.Filter) (*roaring.Bitmap, error) {
 // values returns the rows holding any of vals in dim: through the bitmap index when there is
 // one, else by scanning the rows.
 func (e *filterEval) values(dim string, vals []string) (*roaring.Bitmap, error) {
-	if ds := e.src.Dim(dim); ds != nil {
+	ds, err := e.src.Dim(dim)
+	if err != nil {
+		return nil, err
+	}
+	if ds != nil {
 		var ids []uint32
 		for _, v := range vals {
 			id, ok, err := ds.Lookup(v)
@@ -156,7 +160,11 @@ func scanIDs(ds source.DimSource, n int, ids []uint32) (*roaring.Bitmap, error) 
 }
 
 func (e *filterEval) nulls(dim string) (*roaring.Bitmap, error) {
-	if ds := e.src.Dim(dim); ds != nil {
+	ds, err := e.src.Dim(dim)
+	if err != nil {
+		return nil, err
+	}
+	if ds != nil {
 		return ds.Nulls()
 	}
 	if rr := e.src.Raw(dim); rr != nil {

@@ -273,7 +273,11 @@ func (r *runner) run() error {
 	r.acc = newAccs(r.metrics)
 	for _, name := range r.spec.GroupBy {
 		g := groupDim{}
-		if ds := src.Dim(name); ds != nil {
+		ds, err := src.Dim(name)
+		if err != nil {
+			return err
+		}
+		if ds != nil {
 			g.ds = ds
 			g.ids = &source.IDCache{C: ds.Cursor()}
 		} else if rr := src.Raw(name); rr != nil {

@@ -9,6 +9,7 @@
 package source
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -28,8 +29,9 @@ type Source interface {
 	// already are (a segment).
 	TimeOrder() []uint32
 	Times() LongChunker
-	// Dim returns a dictionary dimension, or nil when the source lacks it (or has it raw).
-	Dim(name string) DimSource
+	// Dim returns a dictionary dimension, or nil when the source lacks it (or has it raw); an
+	// error when the dimension is there but unreadable (a damaged dictionary).
+	Dim(name string) (DimSource, error)
 	// Raw returns a raw dimension's reader, or nil when the source lacks it.
 	Raw(name string) RawReader
 	Long(name string) LongChunker
@@ -130,12 +132,15 @@ func (s segSource) Rows() int              { return s.seg.Rows() }
 func (s segSource) TimeOrder() []uint32    { return nil }
 func (s segSource) Times() LongChunker     { return s.seg.Time().Cursor() }
 
-func (s segSource) Dim(name string) DimSource {
+func (s segSource) Dim(name string) (DimSource, error) {
 	c, err := s.seg.Dim(name)
-	if err != nil {
-		return nil
+	if errors.Is(err, columns.ErrSchema) {
+		return nil, nil // absent, or raw
 	}
-	return segDim{c}
+	if err != nil {
+		return nil, err
+	}
+	return segDim{c}, nil
 }
 
 func (s segSource) Raw(name string) RawReader {
