@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -285,6 +286,10 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 	if err != nil {
 		if cmd.Context().Err() != nil {
 			return fmt.Errorf("merge into %s: interrupted; temp files removed, no output written", f.out)
+		}
+		if errors.Is(err, fs.ErrExist) {
+			// Another process published the output after this one checked: it stays as it is.
+			return fmt.Errorf("%s: output exists (use --replace to overwrite it); it appeared during the merge, which wrote nothing", f.out)
 		}
 		return err
 	}
