@@ -62,8 +62,8 @@ type PublishOptions struct {
 //  2. the header, each part (copied out of its stage with WriteTo, through a check of the
 //     CRC-32C and size computed when the part was staged: a mismatch fails with ErrCorrupt),
 //     the footer and the trailer are written to it;
-//  3. per Durability, it is fdatasynced (pacing writeback on the way with TrickleBytes), and
-//     given its permission;
+//  3. it is given its permission (before any sync, so that the sync covers it too) and, per
+//     Durability, fdatasynced (pacing writeback on the way with TrickleBytes);
 //  4. it is named dst, and the directory is fsynced per Durability.
 //
 // Naming never replaces a file unless Replace is set, and is atomic on the OS file system: an
@@ -83,10 +83,14 @@ type PublishOptions struct {
 // crash between the link and the rename leaves at worst a complete segment under a temp name,
 // which SweepTemp recognises.
 //
-// On any failure the output file is removed (an unnamed one just closed), dst is left as it
-// was (if a failure comes after naming, at the directory sync, the new file is removed again:
-// with Replace the old one is gone by then), and the error is returned; a failed sync wraps
-// medium.ErrSync and is never retried. The stages are released whatever happens, and the
+// On any failure before naming the output file is removed (an unnamed one just closed), dst is
+// left as it was, and the error is returned; a failed sync wraps medium.ErrSync and is never
+// retried. Once the file is named dst it stays: a failure after that (closing it, or the
+// directory's fsync) returns an error (wrapping medium.ErrSync for the fsync) with dst holding
+// the complete new file, its data synced per Durability; only its name may not survive a
+// crash. Removing it then would lose both outputs under Replace. A caller that must know the
+// name is durable may fsync the directory itself, or treat the output as unpublished and
+// remove it. The stages are released whatever happens, and the
 // writer cannot be used again.
 func (w *Writer) Finish(dst string, opts PublishOptions) (Info, error) {
 	return w.FinishContext(context.Background(), dst, opts)
@@ -134,17 +138,21 @@ func (w *Writer) publish(ctx context.Context, dst string, f *footer, opts Publis
 	if err != nil {
 		return Info{}, wrap("create temp file", err)
 	}
+	named := false // dst is the new file: kept whatever fails after
 	defer func() {
-		if err != nil {
+		if err != nil && !named {
 			err = multierr.Join(err, out.discard(dst))
 		}
 	}()
 	testhook.OutputCreated(dst)
+	if err := out.chmod(perm); err != nil {
+		return info, wrap(out.desc(), err)
+	}
 	n, err := w.writeFile(ctx, dst, out.file, out.osf, out.desc(), f, opts.Durability, &info)
 	if err != nil {
 		return info, err
 	}
-	if err := out.finish(perm); err != nil {
+	if err := out.finish(); err != nil {
 		return info, wrap(out.desc(), err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -154,13 +162,14 @@ func (w *Writer) publish(ctx context.Context, dst string, f *footer, opts Publis
 	if err := out.place(dst, opts.Replace); err != nil {
 		return info, destError(dst, err)
 	}
+	named = true
 	if err := out.close(); err != nil {
 		return info, wrap("close "+dst, err)
 	}
 	if opts.Durability.SyncsOutput() {
 		info.Syncs++
 		if err := syncDir(fsys, dir, w.calls); err != nil {
-			return info, fmt.Errorf("columns: publish %s: fsync directory %s: %w: %w", dst, dir, medium.ErrSync, err)
+			return info, fmt.Errorf("columns: publish %s: fsync directory %s: %w: %w (%s is in place, complete, its data synced; its name may not survive a crash)", dst, dir, medium.ErrSync, err, dst)
 		}
 	}
 	res := f.info(n)
@@ -287,14 +296,21 @@ func (o *output) desc() string {
 
 // finish gives the written file its permission; a named file is closed first, so that it is
 // renamed closed (which some systems require).
-func (o *output) finish(perm os.FileMode) error {
+// chmod gives the output file its permission.
+func (o *output) chmod(perm os.FileMode) error {
 	if o.name == "" {
 		return o.osf.Chmod(perm)
 	}
-	if err := o.close(); err != nil {
-		return err
-	}
 	return o.fsys.Chmod(o.name, perm)
+}
+
+// finish ends the writing: a named file is closed before it is renamed; an unnamed one stays
+// open, to be linked through its descriptor.
+func (o *output) finish() error {
+	if o.name == "" {
+		return nil
+	}
+	return o.close()
 }
 
 func (o *output) close() error {

@@ -226,17 +226,29 @@ func TestPublishNamingFailures(t *testing.T) {
 		c.Link = func(string, string) error { return eio }
 	})
 
-	// A directory sync that fails after the naming: the new dst is removed again.
+	// A directory sync that fails after the naming: the new dst stays, complete, and the error
+	// says so; with Replace too (the old output is gone by then: removing the new one would
+	// leave neither).
 	for _, mode := range namingModes(t) {
-		dir := t.TempDir()
-		dst := filepath.Join(dir, "out.seg")
-		w := withCalls(filledWriter(t, s, rows, WriterOptions{}), func(c *sys.Calls) {
-			mode.edit(c)
-			c.Fsync = func(*os.File) error { return eio }
-		})
-		_, err := w.Finish(dst, PublishOptions{})
-		require.ErrorIs(t, err, medium.ErrSync, mode.name)
-		require.Empty(t, listDir(t, afero.NewOsFs(), dir), mode.name)
+		for _, replace := range []bool{false, true} {
+			dir := t.TempDir()
+			dst := filepath.Join(dir, "out.seg")
+			if replace {
+				require.NoError(t, os.WriteFile(dst, []byte("old"), 0o644))
+			}
+			w := withCalls(filledWriter(t, s, rows, WriterOptions{}), func(c *sys.Calls) {
+				mode.edit(c)
+				c.Fsync = func(*os.File) error { return eio }
+			})
+			_, err := w.Finish(dst, PublishOptions{Replace: replace})
+			require.ErrorIs(t, err, medium.ErrSync, mode.name)
+			require.ErrorContains(t, err, "is in place, complete", mode.name)
+			require.Equal(t, []string{"out.seg"}, listDir(t, afero.NewOsFs(), dir), mode.name)
+			seg, err := Open(dst)
+			require.NoError(t, err, mode.name)
+			require.NoError(t, seg.Verify(), mode.name)
+			require.NoError(t, seg.Close())
+		}
 	}
 
 	// Replace over a directory: the rename fails, and the temp name (of an unnamed output, its

@@ -128,8 +128,9 @@ func TestPublish(t *testing.T) {
 }
 
 // TestPublishFaults fails every operation of the file system in turn, from the first until a
-// publish succeeds: after each failure the directory holds nothing new, and the error is
-// returned; sync failures wrap medium.ErrSync.
+// publish succeeds: after each failure before the naming the directory holds nothing new;
+// after it (the directory's fsync) dst is the complete new file; the error is returned; sync
+// failures wrap medium.ErrSync.
 func TestPublishFaults(t *testing.T) {
 	s, rows := publishRows(t, 40)
 	want := writeRows(t, s, rows, WriterOptions{Compression: CompressionZstd})
@@ -169,6 +170,15 @@ func TestPublishFaults(t *testing.T) {
 				kinds[op.Kind] = true
 				if op.Kind == faultfs.KindSync {
 					require.ErrorIs(t, err, medium.ErrSync)
+				}
+				if op.Path == dir {
+					// The directory's fsync (its open, sync or close) comes after the naming:
+					// dst is the complete new file, kept, and the error says so.
+					require.ErrorIs(t, err, medium.ErrSync, "op %d %+v", n, op)
+					require.ErrorContains(t, err, "is in place, complete")
+					require.True(t, requireNothingOrFinished(t, bfs, dir, before, dst, want), "op %d %+v", n, op)
+					require.NoError(t, bfs.Remove(dst))
+					continue
 				}
 				require.False(t, requireNothingOrFinished(t, bfs, dir, before, dst, want), "op %d %+v failed, yet dst exists", n, op)
 			}
@@ -221,7 +231,19 @@ func TestPublishFailingSyscalls(t *testing.T) {
 			_, err := w.Finish(dst, PublishOptions{Durability: d})
 			require.ErrorIs(t, err, medium.ErrSync)
 			require.ErrorIs(t, err, syscall.EIO)
-			require.Empty(t, listDir(t, afero.NewOsFs(), dir))
+			if name != "fsync-dir" {
+				require.Empty(t, listDir(t, afero.NewOsFs(), dir))
+				return
+			}
+			// The directory's fsync comes after the naming: the new file, complete and its data
+			// synced, stays (with Replace, removing it would lose the old output and the new).
+			require.ErrorContains(t, err, "is in place, complete")
+			require.Equal(t, []string{"seg"}, listDir(t, afero.NewOsFs(), dir))
+			seg, err := Open(dst)
+			require.NoError(t, err)
+			require.NoError(t, seg.Verify())
+			require.NoError(t, seg.Close())
+			require.NoError(t, os.Remove(dst))
 		})
 	}
 	var fdatasyncs atomic.Int32
@@ -516,4 +538,30 @@ func TestClosedSegment(t *testing.T) {
 	_, err = dim.Value(0)
 	require.ErrorIs(t, err, medium.ErrClosed)
 	require.ErrorIs(t, seg.Verify(), medium.ErrClosed)
+}
+
+// TestPublishChmodBeforeSync: the output gets its permission before its data is synced, so that
+// the sync covers the change too; the file's first sync comes after the chmod.
+func TestPublishChmodBeforeSync(t *testing.T) {
+	s, rows := publishRows(t, 10)
+	dir := t.TempDir()
+	var ops []string
+	base := afero.NewMemMapFs()
+	require.NoError(t, base.MkdirAll(dir, 0o755))
+	ffs := faultfs.New(base, nil)
+	ffs.SetInjector(func(o faultfs.Op) error {
+		if o.Kind == faultfs.KindChange || o.Kind == faultfs.KindSync {
+			ops = append(ops, string(o.Kind)+" "+filepath.Base(o.Path))
+		}
+		return nil
+	})
+	dst := filepath.Join(dir, "seg")
+	_, err := filledWriter(t, s, rows, WriterOptions{}).Finish(dst, PublishOptions{Fs: ffs, Perm: 0o640})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(ops), 2, "%v", ops)
+	require.Regexp(t, `^change `, ops[0], "the chmod comes first: %v", ops)
+	require.Regexp(t, `^sync `, ops[1], "then the file's sync: %v", ops)
+	fi, err := ffs.Stat(dst)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o640), fi.Mode().Perm())
 }
