@@ -47,7 +47,21 @@
 // SetCrashAfter(n) the first n mutating operations succeed and the next one fails with
 // ErrCrashed without any effect, as does every operation after it, of any kind: the machine
 // is off. A test runs its workload with n = 0, 1, 2, ... then calls Crash and checks what
-// survived, until the workload completes within n operations (Crashed is then false).
+// survived, until the workload completes within n operations (Crashed is then false). Clone
+// gives each run the same starting state:
+//
+//	start := crashfs.New() // ... set up and sync the starting state
+//	for k := 0; ; k++ {
+//		fsys := start.Clone()
+//		fsys.SetCrashAfter(k)
+//		err := workload(fsys)
+//		finished := !fsys.Crashed()
+//		fsys.Crash()
+//		// check fsys against err and finished
+//		if finished {
+//			break
+//		}
+//	}
 package crashfs
 
 import (
@@ -102,6 +116,36 @@ var _ afero.Fs = (*FS)(nil)
 // New returns an empty file system holding only the directory "/", durable.
 func New() *FS {
 	return &FS{root: newDir(0o755), crashAfter: -1}
+}
+
+// Clone returns an independent copy of the file system: every file's and directory's current
+// and synced state, with files shared by several entries still shared. Open handles, the
+// count of operations and the crash point are not carried over. A test builds its starting
+// state once and runs each crash point on a clone of it.
+func (f *FS) Clone() *FS {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	copies := map[*node]*node{}
+	var cp func(n *node) *node
+	cp = func(n *node) *node {
+		if c, ok := copies[n]; ok {
+			return c
+		}
+		c := &node{dir: n.dir, mode: n.mode, modTime: n.modTime, data: slices.Clone(n.data), synced: slices.Clone(n.synced)}
+		copies[n] = c
+		if n.dir {
+			c.entries = make(map[string]*node, len(n.entries))
+			c.syncedEntries = make(map[string]*node, len(n.syncedEntries))
+			for name, e := range n.entries {
+				c.entries[name] = cp(e)
+			}
+			for name, e := range n.syncedEntries {
+				c.syncedEntries[name] = cp(e)
+			}
+		}
+		return c
+	}
+	return &FS{root: cp(f.root), crashAfter: -1, crashed: f.crashed}
 }
 
 // SetCrashAfter makes the (n+1)-th mutating operation from now on, counted as by Ops, and

@@ -351,8 +351,8 @@ func TestCrashAfter(t *testing.T) {
 	require.Len(t, seen, 7)
 }
 
-// TestFsBasics checks the afero semantics the model relies on.
-func TestFsBasics(t *testing.T) {
+// TestCrashFsBasics checks the afero semantics the model relies on.
+func TestCrashFsBasics(t *testing.T) {
 	fsys := crashfs.New()
 	_, err := fsys.Open("/nope")
 	require.ErrorIs(t, err, fs.ErrNotExist)
@@ -443,4 +443,34 @@ func TestCrashKeepingDirs(t *testing.T) {
 	// What it kept is durable now.
 	fsys.Crash()
 	require.Equal(t, want, tree(t, fsys))
+}
+
+// TestCrashClone checks a clone carries the live and the synced state, shares nothing with its
+// original, and keeps a file under two names one file.
+func TestCrashClone(t *testing.T) {
+	base := crashfs.New()
+	require.NoError(t, base.Mkdir("/d", 0o755))
+	syncDir(t, base, "/")
+	write(t, base, "/d/a", "synced", true)
+	syncDir(t, base, "/d")
+	appendTo(t, base, "/d/a", "+live", false)
+	write(t, base, "/d/new", "n", false)
+	// /d/a under a second name in /e, durable there: one file under two names after a crash.
+	require.NoError(t, base.Mkdir("/e", 0o755))
+	syncDir(t, base, "/")
+	require.NoError(t, base.Rename("/d/a", "/e/a"))
+	syncDir(t, base, "/e")
+	require.NoError(t, base.Rename("/e/a", "/d/a"))
+	before := tree(t, base)
+
+	c := base.Clone()
+	require.Equal(t, before, tree(t, c))
+	appendTo(t, c, "/d/a", "+clone", true)
+	require.NoError(t, c.Remove("/d/new"))
+	require.Equal(t, before, tree(t, base), "the clone changed its original")
+
+	c.Crash()
+	require.Equal(t, map[string]string{"/d/": "", "/e/": "", "/d/a": "synced+live+clone", "/e/a": "synced+live+clone"}, tree(t, c))
+	base.Crash()
+	require.Equal(t, map[string]string{"/d/": "", "/e/": "", "/d/a": "synced", "/e/a": "synced"}, tree(t, base))
 }
