@@ -51,6 +51,7 @@ type srfRecorder struct {
 	mu     sync.Mutex
 	srf    []srfCall
 	msyncs int
+	events []string // "falloc END" and "srf END" (END: the range's end offset), in order
 	fail   func(c srfCall) error // decides a call's result before the real call; nil: real
 }
 
@@ -72,8 +73,15 @@ func (s *srfRecorder) wrap(c *sys.Calls) *sys.Calls {
 		}
 		s.mu.Lock()
 		s.srf = append(s.srf, call)
+		s.events = append(s.events, fmt.Sprintf("srf %d", off+n))
 		s.mu.Unlock()
 		return base.SyncFileRange(f, off, n, flags)
+	}
+	out.Fallocate = func(f *os.File, off, n int64) error {
+		s.mu.Lock()
+		s.events = append(s.events, fmt.Sprintf("falloc %d", off+n))
+		s.mu.Unlock()
+		return base.Fallocate(f, off, n)
 	}
 	out.Msync = func(b []byte, flags int) error {
 		s.mu.Lock()
@@ -390,6 +398,35 @@ func TestPacingSequence(t *testing.T) {
 			r.checkAllReleased(t)
 		})
 	}
+}
+
+// TestPacingWithinAWrite: one large Write paces as it fills its regions, not once at its end:
+// when a range is submitted, the file is reserved at most two regions past it.
+func TestPacingWithinAWrite(t *testing.T) {
+	const window = 256 << 10 // regions are at most a window
+	r, s := &recorder{}, &srfRecorder{}
+	m := newSRF(t, r, s, Options{WindowSize: window, Durability: medium.Durability{TrickleBytes: 64 << 10}})
+	b, err := m.NewBytes()
+	require.NoError(t, err)
+	_, err = b.Write(make([]byte, 8<<20))
+	require.NoError(t, err)
+	var reserved int64
+	submits := 0
+	for _, ev := range s.events {
+		var what string
+		var end int64
+		_, err := fmt.Sscanf(ev, "%s %d", &what, &end)
+		require.NoError(t, err)
+		if what == "falloc" {
+			reserved = max(reserved, end)
+			continue
+		}
+		submits++
+		require.LessOrEqual(t, reserved-end, int64(2*window), "a range submitted only when the file was reserved to %d", reserved)
+	}
+	require.Equal(t, 2*(8<<20)/(64<<10)-1, submits)
+	require.NoError(t, m.Close())
+	r.checkAllReleased(t)
 }
 
 // TestPacingChildCounts: a child paces its own file, and its calls count in the parent's
