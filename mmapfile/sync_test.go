@@ -51,7 +51,7 @@ type srfRecorder struct {
 	mu     sync.Mutex
 	srf    []srfCall
 	msyncs int
-	events []string // "falloc END" and "srf END" (END: the range's end offset), in order
+	events []string              // "falloc END" and "srf END" (END: the range's end offset), in order
 	fail   func(c srfCall) error // decides a call's result before the real call; nil: real
 }
 
