@@ -462,28 +462,28 @@ func (m *Medium) msync(w *window, off, n int) error {
 	return nil
 }
 
-// syncFileRange runs sync_file_range with flags on [off, off+n) of m's file, for pacing. It
-// reports false, counting nothing, where the call is unsupported (pacing is then off for m);
-// any other failure is a failed sync of the file: it wraps medium.ErrSync and is sticky.
-func (m *Medium) syncFileRange(off, n int64, flags int) (bool, error) {
+// syncFileRange runs sync_file_range with flags on [off, off+n) of m's file, for pacing. Where
+// the call is unsupported it counts nothing and turns pacing off for m; any other failure is a
+// failed sync of the file: it wraps medium.ErrSync and is sticky.
+func (m *Medium) syncFileRange(off, n int64, flags int) error {
 	if m.noPacing.Load() {
-		return false, nil
+		return nil
 	}
 	if err := m.failure(); err != nil {
-		return false, err
+		return err
 	}
 	err := m.calls.SyncFileRange(m.f, off, n, flags)
 	if err != nil && syncFileRangeUnsupported(err) {
 		m.noPacing.Store(true)
-		return false, nil
+		return nil
 	}
 	m.countTrickle()
 	if err != nil {
 		err = fmt.Errorf("mmapfile: pace writeback of %d bytes at file offset %d: %w: %w", n, off, medium.ErrSync, err)
 		m.fail(err)
-		return true, err
+		return err
 	}
-	return true, nil
+	return nil
 }
 
 // bytesImpl is a Bytes of a Medium. Every extent but the last is full.
@@ -724,8 +724,7 @@ func (b *bytesImpl) paceRange(from, n int64, flags int) error {
 		if lo < 0 || hi <= lo {
 			return nil
 		}
-		_, err := b.m.syncFileRange(lo, hi-lo, flags)
-		return err
+		return b.m.syncFileRange(lo, hi-lo, flags)
 	}
 	for ; i < len(b.exts) && b.exts[i].start < to; i++ {
 		e := &b.exts[i]

@@ -26,10 +26,9 @@ var _ interface{ Syncs() int64 } = (*Medium)(nil)
 
 // srfCall is one recorded sync_file_range call.
 type srfCall struct {
-	f       *os.File
-	off, n  int64
-	flags   int
-	ignored bool // the call failed as unsupported
+	f      *os.File
+	off, n int64
+	flags  int
 }
 
 func (c srfCall) String() string {
