@@ -216,6 +216,10 @@ func TestConformanceRecorded(t *testing.T) {
 	}
 	f("durability=output", Options{WindowSize: 64 << 10}, false)
 	f("durability=all", Options{WindowSize: 64 << 10, Durability: medium.Durability{Sync: medium.SyncAll}}, true)
+	f("durability=all/trickle=5000", Options{WindowSize: 64 << 10,
+		Durability: medium.Durability{Sync: medium.SyncAll, TrickleBytes: 5000}}, true)
+	f("durability=none/trickle=4096", Options{WindowSize: 64 << 10,
+		Durability: medium.Durability{Sync: medium.SyncNone, TrickleBytes: 4096}}, false)
 }
 
 // coverage returns the addresses of the logical bytes [from, to) of b as ranges.

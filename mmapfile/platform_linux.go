@@ -18,3 +18,9 @@ func platformErr() error { return nil }
 func fallocateUnsupported(err error) bool {
 	return errors.Is(err, sys.ErrUnsupported) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS)
 }
+
+// syncFileRangeUnsupported reports whether err from SyncFileRange means the kernel or the file
+// system has no sync_file_range, so that pacing is off.
+func syncFileRangeUnsupported(err error) bool {
+	return errors.Is(err, sys.ErrUnsupported) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP)
+}

@@ -17,3 +17,5 @@ func platformErr() error {
 }
 
 func fallocateUnsupported(err error) bool { return errors.Is(err, sys.ErrUnsupported) }
+
+func syncFileRangeUnsupported(err error) bool { return errors.Is(err, sys.ErrUnsupported) }
