@@ -204,7 +204,10 @@ func (w *Writer) writeFile(ctx context.Context, dst string, file afero.File, osf
 	syncErr := func(what string, err error) error {
 		return fmt.Errorf("columns: publish %s: %s: %w: %w", dst, what, medium.ErrSync, err)
 	}
-	tw := &trickleWriter{ctx: ctx, f: file, osf: osf, every: d.TrickleBytes, calls: calls}
+	tw := &trickleWriter{ctx: ctx, f: file}
+	if osf != nil && d.TrickleBytes > 0 {
+		tw.pacer = &sys.Pacer{Calls: calls, File: osf, Every: d.TrickleBytes}
+	}
 	bw := bufio.NewWriterSize(tw, 256<<10)
 	var syncStage func(medium.Bytes) error
 	if d.SyncsStages() {
@@ -224,15 +227,16 @@ func (w *Writer) writeFile(ctx context.Context, dst string, file afero.File, osf
 	if err == nil {
 		err = bw.Flush()
 	}
-	info.Trickles += tw.ncalls
-	info.Syncs += tw.nsyncs
+	trickles, syncs := tw.pacer.Counts()
+	info.Trickles += trickles
+	info.Syncs += syncs
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
 		if tw.syncErr != nil && errors.Is(err, tw.syncErr) {
 			what := "sync_file_range"
-			if tw.fallback {
+			if tw.pacer.Fallback() {
 				what = "fdatasync (pacing)"
 			}
 			return n, syncErr(what, err)
@@ -470,28 +474,13 @@ func syncDir(fsys afero.Fs, dir string, calls *sys.Calls) error {
 	return multierr.Join(err, d.Close())
 }
 
-// trickleWriter writes to the file and paces its writeback (OS files only): every `every`
-// bytes it submits the new full range N with sync_file_range(WRITE), which starts writeback
-// without waiting, then waits with WAIT_BEFORE for range N-1 only, submitted one interval
-// earlier and by now mostly written: the writer blocks for the disk only when it gets more
-// than one interval ahead (Cassandra's trickle fsync). Where sync_file_range is missing
-// (Calls.TrickleSupported) or the file system refuses it (sys.RangeUnsupported on a call), it
-// fdatasyncs the file every interval instead: that blocks for each interval's writeback but
-// keeps dirty pages bounded, which is what the setting asks for. ncalls counts the
-// sync_file_range calls made, nsyncs the fallback fdatasyncs.
+// trickleWriter writes to the file and paces its writeback (OS files only, sys.Pacer).
 type trickleWriter struct {
-	ctx      context.Context
-	f        afero.File
-	osf      *os.File
-	every    int64
-	calls    *sys.Calls
-	off      int64 // bytes written
-	mark     int64 // start of the next range to submit
-	ncalls   int
-	nsyncs   int
-	fallback bool // pacing with fdatasync
-	probed   bool
-	syncErr  error
+	ctx     context.Context
+	f       afero.File
+	pacer   *sys.Pacer // nil: no pacing
+	off     int64      // bytes written
+	syncErr error
 }
 
 func (t *trickleWriter) Write(p []byte) (int, error) {
@@ -500,45 +489,12 @@ func (t *trickleWriter) Write(p []byte) (int, error) {
 	}
 	n, err := t.f.Write(p)
 	t.off += int64(n)
-	if err != nil || t.osf == nil || t.every <= 0 {
+	if err != nil || t.pacer == nil {
 		return n, err
 	}
-	if !t.probed {
-		t.probed = true
-		t.fallback = t.calls.TrickleSupported != nil && !t.calls.TrickleSupported()
-	}
-	for t.off-t.mark >= t.every {
-		if err := t.pace(); err != nil {
-			t.syncErr = err
-			return n, err
-		}
-		t.mark += t.every
+	if err := t.pacer.Advance(t.off); err != nil {
+		t.syncErr = err
+		return n, err
 	}
 	return n, nil
-}
-
-// pace paces the range [mark, mark+every), just completed.
-func (t *trickleWriter) pace() error {
-	if !t.fallback {
-		err := t.calls.SyncFileRange(t.osf, t.mark, t.every, sys.SyncFileRangeWrite)
-		switch {
-		case err == nil:
-			t.ncalls++
-			if t.mark < t.every {
-				return nil
-			}
-			if err := t.calls.SyncFileRange(t.osf, t.mark-t.every, t.every, sys.SyncFileRangeWaitBefore); err != nil {
-				return err
-			}
-			t.ncalls++
-			return nil
-		case t.ncalls == 0 && sys.RangeUnsupported(err):
-			// The file system does not do it: nothing was submitted.
-			t.fallback = true
-		default:
-			return err
-		}
-	}
-	t.nsyncs++
-	return t.calls.Fdatasync(t.osf)
 }

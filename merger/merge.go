@@ -183,7 +183,8 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 			gopts := opts
 			gopts.Progress = phaseProgress(opts.Progress, rowsBefore, phaseRows)
 			st, err := runCore(ctx, gs, gn, out, name, med, columns.PublishOptions{
-				Durability: medium.Durability{Sync: medium.SyncNone}, File: file,
+				// Never synced (unnamed, of no use after a crash), but paced like the output.
+				Durability: medium.Durability{Sync: medium.SyncNone, TrickleBytes: opts.Durability.TrickleBytes}, File: file,
 			}, &gopts, phase, phases)
 			rowsBefore += st.rowsIn
 			if err != nil {

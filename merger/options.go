@@ -33,7 +33,10 @@ type Options struct {
 	// tmpfile medium in dst's directory, created for the merge and closed at its end. A medium
 	// given here stays the caller's: Merge only takes children of it.
 	Medium medium.Medium
-	// Durability of the published output. Intermediate segments are never synced.
+	// Durability of the published output. Intermediate segments are never synced, but its
+	// TrickleBytes paces every file the merge writes: the output, the intermediate segments and
+	// the default tmpfile medium's extents (a medium given in Medium is paced per its own
+	// options).
 	Durability medium.Durability
 	// Replace allows replacing an existing output file.
 	Replace bool
