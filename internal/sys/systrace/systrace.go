@@ -5,7 +5,9 @@ package systrace
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -20,8 +22,9 @@ type Call struct {
 	Len   int64  // sync_file_range only
 	Flags int    // sync_file_range only
 	Size  int64  // the file's size when the call was made (-1: unknown)
-
-	f *os.File
+	// Key tells files apart (two unnamed files in one directory have one name): "f" and the
+	// number of the *os.File in the order the Recorder first saw it.
+	Key string
 }
 
 func (c Call) String() string {
@@ -51,8 +54,13 @@ func FlagString(flags int) string {
 
 // Recorder records the calls made through the table it wraps. It is safe for concurrent use.
 type Recorder struct {
+	// Log, when set, receives each call as a line of Format as it is made (for a test that
+	// reads the calls of another process).
+	Log io.Writer
+
 	mu    sync.Mutex
 	calls []Call
+	keys  map[*os.File]string // keeps the files alive: an address is never reused for another
 }
 
 // Wrap edits c so that its SyncFileRange, Fdatasync and Fsync are recorded by r before the
@@ -74,12 +82,22 @@ func (r *Recorder) Wrap(c *sys.Calls) {
 }
 
 func (r *Recorder) add(f *os.File, c Call) {
-	c.File, c.f, c.Size = f.Name(), f, -1
+	c.File, c.Size = f.Name(), -1
 	if fi, err := f.Stat(); err == nil {
 		c.Size = fi.Size()
 	}
 	r.mu.Lock()
+	if r.keys == nil {
+		r.keys = map[*os.File]string{}
+	}
+	if c.Key = r.keys[f]; c.Key == "" {
+		c.Key = "f" + strconv.Itoa(len(r.keys))
+		r.keys[f] = c.Key
+	}
 	r.calls = append(r.calls, c)
+	if r.Log != nil {
+		_, _ = io.WriteString(r.Log, Format(c)+"\n")
+	}
 	r.mu.Unlock()
 }
 
@@ -95,15 +113,15 @@ func (r *Recorder) Calls() []Call {
 // Fsync calls (directories) are left out.
 func ByFile(calls []Call) [][]Call {
 	var out [][]Call
-	idx := map[*os.File]int{}
+	idx := map[string]int{}
 	for _, c := range calls {
 		if c.Op == "fsync" {
 			continue
 		}
-		i, ok := idx[c.f]
+		i, ok := idx[c.Key]
 		if !ok {
 			i = len(out)
-			idx[c.f] = i
+			idx[c.Key] = i
 			out = append(out, nil)
 		}
 		out[i] = append(out[i], c)
@@ -163,4 +181,36 @@ func Check(calls []Call, size, every int64, synced bool) error {
 		}
 	}
 	return nil
+}
+
+// Format returns c as one line: op, key, offset, length, flags, size and the file's name.
+func Format(c Call) string {
+	return fmt.Sprintf("%s %s %d %d %d %d %s", c.Op, c.Key, c.Off, c.Len, c.Flags, c.Size, c.File)
+}
+
+// Parse parses lines of Format, one call a line; empty lines are skipped.
+func Parse(text string) ([]Call, error) {
+	var out []Call
+	for line := range strings.Lines(text) {
+		line = strings.TrimSuffix(line, "\n")
+		if line == "" {
+			continue
+		}
+		f := strings.SplitN(line, " ", 7)
+		if len(f) != 7 {
+			return nil, fmt.Errorf("systrace: bad line %q", line)
+		}
+		c := Call{Op: f[0], Key: f[1], File: f[6]}
+		var err error
+		for i, p := range []*int64{&c.Off, &c.Len, &c.Size} {
+			if *p, err = strconv.ParseInt(f[[]int{2, 3, 5}[i]], 10, 64); err != nil {
+				return nil, fmt.Errorf("systrace: bad line %q: %w", line, err)
+			}
+		}
+		if c.Flags, err = strconv.Atoi(f[4]); err != nil {
+			return nil, fmt.Errorf("systrace: bad line %q: %w", line, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
