@@ -50,8 +50,8 @@ the way), synced per --durability and renamed into place.
 Media: heap (Go heap), offheap (anonymous mappings outside the Go heap), tmpfile (one temp file
 in --tmp-dir, the default), mmapfile (a shared file mapping in --tmp-dir; Linux only).
 Durability: none (no syncs), output (fdatasync the output, fsync its directory; the default),
-all (also sync each file-backed stage). --trickle SIZE (e.g. 8MiB, 512KiB; 0, the default, is
-off) paces writeback of every file the merge writes (the staging file, intermediate segments,
+all (also sync each file-backed stage). --trickle SIZE (default 8MiB; e.g. 512KiB; 0 is off)
+paces writeback of every file the merge writes (the staging file, intermediate segments,
 the output): each SIZE written is submitted to the disk (sync_file_range) and the one before it
 waited for, so dirty pages stay bounded and the final sync is short; where the call is missing,
 the file is fdatasynced every SIZE instead.
@@ -84,7 +84,9 @@ files and leaves no output.`,
 	fl.StringVar(&f.medium, "medium", "tmpfile", "staging medium: heap, offheap, tmpfile or mmapfile")
 	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of the tmpfile and mmapfile media (default: the output's directory)")
 	fl.StringVar(&f.durability, "durability", "output", "none, output or all")
-	fl.StringVar(&f.trickle, "trickle", "0", "pace writeback every SIZE bytes written (e.g. 8MiB; 0: off)")
+	// 8MiB: on a 1M-row wide merge (200 MiB written) peak Dirty+Writeback went from 360-382 MiB
+	// without trickle to 19-39 MiB, at no measurable cost in wall time (1-16 MiB all did as well).
+	fl.StringVar(&f.trickle, "trickle", "8MiB", "pace writeback every SIZE bytes written (0: off)")
 	fl.BoolVar(&f.rollup, "rollup", false, "combine rows with equal truncated time and dimensions")
 	fl.StringVar(&f.granularity, "granularity", "none", "time granularity: none, second, minute, hour or day")
 	fl.IntVar(&f.maxFanIn, "max-fan-in", 0, "inputs merged per phase (0: all at once)")
