@@ -35,8 +35,9 @@ type PublishOptions struct {
 	Fs afero.Fs
 	// Durability says what is synced: with SyncOutput (the default) and SyncAll the file is
 	// fdatasynced before it is named dst and the directory fsynced after; with SyncNone nothing
-	// is. TrickleBytes paces writeback while the file is written (sync_file_range on Linux,
-	// with the OS file system). A stage whose Bytes has a Sync method is synced before it is
+	// is. TrickleBytes paces writeback while the file is written, an OS file
+	// only (sys.Pacer: sync_file_range, or where that is missing an fdatasync every interval,
+	// counted in Info.Syncs, not Info.Trickles). A stage whose Bytes has a Sync method is synced before it is
 	// read back under SyncAll; the file-backed media of this module sync their stages
 	// themselves, per their own options.
 	Durability medium.Durability
