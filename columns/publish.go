@@ -35,8 +35,9 @@ type PublishOptions struct {
 	Fs afero.Fs
 	// Durability says what is synced: with SyncOutput (the default) and SyncAll the file is
 	// fdatasynced before it is named dst and the directory fsynced after; with SyncNone nothing
-	// is. TrickleBytes paces writeback while the file is written (sync_file_range on Linux,
-	// with the OS file system). A stage whose Bytes has a Sync method is synced before it is
+	// is. TrickleBytes paces writeback while the file is written, an OS file
+	// only (sys.Pacer: sync_file_range, or where that is missing an fdatasync every interval,
+	// counted in Info.Syncs, not Info.Trickles). A stage whose Bytes has a Sync method is synced before it is
 	// read back under SyncAll; the file-backed media of this module sync their stages
 	// themselves, per their own options.
 	Durability medium.Durability
@@ -204,7 +205,10 @@ func (w *Writer) writeFile(ctx context.Context, dst string, file afero.File, osf
 	syncErr := func(what string, err error) error {
 		return fmt.Errorf("columns: publish %s: %s: %w: %w", dst, what, medium.ErrSync, err)
 	}
-	tw := &trickleWriter{ctx: ctx, f: file, osf: osf, every: d.TrickleBytes, calls: calls}
+	tw := &trickleWriter{ctx: ctx, f: file}
+	if osf != nil && d.TrickleBytes > 0 {
+		tw.pacer = &sys.Pacer{Calls: calls, File: osf, Every: d.TrickleBytes}
+	}
 	bw := bufio.NewWriterSize(tw, 256<<10)
 	var syncStage func(medium.Bytes) error
 	if d.SyncsStages() {
@@ -224,13 +228,19 @@ func (w *Writer) writeFile(ctx context.Context, dst string, file afero.File, osf
 	if err == nil {
 		err = bw.Flush()
 	}
-	info.Trickles += tw.ncalls
+	trickles, syncs := tw.pacer.Counts()
+	info.Trickles += trickles
+	info.Syncs += syncs
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
 		if tw.syncErr != nil && errors.Is(err, tw.syncErr) {
-			return n, syncErr("sync_file_range", err)
+			what := "sync_file_range"
+			if tw.pacer.Fallback() {
+				what = "fdatasync (pacing)"
+			}
+			return n, syncErr(what, err)
 		}
 		return n, fmt.Errorf("columns: publish %s: write %s: %w", dst, desc, err)
 	}
@@ -465,17 +475,12 @@ func syncDir(fsys afero.Fs, dir string, calls *sys.Calls) error {
 	return multierr.Join(err, d.Close())
 }
 
-// trickleWriter writes to the file and, every `every` bytes, submits the new range for
-// writeback and waits for the range before it (sync_file_range, OS files only).
+// trickleWriter writes to the file and paces its writeback (OS files only, sys.Pacer).
 type trickleWriter struct {
 	ctx     context.Context
 	f       afero.File
-	osf     *os.File
-	every   int64
-	calls   *sys.Calls
-	off     int64 // bytes written
-	mark    int64 // start of the next range to submit
-	ncalls  int
+	pacer   *sys.Pacer // nil: no pacing
+	off     int64      // bytes written
 	syncErr error
 }
 
@@ -485,23 +490,12 @@ func (t *trickleWriter) Write(p []byte) (int, error) {
 	}
 	n, err := t.f.Write(p)
 	t.off += int64(n)
-	if err != nil || t.osf == nil || t.every <= 0 {
+	if err != nil || t.pacer == nil {
 		return n, err
 	}
-	for t.off-t.mark >= t.every {
-		t.ncalls++
-		if err := t.calls.SyncFileRange(t.osf, t.mark, t.every, sys.SyncFileRangeWrite); err != nil {
-			t.syncErr = err
-			return n, err
-		}
-		if t.mark >= t.every {
-			t.ncalls++
-			if err := t.calls.SyncFileRange(t.osf, t.mark-t.every, t.every, sys.SyncFileRangeWaitBefore); err != nil {
-				t.syncErr = err
-				return n, err
-			}
-		}
-		t.mark += t.every
+	if err := t.pacer.Advance(t.off); err != nil {
+		t.syncErr = err
+		return n, err
 	}
 	return n, nil
 }

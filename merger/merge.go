@@ -80,24 +80,29 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 	}
 	med := opts.Medium
 	var syncer interface{ Syncs() int64 }
+	var trickler interface{ Trickles() int64 }
 	if med == nil {
 		tm, err := tmpfile.New(tmpfile.Options{Dir: dir, Durability: opts.Durability, BufferBudget: defaultBufferBudget})
 		if err != nil {
 			return res, fmt.Errorf("merger: staging medium: %w", err)
 		}
 		med = tm
-		syncer = tm
+		syncer, trickler = tm, tm
 		defer func() {
 			if cerr := tm.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("merger: staging medium: %w", cerr)
 			}
 		}()
-	} else if s, ok := med.(interface{ Syncs() int64 }); ok {
-		syncer = s
+	} else {
+		syncer, _ = med.(interface{ Syncs() int64 })
+		trickler, _ = med.(interface{ Trickles() int64 })
 	}
-	var syncs0 int64
+	var syncs0, trickles0 int64
 	if syncer != nil {
 		syncs0 = syncer.Syncs()
+	}
+	if trickler != nil {
+		trickles0 = trickler.Trickles()
 	}
 	for _, s := range srcs {
 		res.RowsIn += int64(s.Rows())
@@ -148,6 +153,8 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 		res.Bitmaps += st.bitmaps
 		res.Publish += st.publish
 		res.BytesWritten += st.info.Size
+		res.Syncs += st.info.Syncs
+		res.Trickles += st.info.Trickles
 	}
 	for phase := 1; phase < phases; phase++ {
 		var next []level
@@ -183,7 +190,8 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 			gopts := opts
 			gopts.Progress = phaseProgress(opts.Progress, rowsBefore, phaseRows)
 			st, err := runCore(ctx, gs, gn, out, name, med, columns.PublishOptions{
-				Durability: medium.Durability{Sync: medium.SyncNone}, File: file,
+				// Never synced (unnamed, of no use after a crash), but paced like the output.
+				Durability: medium.Durability{Sync: medium.SyncNone, TrickleBytes: opts.Durability.TrickleBytes}, File: file,
 			}, &gopts, phase, phases)
 			rowsBefore += st.rowsIn
 			if err != nil {
@@ -221,9 +229,11 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 	res.RowsOut = st.rowsOut
 	res.Bytes = st.info.Size
 	res.Info = st.info
-	res.Syncs = st.info.Syncs
 	if syncer != nil {
 		res.Syncs += int(syncer.Syncs() - syncs0)
+	}
+	if trickler != nil {
+		res.Trickles += int(trickler.Trickles() - trickles0)
 	}
 	res.Total = time.Since(start)
 	return res, nil

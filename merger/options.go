@@ -33,7 +33,10 @@ type Options struct {
 	// tmpfile medium in dst's directory, created for the merge and closed at its end. A medium
 	// given here stays the caller's: Merge only takes children of it.
 	Medium medium.Medium
-	// Durability of the published output. Intermediate segments are never synced.
+	// Durability of the published output. Intermediate segments are never synced, but its
+	// TrickleBytes paces every file the merge writes: the output, the intermediate segments and
+	// the default tmpfile medium's extents (a medium given in Medium is paced per its own
+	// options).
 	Durability medium.Durability
 	// Replace allows replacing an existing output file.
 	Replace bool
@@ -121,8 +124,13 @@ type Result struct {
 	// intermediate segments.
 	BytesWritten int64
 	Phases       int // 1, or more with MaxFanIn
-	// Syncs counts fdatasync and fsync calls made publishing the output (and its stages).
+	// Syncs counts fdatasync and fsync calls made publishing the output (and its stages), and
+	// those that paced writeback where sync_file_range is missing (Durability.TrickleBytes).
 	Syncs int
+	// Trickles counts the sync_file_range calls that paced writeback (Durability.TrickleBytes):
+	// of the output, of the intermediate segments and of the staging medium's file (the default
+	// one, or a Medium with a Trickles() int64 method).
+	Trickles int
 	// Time spent in each step, summed over every merge of every phase; Total is wall time.
 	Dictionaries, Rows, Bitmaps, Publish, Total time.Duration
 	// Info describes the published output.

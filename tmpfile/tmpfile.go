@@ -85,6 +85,10 @@ type Options struct {
 	// growing at the cap (they never shrink below MinBufferSize). 0 means DefaultBufferBudget.
 	BufferBudget int64
 	// Durability: with Sync SyncAll the file is fdatasynced before flushed bytes are read back.
+	// With TrickleBytes the writeback of the file (an OS file) is paced as it grows, every
+	// TrickleBytes (sys.Pacer: sync_file_range, or an fdatasync per interval where that is
+	// missing), so that staging a large merge does not fill the page cache with dirty pages. A
+	// failed pacing call fails the medium, as a failed sync does.
 	Durability medium.Durability
 }
 
@@ -182,8 +186,18 @@ func (m *Medium) OnClose(fn func() error) { m.lc.OnClose(fn) }
 // with later ones joined behind it; a second Close returns nil.
 func (m *Medium) Close() error { return m.lc.Close() }
 
-// Syncs returns how many times the medium's file was synced.
-func (m *Medium) Syncs() int64 { return m.store.syncs.Load() }
+// Syncs returns how many times the medium's file was synced (fdatasyncs that pace its writeback
+// where sync_file_range is missing included).
+func (m *Medium) Syncs() int64 {
+	_, syncs := m.store.pacer.Counts()
+	return m.store.syncs.Load() + int64(syncs)
+}
+
+// Trickles returns how many sync_file_range calls paced the medium's file.
+func (m *Medium) Trickles() int64 {
+	trickles, _ := m.store.pacer.Counts()
+	return int64(trickles)
+}
 
 // FileBytes returns how many bytes have been appended to the medium's file.
 func (m *Medium) FileBytes() int64 { return m.store.end.Load() }
@@ -222,6 +236,7 @@ type store struct {
 	dirty  atomic.Bool
 	failed atomic.Pointer[error] // a failed sync: the file's state is unknown, nothing is read back
 	syncs  atomic.Int64
+	pacer  *sys.Pacer // nil: not paced
 	closed bool
 }
 
@@ -240,6 +255,7 @@ func openStore(opts Options, calls *sys.Calls) (*store, error) {
 		switch {
 		case err == nil:
 			st.file, st.osFile, st.path = f, f, filepath.Join(opts.Dir, "(unnamed)")
+			st.pace()
 			return st, nil
 		case !errors.Is(err, sys.ErrUnsupported):
 			return nil, fmt.Errorf("tmpfile: create in %s: %w", opts.Dir, err)
@@ -254,6 +270,7 @@ func openStore(opts Options, calls *sys.Calls) (*store, error) {
 	}
 	st.file, st.name, st.path = f, path, path
 	st.osFile, _ = f.(*os.File)
+	st.pace()
 	// Unlink at once where an open file survives it, so a crash leaves nothing behind.
 	if runtime.GOOS != "windows" || !osfs {
 		if err := opts.Fs.Remove(path); err != nil {
@@ -262,6 +279,13 @@ func openStore(opts Options, calls *sys.Calls) (*store, error) {
 		st.name = ""
 	}
 	return st, nil
+}
+
+// pace sets up the pacing of an OS file's writeback per the durability.
+func (st *store) pace() {
+	if st.osFile != nil && st.opts.Durability.TrickleBytes > 0 {
+		st.pacer = &sys.Pacer{Calls: st.calls, File: st.osFile, Every: st.opts.Durability.TrickleBytes}
+	}
 }
 
 // close closes the file and removes its name if it still has one. Both are attempted.
@@ -310,6 +334,12 @@ func (st *store) appendAt(p []byte) (int64, error) {
 	}
 	if st.opts.Durability.SyncsStages() {
 		st.dirty.Store(true)
+	}
+	if err := st.pacer.Advance(off + int64(len(p))); err != nil {
+		// The file's writeback state is unknown, as after a failed sync: nothing is read back.
+		err = fmt.Errorf("tmpfile: pace writeback of %s: %w: %w", st.path, medium.ErrSync, err)
+		st.failed.CompareAndSwap(nil, &err)
+		return 0, err
 	}
 	return off, nil
 }

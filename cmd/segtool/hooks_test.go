@@ -34,6 +34,7 @@ const (
 // testSettings applies the settings of the environment to this process; it runs before Main
 // in segtool-test.
 func testSettings() {
+	traceSettings() // trickle_test.go
 	if os.Getenv(envNamed) == "1" {
 		sys.Default.OpenTmpfile = func(string) (*os.File, error) {
 			return nil, fmt.Errorf("segtool-test: %w", sys.ErrUnsupported)

@@ -24,6 +24,7 @@ type mergeFlags struct {
 	medium         string
 	tmpDir         string
 	durability     string
+	trickle        string
 	rollup         bool
 	granularity    string
 	maxFanIn       int
@@ -49,7 +50,11 @@ the way), synced per --durability and renamed into place.
 Media: heap (Go heap), offheap (anonymous mappings outside the Go heap), tmpfile (one temp file
 in --tmp-dir, the default), mmapfile (a shared file mapping in --tmp-dir; Linux only).
 Durability: none (no syncs), output (fdatasync the output, fsync its directory; the default),
-all (also sync each file-backed stage).
+all (also sync each file-backed stage). --trickle SIZE (default 8MiB; e.g. 512KiB; 0 is off)
+paces writeback of every file the merge writes (the staging file, intermediate segments,
+the output): each SIZE written is submitted to the disk (sync_file_range) and the one before it
+waited for, so dirty pages stay bounded and the final sync is short; where the call is missing,
+the file is fdatasynced every SIZE instead.
 
 With --rollup, rows with the same time truncated to --granularity and the same dimensions
 combine through each metric's aggregator; --granularity alone truncates times. Without either
@@ -79,6 +84,9 @@ files and leaves no output.`,
 	fl.StringVar(&f.medium, "medium", "tmpfile", "staging medium: heap, offheap, tmpfile or mmapfile")
 	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of the tmpfile and mmapfile media (default: the output's directory)")
 	fl.StringVar(&f.durability, "durability", "output", "none, output or all")
+	// 8MiB: on a 1M-row wide merge (200 MiB written) peak Dirty+Writeback went from 360-382 MiB
+	// without trickle to 19-39 MiB, at no measurable cost in wall time (1-16 MiB all did as well).
+	fl.StringVar(&f.trickle, "trickle", "8MiB", "pace writeback every SIZE bytes written (0: off)")
 	fl.BoolVar(&f.rollup, "rollup", false, "combine rows with equal truncated time and dimensions")
 	fl.StringVar(&f.granularity, "granularity", "none", "time granularity: none, second, minute, hour or day")
 	fl.IntVar(&f.maxFanIn, "max-fan-in", 0, "inputs merged per phase (0: all at once)")
@@ -238,6 +246,9 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 	if err != nil {
 		return err
 	}
+	if dur.TrickleBytes, err = parseSize(f.trickle); err != nil {
+		return usagef("--trickle: %v", err)
+	}
 	if f.maxFanIn < 0 || f.maxFanIn == 1 {
 		return usagef("--max-fan-in must be 0 (no limit) or at least 2")
 	}
@@ -300,6 +311,9 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 			len(inputs), res.rowsIn, f.out, res.rowsOut, humanBytes(res.bytes), res.interval)
 		fmt.Fprintf(out, "medium %s, durability %s, rollup %v (granularity %s), %d phase(s), %d sync(s)\n",
 			f.medium, f.durability, res.rollup, res.granularity, res.Phases, res.Syncs)
+		if dur.TrickleBytes > 0 {
+			fmt.Fprintf(out, "trickle every %s: %d sync_file_range call(s)\n", humanBytes(dur.TrickleBytes), res.Trickles)
+		}
 		fmt.Fprintf(out, "time %s (%s): dictionaries %s, rows %s, bitmaps %s, publish %s\n",
 			humanDuration(el), rate(res.rowsIn, el), humanDuration(res.Dictionaries), humanDuration(res.Rows),
 			humanDuration(res.Bitmaps), humanDuration(res.Publish))

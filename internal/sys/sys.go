@@ -25,7 +25,13 @@ type Calls struct {
 	// Fsync flushes a file or directory with all its metadata.
 	Fsync func(f *os.File) error
 	// SyncFileRange submits or waits for writeback of a range (Linux sync_file_range flags).
+	// ErrUnsupported off Linux; see RangeUnsupported for the errors that mean the file system
+	// or the kernel has no such call.
 	SyncFileRange func(f *os.File, off, n int64, flags int) error
+	// TrickleSupported reports whether this process can call sync_file_range at all: probed
+	// once per process on Linux (a kernel or a seccomp filter without it says ENOSYS); false
+	// elsewhere. A file system may still refuse it per file (RangeUnsupported).
+	TrickleSupported func() bool
 	// Fallocate reserves [off, off+n) so later writes there cannot fail for lack of space.
 	Fallocate func(f *os.File, off, n int64) error
 	// CopyFileRange copies n bytes from src at *srcOff to dst at its current position, in the

@@ -39,6 +39,7 @@ func defaultCalls() Calls {
 		SyncFileRange: func(f *os.File, off, n int64, flags int) error {
 			return fdCall(f, "sync_file_range", func(fd int) error { return unix.SyncFileRange(fd, off, n, flags) })
 		},
+		TrickleSupported: trickleSupported,
 		Fallocate: func(f *os.File, off, n int64) error {
 			return fdCall(f, "fallocate", func(fd int) error { return unix.Fallocate(fd, 0, off, n) })
 		},
@@ -62,6 +63,21 @@ func defaultCalls() Calls {
 		Renameat2: renameat2,
 		Link:      os.Link,
 	}
+}
+
+// trickleSupported probes sync_file_range once: on a bad descriptor a kernel that has the call
+// says EBADF, one without it (or a seccomp filter refusing it) ENOSYS or EPERM.
+var trickleSupported = sync.OnceValue(func() bool {
+	err := unix.SyncFileRange(-1, 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+	return !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM)
+})
+
+// RangeUnsupported reports whether err from SyncFileRange means that the call is missing or
+// that the file's file system does not do it (ENOSYS, EINVAL, EOPNOTSUPP, ESPIPE), so that the
+// caller should pace some other way; nothing was synced.
+func RangeUnsupported(err error) bool {
+	return errors.Is(err, ErrUnsupported) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) ||
+		errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ESPIPE)
 }
 
 // LinkUnsupported reports whether err from Link means that the file system makes no hard links

@@ -32,9 +32,10 @@ func defaultCalls() Calls {
 		// Without fdatasync, a full fsync is the correct, slower equivalent.
 		Fdatasync: func(f *os.File) error { return f.Sync() },
 		Fsync:     func(f *os.File) error { return f.Sync() },
-		// Writeback pacing is advice; where it does not exist, doing nothing is correct.
-		SyncFileRange: func(*os.File, int64, int64, int) error { return nil },
-		Fallocate:     func(*os.File, int64, int64) error { return unsupported("fallocate") },
+		// There is no writeback pacing call: callers pace with fdatasync (RangeUnsupported).
+		SyncFileRange:    func(*os.File, int64, int64, int) error { return unsupported("sync_file_range") },
+		TrickleSupported: func() bool { return false },
+		Fallocate:        func(*os.File, int64, int64) error { return unsupported("fallocate") },
 		CopyFileRange: func(*os.File, *os.File, *int64, int) (int, error) {
 			return 0, unsupported("copy_file_range")
 		},
@@ -55,6 +56,10 @@ func defaultCalls() Calls {
 func LinkUnsupported(err error) bool {
 	return errors.Is(err, ErrUnsupported) || errors.Is(err, errors.ErrUnsupported) || errors.Is(err, fs.ErrPermission)
 }
+
+// RangeUnsupported reports whether err from SyncFileRange means the call is missing: here, for
+// any error.
+func RangeUnsupported(err error) bool { return err != nil }
 
 // CanLinkUnnamed reports whether Linkat can name an unnamed file: never here.
 func CanLinkUnnamed() bool { return false }
