@@ -115,9 +115,6 @@ type mergeSettings struct {
 	dimensions  []string
 	parallelism int
 	progress    func(merger.Progress)
-	// readAt reads the inputs with pread instead of mapping them: pages read do not stay in the
-	// process's resident set (ingest's intermediate segments).
-	readAt bool
 	// skipChecksums: the inputs were just verified (--verify-inputs).
 	skipChecksums bool
 }
@@ -142,7 +139,7 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 		}
 	}()
 	for _, p := range inputs {
-		sg, closeSeg, err := openSegment(p, s.readAt)
+		sg, closeSeg, err := openSegment(p)
 		if err != nil {
 			return res, err
 		}
@@ -205,36 +202,14 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 		rollup: s.rollup, granularity: s.granularity}, nil
 }
 
-// openSegment opens a segment file, mapped or (readAt) read with pread. The close function
-// closes the segment and its file.
-func openSegment(path string, readAt bool) (*columns.Segment, func() error, error) {
-	if !readAt {
-		sg, err := columns.Open(path)
-		if err != nil {
-			return nil, nil, err
-		}
-		return sg, sg.Close, nil
-	}
-	// A segment is read at random offsets: refuse a named pipe or a directory before open(2),
-	// which would wait for a pipe's writer, as columns.Open does.
-	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%s: not a regular file (mode %s): %w", path, fi.Mode().Type(), columns.ErrInvalid)
-	}
-	f, err := os.Open(path)
+// openSegment opens a segment file (mapped where the platform allows). The close function
+// closes the segment.
+func openSegment(path string) (*columns.Segment, func() error, error) {
+	sg, err := columns.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		_ = f.Close()
-		return nil, nil, err
-	}
-	sg, err := columns.NewSegment(f, fi.Size())
-	if err != nil {
-		_ = f.Close()
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return sg, func() error { return errors.Join(sg.Close(), f.Close()) }, nil
+	return sg, sg.Close, nil
 }
 
 func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
