@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/writeout/writeout/internal/mix"
 )
 
 // DimWriter writes a dictionary dimension in three phases, each closing the one before:
@@ -228,15 +230,7 @@ func (d *DimWriter) distinct(ids []uint32) uint64 {
 }
 
 // pairHash mixes a (row, id) pair into 64 bits (the splitmix64 finalizer).
-func pairHash(row, id uint32) uint64 {
-	x := uint64(row)<<32 | uint64(id)
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
+func pairHash(row, id uint32) uint64 { return mix.Mix64(uint64(row)<<32 | uint64(id)) }
 
 func (d *DimWriter) flush() error {
 	if len(d.nullRows) > 0 {

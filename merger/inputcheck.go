@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/mix"
 )
 
 // What a merge checks of its inputs (every source of every phase, intermediate segments
@@ -27,13 +28,7 @@ import (
 // wrong bitmaps sum to the hash of the right ones: two different sets of pairs have equal sums
 // with a probability of about 2^-64.
 func pairHash(seed uint64, row, id uint32) uint64 {
-	x := (uint64(row)<<32 | uint64(id)) ^ seed
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
+	return mix.Mix64((uint64(row)<<32 | uint64(id)) ^ seed)
 }
 
 // distinctIDs returns the distinct ids of a row: ids itself when they are distinct (the

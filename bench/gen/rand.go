@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+
+	"github.com/writeout/writeout/internal/mix"
 )
 
 // rng is a PCG from math/rand/v2: its Uint64 stream is a fixed, documented
@@ -18,14 +20,7 @@ var (
 )
 
 // mix64 is the splitmix64 finalizer: a bijection that scatters nearby inputs.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
+func mix64(x uint64) uint64 { return mix.Mix64(x) }
 
 // seedStream seeds r for stream number stream of seed; distinct
 // (seed, stream) pairs give unrelated sequences.
