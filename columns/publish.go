@@ -35,11 +35,11 @@ type PublishOptions struct {
 	Fs afero.Fs
 	// Durability says what is synced: with SyncOutput (the default) and SyncAll the file is
 	// fdatasynced before it is named dst and the directory fsynced after; with SyncNone nothing
-	// is. TrickleBytes paces writeback while the file is written, an OS file
-	// only (sys.Pacer: sync_file_range, or where that is missing an fdatasync every interval,
-	// counted in Info.Syncs, not Info.Trickles). A stage whose Bytes has a Sync method is synced before it is
-	// read back under SyncAll; the file-backed media of this module sync their stages
-	// themselves, per their own options.
+	// is. SyncAll also reads the synced file back from the device and checks every checksum
+	// before naming it (see Finish). TrickleBytes paces writeback while the file is written, an
+	// OS file only (sys.Pacer: sync_file_range, or where that is missing an fdatasync every
+	// interval, counted in Info.Syncs, not Info.Trickles). Stages are never synced: they are
+	// unnamed scratch, of no use after a crash.
 	Durability medium.Durability
 	// Replace allows replacing an existing destination file.
 	Replace bool
@@ -64,7 +64,10 @@ type PublishOptions struct {
 //     CRC-32C and size computed when the part was staged: a mismatch fails with ErrCorrupt),
 //     the footer and the trailer are written to it;
 //  3. it is given its permission (before any sync, so that the sync covers it too) and, per
-//     Durability, fdatasynced (pacing writeback on the way with TrickleBytes);
+//     Durability, fdatasynced (pacing writeback on the way with TrickleBytes); with SyncAll
+//     its cached pages are then dropped and the whole file is read back from the device and
+//     checked (trailer, footer checksum, every part's CRC-32C), so that a write the device
+//     lost or misplaced fails the publish with ErrCorrupt instead of becoming dst;
 //  4. it is named dst, and the directory is fsynced per Durability.
 //
 // Naming never replaces a file unless Replace is set, and is atomic on the OS file system: an
@@ -210,21 +213,7 @@ func (w *Writer) writeFile(ctx context.Context, dst string, file afero.File, osf
 		tw.pacer = &sys.Pacer{Calls: calls, File: osf, Every: d.TrickleBytes}
 	}
 	bw := bufio.NewWriterSize(tw, 256<<10)
-	var syncStage func(medium.Bytes) error
-	if d.SyncsStages() {
-		syncStage = func(b medium.Bytes) error {
-			s, ok := b.(interface{ Sync() error })
-			if !ok {
-				return nil
-			}
-			info.Syncs++
-			if err := s.Sync(); err != nil {
-				return fmt.Errorf("%w: %w", medium.ErrSync, err)
-			}
-			return nil
-		}
-	}
-	n, err := w.emit(bw, f, syncStage)
+	n, err := w.emit(bw, f)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -256,7 +245,31 @@ func (w *Writer) writeFile(ctx context.Context, dst string, file afero.File, osf
 			return n, syncErr("fdatasync "+desc, err)
 		}
 	}
+	if d.Sync == medium.SyncAll {
+		if err := readBack(ctx, file, osf, n, calls); err != nil {
+			return n, fmt.Errorf("columns: publish %s: read back %s: %w", dst, desc, err)
+		}
+	}
 	return n, nil
+}
+
+// readBack reads the size bytes just written and synced to file back and checks them: the
+// trailer, the footer's checksum and every part's CRC-32C (VerifyChecksums). On an OS file the
+// range's cached pages, clean after the fdatasync, are dropped first (posix_fadvise
+// DONTNEED), so that the reads come from the device: what is checked is what the disk holds,
+// not the page cache's copy. Where the pages cannot be dropped (off Linux, an afero.Fs) the
+// check reads them back through the file as they are.
+func readBack(ctx context.Context, file afero.File, osf *os.File, size int64, calls *sys.Calls) error {
+	if osf != nil {
+		if err := calls.DropCache(osf, 0, size); err != nil && !errors.Is(err, sys.ErrUnsupported) {
+			return fmt.Errorf("drop cached pages: %w", err)
+		}
+	}
+	seg, err := NewSegment(file, size)
+	if err != nil {
+		return err
+	}
+	return multierr.Join(seg.VerifyChecksumsContext(ctx), seg.Close())
 }
 
 // output is the file a publication writes, from its creation to its naming as dst.
@@ -304,8 +317,6 @@ func (o *output) desc() string {
 	return o.name
 }
 
-// finish gives the written file its permission; a named file is closed first, so that it is
-// renamed closed (which some systems require).
 // chmod gives the output file its permission.
 func (o *output) chmod(perm os.FileMode) error {
 	if o.name == "" {

@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/writeout/writeout/internal/multierr"
-	"github.com/writeout/writeout/medium"
 )
 
 // seal finishes every column and returns the footer.
@@ -99,8 +98,8 @@ func (c *crcWriter) Write(p []byte) (int, error) {
 
 // emit writes the whole segment to out: the header, every part copied out of its stage with
 // WriteTo and checked against the CRC and size computed when it was staged, the footer and the
-// trailer. syncStage, when not nil, runs for each stage before it is read back.
-func (w *Writer) emit(out io.Writer, f *footer, syncStage func(medium.Bytes) error) (int64, error) {
+// trailer.
+func (w *Writer) emit(out io.Writer, f *footer) (int64, error) {
 	var total int64
 	put := func(b []byte) error {
 		n, err := out.Write(b)
@@ -114,11 +113,6 @@ func (w *Writer) emit(out io.Writer, f *footer, syncStage func(medium.Bytes) err
 		return total, fmt.Errorf("columns: write header: %w", err)
 	}
 	for _, s := range w.stages {
-		if syncStage != nil {
-			if err := syncStage(s.b); err != nil {
-				return total, fmt.Errorf("columns: column %q part %s: sync stage: %w", s.name, s.spec.kind, err)
-			}
-		}
 		if s.b.Size() != s.n {
 			return total, fmt.Errorf("columns: column %q part %s: the encoders wrote %d bytes, the stage holds %d: %w",
 				s.name, s.spec.kind, s.n, s.b.Size(), ErrCorrupt)
@@ -171,7 +165,7 @@ func (w *Writer) FinishTo(out io.Writer) (Info, error) {
 	if err != nil {
 		return Info{}, multierr.Join(err, w.release())
 	}
-	n, err := w.emit(out, f, nil)
+	n, err := w.emit(out, f)
 	if err := multierr.Join(err, w.release()); err != nil {
 		return Info{}, err
 	}

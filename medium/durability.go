@@ -11,7 +11,11 @@ const (
 	SyncOutput SyncMode = iota
 	// SyncNone makes no syncs at all: scratch output and tests.
 	SyncNone
-	// SyncAll also fsyncs every file-backed stage before it is read back.
+	// SyncAll is SyncOutput, and before the synced file is named it is read back from the
+	// device (its cached pages dropped first, on Linux) and every checksum checked: a write the
+	// device lost or misplaced fails the publish instead of becoming the output. It costs a
+	// read of the output. Stages are never synced in any mode: they are unnamed scratch files,
+	// which nothing can find after a crash.
 	SyncAll
 )
 

@@ -45,6 +45,10 @@ type Calls struct {
 	Msync func(b []byte, flags int) error
 	// Madvise gives the kernel advice about a range of a mapping.
 	Madvise func(b []byte, advice int) error
+	// DropCache drops the clean cached pages of [off, off+n) of a file (posix_fadvise with
+	// POSIX_FADV_DONTNEED), so that the next reads of the range come from the device; dirty
+	// pages stay. ErrUnsupported off Linux.
+	DropCache func(f *os.File, off, n int64) error
 	// OpenTmpfile opens an unnamed temp file in dir (O_TMPFILE); ErrUnsupported where the
 	// platform or file system has none.
 	OpenTmpfile func(dir string) (*os.File, error)

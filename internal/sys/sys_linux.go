@@ -48,6 +48,9 @@ func defaultCalls() Calls {
 		Munmap:        unix.Munmap,
 		Msync:         unix.Msync,
 		Madvise:       unix.Madvise,
+		DropCache: func(f *os.File, off, n int64) error {
+			return fdCall(f, "posix_fadvise", func(fd int) error { return unix.Fadvise(fd, off, n, unix.FADV_DONTNEED) })
+		},
 		OpenTmpfile: func(dir string) (*os.File, error) {
 			f, err := os.OpenFile(dir, unix.O_TMPFILE|os.O_RDWR, 0o600)
 			if err != nil {
