@@ -50,7 +50,8 @@ the way), synced per --durability and renamed into place.
 Media: heap (Go heap), offheap (anonymous mappings outside the Go heap), tmpfile (one temp file
 in --tmp-dir, the default), mmapfile (a shared file mapping in --tmp-dir; Linux only).
 Durability: none (no syncs), output (fdatasync the output, fsync its directory; the default),
-all (also sync each file-backed stage). --trickle SIZE (default 8MiB; e.g. 512KiB; 0 is off)
+all (as output, and the synced output is read back from the disk and its checksums checked
+before it is named). --trickle SIZE (default 8MiB; e.g. 512KiB; 0 is off)
 paces writeback of every file the merge writes (the staging file, intermediate segments,
 the output): each SIZE written is submitted to the disk (sync_file_range) and the one before it
 waited for, so dirty pages stay bounded and the final sync is short; where the call is missing,

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/medium"
 )
 
 func TestParseSize(t *testing.T) {
@@ -23,4 +25,13 @@ func TestParseSize(t *testing.T) {
 		_, err := parseSize(in)
 		require.Error(t, err, "%q", in)
 	}
+}
+
+// TestTrickleDefault: merge's --trickle default is the library's recommended interval.
+func TestTrickleDefault(t *testing.T) {
+	fl := newMergeCmd().Flags().Lookup("trickle")
+	require.NotNil(t, fl)
+	got, err := parseSize(fl.DefValue)
+	require.NoError(t, err)
+	require.Equal(t, int64(medium.DefaultTrickleBytes), got)
 }
