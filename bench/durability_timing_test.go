@@ -99,14 +99,7 @@ func BenchmarkDurabilityMerge(b *testing.B) {
 // durabilityMerge opens the inputs, merges them into dst staged in a new medium, and closes
 // everything.
 func durabilityMerge(b *testing.B, dir string, paths []string, dst string, newMedium func(string, medium.Durability) (medium.Medium, error), d medium.Durability) merger.Result {
-	inputs := make([]*columns.Segment, len(paths))
-	for i, p := range paths {
-		seg, err := columns.Open(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		inputs[i] = seg
-	}
+	inputs := openAll(b, paths)
 	med, err := newMedium(dir, d)
 	if err != nil {
 		b.Fatal(err)
@@ -118,11 +111,7 @@ func durabilityMerge(b *testing.B, dir string, paths []string, dst string, newMe
 	if err := med.Close(); err != nil {
 		b.Fatal(err)
 	}
-	for _, seg := range inputs {
-		if err := seg.Close(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	closeAll(b, inputs)
 	return res
 }
 
