@@ -9,7 +9,11 @@ const (
 	// SyncOutput fdatasyncs the published file once, renames it into place and fsyncs the
 	// directory. Stages are never synced. It is the zero value and the default.
 	SyncOutput SyncMode = iota
-	// SyncNone makes no syncs at all: scratch output and tests.
+	// SyncNone makes no syncs at all: scratch output and tests. After a crash the output may
+	// be absent, the old file (with Replace), the complete new file, or a file named before its
+	// data reached the disk, which fails to open or to verify with an error wrapping
+	// columns.ErrCorrupt (with Replace the old file is then lost); never a file that opens and
+	// verifies but holds other rows.
 	SyncNone
 	// SyncAll is SyncOutput, and before the synced file is named it is read back from the
 	// device (its cached pages dropped first, on Linux) and every checksum checked: a write the

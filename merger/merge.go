@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
+
+	"github.com/spf13/afero"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/multierr"
@@ -74,7 +78,7 @@ func Merge(ctx context.Context, inputs []*columns.Segment, dst string, opts Opti
 func mergeSources(ctx context.Context, srcs []source.Source, names []string, out columns.Schema, dst string, opts Options, start time.Time) (res Result, err error) {
 	dir := filepath.Dir(dst)
 	if !opts.Replace {
-		if _, err := os.Lstat(dst); err == nil {
+		if _, err := lstat(opts.Fs, dst); err == nil {
 			return res, fmt.Errorf("merger: %s exists (set Options.Replace to replace it): %w", dst, fs.ErrExist)
 		}
 	}
@@ -82,7 +86,7 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 	var syncer interface{ Syncs() int64 }
 	var trickler interface{ Trickles() int64 }
 	if med == nil {
-		tm, err := tmpfile.New(tmpfile.Options{Dir: dir, Durability: opts.Durability, BufferBudget: defaultBufferBudget})
+		tm, err := tmpfile.New(tmpfile.Options{Fs: opts.Fs, Dir: dir, Durability: opts.Durability, BufferBudget: defaultBufferBudget})
 		if err != nil {
 			return res, fmt.Errorf("merger: staging medium: %w", err)
 		}
@@ -117,13 +121,7 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 	res.Phases = phases
 
 	// Intermediate segments of the phase being read, to release once read (and on failure):
-	// unnamed files, or (off Linux) named ones to remove.
-	type level struct {
-		src  source.Source
-		name string
-		seg  *columns.Segment
-		path string
-	}
+	// unnamed files, or named ones to remove (off Linux, or on Options.Fs).
 	cur := make([]level, len(srcs))
 	for i := range srcs {
 		cur[i] = level{src: srcs[i], name: names[i]}
@@ -131,14 +129,7 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 	release := func(ls []level) error {
 		var errs []error
 		for _, l := range ls {
-			if l.seg != nil {
-				errs = append(errs, l.seg.Close())
-			}
-			if l.path != "" {
-				if err := os.Remove(l.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					errs = append(errs, err)
-				}
-			}
+			errs = append(errs, l.release(opts.Fs))
 		}
 		return multierr.Join(errs...)
 	}
@@ -170,18 +161,6 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 				continue
 			}
 			name := fmt.Sprintf("intermediate segment %d of phase %d", len(next), phase)
-			file, path, err := createIntermediate(dir)
-			if err != nil {
-				_ = release(next)
-				return res, err
-			}
-			discard := func() {
-				_ = file.Close()
-				if path != "" {
-					_ = os.Remove(path)
-				}
-				_ = release(next)
-			}
 			gs := make([]source.Source, len(group))
 			gn := make([]string, len(group))
 			for k, l := range group {
@@ -189,25 +168,14 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 			}
 			gopts := opts
 			gopts.Progress = phaseProgress(opts.Progress, rowsBefore, phaseRows)
-			st, err := runCore(ctx, gs, gn, out, name, med, columns.PublishOptions{
-				// Never synced (unnamed, of no use after a crash), but paced like the output.
-				Durability: medium.Durability{Sync: medium.SyncNone, TrickleBytes: opts.Durability.TrickleBytes}, File: file,
-			}, &gopts, phase, phases)
+			l, st, err := writeIntermediate(ctx, gs, gn, out, name, dir, med, &gopts, phase, phases)
 			rowsBefore += st.rowsIn
 			if err != nil {
-				discard()
+				_ = release(next)
 				return res, err
 			}
 			add(st)
-			seg, err := columns.OpenFile(file, name) // closes file, whatever happens
-			if err != nil {
-				if path != "" {
-					_ = os.Remove(path)
-				}
-				_ = release(next)
-				return res, fmt.Errorf("merger: open %s: %w", name, err)
-			}
-			next = append(next, level{src: source.OfSegment(seg), name: name, seg: seg, path: path})
+			next = append(next, l)
 		}
 		if err := release(cur); err != nil {
 			_ = release(next)
@@ -221,7 +189,7 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 	for k, l := range cur {
 		ls[k], ln[k] = l.src, l.name
 	}
-	st, err := runCore(ctx, ls, ln, out, dst, med, columns.PublishOptions{Durability: opts.Durability, Replace: opts.Replace}, &opts, phases, phases)
+	st, err := runCore(ctx, ls, ln, out, dst, med, columns.PublishOptions{Fs: opts.Fs, Durability: opts.Durability, Replace: opts.Replace}, &opts, phases, phases)
 	if err != nil {
 		return res, err
 	}
@@ -256,6 +224,141 @@ func phaseProgress(progress func(Progress), rowsBefore, phaseRows int64) func(Pr
 // merge writes a few dozen parts at once, and 8 MiB of buffers keeps its writes large (over
 // 100 KiB each) while the heap stays small.
 const defaultBufferBudget = 8 << 20
+
+// level is one source of a phase: an input, or an intermediate segment to release once read
+// (and on failure).
+type level struct {
+	src  source.Source
+	name string
+	seg  *columns.Segment // an intermediate segment, to close
+	file afero.File       // the file seg reads, to close (on Options.Fs)
+	path string           // the intermediate segment's name, to remove ("" when unnamed)
+}
+
+// release closes an intermediate segment and removes its file (on fsys, nil meaning the OS).
+// An input is left alone.
+func (l level) release(fsys afero.Fs) error {
+	var errs []error
+	if l.seg != nil {
+		errs = append(errs, l.seg.Close())
+	}
+	if l.file != nil {
+		errs = append(errs, l.file.Close())
+	}
+	if l.path != "" {
+		if err := remove(fsys, l.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return multierr.Join(errs...)
+}
+
+// writeIntermediate merges one group of sources into an intermediate segment in dir and opens
+// it. The segment is never synced (of no use after a crash) but paced like the output. On
+// failure nothing of it is left.
+func writeIntermediate(ctx context.Context, srcs []source.Source, names []string, out columns.Schema, name, dir string, med medium.Medium,
+	opts *Options, phase, phases int) (level, phaseStats, error) {
+	pub := columns.PublishOptions{Durability: medium.Durability{Sync: medium.SyncNone, TrickleBytes: opts.Durability.TrickleBytes}}
+	if opts.Fs != nil {
+		return writeIntermediateFs(ctx, srcs, names, out, name, dir, med, pub, opts, phase, phases)
+	}
+	file, path, err := createIntermediate(dir)
+	if err != nil {
+		return level{}, phaseStats{}, err
+	}
+	pub.File = file
+	st, err := runCore(ctx, srcs, names, out, name, med, pub, opts, phase, phases)
+	if err != nil {
+		_ = file.Close()
+		if path != "" {
+			_ = os.Remove(path)
+		}
+		return level{}, st, err
+	}
+	seg, err := columns.OpenFile(file, name) // closes file, whatever happens
+	if err != nil {
+		if path != "" {
+			_ = os.Remove(path)
+		}
+		return level{}, st, fmt.Errorf("merger: open %s: %w", name, err)
+	}
+	return level{src: source.OfSegment(seg), name: name, seg: seg, path: path}, st, nil
+}
+
+// writeIntermediateFs is writeIntermediate on Options.Fs, where a file cannot be unnamed: the
+// segment is published (never synced) under a fresh name of IntermediatePattern in dir,
+// reserved first by creating it empty, then read back through the Fs.
+func writeIntermediateFs(ctx context.Context, srcs []source.Source, names []string, out columns.Schema, name, dir string, med medium.Medium,
+	pub columns.PublishOptions, opts *Options, phase, phases int) (l level, st phaseStats, err error) {
+	fsys := opts.Fs
+	f, err := afero.TempFile(fsys, dir, IntermediatePattern)
+	if err != nil {
+		return level{}, st, fmt.Errorf("merger: %s: %w", name, err)
+	}
+	path := f.Name()
+	defer func() {
+		if err != nil {
+			if rerr := fsys.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = multierr.Join(err, fmt.Errorf("merger: remove %s: %w", path, rerr))
+			}
+		}
+	}()
+	if err := f.Close(); err != nil {
+		return level{}, st, fmt.Errorf("merger: %s: close %s: %w", name, path, err)
+	}
+	pub.Fs, pub.Replace = fsys, true // over the reserved empty file
+	st, err = runCore(ctx, srcs, names, out, path, med, pub, opts, phase, phases)
+	if err != nil {
+		return level{}, st, err
+	}
+	rf, err := fsys.Open(path)
+	if err != nil {
+		return level{}, st, fmt.Errorf("merger: open %s: %w", name, err)
+	}
+	fi, err := rf.Stat()
+	var seg *columns.Segment
+	if err == nil {
+		seg, err = columns.NewSegment(&lockedReaderAt{r: rf}, fi.Size())
+	}
+	if err != nil {
+		return level{}, st, multierr.Join(fmt.Errorf("merger: open %s (%s): %w", name, path, err), rf.Close())
+	}
+	return level{src: source.OfSegment(seg), name: name, seg: seg, file: rf, path: path}, st, nil
+}
+
+// lockedReaderAt serializes ReadAt calls: the files of an afero.Fs need not allow concurrent
+// ones (afero's MemMapFs moves a shared offset), and a merge reads its sources from several
+// goroutines.
+type lockedReaderAt struct {
+	mu sync.Mutex
+	r  io.ReaderAt
+}
+
+func (l *lockedReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.ReadAt(p, off)
+}
+
+// lstat describes name without following a final symbolic link where fsys (nil: the OS) can.
+func lstat(fsys afero.Fs, name string) (fs.FileInfo, error) {
+	if fsys == nil {
+		return os.Lstat(name)
+	}
+	if l, ok := fsys.(afero.Lstater); ok {
+		fi, _, err := l.LstatIfPossible(name)
+		return fi, err
+	}
+	return fsys.Stat(name)
+}
+
+// remove removes name from fsys (nil: the OS).
+func remove(fsys afero.Fs, name string) error {
+	if fsys == nil {
+		return os.Remove(name)
+	}
+	return fsys.Remove(name)
+}
 
 // sysCalls are the system calls that create intermediate segments; tests replace them.
 var sysCalls = &sys.Default

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/spf13/afero"
+
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger/internal/schema"
@@ -40,6 +42,21 @@ type Options struct {
 	Durability medium.Durability
 	// Replace allows replacing an existing output file.
 	Replace bool
+	// Fs is the file system of dst's directory; nil (or an *afero.OsFs) means the OS, and the
+	// merge then works as described in the package documentation. Given another afero.Fs,
+	// every file the merge touches goes through it: the check that dst does not exist, the
+	// publication of the output (columns.PublishOptions.Fs: a named temp file of
+	// columns.TempPattern, renamed to dst), the default tmpfile medium (tmpfile.Options.Fs: a
+	// file of tmpfile's name pattern, removed right after it is created), and the intermediate
+	// segments. Those cannot be unnamed files there: each is published, never synced, under a
+	// name of IntermediatePattern in dst's directory, read back through the Fs, and removed
+	// once the next phase has read it and on every failure. The inputs are the caller's open
+	// segments, read as they are. A merge killed, or a machine crashed, mid-way may leave in
+	// the directory files of IntermediatePattern and columns.TempPattern (empty, or a segment;
+	// recognised by columns.IsTempFile, removed by columns.SweepTemp) and an empty file of
+	// tmpfile's pattern (removed by tmpfile.Sweep). It is for tests (a crash-simulating file
+	// system) and for file systems afero offers.
+	Fs afero.Fs
 
 	// Rollup combines rows whose truncated time and dimensions are equal, through each
 	// metric's aggregator (count and the sums add, min and max keep the extreme, hyperUnique
@@ -91,7 +108,8 @@ type Options struct {
 // where they cannot be unnamed files, as in os.CreateTemp ("*" is random digits). On Linux
 // they are unnamed files (O_TMPFILE) in dst's directory, which a killed merge cannot leave
 // behind; where the file system has no O_TMPFILE they are created under this pattern and
-// unlinked at once (kept named until removed on Windows). What a killed merge left under it
+// unlinked at once (kept named until removed on Windows); on an Options.Fs other than the OS's
+// they keep the name until the merge removes them. What a killed merge left under it
 // (an empty file, or a segment) is recognised by columns.IsTempFile and removed by
 // columns.SweepTemp and segtool sweep.
 const IntermediatePattern = ".writeout-merge-*.tmp"
@@ -138,6 +156,9 @@ type Result struct {
 }
 
 func (o *Options) ensureDefaults() error {
+	if _, ok := o.Fs.(*afero.OsFs); ok {
+		o.Fs = nil // the OS: unnamed files and the system calls of the OS path
+	}
 	if o.MaxFanIn < 0 || o.MaxFanIn == 1 {
 		return fmt.Errorf("%w: MaxFanIn %d (want 0 for no limit, or at least 2)", ErrInvalid, o.MaxFanIn)
 	}
