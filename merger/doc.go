@@ -68,5 +68,13 @@
 // the two calls that name the output (a complete segment under columns.TempPattern). Elsewhere
 // these are named temp files (columns.TempPattern, IntermediatePattern, tmpfile's pattern),
 // removed on every path but a crash; columns.SweepTemp and tmpfile.Sweep remove what a killed
-// process left.
+// process left. With Options.Fs every one of these files is on that file system, named.
+//
+// # Crashes
+//
+// With SyncOutput and SyncAll, once Merge has returned nil, dst is the complete new segment
+// and stays so through a power loss; before that, a power loss leaves dst as it was (absent,
+// or the complete old file with Replace) or, past the naming, the complete new file: never a
+// torn one. SyncNone promises less (see medium.SyncNone). TestMergeCrash checks this after every
+// file-system operation of a merge on a crash-simulating file system (internal/crashfs).
 package merger
