@@ -210,12 +210,17 @@ func (w *Writer) writeFile(ctx context.Context, dst string, file afero.File, osf
 	}
 	tw := &trickleWriter{ctx: ctx, f: file}
 	if osf != nil && d.TrickleBytes > 0 {
-		tw.pacer = &sys.Pacer{Calls: calls, File: osf, Every: d.TrickleBytes}
+		// In the background: the writer is not charged for submitting ranges (see sys.Pacer).
+		tw.pacer = &sys.Pacer{Calls: calls, File: osf, Every: d.TrickleBytes, Background: true}
 	}
 	bw := bufio.NewWriterSize(tw, 256<<10)
 	n, err := w.emit(bw, f)
 	if err == nil {
 		err = bw.Flush()
+	}
+	// Every pacing call is made before the fdatasync below, and none after a failure.
+	if perr := tw.pacer.Close(); perr != nil && err == nil {
+		tw.syncErr, err = perr, perr
 	}
 	trickles, syncs := tw.pacer.Counts()
 	info.Trickles += trickles
