@@ -205,9 +205,9 @@ type Medium struct {
 	released bool
 }
 
-// pacer is the pacing state of one file (see Pacing in the package doc). A prefill adds to count
-// and compares it with due (two atomics); only a prefill that reaches due takes mu and runs a
-// step.
+// pacer is the pacing state of one file (see Pacing in the package doc). A prefill raises extent,
+// adds to count and compares it with due (atomics only); only a prefill that reaches due takes
+// mu and runs a step.
 type pacer struct {
 	every  int64        // TrickleBytes; 0: no pacing
 	count  atomic.Int64 // bytes prefilled in the file so far
@@ -335,8 +335,7 @@ func (m *Medium) countTrickle() {
 }
 
 // failure returns the error every call on a Bytes of m returns once a pacing call on m's file
-// failed:
-// it wraps medium.ErrSync and the first failure, and says that the sync was not retried.
+// failed: it wraps medium.ErrSync and the first failure, and says that the sync was not retried.
 func (m *Medium) failure() error {
 	if p := m.failed.Load(); p != nil {
 		return fmt.Errorf("mmapfile: an earlier sync of the medium's file failed and is not retried (its pages may be lost): %w", *p)
