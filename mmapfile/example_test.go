@@ -12,7 +12,8 @@ import (
 )
 
 // Stage bytes in a file-backed shared mapping, read them back out of the mapping and copy them
-// out. With SyncAll each Bytes is msynced before its bytes are read back.
+// out. TrickleBytes paces the writeback of the medium's file as its Bytes fill it (the file is
+// never synced: it is an unnamed stage).
 func Example() {
 	dir, err := os.MkdirTemp("", "example")
 	if err != nil {
@@ -23,7 +24,7 @@ func Example() {
 	m, err := mmapfile.New(mmapfile.Options{
 		Dir:        dir,     // must exist; the file is unnamed or unlinked at once
 		WindowSize: 4 << 20, // map the file 4 MiB at a time (a multiple of the page size)
-		Durability: medium.Durability{Sync: medium.SyncAll},
+		Durability: medium.Durability{TrickleBytes: 8 << 20},
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -29,72 +29,65 @@
 // A region's file space is reserved with fallocate before a byte is written to it through the
 // mapping, so a full disk is an error (wrapping ENOSPC) from the write that needed the space,
 // never a SIGBUS. The bytes written before stay readable; the failed Bytes returns the same error
-// from every later write. Where the file system has no fallocate, the region is reserved by
-// writing zeros to it with pwrite, which fails the same way. (On a copy-on-write file system
+// from every later write. Where the file system has no fallocate, each chunk of a region is
+// reserved by the zeros of its prefill (below), written with pwrite before a byte goes to the
+// chunk through the mapping, which fails the same way. (On a copy-on-write file system
 // such as btrfs, no reservation covers rewriting a page after its writeback; use ext4 or xfs.)
 //
 // # Prefill
 //
-// After fallocate, the region is also filled with zeros through pwrite, so that the first touch
-// of each page through the mapping finds it in the page cache. On the development machine this
-// makes staging several times faster (up to about 3.4 GB/s instead of 0.5-0.7 GB/s for 256 MiB
-// in 64 KiB writes): write(2) fills the page cache much faster than one page fault per fresh
-// page of a shared file mapping does. It costs the region's pages up front (at most 4 MiB ahead
-// of the writes of a Bytes).
+// The region is filled with zeros through pwrite just ahead of the writes, one chunk of 64 KiB
+// (or the region's rest) at a time, so that the first touch of each page through the mapping
+// finds it in the page cache. On the development machine this makes staging several times
+// faster (up to about 3.4 GB/s instead of 0.5-0.7 GB/s for 256 MiB in 64 KiB writes): write(2)
+// fills the page cache much faster than one page fault per fresh page of a shared file mapping
+// does. A Bytes writes only into prefilled chunks, so the zeros that are not yet overwritten,
+// dirty pages that pacing would write back for nothing, stay within one chunk per Bytes.
 //
 // # Durability
 //
-// With Durability.Sync set to medium.SyncAll, the bytes a Bytes received since its last
-// read-back are flushed with msync(MS_SYNC) before ReadAt or WriteTo reads them (on Linux,
-// MS_SYNC on a shared file mapping also runs fdatasync on the range). The other modes never sync a
-// stage. msync is given a page-aligned address (the offset rounded down to the page, the length
-// extended to match) and is never called on an empty, read-only or unmapped range. Extents of a
-// Bytes that follow each other in one window are flushed with one call, so a Bytes whose regions
-// are interleaved with other Bytes' costs one msync per run: hundreds for a large merge.
+// The medium never syncs its file, in any durability mode (SyncAll included): the file has no
+// name (O_TMPFILE, or unlinked at once), so after a crash nothing can find it, and syncing it
+// could never help; the published segment's own fdatasync and directory fsync are the ones that
+// count, and they are the publisher's job. Durability.Sync is not used here; only
+// Durability.TrickleBytes is (see Pacing). Medium.Syncs stays 0: there is no msync, and pacing
+// has no fdatasync fallback (where sync_file_range is missing, pacing is off).
 //
-// What SyncAll buys here is narrow. The file has no name (O_TMPFILE, or unlinked at once), so
-// after a crash nothing can find it: syncing it can never help recovery, and it makes no promise
-// about the published segment, whose own fdatasync and directory fsync (medium.SyncOutput) are
-// the ones that count. What it does give: a writeback error (EIO, ENOSPC on a thin device) of a
-// stage is reported, wrapping medium.ErrSync, before its bytes are read back and copied into the
-// output, instead of being lost with the file; and the stages' dirty pages are written back
-// before they are read, not left to the kernel. It costs a synchronous write of every staged
-// byte (about 0.7 s per 428 MB merge on the development machine). TrickleBytes paces the same
-// writeback without waiting for it.
+// # A failed pacing call is sticky for the file
 //
-// Medium.Syncs counts every msync call made on the medium's file and on its children's files
-// (failed ones too); merger adds it to Result.Syncs.
-//
-// # A failed sync is sticky for the file
-//
-// A failed msync (or pacing call, below) is never retried: after a failed writeback the kernel
-// may have dropped the dirty pages, so a later successful sync would prove nothing (fsyncgate).
-// The error wraps medium.ErrSync and the system's error. The Bytes whose call failed returns that
-// error from every later call; every other Bytes of the same Medium, whether it existed then or
-// is made later, returns from every later call but Size an error that wraps the first failure
-// and says that an earlier sync of the file failed. A child Medium has a file of its own, which a
-// failure of its parent's file does not fail (nor the other way around). Close makes no sync, so
-// it does not report the failure; it still unmaps and closes everything.
+// A failed pacing call is never retried: after a failed writeback the kernel may have dropped
+// the dirty pages, so a later successful call would prove nothing (fsyncgate). The error wraps
+// medium.ErrSync and the system's error. The Bytes whose call failed returns that error from
+// every later call; every other Bytes of the same Medium, whether it existed then or is made
+// later, returns from every later call but Size an error that wraps the first failure and says
+// that an earlier sync of the file failed. A child Medium has a file of its own, which a failure
+// of its parent's file does not fail (nor the other way around). Close makes no sync, so it does
+// not report the failure; it still unmaps and closes everything.
 //
 // # Pacing
 //
-// With Durability.TrickleBytes = T > 0 (in every sync mode, SyncNone included), each Bytes paces
-// the writeback of what is written through the mapping, the way Cassandra's trickle fsync does:
-// as soon as a Bytes holds N+1 whole intervals of T bytes (a write that crosses several boundaries
-// paces after each region it fills), the file ranges holding its interval N are submitted for
-// writeback with sync_file_range(SYNC_FILE_RANGE_WRITE), then those of interval N-1 are waited
-// for with SYNC_FILE_RANGE_WAIT_BEFORE. The writer waits for the disk only when it is more than
-// one interval ahead, and the dirty pages of a Bytes being written stay within about two
-// intervals plus its prefilled region (at most 4 MiB) instead of growing with the stage. An interval spans several file ranges when the Bytes' regions are
-// interleaved with other Bytes'; contiguous ones are one call. The last, partial interval is not
-// paced; the pages dirtied by the zero prefill of a region are not paced before they are written.
-// sync_file_range on the file's descriptor covers pages dirtied through the shared mapping
-// (msync with MS_ASYNC would not: on Linux it does nothing).
+// With Durability.TrickleBytes = T > 0 (in every sync mode), the writeback of each file is paced
+// as a whole, whatever the number of its Bytes, the way Cassandra's trickle fsync does. The
+// medium counts the bytes prefilled in its file (every byte a Bytes writes is prefilled first,
+// at most a chunk ahead: that is where its page becomes dirty), across all its Bytes and
+// goroutines. Each time the count crosses a multiple of T, the step N runs: first it waits with
+// sync_file_range(SYNC_FILE_RANGE_WAIT_BEFORE) for the range step N-1 submitted, then it submits
+// the whole written extent of the file, [0, end of the prefilled bytes), with
+// SYNC_FILE_RANGE_WRITE, which starts the writeback of the pages dirty in it without waiting
+// (sync_file_range only writes dirty pages: the clean ones cost nothing). A writer waits for the
+// disk only when the file is more than one interval ahead of it, and the file's dirty pages stay
+// within about two intervals plus a chunk per Bytes being written. The wait comes before the
+// submission because the Bytes' regions are interleaved: range N covers most of range N-1, and a
+// wait on N-1 after submitting N would wait for N's pages too. When one count crosses several
+// multiples (an interval smaller than a chunk), one step runs. Steps are serialized per file: a
+// writer that crosses a multiple while another runs a step waits for it. The last, partial
+// interval is not paced. sync_file_range on the file's descriptor covers pages dirtied through
+// the shared mapping (msync with MS_ASYNC would not: on Linux it does nothing).
 //
-// Medium.Trickles counts these calls, apart from Syncs. Where sync_file_range is unsupported
-// (ENOSYS, EOPNOTSUPP, or sys.ErrUnsupported from the system-call layer), the first call finds
-// out, pacing is off for that file from then on, and that call is not counted. Any other failure
-// of a pacing call is a failed sync of the file, as above.
+// Medium.Trickles counts these calls. Where sync_file_range is unsupported (ENOSYS, EOPNOTSUPP,
+// or sys.ErrUnsupported from the system-call layer), the first call finds out, pacing is off for
+// that file from then on, and that call is not counted. Any other failure of a pacing call is a
+// failed sync of the file, as above.
 //
 // # Close
 //
@@ -146,9 +139,9 @@ type Options struct {
 	// Dir is the directory of the temp file; empty means os.TempDir(). It must exist and be
 	// writable.
 	Dir string
-	// Durability says whether stages are synced: with SyncAll each Bytes is msynced before its
-	// bytes are read back; the other modes never sync a stage. TrickleBytes, in every mode,
-	// paces the writeback of each Bytes (see Pacing in the package doc).
+	// Durability: only TrickleBytes is used; it paces the writeback of the medium's file (see
+	// Pacing in the package doc). Durability.Sync is not used: no mode syncs a stage (the file is
+	// an unnamed temp file; syncing it can never help after a crash).
 	Durability medium.Durability
 	// WindowSize is the length of one mapping of the file; zero means DefaultWindowSize. It must be
 	// a positive multiple of the page size (os.Getpagesize()).
@@ -195,26 +188,40 @@ type Medium struct {
 	page  int64
 	maxRg int64 // largest region
 	f     *os.File
+	// writeAt is f.WriteAt, through which the prefill writes its zeros (tests record it).
+	writeAt func(p []byte, off int64) (int, error)
 
-	parent *Medium // counts this file's syncs and trickles too (nil for a root)
+	parent *Medium // counts this file's trickles too (nil for a root)
 
-	syncs    atomic.Int64          // msync calls on this file and its children's files
 	trickles atomic.Int64          // sync_file_range calls on this file and its children's files
-	failed   atomic.Pointer[error] // the first failed sync of this file: sticky, never retried
+	failed   atomic.Pointer[error] // the first failed pacing call of this file: sticky, never retried
 	noPacing atomic.Bool           // sync_file_range is unsupported here: pacing is off
+	pace     pacer
 
 	mu       sync.Mutex // guards what follows
 	windows  []*window
 	next     int64 // file offset of the next free region
-	zeroFill bool  // fallocate is unsupported: reserve by writing zeros
+	zeroFill bool  // fallocate is unsupported: the prefill's zeros reserve the space
 	released bool
+}
+
+// pacer is the pacing state of one file (see Pacing in the package doc). A prefill raises extent,
+// adds to count and compares it with due (atomics only); only a prefill that reaches due takes
+// mu and runs a step.
+type pacer struct {
+	every  int64        // TrickleBytes; 0: no pacing
+	count  atomic.Int64 // bytes prefilled in the file so far
+	due    atomic.Int64 // count at which the next step is due
+	extent atomic.Int64 // end of the prefilled bytes of the file: the range a step submits
+
+	mu   sync.Mutex // serializes steps; guards prev
+	prev int64      // end of the range [0, prev) the previous step submitted; 0: none yet
 }
 
 // window is one mapping of the file.
 type window struct {
 	mem      []byte
 	off      int64 // file offset of mem[0]
-	prot     int
 	unmapped atomic.Bool
 }
 
@@ -250,6 +257,9 @@ func newMedium(opts Options, calls *sys.Calls) (*Medium, error) {
 		maxRg: min(opts.WindowSize, max(maxRegion/page, 1)*page),
 		f:     f,
 	}
+	m.writeAt = f.WriteAt
+	m.pace.every = opts.Durability.TrickleBytes
+	m.pace.due.Store(m.pace.every)
 	m.lc.OnClose(m.release)
 	return m, nil
 }
@@ -306,22 +316,16 @@ func (m *Medium) OnClose(fn func() error) { m.lc.OnClose(fn) }
 // second Close returns nil.
 func (m *Medium) Close() error { return m.lc.Close() }
 
-// Syncs returns how many msync calls were made on the medium's file and on the files of its
-// children (those of closed children included), failed ones too. It is the count merger adds to
-// Result.Syncs. Pacing calls (sync_file_range) are not syncs: Trickles counts them.
-func (m *Medium) Syncs() int64 { return m.syncs.Load() }
+// Syncs returns how many times the medium synced its file or its children's: always 0, since
+// stages are never synced (see Durability in the package doc) and pacing has no fdatasync
+// fallback. It is the count merger adds to Result.Syncs. Pacing calls (sync_file_range) are
+// not syncs: Trickles counts them.
+func (m *Medium) Syncs() int64 { return 0 }
 
 // Trickles returns how many sync_file_range calls pacing made (Durability.TrickleBytes) on the
 // medium's file and on the files of its children. Where sync_file_range is unsupported, pacing is
 // off and nothing is counted.
 func (m *Medium) Trickles() int64 { return m.trickles.Load() }
-
-// countSync counts one msync of m's file in m and in every ancestor.
-func (m *Medium) countSync() {
-	for a := m; a != nil; a = a.parent {
-		a.syncs.Add(1)
-	}
-}
 
 // countTrickle counts one sync_file_range call on m's file in m and in every ancestor.
 func (m *Medium) countTrickle() {
@@ -330,8 +334,8 @@ func (m *Medium) countTrickle() {
 	}
 }
 
-// failure returns the error every call on a Bytes of m returns once a sync of m's file failed:
-// it wraps medium.ErrSync and the first failure, and says that the sync was not retried.
+// failure returns the error every call on a Bytes of m returns once a pacing call on m's file
+// failed: it wraps medium.ErrSync and the first failure, and says that the sync was not retried.
 func (m *Medium) failure() error {
 	if p := m.failed.Load(); p != nil {
 		return fmt.Errorf("mmapfile: an earlier sync of the medium's file failed and is not retried (its pages may be lost): %w", *p)
@@ -339,7 +343,7 @@ func (m *Medium) failure() error {
 	return nil
 }
 
-// fail records err, a failed sync of m's file, unless an earlier failure is recorded already.
+// fail records err, a failed pacing call on m's file, unless an earlier failure is recorded already.
 func (m *Medium) fail(err error) { m.failed.CompareAndSwap(nil, &err) }
 
 // release unmaps every window and closes the file, on every path.
@@ -374,9 +378,12 @@ type extent struct {
 	winOff int // offset of mem[0] in win.mem
 }
 
+// fileOff returns the file offset of e.mem[0].
+func (e *extent) fileOff() int64 { return e.win.off + int64(e.winOff) }
+
 // alloc hands out a region of want bytes (a positive multiple of the page size), or less where
-// the current window ends. Its file space is reserved and its window mapped before it is
-// returned.
+// the current window ends. Its file space is reserved (where fallocate works) and its window
+// mapped before it is returned; its bytes are prefilled by the Bytes, chunk by chunk (fill).
 func (m *Medium) alloc(want int64) (extent, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -404,62 +411,92 @@ func (m *Medium) alloc(want int64) (extent, error) {
 }
 
 // reserve makes sure [off, off+n) of the file has disk space, so that writing it through the
-// mapping cannot fault, and fills it with zeros through write(2) so that the first touch of
-// each page through the mapping finds it in the page cache: pwrite fills the page cache several
-// times faster than page faults on fresh pages of a shared mapping do. Where fallocate is
-// unsupported, the zeros alone reserve the space (the file system allocates or reserves blocks
-// for them and fails the pwrite with ENOSPC when it cannot).
+// mapping cannot fault. Where fallocate is unsupported it reserves nothing: the zeros of the
+// prefill (prefill) reserve each chunk before a byte is written to it through the mapping (the
+// file system allocates or reserves blocks for them and fails the pwrite with ENOSPC when it
+// cannot).
 func (m *Medium) reserve(off, n int64) error {
-	if !m.zeroFill {
-		err := m.calls.Fallocate(m.f, off, n)
-		if err != nil && !fallocateUnsupported(err) {
-			return fmt.Errorf("mmapfile: reserve %d bytes at file offset %d: %w", n, off, err)
-		}
-		if err != nil {
-			m.zeroFill = true
-		}
+	if m.zeroFill {
+		return nil
 	}
-	for end := off + n; off < end; {
-		k := min(end-off, int64(len(zeros)))
-		if _, err := m.f.WriteAt(zeros[:k], off); err != nil {
-			return fmt.Errorf("mmapfile: reserve %d bytes at file offset %d: write zeros: %w", end-off, off, err)
-		}
-		off += k
+	err := m.calls.Fallocate(m.f, off, n)
+	if err != nil && !fallocateUnsupported(err) {
+		return fmt.Errorf("mmapfile: reserve %d bytes at file offset %d: %w", n, off, err)
+	}
+	if err != nil {
+		m.zeroFill = true
 	}
 	return nil
 }
 
+// prefillChunk is the most a Bytes prefills ahead of its writes (a multiple of any page size).
+const prefillChunk = 64 << 10
+
 // zeros is only ever read: untouched, it costs no memory.
-var zeros [1 << 20]byte
+var zeros [prefillChunk]byte
+
+// prefill fills [off, off+n) of the file (n at most prefillChunk) with zeros through write(2),
+// so that the first touch of each page through the mapping finds it in the page cache: pwrite
+// fills the page cache several times faster than page faults on fresh pages of a shared mapping
+// do. It is safe for concurrent use on disjoint ranges.
+func (m *Medium) prefill(off int64, n int) error {
+	if _, err := m.writeAt(zeros[:n], off); err != nil {
+		return fmt.Errorf("mmapfile: reserve %d bytes at file offset %d: write zeros: %w", n, off, err)
+	}
+	return nil
+}
+
+// prefilled counts n bytes prefilled up to file offset end for pacing, and runs a step when the
+// count reaches the next multiple of TrickleBytes. Without pacing, or below the next multiple,
+// it costs an atomic add and a compare (and an atomic max of the extent).
+func (m *Medium) prefilled(end int64, n int) error {
+	p := &m.pace
+	if p.every <= 0 {
+		return nil
+	}
+	for e := p.extent.Load(); end > e && !p.extent.CompareAndSwap(e, end); e = p.extent.Load() {
+	}
+	if p.count.Add(int64(n)) < p.due.Load() {
+		return nil
+	}
+	return m.step()
+}
+
+// step runs one pacing step (see Pacing in the package doc): WAIT_BEFORE on the range the
+// previous step submitted, then WRITE on [0, extent). A writer that reaches it while another
+// runs it waits, then finds the step done.
+func (m *Medium) step() error {
+	p := &m.pace
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.count.Load()
+	if c < p.due.Load() {
+		return nil // another writer ran the step
+	}
+	p.due.Store((c/p.every + 1) * p.every)
+	if p.prev > 0 {
+		if err := m.syncFileRange(0, p.prev, sys.SyncFileRangeWaitBefore); err != nil {
+			return err
+		}
+	}
+	end := p.extent.Load()
+	if err := m.syncFileRange(0, end, sys.SyncFileRangeWrite); err != nil {
+		return err
+	}
+	if m.noPacing.Load() {
+		p.due.Store(math.MaxInt64) // never again: the count alone is kept
+		return nil
+	}
+	p.prev = end
+	return nil
+}
 
 func (m *Medium) mapWindow(off int64) (*window, error) {
-	prot := sys.ProtRead | sys.ProtWrite
-	mem, err := m.calls.Mmap(int(m.f.Fd()), off, int(m.opts.WindowSize), prot, sys.MapShared)
+	mem, err := m.calls.Mmap(int(m.f.Fd()), off, int(m.opts.WindowSize), sys.ProtRead|sys.ProtWrite, sys.MapShared)
 	if err != nil {
 		return nil, fmt.Errorf("mmapfile: map %d bytes at file offset %d: %w", m.opts.WindowSize, off, err)
 	}
-	return &window{mem: mem, off: off, prot: prot}, nil
-}
-
-// msync flushes n bytes at offset off of w with MS_SYNC. The address is rounded down to the page
-// and the length extended to match. An empty range, a read-only window and an unmapped one are
-// never synced. A failure wraps medium.ErrSync and the system's error; it is not retried.
-func (m *Medium) msync(w *window, off, n int) error {
-	if n <= 0 || len(w.mem) == 0 || w.prot&sys.ProtWrite == 0 || w.unmapped.Load() {
-		return nil
-	}
-	if err := m.failure(); err != nil {
-		return err
-	}
-	lo := off - off%int(m.page)
-	m.countSync()
-	if err := m.calls.Msync(w.mem[lo:off+n], sys.MsSync); err != nil {
-		err = fmt.Errorf("mmapfile: %d bytes at file offset %d: %w: %w",
-			off+n-lo, w.off+int64(lo), medium.ErrSync, os.NewSyscallError("msync", err))
-		m.fail(err)
-		return err
-	}
-	return nil
+	return &window{mem: mem, off: off}, nil
 }
 
 // syncFileRange runs sync_file_range with flags on [off, off+n) of m's file, for pacing. Where
@@ -490,13 +527,12 @@ func (m *Medium) syncFileRange(off, n int64, flags int) error {
 type bytesImpl struct {
 	m          *Medium
 	exts       []extent
-	free       []byte // the unwritten rest of the last extent
+	free       []byte // the prefilled, unwritten rest of the last extent
+	filled     int    // bytes of the last extent prefilled so far
 	size       int64
 	nextRegion int64 // size of the next region asked for
-	synced     int64 // bytes before this offset have been msynced (SyncAll)
-	paced      int64 // start of the next range submitted for writeback (TrickleBytes)
 	err        error // sticky: fails every later write
-	syncErr    error // sticky: a failed msync fails every later call
+	syncErr    error // sticky: a failed pacing call fails every later call
 }
 
 var (
@@ -532,9 +568,13 @@ func (b *bytesImpl) readable(op string) error {
 	return b.m.failure()
 }
 
-// grow adds a region for at least one more byte, sized for a pending write of hint bytes.
-// A failure is sticky.
+// grow makes room for at least one more byte: it prefills the next chunk of the last extent, or
+// adds a region sized for a pending write of hint bytes and prefills its first chunk. A failure
+// is sticky.
 func (b *bytesImpl) grow(hint int) error {
+	if k := len(b.exts); k > 0 && b.filled < len(b.exts[k-1].mem) {
+		return b.fill()
+	}
 	page := b.m.page
 	want := max(b.nextRegion, (int64(hint)+page-1)/page*page)
 	want = min(want, b.m.maxRg)
@@ -548,8 +588,26 @@ func (b *bytesImpl) grow(hint int) error {
 	}
 	e.start = b.size
 	b.exts = append(b.exts, e)
-	b.free = e.mem
+	b.free, b.filled = nil, 0
 	b.nextRegion = min(2*want, b.m.maxRg)
+	return b.fill()
+}
+
+// fill prefills the next chunk of the last extent, which becomes writable, and counts it for
+// pacing (which may run a step). A failure is sticky.
+func (b *bytesImpl) fill() error {
+	e := &b.exts[len(b.exts)-1]
+	k := min(prefillChunk, len(e.mem)-b.filled)
+	off := e.fileOff() + int64(b.filled)
+	if err := b.m.prefill(off, k); err != nil {
+		b.err = err
+		return err
+	}
+	b.free = e.mem[b.filled : b.filled+k]
+	b.filled += k
+	if err := b.m.prefilled(off+int64(k), k); err != nil {
+		return b.failSync(err)
+	}
 	return nil
 }
 
@@ -570,9 +628,6 @@ func (b *bytesImpl) Write(p []byte) (int, error) {
 		b.free = b.free[k:]
 		b.size += int64(k)
 		n += k
-		if err := b.pace(); err != nil {
-			return n, err
-		}
 	}
 	return n, nil
 }
@@ -593,9 +648,6 @@ func (b *bytesImpl) WriteString(s string) (int, error) {
 		b.free = b.free[k:]
 		b.size += int64(k)
 		n += k
-		if err := b.pace(); err != nil {
-			return n, err
-		}
 	}
 	return n, nil
 }
@@ -613,7 +665,7 @@ func (b *bytesImpl) WriteByte(c byte) error {
 	b.free[0] = c
 	b.free = b.free[1:]
 	b.size++
-	return b.pace()
+	return nil
 }
 
 // ReadFrom reads from r straight into the mapping until io.EOF. Bytes read before an error stay
@@ -633,9 +685,6 @@ func (b *bytesImpl) ReadFrom(r io.Reader) (int64, error) {
 		b.free = b.free[k:]
 		b.size += int64(k)
 		total += int64(k)
-		if perr := b.pace(); perr != nil {
-			return total, perr
-		}
 		if done {
 			return total, err
 		}
@@ -645,108 +694,12 @@ func (b *bytesImpl) ReadFrom(r io.Reader) (int64, error) {
 // used returns how many bytes of extent i hold data.
 func (b *bytesImpl) used(i int) int {
 	if i == len(b.exts)-1 {
-		return len(b.exts[i].mem) - len(b.free)
+		return b.filled - len(b.free)
 	}
 	return len(b.exts[i].mem)
 }
 
-// syncForRead msyncs the bytes written since the last read-back, where the durability asks for
-// it. Extents that follow each other in one window are synced with one call.
-func (b *bytesImpl) syncForRead() error {
-	if !b.m.opts.Durability.SyncsStages() || b.synced >= b.size {
-		return nil
-	}
-	i := sort.Search(len(b.exts), func(i int) bool { return b.exts[i].start > b.synced }) - 1
-	var (
-		win    *window
-		lo, hi int
-	)
-	flush := func() error {
-		if win == nil {
-			return nil
-		}
-		return b.m.msync(win, lo, hi-lo)
-	}
-	for ; i < len(b.exts); i++ {
-		e := &b.exts[i]
-		from := e.winOff + int(max(b.synced-e.start, 0))
-		to := e.winOff + b.used(i)
-		if from >= to {
-			continue
-		}
-		if e.win == win && from == hi {
-			hi = to
-			continue
-		}
-		if err := flush(); err != nil {
-			return b.failSync(err)
-		}
-		win, lo, hi = e.win, from, to
-	}
-	if err := flush(); err != nil {
-		return b.failSync(err)
-	}
-	b.synced = b.size
-	return nil
-}
-
-// pace paces the writeback of the bytes written so far (Durability.TrickleBytes): for each whole
-// interval [N*T, (N+1)*T) of the Bytes not yet paced, the file ranges holding it are submitted
-// for writeback (SYNC_FILE_RANGE_WRITE), then those of the interval before it are waited for
-// (SYNC_FILE_RANGE_WAIT_BEFORE): the writer waits for the disk only when it is more than one
-// interval ahead. A failure is sticky, for the whole file.
-func (b *bytesImpl) pace() error {
-	every := b.m.opts.Durability.TrickleBytes
-	if every <= 0 || b.size-b.paced < every {
-		return nil
-	}
-	for b.size-b.paced >= every && !b.m.noPacing.Load() {
-		if err := b.paceRange(b.paced, every, sys.SyncFileRangeWrite); err != nil {
-			return b.failSync(err)
-		}
-		if b.paced >= every {
-			if err := b.paceRange(b.paced-every, every, sys.SyncFileRangeWaitBefore); err != nil {
-				return b.failSync(err)
-			}
-		}
-		b.paced += every
-	}
-	return nil
-}
-
-// paceRange runs sync_file_range with flags on the file ranges holding [from, from+n) of the
-// Bytes, one call per run of extents that follow each other in the file.
-func (b *bytesImpl) paceRange(from, n int64, flags int) error {
-	to := from + n
-	i := sort.Search(len(b.exts), func(i int) bool { return b.exts[i].start > from }) - 1
-	var lo, hi int64 = -1, -1 // the pending file range
-	flush := func() error {
-		if lo < 0 || hi <= lo {
-			return nil
-		}
-		return b.m.syncFileRange(lo, hi-lo, flags)
-	}
-	for ; i < len(b.exts) && b.exts[i].start < to; i++ {
-		e := &b.exts[i]
-		base := e.win.off + int64(e.winOff) // file offset of the extent
-		s := base + max(from-e.start, 0)
-		t := base + min(to-e.start, int64(b.used(i)))
-		if s >= t {
-			continue
-		}
-		if s == hi {
-			hi = t
-			continue
-		}
-		if err := flush(); err != nil {
-			return err
-		}
-		lo, hi = s, t
-	}
-	return flush()
-}
-
-// failSync makes a failed msync sticky: it is never retried and every later call returns it.
+// failSync makes a failed pacing call sticky: it is never retried and every later call returns it.
 func (b *bytesImpl) failSync(err error) error {
 	b.syncErr = err
 	b.err = err
@@ -757,9 +710,6 @@ func (b *bytesImpl) failSync(err error) error {
 // mapping. A failing w fails this call only.
 func (b *bytesImpl) WriteTo(w io.Writer) (int64, error) {
 	if err := b.readable("write to"); err != nil {
-		return 0, err
-	}
-	if err := b.syncForRead(); err != nil {
 		return 0, err
 	}
 	var total int64
@@ -784,9 +734,6 @@ func (b *bytesImpl) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	if done, err := backendIO.ReadAtBounds(p, off, b.size); done {
-		return 0, err
-	}
-	if err := b.syncForRead(); err != nil {
 		return 0, err
 	}
 	i := sort.Search(len(b.exts), func(i int) bool { return b.exts[i].start > off }) - 1

@@ -49,15 +49,17 @@ func opener(opts mmapfile.Options) mediumtest.Open {
 	}
 }
 
-// TestConformance is bar 1 for mmapfile, with the default window. The in-package
-// TestConformanceRecorded runs the suite with 64 KiB windows (growth through many windows), under
-// the default durability and under SyncAll, with pacing (TrickleBytes) on and off, with every
-// system call checked.
+// TestConformance is bar 1 for mmapfile, with the default window, in every durability mode. The
+// in-package TestConformanceRecorded runs the suite with 64 KiB windows (growth through many
+// windows), in every durability mode, with pacing (TrickleBytes) on and off, with every system
+// call checked.
 func TestConformance(t *testing.T) {
 	t.Run("default", func(t *testing.T) { mediumtest.Run(t, opener(mmapfile.Options{})) })
-	t.Run("durability=all", func(t *testing.T) {
-		mediumtest.Run(t, opener(mmapfile.Options{Durability: medium.Durability{Sync: medium.SyncAll}}))
-	})
+	for _, mode := range []medium.SyncMode{medium.SyncNone, medium.SyncAll} {
+		t.Run("durability="+mode.String(), func(t *testing.T) {
+			mediumtest.Run(t, opener(mmapfile.Options{Durability: medium.Durability{Sync: mode}}))
+		})
+	}
 	t.Run("trickle=64KiB", func(t *testing.T) {
 		mediumtest.Run(t, opener(mmapfile.Options{Durability: medium.Durability{TrickleBytes: 64 << 10}}))
 	})

@@ -11,8 +11,9 @@ import (
 	"github.com/writeout/writeout/tmpfile"
 )
 
-// Stage bytes in a temp file: small buffers make the Bytes spill to the file early, and with
-// SyncAll the file is fdatasynced before bytes flushed to it are read back.
+// Stage bytes in a temp file: small buffers make the Bytes spill to the file early, and
+// TrickleBytes paces the file's writeback as it grows (the file itself is never synced: it is an
+// unnamed stage).
 func Example() {
 	dir, err := os.MkdirTemp("", "example")
 	if err != nil {
@@ -24,7 +25,7 @@ func Example() {
 		Dir:           dir, // must exist; on Linux the file is unnamed (O_TMPFILE)
 		MinBufferSize: 16,
 		BufferSize:    32,
-		Durability:    medium.Durability{Sync: medium.SyncAll},
+		Durability:    medium.Durability{TrickleBytes: 8 << 20},
 	})
 	if err != nil {
 		log.Fatal(err)

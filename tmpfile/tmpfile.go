@@ -28,8 +28,16 @@
 //
 // WriteTo into an *os.File copies in the kernel with copy_file_range (explicit source offsets,
 // the destination's own position) when the medium's file is an OS file, and falls back to a
-// buffered copy otherwise. With Durability SyncAll the file is fdatasynced before flushed bytes
-// are read back; a failed sync is never retried, and the medium fails from then on.
+// buffered copy otherwise.
+//
+// # Durability
+//
+// The file is never synced, in any durability mode: it has no name (O_TMPFILE, or unlinked at
+// once), so after a crash nothing can find it, and syncing it could never help; the published
+// segment's own fdatasync is the one that counts, and it is the job of the code that publishes
+// (columns). Only Durability.TrickleBytes matters here: it paces the file's writeback as the
+// file grows, so that staging a large merge does not fill the page cache with dirty pages. A
+// failed pacing call is never retried, and the medium fails from then on.
 package tmpfile
 
 import (
@@ -84,11 +92,13 @@ type Options struct {
 	// BufferBudget caps the memory of all buffers of the medium and its children; buffers stop
 	// growing at the cap (they never shrink below MinBufferSize). 0 means DefaultBufferBudget.
 	BufferBudget int64
-	// Durability: with Sync SyncAll the file is fdatasynced before flushed bytes are read back.
-	// With TrickleBytes the writeback of the file (an OS file) is paced as it grows, every
-	// TrickleBytes (sys.Pacer: sync_file_range, or an fdatasync per interval where that is
-	// missing), so that staging a large merge does not fill the page cache with dirty pages. A
-	// failed pacing call fails the medium, as a failed sync does.
+	// Durability: only TrickleBytes is used. Durability.Sync is not: the file is a stage, an
+	// unnamed temp file that no mode syncs (syncing it can never help after a crash; the
+	// published file's sync is the publisher's job). With TrickleBytes the writeback of the
+	// file (an OS file) is paced as it grows, every TrickleBytes (sys.Pacer: sync_file_range,
+	// or an fdatasync per interval where that is missing), so that staging a large merge does
+	// not fill the page cache with dirty pages. A failed pacing call fails the medium from then
+	// on: the file's writeback state is unknown, and it is never retried.
 	Durability medium.Durability
 }
 
@@ -186,11 +196,12 @@ func (m *Medium) OnClose(fn func() error) { m.lc.OnClose(fn) }
 // with later ones joined behind it; a second Close returns nil.
 func (m *Medium) Close() error { return m.lc.Close() }
 
-// Syncs returns how many times the medium's file was synced (fdatasyncs that pace its writeback
-// where sync_file_range is missing included).
+// Syncs returns how many times the medium's file was fdatasynced: only the fdatasyncs that pace
+// its writeback (TrickleBytes) where sync_file_range is missing, since stages are never synced
+// otherwise. It is 0 where sync_file_range works or TrickleBytes is 0.
 func (m *Medium) Syncs() int64 {
 	_, syncs := m.store.pacer.Counts()
-	return m.store.syncs.Load() + int64(syncs)
+	return int64(syncs)
 }
 
 // Trickles returns how many sync_file_range calls paced the medium's file.
@@ -232,11 +243,8 @@ type store struct {
 
 	ioMu sync.Mutex // serializes I/O on files that are not OS files (afero's mem files are not safe for concurrent ReadAt/WriteAt)
 
-	syncMu sync.Mutex
-	dirty  atomic.Bool
-	failed atomic.Pointer[error] // a failed sync: the file's state is unknown, nothing is read back
-	syncs  atomic.Int64
-	pacer  *sys.Pacer // nil: not paced
+	failed atomic.Pointer[error] // a failed pacing call: the file's state is unknown, nothing is read back
+	pacer  *sys.Pacer            // nil: not paced
 	closed bool
 }
 
@@ -332,9 +340,6 @@ func (st *store) appendAt(p []byte) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("tmpfile: write %d bytes at %d of %s: %w", len(p), off, st.path, err)
 	}
-	if st.opts.Durability.SyncsStages() {
-		st.dirty.Store(true)
-	}
 	if err := st.pacer.Advance(off + int64(len(p))); err != nil {
 		// The file's writeback state is unknown, as after a failed sync: nothing is read back.
 		err = fmt.Errorf("tmpfile: pace writeback of %s: %w: %w", st.path, medium.ErrSync, err)
@@ -365,37 +370,8 @@ func (st *store) readAt(p []byte, off int64) error {
 	return fmt.Errorf("tmpfile: read %d bytes at %d of %s: %w", len(p), off, st.path, err)
 }
 
-// beforeRead syncs the file first where the durability asks for it. A failed sync is never
-// retried: the store fails from then on.
-func (st *store) beforeRead() error {
-	if err := st.failure(); err != nil {
-		return err
-	}
-	if !st.dirty.Load() {
-		return nil
-	}
-	st.syncMu.Lock()
-	defer st.syncMu.Unlock()
-	if err := st.failure(); err != nil {
-		return err
-	}
-	if !st.dirty.Swap(false) {
-		return nil
-	}
-	var err error
-	if st.osFile != nil {
-		err = st.calls.Fdatasync(st.osFile)
-	} else {
-		err = st.file.Sync()
-	}
-	st.syncs.Add(1)
-	if err != nil {
-		err = fmt.Errorf("tmpfile: sync %s: %w: %w", st.path, medium.ErrSync, err)
-		st.failed.Store(&err)
-		return err
-	}
-	return nil
-}
+// beforeRead returns the failure of a pacing call, if any: after it nothing is read back.
+func (st *store) beforeRead() error { return st.failure() }
 
 // Sweep removes from dir the files that crashed or killed processes left behind and that it can
 // prove this package made: a regular file (not a link, a directory or a FIFO) with the

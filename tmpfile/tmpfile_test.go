@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -85,9 +86,11 @@ func TestConformance(t *testing.T) {
 	t.Run("fs=memmap/buffers=tiny", func(t *testing.T) {
 		mediumtest.Run(t, openIn(tiny(Options{Fs: afero.NewMemMapFs(), Dir: "/w"}), nil))
 	})
-	t.Run("fs=os/sync=all", func(t *testing.T) {
-		mediumtest.Run(t, openIn(Options{Durability: medium.Durability{Sync: medium.SyncAll}, BufferSize: 64 << 10}, nil))
-	})
+	for _, mode := range []medium.SyncMode{medium.SyncNone, medium.SyncOutput, medium.SyncAll} {
+		t.Run("fs=os/sync="+mode.String(), func(t *testing.T) {
+			mediumtest.Run(t, openIn(Options{Durability: medium.Durability{Sync: mode}, BufferSize: 64 << 10}, nil))
+		})
+	}
 }
 
 func TestUsesUnnamedFileOnLinux(t *testing.T) {
@@ -431,63 +434,47 @@ func TestStickyWriteError(t *testing.T) {
 	require.Equal(t, model.Bytes(), out.Bytes())
 }
 
-func TestFailedSyncIsNotRetried(t *testing.T) {
-	base := afero.NewMemMapFs()
-	require.NoError(t, base.MkdirAll("/w", 0o755))
-	fsys := faultfs.New(base, faultfs.FailKind(faultfs.KindSync, 0, syscall.EIO))
-	m, err := New(Options{Fs: fsys, Dir: "/w", MinBufferSize: 64, BufferSize: 64, Durability: medium.Durability{Sync: medium.SyncAll}})
-	require.NoError(t, err)
-	defer m.Close()
-	b, err := m.NewBytes()
-	require.NoError(t, err)
-	_, err = b.Write(bytes.Repeat([]byte("x"), 1000))
-	require.NoError(t, err)
-	_, err = b.WriteTo(io.Discard)
-	require.ErrorIs(t, err, medium.ErrSync)
-	require.ErrorIs(t, err, syscall.EIO)
-	_, err = b.WriteTo(io.Discard)
-	require.ErrorIs(t, err, medium.ErrSync, "the medium stays failed")
-	_, err = b.ReadAt(make([]byte, 10), 0)
-	require.ErrorIs(t, err, medium.ErrSync)
-	_, err = b.Write(bytes.Repeat([]byte("x"), 1000))
-	require.ErrorIs(t, err, medium.ErrSync)
-	require.Equal(t, int64(1), fsys.Counts()[faultfs.KindSync], "a failed sync is never retried")
-	require.Equal(t, int64(1), m.Syncs())
-}
-
-func TestSyncAllSyncsOncePerReadBack(t *testing.T) {
-	calls := sys.Default
-	var syncs int
-	calls.Fdatasync = func(f *os.File) error { syncs++; return sys.Default.Fdatasync(f) }
-	m, err := newWithCalls(Options{Dir: t.TempDir(), BufferSize: 4096, Durability: medium.Durability{Sync: medium.SyncAll}}, &calls)
-	require.NoError(t, err)
-	defer m.Close()
-	b, err := m.NewBytes()
-	require.NoError(t, err)
-	_, err = b.Write(make([]byte, 10000))
-	require.NoError(t, err)
-	for range 3 {
-		_, err = b.WriteTo(io.Discard)
-		require.NoError(t, err)
+// TestStagesNeverSynced: in every durability mode, SyncAll included, the medium's file is never
+// synced, on the OS file system (no fdatasync through the system-call layer) nor on another
+// afero.Fs (no File.Sync), however often its bytes are read back; Syncs stays 0. Only pacing
+// (TrickleBytes) may fdatasync, where sync_file_range is missing (TestTrickleExtentsFails).
+func TestStagesNeverSynced(t *testing.T) {
+	for _, mode := range []medium.SyncMode{medium.SyncNone, medium.SyncOutput, medium.SyncAll} {
+		for _, trickle := range []int64{0, 8192} {
+			d := medium.Durability{Sync: mode, TrickleBytes: trickle}
+			t.Run(fmt.Sprintf("sync=%s/trickle=%d", mode, trickle), func(t *testing.T) {
+				calls := sys.Default
+				var fdatasyncs atomic.Int64
+				calls.Fdatasync = func(f *os.File) error { fdatasyncs.Add(1); return sys.Default.Fdatasync(f) }
+				base := afero.NewMemMapFs()
+				require.NoError(t, base.MkdirAll("/w", 0o755))
+				fsys := faultfs.New(base, nil)
+				for _, o := range []Options{
+					{Dir: t.TempDir()},
+					{Fs: fsys, Dir: "/w"},
+				} {
+					o.BufferSize, o.Durability = 4096, d
+					m, err := newWithCalls(o, &calls)
+					require.NoError(t, err)
+					b, err := m.NewBytes()
+					require.NoError(t, err)
+					for range 3 {
+						_, err = b.Write(make([]byte, 10000))
+						require.NoError(t, err)
+						_, err = b.WriteTo(io.Discard)
+						require.NoError(t, err)
+						_, err = b.ReadAt(make([]byte, 10), 0)
+						require.NoError(t, err)
+					}
+					require.Greater(t, m.FileBytes(), int64(0), "bytes were flushed to the file")
+					require.Zero(t, m.Syncs())
+					require.NoError(t, m.Close())
+				}
+				require.Zero(t, fdatasyncs.Load(), "fdatasync of a stage")
+				require.Zero(t, fsys.Counts()[faultfs.KindSync], "File.Sync of a stage")
+			})
+		}
 	}
-	require.Equal(t, 1, syncs, "synced once: nothing new was written between the reads")
-	_, err = b.Write(make([]byte, 10000))
-	require.NoError(t, err)
-	_, err = b.ReadAt(make([]byte, 10), 0)
-	require.NoError(t, err)
-	require.Equal(t, 2, syncs)
-
-	// Without SyncAll, stages are never synced.
-	m2, err := newWithCalls(Options{Dir: t.TempDir(), BufferSize: 4096}, &calls)
-	require.NoError(t, err)
-	defer m2.Close()
-	b2, err := m2.NewBytes()
-	require.NoError(t, err)
-	_, err = b2.Write(make([]byte, 10000))
-	require.NoError(t, err)
-	_, err = b2.WriteTo(io.Discard)
-	require.NoError(t, err)
-	require.Equal(t, 2, syncs)
 }
 
 func TestWriteToFileUsesCopyFileRange(t *testing.T) {
