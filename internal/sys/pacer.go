@@ -45,9 +45,9 @@ type Pacer struct {
 	err      error
 
 	// Background handover.
-	start  sync.Once
-	handed atomic.Int64          // the largest end handed over
-	failed atomic.Pointer[error] // the goroutine's first error, for Advance
+	start    sync.Once
+	handed   atomic.Int64          // the largest end handed over
+	failed   atomic.Pointer[error] // the goroutine's first error, for Advance
 	work     chan int64
 	done     chan struct{}
 	closed   bool
