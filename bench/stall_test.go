@@ -3,8 +3,6 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -14,13 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/writeout/writeout/bench/internal/meminfo"
 	"github.com/writeout/writeout/internal/sys"
 )
 
@@ -110,18 +108,16 @@ func TestWriteStalls(t *testing.T) {
 }
 
 // stallPolicies are the sync policies compared, in the table's order.
-// The last is no policy of the library: a prototype, in this harness only, of the change
-// proposed in RESULTS.md.
-var stallPolicies = []stallPolicy{syncNever, syncAtEnd, syncEvery10, syncTrickle, syncTrickleAsync}
+var stallPolicies = []stallPolicy{syncNever, syncAtEnd, syncEvery10, syncTrickleInline, syncTrickle}
 
 type stallPolicy int
 
 const (
-	syncNever        stallPolicy = iota // no sync at all
-	syncAtEnd                           // one fdatasync at the end
-	syncEvery10                         // an fdatasync after every 10 MiB, and one at the end
-	syncTrickle                         // sys.Pacer every cfg.trickle bytes, and one fdatasync at the end
-	syncTrickleAsync                    // the same sys.Pacer advanced by a goroutine (asyncPacer), and one fdatasync
+	syncNever         stallPolicy = iota // no sync at all
+	syncAtEnd                            // one fdatasync at the end
+	syncEvery10                          // an fdatasync after every 10 MiB, and one at the end
+	syncTrickleInline                    // sys.Pacer every cfg.trickle bytes, its calls made in Write, and one fdatasync at the end
+	syncTrickle                          // the same in the background (Pacer.Background: what publish and tmpfile do), Close, one fdatasync
 )
 
 func (p stallPolicy) String() string {
@@ -132,10 +128,10 @@ func (p stallPolicy) String() string {
 		return "end"
 	case syncEvery10:
 		return "every10"
+	case syncTrickleInline:
+		return "trickle-inline"
 	case syncTrickle:
 		return "trickle"
-	case syncTrickleAsync:
-		return "trickle-async"
 	}
 	return "policy(" + strconv.Itoa(int(p)) + ")"
 }
@@ -302,35 +298,14 @@ func runStall(cfg stallCfg, rate float64, pol stallPolicy, readPath string) (res
 		}
 	}()
 
-	base, err := dirtyBytes()
+	base, err := meminfo.Read()
 	if err != nil {
 		return res, err
 	}
 	res.baseDirty = base
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var peak atomic.Int64
-	peak.Store(base)
-	var samplerErr error
-	wg.Go(func() {
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			v, err := dirtyBytes()
-			if err != nil {
-				samplerErr = err
-				return
-			}
-			if v > peak.Load() {
-				peak.Store(v)
-			}
-		}
-	})
+	sampler := meminfo.Start(5 * time.Millisecond)
 	var readLat []time.Duration
 	var readErr error
 	if cfg.reader {
@@ -351,19 +326,16 @@ func runStall(cfg stallCfg, rate float64, pol stallPolicy, readPath string) (res
 		return err
 	}
 	pacer := &sys.Pacer{Calls: &calls, File: f}
-	var async *asyncPacer
 	switch pol {
+	case syncTrickleInline:
+		pacer.Every = cfg.trickle
 	case syncTrickle:
-		pacer.Every = cfg.trickle
-	case syncTrickleAsync:
-		pacer.Every = cfg.trickle
-		async = newAsyncPacer(pacer)
+		pacer.Every, pacer.Background = cfg.trickle, true
 	case syncNever, syncAtEnd, syncEvery10:
 	}
 	fail := func(err error) (stallRun, error) {
-		if async != nil {
-			err = errors.Join(err, async.close())
-		}
+		err = errors.Join(err, pacer.Close())
+		_, _ = sampler.Stop()
 		close(stop)
 		wg.Wait()
 		return res, err
@@ -391,10 +363,8 @@ func runStall(cfg stallCfg, rate float64, pol stallPolicy, readPath string) (res
 		off += int64(n)
 		if err == nil {
 			switch pol {
-			case syncTrickle:
+			case syncTrickle, syncTrickleInline:
 				err = pacer.Advance(off)
-			case syncTrickleAsync:
-				async.advance(off)
 			case syncEvery10:
 				if off >= nextSync {
 					syncs++
@@ -413,11 +383,7 @@ func runStall(cfg stallCfg, rate float64, pol stallPolicy, readPath string) (res
 	}
 	if pol != syncNever {
 		start := time.Now()
-		var err error
-		if async != nil {
-			err = async.close()
-			async = nil
-		}
+		err := pacer.Close()
 		if err == nil {
 			err = calls.Fdatasync(f)
 		}
@@ -428,6 +394,7 @@ func runStall(cfg stallCfg, rate float64, pol stallPolicy, readPath string) (res
 		res.blocked += res.finalSync
 	}
 	res.total = time.Since(t0)
+	peak, samplerErr := sampler.Stop()
 	close(stop)
 	wg.Wait()
 	if err := errors.Join(samplerErr, readErr); err != nil {
@@ -435,7 +402,7 @@ func runStall(cfg stallCfg, rate float64, pol stallPolicy, readPath string) (res
 	}
 	res.worst = slices.Max(lat)
 	res.p99 = p99(lat)
-	res.peakDirty = peak.Load()
+	res.peakDirty = peak
 	res.readP99 = p99(readLat)
 	res.reads = len(readLat)
 	trickles, fallback := pacer.Counts()
@@ -444,81 +411,6 @@ func runStall(cfg stallCfg, rate float64, pol stallPolicy, readPath string) (res
 	}
 	res.pacerCalls = trickles + syncs
 	return res, nil
-}
-
-// asyncPacer is a prototype, in this harness only, of a Pacer that takes its sync_file_range
-// calls off the writer: a goroutine advances the library's sys.Pacer, and the writer hands it
-// each new interval's end over an unbuffered channel. The writer blocks only while the
-// goroutine is still busy with the previous interval (submitting it, or waiting for the one
-// before), so the file is at most about three intervals ahead of the disk instead of two, and
-// the CPU the WRITE submission costs (ext4's block allocation, building the requests) is spent
-// on another core, as the kernel's flusher spends it for a file nobody syncs.
-type asyncPacer struct {
-	every int64
-	mark  int64 // the end last handed over, rounded down to an interval
-	ch    chan int64
-	done  chan error
-	err   error // the goroutine's error, once it has stopped
-}
-
-func newAsyncPacer(p *sys.Pacer) *asyncPacer {
-	a := &asyncPacer{every: p.Every, ch: make(chan int64), done: make(chan error, 1)}
-	go func() {
-		var err error
-		for end := range a.ch {
-			if err == nil {
-				err = p.Advance(end)
-			}
-		}
-		a.done <- err
-	}()
-	return a
-}
-
-// advance hands end to the goroutine when it completes an interval.
-func (a *asyncPacer) advance(end int64) {
-	if end-a.mark < a.every {
-		return
-	}
-	a.mark = end - end%a.every
-	a.ch <- end
-}
-
-// close waits for the goroutine to pace every interval handed over, and returns its error.
-func (a *asyncPacer) close() error {
-	if a.ch != nil {
-		close(a.ch)
-		a.ch = nil
-		a.err = <-a.done
-	}
-	return a.err
-}
-
-// dirtyBytes returns Dirty plus Writeback from /proc/meminfo, in bytes.
-func dirtyBytes() (int64, error) {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0, err
-	}
-	var sum int64
-	found := 0
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (name != "Dirty" && name != "Writeback") {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("stall: /proc/meminfo %s: %w", name, err)
-		}
-		sum += kb << 10
-		found++
-	}
-	if found != 2 {
-		return 0, errors.New("stall: /proc/meminfo has no Dirty or Writeback line")
-	}
-	return sum, nil
 }
 
 // readRandom reads random aligned 4 KiB blocks of the file at path (size bytes) with O_DIRECT,

@@ -91,10 +91,14 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 			return res, fmt.Errorf("merger: staging medium: %w", err)
 		}
 		med = tm
-		syncer, trickler = tm, tm
 		defer func() {
 			if cerr := tm.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("merger: staging medium: %w", cerr)
+			}
+			// Counted once closed: its pacer's goroutine is done then.
+			if err == nil {
+				res.Syncs += int(tm.Syncs())
+				res.Trickles += int(tm.Trickles())
 			}
 		}()
 	} else {

@@ -292,7 +292,8 @@ func openStore(opts Options, calls *sys.Calls) (*store, error) {
 // pace sets up the pacing of an OS file's writeback per the durability.
 func (st *store) pace() {
 	if st.osFile != nil && st.opts.Durability.TrickleBytes > 0 {
-		st.pacer = &sys.Pacer{Calls: st.calls, File: st.osFile, Every: st.opts.Durability.TrickleBytes}
+		// In the background: the writers are not charged for submitting ranges (see sys.Pacer).
+		st.pacer = &sys.Pacer{Calls: st.calls, File: st.osFile, Every: st.opts.Durability.TrickleBytes, Background: true}
 	}
 }
 
@@ -302,6 +303,9 @@ func (st *store) close() error {
 		return nil
 	}
 	st.closed = true
+	// A pacing failure was reported by the writes and reads that followed it; Close only waits
+	// for the pacer's goroutine, so that no call is made on a closed file.
+	_ = st.pacer.Close()
 	var errs []error
 	if err := st.file.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("tmpfile: close %s: %w", st.path, err))
@@ -319,6 +323,12 @@ func (st *store) close() error {
 func (st *store) failure() error {
 	if p := st.failed.Load(); p != nil {
 		return *p
+	}
+	if err := st.pacer.Err(); err != nil {
+		// Met in the background, after the write that handed the range over.
+		err = fmt.Errorf("tmpfile: pace writeback of %s: %w: %w", st.path, medium.ErrSync, err)
+		st.failed.CompareAndSwap(nil, &err)
+		return *st.failed.Load()
 	}
 	return nil
 }

@@ -129,6 +129,23 @@ func (p *Pacer) Close() error {
 	return p.err
 }
 
+// Err returns the first error of a pacing call so far, without waiting for the background
+// goroutine (the calls it has not made yet may still fail: Close says).
+func (p *Pacer) Err() error {
+	if p == nil {
+		return nil
+	}
+	if err := p.failed.Load(); err != nil {
+		return *err
+	}
+	if p.Background {
+		return nil // p.mu may be held by the goroutine, in a call
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
 // advance paces every full range below end; p.mu is held.
 func (p *Pacer) advance(end int64) error {
 	if p.err != nil {
