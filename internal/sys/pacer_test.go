@@ -95,8 +95,8 @@ func TestPacerBackground(t *testing.T) {
 	advanced := make(chan error, 1)
 	go func() { advanced <- p.Advance(25) }() // waits for the goroutine to take it
 	select {
-	case <-advanced:
-		t.Fatal("Advance returned while the goroutine was busy with the range before")
+	case err := <-advanced:
+		t.Fatalf("Advance returned (%v) while the goroutine was busy with the range before", err)
 	case <-time.After(50 * time.Millisecond):
 	}
 	release <- struct{}{} // range 0 done: the goroutine takes end 25
