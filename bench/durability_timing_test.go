@@ -17,8 +17,8 @@ import (
 )
 
 // mergeMedia are the media a merge can stage in, by name. The file-backed ones get the
-// merge's Durability, as the merger's default tmpfile does: with SyncAll they sync their
-// stages before the publish reads them back, and with TrickleBytes they pace their writes.
+// merge's Durability, as the merger's default tmpfile does: with TrickleBytes they pace their
+// writes (no medium syncs its stages, in any mode).
 var mergeMedia = []struct {
 	name string
 	new  func(dir string, d medium.Durability) (medium.Medium, error)
