@@ -80,6 +80,3 @@ func (d Durability) Validate() error {
 
 // SyncsOutput reports whether the published file and its directory are synced.
 func (d Durability) SyncsOutput() bool { return d.Sync == SyncOutput || d.Sync == SyncAll }
-
-// SyncsStages reports whether file-backed stages are synced before they are read back.
-func (d Durability) SyncsStages() bool { return d.Sync == SyncAll }

@@ -35,10 +35,12 @@ type Options struct {
 	// tmpfile medium in dst's directory, created for the merge and closed at its end. A medium
 	// given here stays the caller's: Merge only takes children of it.
 	Medium medium.Medium
-	// Durability of the published output. Intermediate segments are never synced, but its
-	// TrickleBytes paces every file the merge writes: the output, the intermediate segments and
-	// the default tmpfile medium's extents (a medium given in Medium is paced per its own
-	// options).
+	// Durability of the published output (see medium.SyncMode: with SyncAll the output is also
+	// read back from the disk and checked before it is named). Intermediate segments and stages
+	// are never synced, but its TrickleBytes paces every file the merge writes: the output, the
+	// intermediate segments and the default tmpfile medium's file (a medium given in Medium is
+	// paced per its own options: give it the same Durability). Zero is no pacing;
+	// medium.DefaultTrickleBytes is the recommended interval.
 	Durability medium.Durability
 	// Replace allows replacing an existing output file.
 	Replace bool
@@ -142,8 +144,9 @@ type Result struct {
 	// intermediate segments.
 	BytesWritten int64
 	Phases       int // 1, or more with MaxFanIn
-	// Syncs counts fdatasync and fsync calls made publishing the output (and its stages), and
-	// those that paced writeback where sync_file_range is missing (Durability.TrickleBytes).
+	// Syncs counts the fdatasync and fsync calls made publishing the output, and those that
+	// paced writeback where sync_file_range is missing (Durability.TrickleBytes), the staging
+	// medium's included (the default one, or a Medium with a Syncs() int64 method).
 	Syncs int
 	// Trickles counts the sync_file_range calls that paced writeback (Durability.TrickleBytes):
 	// of the output, of the intermediate segments and of the staging medium's file (the default

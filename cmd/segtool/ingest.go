@@ -88,7 +88,7 @@ that a glob such as day-*.seg never mixes the two.
 	fl.BoolVar(&f.replace, "replace", false, "replace existing output files")
 	fl.StringVar(&f.medium, "medium", "tmpfile", "staging medium: heap, offheap, tmpfile or mmapfile")
 	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of temp files (default: the output's directory)")
-	fl.StringVar(&f.durability, "durability", "output", "none, output (sync the published file) or all (also the stages)")
+	fl.StringVar(&f.durability, "durability", "output", "none, output (sync the published file) or all (also read it back from the disk and check it)")
 	fl.BoolVar(&f.quiet, "quiet", false, "print no summary")
 	fl.IntVar(&f.maxFanIn, "max-fan-in", ingest.DefaultMaxFanIn, "intermediate segments merged at once (at least 2)")
 	fl.Int64Var(&f.maxRecordBytes, "max-record-bytes", ingest.DefaultMaxRecordBytes, "longest CSV record (all its lines) or NDJSON line, in bytes; when not given, the spec's input.maxRecordBytes if set")
