@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"sync"
 	"sync/atomic"
 )
 
@@ -84,25 +85,33 @@ func (pc *partCheck) compute(ctx context.Context) (checkState, uint32, error) {
 // with an error wrapping ctx.Err() when ctx is done.
 func (s *Segment) partCRC(ctx context.Context, p *PartInfo) (uint32, error) {
 	s.crcPasses.Add(1)
-	const piece = 1 << 20
 	var crc uint32
 	var buf []byte
-	for off := int64(0); off < p.Length; off += piece {
+	if s.src.data == nil && p.Length > 0 {
+		// Read through a buffer: one from the pool, so that checking a whole file (Verify,
+		// VerifyChecksums, a publish's read-back) costs one MiB, not one per part.
+		bp := crcBuffers.Get().(*[]byte)
+		defer crcBuffers.Put(bp)
+		buf = *bp
+	}
+	for off := int64(0); off < p.Length; off += crcPiece {
 		if err := ctx.Err(); err != nil {
 			return 0, fmt.Errorf("columns: verify checksums: %w", err)
 		}
-		n := min(piece, p.Length-off)
+		n := min(crcPiece, p.Length-off)
 		b, err := s.src.view(p.Offset+off, n, buf)
 		if err != nil {
 			return 0, err
-		}
-		if s.src.data == nil {
-			buf = b
 		}
 		crc = crc32.Update(crc, castagnoli, b)
 	}
 	return crc, nil
 }
+
+// crcPiece is how much of a part partCRC reads at a time.
+const crcPiece = 1 << 20
+
+var crcBuffers = sync.Pool{New: func() any { b := make([]byte, crcPiece); return &b }}
 
 func crcError(got, want uint32) error {
 	return corruptf("CRC %08x, the footer says %08x", got, want)
