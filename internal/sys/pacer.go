@@ -50,7 +50,6 @@ type Pacer struct {
 	failed   atomic.Pointer[error] // the goroutine's first error, for Advance
 	work     chan int64
 	done     chan struct{}
-	closed   bool
 	isClosed atomic.Bool
 }
 
@@ -114,15 +113,12 @@ func (p *Pacer) Close() error {
 	if p == nil {
 		return nil
 	}
-	p.isClosed.Store(true)
-	p.start.Do(func() {}) // no goroutine from now on, if none was started
-	p.mu.Lock()
-	work, closed := p.work, p.closed
-	p.closed = true
-	p.mu.Unlock()
-	if work != nil && !closed {
-		close(work)
-		<-p.done
+	if !p.isClosed.Swap(true) {
+		p.start.Do(func() {}) // no goroutine from now on, if none was started
+		if p.work != nil {
+			close(p.work)
+			<-p.done
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
