@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/medium/parquetpool"
 	"github.com/writeout/writeout/tmpfile"
 )
@@ -41,7 +41,7 @@ func BenchmarkParquetPool(b *testing.B) {
 				return nil, nil, err
 			}
 			pool := parquetpool.New(m)
-			return pool, func() error { return errors.Join(pool.Close(), m.Close()) }, nil
+			return pool, func() error { return multierr.Join(pool.Close(), m.Close()) }, nil
 		}},
 		{"file", func(dir string) (parquet.BufferPool, func() error, error) {
 			return parquet.NewFileBufferPool(dir, "parquet-buffer-*"), func() error { return nil }, nil
@@ -50,12 +50,14 @@ func BenchmarkParquetPool(b *testing.B) {
 	for _, p := range pools {
 		b.Run(p.name, func(b *testing.B) {
 			dir := b.TempDir()
+			b.ReportAllocs()
 			peak := 0
 			for b.Loop() {
-				fds, err := writeWideParquet(dir, rows, p.open)
+				fds, size, err := writeWideParquet(dir, rows, p.open)
 				if err != nil {
 					b.Fatal(err)
 				}
+				b.SetBytes(size)
 				peak = max(peak, fds)
 			}
 			if runtime.GOOS == "linux" {
@@ -143,19 +145,19 @@ func countFDs() int {
 }
 
 // writeWideParquet writes rows rows through the pool open makes and returns the peak of extra
-// descriptors held during the write.
-func writeWideParquet(dir string, rows int, open func(string) (parquet.BufferPool, func() error, error)) (peak int, err error) {
+// descriptors held during the write and the size of the Parquet file.
+func writeWideParquet(dir string, rows int, open func(string) (parquet.BufferPool, func() error, error)) (peak int, size int64, err error) {
 	before := countFDs()
 	pool, closePool, err := open(dir)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	defer func() { err = errors.Join(err, closePool()) }()
+	defer func() { err = multierr.Join(err, closePool()) }()
 	f, err := os.Create(filepath.Join(dir, "out.parquet"))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	defer func() { err = errors.Join(err, f.Close(), os.Remove(f.Name())) }()
+	defer func() { err = multierr.Join(err, f.Close(), os.Remove(f.Name())) }()
 	w := parquet.NewGenericWriter[wideParquetRow](f, parquet.ColumnPageBuffers(pool), parquet.MaxRowsPerRowGroup(500_000))
 	batch := make([]wideParquetRow, 10_000)
 	for start := 0; start < rows; start += len(batch) {
@@ -164,12 +166,16 @@ func writeWideParquet(dir string, rows int, open func(string) (parquet.BufferPoo
 			fillWide(&batch[i], start+i)
 		}
 		if _, err := w.Write(batch[:n]); err != nil {
-			return 0, errors.Join(err, w.Close())
+			return 0, 0, multierr.Join(err, w.Close())
 		}
 		peak = max(peak, countFDs()-before)
 	}
 	if err := w.Close(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return peak, nil
+	info, err := f.Stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	return peak, info.Size(), nil
 }
