@@ -59,10 +59,15 @@ type Row struct {
 
 // Value is one metric value: Long for long metrics (count included), Double for double metrics,
 // Sketch for hyperUnique metrics (nil is written as an empty sketch).
+//
+// Null marks a missing long or double value (SQL-compatible null handling, as Druid's): Long and
+// Double are then ignored and should be zero. A hyperUnique metric has no null: its missing
+// value is a nil Sketch.
 type Value struct {
 	Long   int64
 	Double float64
 	Sketch *hyperloglog.Sketch
+	Null   bool
 }
 
 // stage is one part being staged in a medium.Bytes, with its CRC-32C and size kept as it is
