@@ -20,7 +20,7 @@ const (
 	minVersion = 1
 	// versionNoNulls is the version of a segment without metric nulls parts.
 	versionNoNulls = 2
-	headerSize = len(magic) + 1
+	headerSize     = len(magic) + 1
 	// trailer: footer CRC-32C u32 | footer length u32 | magic
 	trailerSize = 4 + 4 + len(magic)
 	maxFooter   = 1 << 30
