@@ -126,7 +126,7 @@ func (w *Writer) stageMetricNulls() (uint8, error) {
 		stages = append(stages, ns)
 		bm.RunOptimize()
 		if _, err := bm.WriteTo(ns); err != nil {
-			ns.fail(err)
+			_ = ns.fail(err) // kept in ns.err, which seal collects
 		}
 	}
 	w.stages = stages
