@@ -456,3 +456,71 @@ func MergeSketch(dst, src *hyperloglog.Sketch) error {
 	}
 	return nil
 }
+
+// AddLongs adds vals[i] (stored with times[i], read by First and Last only; times may be nil
+// for other kinds) into accs[gid[i]], skipping i where null is non-nil and null[i] is true: the
+// batch form of LongAcc.Add, with the same meaning, for callers that aggregate a column a
+// chunk at a time (queries). The kind's loop is chosen once per batch.
+func AddLongs(k Kind, accs []LongAcc, gid []int32, vals, times []int64, null []bool) {
+	if null != nil || k.Timed() {
+		for i, v := range vals {
+			var t int64
+			if times != nil {
+				t = times[i]
+			}
+			accs[gid[i]].Add(k, v, t, null != nil && null[i])
+		}
+		return
+	}
+	switch k {
+	case Min:
+		for i, v := range vals {
+			a := &accs[gid[i]]
+			a.V, a.Set = min(a.V, v), true
+		}
+	case Max:
+		for i, v := range vals {
+			a := &accs[gid[i]]
+			a.V, a.Set = max(a.V, v), true
+		}
+	case Sum, First, Last, Union:
+		for i, v := range vals {
+			a := &accs[gid[i]]
+			s, c := AddLong(a.V, v)
+			a.V, a.C, a.Set = s, a.C+c, true
+		}
+	}
+}
+
+// AddDoubles is AddLongs for doubles without tails (a doubleSum's tails go through
+// DoubleAcc.Add, row by row).
+func AddDoubles(k Kind, accs []DoubleAcc, gid []int32, vals []float64, times []int64, null []bool) {
+	if null != nil || k.Timed() {
+		for i, v := range vals {
+			var t int64
+			if times != nil {
+				t = times[i]
+			}
+			accs[gid[i]].Add(k, v, t, nil, null != nil && null[i])
+		}
+		return
+	}
+	switch k {
+	case Min:
+		for i, v := range vals {
+			a := &accs[gid[i]]
+			a.V, a.Set = math.Min(a.V, v), true
+		}
+	case Max:
+		for i, v := range vals {
+			a := &accs[gid[i]]
+			a.V, a.Set = math.Max(a.V, v), true
+		}
+	case Sum, First, Last, Union:
+		for i, v := range vals {
+			a := &accs[gid[i]]
+			a.Sum.Add(v)
+			a.Set = true
+		}
+	}
+}

@@ -162,3 +162,56 @@ func TestNullsDouble(t *testing.T) {
 		}
 	}
 }
+
+// TestNullsBatch: AddLongs and AddDoubles give what LongAcc.Add and DoubleAcc.Add give, value
+// by value, with and without nulls.
+func TestNullsBatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for _, x := range All() {
+		if x.Type == Sketch {
+			continue
+		}
+		k := x.Kind
+		for round := 0; round < 50; round++ {
+			n := rng.IntN(40)
+			gid := make([]int32, n)
+			vals := make([]int64, n)
+			dvals := make([]float64, n)
+			times := make([]int64, n)
+			var null []bool
+			if round%2 == 1 {
+				null = make([]bool, n)
+			}
+			for i := range n {
+				gid[i] = int32(rng.IntN(4))
+				vals[i] = rng.Int64N(100) - 50
+				if rng.IntN(10) == 0 {
+					vals[i] = math.MaxInt64 - rng.Int64N(3)
+				}
+				dvals[i] = float64(vals[i]) / 4
+				times[i] = rng.Int64N(5)
+				if null != nil {
+					null[i] = rng.IntN(3) == 0
+				}
+			}
+			la, lb := make([]LongAcc, 4), make([]LongAcc, 4)
+			da, db := make([]DoubleAcc, 4), make([]DoubleAcc, 4)
+			for g := range 4 {
+				la[g], lb[g] = NewLongAcc(k), NewLongAcc(k)
+				da[g], db[g] = NewDoubleAcc(k), NewDoubleAcc(k)
+			}
+			AddLongs(k, la, gid, vals, times, null)
+			AddDoubles(k, da, gid, dvals, times, null)
+			for i := range n {
+				isNull := null != nil && null[i]
+				lb[gid[i]].Add(k, vals[i], times[i], isNull)
+				db[gid[i]].Add(k, dvals[i], times[i], nil, isNull)
+			}
+			for g := range 4 {
+				require.Equal(t, lb[g], la[g], "%s group %d", x.Name, g)
+				require.Equal(t, db[g].Value(k), da[g].Value(k), "%s group %d", x.Name, g)
+				require.Equal(t, db[g].Null(x), da[g].Null(x))
+			}
+		}
+	}
+}

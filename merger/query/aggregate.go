@@ -181,16 +181,30 @@ func newMetricReaders(src source.Source, metrics []columns.Metric) ([]metricRead
 // null reports whether row is null.
 func (rd *metricReader) null(row uint32) bool { return rd.nulls != nil && rd.nulls.Contains(row) }
 
+// nullFlags returns, for each of rows, whether it is null; nil when the source has no null row.
+func (rd *metricReader) nullFlags(rows []uint32, sc *batchScratch) []bool {
+	if rd.nulls == nil {
+		return nil
+	}
+	sc.null = slices.Grow(sc.null[:0], len(rows))[:len(rows)]
+	for i, r := range rows {
+		sc.null[i] = rd.nulls.Contains(r)
+	}
+	return sc.null
+}
+
 // batchScratch is addBatch's reused memory.
 type batchScratch struct {
 	lvals []int64
 	dvals []float64
 	times []int64
 	tail  []float64
+	null  []bool
 }
 
 // addBatch aggregates metric m of rows (increasing) into their groups gid; t holds the rows'
-// times. Every value goes through its group's accumulator (agg), null or not.
+// times. Every value goes through its group's accumulator (agg, in its batch form AddLongs
+// and AddDoubles), null or not.
 func (a *accs) addBatch(m int, rd *metricReader, rows []uint32, gid []int32, t []int64, sc *batchScratch) error {
 	x := a.aggs[m]
 	k := x.Kind
@@ -216,10 +230,7 @@ func (a *accs) addBatch(m int, rd *metricReader, rows []uint32, gid []int32, t [
 		if err := rd.long.Gather(rows, vals); err != nil {
 			return err
 		}
-		acc := a.longs[m]
-		for i, v := range vals {
-			acc[gid[i]].Add(k, v, times[i], rd.null(rows[i]))
-		}
+		agg.AddLongs(k, a.longs[m], gid, vals, times, rd.nullFlags(rows, sc))
 	case agg.Double:
 		if rd.double == nil {
 			return nil
@@ -229,17 +240,17 @@ func (a *accs) addBatch(m int, rd *metricReader, rows []uint32, gid []int32, t [
 		if err := rd.double.Gather(rows, vals); err != nil {
 			return err
 		}
+		if rd.tails == nil {
+			agg.AddDoubles(k, a.dbls[m], gid, vals, times, rd.nullFlags(rows, sc))
+			return nil
+		}
 		acc := a.dbls[m]
 		for i, v := range vals {
-			var tail []float64
-			if rd.tails != nil {
-				var err error
-				if sc.tail, err = rd.tails.Tail(int(rows[i]), sc.tail[:0]); err != nil {
-					return err
-				}
-				tail = sc.tail
+			var err error
+			if sc.tail, err = rd.tails.Tail(int(rows[i]), sc.tail[:0]); err != nil {
+				return err
 			}
-			acc[gid[i]].Add(k, v, times[i], tail, rd.null(rows[i]))
+			acc[gid[i]].Add(k, v, times[i], sc.tail, rd.null(rows[i]))
 		}
 	case agg.Sketch:
 		if rd.sketch == nil {
