@@ -87,6 +87,8 @@ func readAll(seg *Segment) error {
 		case MetricLong:
 			c, err := seg.Long(m.Name)
 			keep(err)
+			_, err = c.Nulls()
+			keep(err)
 			cur := c.Cursor()
 			for i := 0; i < limit; i += 1 + i/2 {
 				_, _, err := cur.Chunk(i)
@@ -94,6 +96,8 @@ func readAll(seg *Segment) error {
 			}
 		case MetricDouble:
 			c, err := seg.Double(m.Name)
+			keep(err)
+			_, err = c.Nulls()
 			keep(err)
 			if limit > 0 {
 				_, err = c.Get(limit - 1)

@@ -39,7 +39,7 @@
 //
 //	+-------------------+  offset 0
 //	| magic "WOSEG"     |  5 bytes
-//	| version u8 = 2    |  1 byte (version 1 files read too)
+//	| version u8 = 2, 3 |  1 byte: 3 when a metric has a nulls part, else 2 (1 reads too)
 //	+-------------------+  offset 6
 //	| part 0            |  parts back to back, in footer order, no gaps:
 //	| part 1            |  part i+1 starts where part i ends
@@ -85,6 +85,19 @@
 //	doubleSum               tails       blob-chunks (3), kind 7: per row, the terms that added
 //	                                    to the rounded value give the exact sum, as
 //	                                    little-endian float64s; empty when the value is exact
+//
+// From version 3, a long or double metric (count included) that has at least one null row (a
+// missing value, as Druid's SQL-compatible null handling; Value.Null, LongWriter.AppendNull)
+// has one more part, listed right after its other parts:
+//
+//	long or double metric   nulls       roaring (8), kind 5: the null rows, never empty
+//
+// A null row stores 0 (+0 for doubles) in its values, the time 0 in a first/last metric's
+// times and an empty tail in a doubleSum's tails, so the value encodings are unchanged. A
+// segment is version 3 only when some metric has a nulls part: without one, a file is exactly
+// what a version 2 writer wrote. Readers of version 2 refuse version 3 (ErrVersion); this one
+// reads both. What a null means to an aggregator (skipped by sums, ignored by min, max, first
+// and last; an all-null group is null) is decided in columns/agg only.
 //
 // # Chunked parts (values, ids)
 //

@@ -11,11 +11,16 @@ import (
 // File framing.
 const (
 	magic = "WOSEG"
-	// Version is the format version this package writes. It reads it and version 1, whose
-	// layout lacks the metrics' side parts (PartTimes, PartTails; see layout).
-	Version    = 2
+	// Version is the newest format version this package writes and reads. A segment is written
+	// as version 3 only when some long or double metric has a null row (its PartNulls part,
+	// see layout); otherwise as version 2, byte for byte what writers before version 3 wrote.
+	// It also reads version 1, whose layout lacks the metrics' side parts (PartTimes,
+	// PartTails).
+	Version    = 3
 	minVersion = 1
-	headerSize = len(magic) + 1
+	// versionNoNulls is the version of a segment without metric nulls parts.
+	versionNoNulls = 2
+	headerSize     = len(magic) + 1
 	// trailer: footer CRC-32C u32 | footer length u32 | magic
 	trailerSize = 4 + 4 + len(magic)
 	maxFooter   = 1 << 30
@@ -32,7 +37,7 @@ const (
 	PartDictionary PartKind = 2 // a dimension's sorted, front-coded dictionary
 	PartIDs        PartKind = 3 // a dimension's dictionary ids per row
 	PartBitmaps    PartKind = 4 // a dimension's bitmap index: one roaring bitmap per id
-	PartNulls      PartKind = 5 // a dimension's null rows, one roaring bitmap
+	PartNulls      PartKind = 5 // a dimension's null rows, or (version 3) a long or double metric's, one roaring bitmap
 	PartTimes      PartKind = 6 // a first/last metric's time per row, stored with its value
 	PartTails      PartKind = 7 // a doubleSum metric's exactness tail per row (see columns/agg)
 )
@@ -171,6 +176,18 @@ func layout(s Schema, version uint8) []partSpec {
 	return out
 }
 
+// metricNullsColumn reports whether column index c of s is a long or double metric: one that
+// may have a nulls part (PartNulls, EncRoaring) from version 3 on, present exactly when the
+// metric has null rows.
+func metricNullsColumn(s Schema, c int) bool {
+	i := c - 1 - len(s.Dimensions)
+	if i < 0 || i >= len(s.Metrics) {
+		return false
+	}
+	t := s.Metrics[i].ValueType()
+	return t == MetricLong || t == MetricDouble
+}
+
 // checkVersionSchema reports a schema that the format version cannot hold: version 1 has no
 // side parts, so no first/last aggregator.
 func checkVersionSchema(s Schema, version uint8) error {
@@ -217,11 +234,7 @@ func appendFooter(dst []byte, f *footer) ([]byte, error) {
 	if err != nil {
 		return dst, fmt.Errorf("columns: footer: schema: %w", err)
 	}
-	v := f.version
-	if v == 0 {
-		v = Version
-	}
-	dst = append(dst, v)
+	dst = append(dst, f.version)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.rows))
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.interval.Start))
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.interval.End))
@@ -245,7 +258,7 @@ func appendTrailer(dst, footerBytes []byte) []byte {
 	return append(dst, magic...)
 }
 
-func appendHeader(dst []byte) []byte { return append(append(dst, magic...), Version) }
+func appendHeader(dst []byte, version uint8) []byte { return append(append(dst, magic...), version) }
 
 // maxRows bounds a segment's row count: row numbers are roaring bitmap members (uint32), and
 // must fit an int everywhere.
@@ -288,8 +301,20 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 		return nil, err
 	}
 	want := layout(schema, f.version)
+	// From version 3 a long or double metric may have one more part, its nulls.
+	optional := 0
+	if f.version >= 3 {
+		for c := range 1 + len(schema.Dimensions) + len(schema.Metrics) {
+			if metricNullsColumn(schema, c) {
+				optional++
+			}
+		}
+	}
 	np, k := binary.Uvarint(rest)
-	if k <= 0 || np != uint64(len(want)) {
+	if k <= 0 || np < uint64(len(want)) || np > uint64(len(want)+optional) {
+		if optional > 0 {
+			return nil, bad("%d parts listed, the schema has %d to %d", np, len(want), len(want)+optional)
+		}
 		return nil, bad("%d parts listed, the schema has %d", np, len(want))
 	}
 	rest = rest[k:]
@@ -299,8 +324,10 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 	}
 	ncols := 1 + len(schema.Dimensions) + len(schema.Metrics)
 	next := int64(headerSize)
-	f.parts = make([]PartInfo, 0, len(want))
-	for i := 0; i < len(want); i++ {
+	f.parts = make([]PartInfo, 0, np)
+	metricNulls := 0
+	seenNulls := map[int]bool{}
+	for i := 0; i < int(np); i++ {
 		c, k := binary.Uvarint(rest)
 		if k <= 0 || c >= uint64(ncols) || len(rest)-k < 2+8+8+4 {
 			return nil, bad("part %d: bad column or short entry", i)
@@ -318,6 +345,12 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 		p.Column = columnName(schema, p.column)
 		key := [2]int{p.column, int(p.Kind)}
 		enc, ok := expect[key]
+		if !ok && optional > 0 && p.Kind == PartNulls && metricNullsColumn(schema, p.column) && !seenNulls[p.column] {
+			// A metric's nulls part, at most once.
+			seenNulls[p.column] = true
+			enc, ok = EncRoaring, true
+			metricNulls++
+		}
 		if !ok {
 			return nil, corruptf("columns: column %q part %s: unexpected or duplicate part", p.Column, p.Kind)
 		}
@@ -336,6 +369,12 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 	}
 	if next != footerStart {
 		return nil, bad("parts end at %d, footer starts at %d", next, footerStart)
+	}
+	if len(f.parts)-metricNulls != len(want) {
+		return nil, bad("%d parts listed, %d of them metric nulls: the schema has %d", len(f.parts), metricNulls, len(want))
+	}
+	if f.version >= 3 && metricNulls == 0 {
+		return nil, bad("version %d without a metric nulls part (such a segment is version %d)", f.version, versionNoNulls)
 	}
 	if len(rest) != 0 {
 		return nil, bad("%d trailing bytes", len(rest))

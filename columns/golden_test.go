@@ -108,6 +108,7 @@ func seedSegments(t testing.TB) map[string][]byte {
 	}
 	out["nums-none.seg"] = writeRows(t, nums, gen(nums, 20, 3), WriterOptions{Compression: CompressionNone, ChunkRows: 8})
 	out["nums-zstd.seg"] = writeRows(t, nums, gen(nums, 300, 4), WriterOptions{Compression: CompressionZstd, ChunkRows: 100})
+	out["nulls-none.seg"] = nullsSegment(t, 12, 6, WriterOptions{Compression: CompressionNone, ChunkRows: 4})
 	sk := Schema{Metrics: []Metric{{Name: "u", Aggregator: AggHyperUnique}}}
 	out["sketch.seg"] = writeRows(t, sk, gen(sk, 3, 5), WriterOptions{})
 	return out

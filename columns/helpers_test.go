@@ -258,6 +258,9 @@ func requireRowEqual(t testing.TB, s Schema, row int, want, got Row) {
 	}
 	for i, m := range s.Metrics {
 		w, g := want.Metrics[i], got.Metrics[i]
+		if w.Null != g.Null {
+			require.Equal(t, w.Null, g.Null, "row %d metric %q null", row, m.Name)
+		}
 		switch m.ValueType() {
 		case MetricLong:
 			if w.Long != g.Long {

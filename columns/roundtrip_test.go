@@ -170,9 +170,12 @@ func feedColumns(t testing.TB, w *Writer, s Schema, rows []Row, exp []*expectedD
 			run(func() error {
 				for _, r := range rows {
 					var err error
-					if m.Agg().Timed() {
+					switch {
+					case r.Metrics[i].Null:
+						err = lw.AppendNull()
+					case m.Agg().Timed():
 						err = lw.AppendTimed(r.Metrics[i].Long, r.Time)
-					} else {
+					default:
 						err = lw.Append(r.Metrics[i].Long)
 					}
 					if err != nil {
@@ -187,9 +190,12 @@ func feedColumns(t testing.TB, w *Writer, s Schema, rows []Row, exp []*expectedD
 			run(func() error {
 				for _, r := range rows {
 					var err error
-					if m.Agg().Timed() {
+					switch {
+					case r.Metrics[i].Null:
+						err = dw.AppendNull()
+					case m.Agg().Timed():
 						err = dw.AppendTimed(r.Metrics[i].Double, r.Time)
-					} else {
+					default:
 						err = dw.Append(r.Metrics[i].Double)
 					}
 					if err != nil {

@@ -105,13 +105,17 @@ func (w *Writer) AddRow(r Row) error {
 		timed := m.Agg().Timed()
 		switch m.ValueType() {
 		case MetricLong:
-			if timed {
+			if v.Null {
+				err = w.longs[i].AppendNull()
+			} else if timed {
 				err = w.longs[i].AppendTimed(v.Long, r.Time)
 			} else {
 				err = w.longs[i].Append(v.Long)
 			}
 		case MetricDouble:
-			if timed {
+			if v.Null {
+				err = w.doubles[i].AppendNull()
+			} else if timed {
 				err = w.doubles[i].AppendTimed(v.Double, r.Time)
 			} else {
 				err = w.doubles[i].Append(v.Double)

@@ -1,5 +1,7 @@
 package columns
 
+import "github.com/RoaringBitmap/roaring/v2"
+
 // RowReader reads whole rows through one cursor per column: reading rows in order decodes
 // each chunk once. Use it from one goroutine at a time.
 type RowReader struct {
@@ -10,6 +12,8 @@ type RowReader struct {
 	longs    []*LongCursor
 	doubles  []*DoubleCursor
 	sketches []*SketchCursor
+	nulls    []*roaring.Bitmap // per metric: its null rows, nil when none (or not read yet)
+	nullsOK  bool
 }
 
 // RowReader returns a reader of whole rows.
@@ -67,6 +71,23 @@ func (r *RowReader) Read(row int, out *Row) error {
 			out.Dims[i] = []string{v}
 		}
 	}
+	if !r.nullsOK {
+		r.nulls = make([]*roaring.Bitmap, len(r.longs))
+		for i := range r.longs {
+			var bm *roaring.Bitmap
+			switch {
+			case r.seg.longs[i] != nil:
+				bm, err = r.seg.longs[i].Nulls()
+			case r.seg.doubles[i] != nil:
+				bm, err = r.seg.doubles[i].Nulls()
+			}
+			if err != nil {
+				return err
+			}
+			r.nulls[i] = bm
+		}
+		r.nullsOK = true
+	}
 	out.Metrics = grow(out.Metrics[:0], len(r.longs))
 	for i := range r.longs {
 		var v Value
@@ -80,6 +101,9 @@ func (r *RowReader) Read(row int, out *Row) error {
 		}
 		if err != nil {
 			return err
+		}
+		if r.nulls[i] != nil && r.nulls[i].Contains(uint32(row)) {
+			v.Null = true
 		}
 		out.Metrics[i] = v
 	}

@@ -5,6 +5,8 @@ import (
 	"hash/crc32"
 	"io"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/writeout/writeout/internal/multierr"
 )
 
@@ -52,6 +54,13 @@ func (w *Writer) seal() (*footer, error) {
 			check(m.Name, w.sketch[i].rows, w.sketch[i].finish())
 		}
 	}
+	version := uint8(versionNoNulls)
+	if len(errs) == 0 {
+		var err error
+		if version, err = w.stageMetricNulls(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, s := range w.stages {
 		if s.err != nil {
 			errs = append(errs, s.err)
@@ -60,7 +69,7 @@ func (w *Writer) seal() (*footer, error) {
 	if len(errs) > 0 {
 		return nil, w.fail(multierr.Join(errs...))
 	}
-	f := &footer{version: Version, rows: rows, schema: w.schema}
+	f := &footer{version: version, rows: rows, schema: w.schema}
 	if rows > 0 {
 		iv, ok := w.schema.Granularity.Interval(w.time.first, w.time.last)
 		if !ok {
@@ -77,6 +86,51 @@ func (w *Writer) seal() (*footer, error) {
 		off += s.n
 	}
 	return f, nil
+}
+
+// stageMetricNulls stages the nulls part of every long or double metric that has null rows,
+// right after the metric's other parts, and returns the segment's format version: 3 when some
+// metric has one, else 2 (the file is then what writers before version 3 wrote).
+func (w *Writer) stageMetricNulls() (uint8, error) {
+	nulls := map[int]*roaring.Bitmap{}
+	for i, m := range w.schema.Metrics {
+		c := 1 + len(w.schema.Dimensions) + i
+		var bm *roaring.Bitmap
+		switch m.ValueType() {
+		case MetricLong:
+			bm = w.longs[i].nulls
+		case MetricDouble:
+			bm = w.doubles[i].nulls
+		case MetricHyperUnique:
+		}
+		if bm != nil && !bm.IsEmpty() {
+			nulls[c] = bm
+		}
+	}
+	if len(nulls) == 0 {
+		return versionNoNulls, nil
+	}
+	stages := make([]*stage, 0, len(w.stages)+len(nulls))
+	for k, s := range w.stages {
+		stages = append(stages, s)
+		c := s.spec.column
+		bm := nulls[c]
+		if bm == nil || (k+1 < len(w.stages) && w.stages[k+1].spec.column == c) {
+			continue
+		}
+		b, err := w.med.NewBytes()
+		if err != nil {
+			return 0, fmt.Errorf("columns: column %q part %s: %w", s.name, PartNulls, err)
+		}
+		ns := &stage{b: b, spec: partSpec{c, PartNulls, EncRoaring}, name: s.name}
+		stages = append(stages, ns)
+		bm.RunOptimize()
+		if _, err := bm.WriteTo(ns); err != nil {
+			_ = ns.fail(err) // kept in ns.err, which seal collects
+		}
+	}
+	w.stages = stages
+	return Version, nil
 }
 
 // crcWriter passes bytes to w and checksums them.
@@ -109,7 +163,7 @@ func (w *Writer) emit(out io.Writer, f *footer) (int64, error) {
 		}
 		return err
 	}
-	if err := put(appendHeader(nil)); err != nil {
+	if err := put(appendHeader(nil, f.version)); err != nil {
 		return total, fmt.Errorf("columns: write header: %w", err)
 	}
 	for _, s := range w.stages {

@@ -241,11 +241,15 @@ func (s *Segment) parseColumns() error {
 			}
 			times = &LongColumn{seg: s, name: m.Name, ix: tix, part: PartTimes}
 		}
+		var nulls *partCheck
+		if p := s.part(c, PartNulls); p != nil {
+			nulls = s.checkOf(p)
+		}
 		switch m.ValueType() {
 		case MetricLong:
-			l = &LongColumn{seg: s, name: m.Name, ix: ix, times: times}
+			l = &LongColumn{seg: s, name: m.Name, ix: ix, times: times, nulls: nulls}
 		case MetricDouble:
-			d = &DoubleColumn{seg: s, name: m.Name, ix: ix, times: times}
+			d = &DoubleColumn{seg: s, name: m.Name, ix: ix, times: times, nulls: nulls}
 			if p := s.part(c, PartTails); p != nil {
 				tix, err := chunked(p)
 				if err != nil {
@@ -392,10 +396,26 @@ type LongColumn struct {
 	ix    *chunkIndex
 	part  PartKind    // PartValues, or PartTimes
 	times *LongColumn // a first/last metric's times
+	nulls *partCheck  // a long metric's nulls part (version 3), nil when it has no null row
 }
 
 // Name returns the column's name.
 func (c *LongColumn) Name() string { return c.name }
+
+// HasNulls reports whether the column is a long metric with at least one null row (a segment
+// of format version 3 with the metric's nulls part). It reads nothing.
+func (c *LongColumn) HasNulls() bool { return c.nulls != nil }
+
+// Nulls returns the null rows of a long metric, newly decoded (the caller may change it), or
+// nil when it has none (HasNulls is false: always so for __time, the times of a first/last
+// metric, and segments before format version 3). A null row stores the value 0 (and the time
+// 0 with a first/last metric's value).
+func (c *LongColumn) Nulls() (*roaring.Bitmap, error) {
+	if c.nulls == nil {
+		return nil, nil
+	}
+	return c.seg.readNulls(c.name, c.nulls)
+}
 
 // Times returns the times stored with a first/last metric's values (PartTimes), row by row;
 // nil for other columns.
@@ -452,10 +472,25 @@ type DoubleColumn struct {
 	ix    *chunkIndex
 	times *LongColumn
 	tails *TailColumn
+	nulls *partCheck // the metric's nulls part (version 3), nil when it has no null row
 }
 
 // Name returns the column's name.
 func (c *DoubleColumn) Name() string { return c.name }
+
+// HasNulls reports whether the metric has at least one null row (a segment of format version 3
+// with the metric's nulls part). It reads nothing.
+func (c *DoubleColumn) HasNulls() bool { return c.nulls != nil }
+
+// Nulls returns the metric's null rows, newly decoded (the caller may change it), or nil when
+// it has none (HasNulls is false). A null row stores +0, with an empty tail (doubleSum) or the
+// time 0 (first/last).
+func (c *DoubleColumn) Nulls() (*roaring.Bitmap, error) {
+	if c.nulls == nil {
+		return nil, nil
+	}
+	return c.seg.readNulls(c.name, c.nulls)
+}
 
 // Times returns the times stored with a first/last metric's values (PartTimes), row by row;
 // nil for other metrics.

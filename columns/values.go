@@ -23,6 +23,8 @@ type LongWriter struct {
 	err       error
 	finished  bool
 	times     *LongWriter // a first/last metric's times (PartTimes), else nil
+	metric    bool        // a long metric's values: AppendNull allowed
+	nulls     *roaring.Bitmap
 }
 
 // Append appends the next row's value. For __time, values must not decrease and must be
@@ -47,6 +49,41 @@ func (l *LongWriter) AppendTimed(v, t int64) error {
 		l.err = err
 	}
 	return l.err
+}
+
+// AppendNull appends a null row to a long metric (not __time): the value stored is 0 (and, for
+// a first/last metric, the time stored with it 0), and the row goes to the metric's nulls part
+// (see Value.Null). A segment with a metric's null row is written as format version 3.
+func (l *LongWriter) AppendNull() error {
+	if !l.metric {
+		if l.err == nil {
+			l.err = fmt.Errorf("columns: column %q: AppendNull on a column that holds no nulls: %w", l.cw.st.name, ErrState)
+		}
+		return l.err
+	}
+	row := l.rows
+	if err := l.append(0); err != nil {
+		return err
+	}
+	if l.times != nil {
+		if err := l.times.append(0); err != nil {
+			l.err = err
+			return err
+		}
+	}
+	if l.nulls == nil {
+		l.nulls = roaring.New()
+	}
+	l.nulls.Add(uint32(row))
+	return nil
+}
+
+// Nulls returns the number of null rows appended so far.
+func (l *LongWriter) Nulls() int {
+	if l.nulls == nil {
+		return 0
+	}
+	return int(l.nulls.GetCardinality())
 }
 
 func (l *LongWriter) timedErr() error {
@@ -143,6 +180,42 @@ type DoubleWriter struct {
 	times     *LongWriter // a first/last metric's times (PartTimes), else nil
 	tails     *blobWriter // a doubleSum metric's tails (PartTails), else nil
 	tailBuf   []byte
+	nulls     *roaring.Bitmap
+}
+
+// AppendNull appends a null row: the value stored is +0 (with an empty tail for a doubleSum
+// metric, the time 0 for a first/last metric), and the row goes to the metric's nulls part (see
+// Value.Null). A segment with a metric's null row is written as format version 3.
+func (d *DoubleWriter) AppendNull() error {
+	row := d.rows
+	if err := d.append(0); err != nil {
+		return err
+	}
+	if d.times != nil {
+		if err := d.times.append(0); err != nil {
+			d.err = err
+			return err
+		}
+	}
+	if d.tails != nil {
+		if err := d.tails.append(nil); err != nil {
+			d.err = err
+			return err
+		}
+	}
+	if d.nulls == nil {
+		d.nulls = roaring.New()
+	}
+	d.nulls.Add(uint32(row))
+	return nil
+}
+
+// Nulls returns the number of null rows appended so far.
+func (d *DoubleWriter) Nulls() int {
+	if d.nulls == nil {
+		return 0
+	}
+	return int(d.nulls.GetCardinality())
 }
 
 // Append appends the next row's value (of a doubleSum metric: with an empty tail, an exact

@@ -5,8 +5,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
+
+	"github.com/RoaringBitmap/roaring/v2"
 )
 
 // Verify checks the whole segment: the CRC-32C of every part, then every structural invariant
@@ -69,6 +72,83 @@ func (s *Segment) Verify() error {
 		}
 		if err := s.verifyMetricTimes(i); err != nil {
 			return err
+		}
+		if err := s.verifyMetricNulls(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// verifyMetricNulls checks a long or double metric's nulls part: a valid bitmap of rows below
+// the row count (readNulls), not empty (a metric without null rows has no nulls part), and
+// every null row stored as the writer stores it: value 0 (+0 for doubles), time 0 for a
+// first/last metric, an empty tail for doubleSum.
+func (s *Segment) verifyMetricNulls(i int) error {
+	var (
+		nulls  *roaring.Bitmap
+		err    error
+		name   string
+		times  *LongColumn
+		isZero func(row int) (bool, error)
+		tails  *TailColumn
+	)
+	switch {
+	case s.longs[i] != nil && s.longs[i].HasNulls():
+		c := s.longs[i]
+		name, times = c.name, c.times
+		nulls, err = c.Nulls()
+		cur := c.Cursor()
+		isZero = func(row int) (bool, error) { v, err := cur.At(row); return v == 0, err }
+	case s.doubles[i] != nil && s.doubles[i].HasNulls():
+		c := s.doubles[i]
+		name, times, tails = c.name, c.times, c.tails
+		nulls, err = c.Nulls()
+		cur := c.Cursor()
+		isZero = func(row int) (bool, error) { v, err := cur.At(row); return math.Float64bits(v) == 0, err }
+	default:
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if nulls.IsEmpty() {
+		return partError(name, PartNulls, corruptf("empty (a metric without null rows has no nulls part)"))
+	}
+	var tcur *LongCursor
+	if times != nil {
+		tcur = times.Cursor()
+	}
+	var tl *TailCursor
+	if tails != nil {
+		tl = tails.Cursor()
+	}
+	var buf []float64
+	for it := nulls.Iterator(); it.HasNext(); {
+		row := int(it.Next())
+		ok, err := isZero(row)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return partError(name, PartNulls, corruptf("null row %d stores a value other than 0", row))
+		}
+		if tcur != nil {
+			t, err := tcur.At(row)
+			if err != nil {
+				return err
+			}
+			if t != 0 {
+				return partError(name, PartNulls, corruptf("null row %d stores the time %d, not 0", row, t))
+			}
+		}
+		if tl != nil {
+			if buf, err = tl.Tail(row, buf[:0]); err != nil {
+				return err
+			}
+			if len(buf) != 0 {
+				return partError(name, PartNulls, corruptf("null row %d has a tail of %d terms", row, len(buf)))
+			}
 		}
 	}
 	return nil

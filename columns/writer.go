@@ -169,7 +169,7 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 		}
 		w.med = child
 	}
-	for _, spec := range layout(w.schema, Version) {
+	for _, spec := range layout(w.schema, versionNoNulls) {
 		b, err := w.med.NewBytes()
 		if err != nil {
 			return nil, multierr.Join(fmt.Errorf("columns: writer: %w", err), w.med.Close())
@@ -217,7 +217,7 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 		}
 		switch m.ValueType() {
 		case MetricLong:
-			w.longs = append(w.longs, &LongWriter{cw: cw(c), chunkRows: opts.ChunkRows, times: times})
+			w.longs = append(w.longs, &LongWriter{cw: cw(c), chunkRows: opts.ChunkRows, times: times, metric: true})
 			w.doubles, w.sketch = append(w.doubles, nil), append(w.sketch, nil)
 		case MetricDouble:
 			dw := &DoubleWriter{cw: cw(c), chunkRows: opts.ChunkRows, times: times}

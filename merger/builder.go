@@ -199,6 +199,7 @@ type bmet struct {
 	times []int64                  // first/last: the event time stored with each value
 	sums  map[uint32]*agg.ExactSum // doubleSum: rows combined from several, exactly
 	carry map[uint32]int64         // count, longSum: rows whose exact sum is longs[row] + carry*2^64
+	nulls *roaring.Bitmap          // long and double metrics: the null rows (value and time 0), nil when none
 	src   int                      // hyperUnique: the dimension a row's own sketch derives from, or -1
 	sks   map[uint32]*hyperloglog.Sketch
 }
@@ -332,12 +333,16 @@ func (b *Builder) Add(r columns.Row) error {
 		b.addDim(b.dims[i], row, vals)
 	}
 	for i, m := range b.mets {
-		v := r.Metrics[i]
+		v := m.input(r.Metrics[i])
+		if v.Null {
+			v.Long, v.Double = 0, 0
+			if m.nulls == nil {
+				m.nulls = roaring.New()
+			}
+			m.nulls.Add(row)
+		}
 		switch m.agg.Type {
 		case agg.Long:
-			if m.agg.CountsRows {
-				v.Long = 1
-			}
 			m.longs = append(m.longs, v.Long)
 		case agg.Double:
 			m.dbls = append(m.dbls, v.Double)
@@ -347,10 +352,42 @@ func (b *Builder) Add(r columns.Row) error {
 			}
 		}
 		if m.agg.Timed() {
-			m.times = append(m.times, r.Time)
+			t := r.Time
+			if v.Null {
+				t = 0 // a null's time, as agg stores it
+			}
+			m.times = append(m.times, t)
 		}
 	}
 	return nil
+}
+
+// input returns the value a row gives metric m: count counts the row (1, never null); a
+// sketch has no null.
+func (m *bmet) input(v columns.Value) columns.Value {
+	switch {
+	case m.agg.CountsRows:
+		return columns.Value{Long: 1}
+	case m.agg.Type == agg.Sketch:
+		v.Null = false
+	}
+	return v
+}
+
+// isNull reports whether stored row holds null.
+func (m *bmet) isNull(row uint32) bool { return m.nulls != nil && m.nulls.Contains(row) }
+
+// setNull records whether stored row holds null.
+func (m *bmet) setNull(row uint32, null bool) {
+	switch {
+	case null && m.nulls == nil:
+		m.nulls = roaring.New()
+		m.nulls.Add(row)
+	case null:
+		m.nulls.Add(row)
+	case m.nulls != nil:
+		m.nulls.Remove(row)
+	}
 }
 
 // rowKey returns the rollup key of a row: its truncated time and dimension values.
@@ -372,47 +409,69 @@ func (b *Builder) rowKey(t int64, r columns.Row) []byte {
 	return k
 }
 
-// combine rolls row r into stored row old, through each metric's aggregator kernel.
+// combine rolls row r into stored row old, through each metric's accumulator of columns/agg
+// (which alone decides what a null means), resumed from the stored row.
 func (b *Builder) combine(old uint32, r columns.Row) error {
 	for i, m := range b.mets {
-		v := r.Metrics[i]
+		v := m.input(r.Metrics[i])
 		k := m.agg.Kind
+		var t int64
+		if m.agg.Timed() {
+			t = m.times[old]
+		}
+		wasNull := m.isNull(old)
 		switch m.agg.Type {
 		case agg.Long:
-			if m.agg.CountsRows {
-				v.Long = 1
+			acc := agg.LongAccOf(k, m.longs[old], m.carry[old], t, wasNull)
+			acc.Add(k, v.Long, r.Time, v.Null)
+			m.longs[old] = acc.V
+			if !acc.Set {
+				m.longs[old] = 0
 			}
-			if k.Timed() {
-				if k.Takes(m.times[old], r.Time) {
-					m.longs[old], m.times[old] = v.Long, r.Time
-				}
-				continue
-			}
-			var c int64
-			if m.longs[old], c = k.CombineLong(m.longs[old], v.Long); c != 0 {
+			if c := acc.C - m.carry[old]; c != 0 {
 				m.addCarry(old, c)
 			}
-		case agg.Double:
-			switch k {
-			case agg.Sum:
-				s := m.sums[old]
-				if s == nil {
-					if m.sums == nil {
-						m.sums = map[uint32]*agg.ExactSum{}
-					}
-					s = &agg.ExactSum{}
-					s.Add(m.dbls[old])
-					m.sums[old] = s
-				}
-				s.Add(v.Double)
-				m.dbls[old] = s.Value()
-			case agg.First, agg.Last:
-				if k.Takes(m.times[old], r.Time) {
-					m.dbls[old], m.times[old] = v.Double, r.Time
-				}
-			case agg.Min, agg.Max, agg.Union:
-				m.dbls[old] = k.CombineDouble(m.dbls[old], v.Double)
+			if m.agg.Timed() {
+				m.times[old] = acc.Time()
 			}
+			m.setNull(old, !acc.Set)
+		case agg.Double:
+			if v.Null && !wasNull {
+				// agg skips a null: the stored row stays as it is, bytes included (one
+				// value's -0 is not rounded through an exact sum to +0).
+				continue
+			}
+			if k == agg.Sum && wasNull && !v.Null {
+				// The row's one value so far: stored as it came (as a merge stores one value).
+				m.dbls[old] = v.Double
+				m.setNull(old, false)
+				continue
+			}
+			acc := agg.NewDoubleAcc(k)
+			if !wasNull {
+				if s := m.sums[old]; s != nil {
+					acc.Sum = *s
+					acc.Set = true
+				} else {
+					acc.Add(k, m.dbls[old], t, nil, false)
+				}
+			}
+			acc.Add(k, v.Double, r.Time, nil, v.Null)
+			if k == agg.Sum && !wasNull && !v.Null {
+				// Combined from several: its exact sum is kept.
+				if m.sums == nil {
+					m.sums = map[uint32]*agg.ExactSum{}
+				}
+				if m.sums[old] == nil {
+					m.sums[old] = &agg.ExactSum{}
+				}
+				*m.sums[old] = acc.Sum
+			}
+			m.dbls[old] = acc.Value(k)
+			if m.agg.Timed() {
+				m.times[old] = acc.Time()
+			}
+			m.setNull(old, !acc.Set)
 		case agg.Sketch:
 			// A row's sketch is the one given, or the sketch of its values of the source
 			// dimension: those equal the stored row's, whose dimensions are equal.
@@ -651,6 +710,9 @@ func (b *Builder) MemBytes() int64 {
 	}
 	for _, m := range b.mets {
 		n += int64(cap(m.longs))*8 + int64(cap(m.dbls))*8 + int64(cap(m.times))*8 + int64(len(m.sums))*sumBytes + int64(len(m.sks))*sketchBytes
+		if m.nulls != nil {
+			n += int64(m.nulls.GetSizeInBytes())
+		}
 	}
 	return n
 }

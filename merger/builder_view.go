@@ -150,6 +150,13 @@ func (t bTails) Tail(row int, dst []float64) ([]float64, error) {
 	return dst, nil
 }
 
+func (v *bview) MetricNulls(name string) (*roaring.Bitmap, error) {
+	if m := v.metric(name); m != nil && m.nulls != nil && !m.nulls.IsEmpty() {
+		return m.nulls, nil
+	}
+	return nil, nil
+}
+
 func (v *bview) Sketch(name string) source.SketchReader {
 	if m := v.metric(name); m != nil && m.agg.Kind == agg.Union {
 		return &bSketches{b: v.b, m: m}

@@ -11,7 +11,8 @@
 //     checksums, so damage must stop it here.
 //  1. Schemas: the output's dimensions are Options.Dimensions, or the union of the inputs'
 //     (first seen first); its metrics the union of theirs. A dimension an input lacks reads as
-//     null there, a metric an input lacks as zero (an empty sketch for hyperUnique). A metric
+//     null there, a long or double metric an input lacks as null (an empty sketch for
+//     hyperUnique; nulls combine as columns/agg says: skipped, an all-null row null). A metric
 //     whose aggregator or type differs between inputs, a dimension raw in one input and not in
 //     another, or a name that is a dimension in one input and a metric in another is an error
 //     wrapping ErrSchemaConflict that names the column and both inputs.

@@ -55,8 +55,9 @@ func cloneRow(r columns.Row) columns.Row {
 }
 
 // oracleMerge is the naive merge: every row of every input, projected on the output schema
-// (missing dimensions null, missing metrics zero), times truncated, stably sorted by
-// (time, dimensions), and with rollup equal keys combined.
+// (missing dimensions null, missing metrics null), times truncated, stably sorted by
+// (time, dimensions), and with rollup equal keys combined: nulls dropped, then the rest
+// combined; nothing left is null (0 for count).
 func oracleMerge(inputs []columns.Schema, rows [][]columns.Row, out columns.Schema) []columns.Row {
 	var all []columns.Row
 	for i, s := range inputs {
@@ -70,6 +71,8 @@ func oracleMerge(inputs []columns.Schema, rows [][]columns.Row, out columns.Sche
 			for m, met := range out.Metrics {
 				if k := s.Metric(met.Name); k >= 0 {
 					o.Metrics[m] = r.Metrics[k]
+				} else {
+					o.Metrics[m] = columns.Value{Null: met.Agg().Nullable()} // count: 0
 				}
 			}
 			all = append(all, o)
@@ -87,9 +90,19 @@ func oracleMerge(inputs []columns.Schema, rows [][]columns.Row, out columns.Sche
 		}
 		r := all[i]
 		r.Metrics = slices.Clone(r.Metrics)
-		group := all[i:j]
 		for m, met := range out.Metrics {
 			a := met.Agg()
+			var group []columns.Row // the rows whose value is not null
+			for _, g := range all[i:j] {
+				if !g.Metrics[m].Null {
+					group = append(group, g)
+				}
+			}
+			if len(group) == 0 {
+				r.Metrics[m] = columns.Value{Null: a.Nullable()}
+				continue
+			}
+			r.Metrics[m] = group[0].Metrics[m]
 			switch a.Kind {
 			case agg.Sum:
 				if a.Type == agg.Long {
@@ -179,6 +192,7 @@ func requireRowsEqual(t testing.TB, want, got []columns.Row, approx bool, msg st
 		require.Equal(t, len(w.Metrics), len(g.Metrics), msg)
 		for m := range w.Metrics {
 			a, b := w.Metrics[m], g.Metrics[m]
+			require.Equal(t, a.Null, b.Null, "%s: row %d metric %d null", msg, i, m)
 			require.Equal(t, a.Long, b.Long, "%s: row %d metric %d", msg, i, m)
 			if approx && a.Double != b.Double {
 				require.InEpsilon(t, a.Double, b.Double, 1e-12, "%s: row %d metric %d", msg, i, m)

@@ -3,6 +3,8 @@ package merger
 import (
 	"fmt"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/columns"
@@ -28,16 +30,22 @@ func (c *core) metricTask(w *columns.Writer, m columns.Metric) (colTask, error) 
 		if err != nil {
 			return nil, err
 		}
-		t := &longTask{name: m.Name, kind: a.Kind, w: lw, names: c.names, times: times}
+		t := &longTask{name: m.Name, agg: a, w: lw, names: c.names, times: times}
 		t.vals.init(len(c.srcs), func(i int) source.LongChunker { return c.srcs[i].Long(m.Name) })
+		if err := t.nulls.init(c, m.Name); err != nil {
+			return nil, err
+		}
 		return t, nil
 	case agg.Double:
 		dw, err := w.Double(m.Name)
 		if err != nil {
 			return nil, err
 		}
-		t := &doubleTask{name: m.Name, kind: a.Kind, w: dw, names: c.names, times: times}
+		t := &doubleTask{name: m.Name, kind: a.Kind, agg: a, w: dw, names: c.names, times: times}
 		t.vals.init(len(c.srcs), func(i int) source.DoubleChunker { return c.srcs[i].Double(m.Name) })
+		if err := t.nulls.init(c, m.Name); err != nil {
+			return nil, err
+		}
 		if a.Exact() {
 			t.tails = make([]source.TailReader, len(c.srcs))
 			for i, s := range c.srcs {
@@ -110,27 +118,56 @@ func (v *valReader[T]) read(b *batch, k int32) (T, bool, error) {
 	return x, err == nil, err
 }
 
-// readRef returns ref k's value and, for a first/last metric (times not nil), the time stored
-// with it: read from its source, or, for a source that lacks the metric (whose value reads as
-// zero), the time of output row r.
-func readRef[T int64 | float64](vals *valReader[T], times *valReader[int64], b *batch, k int32, r int) (T, int64, error) {
+// nullsReader tells, per source, which rows of a long or double metric are null: those of
+// the source's nulls part, and every row of a source that lacks the metric.
+type nullsReader struct {
+	bms    []*roaring.Bitmap // per source, nil when it has no null row
+	absent []bool            // per source: it lacks the metric
+}
+
+func (n *nullsReader) init(c *core, name string) error {
+	n.bms, n.absent = make([]*roaring.Bitmap, len(c.srcs)), make([]bool, len(c.srcs))
+	for i, s := range c.srcs {
+		if s.Schema().Metric(name) < 0 {
+			n.absent[i] = true
+			continue
+		}
+		bm, err := s.MetricNulls(name)
+		if err != nil {
+			return fmt.Errorf("merger: %s: metric %q: %w", c.names[i], name, err)
+		}
+		n.bms[i] = bm
+	}
+	return nil
+}
+
+// null reports whether ref k of b is null.
+func (n *nullsReader) null(b *batch, k int32) bool {
+	in := b.refIn[k]
+	return n.absent[in] || (n.bms[in] != nil && n.bms[in].Contains(b.refRow[k]))
+}
+
+// readRef returns ref k's value, whether it is null, and, for a first/last metric (times not
+// nil), the time stored with it. A null's value and time are not read: agg skips them.
+func readRef[T int64 | float64](vals *valReader[T], times *valReader[int64], nulls *nullsReader, b *batch, k int32) (T, int64, bool, error) {
+	if nulls.null(b, k) {
+		return 0, 0, true, nil
+	}
 	v, _, err := vals.read(b, k)
 	if err != nil || times == nil {
-		return v, 0, err
+		return v, 0, false, err
 	}
-	t, ok, err := times.read(b, k)
-	if !ok && err == nil {
-		t = b.keys.time[r]
-	}
-	return v, t, err
+	t, _, err := times.read(b, k)
+	return v, t, false, err
 }
 
 type longTask struct {
 	name  string
-	kind  agg.Kind
+	agg   agg.Agg
 	w     *columns.LongWriter
 	vals  valReader[int64]
 	times *valReader[int64] // first/last only
+	nulls nullsReader
 	names []string
 }
 
@@ -140,22 +177,26 @@ func (t *longTask) fail(b *batch, k int32, err error) error {
 
 func (t *longTask) write(b *batch) error {
 	start := int32(0)
+	kind := t.agg.Kind
 	for r, end := range b.refEnd {
-		acc := agg.NewLongAcc(t.kind)
+		acc := agg.NewLongAcc(kind)
 		for k := start; k < end; k++ {
-			v, tm, err := readRef(&t.vals, t.times, b, k, r)
+			v, tm, null, err := readRef(&t.vals, t.times, &t.nulls, b, k)
 			if err != nil {
 				return t.fail(b, k, err)
 			}
-			acc.Add(t.kind, v, tm)
+			acc.Add(kind, v, tm, null)
 		}
 		v, err := acc.Value()
 		if err != nil {
 			return fmt.Errorf("merger: metric %q: the output row at time %d: %w", t.name, b.keys.time[r], err)
 		}
-		if t.times != nil {
-			err = t.w.AppendTimed(v, acc.T)
-		} else {
+		switch {
+		case acc.Null(t.agg):
+			err = t.w.AppendNull()
+		case t.times != nil:
+			err = t.w.AppendTimed(v, acc.Time())
+		default:
 			err = t.w.Append(v)
 		}
 		if err != nil {
@@ -169,6 +210,8 @@ func (t *longTask) write(b *batch) error {
 type doubleTask struct {
 	name    string
 	kind    agg.Kind
+	agg     agg.Agg
+	nulls   nullsReader
 	w       *columns.DoubleWriter
 	vals    valReader[float64]
 	times   *valReader[int64]   // first/last only
@@ -238,29 +281,45 @@ func (t *doubleTask) write(b *batch) error {
 // row combines refs [start, end) into output row r and appends the result.
 func (t *doubleTask) row(b *batch, r int, start, end int32) error {
 	t.acc.Reset(t.kind)
+	one := t.kind == agg.Sum && t.oneValue(b, start, end)
 	for k := start; k < end; k++ {
-		v, tm, err := readRef(&t.vals, t.times, b, k, r)
+		v, tm, null, err := readRef(&t.vals, t.times, &t.nulls, b, k)
 		if err != nil {
 			return t.fail(b, k, err)
 		}
-		tail, err := t.readTail(b, k)
-		if err != nil {
-			return t.fail(b, k, err)
+		var tail []float64
+		if !null {
+			if tail, err = t.readTail(b, k); err != nil {
+				return t.fail(b, k, err)
+			}
 		}
-		if end-start == 1 && t.kind == agg.Sum {
+		if one && !null {
 			// One value: stored as it came, with its tail (a stored pair is canonical).
 			return t.appended(t.w.AppendSum(v, tail))
 		}
-		t.acc.Add(t.kind, v, tm, tail)
+		t.acc.Add(t.kind, v, tm, tail, null)
 	}
 	switch {
+	case t.acc.Null(t.agg):
+		return t.appended(t.w.AppendNull())
 	case t.times != nil:
-		return t.appended(t.w.AppendTimed(t.acc.V, t.acc.T))
+		return t.appended(t.w.AppendTimed(t.acc.V, t.acc.Time()))
 	case t.kind == agg.Sum:
 		t.tail = t.acc.Sum.Tail(t.tail[:0])
 		return t.appended(t.w.AppendSum(t.acc.Sum.Value(), t.tail))
 	}
 	return t.appended(t.w.Append(t.acc.V))
+}
+
+// oneValue reports whether exactly one of refs [start, end) is not null.
+func (t *doubleTask) oneValue(b *batch, start, end int32) bool {
+	n := 0
+	for k := start; k < end && n < 2; k++ {
+		if !t.nulls.null(b, k) {
+			n++
+		}
+	}
+	return n == 1
 }
 
 func (t *doubleTask) appended(err error) error {

@@ -32,7 +32,9 @@ const textConventionsHelp = `Output conventions:
           says. This is the CSV that ingest reads with the default spec input settings.
   ndjson  one JSON object per row, keys in column order; a single-value dimension is a string or
           null, a multi-value dimension an array of strings or null; numbers are JSON numbers.
-A hyperUnique metric is written as its sketch's estimated count of distinct values.`
+A null metric value (missing at ingestion, or a group whose values were all null) is written
+as a null dimension is: --null in CSV, null in NDJSON. A hyperUnique metric is written as its
+sketch's estimated count of distinct values.`
 
 func (o textOptions) validate() error {
 	switch o.format {
@@ -332,9 +334,9 @@ func dump(out io.Writer, path string, o textOptions, cols []string) (err error) 
 				v := row.Metrics[p-1-nd]
 				switch m.ValueType() {
 				case columns.MetricLong:
-					c = cell{kind: cellLong, i: v.Long}
+					c = cell{kind: cellLong, i: v.Long, isNull: v.Null}
 				case columns.MetricDouble:
-					c = cell{kind: cellDouble, f: v.Double}
+					c = cell{kind: cellDouble, f: v.Double, isNull: v.Null}
 				case columns.MetricHyperUnique:
 					var est uint64
 					if v.Sketch != nil {

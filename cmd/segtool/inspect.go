@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/writeout/writeout/columns"
@@ -32,9 +33,10 @@ type columnReport struct {
 	Aggregator  string  `json:"aggregator,omitempty"`
 	Cardinality int     `json:"cardinality,omitempty"` // dictionary dimensions: ids, null included
 	HasNull     bool    `json:"hasNull,omitempty"`
-	Bytes       int64   `json:"bytes"`      // all parts in the file
-	PlainBytes  int64   `json:"plainBytes"` // the values written plainly (see the help)
-	Ratio       float64 `json:"ratio"`      // PlainBytes / Bytes
+	NullRows    int64   `json:"nullRows,omitempty"` // long and double metrics: the rows holding null
+	Bytes       int64   `json:"bytes"`              // all parts in the file
+	PlainBytes  int64   `json:"plainBytes"`         // the values written plainly (see the help)
+	Ratio       float64 `json:"ratio"`              // PlainBytes / Bytes
 	Parts       []part  `json:"parts"`
 }
 
@@ -52,7 +54,8 @@ func newInspectCmd() *cobra.Command {
 		Use:   "inspect [--json] SEG",
 		Short: "Describe a segment: schema, rows, interval, and each column's parts and sizes",
 		Long: `inspect prints a segment's schema, row count and interval, then one line per column: its type,
-its cardinality (dictionary dimensions: distinct values, null counted as one), the bytes of each
+its cardinality (dictionary dimensions: distinct values, null counted as one; long and double
+metrics: "- (N null)" when N rows hold null, nullRows in --json), the bytes of each
 of its parts (values, dictionary, ids, bitmaps, nulls) with their encodings, and its compression
 ratio: the column's plain size over its bytes in the file. The plain size is 8 bytes a row for
 __time and numbers, the bytes of every row's strings for dimensions, and the serialized bytes of
@@ -117,11 +120,27 @@ func inspect(path string) (_ *segmentReport, err error) {
 	}
 	for _, m := range s.Metrics {
 		c := columnReport{Name: m.Name, Type: string(m.ValueType()), Aggregator: string(m.Aggregator), PlainBytes: rows * 8}
-		if m.ValueType() == columns.MetricHyperUnique {
-			var err error
-			if c.PlainBytes, err = sketchPlainBytes(seg, m.Name); err != nil {
-				return nil, fmt.Errorf("%s: %w", path, err)
+		var err error
+		var nulls *roaring.Bitmap
+		switch m.ValueType() {
+		case columns.MetricHyperUnique:
+			c.PlainBytes, err = sketchPlainBytes(seg, m.Name)
+		case columns.MetricLong:
+			var lc *columns.LongColumn
+			if lc, err = seg.Long(m.Name); err == nil {
+				nulls, err = lc.Nulls()
 			}
+		case columns.MetricDouble:
+			var dc *columns.DoubleColumn
+			if dc, err = seg.Double(m.Name); err == nil {
+				nulls, err = dc.Nulls()
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if nulls != nil {
+			c.NullRows = int64(nulls.GetCardinality())
 		}
 		add(c)
 	}
@@ -234,6 +253,9 @@ func printReport(out io.Writer, rep *segmentReport) error {
 	fmt.Fprintln(tw, "column\ttype\tcardinality\tbytes\tplain\tratio\tparts (kind encoding bytes)")
 	for _, c := range rep.Columns {
 		card := "-"
+		if c.NullRows > 0 {
+			card = fmt.Sprintf("- (%d null)", c.NullRows)
+		}
 		if c.Cardinality > 0 {
 			card = fmt.Sprint(c.Cardinality)
 			if c.HasNull {

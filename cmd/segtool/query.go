@@ -48,6 +48,8 @@ segment rows in the group) and every metric aggregated with its aggregator (hype
 estimated number of distinct values); --metrics picks metrics. Several segments are queried as
 one table. Groups come out ordered by time, then by group values (null first, then byte order).
 A multi-value dimension in --group-by counts a row once in the group of each of its values.
+Null metric values are skipped: sums add the others, min, max, first and last ignore them, and
+a group whose values were all null shows null (count counts every row, never null).
 A dimension some segments lack is null in their rows; a --group-by, --filter or --metrics name
 that is no column of any segment (or a metric where a dimension is wanted), and segments whose
 schemas conflict as merge would refuse them, are errors, found before any row is read.
@@ -145,9 +147,9 @@ func writeQueryResult(out io.Writer, res query.Result, o textOptions) error {
 		cells = append(cells, cell{kind: cellLong, i: r.Rows})
 		for _, v := range r.Values {
 			if v.Type == columns.MetricDouble {
-				cells = append(cells, cell{kind: cellDouble, f: v.Double})
+				cells = append(cells, cell{kind: cellDouble, f: v.Double, isNull: v.Null})
 			} else {
-				cells = append(cells, cell{kind: cellLong, i: v.Long})
+				cells = append(cells, cell{kind: cellLong, i: v.Long, isNull: v.Null})
 			}
 		}
 		if err := tw.row(cells); err != nil {

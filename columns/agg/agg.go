@@ -24,6 +24,22 @@
 // row it came from, before any truncation to a granularity), so a rolled-up segment merged again
 // keeps choosing by event time.
 //
+// # Nulls
+//
+// A long or double value may be null (missing in the input), as in Druid's SQL-compatible null
+// handling, and this package alone decides what that means; every path adds values through
+// LongAcc and DoubleAcc, whose Add takes the null flag:
+//
+//   - every kind skips a null value: sums and counts of a metric add nothing for it, Min, Max,
+//     First and Last ignore it (a null never wins, whatever time it carries);
+//   - a group, rolled-up row or query result whose inputs were all null is null (Null), not
+//     the kind's identity and not 0: a doubleSum or longSum over nulls only is null;
+//   - count is never null (Agg.Nullable): at ingestion every row counts 1 whatever its
+//     values; stored counts are never null;
+//   - a stored null row holds the value 0 and, for First and Last, the time 0 (Value and Time
+//     give those for a null accumulator), so that the same rows store the same bytes whatever
+//     path combined them.
+//
 // # Overflow
 //
 // A sum of longs never wraps and never saturates: its answer is exact or it is an error. Every
@@ -118,6 +134,11 @@ type Agg struct {
 
 // Timed reports whether the aggregator's values are stored with a time.
 func (a Agg) Timed() bool { return a.Kind.Timed() }
+
+// Nullable reports whether the aggregator's value can be null: every long and double
+// aggregator but count, whose value over rows whose inputs were all null is still a count
+// (each row counts, see CountsRows). A sketch has no null: its identity is the empty sketch.
+func (a Agg) Nullable() bool { return a.Type != Sketch && !a.CountsRows }
 
 // Exact reports whether the aggregator's values are stored with an exactness tail (doubleSum).
 func (a Agg) Exact() bool { return a.Type == Double && a.Kind == Sum }
@@ -238,19 +259,34 @@ func (k Kind) Takes(held, t int64) bool {
 	return t >= held
 }
 
-// LongAcc accumulates long values of one kind. The zero value is not ready: use NewLongAcc.
+// LongAcc accumulates long values of one kind. The zero value is not ready: use NewLongAcc (an
+// empty group) or LongAccOf (a stored value, to combine more into it).
 type LongAcc struct {
 	V   int64 // the value so far (for Sum wrapped: read it through Value)
 	C   int64 // Sum: the carries out of int64 (AddLong); the exact sum is V + C*2^64
 	T   int64 // First and Last: the time stored with V
-	Set bool  // First and Last: a value came
+	Set bool  // a non-null value came (see Nulls in the package documentation)
 }
 
 // NewLongAcc returns an empty accumulator of kind k.
 func NewLongAcc(k Kind) LongAcc { return LongAcc{V: k.LongIdentity()} }
 
-// Add combines a value stored with time t (used by First and Last only) into a.
-func (a *LongAcc) Add(k Kind, v, t int64) {
+// LongAccOf returns the accumulator of a stored value (a row that may already combine several,
+// with the carries of its sum and, for First and Last, its time), or of a stored null: more
+// values combine into it as into the rows it stands for.
+func LongAccOf(k Kind, v, carry, t int64, null bool) LongAcc {
+	if null {
+		return NewLongAcc(k)
+	}
+	return LongAcc{V: v, C: carry, T: t, Set: true}
+}
+
+// Add combines a value stored with time t (used by First and Last only) into a. A null value
+// is skipped: no kind combines it, whatever it holds.
+func (a *LongAcc) Add(k Kind, v, t int64, null bool) {
+	if null {
+		return
+	}
 	if k.Timed() {
 		if !a.Set || k.Takes(a.T, t) {
 			a.V, a.T, a.Set = v, t, true
@@ -260,28 +296,48 @@ func (a *LongAcc) Add(k Kind, v, t int64) {
 	var c int64
 	a.V, c = k.CombineLong(a.V, v)
 	a.C += c
+	a.Set = true
 }
 
 // Merge combines o, which holds values that come after a's in input order, into a.
 func (a *LongAcc) Merge(k Kind, o *LongAcc) {
+	if !o.Set {
+		return // only nulls, or nothing
+	}
 	if k.Timed() {
-		if o.Set {
-			a.Add(k, o.V, o.T)
-		}
+		a.Add(k, o.V, o.T, false)
 		return
 	}
 	var c int64
 	a.V, c = k.CombineLong(a.V, o.V)
 	a.C += c + o.C
+	a.Set = true
 }
 
+// Null reports whether the accumulated value of aggregator x is null: no non-null value came,
+// and x is nullable (Agg.Nullable: every long aggregator but count).
+func (a *LongAcc) Null(x Agg) bool { return !a.Set && x.Nullable() }
+
 // Value returns the accumulated value, or, for a sum whose exact value does not fit an int64,
-// an error wrapping ErrOverflow.
+// an error wrapping ErrOverflow. Without a non-null value it is 0 (what a null row stores, and
+// count's value over no row).
 func (a *LongAcc) Value() (int64, error) {
+	if !a.Set {
+		return 0, nil
+	}
 	if a.C != 0 {
 		return 0, OverflowError(a.V, a.C)
 	}
 	return a.V, nil
+}
+
+// Time returns the time stored with a First or Last value: 0 without a non-null value (what a
+// null row stores).
+func (a *LongAcc) Time() int64 {
+	if !a.Set {
+		return 0
+	}
+	return a.T
 }
 
 // OverflowError describes the exact sum v + carries*2^64, which does not fit an int64, as an
@@ -297,7 +353,7 @@ func OverflowError(v, carries int64) error {
 type DoubleAcc struct {
 	V   float64 // Min, Max, First, Last: the value so far
 	T   int64   // First and Last: the time stored with V
-	Set bool    // First and Last: a value came
+	Set bool    // a non-null value came (see Nulls in the package documentation)
 	Sum ExactSum
 }
 
@@ -305,41 +361,64 @@ type DoubleAcc struct {
 func NewDoubleAcc(k Kind) DoubleAcc { return DoubleAcc{V: k.DoubleIdentity()} }
 
 // Add combines a value stored with time t (used by First and Last only) and, for Sum, the
-// exactness tail stored with it, into a.
-func (a *DoubleAcc) Add(k Kind, v float64, t int64, tail []float64) {
+// exactness tail stored with it, into a. A null value is skipped: no kind combines it.
+func (a *DoubleAcc) Add(k Kind, v float64, t int64, tail []float64, null bool) {
+	if null {
+		return
+	}
 	switch k {
 	case Sum:
 		a.Sum.Add(v)
 		a.Sum.AddAll(tail)
 	case First, Last:
-		if !a.Set || k.Takes(a.T, t) {
-			a.V, a.T, a.Set = v, t, true
+		if a.Set && !k.Takes(a.T, t) {
+			return
 		}
+		a.V, a.T = v, t
 	case Min, Max, Union:
 		a.V = k.CombineDouble(a.V, v)
 	}
+	a.Set = true
 }
 
 // Merge combines o, which holds values that come after a's in input order, into a.
 func (a *DoubleAcc) Merge(k Kind, o *DoubleAcc) {
+	if !o.Set {
+		return // only nulls, or nothing
+	}
 	switch k {
 	case Sum:
 		a.Sum.Merge(&o.Sum)
 	case First, Last:
-		if o.Set {
-			a.Add(k, o.V, o.T, nil)
-		}
+		a.Add(k, o.V, o.T, nil, false)
 	case Min, Max, Union:
 		a.V = k.CombineDouble(a.V, o.V)
 	}
+	a.Set = true
 }
 
-// Value returns the accumulated value: for Sum the exact sum rounded once.
+// Null reports whether the accumulated value of aggregator x is null: no non-null value came
+// (every double aggregator is nullable).
+func (a *DoubleAcc) Null(x Agg) bool { return !a.Set && x.Nullable() }
+
+// Value returns the accumulated value: for Sum the exact sum rounded once; +0 without a
+// non-null value (what a null row stores).
 func (a *DoubleAcc) Value(k Kind) float64 {
+	if !a.Set {
+		return 0
+	}
 	if k == Sum {
 		return a.Sum.Value()
 	}
 	return a.V
+}
+
+// Time returns the time stored with a First or Last value: 0 without a non-null value.
+func (a *DoubleAcc) Time() int64 {
+	if !a.Set {
+		return 0
+	}
+	return a.T
 }
 
 // Reset empties a for kind k, keeping the memory of its exact sum.
@@ -376,4 +455,72 @@ func MergeSketch(dst, src *hyperloglog.Sketch) error {
 		return fmt.Errorf("agg: merge sketches: %w", err)
 	}
 	return nil
+}
+
+// AddLongs adds vals[i] (stored with times[i], read by First and Last only; times may be nil
+// for other kinds) into accs[gid[i]], skipping i where null is non-nil and null[i] is true: the
+// batch form of LongAcc.Add, with the same meaning, for callers that aggregate a column a
+// chunk at a time (queries). The kind's loop is chosen once per batch.
+func AddLongs(k Kind, accs []LongAcc, gid []int32, vals, times []int64, null []bool) {
+	if null != nil || k.Timed() {
+		for i, v := range vals {
+			var t int64
+			if times != nil {
+				t = times[i]
+			}
+			accs[gid[i]].Add(k, v, t, null != nil && null[i])
+		}
+		return
+	}
+	switch k {
+	case Min:
+		for i, v := range vals {
+			a := &accs[gid[i]]
+			a.V, a.Set = min(a.V, v), true
+		}
+	case Max:
+		for i, v := range vals {
+			a := &accs[gid[i]]
+			a.V, a.Set = max(a.V, v), true
+		}
+	case Sum, First, Last, Union:
+		for i, v := range vals {
+			a := &accs[gid[i]]
+			s, c := AddLong(a.V, v)
+			a.V, a.C, a.Set = s, a.C+c, true
+		}
+	}
+}
+
+// AddDoubles is AddLongs for doubles without tails (a doubleSum's tails go through
+// DoubleAcc.Add, row by row).
+func AddDoubles(k Kind, accs []DoubleAcc, gid []int32, vals []float64, times []int64, null []bool) {
+	if null != nil || k.Timed() {
+		for i, v := range vals {
+			var t int64
+			if times != nil {
+				t = times[i]
+			}
+			accs[gid[i]].Add(k, v, t, nil, null != nil && null[i])
+		}
+		return
+	}
+	switch k {
+	case Min:
+		for i, v := range vals {
+			a := &accs[gid[i]]
+			a.V, a.Set = math.Min(a.V, v), true
+		}
+	case Max:
+		for i, v := range vals {
+			a := &accs[gid[i]]
+			a.V, a.Set = math.Max(a.V, v), true
+		}
+	case Sum, First, Last, Union:
+		for i, v := range vals {
+			a := &accs[gid[i]]
+			a.Sum.Add(v)
+			a.Set = true
+		}
+	}
 }

@@ -104,8 +104,15 @@ func newCSVReader(sp *Spec, name string, r io.Reader, opts ReaderOptions) (*CSVR
 	for i, m := range sp.Schema.Metrics {
 		k := -1
 		if f := p.metFields[i]; f != "" {
-			if k, err = find("metric "+m.Name, f); err != nil {
-				return nil, err
+			var ok bool
+			if k, ok = index[f]; !ok {
+				// A missing column is a missing value in every row: null (0 for a metric
+				// of input.nullAsZero; a sketch adds nothing), as NDJSON's missing keys.
+				k = -1
+				if p.onWarning != nil {
+					p.onWarning(Warning{File: name, Line: x.sc.start, Column: m.Name,
+						Message: fmt.Sprintf("field %q is not in the header: every value of metric %s is missing", f, m.Name)})
+				}
 			}
 		}
 		x.metricIdx = append(x.metricIdx, k)

@@ -40,7 +40,14 @@ import (
 //	    with MaxFanIn 2,
 //
 // and must give byte-identical segment files, whose every row, metric value and stored
-// first/last time equals an oracle computed here from the input rows alone. Queries of the
+// first/last time equals an oracle computed here from the input rows alone.
+//
+// Every long and double metric has null values, at a rate drawn per case and metric (1/15,
+// 1/4, 1/2, or all null), written as an empty CSV field, the CSV null text, a column missing
+// from the header (a metric null in every row), an NDJSON null, "" or missing key; some cases
+// list metrics in input.nullAsZero, whose nulls read as 0. The oracle drops nulls and combines
+// the rest: a group with no value left is null (0 for count), min, max, first and last ignore
+// nulls, and a null row stores the value 0 and the time 0. Queries of the
 // builder (with and without live bitmaps), of the segment and of the pieces equal the
 // oracle's aggregation of the input rows.
 
@@ -58,10 +65,34 @@ func TestDifferential(t *testing.T) {
 	if testing.Short() {
 		n = 60
 	}
+	var inNulls, inValues, outNulls, outRows int
 	for i := 0; i < n; i++ {
 		c := newDiffCase(seed, uint64(i))
-		t.Run(fmt.Sprintf("case=%d", i), func(t *testing.T) { c.run(t) })
+		for _, r := range c.rows {
+			for _, name := range c.metricFields() {
+				if r.absent[name] {
+					inNulls++
+				} else {
+					inValues++
+				}
+			}
+		}
+		t.Run(fmt.Sprintf("case=%d", i), func(t *testing.T) {
+			seg := c.run(t)
+			for _, r := range seg.rows {
+				outRows++
+				for _, v := range r.Metrics {
+					if v.Null {
+						outNulls++
+					}
+				}
+			}
+		})
 	}
+	// The cases must exercise nulls: many input nulls, and null values in the segments.
+	t.Logf("metric values in: %d null, %d not; segment rows %d with %d null metric values", inNulls, inValues, outRows, outNulls)
+	require.Greater(t, inNulls, n*10)
+	require.Greater(t, outNulls, n)
 }
 
 // TestDifferentialRegressions pins the three disagreements the paths used to have.
@@ -87,6 +118,22 @@ func TestDifferentialRegressions(t *testing.T) {
 		seg := c.run(t)
 		require.Equal(t, "2024-05-01T10:00:00.000Z/2024-05-01T11:00:00.000Z", seg.interval)
 	})
+	t.Run("nulls: longMin over missing values, all-null doubleSum", func(t *testing.T) {
+		c := &diffCase{dims: dims, schema: rollupHour, rows: []diffRow{
+			{time: 0, dims: [][]string{{"a"}}, longs: map[string]int64{"m_longMin": 7}},
+			{time: 1, dims: [][]string{{"a"}}},
+			{time: 2, dims: [][]string{{"a"}}, longs: map[string]int64{"m_longMin": 3}},
+		}}
+		c.finish()
+		seg := c.run(t)
+		require.Len(t, seg.rows, 1)
+		k := c.schema.Metric("m_longMin")
+		require.Equal(t, columns.Value{Long: 3}, seg.rows[0].Metrics[k], "a missing value is not 0")
+		k = c.schema.Metric("m_doubleSum")
+		require.Equal(t, columns.Value{Null: true}, seg.rows[0].Metrics[k], "a sum of nulls is null, not 0")
+		k = c.schema.Metric("m_count")
+		require.Equal(t, columns.Value{Long: 3}, seg.rows[0].Metrics[k], "count counts every row")
+	})
 	t.Run("rollup rows are rolled up and truncated", func(t *testing.T) {
 		c := &diffCase{dims: dims, schema: rollupHour, rows: []diffRow{
 			{time: 3_600_000 + 5, dims: [][]string{{"a"}}},
@@ -110,7 +157,7 @@ type diffRow struct {
 	dims    [][]string // nil: null
 	longs   map[string]int64
 	doubles map[string]float64
-	absent  map[string]bool // metric fields left empty (read as 0)
+	absent  map[string]bool // metric fields missing: null (0 for a metric of nullAsZero)
 	user    string          // "" : null (hyperUnique adds nothing)
 }
 
@@ -123,6 +170,8 @@ type diffCase struct {
 	// different keys have no ties to break.
 	uniqueTimes bool
 	spec        *ingest.Spec
+	nullAsZero  map[string]bool // metrics of input.nullAsZero
+	dropColumns map[string]bool // CSV: metric columns left out of the header (null in every row)
 }
 
 var vocab = []string{"", "a", "b", "c", "Zürich", "x,y", `q"uote`, "日本"}
@@ -154,6 +203,23 @@ func newDiffCase(seed, i uint64) *diffCase {
 		span = max(span, int64(4*n)) // room for n distinct times
 	}
 	used := map[int64]bool{}
+	// Every long and double metric has nulls, at its own rate; some read nulls as 0.
+	nullRate := map[string]float64{}
+	c.nullAsZero, c.dropColumns = map[string]bool{}, map[string]bool{}
+	zeroSome := rng.IntN(4) == 0
+	for _, a := range agg.All() {
+		if !a.Nullable() {
+			continue
+		}
+		name := "m_" + a.Name
+		nullRate[name] = []float64{1.0 / 15, 0.25, 0.5, 1}[rng.IntN(4)]
+		if zeroSome && rng.IntN(3) == 0 {
+			c.nullAsZero[name] = true
+		}
+		if nullRate[name] == 1 && rng.IntN(2) == 0 {
+			c.dropColumns[name] = true
+		}
+	}
 	for r := 0; r < n; r++ {
 		row := diffRow{longs: map[string]int64{}, doubles: map[string]float64{}, absent: map[string]bool{}}
 		for {
@@ -182,7 +248,7 @@ func newDiffCase(seed, i uint64) *diffCase {
 			if a.CountsRows || a.Type == agg.Sketch {
 				continue
 			}
-			if rng.IntN(15) == 0 {
+			if rng.Float64() < nullRate[name] {
 				row.absent[name] = true
 				continue
 			}
@@ -241,9 +307,35 @@ func (c *diffCase) finish() {
 		for len(r.dims) < len(c.dims) {
 			r.dims = append(r.dims, nil)
 		}
+		if r.absent == nil {
+			r.absent = map[string]bool{}
+		}
+		for _, name := range c.metricFields() {
+			_, l := r.longs[name]
+			_, d := r.doubles[name]
+			if !l && !d {
+				r.absent[name] = true // no value given: missing
+			}
+		}
 	}
 	null := "NULL"
 	c.spec = &ingest.Spec{Schema: c.schema, Input: ingest.InputSpec{NullValue: &null}}
+	for _, name := range c.metricFields() {
+		if c.nullAsZero[name] {
+			c.spec.Input.NullAsZero = append(c.spec.Input.NullAsZero, name)
+		}
+	}
+}
+
+// nullAt returns how row r writes a missing value of metric name: 0, 1 or 2 (CSV: empty field,
+// the null text, the empty field again; NDJSON: missing key, null, ""), a function of the row
+// and name, so that every form turns up.
+func nullAt(r int, name string) int {
+	h := uint32(r)*2654435761 + uint32(len(name))*40503
+	for _, ch := range name {
+		h = h*31 + uint32(ch)
+	}
+	return int(h>>7) % 3
 }
 
 // columnsRow is row r as a Builder takes it.
@@ -251,6 +343,10 @@ func (c *diffCase) columnsRow(r diffRow) columns.Row {
 	out := columns.Row{Time: r.time, Dims: r.dims, Metrics: make([]columns.Value, len(c.schema.Metrics))}
 	for i, m := range c.schema.Metrics {
 		name := m.Name
+		if r.absent[name] && m.Agg().Nullable() && !c.nullAsZero[name] {
+			out.Metrics[i].Null = true
+			continue
+		}
 		switch m.ValueType() {
 		case columns.MetricLong:
 			out.Metrics[i].Long = r.longs[name]
@@ -277,6 +373,17 @@ func (c *diffCase) metricFields() []string {
 	return f
 }
 
+// csvMetricFields are the metric columns of the CSV header: all but the dropped ones.
+func (c *diffCase) csvMetricFields() []string {
+	var f []string
+	for _, name := range c.metricFields() {
+		if !c.dropColumns[name] {
+			f = append(f, name)
+		}
+	}
+	return f
+}
+
 func (c *diffCase) csvText(t *testing.T) string {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
@@ -284,10 +391,10 @@ func (c *diffCase) csvText(t *testing.T) string {
 	for _, d := range c.dims {
 		header = append(header, d.name)
 	}
-	header = append(header, c.metricFields()...)
+	header = append(header, c.csvMetricFields()...)
 	header = append(header, "user")
 	require.NoError(t, w.Write(header))
-	for _, r := range c.rows {
+	for ri, r := range c.rows {
 		rec := []string{strconv.FormatInt(r.time, 10)}
 		for _, vals := range r.dims {
 			if vals == nil {
@@ -296,7 +403,11 @@ func (c *diffCase) csvText(t *testing.T) string {
 				rec = append(rec, strings.Join(vals, "|"))
 			}
 		}
-		for _, name := range c.metricFields() {
+		for _, name := range c.csvMetricFields() {
+			if r.absent[name] && nullAt(ri, name) == 1 {
+				rec = append(rec, "NULL")
+				continue
+			}
 			rec = append(rec, c.fieldText(r, name))
 		}
 		rec = append(rec, cmp.Or(r.user, "NULL"))
@@ -322,7 +433,7 @@ func (c *diffCase) fieldText(r diffRow, name string) string {
 
 func (c *diffCase) ndjsonText(t *testing.T) string {
 	var b bytes.Buffer
-	for _, r := range c.rows {
+	for ri, r := range c.rows {
 		obj := map[string]any{"__time": r.time}
 		for k, vals := range r.dims {
 			switch {
@@ -336,7 +447,13 @@ func (c *diffCase) ndjsonText(t *testing.T) string {
 		}
 		for _, name := range c.metricFields() {
 			if r.absent[name] {
-				continue
+				switch nullAt(ri, name) {
+				case 1:
+					obj[name] = nil
+				case 2:
+					obj[name] = ""
+				}
+				continue // or the key left out
 			}
 			if v, ok := r.longs[name]; ok {
 				obj[name] = v
@@ -519,7 +636,7 @@ type oMetric struct {
 	dbl     float64
 	sum     *big.Float
 	at      int64 // first/last: the chosen row's event time
-	set     bool
+	set     bool  // a non-null value came
 	users   map[string]bool
 	present bool
 }
@@ -605,8 +722,16 @@ func (c *diffCase) addRow(ms []oMetric, i int) {
 		s := &ms[k]
 		s.present = true
 		lv, dv := r.longs[m.Name], r.doubles[m.Name]
-		if r.absent[m.Name] {
+		if r.absent[m.Name] && m.Agg().Nullable() {
+			if !c.nullAsZero[m.Name] {
+				continue // null: dropped
+			}
 			lv, dv = 0, 0
+		}
+		if m.Agg().Nullable() {
+			if m.Agg().Kind == agg.Sum || m.Agg().Kind == agg.Min || m.Agg().Kind == agg.Max {
+				s.set = true
+			}
 		}
 		switch m.Aggregator {
 		case columns.AggCount:
@@ -651,7 +776,13 @@ func (c *diffCase) addRow(ms []oMetric, i int) {
 	}
 }
 
+// null reports whether the state is null: no value came and the aggregator is nullable.
+func (s *oMetric) null(m columns.Metric) bool { return !s.set && m.Agg().Nullable() }
+
 func (s *oMetric) double(a columns.Aggregator) float64 {
+	if !s.set {
+		return 0 // null (a null stores +0)
+	}
 	if a == columns.AggDoubleSum {
 		f, _ := s.sum.Float64()
 		return f
@@ -660,14 +791,19 @@ func (s *oMetric) double(a columns.Aggregator) float64 {
 }
 
 // checkMetric compares one metric state with a value read back.
-func checkMetric(t *testing.T, what string, m columns.Metric, s *oMetric, long int64, dbl float64, sketchEstimate int64) {
+func checkMetric(t *testing.T, what string, m columns.Metric, s *oMetric, long int64, dbl float64, null bool, sketchEstimate int64) {
 	t.Helper()
+	require.Equal(t, s.null(m), null, "%s: metric %s: null", what, m.Name)
 	switch m.ValueType() {
 	case columns.MetricLong:
-		require.Equal(t, s.long, long, "%s: metric %s", what, m.Name)
+		want := s.long
+		if !s.set && m.Agg().Nullable() {
+			want = 0 // null: stored as 0
+		}
+		require.Equal(t, want, long, "%s: metric %s", what, m.Name)
 	case columns.MetricDouble:
 		want := s.double(m.Aggregator)
-		require.Truef(t, want == dbl, "%s: metric %s: got %v, want %v", what, m.Name, dbl, want)
+		require.Truef(t, math.Float64bits(want) == math.Float64bits(dbl) || (want == dbl && want != 0), "%s: metric %s: got %v, want %v", what, m.Name, dbl, want)
 	case columns.MetricHyperUnique:
 		n := int64(len(s.users))
 		require.InDeltaf(t, n, sketchEstimate, 1+0.02*float64(n), "%s: metric %s estimate", what, m.Name)
@@ -689,7 +825,7 @@ func (c *diffCase) checkOracle(t *testing.T, seg *readSeg) {
 			if v.Sketch != nil {
 				est = int64(v.Sketch.Estimate())
 			}
-			checkMetric(t, fmt.Sprintf("row %d", i), m, &o.mets[k], v.Long, v.Double, est)
+			checkMetric(t, fmt.Sprintf("row %d", i), m, &o.mets[k], v.Long, v.Double, v.Null, est)
 			if m.Agg().Timed() {
 				require.Equal(t, o.mets[k].at, seg.times[m.Name][i], "row %d metric %s stored time", i, m.Name)
 			}
@@ -748,7 +884,7 @@ func (c *diffCase) checkQueries(t *testing.T, b *merger.Builder, seg *columns.Se
 						continue // ties of event times across keys break by segment order there
 					}
 					v := row.Values[k]
-					checkMetric(t, fmt.Sprintf("%s group %d", name, i), m, &o.mets[k], v.Long, v.Double, v.Long)
+					checkMetric(t, fmt.Sprintf("%s group %d", name, i), m, &o.mets[k], v.Long, v.Double, v.Null, v.Long)
 				}
 			}
 		}

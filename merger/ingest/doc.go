@@ -9,12 +9,21 @@
 // delimiter and null text, and a mapping of dimensions to input fields. SpecHelp describes
 // the JSON for users.
 //
+// # Nulls
+//
+// A long or double metric's missing value (an empty CSV field or the null text, a column the
+// CSV header lacks, an NDJSON null, "" or missing key) is null by default, as in SQL and in
+// Druid's SQL-compatible null handling (its default from Druid 28): a missing delay must not
+// make a longMin 0. The rows keep columns.Value.Null, and what it means to an aggregator is
+// decided in columns/agg alone. InputSpec.NullAsZero names metrics whose missing values read
+// as 0 instead.
+//
 // # Readers
 //
 // NewCSVReader and NewNDJSONReader read one input (an io.Reader and a name for messages) into
 // columns.Row values ready for merger.Builder.Add. A row that does not parse is a *RowError,
 // whose message is FILE:LINE: column NAME: reason, and reading goes on after it; an input that
-// cannot be read at all (a CSV header without a field the spec reads, a line over
+// cannot be read at all (a CSV header without the time or a dimension field, a line over
 // InputSpec.MaxRecordBytes) is an error wrapping ErrInput. A malformed CSV record is a
 // *RowError naming the line where it starts, and reading goes on at the line after it.
 //

@@ -208,6 +208,7 @@ type fieldParser struct {
 	dimFields []string
 	metFields []string // "" for count and hyperUnique over a dimension
 	kinds     []metricKind
+	zero      []bool                // per metric: a missing value reads as 0 (Spec.NullAsZero), not null
 	sketches  []*hyperloglog.Sketch // scratch sketch of each metSketch metric
 	onWarning func(Warning)
 	warned    bool // a time was implausible: the input's one warning is given
@@ -246,6 +247,7 @@ func newFieldParser(sp *Spec, name string, opts ReaderOptions) (fieldParser, err
 			p.sketches[i] = hyperloglog.New()
 		}
 		p.kinds = append(p.kinds, k)
+		p.zero = append(p.zero, sp.NullAsZero(m))
 	}
 	return p, nil
 }
@@ -346,7 +348,8 @@ func (p *fieldParser) checkValues(d int, v []string) error {
 // package's limit on the values of one row, which it does not export).
 const MaxRowValues = 1 << 20
 
-// setMetric parses metric i from its field's text; empty (or null) reads as 0.
+// setMetric parses metric i from its field's text; empty (or null) is null, or 0 for a
+// metric of Spec.NullAsZero (a sketch adds nothing).
 func (p *fieldParser) setMetric(row *columns.Row, i int, s string, null bool) error {
 	v := &row.Metrics[i]
 	*v = columns.Value{}
@@ -359,6 +362,7 @@ func (p *fieldParser) setMetric(row *columns.Row, i int, s string, null bool) er
 	case metLong, metDouble, metSketch: // parsed below
 	}
 	if null || s == "" {
+		v.Null = p.kinds[i] != metSketch && !p.zero[i]
 		return nil
 	}
 	switch p.kinds[i] {

@@ -48,6 +48,8 @@ func rowString(r columns.Row) string {
 	}
 	for _, m := range r.Metrics {
 		switch {
+		case m.Null:
+			b.WriteString(" null")
 		case m.Sketch != nil:
 			fmt.Fprintf(&b, " ~%d", m.Sketch.Estimate())
 		case m.Double != 0:
@@ -88,7 +90,7 @@ func TestCSVReader(t *testing.T) {
 	sp := testSpec(t, nil)
 	in := "\ufeffts,page,tags,body,added,d,user,extra\n" +
 		"5,Main,a|b|a,hello,3,1.5,u1,x\n" +
-		"6,,,,,,,\n" + // nulls and zeros
+		"6,,,,,,,\n" + // nulls (metrics too)
 		"7,\"Talk, page\",|c||,\"multi\nline\",-4,1e3,u2,\n" + // quoted comma and newline; empty elements
 		"8,Main,solo,x,2.0,-0.25,u1,\n"
 	rr, err := NewCSVReader(sp, "in.csv", strings.NewReader(in))
@@ -98,7 +100,7 @@ func TestCSVReader(t *testing.T) {
 	require.Empty(t, bad)
 	require.Equal(t, []string{
 		`5 ["Main"] ["a" "b" "a"] ["hello"] 1 3 1.5 ~1 0`,
-		`6 <nil> <nil> <nil> 1 0 0 0 0`,
+		`6 <nil> <nil> <nil> 1 null null 0 0`,
 		`7 ["Talk, page"] ["" "c" "" ""] ["multi\nline"] 1 -4 1000 ~1 0`,
 		`8 ["Main"] ["solo"] ["x"] 1 2 -0.25 ~1 0`,
 	}, rows)
@@ -123,7 +125,7 @@ func TestCSVReaderOptions(t *testing.T) {
 	require.Empty(t, bad)
 	require.Equal(t, []string{
 		`1714564800000 ["Main"] ["a" "b"] [""] 1 1 2 ~1 0`,
-		`1714564800500 <nil> <nil> <nil> 1 0 0 0 0`,
+		`1714564800500 <nil> <nil> <nil> 1 null null 0 0`,
 	}, rows)
 }
 
@@ -177,12 +179,22 @@ func TestCSVReaderHeader(t *testing.T) {
 	bad("ts,page,ts\n", `h.csv:1: field "ts" appears twice in the header`)
 	bad("time,page,tags,body,added,d,user\n", `h.csv:1: timestamp: field "ts" is not in the header`)
 	bad("ts,tags,body,added,d,user\n", `h.csv:1: dimension page: field "page" is not in the header`)
-	bad("ts,page,tags,body,d,user\n", `h.csv:1: metric added: field "added" is not in the header`)
 	bad("ts,page,\"tags\n", `h.csv:1: header: malformed CSV: a quoted field is still open at the end of the input: is a quote unmatched?`)
 	bad("ts,page,\"ta\"gs\"\n", `h.csv:1: header: malformed CSV: extraneous or missing " in quoted-field`)
 
+	// A metric column the header lacks is a missing value in every row: null, with a warning.
+	var warnings []string
+	rr, err := NewReaderOptions(sp, CSV, "h.csv", strings.NewReader("ts,page,tags,body,d,user\n5,p,,,1,\n"),
+		ReaderOptions{OnWarning: func(w Warning) { warnings = append(warnings, w.String()) }})
+	require.NoError(t, err)
+	rows, badRows, end := readAll(t, sp, rr)
+	require.NoError(t, end)
+	require.Empty(t, badRows)
+	require.Equal(t, []string{`5 ["p"] <nil> <nil> 1 null 1 0 0`}, rows)
+	require.Equal(t, []string{`h.csv:1: column added: field "added" is not in the header: every value of metric added is missing`}, warnings)
+
 	// An invalid spec is the spec's error.
-	_, err := NewCSVReader(&Spec{Input: InputSpec{Delimiter: "ab"}}, "h.csv", strings.NewReader("ts\n"))
+	_, err = NewCSVReader(&Spec{Input: InputSpec{Delimiter: "ab"}}, "h.csv", strings.NewReader("ts\n"))
 	require.ErrorIs(t, err, ErrSpec)
 	// The reader's own error ends the input, naming it.
 	_, err = NewCSVReader(sp, "h.csv", io.MultiReader(strings.NewReader("ts,"), errReader{}))
@@ -200,7 +212,7 @@ func TestNDJSONReader(t *testing.T) {
 	sp := testSpec(t, nil)
 	in := `{"ts": 5, "page": "Main", "tags": ["a", "b", "a"], "body": "hello", "added": 3, "d": 1.5, "user": "u1", "extra": {"x": 1}}` + "\n" +
 		"\n   \n" + // blank lines are skipped, and counted
-		`{"ts": "6"}` + "\n" + // all missing: null, zeros
+		`{"ts": "6"}` + "\n" + // all missing: null
 		`{"ts": 7, "page": true, "tags": [null, 1.5, "c"], "body": null, "added": -4, "d": "1e3", "user": 17}` + "\r\n" +
 		`{"ts": 8, "page": ["Main"], "tags": [], "body": "", "added": 2.0, "d": null, "user": ""}` // no final newline
 	rr, err := NewNDJSONReader(sp, "in.ndjson", strings.NewReader(in))
@@ -210,9 +222,9 @@ func TestNDJSONReader(t *testing.T) {
 	require.Empty(t, bad)
 	require.Equal(t, []string{
 		`5 ["Main"] ["a" "b" "a"] ["hello"] 1 3 1.5 ~1 0`,
-		`6 <nil> <nil> <nil> 1 0 0 0 0`,
+		`6 <nil> <nil> <nil> 1 null null 0 0`,
 		`7 ["true"] ["" "1.5" "c"] <nil> 1 -4 1000 ~1 0`,
-		`8 ["Main"] <nil> [""] 1 2 0 0 0`,
+		`8 ["Main"] <nil> [""] 1 2 null 0 0`,
 	}, rows)
 }
 
@@ -240,7 +252,7 @@ func TestNDJSONReaderBadRows(t *testing.T) {
 	require.NoError(t, err)
 	rows, bad, end := readAll(t, sp, rr)
 	require.NoError(t, end)
-	require.Equal(t, []string{`15 ["Main"] ["a" "b"] <nil> 1 0 0 0 0`}, rows)
+	require.Equal(t, []string{`15 ["Main"] ["a" "b"] <nil> 1 null null 0 0`}, rows)
 	require.Equal(t, []string{
 		`bad.ndjson:1: column tags: want a string, number or boolean, not an object`,
 		`bad.ndjson:2: column page: 2 values for a single-value dimension`,

@@ -60,6 +60,15 @@ type InputSpec struct {
 	// Fields maps a dimension to the input field it is read from; a dimension not listed
 	// reads the field of its name. Metrics name theirs in the schema's fieldName.
 	Fields map[string]string `json:"fields,omitempty"`
+	// NullAsZero names long and double metrics whose missing values read as 0, as before
+	// null handling. By default a missing value (an empty CSV field or the null text, a
+	// column the header lacks; an NDJSON null, "" or missing key) is null: sums and counts
+	// skip it, min, max, first and last ignore it, and a rolled-up row whose values were all
+	// null is null (columns/agg). That is SQL's meaning of a missing value and Druid's default
+	// since version 28, and the one that does not lie: a missing delay read as 0 would be
+	// every longMin's answer. Naming a metric here restores 0 for it, for data where empty
+	// does mean zero.
+	NullAsZero []string `json:"nullAsZero,omitempty"`
 	// MaxRecordBytes bounds the bytes of one record: a CSV record (all its lines) or an NDJSON
 	// line; 0 means DefaultMaxRecordBytes. A longer record is an error naming its line, and
 	// the memory a reader holds stays within a few times this bound.
@@ -110,7 +119,10 @@ maps the column to another field. metrics: each computed from its fieldName (def
 name): count counts input rows (no field); ` + aggNames(agg.Long) + ` read integers;
 ` + aggNames(agg.Double) + ` read numbers; hyperUnique adds the field's value to a
 HyperLogLog sketch, or, when its fieldName names a dimension, that dimension's values. An
-empty or missing metric field reads as 0 (hyperUnique: adds nothing). With "rollup": true,
+empty, null or missing metric field is null (SQL's and Druid's null handling): sums and
+counts skip it, min, max, first and last ignore it, and a row or query group whose values
+were all null is null, not 0 (count still counts the row; hyperUnique adds nothing);
+input.nullAsZero lists metrics whose missing values read as 0 instead. With "rollup": true,
 rows with the same truncated time and dimension values are combined: sums add (doubleSum
 exactly, rounded once; count and longSum exactly: a sum that does not fit a 64-bit integer
 fails the ingest, naming the metric, never wraps), min and max keep the extreme, first and last keep the value of the
@@ -303,7 +315,7 @@ func (s Spec) MarshalJSON() ([]byte, error) {
 		}
 	}
 	in := s.Input
-	if in.Format != "" || in.Delimiter != "" || in.MultiValueDelimiter != "" || in.NullValue != nil || len(in.Fields) > 0 || in.MaxRecordBytes != 0 {
+	if in.Format != "" || in.Delimiter != "" || in.MultiValueDelimiter != "" || in.NullValue != nil || len(in.Fields) > 0 || len(in.NullAsZero) > 0 || in.MaxRecordBytes != 0 {
 		if top["input"], err = json.Marshal(in); err != nil {
 			return nil, fmt.Errorf("ingest: spec: %w", err)
 		}
@@ -344,7 +356,32 @@ func (s *Spec) validate() error {
 			return fmt.Errorf("input.fields: %q is not a dimension of the schema", col)
 		}
 	}
+	seen := map[string]bool{}
+	for _, name := range s.Input.NullAsZero {
+		i := s.Schema.Metric(name)
+		if i < 0 {
+			return fmt.Errorf("input.nullAsZero: %q is not a metric of the schema", name)
+		}
+		if m := s.Schema.Metrics[i]; !m.Agg().Nullable() {
+			return fmt.Errorf("input.nullAsZero: metric %q (%s) has no null value: want a long or double metric other than count", name, m.Aggregator)
+		}
+		if seen[name] {
+			return fmt.Errorf("input.nullAsZero: %q listed twice", name)
+		}
+		seen[name] = true
+	}
 	return nil
+}
+
+// NullAsZero reports whether metric m's missing values read as 0 (InputSpec.NullAsZero)
+// rather than null.
+func (s *Spec) NullAsZero(m columns.Metric) bool {
+	for _, name := range s.Input.NullAsZero {
+		if name == m.Name {
+			return true
+		}
+	}
+	return false
 }
 
 // NewRow returns a row shaped for the spec's schema, for a Reader's Read.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/columns"
@@ -13,29 +14,22 @@ import (
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
-// accs holds the aggregation state of groups, metric by metric, indexed by group. Every
-// combination follows the kernels of columns/agg; the loops switch on the kernel's type and
-// kind, never on aggregator names. Each kind keeps the least state a group needs: a value for
-// sums, minima and maxima of longs and for minima and maxima of doubles, an exact sum for sums
-// of doubles, a value with its time for first and last.
+// accs holds the aggregation state of groups, metric by metric, indexed by group: one
+// accumulator of columns/agg per group (agg.LongAcc, agg.DoubleAcc, a sketch), which alone
+// decides what combining values, and a null among them, means.
 type accs struct {
 	metrics []columns.Metric
 	aggs    []agg.Agg
 	rows    []int64
 	minTime []int64
-	longs   [][]int64         // long Sum, Min, Max
-	carries []map[int32]int64 // long Sum: per group, its carries out of int64 (agg.AddLong), when not 0
-	dbls    [][]float64       // double Min, Max
-	sums    [][]agg.ExactSum  // double Sum
-	ltimed  [][]agg.LongAcc   // long First, Last
-	dtimed  [][]agg.DoubleAcc // double First, Last
+	longs   [][]agg.LongAcc   // long metrics
+	dbls    [][]agg.DoubleAcc // double metrics
 	sks     [][]*hyperloglog.Sketch
 }
 
 func newAccs(metrics []columns.Metric) *accs {
 	n := len(metrics)
-	a := &accs{metrics: metrics, aggs: make([]agg.Agg, n), longs: make([][]int64, n), carries: make([]map[int32]int64, n), dbls: make([][]float64, n),
-		sums: make([][]agg.ExactSum, n), ltimed: make([][]agg.LongAcc, n), dtimed: make([][]agg.DoubleAcc, n),
+	a := &accs{metrics: metrics, aggs: make([]agg.Agg, n), longs: make([][]agg.LongAcc, n), dbls: make([][]agg.DoubleAcc, n),
 		sks: make([][]*hyperloglog.Sketch, n)}
 	for m, met := range metrics {
 		a.aggs[m] = met.Agg()
@@ -48,19 +42,13 @@ func (a *accs) grow() {
 	a.rows = append(a.rows, 0)
 	a.minTime = append(a.minTime, math.MaxInt64)
 	for m, x := range a.aggs {
-		switch {
-		case x.Type == agg.Sketch:
+		switch x.Type {
+		case agg.Sketch:
 			a.sks[m] = append(a.sks[m], nil)
-		case x.Timed() && x.Type == agg.Long:
-			a.ltimed[m] = append(a.ltimed[m], agg.NewLongAcc(x.Kind))
-		case x.Timed():
-			a.dtimed[m] = append(a.dtimed[m], agg.NewDoubleAcc(x.Kind))
-		case x.Type == agg.Long:
-			a.longs[m] = append(a.longs[m], x.Kind.LongIdentity())
-		case x.Kind == agg.Sum:
-			a.sums[m] = append(a.sums[m], agg.ExactSum{})
-		default:
-			a.dbls[m] = append(a.dbls[m], x.Kind.DoubleIdentity())
+		case agg.Long:
+			a.longs[m] = append(a.longs[m], agg.NewLongAcc(x.Kind))
+		case agg.Double:
+			a.dbls[m] = append(a.dbls[m], agg.NewDoubleAcc(x.Kind))
 		}
 	}
 }
@@ -70,8 +58,8 @@ func (a *accs) mergeGroup(i int, o *accs, j int) error {
 	a.rows[i] += o.rows[j]
 	a.minTime[i] = min(a.minTime[i], o.minTime[j])
 	for m, x := range a.aggs {
-		switch {
-		case x.Type == agg.Sketch:
+		switch x.Type {
+		case agg.Sketch:
 			if sk := o.sks[m][j]; sk != nil {
 				if a.sks[m][i] == nil {
 					a.sks[m][i] = &hyperloglog.Sketch{}
@@ -80,34 +68,13 @@ func (a *accs) mergeGroup(i int, o *accs, j int) error {
 					return fmt.Errorf("metric %q: %w", a.metrics[m].Name, err)
 				}
 			}
-		case x.Timed() && x.Type == agg.Long:
-			a.ltimed[m][i].Merge(x.Kind, &o.ltimed[m][j])
-		case x.Timed():
-			a.dtimed[m][i].Merge(x.Kind, &o.dtimed[m][j])
-		case x.Type == agg.Long:
-			var c int64
-			a.longs[m][i], c = x.Kind.CombineLong(a.longs[m][i], o.longs[m][j])
-			a.addCarry(m, i, c+o.carries[m][int32(j)])
-		case x.Kind == agg.Sum:
-			a.sums[m][i].Merge(&o.sums[m][j])
-		default:
-			a.dbls[m][i] = x.Kind.CombineDouble(a.dbls[m][i], o.dbls[m][j])
+		case agg.Long:
+			a.longs[m][i].Merge(x.Kind, &o.longs[m][j])
+		case agg.Double:
+			a.dbls[m][i].Merge(x.Kind, &o.dbls[m][j])
 		}
 	}
 	return nil
-}
-
-// addCarry adds c to the carries of group g's sum of metric m.
-func (a *accs) addCarry(m, g int, c int64) {
-	if c == 0 {
-		return
-	}
-	if a.carries[m] == nil {
-		a.carries[m] = map[int32]int64{}
-	}
-	if a.carries[m][int32(g)] += c; a.carries[m][int32(g)] == 0 {
-		delete(a.carries[m], int32(g))
-	}
 }
 
 // overflow returns, when the exact sum of a metric in a group does not fit an int64, an error
@@ -115,25 +82,23 @@ func (a *accs) addCarry(m, g int, c int64) {
 // a query answers exactly or not at all.
 func (g *globalTable) overflow(groupBy []string) error {
 	a := g.acc
-	for m, cs := range a.carries {
-		if len(cs) == 0 {
-			continue
-		}
-		gi := int32(math.MaxInt32)
-		for i := range cs {
-			gi = min(gi, i)
-		}
-		var b strings.Builder
-		fmt.Fprintf(&b, "time %d", g.times[gi])
-		for k, v := range g.groups[gi] {
-			if v.Null {
-				fmt.Fprintf(&b, ", %s null", groupBy[k])
-			} else {
-				fmt.Fprintf(&b, ", %s %q", groupBy[k], v.Value)
+	for m, accs := range a.longs {
+		for gi := range accs {
+			if _, err := accs[gi].Value(); err == nil {
+				continue
 			}
+			var b strings.Builder
+			fmt.Fprintf(&b, "time %d", g.times[gi])
+			for k, v := range g.groups[gi] {
+				if v.Null {
+					fmt.Fprintf(&b, ", %s null", groupBy[k])
+				} else {
+					fmt.Fprintf(&b, ", %s %q", groupBy[k], v.Value)
+				}
+			}
+			return fmt.Errorf("query: metric %q: the group at %s: %w", a.metrics[m].Name, b.String(),
+				agg.OverflowError(accs[gi].V, accs[gi].C))
 		}
-		return fmt.Errorf("query: metric %q: the group at %s: %w", a.metrics[m].Name, b.String(),
-			agg.OverflowError(a.longs[m][gi], cs[gi]))
 	}
 	return nil
 }
@@ -142,21 +107,19 @@ func (a *accs) values(i int) []AggValue {
 	out := make([]AggValue, len(a.metrics))
 	for m, x := range a.aggs {
 		v := AggValue{Type: a.metrics[m].ValueType()}
-		switch {
-		case x.Type == agg.Sketch:
+		switch x.Type {
+		case agg.Sketch:
 			if sk := a.sks[m][i]; sk != nil {
 				v.Long = int64(sk.Estimate())
 			}
-		case x.Timed() && x.Type == agg.Long:
-			v.Long = a.ltimed[m][i].V
-		case x.Timed():
-			v.Double = a.dtimed[m][i].V
-		case x.Type == agg.Long:
-			v.Long = a.longs[m][i]
-		case x.Kind == agg.Sum:
-			v.Double = a.sums[m][i].Value()
-		default:
-			v.Double = a.dbls[m][i]
+		case agg.Long:
+			acc := &a.longs[m][i]
+			v.Long, _ = acc.Value() // overflow checked before (globalTable.overflow)
+			v.Null = acc.Null(x)
+		case agg.Double:
+			acc := &a.dbls[m][i]
+			v.Double = acc.Value(x.Kind)
+			v.Null = acc.Null(x)
 		}
 		out[m] = v
 	}
@@ -165,21 +128,22 @@ func (a *accs) values(i int) []AggValue {
 
 // metricReader reads one result metric of one source.
 type metricReader struct {
-	zero   bool              // the source lacks the metric: its rows read as zero
+	absent bool              // the source lacks the metric: its rows are null
 	long   *source.LongCache // long metric values
 	double *source.DoubleCache
 	times  *source.LongCache // first/last: the time stored with each value
 	tails  source.TailReader // doubleSum: exactness tails, nil when the source has none
+	nulls  *roaring.Bitmap   // long and double: the null rows, nil when none
 	sketch source.SketchMerger
 }
 
-func newMetricReaders(src source.Source, metrics []columns.Metric) []metricReader {
+func newMetricReaders(src source.Source, metrics []columns.Metric) ([]metricReader, error) {
 	schema := src.Schema()
 	readers := make([]metricReader, len(metrics))
 	for m, met := range metrics {
 		rd := &readers[m]
 		if schema.Metric(met.Name) < 0 {
-			rd.zero = true
+			rd.absent = true
 			continue
 		}
 		x := met.Agg()
@@ -203,8 +167,30 @@ func newMetricReaders(src source.Source, metrics []columns.Metric) []metricReade
 		case agg.Sketch:
 			rd.sketch = src.SketchMerger(met.Name)
 		}
+		if x.Type != agg.Sketch {
+			bm, err := src.MetricNulls(met.Name)
+			if err != nil {
+				return nil, fmt.Errorf("metric %q: %w", met.Name, err)
+			}
+			rd.nulls = bm
+		}
 	}
-	return readers
+	return readers, nil
+}
+
+// null reports whether row is null.
+func (rd *metricReader) null(row uint32) bool { return rd.nulls != nil && rd.nulls.Contains(row) }
+
+// nullFlags returns, for each of rows, whether it is null; nil when the source has no null row.
+func (rd *metricReader) nullFlags(rows []uint32, sc *batchScratch) []bool {
+	if rd.nulls == nil {
+		return nil
+	}
+	sc.null = slices.Grow(sc.null[:0], len(rows))[:len(rows)]
+	for i, r := range rows {
+		sc.null[i] = rd.nulls.Contains(r)
+	}
+	return sc.null
 }
 
 // batchScratch is addBatch's reused memory.
@@ -213,111 +199,58 @@ type batchScratch struct {
 	dvals []float64
 	times []int64
 	tail  []float64
+	null  []bool
 }
 
 // addBatch aggregates metric m of rows (increasing) into their groups gid; t holds the rows'
-// times (a first/last value's time where the source lacks the metric). Each kind's loop is
-// written out, the kernels' meaning (agg.Kind.CombineLong, CombineDouble) without a switch per
-// value.
+// times. Every value goes through its group's accumulator (agg, in its batch form AddLongs
+// and AddDoubles), null or not.
 func (a *accs) addBatch(m int, rd *metricReader, rows []uint32, gid []int32, t []int64, sc *batchScratch) error {
 	x := a.aggs[m]
+	k := x.Kind
 	n := len(rows)
-	var times []int64
-	if x.Timed() {
-		times = t
-		if rd.times != nil {
-			sc.times = slices.Grow(sc.times[:0], n)[:n]
-			if err := rd.times.Gather(rows, sc.times); err != nil {
-				return err
-			}
-			times = sc.times
+	if rd.absent {
+		return nil // only nulls, which every accumulator skips
+	}
+	times := t
+	if x.Timed() && rd.times != nil {
+		sc.times = slices.Grow(sc.times[:0], n)[:n]
+		if err := rd.times.Gather(rows, sc.times); err != nil {
+			return err
 		}
+		times = sc.times
 	}
 	switch x.Type {
 	case agg.Long:
+		if rd.long == nil {
+			return nil
+		}
 		vals := slices.Grow(sc.lvals[:0], n)[:n]
 		sc.lvals = vals
-		switch {
-		case rd.long != nil:
-			if err := rd.long.Gather(rows, vals); err != nil {
-				return err
-			}
-		case rd.zero:
-			clear(vals)
-		default:
+		if err := rd.long.Gather(rows, vals); err != nil {
+			return err
+		}
+		agg.AddLongs(k, a.longs[m], gid, vals, times, rd.nullFlags(rows, sc))
+	case agg.Double:
+		if rd.double == nil {
 			return nil
 		}
-		acc := a.longs[m]
-		switch k := x.Kind; k {
-		case agg.Sum:
-			for i, v := range vals {
-				g := gid[i]
-				s, c := agg.AddLong(acc[g], v)
-				acc[g] = s
-				if c != 0 {
-					a.addCarry(m, int(g), c)
-				}
-			}
-		case agg.Min:
-			for i, v := range vals {
-				acc[gid[i]] = min(acc[gid[i]], v)
-			}
-		case agg.Max:
-			for i, v := range vals {
-				acc[gid[i]] = max(acc[gid[i]], v)
-			}
-		case agg.First, agg.Last:
-			tacc := a.ltimed[m]
-			for i, v := range vals {
-				tacc[gid[i]].Add(k, v, times[i])
-			}
-		case agg.Union:
-		}
-	case agg.Double:
 		vals := slices.Grow(sc.dvals[:0], n)[:n]
 		sc.dvals = vals
-		switch {
-		case rd.double != nil:
-			if err := rd.double.Gather(rows, vals); err != nil {
-				return err
-			}
-		case rd.zero:
-			clear(vals)
-		default:
+		if err := rd.double.Gather(rows, vals); err != nil {
+			return err
+		}
+		if rd.tails == nil {
+			agg.AddDoubles(k, a.dbls[m], gid, vals, times, rd.nullFlags(rows, sc))
 			return nil
 		}
-		switch k := x.Kind; k {
-		case agg.Sum:
-			acc := a.sums[m]
-			for i, v := range vals {
-				acc[gid[i]].Add(v)
+		acc := a.dbls[m]
+		for i, v := range vals {
+			var err error
+			if sc.tail, err = rd.tails.Tail(int(rows[i]), sc.tail[:0]); err != nil {
+				return err
 			}
-			if rd.tails != nil {
-				for i, row := range rows {
-					tail, err := rd.tails.Tail(int(row), sc.tail[:0])
-					if err != nil {
-						return err
-					}
-					sc.tail = tail
-					acc[gid[i]].AddAll(tail)
-				}
-			}
-		case agg.Min:
-			acc := a.dbls[m]
-			for i, v := range vals {
-				acc[gid[i]] = math.Min(acc[gid[i]], v)
-			}
-		case agg.Max:
-			acc := a.dbls[m]
-			for i, v := range vals {
-				acc[gid[i]] = math.Max(acc[gid[i]], v)
-			}
-		case agg.First, agg.Last:
-			acc := a.dtimed[m]
-			for i, v := range vals {
-				acc[gid[i]].Add(k, v, times[i], nil)
-			}
-		case agg.Union:
+			acc[gid[i]].Add(k, v, times[i], sc.tail, rd.null(rows[i]))
 		}
 	case agg.Sketch:
 		if rd.sketch == nil {
@@ -344,58 +277,41 @@ func (a *accs) mergeSketchRow(m int, rd *metricReader, g, row int) error {
 // addRow aggregates metric m of one row, whose time is t, into group g.
 func (a *accs) addRow(m int, rd *metricReader, g, row int, t int64) error {
 	x := a.aggs[m]
+	if rd.absent {
+		return nil // a null, which every accumulator skips
+	}
 	if x.Timed() && rd.times != nil {
 		var err error
 		if t, err = rd.times.At(row); err != nil {
 			return err
 		}
 	}
+	null := rd.null(uint32(row))
 	switch x.Type {
 	case agg.Long:
-		var v int64
-		switch {
-		case rd.long != nil:
-			var err error
-			if v, err = rd.long.At(row); err != nil {
-				return err
-			}
-		case !rd.zero:
+		if rd.long == nil {
 			return nil
 		}
-		if x.Timed() {
-			a.ltimed[m][g].Add(x.Kind, v, t)
-		} else {
-			var c int64
-			a.longs[m][g], c = x.Kind.CombineLong(a.longs[m][g], v)
-			a.addCarry(m, g, c)
+		v, err := rd.long.At(row)
+		if err != nil {
+			return err
 		}
+		a.longs[m][g].Add(x.Kind, v, t, null)
 	case agg.Double:
-		var v float64
-		switch {
-		case rd.double != nil:
-			var err error
-			if v, err = rd.double.At(row); err != nil {
-				return err
-			}
-		case !rd.zero:
+		if rd.double == nil {
 			return nil
+		}
+		v, err := rd.double.At(row)
+		if err != nil {
+			return err
 		}
 		var tail []float64
 		if rd.tails != nil {
-			var err error
 			if tail, err = rd.tails.Tail(row, nil); err != nil {
 				return err
 			}
 		}
-		switch {
-		case x.Timed():
-			a.dtimed[m][g].Add(x.Kind, v, t, nil)
-		case x.Kind == agg.Sum:
-			a.sums[m][g].Add(v)
-			a.sums[m][g].AddAll(tail)
-		default:
-			a.dbls[m][g] = x.Kind.CombineDouble(a.dbls[m][g], v)
-		}
+		a.dbls[m][g].Add(x.Kind, v, t, tail, null)
 	case agg.Sketch:
 		if rd.sketch == nil {
 			return nil

@@ -11,5 +11,10 @@
 // rollup; with rollup the stored partial sums were rounded).
 //
 // Several inputs are queried as one table: a dimension an input lacks is null there, a
-// metric an input lacks reads as zero (an empty sketch for hyperUnique).
+// long or double metric an input lacks reads as null (an empty sketch for hyperUnique).
+//
+// Null metric values (columns.Value.Null, a segment's nulls part) combine as columns/agg says,
+// through its accumulators alone: sums and counts of a metric skip them, min, max, first and
+// last ignore them, and a group whose values were all null is null (AggValue.Null); count is
+// never null.
 package query

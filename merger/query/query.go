@@ -52,8 +52,8 @@ type Spec struct {
 	// row (or an empty list) falls in the null group. A dimension a source lacks is null there.
 	GroupBy []string
 	// Metrics names the metrics to aggregate; nil means every metric of the sources' schemas
-	// (first seen first). A source lacking a metric reads as zero there (an empty sketch for
-	// hyperUnique), as its rows do once merged.
+	// (first seen first). A source lacking a long or double metric reads as null there (an
+	// empty sketch for hyperUnique), as its rows do once merged.
 	Metrics []string
 	// InputNames name the inputs in error messages; missing names are the path of a segment
 	// opened from a file (Segment.Name), else "input N".
@@ -105,10 +105,17 @@ type AggValue struct {
 	Type   columns.MetricType
 	Long   int64
 	Double float64
+	// Null: every input of the group was null (a long or double metric other than count; see
+	// columns/agg); Long and Double are then 0.
+	Null bool
 }
 
-// String formats the value: an integer, or the shortest decimal that reads back as Double.
+// String formats the value: an integer, or the shortest decimal that reads back as Double;
+// "null" for a null.
 func (v AggValue) String() string {
+	if v.Null {
+		return "null"
+	}
 	if v.Type == columns.MetricDouble {
 		return strconv.FormatFloat(v.Double, 'g', -1, 64)
 	}
@@ -287,7 +294,10 @@ func (r *runner) run() error {
 		}
 		r.gdims = append(r.gdims, g)
 	}
-	readers := newMetricReaders(src, r.metrics)
+	readers, err := newMetricReaders(src, r.metrics)
+	if err != nil {
+		return err
+	}
 	bm, err := evalFilter(src, r.spec.Filter)
 	if err != nil {
 		return err

@@ -98,6 +98,7 @@ func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec Spec) Resu
 		sums  []*big.Float
 		sks   []*hyperloglog.Sketch
 		first bool
+		seen  []bool // per metric: a non-null value came
 	}
 	groups := map[string]*group{}
 	for i, s := range schemas {
@@ -132,7 +133,7 @@ func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec Spec) Resu
 				key := strconv.FormatInt(bucket, 10) + fmt.Sprint(c)
 				g, ok := groups[key]
 				if !ok {
-					g = &group{row: Row{Time: bucket, Groups: c, Values: make([]AggValue, len(metrics))}, sums: make([]*big.Float, len(metrics)), sks: make([]*hyperloglog.Sketch, len(metrics)), first: true}
+					g = &group{row: Row{Time: bucket, Groups: c, Values: make([]AggValue, len(metrics))}, sums: make([]*big.Float, len(metrics)), sks: make([]*hyperloglog.Sketch, len(metrics)), first: true, seen: make([]bool, len(metrics))}
 					if spec.All {
 						g.row.Time = math.MaxInt64
 					}
@@ -166,10 +167,14 @@ func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec Spec) Resu
 				}
 				g.row.Rows++
 				for m, met := range metrics {
-					var v columns.Value // a metric the input lacks reads as zero
+					v := columns.Value{Null: met.ValueType() != columns.MetricHyperUnique} // a metric the input lacks is null
 					if k := s.Metric(met.Name); k >= 0 {
 						v = r.Metrics[k]
 					}
+					if v.Null {
+						continue // nulls are skipped
+					}
+					g.seen[m] = true
 					a := &g.row.Values[m]
 					ag := met.Agg()
 					double := ag.Type == agg.Double
@@ -218,6 +223,9 @@ func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec Spec) Resu
 					g.row.Values[m].Long = int64(g.sks[m].Estimate())
 				}
 			case agg.Min, agg.Max, agg.First, agg.Last: // as accumulated
+			}
+			if !g.seen[m] && met.Agg().Nullable() {
+				g.row.Values[m] = AggValue{Type: met.ValueType(), Null: true} // all null
 			}
 		}
 		res.Rows = append(res.Rows, g.row)
@@ -270,6 +278,7 @@ func requireResultsEqual(t testing.TB, want, got Result, rolledUp bool, msg stri
 		}
 		for m := range w.Values {
 			a, b := w.Values[m], g.Values[m]
+			require.Equal(t, a.Null, b.Null, "%s: group %d metric %s null", msg, i, want.Metrics[m].Name)
 			require.Equal(t, a.Long, b.Long, "%s: group %d metric %s", msg, i, want.Metrics[m].Name)
 			if rolledUp && a.Double != b.Double {
 				require.InEpsilon(t, a.Double, b.Double, 1e-12, "%s: group %d metric %s", msg, i, want.Metrics[m].Name)

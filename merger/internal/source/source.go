@@ -42,6 +42,10 @@ type Source interface {
 	// version 1 segment; every value exact).
 	Tails(name string) TailReader
 	Sketch(name string) SketchReader
+	// MetricNulls returns the null rows of a long or double metric (the source's nulls
+	// part), nil when it has none or lacks the metric; the caller must not change it. A
+	// metric a source lacks reads as null everywhere (agg decides what a null means).
+	MetricNulls(name string) (*roaring.Bitmap, error)
 	// SketchMerger returns a hyperUnique metric's reader for queries, or nil.
 	SketchMerger(name string) SketchMerger
 }
@@ -182,6 +186,16 @@ func (s segSource) Tails(name string) TailReader {
 		return c.Tails().Cursor()
 	}
 	return nil
+}
+
+func (s segSource) MetricNulls(name string) (*roaring.Bitmap, error) {
+	if c, err := s.seg.Long(name); err == nil {
+		return c.Nulls()
+	}
+	if c, err := s.seg.Double(name); err == nil {
+		return c.Nulls()
+	}
+	return nil, nil
 }
 
 func (s segSource) Sketch(name string) SketchReader {
