@@ -43,13 +43,15 @@ type Format string
 
 // The input formats.
 const (
-	CSV    Format = "csv"
-	NDJSON Format = "ndjson"
+	CSV     Format = "csv"
+	NDJSON  Format = "ndjson"
+	Parquet Format = "parquet"
 )
 
 // InputSpec says how input fields are read.
 type InputSpec struct {
-	// Format is csv or ndjson; empty means by the input's name (FormatOf).
+	// Format is csv, ndjson or parquet; empty means by the input's content (a Parquet file's
+	// magic bytes) and name (FormatOf).
 	Format Format `json:"format,omitempty"`
 	// Delimiter separates CSV fields: one character; empty means ",".
 	Delimiter string `json:"delimiter,omitempty"`
@@ -326,9 +328,9 @@ func (s *Spec) validate() error {
 		return err
 	}
 	switch s.Input.Format {
-	case "", CSV, NDJSON:
+	case "", CSV, NDJSON, Parquet:
 	default:
-		return fmt.Errorf("input.format %q: want csv or ndjson", s.Input.Format)
+		return fmt.Errorf("input.format %q: want csv, ndjson or parquet", s.Input.Format)
 	}
 	if d := s.Input.Delimiter; d != "" {
 		r, n := utf8.DecodeRuneInString(d)
