@@ -67,7 +67,7 @@ that a glob such as day-*.seg never mixes the two.
 
 ` + ingest.SpecHelp,
 		Example: `  segtool ingest --spec spec.json --out events.seg events.csv
-  segtool ingest --spec spec.json --out flights.seg flights-3m.parquet
+  segtool ingest --spec spec.json --out edits.seg edits.parquet
   segtool ingest --spec spec.json --out day.seg --rows-per-segment 1000000 day-*.ndjson
   zcat events.csv.gz | segtool ingest --spec spec.json --format csv --out events.seg -`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),

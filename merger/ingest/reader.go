@@ -128,11 +128,14 @@ func readerAtSize(name string, r io.Reader) (io.ReaderAt, int64, error) {
 func IsParquet(r io.Reader) (bool, io.Reader, error) {
 	if ra, ok := r.(io.ReaderAt); ok {
 		var b [4]byte
-		if n, err := ra.ReadAt(b[:], 0); n < len(b) {
-			if err == io.EOF || err == nil {
-				return false, r, nil
-			}
-			return false, r, err
+		n, err := ra.ReadAt(b[:], 0)
+		switch {
+		case n == len(b):
+		case err == io.EOF || err == nil:
+			return false, r, nil
+		default:
+			// Not a file one can read at offsets (a pipe, standard input): peek below.
+			return peekParquet(r)
 		}
 		if string(b[:]) != ParquetMagic {
 			return false, r, nil
@@ -144,6 +147,11 @@ func IsParquet(r io.Reader) (bool, io.Reader, error) {
 		}
 		return true, r, nil
 	}
+	return peekParquet(r)
+}
+
+// peekParquet is IsParquet on a stream.
+func peekParquet(r io.Reader) (bool, io.Reader, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	b, err := br.Peek(len(ParquetMagic))
 	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
