@@ -118,12 +118,19 @@ exactly, rounded once; count and longSum exactly: a sum that does not fit a 64-b
 fails the ingest, naming the metric, never wraps), min and max keep the extreme, first and last keep the value of the
 earliest or latest row by its time (ties: the first or last row read), sketches merge.
 
-input.format is csv or ndjson; without it each file's extension decides (.csv, .ndjson,
-.jsonl, .json, optionally followed by .gz); --format overrides both.
+input.format is csv, ndjson or parquet; without it each file's extension decides (.csv,
+.ndjson, .jsonl, .json, optionally followed by .gz, .parquet); --format overrides both. A
+Parquet file is known by its magic bytes (PAR1) whatever its name; read as CSV or NDJSON it is
+an error.
 CSV: the first line is the header of field names; input.delimiter separates fields (default
 ","); a multi-value cell is split on input.multiValueDelimiter (default "|"); a field equal
 to input.nullValue (default: the empty field) is null. An empty element of a multi-value cell
 is the empty string.
+Parquet: columns by the names of top-level fields; the time from INT64 TIMESTAMP (millis,
+micros, nanos), INT32 DATE, an integer in the unit of timestamp.format, or a string;
+dimensions from strings, integers and booleans (their CSV text), a LIST (or repeated field)
+giving multi-value cells (an empty list is null); metrics from integers, floating-point
+numbers and strings; a null is null. A column of another type is an error naming it.
 NDJSON: one object per line; a string, number or boolean is a value (numbers and booleans
 as their JSON text); null or a missing key is null; an array is a multi-value cell (a single-
 value dimension takes an array of at most one element); a null element of an array is stored
