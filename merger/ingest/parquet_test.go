@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/medium"
 )
 
 // csvMetricNulls says whether an empty CSV metric field (and a null NDJSON one) reads as a
@@ -552,4 +553,47 @@ func FuzzParquetReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		readAllParquet(t, sp, data)
 	})
+}
+
+// TestWriteParquetBenchFiles writes the files of bench/scripts/ingest_parquet_vs_csv.sh when
+// WRITEOUT_PQ_BENCH_DIR names a directory: WRITEOUT_PQ_BENCH_ROWS rows (default 3,000,000) of
+// TestParquetSameAsCSV's data as Parquet (row groups of 100,000 rows), CSV and NDJSON, and
+// spec.json.
+func TestWriteParquetBenchFiles(t *testing.T) {
+	dir := os.Getenv("WRITEOUT_PQ_BENCH_DIR")
+	if dir == "" {
+		t.Skip("WRITEOUT_PQ_BENCH_DIR not set")
+	}
+	n := 3_000_000
+	if s := os.Getenv("WRITEOUT_PQ_BENCH_ROWS"); s != "" {
+		var err error
+		n, err = strconv.Atoi(s)
+		require.NoError(t, err)
+	}
+	pq, csvPath, ndjson := pqFiles(t, dir, 13, n, 100_000)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "spec.json"), []byte(pqSpecJSON), 0o644))
+	t.Log(pq, csvPath, ndjson)
+}
+
+// BenchmarkParquetVsCSV ingests the same 200,000 rows from Parquet and from CSV (issue 13,
+// bar 2's comparison in small; the script in bench/scripts runs it at 3,000,000 rows).
+func BenchmarkParquetVsCSV(b *testing.B) {
+	dir := b.TempDir()
+	pq, csvPath, _ := pqFiles(b, dir, 13, 200_000, 100_000)
+	sp, err := ParseSpec([]byte(pqSpecJSON))
+	require.NoError(b, err)
+	for _, in := range []struct{ name, path string }{{"parquet", pq}, {"csv", csvPath}} {
+		b.Run("format="+in.name, func(b *testing.B) {
+			fi, err := os.Stat(in.path)
+			require.NoError(b, err)
+			b.SetBytes(fi.Size())
+			b.ReportAllocs()
+			for b.Loop() {
+				_, err := Run(context.Background(), sp, []Input{{Name: in.path, Path: in.path,
+					Open: func() (io.ReadCloser, error) { return OpenFile(in.path) }}},
+					Options{Out: filepath.Join(dir, "out.seg"), Replace: true, Durability: medium.Durability{Sync: medium.SyncNone}})
+				require.NoError(b, err)
+			}
+		})
+	}
 }
