@@ -244,7 +244,7 @@ func isParquetFile(path string) bool {
 	if err != nil {
 		return false
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	ok, _, err := ingest.IsParquet(f)
 	return err == nil && ok
 }

@@ -269,7 +269,7 @@ func (x *ParquetReader) Read(row *columns.Row) (err error) {
 	}()
 	for x.left == 0 {
 		if x.group == len(x.groups) {
-			x.Close()
+			_ = x.Close()
 			return io.EOF
 		}
 		if x.ctx != nil {
@@ -313,7 +313,7 @@ func (x *ParquetReader) Read(row *columns.Row) (err error) {
 
 // corrupt makes err the reader's sticky error: the file cannot be read on.
 func (x *ParquetReader) corrupt(err error) error {
-	x.Close()
+	_ = x.Close()
 	x.err = inputErr("%s: row %d: corrupt Parquet file: %v", x.file, x.line, err)
 	return x.err
 }
@@ -652,6 +652,8 @@ func (c *pqColumn) load() error {
 	case parquet.ByteArray:
 		c.ba, c.offs = values.ByteArray()
 		c.vlen = max(len(c.offs)-1, 0)
+	case parquet.Int96, parquet.FixedLenByteArray:
+		return fmt.Errorf("values of type %s", c.kind)
 	default:
 		return fmt.Errorf("values of type %s", c.kind)
 	}
@@ -769,6 +771,8 @@ func (c *pqColumn) take() error {
 			return fmt.Errorf("value %d at bytes %d..%d of %d", j, a, b, len(c.ba))
 		}
 		c.raw = c.ba[a:b:b]
+	case parquet.Int96, parquet.FixedLenByteArray:
+		return fmt.Errorf("values of type %s", c.kind)
 	default:
 		return fmt.Errorf("values of type %s", c.kind)
 	}

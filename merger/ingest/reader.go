@@ -99,6 +99,7 @@ func NewReaderOptions(sp *Spec, format Format, name string, r io.Reader, opts Re
 			return nil, err
 		}
 		return newParquetReader(sp, name, ra, size, opts)
+	case formatByContent:
 	}
 	return nil, fmt.Errorf("%w: unknown input format %q (want csv, ndjson or parquet)", ErrInvalid, format)
 }

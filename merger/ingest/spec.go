@@ -336,6 +336,8 @@ func (s *Spec) validate() error {
 	}
 	switch s.Input.Format {
 	case "", CSV, NDJSON, Parquet:
+	case formatByContent:
+		return fmt.Errorf("input.format %q: want csv, ndjson or parquet", s.Input.Format)
 	default:
 		return fmt.Errorf("input.format %q: want csv, ndjson or parquet", s.Input.Format)
 	}
