@@ -151,6 +151,7 @@ func tail(s string) string {
 //
 //	spec.json                the tour's spec
 //	events.csv, events.csv.gz the tour's edits-1.csv
+//	edits.parquet            the tour's edits-3.parquet
 //	day-1.ndjson, day-2.ndjson the tour's CSVs as NDJSON
 //	events.seg, day1.seg      edits-1.csv ingested
 //	day2.seg, day3.seg        edits-2.csv ingested
@@ -168,6 +169,7 @@ func exampleFixtures(t *testing.T) string {
 	}
 	copyFile(filepath.Join(tour, "spec.json"), "spec.json")
 	copyFile(filepath.Join(tour, "edits-1.csv"), "events.csv")
+	copyFile(filepath.Join(tour, "edits-3.parquet"), "edits.parquet")
 
 	raw, err := os.ReadFile(filepath.Join(tour, "edits-1.csv"))
 	require.NoError(t, err)

@@ -36,9 +36,11 @@ func newIngestCmd() *cobra.Command {
 	var f ingestFlags
 	cmd := &cobra.Command{
 		Use:   "ingest --spec SPEC.json --out SEG.seg FILE...",
-		Short: "Build segments from CSV or NDJSON files",
-		Long: `ingest reads rows from CSV files (with a header line) or NDJSON files, or '-' for standard
-input, and writes them as a segment sorted by time and dimensions, rolled up if the spec says so.
+		Short: "Build segments from CSV, NDJSON or Parquet files",
+		Long: `ingest reads rows from CSV files (with a header line), NDJSON files or Parquet files, or '-'
+for standard input (CSV or NDJSON only: a Parquet file is read from its end), and writes them as
+a segment sorted by time and dimensions, rolled up if the spec says so. A Parquet file is known
+by its magic bytes whatever its name; given with --format csv or ndjson it is an error.
 
 Input streams: rows go into an in-memory builder (Druid's incremental index: values interned,
 rows rolled up as they arrive) until it holds --max-rows-in-memory rows or its memory estimate
@@ -65,6 +67,7 @@ that a glob such as day-*.seg never mixes the two.
 
 ` + ingest.SpecHelp,
 		Example: `  segtool ingest --spec spec.json --out events.seg events.csv
+  segtool ingest --spec spec.json --out edits.seg edits.parquet
   segtool ingest --spec spec.json --out day.seg --rows-per-segment 1000000 day-*.ndjson
   zcat events.csv.gz | segtool ingest --spec spec.json --format csv --out events.seg -`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
@@ -80,7 +83,7 @@ that a glob such as day-*.seg never mixes the two.
 	fl := cmd.Flags()
 	fl.StringVar(&f.spec, "spec", "", "ingestion spec: the schema JSON plus the input mapping (required)")
 	fl.StringVar(&f.out, "out", "", "output segment file (required)")
-	fl.StringVar(&f.format, "format", "", "input format, csv or ndjson (default: the spec's, else by extension)")
+	fl.StringVar(&f.format, "format", "", "input format, csv, ndjson or parquet (default: the spec's, else by extension; a Parquet file by its magic bytes)")
 	fl.IntVar(&f.maxParseErrors, "max-parse-errors", 0, "rows that do not parse to skip before failing")
 	fl.IntVar(&f.rowsPerSegment, "rows-per-segment", 0, "split the output: this many input rows per segment (0: one segment)")
 	fl.IntVar(&f.maxRowsInMemory, "max-rows-in-memory", ingest.DefaultMaxRowsInMemory, "rows held in memory (after rollup) before an intermediate segment is written")
@@ -112,8 +115,8 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	case f.maxRecordBytes < 1:
 		return usagef("--max-record-bytes must be positive")
 	}
-	if f.format != "" && f.format != "csv" && f.format != "ndjson" {
-		return usagef("--format %q: want csv or ndjson", f.format)
+	if f.format != "" && f.format != "csv" && f.format != "ndjson" && f.format != "parquet" {
+		return usagef("--format %q: want csv, ndjson or parquet", f.format)
 	}
 	dur, err := parseDurability(f.durability)
 	if err != nil {
@@ -154,14 +157,18 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		if in.Format == "" {
 			in.Format = sp.Input.Format
 		}
+		if in.Format == "" && p == "-" {
+			return usagef("standard input: say its format with --format csv or --format ndjson")
+		}
 		if in.Format == "" {
-			var ok bool
-			if in.Format, ok = ingest.FormatOf(p); !ok {
-				if p == "-" {
-					return usagef("standard input: say its format with --format csv or --format ndjson")
-				}
-				return usagef("%s: cannot tell the format from the extension (.csv, .ndjson, .jsonl, .json): use --format", p)
+			if _, ok := ingest.FormatOf(p); !ok && !isParquetFile(p) {
+				return usagef("%s: cannot tell the format from the extension (.csv, .ndjson, .jsonl, .json, .parquet) nor from the content: use --format", p)
 			}
+			// Else the extension or the content decides, as ingest.Run reads it: a Parquet
+			// file by its magic bytes whatever its name.
+		}
+		if p == "-" && in.Format == ingest.Parquet {
+			return usagef("standard input: a Parquet file is read from its end, so it cannot come from standard input; give its path")
 		}
 		if p == "-" {
 			stdinUsed++
@@ -228,6 +235,18 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 			res.InputRows, len(files), res.Skipped, len(res.Segments), rows, humanDuration(el), rate(res.InputRows, el))
 	}
 	return nil
+}
+
+// isParquetFile reports whether the file at path starts with Parquet's magic bytes; a file
+// that cannot be read is not (ingest reports why when it opens it).
+func isParquetFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = f.Close() }()
+	ok, _, err := ingest.IsParquet(f)
+	return err == nil && ok
 }
 
 // sameFile reports whether paths a and b name one existing file (through symbolic or hard

@@ -46,7 +46,10 @@ func tourParquet(t *testing.T) []byte {
 		{Time: at("13:58:10"), Page: "Go_(language)", Language: s("en"), Tags: nil, User: "Carol", Added: nil, Deleted: n(7)},
 	}
 	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[tourEdit](&buf, parquet.Compression(&parquet.Zstd))
+	// CreatedBy is fixed: parquet-go's default reads the build information, which differs
+	// between binaries (a test binary that imports parquet-go only from tests has no version).
+	w := parquet.NewGenericWriter[tourEdit](&buf, parquet.Compression(&parquet.Zstd),
+		parquet.CreatedBy("github.com/parquet-go/parquet-go", "", ""))
 	_, err := w.Write(rows)
 	require.NoError(t, err)
 	require.NoError(t, w.Close())

@@ -61,8 +61,12 @@ func inputErr(format string, args ...any) error {
 }
 
 // FormatOf returns the format an input's name says by its extension: .csv is CSV, .ndjson,
-// .jsonl and .json are NDJSON, each optionally followed by .gz (case does not matter).
+// .jsonl and .json are NDJSON, each optionally followed by .gz, .parquet is Parquet (case does
+// not matter).
 func FormatOf(name string) (Format, bool) {
+	if strings.HasSuffix(strings.ToLower(name), ".parquet") {
+		return Parquet, true
+	}
 	p := strings.TrimSuffix(strings.ToLower(name), ".gz")
 	switch {
 	case strings.HasSuffix(p, ".csv"):
@@ -73,9 +77,11 @@ func FormatOf(name string) (Format, bool) {
 	return "", false
 }
 
-// NewReader returns the reader of format (csv or ndjson) over r; name names the input in
-// messages. It validates the spec first. A CSV reader reads the header line at once: its
-// errors come from here.
+// NewReader returns the reader of format (csv, ndjson or parquet) over r; name names the
+// input in messages. It validates the spec first. A CSV reader reads the header line at once:
+// its errors come from here. A Parquet reader needs r to be an io.ReaderAt with a size (a
+// Size() int64 or Stat method, as *os.File, *bytes.Reader and *io.SectionReader have), and
+// reads the file's footer at once.
 func NewReader(sp *Spec, format Format, name string, r io.Reader) (Reader, error) {
 	return NewReaderOptions(sp, format, name, r, ReaderOptions{})
 }
@@ -87,8 +93,72 @@ func NewReaderOptions(sp *Spec, format Format, name string, r io.Reader, opts Re
 		return newCSVReader(sp, name, r, opts)
 	case NDJSON:
 		return newNDJSONReader(sp, name, r, opts)
+	case Parquet:
+		ra, size, err := readerAtSize(name, r)
+		if err != nil {
+			return nil, err
+		}
+		return newParquetReader(sp, name, ra, size, opts)
+	case formatByContent:
 	}
-	return nil, fmt.Errorf("%w: unknown input format %q (want csv or ndjson)", ErrInvalid, format)
+	return nil, fmt.Errorf("%w: unknown input format %q (want csv, ndjson or parquet)", ErrInvalid, format)
+}
+
+// readerAtSize returns r as an io.ReaderAt and its size, for a Parquet file.
+func readerAtSize(name string, r io.Reader) (io.ReaderAt, int64, error) {
+	ra, ok := r.(io.ReaderAt)
+	if ok {
+		switch s := r.(type) {
+		case interface{ Size() int64 }:
+			return ra, s.Size(), nil
+		case interface{ Stat() (os.FileInfo, error) }:
+			fi, err := s.Stat()
+			if err != nil {
+				return nil, 0, fmt.Errorf("%s: %w", name, err)
+			}
+			return ra, fi.Size(), nil
+		}
+	}
+	return nil, 0, inputErr("%s: a Parquet file is read from its end: it needs a file, not a stream (a pipe, standard input or a compressed file)", name)
+}
+
+// IsParquet reports whether the input in r starts with Parquet's magic bytes "PAR1" (and,
+// when r is an io.ReaderAt of known size, also ends with them). It returns the reader to read
+// the input from: r itself when r is an io.ReaderAt (its ReadAt does not move the stream),
+// else r through a buffer that kept the bytes peeked.
+func IsParquet(r io.Reader) (bool, io.Reader, error) {
+	if ra, ok := r.(io.ReaderAt); ok {
+		var b [4]byte
+		n, err := ra.ReadAt(b[:], 0)
+		switch {
+		case n == len(b):
+		case err == io.EOF || err == nil:
+			return false, r, nil
+		default:
+			// Not a file one can read at offsets (a pipe, standard input): peek below.
+			return peekParquet(r)
+		}
+		if string(b[:]) != ParquetMagic {
+			return false, r, nil
+		}
+		if _, size, err := readerAtSize("", r); err == nil && size >= 8 {
+			if n, _ := ra.ReadAt(b[:], size-4); n == len(b) && string(b[:]) != ParquetMagic {
+				return false, r, nil
+			}
+		}
+		return true, r, nil
+	}
+	return peekParquet(r)
+}
+
+// peekParquet is IsParquet on a stream.
+func peekParquet(r io.Reader) (bool, io.Reader, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	b, err := br.Peek(len(ParquetMagic))
+	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+		return false, br, err
+	}
+	return string(b) == ParquetMagic, br, nil
 }
 
 // ReaderOptions configure a Reader beyond its spec. The zero value is the default.
@@ -162,7 +232,8 @@ func readErr(name string, err error) error {
 }
 
 // OpenFile opens the file at path for reading, through gzip when its name ends in .gz. Its
-// errors are os.Open's, or name the file.
+// errors are os.Open's, or name the file. Unless gzipped, what it returns is also an
+// io.ReaderAt with a Stat method, as a Parquet input needs.
 func OpenFile(path string) (io.ReadCloser, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -170,7 +241,7 @@ func OpenFile(path string) (io.ReadCloser, error) {
 	}
 	br := bufio.NewReaderSize(f, 256<<10)
 	if !strings.HasSuffix(strings.ToLower(path), ".gz") {
-		return readCloser{br, f.Close}, nil
+		return fileReader{br, f}, nil
 	}
 	zr, err := gzip.NewReader(br)
 	if err != nil {
@@ -179,6 +250,16 @@ func OpenFile(path string) (io.ReadCloser, error) {
 	}
 	return readCloser{zr, func() error { return errors.Join(zr.Close(), f.Close()) }}, nil
 }
+
+// fileReader reads a file through a buffer, and also at offsets (for Parquet).
+type fileReader struct {
+	*bufio.Reader
+	f *os.File
+}
+
+func (r fileReader) ReadAt(p []byte, off int64) (int, error) { return r.f.ReadAt(p, off) }
+func (r fileReader) Stat() (os.FileInfo, error)              { return r.f.Stat() }
+func (r fileReader) Close() error                            { return r.f.Close() }
 
 type readCloser struct {
 	io.Reader
@@ -274,6 +355,12 @@ func (p *fieldParser) setTime(row *columns.Row, s string, null bool) error {
 	if err != nil {
 		return p.errf(p.timeField, "%v", err)
 	}
+	return p.acceptTime(row, t, s)
+}
+
+// acceptTime sets the row's time to t, read from the text s, after the range check (and the
+// input's one warning of an implausible time).
+func (p *fieldParser) acceptTime(row *columns.Row, t int64, s string) error {
 	if t < columns.MinTime || t > columns.MaxTime {
 		return p.errf(p.timeField, "time %q out of range (%d..%d milliseconds since the epoch)", s, columns.MinTime, columns.MaxTime)
 	}

@@ -38,10 +38,13 @@ type Input struct {
 	// Name names the input in messages (FILE:LINE: ...); its extension gives the format when
 	// neither Format nor the spec's input.format does (FormatOf).
 	Name string
-	// Format is csv or ndjson; empty means the spec's input.format, else by Name.
+	// Format is csv, ndjson or parquet; empty means the spec's input.format, else by Name. A
+	// Parquet file (known by its magic bytes) is read as Parquet whatever its name says, and
+	// is an error (wrapping ErrInput) when Format or input.format says csv or ndjson.
 	Format Format
 	// Reader is the input's bytes. When nil, Open is called when the input's turn comes, and
-	// what it returns is closed once the input is read.
+	// what it returns is closed once the input is read. A Parquet input must be an
+	// io.ReaderAt with a size (see NewReader): OpenFile's files are.
 	Reader io.Reader
 	Open   func() (io.ReadCloser, error)
 	// Path, when set, is the file the input reads: Run refuses to start when it is one of the
@@ -287,22 +290,53 @@ func typedSchema(s columns.Schema) columns.Schema {
 	return s
 }
 
-// inputFormat decides an input's format: its own, else the spec's, else its name's.
+// inputFormat decides an input's format: its own, else the spec's, else its name's, else
+// (formatByContent) its content's: a Parquet file is known by its magic bytes whatever its
+// name.
 func inputFormat(sp *Spec, in Input) (Format, error) {
 	f := in.Format
 	if f == "" {
 		f = sp.Input.Format
 	}
 	if f == "" {
-		var ok bool
-		if f, ok = FormatOf(in.Name); !ok {
-			return "", fmt.Errorf("%w: %s: cannot tell the format from the name (.csv, .ndjson, .jsonl, .json)", ErrInvalid, in.Name)
+		f, _ = FormatOf(in.Name)
+		if f == "" {
+			return formatByContent, nil
 		}
 	}
-	if f != CSV && f != NDJSON {
-		return "", fmt.Errorf("%w: %s: unknown input format %q (want csv or ndjson)", ErrInvalid, in.Name, f)
+	if f != CSV && f != NDJSON && f != Parquet {
+		return "", fmt.Errorf("%w: %s: unknown input format %q (want csv, ndjson or parquet)", ErrInvalid, in.Name, f)
 	}
 	return f, nil
+}
+
+// formatByContent is the format of an input whose name does not tell it: Parquet if it has
+// the magic bytes, else an error.
+const formatByContent Format = "?"
+
+// sniffFormat checks the format decided for an input against its content: a Parquet file
+// (by its magic bytes) is read as Parquet when its format came from its name (or nothing), and
+// is an error when it was given as CSV or NDJSON. It returns the reader to read from.
+func sniffFormat(sp *Spec, in Input, format Format, src io.Reader) (Format, io.Reader, error) {
+	if format == Parquet && (in.Format != "" || sp.Input.Format != "") {
+		return format, src, nil
+	}
+	pq, src, err := IsParquet(src)
+	if err != nil {
+		return format, src, readErr(in.Name, err)
+	}
+	explicit := in.Format != "" || sp.Input.Format != ""
+	switch {
+	case pq && format != Parquet && explicit:
+		return format, src, inputErr("%s is a Parquet file; read it as parquet, not %s", in.Name, format)
+	case pq:
+		return Parquet, src, nil
+	case format == formatByContent:
+		return format, src, fmt.Errorf("%w: %s: cannot tell the format from the name (.csv, .ndjson, .jsonl, .json, .parquet) nor from the content", ErrInvalid, in.Name)
+	case format == Parquet:
+		return format, src, inputErr("%s: not a Parquet file (it does not start with %q)", in.Name, ParquetMagic)
+	}
+	return format, src, nil
 }
 
 // runner is the state of one Run.
@@ -345,6 +379,9 @@ func (r *runner) readInput(in Input, format Format, row *columns.Row) (err error
 		}()
 		src = rc
 	}
+	if format, src, err = sniffFormat(r.sp, in, format, src); err != nil {
+		return err
+	}
 	rr, err := NewReaderOptions(r.sp, format, in.Name, src, ReaderOptions{Context: r.ctx, OnWarning: func(w Warning) {
 		r.res.Warnings = append(r.res.Warnings, w)
 		if r.opts.OnWarning != nil {
@@ -353,6 +390,13 @@ func (r *runner) readInput(in Input, format Format, row *columns.Row) (err error
 	}})
 	if err != nil {
 		return err
+	}
+	if c, ok := rr.(io.Closer); ok {
+		defer func() {
+			if cerr := c.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("%s: %w", in.Name, cerr)
+			}
+		}()
 	}
 	r.input = in.Name
 	for n := 0; ; n++ {

@@ -43,13 +43,15 @@ type Format string
 
 // The input formats.
 const (
-	CSV    Format = "csv"
-	NDJSON Format = "ndjson"
+	CSV     Format = "csv"
+	NDJSON  Format = "ndjson"
+	Parquet Format = "parquet"
 )
 
 // InputSpec says how input fields are read.
 type InputSpec struct {
-	// Format is csv or ndjson; empty means by the input's name (FormatOf).
+	// Format is csv, ndjson or parquet; empty means by the input's content (a Parquet file's
+	// magic bytes) and name (FormatOf).
 	Format Format `json:"format,omitempty"`
 	// Delimiter separates CSV fields: one character; empty means ",".
 	Delimiter string `json:"delimiter,omitempty"`
@@ -128,12 +130,19 @@ exactly, rounded once; count and longSum exactly: a sum that does not fit a 64-b
 fails the ingest, naming the metric, never wraps), min and max keep the extreme, first and last keep the value of the
 earliest or latest row by its time (ties: the first or last row read), sketches merge.
 
-input.format is csv or ndjson; without it each file's extension decides (.csv, .ndjson,
-.jsonl, .json, optionally followed by .gz); --format overrides both.
+input.format is csv, ndjson or parquet; without it each file's extension decides (.csv,
+.ndjson, .jsonl, .json, optionally followed by .gz, .parquet); --format overrides both. A
+Parquet file is known by its magic bytes (PAR1) whatever its name; read as CSV or NDJSON it is
+an error.
 CSV: the first line is the header of field names; input.delimiter separates fields (default
 ","); a multi-value cell is split on input.multiValueDelimiter (default "|"); a field equal
 to input.nullValue (default: the empty field) is null. An empty element of a multi-value cell
 is the empty string.
+Parquet: columns by the names of top-level fields; the time from INT64 TIMESTAMP (millis,
+micros, nanos), INT32 DATE, an integer in the unit of timestamp.format, or a string;
+dimensions from strings, integers and booleans (their CSV text), a LIST (or repeated field)
+giving multi-value cells (an empty list is null); metrics from integers, floating-point
+numbers and strings; a null is null. A column of another type is an error naming it.
 NDJSON: one object per line; a string, number or boolean is a value (numbers and booleans
 as their JSON text); null or a missing key is null; an array is a multi-value cell (a single-
 value dimension takes an array of at most one element); a null element of an array is stored
@@ -338,9 +347,11 @@ func (s *Spec) validate() error {
 		return err
 	}
 	switch s.Input.Format {
-	case "", CSV, NDJSON:
+	case "", CSV, NDJSON, Parquet:
+	case formatByContent:
+		return fmt.Errorf("input.format %q: want csv, ndjson or parquet", s.Input.Format)
 	default:
-		return fmt.Errorf("input.format %q: want csv or ndjson", s.Input.Format)
+		return fmt.Errorf("input.format %q: want csv, ndjson or parquet", s.Input.Format)
 	}
 	if d := s.Input.Delimiter; d != "" {
 		r, n := utf8.DecodeRuneInString(d)
