@@ -257,6 +257,10 @@ func writeFile(ctx context.Context, dst string, c content, file afero.File, osf 
 			}
 			return n, syncErr(what, err)
 		}
+		var ce contentError
+		if errors.As(err, &ce) {
+			return n, ce.err // the content's own error, which says what failed
+		}
 		return n, fmt.Errorf("columns: publish %s: write %s: %w", dst, desc, err)
 	}
 	if d.SyncsOutput() {

@@ -22,7 +22,7 @@ import (
 // a whole against the CRC-32C of the bytes write wrote.
 //
 // write writes the whole file to w, front to back; an error it returns fails the publication
-// (wrapped, so errors.Is still finds it). The Info returned has Path, Size, Syncs and Trickles
+// and is returned as it is (joined with any error of the cleanup that follows). The Info returned has Path, Size, Syncs and Trickles
 // set. With opts.File the bytes go into that file as PublishOptions.File says.
 func PublishFile(ctx context.Context, dst string, write func(w io.Writer) error, opts PublishOptions) (Info, error) {
 	var crc uint32
@@ -31,6 +31,9 @@ func PublishFile(ctx context.Context, dst string, write func(w io.Writer) error,
 			cw := &crcWriter{w: out}
 			err := write(cw)
 			crc = cw.crc
+			if err != nil {
+				err = contentError{err}
+			}
 			return cw.n, err
 		},
 		readBack: func(ctx context.Context, file afero.File, osf *os.File, size int64, calls *sys.Calls) error {
@@ -65,3 +68,10 @@ func (c ctxReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return c.r.ReadAt(p, off)
 }
+
+// contentError is an error of PublishFile's write function, returned without the publication's
+// context: the function's own message says what failed.
+type contentError struct{ err error }
+
+func (c contentError) Error() string { return c.err.Error() }
+func (c contentError) Unwrap() error { return c.err }

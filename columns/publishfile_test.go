@@ -109,6 +109,7 @@ func TestPublishFileWriteError(t *testing.T) {
 			return errBody
 		}, PublishOptions{Replace: replace})
 		require.ErrorIs(t, err, errBody)
+		require.EqualError(t, err, errBody.Error(), "the write function's error, as it is")
 		require.Equal(t, before, listDir(t, afero.NewOsFs(), dir))
 		if replace {
 			got, err := os.ReadFile(dst)

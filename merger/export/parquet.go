@@ -111,13 +111,18 @@ func ParquetFile(ctx context.Context, dst string, seg *columns.Segment, opts Opt
 	if err != nil {
 		return Info{}, err
 	}
-	var info Info
+	var (
+		info   Info
+		runErr error
+	)
 	pi, err := columns.PublishFile(ctx, dst, func(w io.Writer) error {
-		var err error
-		info, err = x.run(ctx, w, opts)
-		return err
+		info, runErr = x.run(ctx, w, opts)
+		return runErr
 	}, publish)
 	if err != nil {
+		if runErr != nil && errors.Is(err, runErr) {
+			return Info{}, err // names the segment already
+		}
 		return Info{}, fmt.Errorf("export: %w", err)
 	}
 	info.Path, info.Size, info.Syncs = pi.Path, pi.Size, pi.Syncs
