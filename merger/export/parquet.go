@@ -199,7 +199,7 @@ func (x *exporter) columns() ([]column, error) {
 				c.double = dc.Cursor()
 				c.nulls, err = metricNulls(x.seg, m)
 			}
-		default:
+		case columns.MetricHyperUnique:
 			var sc *columns.SketchColumn
 			if sc, err = x.seg.Sketch(m.Name); err == nil {
 				c.sketch = sc.Cursor()
@@ -389,7 +389,7 @@ func parquetSchema(s columns.Schema) *parquet.Schema {
 			add(m.Name, parquet.Optional(parquet.Leaf(parquet.Int64Type)))
 		case columns.MetricDouble:
 			add(m.Name, parquet.Optional(parquet.Leaf(parquet.DoubleType)))
-		default:
+		case columns.MetricHyperUnique:
 			add(m.Name, parquet.Optional(parquet.Leaf(parquet.ByteArrayType)))
 		}
 	}
