@@ -116,12 +116,36 @@ func (w *Writer) FinishContext(ctx context.Context, dst string, opts PublishOpti
 	return info, nil
 }
 
-func (w *Writer) publish(ctx context.Context, dst string, f *footer, opts PublishOptions) (info Info, err error) {
+func (w *Writer) publish(ctx context.Context, dst string, f *footer, opts PublishOptions) (Info, error) {
+	c := content{
+		emit:     func(out io.Writer) (int64, error) { return w.emit(out, f) },
+		readBack: readBack,
+	}
+	info, err := publishContent(ctx, dst, c, opts, w.calls)
+	if err != nil {
+		return Info{}, err
+	}
+	res := f.info(info.Size)
+	res.Path, res.Syncs, res.Trickles = info.Path, info.Syncs, info.Trickles
+	return res, nil
+}
+
+// content is what a publication writes: emit writes the file front to back and returns the
+// bytes written; readBack checks, under SyncAll, the size bytes written and synced to file (osf:
+// the same file when it is an OS file), as the device holds them.
+type content struct {
+	emit     func(out io.Writer) (int64, error)
+	readBack func(ctx context.Context, file afero.File, osf *os.File, size int64, calls *sys.Calls) error
+}
+
+// publishContent publishes c at dst as Finish describes, or into opts.File. The Info it returns
+// has Path, Size, Syncs and Trickles set.
+func publishContent(ctx context.Context, dst string, c content, opts PublishOptions, calls *sys.Calls) (info Info, err error) {
 	if err := opts.Durability.Validate(); err != nil {
 		return Info{}, fmt.Errorf("columns: publish %s: %w", dst, err)
 	}
 	if opts.File != nil {
-		return w.publishInto(ctx, dst, f, opts)
+		return publishInto(ctx, dst, c, opts, calls)
 	}
 	fsys := opts.Fs
 	if fsys == nil {
@@ -138,7 +162,7 @@ func (w *Writer) publish(ctx context.Context, dst string, f *footer, opts Publis
 		}
 	}
 	dir := filepath.Dir(dst)
-	out, err := createOutput(fsys, dir, w.calls)
+	out, err := createOutput(fsys, dir, calls)
 	if err != nil {
 		return Info{}, wrap("create temp file", err)
 	}
@@ -152,7 +176,7 @@ func (w *Writer) publish(ctx context.Context, dst string, f *footer, opts Publis
 	if err := out.chmod(perm); err != nil {
 		return info, wrap(out.desc(), err)
 	}
-	n, err := w.writeFile(ctx, dst, out.file, out.osf, out.desc(), f, opts.Durability, &info)
+	n, err := writeFile(ctx, dst, c, out.file, out.osf, out.desc(), opts.Durability, calls, &info)
 	if err != nil {
 		return info, err
 	}
@@ -172,17 +196,16 @@ func (w *Writer) publish(ctx context.Context, dst string, f *footer, opts Publis
 	}
 	if opts.Durability.SyncsOutput() {
 		info.Syncs++
-		if err := syncDir(fsys, dir, w.calls); err != nil {
+		if err := syncDir(fsys, dir, calls); err != nil {
 			return info, fmt.Errorf("columns: publish %s: fsync directory %s: %w: %w (%s is in place, complete, its data synced; its name may not survive a crash)", dst, dir, medium.ErrSync, err, dst)
 		}
 	}
-	res := f.info(n)
-	res.Path, res.Syncs, res.Trickles = dst, info.Syncs, info.Trickles
-	return res, nil
+	info.Path, info.Size = dst, n
+	return info, nil
 }
 
-// publishInto writes the segment into opts.File (see PublishOptions.File).
-func (w *Writer) publishInto(ctx context.Context, name string, f *footer, opts PublishOptions) (Info, error) {
+// publishInto writes c into opts.File (see PublishOptions.File).
+func publishInto(ctx context.Context, name string, c content, opts PublishOptions, calls *sys.Calls) (Info, error) {
 	file := opts.File
 	if _, err := file.Seek(0, io.SeekStart); err != nil {
 		return Info{}, fmt.Errorf("columns: publish %s: %w", name, err)
@@ -191,20 +214,18 @@ func (w *Writer) publishInto(ctx context.Context, name string, f *footer, opts P
 		return Info{}, fmt.Errorf("columns: publish %s: %w", name, err)
 	}
 	var info Info
-	n, err := w.writeFile(ctx, name, file, file, name, f, opts.Durability, &info)
+	n, err := writeFile(ctx, name, c, file, file, name, opts.Durability, calls, &info)
 	if err != nil {
 		return Info{}, err
 	}
-	res := f.info(n)
-	res.Path, res.Syncs, res.Trickles = name, info.Syncs, info.Trickles
-	return res, nil
+	info.Path, info.Size = name, n
+	return info, nil
 }
 
-// writeFile writes the segment to file (osf: the same file when it is an OS file, for
-// sync_file_range and fdatasync; desc: its name in errors), then fdatasyncs it per d. It counts
-// syncs and trickles in info and returns the bytes written.
-func (w *Writer) writeFile(ctx context.Context, dst string, file afero.File, osf *os.File, desc string, f *footer, d medium.Durability, info *Info) (int64, error) {
-	calls := w.calls
+// writeFile writes c to file (osf: the same file when it is an OS file, for sync_file_range
+// and fdatasync; desc: its name in errors), then fdatasyncs it per d. It counts syncs and
+// trickles in info and returns the bytes written.
+func writeFile(ctx context.Context, dst string, c content, file afero.File, osf *os.File, desc string, d medium.Durability, calls *sys.Calls, info *Info) (int64, error) {
 	syncErr := func(what string, err error) error {
 		return fmt.Errorf("columns: publish %s: %s: %w: %w", dst, what, medium.ErrSync, err)
 	}
@@ -214,7 +235,7 @@ func (w *Writer) writeFile(ctx context.Context, dst string, file afero.File, osf
 		tw.pacer = &sys.Pacer{Calls: calls, File: osf, Every: d.TrickleBytes, Background: true}
 	}
 	bw := bufio.NewWriterSize(tw, 256<<10)
-	n, err := w.emit(bw, f)
+	n, err := c.emit(bw)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -236,6 +257,10 @@ func (w *Writer) writeFile(ctx context.Context, dst string, file afero.File, osf
 			}
 			return n, syncErr(what, err)
 		}
+		var ce contentError
+		if errors.As(err, &ce) {
+			return n, ce.err // the content's own error, which says what failed
+		}
 		return n, fmt.Errorf("columns: publish %s: write %s: %w", dst, desc, err)
 	}
 	if d.SyncsOutput() {
@@ -251,7 +276,7 @@ func (w *Writer) writeFile(ctx context.Context, dst string, file afero.File, osf
 		}
 	}
 	if d.Sync == medium.SyncAll {
-		if err := readBack(ctx, file, osf, n, calls); err != nil {
+		if err := c.readBack(ctx, file, osf, n, calls); err != nil {
 			return n, fmt.Errorf("columns: publish %s: read back %s: %w", dst, desc, err)
 		}
 	}

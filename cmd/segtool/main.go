@@ -7,6 +7,7 @@
 //	segtool inspect [--json] SEG
 //	segtool verify SEG...
 //	segtool dump [--format csv|ndjson] [--columns a,b] SEG
+//	segtool export --format parquet --out FILE [--spec-out SPEC.json] SEG
 //	segtool query [--filter EXPR] [--group-by a,b] SEG...
 //	segtool sweep DIR
 //
@@ -157,8 +158,8 @@ func newRoot() (*cobra.Command, func() error) {
 		Use:   "segtool",
 		Short: "Build, merge, inspect, verify and query writeout segments",
 		Long: `segtool builds columnar segments from CSV or NDJSON files, merges them through a
-write-out medium (heap, offheap, tmpfile, mmapfile), and inspects, verifies, dumps and
-queries them. Start with 'segtool demo'.
+write-out medium (heap, offheap, tmpfile, mmapfile), and inspects, verifies, dumps, queries
+and exports them (as Parquet). Start with 'segtool demo'.
 
 Results go to standard output; errors go to standard error as one line naming the file and
 the cause. Exit status: 0 success, 1 failure, 2 usage error.`,
@@ -227,6 +228,7 @@ the cause. Exit status: 0 success, 1 failure, 2 usage error.`,
 		newInspectCmd(),
 		newVerifyCmd(),
 		newDumpCmd(),
+		newExportCmd(),
 		newQueryCmd(),
 		newSweepCmd(),
 	)

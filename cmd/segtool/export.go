@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/merger/export"
+)
+
+type exportFlags struct {
+	format       string
+	out          string
+	specOut      string
+	replace      bool
+	rowGroupRows int
+	medium       string
+	tmpDir       string
+	durability   string
+	quiet        bool
+}
+
+func newExportCmd() *cobra.Command {
+	var f exportFlags
+	cmd := &cobra.Command{
+		Use:   "export --format parquet --out FILE [--spec-out SPEC.json] SEG",
+		Short: "Write a segment's rows as a Parquet file",
+		Long: `export writes every row of a segment, in segment order (time, then dimensions), as a Parquet
+file: __time as INT64 TIMESTAMP(MILLIS, UTC), each dimension as an optional STRING (null as
+null; dictionary-encoded, raw dimensions plain), a multi-value dimension as an optional LIST of
+strings (a null row as a null list), long metrics as optional INT64, double metrics as optional
+DOUBLE, hyperUnique metrics as optional BYTE_ARRAY holding the sketch's bytes. Every column is
+zstd-compressed; the segment's schema is in the file's key/value metadata, key writeout.schema.
+Rows stream, --row-group-rows per row group; parquet-go stages each row group's pages in
+--medium (heap, offheap, tmpfile in --tmp-dir, mmapfile).
+
+--spec-out writes the ingestion spec that reads the file back ('segtool ingest --spec SPEC.json'
+once ingest reads Parquet). A count metric holding counts above 1 (a rolled-up segment's) is
+read back with longSum, since ingestion counts input rows; a hyperUnique sketch of an input
+field that is not a dimension cannot be read back, and --spec-out fails before anything is
+written. The package documentation of merger/export lists what a round trip keeps.
+
+The file is written under a temp name next to --out, synced per --durability and renamed into
+place; an existing --out or --spec-out is an error unless --replace. On failure nothing is left
+behind.`,
+		Example: `  segtool export --format parquet --out events.parquet events.seg
+  segtool export --format parquet --out basic.parquet --spec-out basic-spec.json data/basic-0000.seg`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, name := range []string{"format", "out"} {
+				if err := requireFlag(cmd, name); err != nil {
+					return err
+				}
+			}
+			return runExport(cmd.Context(), cmd, f, args[0])
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.format, "format", "", "output format: parquet (required)")
+	fl.StringVar(&f.out, "out", "", "output file (required)")
+	fl.StringVar(&f.specOut, "spec-out", "", "also write the ingestion spec that reads the output back")
+	fl.BoolVar(&f.replace, "replace", false, "replace existing output files")
+	fl.IntVar(&f.rowGroupRows, "row-group-rows", export.DefaultRowGroupRows, "rows per Parquet row group")
+	fl.StringVar(&f.medium, "medium", "tmpfile", "where parquet-go stages a row group's pages: heap, offheap, tmpfile or mmapfile")
+	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of the tmpfile and mmapfile media (default: the output's directory)")
+	fl.StringVar(&f.durability, "durability", "output", "none, output (sync the published files) or all (also read them back from the disk and check them)")
+	fl.BoolVar(&f.quiet, "quiet", false, "print no summary")
+	return cmd
+}
+
+func runExport(ctx context.Context, cmd *cobra.Command, f exportFlags, segPath string) (err error) {
+	start := time.Now()
+	if f.format != "parquet" {
+		return usagef("--format %q: want parquet", f.format)
+	}
+	if f.rowGroupRows < 1 {
+		return usagef("--row-group-rows must be at least 1")
+	}
+	dur, err := parseDurability(f.durability)
+	if err != nil {
+		return err
+	}
+	outs := []string{f.out}
+	if f.specOut != "" {
+		outs = append(outs, f.specOut)
+		if filepath.Clean(f.specOut) == filepath.Clean(f.out) || sameFile(f.specOut, f.out) {
+			return usagef("--spec-out and --out name the same file")
+		}
+	}
+	for _, o := range outs {
+		if sameFile(o, segPath) {
+			return fmt.Errorf("%s: is the input segment: exporting would overwrite it", o)
+		}
+		if err := checkOutput(o, f.replace); err != nil {
+			return err
+		}
+	}
+	seg, err := columns.Open(segPath)
+	if err != nil {
+		return err
+	}
+	defer func() { err = multierr.Join(err, seg.Close()) }()
+	if f.specOut != "" {
+		// Fail before writing anything when no spec can read the export back.
+		if _, err := (export.Info{Schema: seg.Schema()}).IngestSpec(); err != nil {
+			return fmt.Errorf("%s: --spec-out: %w", segPath, err)
+		}
+	}
+	existed := false
+	if _, err := os.Lstat(f.out); err == nil {
+		existed = true
+	}
+	undo := func() {}
+	for _, o := range outs {
+		u, err := makeOutputDir(filepath.Dir(o), dur)
+		if err != nil {
+			undo()
+			return err
+		}
+		prev := undo
+		undo = func() { u(); prev() }
+	}
+	tmpDir := f.tmpDir
+	if tmpDir == "" {
+		tmpDir = filepath.Dir(f.out)
+	}
+	med, err := openMedium(f.medium, tmpDir, dur)
+	if err != nil {
+		undo()
+		return err
+	}
+	publish := columns.PublishOptions{Durability: dur, Replace: f.replace}
+	info, err := export.ParquetFile(ctx, f.out, seg, export.Options{RowGroupRows: f.rowGroupRows, Medium: med}, publish)
+	if err := multierr.Join(err, med.Close()); err != nil {
+		if info.Path == "" {
+			undo()
+		}
+		return err
+	}
+	stderr := cmd.ErrOrStderr()
+	if f.specOut != "" {
+		if err := writeSpec(ctx, f.specOut, info, publish); err != nil {
+			if !existed {
+				// Both outputs or neither: the Parquet file is new, remove it.
+				err = multierr.Join(err, os.Remove(f.out))
+				undo()
+				return err
+			}
+			return fmt.Errorf("%w (%s was replaced with the export; %s was not written)", err, f.out, f.specOut)
+		}
+		for _, n := range info.CountsAbove1 {
+			fmt.Fprintf(stderr, "segtool: note: count metric %q holds counts above 1 (rolled-up rows): %s reads it back with longSum\n", n, f.specOut)
+		}
+	}
+	if !f.quiet {
+		out := cmd.OutOrStdout()
+		el := time.Since(start)
+		fmt.Fprintf(out, "exported %s: %d rows in %d row group(s), %s, to %s in %s (%s)\n",
+			segPath, info.Rows, info.RowGroups, humanBytes(info.Size), f.out, humanDuration(el), rate(int64(info.Rows), el))
+		if f.specOut != "" {
+			fmt.Fprintf(out, "wrote %s: the ingestion spec that reads %s back\n", f.specOut, f.out)
+		}
+	}
+	return nil
+}
+
+// writeSpec publishes the ingestion spec of an export at path, as the export is published.
+func writeSpec(ctx context.Context, path string, info export.Info, publish columns.PublishOptions) error {
+	sp, err := info.IngestSpec()
+	if err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(sp, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	_, err = columns.PublishFile(ctx, path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}, publish)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s: output exists (use --replace to overwrite it)", path)
+	}
+	return err
+}

@@ -1,0 +1,426 @@
+package export
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/medium/parquetpool"
+)
+
+// SchemaKey is the key of the Parquet file's key/value metadata that holds the exported
+// segment's schema, as columns.Schema's JSON.
+const SchemaKey = "writeout.schema"
+
+// DefaultRowGroupRows is the default of Options.RowGroupRows: about what DuckDB writes
+// (122,880 rows), a size readers handle well while the writer's memory stays bounded.
+const DefaultRowGroupRows = 1 << 17
+
+// ErrInvalid marks invalid options.
+var ErrInvalid = errors.New("export: invalid options")
+
+// Options configure an export. The zero value writes row groups of DefaultRowGroupRows rows
+// and stages parquet-go's column pages in memory.
+type Options struct {
+	// RowGroupRows is the number of rows of each row group (the last may hold fewer); 0 means
+	// DefaultRowGroupRows. The writer holds about one row group's encoded pages at a time.
+	RowGroupRows int
+	// Medium, when set, is where parquet-go stages the column pages of the row group being
+	// written (through a parquetpool.Pool: one child of Medium per page buffer, all released
+	// when the export returns); nil means parquet-go's in-memory buffers. The export does not
+	// close Medium.
+	Medium medium.Medium
+	// PageBufferSize is parquet-go's page buffer size (see parquet.PageBufferSize); 0 means
+	// parquet-go's default.
+	PageBufferSize int
+}
+
+func (o *Options) ensureDefaults() error {
+	switch {
+	case o.RowGroupRows < 0:
+		return fmt.Errorf("%w: RowGroupRows %d is negative", ErrInvalid, o.RowGroupRows)
+	case o.PageBufferSize < 0:
+		return fmt.Errorf("%w: PageBufferSize %d is negative", ErrInvalid, o.PageBufferSize)
+	case o.RowGroupRows == 0:
+		o.RowGroupRows = DefaultRowGroupRows
+	}
+	return nil
+}
+
+// Info describes an export.
+type Info struct {
+	// Path is the published file (ParquetFile); empty for WriteParquet.
+	Path string
+	// Rows and RowGroups count what the file holds; Size is its bytes.
+	Rows      int
+	RowGroups int
+	Size      int64
+	// Syncs counts the fdatasync and fsync calls of ParquetFile's publication.
+	Syncs int
+	// Schema is the exported segment's schema.
+	Schema columns.Schema
+	// CountsAbove1 lists the count metrics holding a value other than 1 in some row (a
+	// rolled-up segment's): re-ingesting the file would count each row once, so IngestSpec
+	// reads them with longSum instead.
+	CountsAbove1 []string
+}
+
+// batchRows is the number of rows given to parquet-go at once.
+const batchRows = 256
+
+// WriteParquet writes the rows of seg, in segment order, to w as a Parquet file (see the
+// package documentation for its schema). A segment that does not read back (a part that fails
+// its checksum or does not decode) is an error naming the segment and wrapping
+// columns.ErrCorrupt; an error of w is returned wrapped. w then holds a partial file. The
+// export stops with ctx's error once ctx is done.
+func WriteParquet(ctx context.Context, w io.Writer, seg *columns.Segment, opts Options) (Info, error) {
+	if err := opts.ensureDefaults(); err != nil {
+		return Info{}, err
+	}
+	x, err := newExporter(seg)
+	if err != nil {
+		return Info{}, err
+	}
+	cw := &countingWriter{w: w}
+	info, err := x.run(ctx, cw, opts)
+	info.Size = cw.n
+	if err != nil {
+		return Info{}, err
+	}
+	return info, nil
+}
+
+// ParquetFile writes the rows of seg as WriteParquet does into a file published at dst with
+// columns.PublishFile: written under a temp name (or unnamed) in dst's directory, synced per
+// publish.Durability, then named dst, never replacing an existing file unless publish.Replace.
+// On failure nothing is left behind and an existing dst is as it was.
+func ParquetFile(ctx context.Context, dst string, seg *columns.Segment, opts Options, publish columns.PublishOptions) (Info, error) {
+	if err := opts.ensureDefaults(); err != nil {
+		return Info{}, err
+	}
+	x, err := newExporter(seg)
+	if err != nil {
+		return Info{}, err
+	}
+	var (
+		info   Info
+		runErr error
+	)
+	pi, err := columns.PublishFile(ctx, dst, func(w io.Writer) error {
+		info, runErr = x.run(ctx, w, opts)
+		return runErr
+	}, publish)
+	if err != nil {
+		if runErr != nil && errors.Is(err, runErr) {
+			return Info{}, err // names the segment already
+		}
+		return Info{}, fmt.Errorf("export: %w", err)
+	}
+	info.Path, info.Size, info.Syncs = pi.Path, pi.Size, pi.Syncs
+	return info, nil
+}
+
+// exporter holds a segment's column readers and the Parquet schema of its export.
+type exporter struct {
+	seg    *columns.Segment
+	schema columns.Schema
+	pq     *parquet.Schema
+}
+
+func newExporter(seg *columns.Segment) (*exporter, error) {
+	s := seg.Schema()
+	return &exporter{seg: seg, schema: s, pq: parquetSchema(s)}, nil
+}
+
+// name is the segment's name in errors.
+func (x *exporter) name() string {
+	if n := x.seg.Name(); n != "" {
+		return n
+	}
+	return "segment"
+}
+
+// column reads one segment column row by row and appends its Parquet values.
+type column struct {
+	index  int // the Parquet leaf column
+	multi  bool
+	dim    *columns.DimCursor
+	raw    *columns.RawCursor
+	long   *columns.LongCursor
+	double *columns.DoubleCursor
+	sketch *columns.SketchCursor
+	nulls  *roaring.Bitmap // metric nulls; nil: none
+	count  bool            // a count metric
+	above1 bool            // the count metric held a value other than 1
+}
+
+func (x *exporter) columns() ([]column, error) {
+	s := x.schema
+	cols := make([]column, 0, len(s.Dimensions)+len(s.Metrics))
+	for i, d := range s.Dimensions {
+		c := column{index: 1 + i, multi: d.MultiValue}
+		if d.Raw {
+			rc, err := x.seg.Raw(d.Name)
+			if err != nil {
+				return nil, err
+			}
+			c.raw = rc.Cursor()
+		} else {
+			dc, err := x.seg.Dim(d.Name)
+			if err != nil {
+				return nil, err
+			}
+			c.dim = dc.Cursor()
+		}
+		cols = append(cols, c)
+	}
+	for i, m := range s.Metrics {
+		c := column{index: 1 + len(s.Dimensions) + i, count: m.Agg().CountsRows}
+		var err error
+		switch m.ValueType() {
+		case columns.MetricLong:
+			var lc *columns.LongColumn
+			if lc, err = x.seg.Long(m.Name); err == nil {
+				c.long = lc.Cursor()
+				c.nulls, err = metricNulls(x.seg, m)
+			}
+		case columns.MetricDouble:
+			var dc *columns.DoubleColumn
+			if dc, err = x.seg.Double(m.Name); err == nil {
+				c.double = dc.Cursor()
+				c.nulls, err = metricNulls(x.seg, m)
+			}
+		case columns.MetricHyperUnique:
+			var sc *columns.SketchColumn
+			if sc, err = x.seg.Sketch(m.Name); err == nil {
+				c.sketch = sc.Cursor()
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		cols = append(cols, c)
+	}
+	return cols, nil
+}
+
+// metricNulls returns the rows where metric m of seg is null, or nil when it has none. Every
+// long and double metric's nulls come through here.
+//
+// TODO(issue 13, item 3): return the column's Nulls() once columns.LongColumn and
+// columns.DoubleColumn have it; until then a segment stores no metric nulls.
+func metricNulls(seg *columns.Segment, m columns.Metric) (*roaring.Bitmap, error) {
+	_, _ = seg, m
+	return nil, nil
+}
+
+// run writes the Parquet file to w.
+func (x *exporter) run(ctx context.Context, w io.Writer, opts Options) (info Info, err error) {
+	info.Schema = x.schema
+	meta, err := json.Marshal(x.schema)
+	if err != nil {
+		return info, fmt.Errorf("export: %s: schema: %w", x.name(), err)
+	}
+	cols, err := x.columns()
+	if err != nil {
+		return info, fmt.Errorf("export: %s: %w", x.name(), err)
+	}
+	wopts := []parquet.WriterOption{
+		x.pq,
+		parquet.Compression(&parquet.Zstd),
+		parquet.MaxRowsPerRowGroup(int64(opts.RowGroupRows)),
+		parquet.KeyValueMetadata(SchemaKey, string(meta)),
+		// A dictionary is held in memory while its row group is written: past this size the
+		// rest of the row group's column is written PLAIN (parquet-go's fallback).
+		parquet.DictionaryMaxBytes(8 << 20),
+	}
+	if opts.PageBufferSize > 0 {
+		wopts = append(wopts, parquet.PageBufferSize(opts.PageBufferSize))
+	}
+	if opts.Medium != nil {
+		pool := parquetpool.New(opts.Medium)
+		defer func() { err = multierr.Join(err, pool.Close()) }()
+		wopts = append(wopts, parquet.ColumnPageBuffers(pool))
+	}
+	cfg, err := parquet.NewWriterConfig(wopts...)
+	if err != nil {
+		return info, fmt.Errorf("export: %s: %w", x.name(), err)
+	}
+	pw := parquet.NewWriter(w, cfg)
+	rows := x.seg.Rows()
+	tc := x.seg.Time().Cursor()
+	batch := make([]parquet.Row, 0, batchRows)
+	var arena []byte
+	for start := 0; start < rows; start += batchRows {
+		if err := ctx.Err(); err != nil {
+			return info, fmt.Errorf("export: %s: %w", x.name(), err)
+		}
+		end := min(start+batchRows, rows)
+		batch, arena = batch[:0], arena[:0]
+		for r := start; r < end; r++ {
+			var row parquet.Row
+			if k := len(batch); k < cap(batch) {
+				row = batch[:k+1][k][:0] // reuse the values slice of an earlier batch
+			}
+			t, err := tc.At(r)
+			if err != nil {
+				return info, fmt.Errorf("export: %s: row %d: %w", x.name(), r, err)
+			}
+			row = append(row, parquet.Int64Value(t).Level(0, 0, 0))
+			for i := range cols {
+				if row, arena, err = cols[i].appendValues(row, arena, r); err != nil {
+					return info, fmt.Errorf("export: %s: row %d: %w", x.name(), r, err)
+				}
+			}
+			batch = append(batch, row)
+		}
+		if _, err := pw.WriteRows(batch); err != nil {
+			return info, fmt.Errorf("export: %s: write: %w", x.name(), err)
+		}
+	}
+	if err := pw.Close(); err != nil {
+		return info, fmt.Errorf("export: %s: write: %w", x.name(), err)
+	}
+	info.Rows = rows
+	info.RowGroups = (rows + opts.RowGroupRows - 1) / opts.RowGroupRows
+	for i, c := range cols {
+		if c.above1 {
+			info.CountsAbove1 = append(info.CountsAbove1, x.schema.Metrics[i-len(x.schema.Dimensions)].Name)
+		}
+	}
+	return info, nil
+}
+
+// appendValues appends row r's values of column c to row; the bytes of strings and sketches
+// are copied into arena, which the caller keeps until parquet-go has taken the row.
+func (c *column) appendValues(row parquet.Row, arena []byte, r int) (parquet.Row, []byte, error) {
+	null := parquet.NullValue().Level(0, 0, c.index)
+	bytesValue := func(b []byte, rep, def int) parquet.Value {
+		k := len(arena)
+		arena = append(arena, b...)
+		return parquet.ByteArrayValue(arena[k:len(arena):len(arena)]).Level(rep, def, c.index)
+	}
+	switch {
+	case c.dim != nil:
+		vals, err := c.dim.Values(r)
+		if err != nil {
+			return row, arena, err
+		}
+		if len(vals) == 0 {
+			return append(row, null), arena, nil
+		}
+		if !c.multi {
+			return append(row, bytesValue([]byte(vals[0]), 0, 1)), arena, nil
+		}
+		for k, v := range vals {
+			rep := 0
+			if k > 0 {
+				rep = 1
+			}
+			row = append(row, bytesValue([]byte(v), rep, 2))
+		}
+		return row, arena, nil
+	case c.raw != nil:
+		b, ok, err := c.raw.Bytes(r)
+		if err != nil || !ok {
+			return append(row, null), arena, err
+		}
+		return append(row, bytesValue(b, 0, 1)), arena, nil
+	case c.sketch != nil:
+		b, err := c.sketch.Bytes(r)
+		if err != nil {
+			return row, arena, err
+		}
+		return append(row, bytesValue(b, 0, 1)), arena, nil
+	}
+	if c.nulls != nil && c.nulls.Contains(uint32(r)) {
+		return append(row, null), arena, nil
+	}
+	if c.long != nil {
+		v, err := c.long.At(r)
+		if err != nil {
+			return row, arena, err
+		}
+		if c.count && v != 1 {
+			c.above1 = true
+		}
+		return append(row, parquet.Int64Value(v).Level(0, 1, c.index)), arena, nil
+	}
+	v, err := c.double.At(r)
+	if err != nil {
+		return row, arena, err
+	}
+	return append(row, parquet.DoubleValue(v).Level(0, 1, c.index)), arena, nil
+}
+
+// parquetSchema returns the Parquet schema of the export of a segment of schema s: __time,
+// the dimensions, then the metrics, in schema order.
+func parquetSchema(s columns.Schema) *parquet.Schema {
+	g := orderedGroup{Group: parquet.Group{}}
+	add := func(name string, n parquet.Node) {
+		g.Group[name] = n
+		g.order = append(g.order, name)
+	}
+	add(columns.TimeColumn, parquet.Timestamp(parquet.Millisecond))
+	for _, d := range s.Dimensions {
+		str := parquet.String()
+		switch {
+		case d.Raw:
+			// Long payloads, stored without a dictionary in the segment too: PLAIN.
+			add(d.Name, parquet.Optional(parquet.Encoded(str, &parquet.Plain)))
+		case d.MultiValue:
+			add(d.Name, parquet.Optional(parquet.List(parquet.Encoded(str, &parquet.RLEDictionary))))
+		default:
+			add(d.Name, parquet.Optional(parquet.Encoded(str, &parquet.RLEDictionary)))
+		}
+	}
+	for _, m := range s.Metrics {
+		switch m.ValueType() {
+		case columns.MetricLong:
+			add(m.Name, parquet.Optional(parquet.Leaf(parquet.Int64Type)))
+		case columns.MetricDouble:
+			add(m.Name, parquet.Optional(parquet.Leaf(parquet.DoubleType)))
+		case columns.MetricHyperUnique:
+			add(m.Name, parquet.Optional(parquet.Leaf(parquet.ByteArrayType)))
+		}
+	}
+	return parquet.NewSchema("writeout", g)
+}
+
+// orderedGroup is a parquet.Group whose fields come in the order given (parquet.Group sorts
+// them by name): the export's columns keep the segment's order.
+type orderedGroup struct {
+	parquet.Group
+	order []string
+}
+
+func (g orderedGroup) Fields() []parquet.Field {
+	fields := g.Group.Fields()
+	rank := make(map[string]int, len(g.order))
+	for i, n := range g.order {
+		rank[n] = i
+	}
+	slices.SortFunc(fields, func(a, b parquet.Field) int { return rank[a.Name()] - rank[b.Name()] })
+	return fields
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
