@@ -75,11 +75,22 @@ func (b *tmpBytes) makeRoom() error {
 	}
 	opts := &b.st.opts
 	if cap(b.buf) == 0 {
+		if kept := b.st.takeBuf(); kept != nil {
+			b.buf = kept // already counted in bufMem
+			return nil
+		}
 		b.st.bufMem.Add(int64(opts.MinBufferSize))
 		b.buf = make([]byte, 0, opts.MinBufferSize)
 		return nil
 	}
 	if c := cap(b.buf); c < opts.BufferSize {
+		if kept := b.st.takeBuf(); kept != nil {
+			// A kept full-size buffer replaces this one, already counted in bufMem.
+			kept = append(kept, b.buf...)
+			b.st.bufMem.Add(-int64(c))
+			b.buf = kept
+			return nil
+		}
 		grow := int64(min(2*c, opts.BufferSize) - c)
 		if b.st.bufMem.Add(grow) <= opts.BufferBudget {
 			nb := make([]byte, len(b.buf), c+int(grow))
@@ -319,9 +330,10 @@ func (b *tmpBytes) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// releaseBuf drops the buffer and returns its memory to the medium's budget.
+// releaseBuf hands the buffer to the store, which keeps it for a later Bytes or returns its
+// memory to the budget.
 func (b *tmpBytes) releaseBuf() {
-	b.st.bufMem.Add(-int64(cap(b.buf)))
+	b.st.putBuf(b.buf)
 	b.buf = nil
 	b.extents = nil
 }

@@ -10,7 +10,10 @@
 // A Bytes' buffer starts small (MinBufferSize) and doubles, while the medium's buffer memory is
 // under BufferBudget, up to BufferSize: a small Bytes never touches the disk at all, and a large
 // one writes to the file in BufferSize pieces, as a bufio.Writer would. A write at least as large
-// as the buffer goes to the file directly when the buffer is empty.
+// as the buffer goes to the file directly when the buffer is empty. When a child medium closes,
+// the full-size buffers of its Bytes are kept (up to half of BufferBudget) and handed to the
+// Bytes made next, which start with them empty; a Bytes that needs a buffer or a larger one
+// takes a kept one before it allocates, so the kept buffers never cost a live one its budget.
 //
 // # No litter
 //
@@ -239,7 +242,9 @@ type store struct {
 	name   string   // path while the file has one; "" when unnamed or unlinked
 	path   string   // the path it was created under, for error messages
 	end    atomic.Int64
-	bufMem atomic.Int64
+	bufMem atomic.Int64 // capacity of the live buffers and of the kept ones (recycle)
+
+	recycle recycler // buffers of released Bytes, for the next ones
 
 	ioMu sync.Mutex // serializes I/O on files that are not OS files (afero's mem files are not safe for concurrent ReadAt/WriteAt)
 
@@ -303,6 +308,7 @@ func (st *store) close() error {
 		return nil
 	}
 	st.closed = true
+	st.closeRecycler()
 	// A pacing failure was reported by the writes and reads that followed it; Close only waits
 	// for the pacer's goroutine, so that no call is made on a closed file.
 	_ = st.pacer.Close()
