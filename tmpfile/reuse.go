@@ -1,6 +1,10 @@
 package tmpfile
 
-import "sync"
+import (
+	"cmp"
+	"slices"
+	"sync"
+)
 
 // recycler keeps the memory buffers of released Bytes (those of a closed child medium) for the
 // Bytes made after them, so that a medium whose children come and go, such as a parquet-go
@@ -81,4 +85,74 @@ func (st *store) dropKept(want int64) int64 {
 	r.mem -= freed
 	st.bufMem.Add(-freed)
 	return freed
+}
+
+// span is a run of free bytes of the file.
+type span struct{ off, n int64 }
+
+// freeSpace is the space of the file that released Bytes (those of closed child media) held.
+// New extents are placed there, lowest offset first, before the file grows: a medium whose
+// children come and go rewrites the same pages of the page cache instead of growing its file
+// with fresh ones (a write into pages already cached costs a copy; a write that extends the file
+// also allocates the pages, and they stay dirty until writeback). Nothing reads free space: a
+// Bytes reads only its own extents, each written before it is recorded, so no Bytes ever sees
+// another's old bytes.
+type freeSpace struct {
+	mu    sync.Mutex
+	spans []span // sorted by offset, disjoint, not adjacent (coalesced)
+	bytes int64  // sum of the spans' lengths
+}
+
+// reserve returns where to write the next piece of n bytes: the first free span, or the end of
+// the file, which grows by k. k is at most n.
+func (st *store) reserve(n int64) (off, k int64) {
+	f := &st.free
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.spans) == 0 {
+		return st.end.Add(n) - n, n
+	}
+	s := &f.spans[0]
+	off, k = s.off, min(n, s.n)
+	s.off += k
+	s.n -= k
+	f.bytes -= k
+	if s.n == 0 {
+		f.spans = append(f.spans[:0], f.spans[1:]...)
+	}
+	return off, k
+}
+
+// release returns the file space of extents to the free space.
+func (st *store) release(extents []extent) {
+	if len(extents) == 0 {
+		return
+	}
+	f := &st.free
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range extents {
+		f.spans = append(f.spans, span{off: e.off, n: e.n})
+		f.bytes += e.n
+	}
+	slices.SortFunc(f.spans, func(a, b span) int { return cmp.Compare(a.off, b.off) })
+	out := f.spans[:1]
+	for _, s := range f.spans[1:] {
+		last := &out[len(out)-1]
+		if last.off+last.n == s.off {
+			last.n += s.n
+		} else {
+			out = append(out, s)
+		}
+	}
+	f.spans = out
+}
+
+// FreeBytes returns how many bytes of the medium's file are free: held by Bytes of closed child
+// media, and reused by the next extents before the file grows.
+func (m *Medium) FreeBytes() int64 {
+	f := &m.store.free
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.bytes
 }
