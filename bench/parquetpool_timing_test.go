@@ -35,7 +35,7 @@ func BenchmarkParquetPool(b *testing.B) {
 		name string
 		open func(dir string) (parquet.BufferPool, func() error, error)
 	}{
-		{"writeout-tmpfile", func(dir string) (parquet.BufferPool, func() error, error) {
+		{"pool=writeout-tmpfile", func(dir string) (parquet.BufferPool, func() error, error) {
 			m, err := tmpfile.New(tmpfile.Options{Dir: dir})
 			if err != nil {
 				return nil, nil, err
@@ -43,7 +43,7 @@ func BenchmarkParquetPool(b *testing.B) {
 			pool := parquetpool.New(m)
 			return pool, func() error { return multierr.Join(pool.Close(), m.Close()) }, nil
 		}},
-		{"file", func(dir string) (parquet.BufferPool, func() error, error) {
+		{"pool=file", func(dir string) (parquet.BufferPool, func() error, error) {
 			return parquet.NewFileBufferPool(dir, "parquet-buffer-*"), func() error { return nil }, nil
 		}},
 	}

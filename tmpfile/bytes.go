@@ -75,11 +75,22 @@ func (b *tmpBytes) makeRoom() error {
 	}
 	opts := &b.st.opts
 	if cap(b.buf) == 0 {
+		if kept := b.st.takeBuf(); kept != nil {
+			b.buf = kept // already counted in bufMem
+			return nil
+		}
 		b.st.bufMem.Add(int64(opts.MinBufferSize))
 		b.buf = make([]byte, 0, opts.MinBufferSize)
 		return nil
 	}
 	if c := cap(b.buf); c < opts.BufferSize {
+		if kept := b.st.takeBuf(); kept != nil {
+			// A kept full-size buffer replaces this one, already counted in bufMem.
+			kept = append(kept, b.buf...)
+			b.st.bufMem.Add(-int64(c))
+			b.buf = kept
+			return nil
+		}
 		grow := int64(min(2*c, opts.BufferSize) - c)
 		if b.st.bufMem.Add(grow) <= opts.BufferBudget {
 			nb := make([]byte, len(b.buf), c+int(grow))
@@ -97,28 +108,32 @@ func (b *tmpBytes) flush() error {
 	if len(b.buf) == 0 {
 		return nil
 	}
-	if err := b.appendExtent(b.buf); err != nil {
-		return err
-	}
-	b.buf = b.buf[:0]
-	return nil
+	k, err := b.appendExtent(b.buf)
+	// The first k bytes are in the file now, whatever happened to the rest.
+	b.buf = b.buf[:copy(b.buf, b.buf[k:])]
+	return err
 }
 
-// appendExtent writes p to the file and records it as the next extent; p must be the bytes at
-// logical offset b.flushed.
-func (b *tmpBytes) appendExtent(p []byte) error {
-	off, err := b.st.appendAt(p)
-	if err != nil {
-		return err
+// appendExtent writes p to the file, in as many pieces as the free space it reuses takes, and
+// records them as the next extents; p must be the bytes at logical offset b.flushed. It returns
+// how many bytes of p are recorded (all of them unless err is not nil).
+func (b *tmpBytes) appendExtent(p []byte) (int, error) {
+	done := 0
+	for done < len(p) {
+		off, k, err := b.st.appendAt(p[done:])
+		if err != nil {
+			return done, err
+		}
+		n := int64(k)
+		if i := len(b.extents); i > 0 && b.extents[i-1].off+b.extents[i-1].n == off {
+			b.extents[i-1].n += n
+		} else {
+			b.extents = append(b.extents, extent{start: b.flushed, off: off, n: n})
+		}
+		b.flushed += n
+		done += k
 	}
-	n := int64(len(p))
-	if k := len(b.extents); k > 0 && b.extents[k-1].off+b.extents[k-1].n == off {
-		b.extents[k-1].n += n
-	} else {
-		b.extents = append(b.extents, extent{start: b.flushed, off: off, n: n})
-	}
-	b.flushed += n
-	return nil
+	return done, nil
 }
 
 func (b *tmpBytes) Write(p []byte) (int, error) {
@@ -138,11 +153,12 @@ func (b *tmpBytes) writeSlow(p []byte) (int, error) {
 	for len(p) > 0 {
 		// A write as large as the largest buffer goes to the file directly.
 		if len(b.buf) == 0 && len(p) >= b.st.opts.BufferSize {
-			if err := b.appendExtent(p); err != nil {
-				return n, b.fail(err)
+			k, err := b.appendExtent(p)
+			b.size += int64(k)
+			if err != nil {
+				return n + k, b.fail(err)
 			}
-			b.size += int64(len(p))
-			return n + len(p), nil
+			return n + k, nil
 		}
 		if err := b.makeRoom(); err != nil {
 			return n, b.fail(err)
@@ -319,9 +335,13 @@ func (b *tmpBytes) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// releaseBuf drops the buffer and returns its memory to the medium's budget.
-func (b *tmpBytes) releaseBuf() {
-	b.st.bufMem.Add(-int64(cap(b.buf)))
+// releaseBuf hands the buffer to the store, which keeps it for a later Bytes or returns its
+// memory to the budget, and with freeSpace the extents' space in the file, for later extents.
+func (b *tmpBytes) releaseBuf(freeSpace bool) {
+	b.st.putBuf(b.buf)
 	b.buf = nil
+	if freeSpace {
+		b.st.release(b.extents)
+	}
 	b.extents = nil
 }

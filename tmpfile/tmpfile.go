@@ -10,7 +10,10 @@
 // A Bytes' buffer starts small (MinBufferSize) and doubles, while the medium's buffer memory is
 // under BufferBudget, up to BufferSize: a small Bytes never touches the disk at all, and a large
 // one writes to the file in BufferSize pieces, as a bufio.Writer would. A write at least as large
-// as the buffer goes to the file directly when the buffer is empty.
+// as the buffer goes to the file directly when the buffer is empty. When a child medium closes,
+// the full-size buffers of its Bytes are kept (up to half of BufferBudget) and handed to the
+// Bytes made next, which start with them empty; a Bytes that needs a buffer or a larger one
+// takes a kept one before it allocates, so the kept buffers never cost a live one its budget.
 //
 // # No litter
 //
@@ -177,7 +180,8 @@ func (m *Medium) NewBytes() (medium.Bytes, error) {
 }
 
 // NewChild returns a medium that shares this one's file and settings. Closing the child
-// releases its buffers; its bytes in the file are reclaimed when the root medium closes.
+// releases its buffers (kept for the next Bytes, see the package doc) and its space in the file,
+// which the next extents of any Bytes of the medium reuse before the file grows.
 func (m *Medium) NewChild() (medium.Medium, error) {
 	child := &Medium{store: m.store}
 	child.lc.OnClose(child.release)
@@ -210,7 +214,9 @@ func (m *Medium) Trickles() int64 {
 	return int64(trickles)
 }
 
-// FileBytes returns how many bytes have been appended to the medium's file.
+// FileBytes returns the size of the medium's file: how many bytes have been written to it,
+// less those rewritten in place (the space of closed children is reused before the file grows;
+// FreeBytes says how much of it is free now).
 func (m *Medium) FileBytes() int64 { return m.store.end.Load() }
 
 // Name returns the file's path, or "" for an unnamed (O_TMPFILE) file.
@@ -222,7 +228,7 @@ func (m *Medium) release() error {
 	m.bytes = nil
 	m.mu.Unlock()
 	for _, b := range bs {
-		b.releaseBuf()
+		b.releaseBuf(!m.root) // the root's file closes next: no space to give back
 	}
 	if m.root {
 		return m.store.close()
@@ -239,7 +245,10 @@ type store struct {
 	name   string   // path while the file has one; "" when unnamed or unlinked
 	path   string   // the path it was created under, for error messages
 	end    atomic.Int64
-	bufMem atomic.Int64
+	bufMem atomic.Int64 // capacity of the live buffers and of the kept ones (recycle)
+
+	recycle recycler  // buffers of released Bytes, for the next ones
+	free    freeSpace // file space of released Bytes, for the next extents
 
 	ioMu sync.Mutex // serializes I/O on files that are not OS files (afero's mem files are not safe for concurrent ReadAt/WriteAt)
 
@@ -303,6 +312,7 @@ func (st *store) close() error {
 		return nil
 	}
 	st.closed = true
+	st.closeRecycler()
 	// A pacing failure was reported by the writes and reads that followed it; Close only waits
 	// for the pacer's goroutine, so that no call is made on a closed file.
 	_ = st.pacer.Close()
@@ -333,30 +343,33 @@ func (st *store) failure() error {
 	return nil
 }
 
-// appendAt writes p at a newly reserved offset and returns the offset.
-func (st *store) appendAt(p []byte) (int64, error) {
+// appendAt writes a first piece of p, p[:k], at a newly reserved place: free space of the file
+// (freeSpace) or its end. It returns the place and k; the caller loops for the rest.
+func (st *store) appendAt(p []byte) (off int64, k int, err error) {
 	if err := st.failure(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	off := st.end.Add(int64(len(p))) - int64(len(p))
-	var err error
+	off, n := st.reserve(int64(len(p)))
+	q := p[:n]
 	if st.osFile != nil {
-		_, err = st.osFile.WriteAt(p, off)
+		_, err = st.osFile.WriteAt(q, off)
 	} else {
 		st.ioMu.Lock()
-		_, err = st.file.WriteAt(p, off)
+		_, err = st.file.WriteAt(q, off)
 		st.ioMu.Unlock()
 	}
 	if err != nil {
-		return 0, fmt.Errorf("tmpfile: write %d bytes at %d of %s: %w", len(p), off, st.path, err)
+		st.release([]extent{{off: off, n: n}}) // nobody reads it: free again
+		return 0, 0, fmt.Errorf("tmpfile: write %d bytes at %d of %s: %w", len(q), off, st.path, err)
 	}
-	if err := st.pacer.Advance(off + int64(len(p))); err != nil {
+	// Pacing follows the file's growth: a rewrite of free space below the end paces nothing.
+	if err := st.pacer.Advance(off + n); err != nil {
 		// The file's writeback state is unknown, as after a failed sync: nothing is read back.
 		err = fmt.Errorf("tmpfile: pace writeback of %s: %w: %w", st.path, medium.ErrSync, err)
 		st.failed.CompareAndSwap(nil, &err)
-		return 0, err
+		return 0, 0, err
 	}
-	return off, nil
+	return off, int(n), nil
 }
 
 func (st *store) readAt(p []byte, off int64) error {

@@ -16,8 +16,10 @@
 // # Release
 //
 // Each buffer lives in a child of the pool's medium; PutBuffer closes that child, which
-// releases the buffer's memory (a tmpfile buffer's bytes in the file are reclaimed when the
-// root medium closes, as for any tmpfile child). Pool.Close closes every buffer still out. The
+// releases the buffer's memory and, on a tmpfile medium, hands its memory buffer and its space
+// in the medium's file to the buffers got next (a tmpfile medium reuses a closed child's
+// buffers and file space), so that a writer's row groups keep rewriting the same pages instead
+// of growing the file. Pool.Close closes every buffer still out. The
 // pool never closes the medium it was given: its owner does.
 //
 // # Errors

@@ -1,0 +1,158 @@
+package tmpfile
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+)
+
+// recycler keeps the memory buffers of released Bytes (those of a closed child medium) for the
+// Bytes made after them, so that a medium whose children come and go, such as a parquet-go
+// writer's page buffers (one child per column chunk), does not allocate and grow a new buffer
+// for each one.
+//
+// Only full-size buffers (cap BufferSize) are kept: smaller ones are cheap to allocate and are
+// dropped. At most half of BufferBudget is kept. A kept buffer stays counted in the store's
+// bufMem, as it was while live, so a Bytes that takes one does not change the count. Kept
+// buffers yield to live ones: a Bytes that needs a buffer, its first or a larger one, takes a
+// kept one before it allocates, so the kept buffers never stand between a live Bytes and the
+// budget.
+type recycler struct {
+	mu   sync.Mutex
+	bufs [][]byte // kept buffers, each of cap BufferSize, length 0
+	mem  int64    // sum of their capacities
+	done bool     // the store is closed: nothing more is kept
+}
+
+// takeBuf returns a kept buffer, empty, or nil when none is kept.
+func (st *store) takeBuf() []byte {
+	r := &st.recycle
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := len(r.bufs)
+	if k == 0 {
+		return nil
+	}
+	buf := r.bufs[k-1][:0]
+	r.bufs[k-1] = nil
+	r.bufs = r.bufs[:k-1]
+	r.mem -= int64(cap(buf))
+	return buf
+}
+
+// putBuf releases a live buffer: kept when it is full-size and the kept buffers stay within half
+// of the budget, else dropped and its memory returned to the budget.
+func (st *store) putBuf(buf []byte) {
+	if buf == nil {
+		return
+	}
+	c := int64(cap(buf))
+	if cap(buf) == st.opts.BufferSize {
+		r := &st.recycle
+		r.mu.Lock()
+		if !r.done && r.mem+c <= st.opts.BufferBudget/2 {
+			r.bufs = append(r.bufs, buf[:0])
+			r.mem += c
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+	}
+	st.bufMem.Add(-c)
+}
+
+// closeRecycler drops every kept buffer and keeps none from now on.
+func (st *store) closeRecycler() {
+	st.recycle.mu.Lock()
+	st.recycle.done = true
+	st.recycle.mu.Unlock()
+	st.dropKept(st.opts.BufferBudget + 1)
+}
+
+// dropKept drops kept buffers until at least want bytes are freed or none is left, and returns
+// the bytes freed.
+func (st *store) dropKept(want int64) int64 {
+	r := &st.recycle
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var freed int64
+	for freed < want && len(r.bufs) > 0 {
+		k := len(r.bufs) - 1
+		freed += int64(cap(r.bufs[k]))
+		r.bufs[k] = nil
+		r.bufs = r.bufs[:k]
+	}
+	r.mem -= freed
+	st.bufMem.Add(-freed)
+	return freed
+}
+
+// span is a run of free bytes of the file.
+type span struct{ off, n int64 }
+
+// freeSpace is the space of the file that released Bytes (those of closed child media) held.
+// New extents are placed there, lowest offset first, before the file grows: a medium whose
+// children come and go rewrites the same pages of the page cache instead of growing its file
+// with fresh ones (a write into pages already cached costs a copy; a write that extends the file
+// also allocates the pages, and they stay dirty until writeback). Nothing reads free space: a
+// Bytes reads only its own extents, each written before it is recorded, so no Bytes ever sees
+// another's old bytes.
+type freeSpace struct {
+	mu    sync.Mutex
+	spans []span // sorted by offset, disjoint, not adjacent (coalesced)
+	bytes int64  // sum of the spans' lengths
+}
+
+// reserve returns where to write the next piece of n bytes: the first free span, or the end of
+// the file, which grows by k. k is at most n.
+func (st *store) reserve(n int64) (off, k int64) {
+	f := &st.free
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.spans) == 0 {
+		return st.end.Add(n) - n, n
+	}
+	s := &f.spans[0]
+	off, k = s.off, min(n, s.n)
+	s.off += k
+	s.n -= k
+	f.bytes -= k
+	if s.n == 0 {
+		f.spans = append(f.spans[:0], f.spans[1:]...)
+	}
+	return off, k
+}
+
+// release returns the file space of extents to the free space.
+func (st *store) release(extents []extent) {
+	if len(extents) == 0 {
+		return
+	}
+	f := &st.free
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range extents {
+		f.spans = append(f.spans, span{off: e.off, n: e.n})
+		f.bytes += e.n
+	}
+	slices.SortFunc(f.spans, func(a, b span) int { return cmp.Compare(a.off, b.off) })
+	out := f.spans[:1]
+	for _, s := range f.spans[1:] {
+		last := &out[len(out)-1]
+		if last.off+last.n == s.off {
+			last.n += s.n
+		} else {
+			out = append(out, s)
+		}
+	}
+	f.spans = out
+}
+
+// FreeBytes returns how many bytes of the medium's file are free: held by Bytes of closed child
+// media, and reused by the next extents before the file grows.
+func (m *Medium) FreeBytes() int64 {
+	f := &m.store.free
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.bytes
+}
