@@ -213,13 +213,25 @@ func (x *exporter) columns() ([]column, error) {
 	return cols, nil
 }
 
-// metricNulls returns the rows where metric m of seg is null, or nil when it has none. Every
-// long and double metric's nulls come through here.
-//
-// TODO(issue 13, item 3): return the column's Nulls() once columns.LongColumn and
-// columns.DoubleColumn have it; until then a segment stores no metric nulls.
+// metricNulls returns the rows where metric m of seg is null, or nil when it has none (always
+// so for segments before format version 3). Every long and double metric's nulls come through
+// here.
 func metricNulls(seg *columns.Segment, m columns.Metric) (*roaring.Bitmap, error) {
-	_, _ = seg, m
+	switch m.ValueType() {
+	case columns.MetricLong:
+		c, err := seg.Long(m.Name)
+		if err != nil {
+			return nil, err
+		}
+		return c.Nulls()
+	case columns.MetricDouble:
+		c, err := seg.Double(m.Name)
+		if err != nil {
+			return nil, err
+		}
+		return c.Nulls()
+	case columns.MetricHyperUnique:
+	}
 	return nil, nil
 }
 
