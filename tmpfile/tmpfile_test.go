@@ -84,6 +84,12 @@ func TestConformance(t *testing.T) {
 	})
 	t.Run("fs=os/buffers=tiny", func(t *testing.T) { mediumtest.Run(t, openIn(tiny(Options{}), nil)) })
 	t.Run("fs=memmap/buffers=tiny", func(t *testing.T) {
+		if raceEnabled {
+			// afero's MemMapFs moves the file's tail on every write inside the file (reused free
+			// space): quadratic, and 80 s under the detector. fs=memmap and fs=os/buffers=tiny
+			// cover the same concurrency under -race; this variant runs without it.
+			t.Skip("slow under -race: MemMapFs writes inside the file move its tail")
+		}
 		mediumtest.Run(t, openIn(tiny(Options{Fs: afero.NewMemMapFs(), Dir: "/w"}), nil))
 	})
 	for _, mode := range []medium.SyncMode{medium.SyncNone, medium.SyncOutput, medium.SyncAll} {
