@@ -78,7 +78,12 @@ func tiny(o Options) Options {
 
 func TestConformance(t *testing.T) {
 	t.Run("fs=os", func(t *testing.T) { mediumtest.Run(t, openIn(Options{}, nil)) })
-	t.Run("fs=os/named", func(t *testing.T) { mediumtest.Run(t, openIn(Options{}, noTmpfile())) })
+	t.Run("fs=os/named", func(t *testing.T) {
+		if raceEnabled {
+			t.Skip("the named file's paths are the unnamed one's once open; run without -race")
+		}
+		mediumtest.Run(t, openIn(Options{}, noTmpfile()))
+	})
 	t.Run("fs=memmap", func(t *testing.T) {
 		mediumtest.Run(t, openIn(Options{Fs: afero.NewMemMapFs(), Dir: "/tmp/w"}, nil))
 	})
@@ -94,6 +99,9 @@ func TestConformance(t *testing.T) {
 	})
 	for _, mode := range []medium.SyncMode{medium.SyncNone, medium.SyncOutput, medium.SyncAll} {
 		t.Run("fs=os/sync="+mode.String(), func(t *testing.T) {
+			if raceEnabled && mode != medium.SyncAll {
+				t.Skip("sync=all (the most background work) stands for the modes under -race")
+			}
 			mediumtest.Run(t, openIn(Options{Durability: medium.Durability{Sync: mode}, BufferSize: 64 << 10}, nil))
 		})
 	}

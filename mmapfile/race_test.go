@@ -1,0 +1,6 @@
+//go:build race
+
+package mmapfile
+
+// raceEnabled says the race detector is on: repeated conformance variants shrink under it.
+const raceEnabled = true
