@@ -226,7 +226,8 @@ func (b *tmpBytes) ReadFrom(r io.Reader) (int64, error) {
 }
 
 // WriteTo writes the extents and then the buffer to w. Into an *os.File it copies the
-// extents in the kernel where it can.
+// extents in the kernel where it can; into an io.ReaderFrom, such as a bufio.Writer on a file,
+// it hands over the file itself (readExtentsInto).
 func (b *tmpBytes) WriteTo(w io.Writer) (int64, error) {
 	if err := b.check("write to"); err != nil {
 		return 0, err
@@ -237,9 +238,16 @@ func (b *tmpBytes) WriteTo(w io.Writer) (int64, error) {
 			return 0, err
 		}
 		var err error
-		if dst, ok := w.(*os.File); ok && b.st.osFile != nil {
+		dst, isFile := w.(*os.File)
+		rf, isReaderFrom := w.(io.ReaderFrom)
+		switch {
+		case b.st.osFile == nil:
+			total, err = b.copyExtentsBuffered(w, 0)
+		case isFile:
 			total, err = b.copyExtentsKernel(dst)
-		} else {
+		case isReaderFrom:
+			total, err = b.readExtentsInto(rf)
+		default:
 			total, err = b.copyExtentsBuffered(w, 0)
 		}
 		if err != nil {
@@ -275,6 +283,32 @@ func (b *tmpBytes) copyExtentsKernel(dst *os.File) (int64, error) {
 			if k == 0 {
 				return total, fmt.Errorf("tmpfile: copy to %s: %w: file %s ended at %d", dst.Name(), io.ErrUnexpectedEOF, b.st.path, src)
 			}
+		}
+	}
+	return total, nil
+}
+
+// readExtentsInto hands each extent to w.ReadFrom as the medium's file, positioned at the
+// extent and limited to it, so that a writer whose ReadFrom reaches an *os.File (a bufio.Writer
+// or parquet-go's writer on a file) copies in the kernel, as os.File.ReadFrom does from a file
+// (copy_file_range); any other ReadFrom reads the file. Only these copies use the file's
+// position (every other read and write is pread or pwrite): posMu serializes them.
+func (b *tmpBytes) readExtentsInto(w io.ReaderFrom) (int64, error) {
+	st := b.st
+	st.posMu.Lock()
+	defer st.posMu.Unlock()
+	var total int64
+	for _, e := range b.extents {
+		if _, err := st.osFile.Seek(e.off, io.SeekStart); err != nil {
+			return total, fmt.Errorf("tmpfile: seek %s to %d: %w", st.path, e.off, err)
+		}
+		k, err := w.ReadFrom(&io.LimitedReader{R: st.osFile, N: e.n})
+		total += k
+		if err != nil {
+			return total, fmt.Errorf("tmpfile: copy %d bytes at %d of %s: %w", e.n, e.off, st.path, err)
+		}
+		if k != e.n {
+			return total, fmt.Errorf("tmpfile: copy %d bytes at %d of %s: %w: %d copied", e.n, e.off, st.path, io.ErrUnexpectedEOF, k)
 		}
 	}
 	return total, nil

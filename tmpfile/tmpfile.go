@@ -250,7 +250,8 @@ type store struct {
 	recycle recycler  // buffers of released Bytes, for the next ones
 	free    freeSpace // file space of released Bytes, for the next extents
 
-	ioMu sync.Mutex // serializes I/O on files that are not OS files (afero's mem files are not safe for concurrent ReadAt/WriteAt)
+	ioMu  sync.Mutex // serializes I/O on files that are not OS files (afero's mem files are not safe for concurrent ReadAt/WriteAt)
+	posMu sync.Mutex // serializes the copies that use the OS file's position (readExtentsInto)
 
 	failed atomic.Pointer[error] // a failed pacing call: the file's state is unknown, nothing is read back
 	pacer  *sys.Pacer            // nil: not paced

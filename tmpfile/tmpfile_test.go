@@ -1,6 +1,7 @@
 package tmpfile
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -621,4 +622,95 @@ func TestChildSharesFile(t *testing.T) {
 	}
 	require.Equal(t, int64(1), fsys.Counts()[faultfs.KindOpen], "children share the medium's one file")
 	require.NoError(t, m.Close())
+}
+
+// readerFromOnly is an io.ReaderFrom that is not an *os.File: it records the sources it was
+// handed and copies them into w.
+type readerFromOnly struct {
+	w       io.Writer
+	sources []io.Reader
+	fail    error // returned after the first source, when set
+}
+
+func (r *readerFromOnly) Write(p []byte) (int, error) { return r.w.Write(p) }
+
+func (r *readerFromOnly) ReadFrom(src io.Reader) (int64, error) {
+	r.sources = append(r.sources, src)
+	if r.fail != nil && len(r.sources) > 1 {
+		return 0, r.fail
+	}
+	return io.Copy(r.w, src)
+}
+
+// TestWriteToReaderFrom: WriteTo into an io.ReaderFrom that is not a file (a bufio.Writer on a
+// file, as parquet-go writes) hands it the medium's file, limited to each extent, so that
+// os.File.ReadFrom can copy in the kernel; Bytes copied so at once from several goroutines
+// each give their own content (the file's position is shared); a failing ReadFrom's error is
+// returned.
+func TestWriteToReaderFrom(t *testing.T) {
+	m, err := New(Options{Dir: t.TempDir(), MinBufferSize: 1 << 10, BufferSize: 4 << 10})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, m.Close()) }()
+	const n = 6
+	want := make([][]byte, n)
+	bs := make([]medium.Bytes, n)
+	for i := range bs {
+		bs[i], err = m.NewBytes()
+		require.NoError(t, err)
+	}
+	// Interleaved writes: every Bytes has many extents, scattered over the file.
+	for round := range 50 {
+		for i, b := range bs {
+			p := bytes.Repeat([]byte{byte('a' + i)}, 1000+round*37+i)
+			_, err := b.Write(p)
+			require.NoError(t, err)
+			want[i] = append(want[i], p...)
+		}
+	}
+
+	one := &readerFromOnly{w: new(bytes.Buffer)}
+	k, err := bs[0].(io.WriterTo).WriteTo(one)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(want[0])), k)
+	require.Equal(t, want[0], one.w.(*bytes.Buffer).Bytes())
+	require.NotEmpty(t, one.sources)
+	lr, ok := one.sources[0].(*io.LimitedReader)
+	require.True(t, ok, "ReadFrom is handed %T, not the file limited to an extent", one.sources[0])
+	_, ok = lr.R.(*os.File)
+	require.True(t, ok, "ReadFrom is handed a limited %T, not the file", lr.R)
+
+	// Concurrent copies through bufio.Writers on files.
+	dir := t.TempDir()
+	errs := make(chan error, n)
+	for i, b := range bs {
+		go func() {
+			errs <- func() error {
+				f, err := os.Create(filepath.Join(dir, fmt.Sprint(i)))
+				if err != nil {
+					return err
+				}
+				w := bufio.NewWriterSize(f, 512)
+				_, _ = w.WriteString("head")
+				if _, err := b.(io.WriterTo).WriteTo(w); err != nil {
+					return multierr.Join(err, f.Close())
+				}
+				return multierr.Join(w.Flush(), f.Close())
+			}()
+		}()
+	}
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	for i := range bs {
+		got, err := os.ReadFile(filepath.Join(dir, fmt.Sprint(i)))
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(append([]byte("head"), want[i]...), got), "Bytes %d copied wrong", i)
+	}
+
+	// A failing ReadFrom: its error, wrapped, and the bytes copied before it.
+	boom := errors.New("boom")
+	bad := &readerFromOnly{w: new(bytes.Buffer), fail: boom}
+	k, err = bs[1].(io.WriterTo).WriteTo(bad)
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, int64(bad.w.(*bytes.Buffer).Len()), k)
 }
