@@ -74,7 +74,9 @@ func demoQueryAnswer(ctx context.Context, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	res, err := querySegments(ctx, []string{path}, query.Spec{Filter: f, All: true, Metrics: []string{"rows"}})
+	var res query.Result
+	err = querySegments(ctx, []string{path}, query.Spec{Filter: f, All: true, Metrics: []string{"rows"}},
+		func(r query.Result) error { res = r; return nil })
 	if err != nil {
 		return "", err
 	}

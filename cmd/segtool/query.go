@@ -98,8 +98,9 @@ func (f queryFlags) spec() (query.Spec, error) {
 	return spec, nil
 }
 
-// querySegments opens the segments and runs spec over them as one table.
-func querySegments(ctx context.Context, paths []string, spec query.Spec) (res query.Result, err error) {
+// querySegments opens the segments and runs spec over them as one table, handing the groups
+// to each part by part (query.RunEach).
+func querySegments(ctx context.Context, paths []string, spec query.Spec, each func(query.Result) error) (err error) {
 	qs := make([]query.Queryable, 0, len(paths))
 	defer func() {
 		for _, q := range qs {
@@ -109,25 +110,42 @@ func querySegments(ctx context.Context, paths []string, spec query.Spec) (res qu
 	for _, p := range paths {
 		sg, err := columns.Open(p)
 		if err != nil {
-			return res, err
+			return err
 		}
 		qs = append(qs, sg)
 	}
 	spec.InputNames = paths
 	// The query's errors name the column and the file they are about.
-	return query.RunMany(ctx, qs, spec)
+	return query.RunEach(ctx, qs, spec, each)
 }
 
+// runQuery writes the groups as they come: memory holds one window's groups (query.RunEach),
+// not the whole result.
 func runQuery(ctx context.Context, out io.Writer, paths []string, spec query.Spec, o textOptions) error {
-	res, err := querySegments(ctx, paths, spec)
+	var w *queryWriter
+	err := querySegments(ctx, paths, spec, func(part query.Result) error {
+		if w == nil {
+			var err error
+			if w, err = newQueryWriter(out, part, o); err != nil {
+				return err
+			}
+		}
+		return w.rows(part.Rows)
+	})
 	if err != nil {
 		return err
 	}
-	return writeQueryResult(out, res, o)
+	return w.tw.flush()
 }
 
-// writeQueryResult writes a result's groups as CSV or NDJSON.
-func writeQueryResult(out io.Writer, res query.Result, o textOptions) error {
+// queryWriter writes a query's groups as CSV or NDJSON.
+type queryWriter struct {
+	tw    *tableWriter
+	cells []cell
+}
+
+// newQueryWriter writes the header of a result's columns.
+func newQueryWriter(out io.Writer, res query.Result, o textOptions) (*queryWriter, error) {
 	names := append([]string{columns.TimeColumn}, res.GroupBy...)
 	names = append(names, "__rows")
 	for _, m := range res.Metrics {
@@ -135,11 +153,14 @@ func writeQueryResult(out io.Writer, res query.Result, o textOptions) error {
 	}
 	tw := newTableWriter(out, o, names)
 	if err := tw.header(); err != nil {
-		return err
+		return nil, err
 	}
-	cells := make([]cell, len(names))
-	for _, r := range res.Rows {
-		cells = cells[:0]
+	return &queryWriter{tw: tw, cells: make([]cell, 0, len(names))}, nil
+}
+
+func (w *queryWriter) rows(rows []query.Row) error {
+	for _, r := range rows {
+		cells := w.cells[:0]
 		cells = append(cells, cell{kind: cellTime, i: r.Time})
 		for _, g := range r.Groups {
 			cells = append(cells, cell{kind: cellString, s: g.Value, isNull: g.Null})
@@ -152,9 +173,9 @@ func writeQueryResult(out io.Writer, res query.Result, o textOptions) error {
 				cells = append(cells, cell{kind: cellLong, i: v.Long, isNull: v.Null})
 			}
 		}
-		if err := tw.row(cells); err != nil {
+		if err := w.tw.row(cells); err != nil {
 			return err
 		}
 	}
-	return tw.flush()
+	return nil
 }

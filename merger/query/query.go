@@ -7,10 +7,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/merger/internal/parallel"
@@ -136,13 +140,47 @@ func Run(ctx context.Context, q Queryable, spec Spec) (Result, error) {
 // rows were one table. Sums of doubles are exact and rounded once, so the result does not
 // depend on how rows are spread over the inputs.
 func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
+	var res Result
+	err := RunEach(ctx, qs, spec, func(part Result) error {
+		if res.Rows == nil {
+			res = part
+			return nil
+		}
+		res.Rows = append(res.Rows, part.Rows...)
+		return nil
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// WindowRows is about how many input rows RunEach aggregates at a time when the granularity is
+// not all: the time buckets of a window hold about this many rows, and only the groups of one
+// window are in memory (the Go heap, about 400 bytes a group).
+const WindowRows = 1 << 16
+
+// windowRows is WindowRows; tests lower it to make many windows of few rows.
+var windowRows = WindowRows
+
+// RunEach runs spec as RunMany does and hands the groups to each as they are complete, in the
+// Result's order, part by part: every part has GroupBy and Metrics, and parts follow one
+// another in time. each is called at least once (with no rows when no row matches); an error
+// from each ends the query and is returned.
+//
+// Inputs are read in time order (every segment and builder keeps its rows in non-decreasing
+// time), in windows of whole time buckets that hold about WindowRows rows, and a window's
+// groups are combined, handed to each and dropped before the next window is read: memory
+// holds one window's groups, however many groups the query has in all. With All there is one
+// bucket, so one window: every group is in memory at once.
+func RunEach(ctx context.Context, qs []Queryable, spec Spec, each func(Result) error) error {
 	spec.InputNames = pathNames(qs, spec.InputNames)
 	srcs := make([]source.Source, len(qs))
 	views := map[any]source.Source{} // a builder listed twice is read-locked once
 	for i, q := range qs {
 		if q, ok := q.(*columns.Segment); ok {
 			if q == nil {
-				return Result{}, fmt.Errorf("%w: %s is nil", ErrInvalid, spec.inputName(i))
+				return fmt.Errorf("%w: %s is nil", ErrInvalid, spec.inputName(i))
 			}
 			srcs[i] = source.OfSegment(q)
 			continue
@@ -155,10 +193,10 @@ func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
 			open, ok = source.BuilderView(q)
 		}
 		if !ok {
-			return Result{}, fmt.Errorf("%w: %s is a %T; Run reads *columns.Segment and *merger.Builder", ErrInvalid, spec.inputName(i), q)
+			return fmt.Errorf("%w: %s is a %T; Run reads *columns.Segment and *merger.Builder", ErrInvalid, spec.inputName(i), q)
 		}
 		if open == nil {
-			return Result{}, fmt.Errorf("%w: %s is nil", ErrInvalid, spec.inputName(i))
+			return fmt.Errorf("%w: %s is nil", ErrInvalid, spec.inputName(i))
 		}
 		if v, ok := views[q]; ok { // q is a *merger.Builder: a pointer, so a valid key
 			srcs[i] = v
@@ -175,39 +213,107 @@ func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
 	}
 	metrics, err := check(schemas, &spec)
 	if err != nil {
-		return Result{}, err
+		return err
 	}
-	glob := newGlobalTable(metrics, len(spec.GroupBy))
 	runners := make([]*runner, len(srcs))
-	err = parallel.Run(len(srcs), runtime.GOMAXPROCS(0), func(i int) error {
+	procs := runtime.GOMAXPROCS(0)
+	err = parallel.Run(len(srcs), procs, func(i int) error {
 		r := &runner{ctx: ctx, src: srcs[i], spec: &spec, metrics: metrics}
-		if err := r.run(); err != nil {
+		if err := r.setup(); err != nil {
 			return fmt.Errorf("query: %s: %w", spec.inputName(i), err)
-		}
-		for _, rd := range r.readers {
-			if f, ok := rd.sketch.(interface{ Flush() error }); ok {
-				if err := f.Flush(); err != nil {
-					return fmt.Errorf("query: %s: %w", spec.inputName(i), err)
-				}
-			}
 		}
 		runners[i] = r
 		return nil
 	})
 	if err != nil {
-		return Result{}, err
+		return err
 	}
-	// Groups combine in input order, whatever order the inputs finished in: first and last
-	// break ties of equal times by input order.
+	emitted := false
+	// window aggregates every input's rows before end, combines their groups and hands them on.
+	window := func(end int64) (rows int, err error) {
+		err = parallel.Run(len(runners), procs, func(i int) error {
+			r := runners[i]
+			if err := r.aggregateUntil(end); err != nil {
+				return fmt.Errorf("query: %s: %w", spec.inputName(i), err)
+			}
+			for _, rd := range r.readers {
+				if f, ok := rd.sketch.(interface{ Flush() error }); ok {
+					if err := f.Flush(); err != nil {
+						return fmt.Errorf("query: %s: %w", spec.inputName(i), err)
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		glob := newGlobalTable(metrics, len(spec.GroupBy))
+		// Groups combine in input order, whatever order the inputs finished in: first and
+		// last break ties of equal times by input order.
+		for _, r := range runners {
+			rows += r.windowRows
+			if err := r.mergeInto(glob); err != nil {
+				return 0, err
+			}
+			r.resetGroups()
+		}
+		if err := glob.overflow(spec.GroupBy); err != nil {
+			return 0, err
+		}
+		if len(glob.times) == 0 && emitted {
+			return rows, nil
+		}
+		emitted = true
+		return rows, each(glob.result(spec.GroupBy, spec.All))
+	}
+	// A builder keeps its rows in the order they were added: with a builder among the inputs
+	// (its rows are in memory already) the query is one window.
+	ordered := true
 	for _, r := range runners {
-		if err := r.mergeInto(glob); err != nil {
-			return Result{}, err
+		ordered = ordered && r.ordered
+	}
+	if spec.All || !ordered {
+		_, err := window(math.MaxInt64)
+		return err
+	}
+	width := spec.Granularity.Millis()
+	span := int64(1) // buckets a window
+	for {
+		first, ok := int64(math.MaxInt64), false
+		for _, r := range runners {
+			t, more, err := r.peek()
+			if err != nil {
+				return fmt.Errorf("query: %s: %w", spec.inputName(slices.Index(runners, r)), err)
+			}
+			if more {
+				first, ok = min(first, t), true
+			}
+		}
+		if !ok {
+			break
+		}
+		start := spec.Granularity.Truncate(first)
+		end := int64(math.MaxInt64)
+		if w := span * width; start <= math.MaxInt64-w {
+			end = start + w
+		}
+		rows, err := window(end)
+		if err != nil {
+			return err
+		}
+		// Windows of about WindowRows rows: widen while they hold fewer, narrow while more.
+		switch {
+		case rows < windowRows/2 && span < 1<<40:
+			span *= 2
+		case rows > 2*windowRows && span > 1:
+			span /= 2
 		}
 	}
-	if err := glob.overflow(spec.GroupBy); err != nil {
-		return Result{}, err
+	if !emitted {
+		return each(newGlobalTable(metrics, len(spec.GroupBy)).result(spec.GroupBy, spec.All))
 	}
-	return glob.result(spec.GroupBy, spec.All), nil
+	return nil
 }
 
 // runner aggregates one source.
@@ -223,6 +329,23 @@ type runner struct {
 	acc     *accs
 	gdims   []groupDim
 	readers []metricReader
+
+	// The rows, read in order window by window (setup, peek, aggregateUntil).
+	n          int
+	bm         *roaring.Bitmap // the filter's rows; nil: every row
+	it         roaring.ManyIntIterable
+	next       int      // bm == nil: the next row to queue
+	queue      []uint32 // rows read and not yet aggregated
+	buf        []uint32
+	rowTimes   source.LongCache // the aggregation's reader of times
+	edge       source.LongCache // peek's and aggregateUntil's, so that rowTimes reads in order
+	bat        *batchAgg
+	visit      func(row int) error
+	vec        bool
+	windowRows int // rows aggregated into the current groups
+
+	ordered  bool  // a segment: rows in non-decreasing time, checked as they are read
+	lastTime int64 // the time of the last row aggregated (ordered)
 }
 
 // groupDim reads one group-by dimension of the source: local ids are the source's ids of a
@@ -274,10 +397,10 @@ func (g *groupDim) value(id uint32) (GroupValue, error) {
 	return GroupValue{Null: true}, nil
 }
 
-func (r *runner) run() error {
+// setup makes the runner's readers and evaluates the filter.
+func (r *runner) setup() error {
 	src := r.src
-	r.table = map[string]int32{}
-	r.acc = newAccs(r.metrics)
+	r.resetGroups()
 	for _, name := range r.spec.GroupBy {
 		g := groupDim{}
 		ds, err := src.Dim(name)
@@ -302,7 +425,9 @@ func (r *runner) run() error {
 	if err != nil {
 		return err
 	}
-	times := source.LongCache{C: src.Times()}
+	r.rowTimes = source.LongCache{C: src.Times()}
+	r.edge = source.LongCache{C: src.Times()}
+	times := &r.rowTimes
 	gran, all := r.spec.Granularity, r.spec.All
 	key := make([]byte, 0, 8+4*len(r.gdims))
 	lists := make([][]uint32, len(r.gdims))
@@ -311,6 +436,9 @@ func (r *runner) run() error {
 		t, err := times.At(row)
 		if err != nil {
 			return fmt.Errorf("__time: %w", err)
+		}
+		if err := r.inOrder(row, t); err != nil {
+			return err
 		}
 		bucket := int64(0)
 		if !all {
@@ -358,60 +486,144 @@ func (r *runner) run() error {
 			}
 		}
 	}
-	n := src.Rows()
+	r.n = src.Rows()
+	r.ordered = source.SegmentOf(src) != nil
+	r.lastTime = math.MinInt64
+	r.bm = bm
+	if bm != nil {
+		r.it = bm.ManyIterator()
+	}
+	r.buf = make([]uint32, 1024)
 	// Rows go in batches: column by column when every group-by dimension has one value a row
 	// (independent loads of one column overlap their cache misses), row by row otherwise.
-	vec := true
+	r.vec = true
 	for _, g := range r.gdims {
 		if g.ids != nil && g.ds.MultiValue() || g.raw != nil {
-			vec = false
+			r.vec = false
 		}
 	}
 	r.readers = readers
-	bat := &batchAgg{r: r, times: &times, readers: readers}
-	do := func(rows []uint32) error {
-		if vec {
-			return bat.run(rows)
-		}
-		for _, row := range rows {
-			if err := visit(int(row)); err != nil {
-				return err
-			}
-		}
+	r.bat = &batchAgg{r: r, times: times, readers: readers}
+	r.visit = visit
+	return nil
+}
+
+// resetGroups drops the groups aggregated so far (merged into a window's table).
+func (r *runner) resetGroups() {
+	if r.table == nil {
+		r.table = map[string]int32{}
+	} else {
+		clear(r.table)
+	}
+	r.keys, r.times = nil, nil
+	r.acc = newAccs(r.metrics)
+	r.windowRows = 0
+}
+
+// fill queues the next rows when none is queued; the queue stays empty at the end.
+func (r *runner) fill() error {
+	if len(r.queue) > 0 {
 		return nil
 	}
-	buf := make([]uint32, 1024)
-	if bm == nil {
-		for lo := 0; lo < n; lo += len(buf) {
-			if err := r.ctx.Err(); err != nil {
-				return err
-			}
-			k := min(len(buf), n-lo)
-			for i := range k {
-				buf[i] = uint32(lo + i)
-			}
-			if err := do(buf[:k]); err != nil {
-				return err
-			}
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
+	if r.bm == nil {
+		k := min(len(r.buf), r.n-r.next)
+		for i := range k {
+			r.buf[i] = uint32(r.next + i)
 		}
+		r.next += k
+		r.queue = r.buf[:k]
 		return nil
 	}
-	it := bm.ManyIterator()
+	k := r.it.NextMany(r.buf)
+	if k > 0 && int(r.buf[k-1]) >= r.n {
+		return fmt.Errorf("filter bitmap row %d past the %d rows: %w", r.buf[k-1], r.n, columns.ErrCorrupt)
+	}
+	r.queue = r.buf[:k]
+	return nil
+}
+
+// peek returns the time of the next row to aggregate; more is false at the end.
+func (r *runner) peek() (t int64, more bool, err error) {
+	if err := r.fill(); err != nil {
+		return 0, false, err
+	}
+	if len(r.queue) == 0 {
+		return 0, false, nil
+	}
+	t, err = r.edge.At(int(r.queue[0]))
+	if err != nil {
+		return 0, false, fmt.Errorf("__time: %w", err)
+	}
+	return t, true, nil
+}
+
+// aggregateUntil aggregates the rows whose time is before end (all of them for math.MaxInt64)
+// into the groups. Rows come in non-decreasing time: the first row at or past end stays queued.
+func (r *runner) aggregateUntil(end int64) error {
 	for {
-		if err := r.ctx.Err(); err != nil {
+		if err := r.fill(); err != nil {
 			return err
 		}
-		k := it.NextMany(buf)
-		if k == 0 {
+		q := r.queue
+		if len(q) == 0 {
 			return nil
 		}
-		if int(buf[k-1]) >= n {
-			return fmt.Errorf("filter bitmap row %d past the %d rows: %w", buf[k-1], n, columns.ErrCorrupt)
+		k := len(q)
+		if end != math.MaxInt64 {
+			last, err := r.edge.At(int(q[k-1]))
+			if err != nil {
+				return fmt.Errorf("__time: %w", err)
+			}
+			if last >= end {
+				var ferr error
+				k = sort.Search(len(q), func(i int) bool {
+					t, err := r.edge.At(int(q[i]))
+					if err != nil && ferr == nil {
+						ferr = err
+					}
+					return err != nil || t >= end
+				})
+				if ferr != nil {
+					return fmt.Errorf("__time: %w", ferr)
+				}
+			}
 		}
-		if err := do(buf[:k]); err != nil {
+		if err := r.do(q[:k]); err != nil {
+			return err
+		}
+		r.windowRows += k
+		r.queue = q[k:]
+		if k < len(q) {
+			return nil
+		}
+	}
+}
+
+// inOrder checks that a segment's row comes in time order: the windows of RunEach rely on it.
+func (r *runner) inOrder(row int, t int64) error {
+	if !r.ordered {
+		return nil
+	}
+	if t < r.lastTime {
+		return fmt.Errorf("__time: row %d: time %d before the previous row's %d: %w", row, t, r.lastTime, columns.ErrCorrupt)
+	}
+	r.lastTime = t
+	return nil
+}
+
+func (r *runner) do(rows []uint32) error {
+	if r.vec {
+		return r.bat.run(rows)
+	}
+	for _, row := range rows {
+		if err := r.visit(int(row)); err != nil {
 			return err
 		}
 	}
+	return nil
 }
 
 // batchAgg aggregates a batch of rows column by column; every group-by dimension has one
@@ -453,6 +665,13 @@ func (b *batchAgg) run(rows []uint32) error {
 				return fmt.Errorf("dimension %q: %w", r.spec.GroupBy[k], err)
 			}
 			b.ids[k][i] = ids[0]
+		}
+	}
+	if r.ordered {
+		for i, t := range b.t {
+			if err := r.inOrder(int(rows[i]), t); err != nil {
+				return err
+			}
 		}
 	}
 	b.gid = slices.Grow(b.gid[:0], n)[:n]

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -583,4 +584,92 @@ func TestQueryValidation(t *testing.T) {
 	_, err = Run(t.Context(), b, Spec{GroupBy: []string{"page"}})
 	require.ErrorIs(t, err, ErrInvalid)
 	require.ErrorContains(t, err, `group-by dimension "page" is in no input`)
+}
+
+// TestQueryWindows: RunEach's windows (here of about 2 rows, so every bucket is a window of its
+// own and windows end inside the rows read at once) give the oracle's groups, handed on in
+// order, part by part; a builder among the inputs makes one window.
+func TestQueryWindows(t *testing.T) {
+	defer func(n int) { windowRows = n }(windowRows)
+	windowRows = 2
+	rng := rand.New(rand.NewPCG(fixture.Seed(t), 17))
+	cases := 10
+	if testing.Short() || fixture.Race {
+		cases = 4
+	}
+	for c := 0; c < cases; c++ {
+		n := 1 + rng.IntN(4)
+		rc := fixture.NewCase(rng, n, 1+rng.IntN(3000))
+		dir := t.TempDir()
+		qs := make([]Queryable, n)
+		for i := range qs {
+			qs[i] = fixture.WriteSegment(t, dir, fmt.Sprintf("in%d.seg", i), rc.Schemas[i], rc.Rows[i])
+		}
+		for q := 0; q < 10; q++ {
+			spec := randSpec(rng, rc.Schemas...)
+			msg := fmt.Sprintf("case %d query %d: %+v filter %v", c, q, spec, spec.Filter)
+			want := oracleQuery(rc.Schemas, rc.Rows, spec)
+			var got Result
+			parts := 0
+			err := RunEach(t.Context(), qs, spec, func(part Result) error {
+				parts++
+				require.Equal(t, spec.GroupBy, part.GroupBy, msg)
+				if parts > 1 {
+					require.NotEmpty(t, part.Rows, "%s: an empty part after the first", msg)
+					require.LessOrEqual(t, got.Rows[len(got.Rows)-1].Time, part.Rows[0].Time, "%s: parts out of time order", msg)
+				}
+				if got.Rows == nil {
+					got = part
+				} else {
+					got.Rows = append(got.Rows, part.Rows...)
+				}
+				return nil
+			})
+			require.NoError(t, err, msg)
+			require.GreaterOrEqual(t, parts, 1, msg)
+			if spec.All || len(want.Rows) == 0 {
+				require.Equal(t, 1, parts, msg)
+			}
+			requireResultsEqual(t, want, got, false, msg)
+		}
+	}
+	// An error of each ends the query.
+	rc := fixture.NewCase(rng, 1, 500)
+	seg := fixture.WriteSegment(t, t.TempDir(), "in.seg", rc.Schemas[0], rc.Rows[0])
+	stop := errors.New("stop")
+	calls := 0
+	err := RunEach(t.Context(), []Queryable{seg}, Spec{Granularity: columns.GranularityNone}, func(Result) error {
+		calls++
+		return stop
+	})
+	require.ErrorIs(t, err, stop)
+	require.Equal(t, 1, calls)
+}
+
+// TestQueryWindowEdges: buckets of many rows (5,000 rows over three hours, by hour and by
+// minute) whose windows end inside the rows read at once: each group whole, once.
+func TestQueryWindowEdges(t *testing.T) {
+	defer func(n int) { windowRows = n }(windowRows)
+	rng := rand.New(rand.NewPCG(fixture.Seed(t), 19))
+	rc := fixture.NewCase(rng, 2, 5000)
+	for i := range rc.Rows {
+		for j := range rc.Rows[i] {
+			rc.Rows[i][j].Time = 1_700_000_000_000 + int64(j)*3*3_600_000/int64(len(rc.Rows[i]))
+		}
+	}
+	dir := t.TempDir()
+	qs := []Queryable{
+		fixture.WriteSegment(t, dir, "a.seg", rc.Schemas[0], rc.Rows[0]),
+		fixture.WriteSegment(t, dir, "b.seg", rc.Schemas[1], rc.Rows[1]),
+	}
+	for _, w := range []int{2, 700, WindowRows} {
+		windowRows = w
+		for _, g := range []columns.Granularity{columns.GranularityHour, columns.GranularityMinute} {
+			spec := Spec{Granularity: g}
+			want := oracleQuery(rc.Schemas, rc.Rows, spec)
+			got, err := RunMany(t.Context(), qs, spec)
+			require.NoError(t, err)
+			requireResultsEqual(t, want, got, false, fmt.Sprintf("window rows %d, by %s", w, g))
+		}
+	}
 }
