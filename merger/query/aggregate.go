@@ -53,6 +53,18 @@ func (a *accs) grow() {
 	}
 }
 
+// reset drops every group, keeping the memory for the next window's.
+func (a *accs) reset() {
+	a.rows, a.minTime = a.rows[:0], a.minTime[:0]
+	for m := range a.aggs {
+		clear(a.sks[m])
+		a.sks[m] = a.sks[m][:0]
+		a.longs[m] = a.longs[m][:0]
+		clear(a.dbls[m])
+		a.dbls[m] = a.dbls[m][:0]
+	}
+}
+
 // mergeGroup adds group j of o, whose rows come after group i's in input order, into group i.
 func (a *accs) mergeGroup(i int, o *accs, j int) error {
 	a.rows[i] += o.rows[j]

@@ -229,6 +229,7 @@ func RunEach(ctx context.Context, qs []Queryable, spec Spec, each func(Result) e
 		return err
 	}
 	emitted := false
+	glob := newGlobalTable(metrics, len(spec.GroupBy))
 	// window aggregates every input's rows before end, combines their groups and hands them on.
 	window := func(end int64) (rows int, err error) {
 		err = parallel.Run(len(runners), procs, func(i int) error {
@@ -248,7 +249,7 @@ func RunEach(ctx context.Context, qs []Queryable, spec Spec, each func(Result) e
 		if err != nil {
 			return 0, err
 		}
-		glob := newGlobalTable(metrics, len(spec.GroupBy))
+		glob.reset()
 		// Groups combine in input order, whatever order the inputs finished in: first and
 		// last break ties of equal times by input order.
 		for _, r := range runners {
@@ -357,6 +358,9 @@ type groupDim struct {
 	intern map[string]uint32
 	values []GroupValue // raw: local id -> value
 	null   [1]uint32
+	// dictionary values read so far, by id (a window's groups ask for the same few often)
+	known []GroupValue
+	have  []bool
 }
 
 func (g *groupDim) rowIDs(row int) ([]uint32, error) {
@@ -389,8 +393,20 @@ func (g *groupDim) rowIDs(row int) ([]uint32, error) {
 func (g *groupDim) value(id uint32) (GroupValue, error) {
 	switch {
 	case g.ds != nil:
+		if int(id) < len(g.have) && g.have[id] {
+			return g.known[id], nil
+		}
 		v, null, err := g.ds.Value(id)
-		return GroupValue{Null: null, Value: v}, err
+		if err != nil {
+			return GroupValue{}, err
+		}
+		gv := GroupValue{Null: null, Value: v}
+		if int(id) >= len(g.have) { // id is a valid id of the dictionary: Value read it
+			g.have = slices.Grow(g.have, int(id)+1-len(g.have))[:id+1]
+			g.known = slices.Grow(g.known, int(id)+1-len(g.known))[:id+1]
+		}
+		g.known[id], g.have[id] = gv, true
+		return gv, nil
 	case g.raw != nil:
 		return g.values[id], nil
 	}
@@ -515,8 +531,12 @@ func (r *runner) resetGroups() {
 	} else {
 		clear(r.table)
 	}
-	r.keys, r.times = nil, nil
-	r.acc = newAccs(r.metrics)
+	r.keys, r.times = r.keys[:0], r.times[:0]
+	if r.acc == nil {
+		r.acc = newAccs(r.metrics)
+	} else {
+		r.acc.reset()
+	}
 	r.windowRows = 0
 }
 
@@ -740,6 +760,14 @@ type globalTable struct {
 
 func newGlobalTable(metrics []columns.Metric, ngroup int) *globalTable {
 	return &globalTable{index: map[string]int{}, acc: newAccs(metrics)}
+}
+
+// reset drops every group, keeping the memory for the next window's.
+func (g *globalTable) reset() {
+	clear(g.index)
+	clear(g.groups)
+	g.times, g.groups = g.times[:0], g.groups[:0]
+	g.acc.reset()
 }
 
 func (r *runner) mergeInto(g *globalTable) error {
