@@ -672,4 +672,22 @@ func TestQueryWindowEdges(t *testing.T) {
 			requireResultsEqual(t, want, got, false, fmt.Sprintf("window rows %d, by %s", w, g))
 		}
 	}
+	// Windows of about 2 rows hand on each hour's groups apart: memory holds one hour's.
+	windowRows = 2
+	parts, most := 0, 0
+	require.NoError(t, RunEach(t.Context(), qs, Spec{Granularity: columns.GranularityHour, GroupBy: []string{rc.Schemas[0].Dimensions[0].Name}},
+		func(part Result) error {
+			parts++
+			most = max(most, len(part.Rows))
+			return nil
+		}))
+	hours := map[int64]bool{}
+	for _, rows := range rc.Rows {
+		for _, r := range rows {
+			hours[columns.GranularityHour.Truncate(r.Time)] = true
+		}
+	}
+	require.Len(t, hours, 4) // three hours from a time in the middle of one
+	require.Equal(t, len(hours), parts, "one part an hour")
+	require.Less(t, most, 5000, "a part holds one hour's groups")
 }
