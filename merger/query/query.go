@@ -254,7 +254,13 @@ func RunEach(ctx context.Context, qs []Queryable, spec Spec, each func(Result) e
 		// last break ties of equal times by input order.
 		for _, r := range runners {
 			rows += r.windowRows
-			if err := r.mergeInto(glob); err != nil {
+			var err error
+			if len(runners) == 1 && r.idOrdered() {
+				err = r.takeInto(glob)
+			} else {
+				err = r.mergeInto(glob)
+			}
+			if err != nil {
 				return 0, err
 			}
 			r.resetGroups()
@@ -756,14 +762,54 @@ type globalTable struct {
 	groups [][]GroupValue
 	acc    *accs
 	key    []byte
+	// ids: the groups' dictionary ids, when they come from one segment whose ids are in the
+	// result's order (takeInto); nil otherwise (groups sort by value)
+	ids [][]uint32
 }
 
 func newGlobalTable(metrics []columns.Metric, ngroup int) *globalTable {
 	return &globalTable{index: map[string]int{}, acc: newAccs(metrics)}
 }
 
+// idOrdered reports whether the runner's group keys sort as the result does: a segment's
+// dictionary ids are in the values' byte order with null (id 0) first, and a dimension the
+// segment lacks is null everywhere. Raw dimensions intern values in the order met: no.
+func (r *runner) idOrdered() bool {
+	if !r.ordered {
+		return false
+	}
+	for _, g := range r.gdims {
+		if g.raw != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// takeInto hands the runner's groups to an empty g as they are: one input's groups are
+// distinct already, and its ids sort them (idOrdered). The runner gets g's accumulators.
+func (r *runner) takeInto(g *globalTable) error {
+	for gi, ks := range r.keys {
+		vals := make([]GroupValue, len(ks))
+		for k, id := range ks {
+			v, err := r.gdims[k].value(id)
+			if err != nil {
+				return fmt.Errorf("query: dimension %q: %w", r.spec.GroupBy[k], err)
+			}
+			vals[k] = v
+		}
+		g.times = append(g.times, r.times[gi])
+		g.groups = append(g.groups, vals)
+	}
+	g.ids = append(g.ids[:0], r.keys...)
+	g.acc, r.acc = r.acc, g.acc
+	return nil
+}
+
 // reset drops every group, keeping the memory for the next window's.
 func (g *globalTable) reset() {
+	clear(g.ids)
+	g.ids = g.ids[:0]
 	clear(g.index)
 	clear(g.groups)
 	g.times, g.groups = g.times[:0], g.groups[:0]
@@ -813,6 +859,25 @@ func (g *globalTable) result(groupBy []string, all bool) Result {
 			t = g.acc.minTime[i]
 		}
 		res.Rows[i] = Row{Time: t, Groups: g.groups[i], Rows: g.acc.rows[i], Values: g.acc.values(i)}
+	}
+	if len(g.ids) == len(res.Rows) && len(res.Rows) > 0 {
+		// One segment's groups: sort by time and ids, then lay the rows out in that order.
+		order := make([]int32, len(res.Rows))
+		for i := range order {
+			order[i] = int32(i)
+		}
+		slices.SortFunc(order, func(a, b int32) int {
+			if c := cmp.Compare(res.Rows[a].Time, res.Rows[b].Time); c != 0 {
+				return c
+			}
+			return slices.Compare(g.ids[a], g.ids[b])
+		})
+		sorted := make([]Row, len(res.Rows))
+		for i, k := range order {
+			sorted[i] = res.Rows[k]
+		}
+		res.Rows = sorted
+		return res
 	}
 	slices.SortFunc(res.Rows, func(a, b Row) int {
 		if c := cmp.Compare(a.Time, b.Time); c != 0 {
