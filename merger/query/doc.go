@@ -10,6 +10,17 @@
 // once, so a query gives the same result on a merged segment as on its inputs (without
 // rollup; with rollup the stored partial sums were rounded).
 //
+// # Memory
+//
+// RunEach hands the groups on as they are complete: segments keep their rows in time order, so
+// it reads every input window by window (whole time buckets, about WindowRows rows a window),
+// combines and hands on one window's groups before it reads the next. Memory holds one
+// window's groups, whatever the number of groups in all (a query by hour and two dimensions of
+// 3,000,000 rows, 2.9 million groups: about 125 MiB of RSS for segtool query, against 2.9 GB
+// when the whole result was built first). RunMany collects RunEach's parts into one Result. A
+// query with All has one bucket, and a builder keeps its rows in the order they were added:
+// then there is one window, and every group is in memory at once.
+//
 // Several inputs are queried as one table: a dimension an input lacks is null there, a
 // long or double metric an input lacks reads as null (an empty sketch for hyperUnique).
 //
