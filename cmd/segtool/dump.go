@@ -117,7 +117,7 @@ func (t *tableWriter) row(cells []cell) error {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendCSVField(b, t.text(c))
+			b = t.appendCSV(b, c)
 		}
 	} else {
 		b = append(b, '{')
@@ -144,6 +144,19 @@ func (t *tableWriter) timeText(ms int64) string {
 		return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 	}
 	return strconv.FormatInt(ms, 10)
+}
+
+// appendCSV appends a cell's CSV text: numbers as they are (they never need quotes).
+func (t *tableWriter) appendCSV(b []byte, c cell) []byte {
+	if !c.isNull {
+		switch {
+		case c.kind == cellLong, c.kind == cellTime && t.o.timeFormat != "rfc3339":
+			return strconv.AppendInt(b, c.i, 10)
+		case c.kind == cellDouble:
+			return strconv.AppendFloat(b, c.f, 'g', -1, 64)
+		}
+	}
+	return appendCSVField(b, t.text(c))
 }
 
 // text is a cell's CSV text.
@@ -198,7 +211,7 @@ func (t *tableWriter) appendJSON(b []byte, c cell) []byte {
 
 // appendCSVField appends s, quoted when RFC 4180 needs it (or it starts with a space).
 func appendCSVField(b []byte, s string) []byte {
-	if s == "" || (!strings.ContainsAny(s, ",\"\r\n") && s[0] != ' ') {
+	if !csvQuoted(s) {
 		return append(b, s...)
 	}
 	b = append(b, '"')
@@ -209,6 +222,23 @@ func appendCSVField(b []byte, s string) []byte {
 		b = append(b, s[i])
 	}
 	return append(b, '"')
+}
+
+// csvQuoted reports whether s needs quotes: a comma, a quote, a line break, or a leading space.
+func csvQuoted(s string) bool {
+	if s == "" {
+		return false
+	}
+	if s[0] == ' ' {
+		return true
+	}
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ',', '"', '\r', '\n':
+			return true
+		}
+	}
+	return false
 }
 
 // appendJSONString appends s as a JSON string; invalid UTF-8 becomes U+FFFD.
