@@ -158,7 +158,7 @@ func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
 // WindowRows is about how many input rows RunEach aggregates at a time when the granularity is
 // not all: the time buckets of a window hold about this many rows, and only the groups of one
 // window are in memory (the Go heap, about 400 bytes a group).
-const WindowRows = 1 << 16
+const WindowRows = 1 << 14
 
 // windowRows is WindowRows; tests lower it to make many windows of few rows.
 var windowRows = WindowRows
@@ -330,9 +330,10 @@ type runner struct {
 	spec    *Spec
 	metrics []columns.Metric
 
-	table   map[string]int32 // local key -> group
-	keys    [][]uint32       // group -> local group ids
-	times   []int64          // group -> time bucket
+	table   map[string]int32 // local key -> group (keys of more than four dimensions)
+	small   map[smallKey]int32
+	keys    [][]uint32 // group -> local group ids
+	times   []int64    // group -> time bucket
 	acc     *accs
 	gdims   []groupDim
 	readers []metricReader
@@ -479,10 +480,8 @@ func (r *runner) setup() error {
 			for k := range lists {
 				key = binary.LittleEndian.AppendUint32(key, lists[k][pos[k]])
 			}
-			gi, ok := r.table[string(key)]
-			if !ok {
-				gi = int32(len(r.times))
-				r.table[string(key)] = gi
+			gi, isNew := r.groupOf(key)
+			if isNew {
 				r.times = append(r.times, bucket)
 				ks := make([]uint32, len(lists))
 				for k := range lists {
@@ -530,12 +529,37 @@ func (r *runner) setup() error {
 	return nil
 }
 
+// smallKey is a group key (bucket, then a uint32 id per group-by dimension) of up to four
+// dimensions, zero-padded: a map of these hashes and compares faster than one of strings.
+type smallKey [8 + 4*4]byte
+
+// groupOf returns the group of key (the caller adds a new one's times, ids and accumulators).
+func (r *runner) groupOf(key []byte) (gi int32, isNew bool) {
+	if len(key) <= len(smallKey{}) {
+		var k smallKey
+		copy(k[:], key)
+		if gi, ok := r.small[k]; ok {
+			return gi, false
+		}
+		gi = int32(len(r.times))
+		r.small[k] = gi
+		return gi, true
+	}
+	if gi, ok := r.table[string(key)]; ok {
+		return gi, false
+	}
+	gi = int32(len(r.times))
+	r.table[string(key)] = gi
+	return gi, true
+}
+
 // resetGroups drops the groups aggregated so far (merged into a window's table).
 func (r *runner) resetGroups() {
 	if r.table == nil {
-		r.table = map[string]int32{}
+		r.table, r.small = map[string]int32{}, map[smallKey]int32{}
 	} else {
 		clear(r.table)
+		clear(r.small)
 	}
 	r.keys, r.times = r.keys[:0], r.times[:0]
 	if r.acc == nil {
@@ -715,10 +739,8 @@ func (b *batchAgg) run(rows []uint32) error {
 			for k := range r.gdims {
 				b.key = binary.LittleEndian.AppendUint32(b.key, b.ids[k][i])
 			}
-			gi, ok := r.table[string(b.key)]
-			if !ok {
-				gi = int32(len(r.times))
-				r.table[string(b.key)] = gi
+			gi, isNew := r.groupOf(b.key)
+			if isNew {
 				r.times = append(r.times, bucket)
 				ks := make([]uint32, len(r.gdims))
 				for k := range r.gdims {
