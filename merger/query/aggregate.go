@@ -116,7 +116,11 @@ func (g *globalTable) overflow(groupBy []string) error {
 }
 
 func (a *accs) values(i int) []AggValue {
-	out := make([]AggValue, len(a.metrics))
+	return a.valuesInto(make([]AggValue, len(a.metrics)), i)
+}
+
+// valuesInto is values into out, of len(a.metrics) values.
+func (a *accs) valuesInto(out []AggValue, i int) []AggValue {
 	for m, x := range a.aggs {
 		v := AggValue{Type: a.metrics[m].ValueType()}
 		switch x.Type {

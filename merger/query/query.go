@@ -811,8 +811,10 @@ func (r *runner) idOrdered() bool {
 // takeInto hands the runner's groups to an empty g as they are: one input's groups are
 // distinct already, and its ids sort them (idOrdered). The runner gets g's accumulators.
 func (r *runner) takeInto(g *globalTable) error {
+	nd := len(r.gdims)
+	all := make([]GroupValue, len(r.keys)*nd) // one allocation for every group's values
 	for gi, ks := range r.keys {
-		vals := make([]GroupValue, len(ks))
+		vals := all[gi*nd : (gi+1)*nd : (gi+1)*nd]
 		for k, id := range ks {
 			v, err := r.gdims[k].value(id)
 			if err != nil {
@@ -875,12 +877,15 @@ func (r *runner) mergeInto(g *globalTable) error {
 
 func (g *globalTable) result(groupBy []string, all bool) Result {
 	res := Result{GroupBy: slices.Clone(groupBy), Metrics: g.acc.metrics, Rows: make([]Row, len(g.times))}
+	nm := len(g.acc.metrics)
+	values := make([]AggValue, len(g.times)*nm) // one allocation for every group's values
 	for i := range g.times {
 		t := g.times[i]
 		if all {
 			t = g.acc.minTime[i]
 		}
-		res.Rows[i] = Row{Time: t, Groups: g.groups[i], Rows: g.acc.rows[i], Values: g.acc.values(i)}
+		res.Rows[i] = Row{Time: t, Groups: g.groups[i], Rows: g.acc.rows[i],
+			Values: g.acc.valuesInto(values[i*nm:(i+1)*nm:(i+1)*nm], i)}
 	}
 	if len(g.ids) == len(res.Rows) && len(res.Rows) > 0 {
 		// One segment's groups: sort by time and ids, then lay the rows out in that order.
