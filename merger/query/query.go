@@ -157,7 +157,7 @@ func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
 
 // WindowRows is about how many input rows RunEach aggregates at a time when the granularity is
 // not all: the time buckets of a window hold about this many rows, and only the groups of one
-// window are in memory (the Go heap, about 400 bytes a group).
+// window are in memory.
 const WindowRows = 1 << 14
 
 // windowRows is WindowRows; tests lower it to make many windows of few rows.
@@ -168,11 +168,12 @@ var windowRows = WindowRows
 // another in time. each is called at least once (with no rows when no row matches); an error
 // from each ends the query and is returned.
 //
-// Inputs are read in time order (every segment and builder keeps its rows in non-decreasing
-// time), in windows of whole time buckets that hold about WindowRows rows, and a window's
-// groups are combined, handed to each and dropped before the next window is read: memory
-// holds one window's groups, however many groups the query has in all. With All there is one
-// bucket, so one window: every group is in memory at once.
+// Segments keep their rows in non-decreasing time (checked as they are read: a row out of
+// order is an error wrapping columns.ErrCorrupt), so they are read in windows of whole time
+// buckets that hold about WindowRows rows, and a window's groups are combined, handed to each
+// and dropped before the next window is read: memory holds one window's groups, however many
+// groups the query has in all. With All there is one bucket, and a builder keeps its rows in
+// the order they were added: then there is one window, and every group is in memory at once.
 func RunEach(ctx context.Context, qs []Queryable, spec Spec, each func(Result) error) error {
 	spec.InputNames = pathNames(qs, spec.InputNames)
 	srcs := make([]source.Source, len(qs))
@@ -288,10 +289,10 @@ func RunEach(ctx context.Context, qs []Queryable, spec Spec, each func(Result) e
 	span := int64(1) // buckets a window
 	for {
 		first, ok := int64(math.MaxInt64), false
-		for _, r := range runners {
+		for i, r := range runners {
 			t, more, err := r.peek()
 			if err != nil {
-				return fmt.Errorf("query: %s: %w", spec.inputName(slices.Index(runners, r)), err)
+				return fmt.Errorf("query: %s: %w", spec.inputName(i), err)
 			}
 			if more {
 				first, ok = min(first, t), true
@@ -311,7 +312,7 @@ func RunEach(ctx context.Context, qs []Queryable, spec Spec, each func(Result) e
 		}
 		// Windows of about WindowRows rows: widen while they hold fewer, narrow while more.
 		switch {
-		case rows < windowRows/2 && span < 1<<40:
+		case rows < windowRows/2 && span*width < 1<<60: // never past int64 with start added
 			span *= 2
 		case rows > 2*windowRows && span > 1:
 			span /= 2
