@@ -60,10 +60,16 @@ func RollupSQL(paths []string, dst string) string {
 		"GROUP BY ALL ORDER BY ALL) TO %s (FORMAT parquet, COMPRESSION zstd)", fileList(paths), quote(dst))
 }
 
-// Exec runs one statement.
-func (d *DuckDB) Exec(ctx context.Context, stmt string) error {
-	if _, err := d.db.ExecContext(ctx, stmt); err != nil {
-		return fmt.Errorf("peers: duckdb: %w", err)
+// Exec runs one statement and returns the rows it affected (for COPY ... TO, the rows
+// written).
+func (d *DuckDB) Exec(ctx context.Context, stmt string) (int64, error) {
+	res, err := d.db.ExecContext(ctx, stmt)
+	if err != nil {
+		return 0, fmt.Errorf("peers: duckdb: %w", err)
 	}
-	return nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("peers: duckdb: %w", err)
+	}
+	return n, nil
 }
