@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/writeout/writeout/columns"
 )
 
 // digest is what TestPeersAgree compares between systems: rows, the sum of each metric, and
@@ -85,7 +87,7 @@ func TestPeersAgree(t *testing.T) {
 		out := map[string][]Event{}
 
 		dst := filepath.Join(dir, string(layout)+"-merged.seg")
-		res, err := WriteoutMerge(bg, fx.segs, dst)
+		res, err := WriteoutMerge(bg, fx.segs, dst, columns.CompressionDefault)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +128,7 @@ func TestPeersAgree(t *testing.T) {
 
 		// rollup-hour: writeout and DuckDB.
 		dst = filepath.Join(dir, string(layout)+"-rollup.seg")
-		if _, err := WriteoutRollupHour(bg, fx.segs, dst); err != nil {
+		if _, err := WriteoutRollupHour(bg, fx.segs, dst, columns.CompressionZstd); err != nil {
 			t.Fatal(err)
 		}
 		rollups := map[string][]Event{"writeout": readSegment(t, dst)}

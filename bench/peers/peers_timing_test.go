@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/writeout/writeout/columns"
 )
 
 // peersJobs are the jobs of BenchmarkPeers, each on each layout it names.
@@ -26,7 +28,8 @@ var peersJobs = []struct {
 //
 //   - job=merge: the 5 inputs into one output sorted by (time, d1, d2, d3), rollup off.
 //     writeout: merger.Merge into a segment (bitmap indexes rebuilt, input checksums checked,
-//     SyncNone); DuckDB (2 threads): COPY (SELECT * ... ORDER BY time, d1, d2, d3) TO a zstd
+//     SyncNone), its chunks S2-compressed (the default; writeout-zstd: zstd, as the Parquet
+//     outputs); DuckDB (2 threads): COPY (SELECT * ... ORDER BY time, d1, d2, d3) TO a zstd
 //     Parquet file; parquet-go: MergeRowGroups sorted by (time, d1, d2, d3) copied into a zstd
 //     GenericWriter.
 //   - job=rollup-hour: group by (hour, d1, d2), m1..m3 summed, sorted. writeout: merger.Merge
@@ -84,14 +87,19 @@ func BenchmarkPeers(b *testing.B) {
 				b.ReportMetric(float64(peak)/(1<<20), "go-heap-peak-MiB")
 			})
 		}
-		run("writeout", fx.segBytes, ".seg", func(dst string) (int64, error) {
-			if j.rollup {
-				res, err := WriteoutRollupHour(bg, fx.segs, dst)
+		for _, w := range []struct {
+			system string
+			comp   columns.Compression
+		}{{"writeout", columns.CompressionDefault}, {"writeout-zstd", columns.CompressionZstd}} {
+			run(w.system, fx.segBytes, ".seg", func(dst string) (int64, error) {
+				if j.rollup {
+					res, err := WriteoutRollupHour(bg, fx.segs, dst, w.comp)
+					return res.RowsOut, err
+				}
+				res, err := WriteoutMerge(bg, fx.segs, dst, w.comp)
 				return res.RowsOut, err
-			}
-			res, err := WriteoutMerge(bg, fx.segs, dst)
-			return res.RowsOut, err
-		})
+			})
+		}
 		run("duckdb", fx.pqBytes, ".parquet", func(dst string) (int64, error) {
 			stmt := MergeSQL(fx.pqs, dst)
 			if j.rollup {

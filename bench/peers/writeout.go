@@ -57,15 +57,16 @@ func WriteSegment(dst string, ev []Event) (int64, error) {
 // WriteoutMerge merges the segments at paths into dst: rollup off, sorted by (time, d1, d2,
 // d3), the default staging medium (an unnamed temp file in dst's directory), input checksums
 // checked (the default), no sync.
-func WriteoutMerge(ctx context.Context, paths []string, dst string) (merger.Result, error) {
-	return writeoutMerge(ctx, paths, dst, merger.Options{Durability: noSync})
+// The output's chunks are compressed with comp (columns.CompressionDefault is S2).
+func WriteoutMerge(ctx context.Context, paths []string, dst string, comp columns.Compression) (merger.Result, error) {
+	return writeoutMerge(ctx, paths, dst, merger.Options{Durability: noSync, Compression: comp})
 }
 
 // WriteoutRollupHour merges the segments at paths into dst rolled up to the hour by (d1, d2):
 // d3 is dropped (Options.Dimensions) and rows with equal (hour, d1, d2) combine, m1..m3
-// summed.
-func WriteoutRollupHour(ctx context.Context, paths []string, dst string) (merger.Result, error) {
-	return writeoutMerge(ctx, paths, dst, merger.Options{Durability: noSync, Rollup: true,
+// summed. The output's chunks are compressed with comp.
+func WriteoutRollupHour(ctx context.Context, paths []string, dst string, comp columns.Compression) (merger.Result, error) {
+	return writeoutMerge(ctx, paths, dst, merger.Options{Durability: noSync, Compression: comp, Rollup: true,
 		Granularity: columns.GranularityHour, Dimensions: []string{"d1", "d2"}})
 }
 
