@@ -31,7 +31,7 @@ func digestOf(ev []Event) digest {
 	return d
 }
 
-// sorted reports the first row out of (time, d1, d2, d3) order, or -1.
+// unsorted returns the first row out of (time, d1, d2, d3) order, or -1.
 func unsorted(ev []Event) int {
 	for i := 1; i < len(ev); i++ {
 		if CompareEvents(&ev[i-1], &ev[i]) > 0 {
