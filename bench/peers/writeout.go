@@ -1,0 +1,90 @@
+package peers
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger"
+)
+
+// noSync is the durability of every write here, on every side: no fsync. DuckDB's COPY and
+// parquet-go's writer are not asked to sync either.
+var noSync = medium.Durability{Sync: medium.SyncNone}
+
+// Schema is the writeout schema of the table: three dictionary dimensions with bitmap
+// indexes (the default), three longSum metrics, rollup off.
+func Schema() columns.Schema {
+	s := columns.Schema{Granularity: columns.GranularityNone}
+	for _, d := range []string{"d1", "d2", "d3"} {
+		s.Dimensions = append(s.Dimensions, columns.Dimension{Name: d})
+	}
+	for _, m := range []string{"m1", "m2", "m3"} {
+		s.Metrics = append(s.Metrics, columns.Metric{Name: m, Type: columns.MetricLong, Aggregator: columns.AggLongSum, Field: m})
+	}
+	return s
+}
+
+// WriteSegment writes events as a writeout segment at dst, through a merger.Builder (rollup
+// off) persisted without sync.
+func WriteSegment(dst string, ev []Event) (int64, error) {
+	bld, err := merger.NewBuilder(Schema(), merger.BuilderOptions{})
+	if err != nil {
+		return 0, err
+	}
+	r := columns.Row{Dims: make([][]string, 3), Metrics: make([]columns.Value, 3)}
+	var d [3][1]string
+	for i := range ev {
+		e := &ev[i]
+		r.Time = e.Time
+		d[0][0], d[1][0], d[2][0] = e.D1, e.D2, e.D3
+		for k := range d {
+			r.Dims[k] = d[k][:]
+		}
+		r.Metrics[0].Long, r.Metrics[1].Long, r.Metrics[2].Long = e.M1, e.M2, e.M3
+		if err := bld.Add(r); err != nil {
+			return 0, fmt.Errorf("peers: segment %s: %w", dst, err)
+		}
+	}
+	res, err := bld.Persist(context.Background(), dst, merger.PersistOptions{Durability: noSync})
+	if err != nil {
+		return 0, fmt.Errorf("peers: segment %s: %w", dst, err)
+	}
+	return res.Bytes, nil
+}
+
+// WriteoutMerge merges the segments at paths into dst: rollup off, sorted by (time, d1, d2,
+// d3), the default staging medium (an unnamed temp file in dst's directory), input checksums
+// checked (the default), no sync.
+// The output's chunks are compressed with comp (columns.CompressionDefault is S2).
+func WriteoutMerge(ctx context.Context, paths []string, dst string, comp columns.Compression) (merger.Result, error) {
+	return writeoutMerge(ctx, paths, dst, merger.Options{Durability: noSync, Compression: comp})
+}
+
+// WriteoutRollupHour merges the segments at paths into dst rolled up to the hour by (d1, d2):
+// d3 is dropped (Options.Dimensions) and rows with equal (hour, d1, d2) combine, m1..m3
+// summed. The output's chunks are compressed with comp.
+func WriteoutRollupHour(ctx context.Context, paths []string, dst string, comp columns.Compression) (merger.Result, error) {
+	return writeoutMerge(ctx, paths, dst, merger.Options{Durability: noSync, Compression: comp, Rollup: true,
+		Granularity: columns.GranularityHour, Dimensions: []string{"d1", "d2"}})
+}
+
+func writeoutMerge(ctx context.Context, paths []string, dst string, opts merger.Options) (res merger.Result, err error) {
+	segs := make([]*columns.Segment, 0, len(paths))
+	defer func() {
+		for _, s := range segs {
+			if cerr := s.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	}()
+	for _, p := range paths {
+		s, err := columns.Open(p)
+		if err != nil {
+			return res, err
+		}
+		segs = append(segs, s)
+	}
+	return merger.Merge(ctx, segs, dst, opts)
+}
