@@ -115,11 +115,7 @@ func (g *globalTable) overflow(groupBy []string) error {
 	return nil
 }
 
-func (a *accs) values(i int) []AggValue {
-	return a.valuesInto(make([]AggValue, len(a.metrics)), i)
-}
-
-// valuesInto is values into out, of len(a.metrics) values.
+// valuesInto writes group i's aggregated values into out (len(a.metrics) values) and returns it.
 func (a *accs) valuesInto(out []AggValue, i int) []AggValue {
 	for m, x := range a.aggs {
 		v := AggValue{Type: a.metrics[m].ValueType()}
