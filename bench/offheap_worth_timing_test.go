@@ -122,8 +122,10 @@ func liveHeapBytes(b *testing.B) int64 {
 //
 // It runs under two GC settings: limit=none (GOGC as the process has it, no memory limit) and
 // limit=live+512MiB (debug.SetMemoryLimit of the runtime's footprint with the live heap built,
-// collected and its free pages returned, plus 512 MiB; the previous limit is restored after). Media are the innermost level, so
-// benchstat -col /medium compares them side by side.
+// collected and its free pages returned, plus 512 MiB; the previous limit is restored
+// after). Media are the innermost level, so benchstat -col /medium compares them side by side;
+// heap runs first unless WRITEOUT_BENCH_OFFHEAP_FIRST is set, so that alternating processes
+// can cancel out an order effect.
 //
 // Per op: ns/op is the merge's wall time. After the timer stops, any collection still running
 // is waited for (debug.SetGCPercent(-1), which returns once no mark is in progress, then the
@@ -174,8 +176,13 @@ func BenchmarkOffheapWorth(b *testing.B) {
 		// of MiB, so the limit is the footprint with the live heap in it plus 512 MiB.
 		{"live+512MiB", footprint + 512<<20},
 	}
+	media := []int{0, 1} // mergeMedia's heap and offheap
+	if os.Getenv("WRITEOUT_BENCH_OFFHEAP_FIRST") != "" {
+		media = []int{1, 0}
+	}
 	for _, l := range limits {
-		for _, m := range mergeMedia[:2] { // heap, offheap
+		for _, mi := range media {
+			m := mergeMedia[mi]
 			b.Run(fmt.Sprintf("limit=%s/medium=%s", l.name, m.name), func(b *testing.B) {
 				if l.limit > 0 {
 					prev := debug.SetMemoryLimit(l.limit)
