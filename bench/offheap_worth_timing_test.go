@@ -10,11 +10,11 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/writeout/writeout/bench/gen"
+	"github.com/writeout/writeout/bench/internal/meminfo"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -194,14 +194,18 @@ func BenchmarkOffheapWorth(b *testing.B) {
 				var gcCPU, assist, cycles, settle float64
 				var pauses []uint64
 				var pauseBuckets []float64
-				var peak uint64
+				var peak int64
 				d := medium.Durability{Sync: medium.SyncNone}
 				for b.Loop() {
 					before := readMetrics()
-					s := startHeapSampler(5 * time.Millisecond)
+					s := meminfo.StartFunc(5*time.Millisecond, heapObjects())
 					durabilityMerge(b, dir, paths, dst, m.new, d)
 					b.StopTimer()
-					peak = max(peak, s.stop())
+					p, err := s.Stop()
+					if err != nil {
+						b.Fatal(err)
+					}
+					peak = max(peak, p)
 					t := time.Now()
 					debug.SetGCPercent(debug.SetGCPercent(-1))
 					settle += float64(time.Since(t).Microseconds()) / 1000
@@ -294,44 +298,13 @@ func histPercentile(counts []uint64, buckets []float64, p float64) float64 {
 	return buckets[len(buckets)-1]
 }
 
-// heapSampler reads /memory/classes/heap/objects every few milliseconds and keeps the peak.
-type heapSampler struct {
-	quit chan struct{}
-	done sync.WaitGroup
-	peak uint64
-}
-
-func startHeapSampler(every time.Duration) *heapSampler {
-	s := &heapSampler{quit: make(chan struct{})}
+// heapObjects reads /memory/classes/heap/objects, for a meminfo.StartFunc sampler.
+func heapObjects() func() (int64, error) {
 	sample := []metrics.Sample{{Name: metricHeapObjs}}
-	read := func() {
+	return func() (int64, error) {
 		metrics.Read(sample)
-		s.peak = max(s.peak, sample[0].Value.Uint64())
+		return int64(sample[0].Value.Uint64()), nil
 	}
-	read()
-	s.done.Add(1)
-	go func() {
-		defer s.done.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.quit:
-				read()
-				return
-			case <-t.C:
-				read()
-			}
-		}
-	}()
-	return s
-}
-
-// stop ends the sampling and returns the peak in bytes.
-func (s *heapSampler) stop() uint64 {
-	close(s.quit)
-	s.done.Wait()
-	return s.peak
 }
 
 func TestHistPercentile(t *testing.T) {

@@ -48,20 +48,26 @@ func parse(b []byte) (int64, error) {
 	return total, nil
 }
 
-// Sampler reads Dirty + Writeback every Every until Stop, keeping the peak.
+// Sampler reads a figure (Dirty + Writeback, or StartFunc's) every few milliseconds until
+// Stop, keeping the peak.
 type Sampler struct {
+	read func() (int64, error)
 	stop chan struct{}
 	done sync.WaitGroup
 	peak int64
 	err  error
 }
 
-// Start starts sampling every every (5 ms if zero).
-func Start(every time.Duration) *Sampler {
+// Start starts sampling Dirty + Writeback (Read) every every (5 ms if zero).
+func Start(every time.Duration) *Sampler { return StartFunc(every, Read) }
+
+// StartFunc starts sampling read every every (5 ms if zero): any figure whose peak a benchmark
+// reports, such as the Go heap's.
+func StartFunc(every time.Duration, read func() (int64, error)) *Sampler {
 	if every <= 0 {
 		every = 5 * time.Millisecond
 	}
-	s := &Sampler{stop: make(chan struct{})}
+	s := &Sampler{read: read, stop: make(chan struct{})}
 	s.sample()
 	s.done.Add(1)
 	go func() {
@@ -82,7 +88,7 @@ func Start(every time.Duration) *Sampler {
 }
 
 func (s *Sampler) sample() {
-	v, err := Read()
+	v, err := s.read()
 	if err != nil {
 		if s.err == nil {
 			s.err = err
