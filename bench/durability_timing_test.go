@@ -55,20 +55,8 @@ var durabilityModes = []struct {
 // mode does not pay for the dirty pages the one before it left. publish-ms is
 // merger.Result.Publish; syncs, trickles and bytes-written are the Result's counters.
 func BenchmarkDurabilityMerge(b *testing.B) {
-	const segments, rows = 5, 100_000
 	dir := b.TempDir()
-	var paths []string
-	var inBytes int64
-	for i := range segments {
-		p := filepath.Join(dir, fmt.Sprintf("in%d.seg", i))
-		info, err := persistWide(p, gen.BasicSeed+int64(i), rows)
-		if err != nil {
-			b.Fatal(err)
-		}
-		paths = append(paths, p)
-		inBytes += info.Size
-	}
-	syncAll()
+	paths, inBytes := writeWideInputs(b, dir)
 	for _, m := range mergeMedia {
 		for _, mode := range durabilityModes {
 			b.Run(fmt.Sprintf("medium=%s/durability=%s", m.name, mode.name), func(b *testing.B) {
@@ -94,6 +82,23 @@ func BenchmarkDurabilityMerge(b *testing.B) {
 			})
 		}
 	}
+}
+
+// writeWideInputs writes into dir the inputs the merge benchmarks share: 5 segments of
+// 100,000 rows of the wide table (seeds gen.BasicSeed+0..4), outside any timer, synced.
+func writeWideInputs(b *testing.B, dir string) (paths []string, inBytes int64) {
+	const segments, rows = 5, 100_000
+	for i := range segments {
+		p := filepath.Join(dir, fmt.Sprintf("in%d.seg", i))
+		info, err := persistWide(p, gen.BasicSeed+int64(i), rows)
+		if err != nil {
+			b.Fatal(err)
+		}
+		paths = append(paths, p)
+		inBytes += info.Size
+	}
+	syncAll()
+	return paths, inBytes
 }
 
 // durabilityMerge opens the inputs, merges them into dst staged in a new medium, and closes

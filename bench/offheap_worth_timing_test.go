@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/writeout/writeout/bench/gen"
 	"github.com/writeout/writeout/bench/internal/meminfo"
 	"github.com/writeout/writeout/medium"
 )
@@ -138,20 +137,8 @@ func liveHeapBytes(b *testing.B) int64 {
 // live-heap-MiB that metric after the live heap was built and collected, footprint-MiB the
 // runtime's memory then (/memory/classes/total minus heap/released, what a limit counts).
 func BenchmarkOffheapWorth(b *testing.B) {
-	const segments, rows = 5, 100_000
 	dir := b.TempDir()
-	var paths []string
-	var inBytes int64
-	for i := range segments {
-		p := filepath.Join(dir, fmt.Sprintf("in%d.seg", i))
-		info, err := persistWide(p, gen.BasicSeed+int64(i), rows)
-		if err != nil {
-			b.Fatal(err)
-		}
-		paths = append(paths, p)
-		inBytes += info.Size
-	}
-	syncAll()
+	paths, inBytes := writeWideInputs(b, dir)
 
 	var alloc, collect time.Duration
 	liveHeap, alloc, collect = buildLiveHeap(liveHeapBytes(b))
