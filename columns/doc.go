@@ -39,7 +39,8 @@
 //
 //	+-------------------+  offset 0
 //	| magic "WOSEG"     |  5 bytes
-//	| version u8 = 2, 3 |  1 byte: 3 when a metric has a nulls part, else 2 (1 reads too)
+//	| version u8 = 2..4 |  1 byte: 4 when a part uses a version 4 encoding, else 3 when a
+//	|                   |  metric has a nulls part, else 2 (1 reads too)
 //	+-------------------+  offset 6
 //	| part 0            |  parts back to back, in footer order, no gaps:
 //	| part 1            |  part i+1 starts where part i ends
@@ -98,6 +99,11 @@
 // what a version 2 writer wrote. Readers of version 2 refuse version 3 (ErrVersion); this one
 // reads both. What a null means to an aggregator (skipped by sums, ignored by min, max, first
 // and last; an all-null group is null) is decided in columns/agg only.
+//
+// From version 4, a part may use the version 4 encoding of its kind instead of the one above
+// (see "Version 4 encodings" below); the writer does so only where the part needs it, and a
+// segment is version 4 exactly when some part does (its metrics' nulls parts are then
+// optional, as in version 3). Readers before version 4 refuse such a segment (ErrVersion).
 //
 // # Chunked parts (values, ids)
 //

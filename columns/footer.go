@@ -12,15 +12,21 @@ import (
 const (
 	magic = "WOSEG"
 	// Version is the newest format version this package writes and reads. A segment is written
-	// as version 3 only when some long or double metric has a null row (its PartNulls part,
-	// see layout); otherwise as version 2, byte for byte what writers before version 3 wrote.
-	// It also reads version 1, whose layout lacks the metrics' side parts (PartTimes,
-	// PartTails).
-	Version    = 3
+	// as version 4 when some part uses an encoding of version 4 (encodingsV4); else as version 3
+	// when some long or double metric has a null row (its PartNulls part, see layout); otherwise
+	// as version 2, byte for byte what writers before version 3 wrote. It also reads version 1,
+	// whose layout lacks the metrics' side parts (PartTimes, PartTails).
+	Version    = 4
 	minVersion = 1
 	// versionNoNulls is the version of a segment without metric nulls parts.
 	versionNoNulls = 2
-	headerSize     = len(magic) + 1
+	// versionNulls is the version of a segment with a metric nulls part and only the
+	// encodings of version 2.
+	versionNulls = 3
+	// versionV4 is the version of a segment with at least one part in a version 4 encoding;
+	// its metrics may have nulls parts or not.
+	versionV4  = 4
+	headerSize = len(magic) + 1
 	// trailer: footer CRC-32C u32 | footer length u32 | magic
 	trailerSize = 4 + 4 + len(magic)
 	maxFooter   = 1 << 30
@@ -76,6 +82,21 @@ const (
 	EncRoaringTable  Encoding = 7 // roaring bitmaps back to back with an end-offset table
 	EncRoaring       Encoding = 8 // one roaring bitmap
 )
+
+// encodingsV4 maps an encoding of version 2 to the encoding a version 4 segment may use
+// instead for the same part (see doc.go). A writer picks the version 4 encoding for a part only
+// when the part needs it, and the segment is version 4 exactly when some part does.
+var encodingsV4 = map[Encoding]Encoding{}
+
+// isV4Encoding reports whether e is an encoding of version 4.
+func isV4Encoding(e Encoding) bool {
+	for _, v4 := range encodingsV4 {
+		if v4 == e {
+			return true
+		}
+	}
+	return false
+}
 
 func (e Encoding) String() string {
 	switch e {
@@ -325,7 +346,7 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 	ncols := 1 + len(schema.Dimensions) + len(schema.Metrics)
 	next := int64(headerSize)
 	f.parts = make([]PartInfo, 0, np)
-	metricNulls := 0
+	metricNulls, partsV4 := 0, 0
 	seenNulls := map[int]bool{}
 	for i := 0; i < int(np); i++ {
 		c, k := binary.Uvarint(rest)
@@ -355,6 +376,10 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 			return nil, corruptf("columns: column %q part %s: unexpected or duplicate part", p.Column, p.Kind)
 		}
 		delete(expect, key)
+		if f.version >= versionV4 && p.Encoding != enc && encodingsV4[enc] == p.Encoding {
+			enc = p.Encoding
+			partsV4++
+		}
 		if enc != p.Encoding {
 			return nil, corruptf("columns: column %q part %s: encoding %s, want %s", p.Column, p.Kind, p.Encoding, enc)
 		}
@@ -373,8 +398,11 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 	if len(f.parts)-metricNulls != len(want) {
 		return nil, bad("%d parts listed, %d of them metric nulls: the schema has %d", len(f.parts), metricNulls, len(want))
 	}
-	if f.version >= 3 && metricNulls == 0 {
+	if f.version == versionNulls && metricNulls == 0 {
 		return nil, bad("version %d without a metric nulls part (such a segment is version %d)", f.version, versionNoNulls)
+	}
+	if f.version >= versionV4 && partsV4 == 0 {
+		return nil, bad("version %d without a part in a version %d encoding (such a segment is version %d or %d)", f.version, versionV4, versionNoNulls, versionNulls)
 	}
 	if len(rest) != 0 {
 		return nil, bad("%d trailing bytes", len(rest))

@@ -3,6 +3,7 @@ package columns
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -299,11 +300,11 @@ func TestNullsCorrupt(t *testing.T) {
 	mustBad(appendTrailer(append(body, fb...), fb), "empty (a metric without null rows has no nulls part)")
 
 	// A version this reader does not know.
-	v4 := append([]byte(nil), good...)
-	v4[len(magic)] = 4
-	_, err = NewSegmentBytes(v4)
+	next := append([]byte(nil), good...)
+	next[len(magic)] = Version + 1
+	_, err = NewSegmentBytes(next)
 	require.ErrorIs(t, err, ErrVersion)
-	require.ErrorContains(t, err, "reads 1 to 3")
+	require.ErrorContains(t, err, fmt.Sprintf("reads 1 to %d", Version))
 }
 
 // TestFlipNulls flips every byte of a small version 3 segment: every flip is caught.

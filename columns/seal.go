@@ -69,6 +69,11 @@ func (w *Writer) seal() (*footer, error) {
 	if len(errs) > 0 {
 		return nil, w.fail(multierr.Join(errs...))
 	}
+	for _, s := range w.stages {
+		if isV4Encoding(s.spec.enc) {
+			version = versionV4
+		}
+	}
 	f := &footer{version: version, rows: rows, schema: w.schema}
 	if rows > 0 {
 		iv, ok := w.schema.Granularity.Interval(w.time.first, w.time.last)
@@ -130,7 +135,7 @@ func (w *Writer) stageMetricNulls() (uint8, error) {
 		}
 	}
 	w.stages = stages
-	return Version, nil
+	return versionNulls, nil
 }
 
 // crcWriter passes bytes to w and checksums them.
