@@ -365,6 +365,7 @@ func (x *ParquetReader) readTime(row *columns.Row) error {
 // readMetric sets metric i from column c.
 func (x *ParquetReader) readMetric(row *columns.Row, i int, c *pqColumn) error {
 	v := &row.Metrics[i]
+	sk := v.Sketch // the row's own sketch, reused from row to row
 	*v = columns.Value{}
 	switch x.kinds[i] {
 	case metCount:
@@ -428,8 +429,7 @@ func (x *ParquetReader) readMetric(row *columns.Row, i int, c *pqColumn) error {
 			v.Double = float64(c.i64)
 		}
 	case metSketch:
-		sk := x.sketches[i]
-		sk.Reset()
+		sk = rowSketch(sk)
 		if c.kind == parquet.ByteArray {
 			sk.Insert(c.raw)
 		} else {

@@ -289,8 +289,7 @@ type fieldParser struct {
 	dimFields []string
 	metFields []string // "" for count and hyperUnique over a dimension
 	kinds     []metricKind
-	zero      []bool                // per metric: a missing value reads as 0 (Spec.NullAsZero), not null
-	sketches  []*hyperloglog.Sketch // scratch sketch of each metSketch metric
+	zero      []bool // per metric: a missing value reads as 0 (Spec.NullAsZero), not null
 	onWarning func(Warning)
 	warned    bool // a time was implausible: the input's one warning is given
 }
@@ -310,8 +309,7 @@ func newFieldParser(sp *Spec, name string, opts ReaderOptions) (fieldParser, err
 	for _, d := range sp.Schema.Dimensions {
 		p.dimFields = append(p.dimFields, sp.DimensionField(d))
 	}
-	p.sketches = make([]*hyperloglog.Sketch, len(sp.Schema.Metrics))
-	for i, m := range sp.Schema.Metrics {
+	for _, m := range sp.Schema.Metrics {
 		f := sp.MetricField(m)
 		p.metFields = append(p.metFields, f)
 		k := metCount
@@ -325,7 +323,6 @@ func newFieldParser(sp *Spec, name string, opts ReaderOptions) (fieldParser, err
 			k = metNone
 		default:
 			k = metSketch
-			p.sketches[i] = hyperloglog.New()
 		}
 		p.kinds = append(p.kinds, k)
 		p.zero = append(p.zero, sp.NullAsZero(m))
@@ -439,6 +436,7 @@ const MaxRowValues = 1 << 20
 // metric of Spec.NullAsZero (a sketch adds nothing).
 func (p *fieldParser) setMetric(row *columns.Row, i int, s string, null bool) error {
 	v := &row.Metrics[i]
+	sk := v.Sketch // the row's own sketch, reused from row to row
 	*v = columns.Value{}
 	switch p.kinds[i] {
 	case metCount:
@@ -466,13 +464,21 @@ func (p *fieldParser) setMetric(row *columns.Row, i int, s string, null bool) er
 		}
 		v.Double = f
 	case metSketch:
-		sk := p.sketches[i]
-		sk.Reset()
-		sk.Insert([]byte(s))
-		v.Sketch = sk
+		v.Sketch = rowSketch(sk)
+		v.Sketch.Insert([]byte(s))
 	case metCount, metNone: // set above
 	}
 	return nil
+}
+
+// rowSketch returns sk emptied, or a new sketch when sk is nil: each row keeps its own sketch
+// (rows are parsed ahead of the Builder, which clones a row's sketch when it adds the row).
+func rowSketch(sk *hyperloglog.Sketch) *hyperloglog.Sketch {
+	if sk == nil {
+		return hyperloglog.New()
+	}
+	sk.Reset()
+	return sk
 }
 
 // The number syntax of metrics and epoch times is decimal only: an optional sign, digits with

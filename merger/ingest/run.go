@@ -65,8 +65,9 @@ type Options struct {
 	MaxParseErrors int
 	// OnSkip, when set, is called with each row skipped.
 	OnSkip func(*RowError)
-	// OnWarning, when set, is called with each warning of the readers as it comes (see
-	// ReaderOptions.OnWarning); Result.Warnings lists them too.
+	// OnWarning, when set, is called with each warning of the readers (see
+	// ReaderOptions.OnWarning), from Run's goroutine, before the row it came with is added;
+	// Result.Warnings lists them too.
 	OnWarning func(Warning)
 	// MaxRowsInMemory bounds the rows the Builder holds (after rollup): when it holds that many,
 	// they are persisted as a run. 0 means DefaultMaxRowsInMemory.
@@ -219,9 +220,8 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 			res = Result{Skipped: r.res.Skipped, InputRows: r.res.InputRows, Runs: r.res.Runs}
 		}
 	}()
-	row := sp.NewRow()
 	for i, in := range inputs {
-		if err := r.readInput(in, formats[i], &row); err != nil {
+		if err := r.readInput(in, formats[i]); err != nil {
 			return r.res, err
 		}
 	}
@@ -365,7 +365,7 @@ type runner struct {
 }
 
 // readInput feeds the rows of one input to the Builder.
-func (r *runner) readInput(in Input, format Format, row *columns.Row) (err error) {
+func (r *runner) readInput(in Input, format Format) (err error) {
 	src := in.Reader
 	if src == nil {
 		rc, err := in.Open()
@@ -382,13 +382,10 @@ func (r *runner) readInput(in Input, format Format, row *columns.Row) (err error
 	if format, src, err = sniffFormat(r.sp, in, format, src); err != nil {
 		return err
 	}
-	rr, err := NewReaderOptions(r.sp, format, in.Name, src, ReaderOptions{Context: r.ctx, OnWarning: func(w Warning) {
-		r.res.Warnings = append(r.res.Warnings, w)
-		if r.opts.OnWarning != nil {
-			r.opts.OnWarning(w)
-		}
-	}})
+	ahead := newReadAhead(r.sp)
+	rr, err := NewReaderOptions(r.sp, format, in.Name, src, ReaderOptions{Context: r.ctx, OnWarning: ahead.warn})
 	if err != nil {
+		r.warn(ahead.takeWarns())
 		return err
 	}
 	if c, ok := rr.(io.Closer); ok {
@@ -399,32 +396,45 @@ func (r *runner) readInput(in Input, format Format, row *columns.Row) (err error
 		}()
 	}
 	r.input = in.Name
-	for n := 0; ; n++ {
-		if n&1023 == 0 {
-			if err := r.ctx.Err(); err != nil {
-				return fmt.Errorf("ingest: %w", err)
+	ahead.start(r.ctx, rr)
+	defer ahead.close() // before the reader's Close
+	for {
+		b := ahead.next()
+		for k := range b.n {
+			it := &b.items[k]
+			r.warn(it.warns)
+			var re *RowError
+			if errors.As(it.err, &re) {
+				r.res.Skipped++
+				if r.res.Skipped > r.opts.MaxParseErrors {
+					return re
+				}
+				if r.opts.OnSkip != nil {
+					r.opts.OnSkip(re)
+				}
+				continue
+			}
+			if err := r.add(&b.rows[k]); err != nil {
+				return err
 			}
 		}
-		err := rr.Read(row)
-		if err == io.EOF {
-			return nil
-		}
-		var re *RowError
-		if errors.As(err, &re) {
-			r.res.Skipped++
-			if r.res.Skipped > r.opts.MaxParseErrors {
-				return re
+		r.warn(b.endWarn)
+		if b.end != nil {
+			if isEnd(b.end) {
+				return nil
 			}
-			if r.opts.OnSkip != nil {
-				r.opts.OnSkip(re)
-			}
-			continue
+			return b.end
 		}
-		if err != nil {
-			return err
-		}
-		if err := r.add(row); err != nil {
-			return err
+		ahead.recycle(b)
+	}
+}
+
+// warn reports the reader's warnings, in order, from Run's goroutine.
+func (r *runner) warn(ws []Warning) {
+	for _, w := range ws {
+		r.res.Warnings = append(r.res.Warnings, w)
+		if r.opts.OnWarning != nil {
+			r.opts.OnWarning(w)
 		}
 	}
 }

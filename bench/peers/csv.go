@@ -1,0 +1,69 @@
+package peers
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// CSVHeader is the header line of every CSV file written by WriteCSV.
+const CSVHeader = "time,d1,d2,d3,m1,m2,m3"
+
+// WriteCSV writes events at dst as CSV with a header line (CSVHeader): the time as epoch
+// milliseconds, the dimensions and metrics as they are. It returns the bytes written.
+func WriteCSV(dst string, ev []Event) (n int64, err error) {
+	f, err := os.Create(dst)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	w := bufio.NewWriterSize(f, 1<<20)
+	line := make([]byte, 0, 128)
+	line = append(line, CSVHeader...)
+	line = append(line, '\n')
+	for i := range ev {
+		if _, err := w.Write(line); err != nil {
+			return 0, fmt.Errorf("peers: csv %s: %w", dst, err)
+		}
+		n += int64(len(line))
+		e := &ev[i]
+		line = strconv.AppendInt(line[:0], e.Time, 10)
+		for _, d := range [...]string{e.D1, e.D2, e.D3} {
+			line = append(append(line, ','), d...)
+		}
+		for _, m := range [...]int64{e.M1, e.M2, e.M3} {
+			line = strconv.AppendInt(append(line, ','), m, 10)
+		}
+		line = append(line, '\n')
+	}
+	if _, err := w.Write(line); err != nil {
+		return 0, fmt.Errorf("peers: csv %s: %w", dst, err)
+	}
+	n += int64(len(line))
+	if err := w.Flush(); err != nil {
+		return 0, fmt.Errorf("peers: csv %s: %w", dst, err)
+	}
+	return n, nil
+}
+
+// IngestSpec is the writeout ingestion spec (merger/ingest) of the CSV files WriteCSV writes:
+// the table of Schema (rollup off), the time from the epoch milliseconds of "time".
+const IngestSpec = `{"timestamp": {"field": "time", "format": "millis"},
+ "dimensions": [{"name": "d1"}, {"name": "d2"}, {"name": "d3"}],
+ "metrics": [{"name": "m1", "aggregator": "longSum"}, {"name": "m2", "aggregator": "longSum"},
+             {"name": "m3", "aggregator": "longSum"}],
+ "rollup": false, "granularity": "none"}
+`
+
+// IngestCSVSQL is DuckDB's side of the CSV ingestion job: read the CSV files (types given, as
+// the spec gives writeout's), sort by (time, d1, d2, d3) and write one zstd Parquet file.
+func IngestCSVSQL(paths []string, dst string) string {
+	return fmt.Sprintf("COPY (SELECT * FROM read_csv(%s, header=true, columns={'time': 'BIGINT', 'd1': 'VARCHAR', "+
+		"'d2': 'VARCHAR', 'd3': 'VARCHAR', 'm1': 'BIGINT', 'm2': 'BIGINT', 'm3': 'BIGINT'}) ORDER BY time, d1, d2, d3) "+
+		"TO %s (FORMAT parquet, COMPRESSION zstd)", fileList(paths), quote(dst))
+}
