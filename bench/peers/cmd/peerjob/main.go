@@ -5,7 +5,7 @@
 //
 //	peerjob prepare [-rows N] DIR
 //	    writes the inputs of both layouts under DIR (5 segments and 5 Parquet files each)
-//	peerjob run -system S -job J -layout L [-every D] [-memprofile F] DIR OUT
+//	peerjob run -system S -job J -layout L [-every D] [-memprofile F] [-trace F] DIR OUT
 //	    runs one job on DIR's inputs into OUT and prints one line of figures
 //
 // Systems: writeout, writeout-zstd, duckdb, parquet-go; jobs: merge, rollup-hour (not with
@@ -49,7 +49,7 @@ func main() {
 	}
 }
 
-const usage = "usage: peerjob prepare [-rows N] DIR | peerjob run -system S -job J -layout L [-every D] [-memprofile F] DIR OUT"
+const usage = "usage: peerjob prepare [-rows N] DIR | peerjob run -system S -job J -layout L [-every D] [-memprofile F] [-trace F] DIR OUT"
 
 func run(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
@@ -162,6 +162,7 @@ func runJob(args []string, stdout io.Writer) (err error) {
 	fs.StringVar(&layout, "layout", "", "contiguous or overlapping")
 	every := fs.Duration("every", 2*time.Millisecond, "sampling period of /proc/self/status and the Go heap")
 	memprofile := fs.String("memprofile", "", "write the allocs profile (in use and allocated) of the job to this file")
+	trace := fs.String("trace", "", "write every sample of /proc/self/status (ms since the start, MiB of VmRSS, RssAnon, RssFile) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -198,11 +199,18 @@ func runJob(args []string, stdout io.Writer) (err error) {
 		return err
 	}
 	heap := meminfo.StartFunc(*every, heapObjects)
-	status := meminfo.StartStatus(*every)
+	var samples []timedStatus
 	start := time.Now()
+	status := meminfo.StartStatusFunc(*every, func() (meminfo.Status, error) {
+		st, err := meminfo.ReadStatus()
+		if err == nil && *trace != "" {
+			samples = append(samples, timedStatus{time.Since(start), st})
+		}
+		return st, err
+	})
 	rows, jobErr := op(context.Background(), out)
 	wall := time.Since(start)
-	peak, samples, serr := status.Stop()
+	peak, nsamples, serr := status.Stop()
 	heapPeak, herr := heap.Stop()
 	if jobErr != nil {
 		return fmt.Errorf("%s %s %s: %w", j.system, j.job, j.layout, jobErr)
@@ -224,11 +232,16 @@ func runJob(args []string, stdout io.Writer) (err error) {
 			return err
 		}
 	}
+	if *trace != "" {
+		if err := writeTrace(*trace, samples); err != nil {
+			return err
+		}
+	}
 	const mib = 1 << 20
 	fmt.Fprintf(stdout, "system=%s job=%s layout=%s rows_out=%d out_bytes=%d wall_s=%.3f base_rss_MiB=%.1f base_anon_MiB=%.1f base_file_MiB=%.1f peak_rss_MiB=%.1f "+
 		"peak_anon_MiB=%.1f peak_file_MiB=%.1f peak_shmem_MiB=%.1f go_heap_peak_MiB=%.1f samples=%d\n",
 		j.system, j.job, j.layout, rows, st.Size(), wall.Seconds(), float64(base.VmRSS)/mib, float64(base.RssAnon)/mib, float64(base.RssFile)/mib, float64(end.VmHWM)/mib,
-		float64(peak.RssAnon)/mib, float64(peak.RssFile)/mib, float64(peak.RssShmem)/mib, float64(heapPeak)/mib, samples)
+		float64(peak.RssAnon)/mib, float64(peak.RssFile)/mib, float64(peak.RssShmem)/mib, float64(heapPeak)/mib, nsamples)
 	return nil
 }
 
@@ -244,4 +257,20 @@ func writeProfile(path string) (err error) {
 	}()
 	runtime.GC() // the profile is as of the last GC: take in the job's last allocations
 	return pprof.Lookup("allocs").WriteTo(f, 0)
+}
+
+// timedStatus is one sample of -trace.
+type timedStatus struct {
+	at time.Duration
+	st meminfo.Status
+}
+
+func writeTrace(path string, samples []timedStatus) error {
+	var b []byte
+	b = append(b, "ms vmrss_MiB rssanon_MiB rssfile_MiB\n"...)
+	for _, s := range samples {
+		b = fmt.Appendf(b, "%.1f %.1f %.1f %.1f\n", float64(s.at.Microseconds())/1000,
+			float64(s.st.VmRSS)/(1<<20), float64(s.st.RssAnon)/(1<<20), float64(s.st.RssFile)/(1<<20))
+	}
+	return os.WriteFile(path, b, 0o644)
 }
