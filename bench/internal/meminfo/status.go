@@ -1,11 +1,11 @@
 package meminfo
 
 import (
-	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -21,50 +21,130 @@ type Status struct {
 
 // ReadStatus reads /proc/self/status.
 func ReadStatus() (Status, error) {
-	b, err := os.ReadFile("/proc/self/status")
+	r, err := OpenStatus()
 	if err != nil {
-		return Status{}, fmt.Errorf("meminfo: %w", err)
+		return Status{}, err
 	}
-	return parseStatus(b)
+	st, err := r.Read()
+	return st, errors.Join(err, r.Close())
 }
 
+// StatusReader reads /proc/self/status again and again without allocating (a pread at
+// offset 0 into one buffer, parsed in place), so that sampling it every few milliseconds
+// does not add garbage to the Go heap it measures.
+type StatusReader struct {
+	f   *os.File
+	buf []byte
+}
+
+// OpenStatus opens /proc/self/status for Read.
+func OpenStatus() (*StatusReader, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return nil, fmt.Errorf("meminfo: %w", err)
+	}
+	return &StatusReader{f: f, buf: make([]byte, 16<<10)}, nil
+}
+
+// Read reads the status afresh.
+func (r *StatusReader) Read() (Status, error) {
+	n, err := r.f.ReadAt(r.buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return Status{}, fmt.Errorf("meminfo: status: %w", err)
+	}
+	if n == len(r.buf) {
+		return Status{}, fmt.Errorf("meminfo: status: longer than %d bytes", len(r.buf))
+	}
+	return parseStatus(r.buf[:n])
+}
+
+// Close closes the file.
+func (r *StatusReader) Close() error { return r.f.Close() }
+
 // parseStatus reads the VmHWM, VmRSS, RssAnon, RssFile and RssShmem lines ("RssAnon:  1234
-// kB") of a /proc/PID/status text; each must be there once.
+// kB") of a /proc/PID/status text; each must be there once. It allocates nothing but its
+// errors.
 func parseStatus(b []byte) (Status, error) {
 	var s Status
-	fields := map[string]*int64{"VmHWM:": &s.VmHWM, "VmRSS:": &s.VmRSS, "RssAnon:": &s.RssAnon,
-		"RssFile:": &s.RssFile, "RssShmem:": &s.RssShmem}
-	seen := map[string]bool{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := bytes.Fields(sc.Bytes())
-		if len(f) < 2 {
+	var seen [5]bool
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon < 0 {
 			continue
 		}
-		dst, ok := fields[string(f[0])]
-		if !ok {
+		k := -1
+		var dst *int64
+		switch string(line[:colon]) { // no allocation: the compiler compares in place
+		case "VmHWM":
+			k, dst = 0, &s.VmHWM
+		case "VmRSS":
+			k, dst = 1, &s.VmRSS
+		case "RssAnon":
+			k, dst = 2, &s.RssAnon
+		case "RssFile":
+			k, dst = 3, &s.RssFile
+		case "RssShmem":
+			k, dst = 4, &s.RssShmem
+		}
+		if k < 0 {
 			continue
 		}
-		if seen[string(f[0])] {
-			return Status{}, fmt.Errorf("meminfo: status: %s twice", f[0])
+		if seen[k] {
+			return Status{}, fmt.Errorf("meminfo: status: %s: twice", line[:colon])
 		}
-		seen[string(f[0])] = true
-		v, err := strconv.ParseInt(string(f[1]), 10, 64)
+		seen[k] = true
+		v, unit, err := parseKB(line[colon+1:])
 		if err != nil {
-			return Status{}, fmt.Errorf("meminfo: status: %s %q: %w", f[0], f[1], err)
+			return Status{}, fmt.Errorf("meminfo: status: %s: %q: %w", line[:colon], bytes.TrimSpace(line[colon+1:]), err)
 		}
-		if len(f) > 2 && string(f[2]) == "kB" {
+		if unit {
 			v <<= 10
 		}
 		*dst = v
 	}
-	if err := sc.Err(); err != nil {
-		return Status{}, fmt.Errorf("meminfo: status: %w", err)
+	found := 0
+	for _, ok := range seen {
+		if ok {
+			found++
+		}
 	}
-	if len(seen) != len(fields) {
-		return Status{}, fmt.Errorf("meminfo: status: want VmHWM, VmRSS, RssAnon, RssFile and RssShmem, found %d of them", len(seen))
+	if found != len(seen) {
+		return Status{}, fmt.Errorf("meminfo: status: want VmHWM, VmRSS, RssAnon, RssFile and RssShmem, found %d of them", found)
 	}
 	return s, nil
+}
+
+var errNumber = errors.New("not a number of kB")
+
+// parseKB parses " 1234 kB" (spaces or tabs around): the number, and whether the kB unit
+// follows it.
+func parseKB(b []byte) (int64, bool, error) {
+	b = bytes.TrimSpace(b)
+	var v int64
+	i := 0
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		if v > (1<<62)/10 {
+			return 0, false, errNumber
+		}
+		v = v*10 + int64(b[i]-'0')
+	}
+	if i == 0 {
+		return 0, false, errNumber
+	}
+	rest := bytes.TrimSpace(b[i:])
+	switch string(rest) {
+	case "kB":
+		return v, true, nil
+	case "":
+		return v, false, nil
+	}
+	return 0, false, errNumber
 }
 
 // StatusSampler reads a Status (ReadStatus, or StartStatusFunc's reader) every few
@@ -78,11 +158,19 @@ type StatusSampler struct {
 	peak    Status
 	samples int
 	err     error
+	close   func() error // StartStatus's reader
 }
 
-// StartStatus starts sampling /proc/self/status every every (5 ms if zero).
-func StartStatus(every time.Duration) *StatusSampler {
-	return StartStatusFunc(every, ReadStatus)
+// StartStatus starts sampling /proc/self/status every every (5 ms if zero), through one
+// StatusReader (closed by Stop).
+func StartStatus(every time.Duration) (*StatusSampler, error) {
+	r, err := OpenStatus()
+	if err != nil {
+		return nil, err
+	}
+	s := StartStatusFunc(every, r.Read)
+	s.close = r.Close
+	return s, nil
 }
 
 // StartStatusFunc starts sampling read every every (5 ms if zero).
@@ -129,5 +217,9 @@ func (s *StatusSampler) sample() {
 func (s *StatusSampler) Stop() (Status, int, error) {
 	close(s.stop)
 	s.done.Wait()
-	return s.peak, s.samples, s.err
+	err := s.err
+	if s.close != nil {
+		err = errors.Join(err, s.close())
+	}
+	return s.peak, s.samples, err
 }

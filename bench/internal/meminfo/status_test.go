@@ -25,7 +25,30 @@ func TestParseStatus(t *testing.T) {
 	}
 	f("VmHWM: 1 kB\nVmRSS: 1 kB\nRssAnon: 1 kB\nRssFile: 1 kB\n", "found 4 of them")
 	f(statusText+"RssAnon: 1 kB\n", "RssAnon: twice")
-	f("VmHWM: x kB\n", `VmHWM: "x"`)
+	f("VmHWM: x kB\n", `VmHWM: "x kB"`)
+	f("VmHWM: 12 MB\n", `VmHWM: "12 MB"`)
+	f("VmHWM: 99999999999999999999 kB\n", "not a number")
+	f("VmHWM:\n", "not a number")
+	// A figure without a unit is taken as bytes.
+	got, err = parseStatus([]byte("VmHWM: 7\nVmRSS: 1 kB\nRssAnon: 1 kB\nRssFile: 1 kB\nRssShmem: 0 kB"))
+	require.NoError(t, err)
+	require.Equal(t, int64(7), got.VmHWM)
+}
+
+func TestStatusReaderDoesNotAllocate(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("/proc/self/status is Linux's")
+	}
+	r, err := OpenStatus()
+	require.NoError(t, err)
+	defer func() { require.NoError(t, r.Close()) }()
+	var st Status
+	allocs := testing.AllocsPerRun(100, func() {
+		st, err = r.Read()
+	})
+	require.NoError(t, err)
+	require.Positive(t, st.VmRSS)
+	require.Zero(t, allocs, "allocations per Read")
 }
 
 func TestStatusSamplerKeepsEachPeak(t *testing.T) {
@@ -52,7 +75,8 @@ func TestStatusSamplerSeesGrowth(t *testing.T) {
 	}
 	before, err := ReadStatus()
 	require.NoError(t, err)
-	s := StartStatus(time.Millisecond)
+	s, err := StartStatus(time.Millisecond)
+	require.NoError(t, err)
 	// 64 MiB of fresh anonymous memory, touched page by page.
 	buf := make([]byte, 64<<20)
 	for i := 0; i < len(buf); i += os.Getpagesize() {

@@ -147,10 +147,12 @@ func (j job) op(fx peers.Fixture) (func(ctx context.Context, out string) (int64,
 	}
 }
 
+// heapSample is heapObjects' sample, reused: only the heap sampler's goroutine reads it.
+var heapSample = []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+
 func heapObjects() (int64, error) {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	return int64(s[0].Value.Uint64()), nil
+	metrics.Read(heapSample)
+	return int64(heapSample[0].Value.Uint64()), nil
 }
 
 func runJob(args []string, stdout io.Writer) (err error) {
@@ -198,11 +200,21 @@ func runJob(args []string, stdout io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	heap := meminfo.StartFunc(*every, heapObjects)
+	// The samplers allocate nothing per sample (StatusReader, one metrics slice): they add
+	// no garbage to the Go heap they measure. -trace's samples are kept in a slice sized for
+	// a minute of them.
+	sr, err := meminfo.OpenStatus()
+	if err != nil {
+		return err
+	}
 	var samples []timedStatus
+	if *trace != "" {
+		samples = make([]timedStatus, 0, int(time.Minute / *every))
+	}
+	heap := meminfo.StartFunc(*every, heapObjects)
 	start := time.Now()
 	status := meminfo.StartStatusFunc(*every, func() (meminfo.Status, error) {
-		st, err := meminfo.ReadStatus()
+		st, err := sr.Read()
 		if err == nil && *trace != "" {
 			samples = append(samples, timedStatus{time.Since(start), st})
 		}
@@ -212,6 +224,7 @@ func runJob(args []string, stdout io.Writer) (err error) {
 	wall := time.Since(start)
 	peak, nsamples, serr := status.Stop()
 	heapPeak, herr := heap.Stop()
+	serr = errors.Join(serr, sr.Close())
 	if jobErr != nil {
 		return fmt.Errorf("%s %s %s: %w", j.system, j.job, j.layout, jobErr)
 	}
