@@ -68,5 +68,17 @@ func openFileWith(f *os.File, name string, calls *sys.Calls, o OpenOptions) (*Se
 	if err != nil {
 		return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", name, err), unmap())
 	}
+	s.dropFn = func(off, n int64) error {
+		// madvise wants a page-aligned start: the range grows down to one (the pages of a
+		// neighbour released too fault back in when read).
+		lo, hi := off&^int64(os.Getpagesize()-1), min(off+n, size)
+		if lo < 0 || hi <= lo {
+			return nil
+		}
+		if err := calls.Madvise(data[lo:hi], sys.MadvDontneed); err != nil {
+			return fmt.Errorf("columns: release the pages of %s: %w", name, err)
+		}
+		return nil
+	}
 	return s, nil
 }

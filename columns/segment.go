@@ -38,6 +38,7 @@ type Segment struct {
 	src     source
 	closed  atomic.Bool
 	closeFn func() error
+	dropFn  func(off, n int64) error // drops the mapping's resident pages of a range (ReleasePages); nil unless mapped from a file
 	f       *footer
 	checks  []partCheck // read-path checksum state, one per part of f.parts
 	// crcPasses counts the parts whose CRC was computed (for tests: each once).

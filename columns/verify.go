@@ -175,18 +175,26 @@ func (s *Segment) verifyMetricTimes(i int) error {
 // contents are copied elsewhere under new checksums. The first mismatch is returned, wrapping
 // ErrCorrupt and naming the column and part. Every part it checks counts as checked for the
 // read path, which then computes no CRC again; a part the read path checked already is not
-// read again, and a part TrustChecksums marked is.
+// read again, and a part TrustChecksums marked is. On a mapped segment, the pages of each part
+// it reads are released once checked (as ReleasePages does): checking a file leaves none of
+// it resident, so a merge that checks its inputs first does not hold them all at once.
 func (s *Segment) VerifyChecksums() error { return s.VerifyChecksumsContext(context.Background()) }
 
 // VerifyChecksumsContext is VerifyChecksums, stopping with an error wrapping ctx.Err() when ctx
 // is done (checked every MiB).
 func (s *Segment) VerifyChecksumsContext(ctx context.Context) error {
+	run := int64(-1) // where the run of parts read here in a row began, -1 outside one
 	for i := range s.checks {
 		pc := &s.checks[i]
 		p := pc.part
 		st, got := pc.load()
+		read := false
 		if st == checkNone || st == checkTrusted {
 			var err error
+			read = true
+			if run < 0 {
+				run = p.Offset
+			}
 			if st, got, err = pc.compute(ctx); err != nil {
 				if ctx.Err() != nil {
 					return err
@@ -196,6 +204,17 @@ func (s *Segment) VerifyChecksumsContext(ctx context.Context) error {
 		}
 		if st == checkBad {
 			return partError(p.Column, p.Kind, crcError(got, p.CRC))
+		}
+		if !read {
+			run = -1 // a part the read path checked is left as it is: a reader may be on it
+		} else if s.dropFn != nil {
+			// Read through once here: the part's pages need not stay resident (see
+			// ReleasePages). The kernel maps a fault's neighbours too (fault-around, 64 KiB
+			// by default), so the release reaches back up to releaseBack into the run.
+			lo := max(run, p.Offset-releaseBack)
+			if err := s.dropFn(lo, p.Offset+p.Length-lo); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -82,11 +82,20 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 		return st, err
 	}
 	t1 := time.Now()
+	if err := releaseInputs(c.srcs, c.names); err != nil {
+		return st, err
+	}
 	if err := c.mergeRows(w); err != nil {
 		return st, err
 	}
 	t2 := time.Now()
+	if err := releaseInputs(c.srcs, c.names); err != nil {
+		return st, err
+	}
 	if err := c.bitmaps(); err != nil {
+		return st, err
+	}
+	if err := releaseInputs(c.srcs, c.names); err != nil {
 		return st, err
 	}
 	t3 := time.Now()
@@ -347,6 +356,12 @@ func (c *core) mergeRows(w *columns.Writer) error {
 				errs.Report(fmt.Errorf("merger: %w", err))
 				break
 			}
+			if done%releaseRows == 0 {
+				if err := releaseInputs(c.srcs, c.names); err != nil {
+					errs.Report(err)
+					break
+				}
+			}
 		}
 		if done >= nextProgress {
 			progress(done)
@@ -601,6 +616,12 @@ func (c *core) dimBitmaps(d int, done *atomic.Int64) error {
 				next[i]++
 			}
 		}
+		if g.placed >= releaseBitmapRows {
+			g.placed = 0
+			if err := releaseInputs(c.srcs, c.names); err != nil {
+				return err
+			}
+		}
 		if err := g.write(c.dws[d], uint32(v)); err != nil {
 			// The writer's own checks (the null id's bitmap equal to the null rows...) may
 			// see an input's fault first: name the input when it is one.
@@ -634,6 +655,7 @@ type valueRows struct {
 	seed     uint64   // keys hash
 	hash     uint64   // the sum of pairHash over the (row, id) pairs of the bitmaps written
 	rowMap   []uint32 // of the source whose rows come next
+	placed   int      // source rows read from bitmaps since the inputs' pages were released
 	list     []uint32
 	starts   []int
 	tmp      []uint32
@@ -659,6 +681,7 @@ func (g *valueRows) Rows(rs []uint32) error {
 		}
 		rs[k] = rm[r]
 	}
+	g.placed += len(rs)
 	g.add(rs)
 	return nil
 }

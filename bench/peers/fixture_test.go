@@ -2,9 +2,7 @@ package peers
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"runtime/metrics"
 	"strconv"
 	"sync"
@@ -14,37 +12,21 @@ import (
 	"github.com/writeout/writeout/columns"
 )
 
-// fixture is the inputs of one layout in each system's format.
-type fixture struct {
-	segs, pqs         []string // writeout segments, Parquet files
-	segBytes, pqBytes int64
-}
-
 // makeFixtures generates rows events and writes them, split by each layout, under dir.
-func makeFixtures(tb testing.TB, dir string, rows int) (map[Layout]*fixture, []Event) {
+func makeFixtures(tb testing.TB, dir string, rows int) (map[Layout]*Fixture, []Event) {
 	tb.Helper()
 	ev := Generate(rows)
-	out := map[Layout]*fixture{}
+	out := map[Layout]*Fixture{}
 	for _, layout := range []Layout{Contiguous, Overlapping} {
 		parts, err := Split(ev, layout)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		fx := &fixture{}
-		for i, p := range parts {
-			seg := filepath.Join(dir, fmt.Sprintf("%s-%d.seg", layout, i))
-			n, err := WriteSegment(seg, p)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			fx.segs, fx.segBytes = append(fx.segs, seg), fx.segBytes+n
-			pq := filepath.Join(dir, fmt.Sprintf("%s-%d.parquet", layout, i))
-			if n, err = WriteParquet(pq, p); err != nil {
-				tb.Fatal(err)
-			}
-			fx.pqs, fx.pqBytes = append(fx.pqs, pq), fx.pqBytes+n
+		fx, err := WriteFixture(dir, layout, parts)
+		if err != nil {
+			tb.Fatal(err)
 		}
-		out[layout] = fx
+		out[layout] = &fx
 	}
 	return out, ev
 }

@@ -7,6 +7,7 @@ replace github.com/writeout/writeout => ../..
 require (
 	github.com/duckdb/duckdb-go/v2 v2.10506.0
 	github.com/parquet-go/parquet-go v0.32.0
+	github.com/stretchr/testify v1.12.1
 	github.com/writeout/writeout v0.0.0
 )
 
@@ -37,6 +38,7 @@ require (
 	github.com/spf13/afero v1.15.0 // indirect
 	github.com/twpayne/go-geom v1.6.1 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/exp v0.0.0-20260112195511-716be5621a96 // indirect
 	golang.org/x/mod v0.32.0 // indirect
 	golang.org/x/sync v0.19.0 // indirect

@@ -87,7 +87,7 @@ func TestPeersAgree(t *testing.T) {
 		out := map[string][]Event{}
 
 		dst := filepath.Join(dir, string(layout)+"-merged.seg")
-		res, err := WriteoutMerge(bg, fx.segs, dst, columns.CompressionDefault)
+		res, err := WriteoutMerge(bg, fx.Segs, dst, columns.CompressionDefault)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestPeersAgree(t *testing.T) {
 		out["writeout"] = readSegment(t, dst)
 
 		dst = filepath.Join(dir, string(layout)+"-duckdb.parquet")
-		n, err := db.Exec(bg, MergeSQL(fx.pqs, dst))
+		n, err := db.Exec(bg, MergeSQL(fx.Parquets, dst))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func TestPeersAgree(t *testing.T) {
 		}
 
 		dst = filepath.Join(dir, string(layout)+"-parquet-go.parquet")
-		if _, err := ParquetGoMerge(fx.pqs, dst); err != nil {
+		if _, err := ParquetGoMerge(fx.Parquets, dst); err != nil {
 			t.Fatal(err)
 		}
 		if out["parquet-go"], err = ReadParquet(dst); err != nil {
@@ -128,12 +128,12 @@ func TestPeersAgree(t *testing.T) {
 
 		// rollup-hour: writeout and DuckDB.
 		dst = filepath.Join(dir, string(layout)+"-rollup.seg")
-		if _, err := WriteoutRollupHour(bg, fx.segs, dst, columns.CompressionZstd); err != nil {
+		if _, err := WriteoutRollupHour(bg, fx.Segs, dst, columns.CompressionZstd); err != nil {
 			t.Fatal(err)
 		}
 		rollups := map[string][]Event{"writeout": readSegment(t, dst)}
 		dst = filepath.Join(dir, string(layout)+"-rollup-duckdb.parquet")
-		if _, err := db.Exec(bg, RollupSQL(fx.pqs, dst)); err != nil {
+		if _, err := db.Exec(bg, RollupSQL(fx.Parquets, dst)); err != nil {
 			t.Fatal(err)
 		}
 		if rollups["duckdb"], err = ReadParquet(dst); err != nil {

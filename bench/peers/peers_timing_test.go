@@ -89,25 +89,25 @@ func BenchmarkPeers(b *testing.B) {
 			system string
 			comp   columns.Compression
 		}{{"writeout", columns.CompressionDefault}, {"writeout-zstd", columns.CompressionZstd}} {
-			run(w.system, fx.segBytes, ".seg", func(dst string) (int64, error) {
+			run(w.system, fx.SegBytes, ".seg", func(dst string) (int64, error) {
 				if j.rollup {
-					res, err := WriteoutRollupHour(bg, fx.segs, dst, w.comp)
+					res, err := WriteoutRollupHour(bg, fx.Segs, dst, w.comp)
 					return res.RowsOut, err
 				}
-				res, err := WriteoutMerge(bg, fx.segs, dst, w.comp)
+				res, err := WriteoutMerge(bg, fx.Segs, dst, w.comp)
 				return res.RowsOut, err
 			})
 		}
-		run("duckdb", fx.pqBytes, ".parquet", func(dst string) (int64, error) {
-			stmt := MergeSQL(fx.pqs, dst)
+		run("duckdb", fx.ParquetBytes, ".parquet", func(dst string) (int64, error) {
+			stmt := MergeSQL(fx.Parquets, dst)
 			if j.rollup {
-				stmt = RollupSQL(fx.pqs, dst)
+				stmt = RollupSQL(fx.Parquets, dst)
 			}
 			return db.Exec(bg, stmt)
 		})
 		if !j.rollup {
-			run("parquet-go", fx.pqBytes, ".parquet", func(dst string) (int64, error) {
-				return ParquetGoMerge(fx.pqs, dst)
+			run("parquet-go", fx.ParquetBytes, ".parquet", func(dst string) (int64, error) {
+				return ParquetGoMerge(fx.Parquets, dst)
 			})
 		}
 	}

@@ -1,0 +1,289 @@
+// Command peerjob runs one job of the peers benchmark (writeout, DuckDB or parquet-go) in a
+// process of its own, so that its whole-process memory can be measured: the Go heap figures
+// of BenchmarkPeers miss DuckDB's C++ memory and the process RSS, and the in-process
+// generation of 3,000,000 events would pollute any RSS figure taken there.
+//
+//	peerjob prepare [-rows N] DIR
+//	    writes the inputs of both layouts under DIR (5 segments and 5 Parquet files each)
+//	peerjob run -system S -job J -layout L [-every D] [-memprofile F] [-trace F] DIR OUT
+//	    runs one job on DIR's inputs into OUT and prints one line of figures
+//
+// Systems: writeout, writeout-zstd, duckdb, parquet-go; jobs: merge, rollup-hour (not with
+// parquet-go); layouts: contiguous, overlapping. The line run prints:
+//
+//	system=writeout job=merge layout=contiguous rows_out=3000000 out_bytes=47575309 wall_s=1.340
+//	base_rss_MiB=28.5 base_anon_MiB=3.1 base_file_MiB=25.4 peak_rss_MiB=112.7 peak_anon_MiB=40.8
+//	peak_file_MiB=72.1 peak_shmem_MiB=0.0 go_heap_peak_MiB=35.8 samples=418
+//
+// peak_rss_MiB is the kernel's VmHWM at the end (the whole process's peak resident set,
+// what /usr/bin/time -v calls "Maximum resident set size"); peak_anon_MiB, peak_file_MiB and
+// peak_shmem_MiB the highest RssAnon, RssFile and RssShmem of /proc/self/status sampled every
+// D (2 ms) during the job, each on its own (they may come from different samples); base_rss_MiB
+// the VmRSS just before the job (the runtime, the binary's touched pages, DuckDB's open
+// database), base_anon_MiB and base_file_MiB its RssAnon and RssFile (every system runs in
+// the same binary, which links DuckDB); go_heap_peak_MiB the Go heap's live objects at their highest, sampled likewise.
+// wall_s is the job's wall time alone.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
+	"time"
+
+	"github.com/writeout/writeout/bench/internal/meminfo"
+	"github.com/writeout/writeout/bench/peers"
+	"github.com/writeout/writeout/columns"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "peerjob:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = "usage: peerjob prepare [-rows N] DIR | peerjob run -system S -job J -layout L [-every D] [-memprofile F] [-trace F] DIR OUT"
+
+func run(args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	switch args[0] {
+	case "prepare":
+		return prepare(args[1:], stdout)
+	case "run":
+		return runJob(args[1:], stdout)
+	default:
+		return fmt.Errorf("unknown command %q; %s", args[0], usage)
+	}
+}
+
+func prepare(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("prepare", flag.ContinueOnError)
+	rows := fs.Int("rows", 3_000_000, "rows of the generated table")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New(usage)
+	}
+	if *rows < peers.Inputs {
+		return fmt.Errorf("prepare: -rows %d: want at least %d", *rows, peers.Inputs)
+	}
+	dir := fs.Arg(0)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ev := peers.Generate(*rows)
+	for _, layout := range []peers.Layout{peers.Contiguous, peers.Overlapping} {
+		parts, err := peers.Split(ev, layout)
+		if err != nil {
+			return err
+		}
+		fx, err := peers.WriteFixture(dir, layout, parts)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "layout=%s rows=%d seg_bytes=%d parquet_bytes=%d\n", layout, *rows, fx.SegBytes, fx.ParquetBytes)
+	}
+	return nil
+}
+
+// job is one run's choice.
+type job struct {
+	system, job string
+	layout      peers.Layout
+}
+
+// op returns the function that runs j on fx into out and returns the rows written, and
+// what must be set up first (DuckDB's database) with its cleanup.
+func (j job) op(fx peers.Fixture) (func(ctx context.Context, out string) (int64, error), func() error, error) {
+	if j.job != "merge" && j.job != "rollup-hour" {
+		return nil, nil, fmt.Errorf("unknown job %q (merge, rollup-hour)", j.job)
+	}
+	rollup := j.job == "rollup-hour"
+	noop := func() error { return nil }
+	switch j.system {
+	case "writeout", "writeout-zstd":
+		comp := columns.CompressionDefault
+		if j.system == "writeout-zstd" {
+			comp = columns.CompressionZstd
+		}
+		return func(ctx context.Context, out string) (int64, error) {
+			if rollup {
+				res, err := peers.WriteoutRollupHour(ctx, fx.Segs, out, comp)
+				return res.RowsOut, err
+			}
+			res, err := peers.WriteoutMerge(ctx, fx.Segs, out, comp)
+			return res.RowsOut, err
+		}, noop, nil
+	case "duckdb":
+		db, err := peers.OpenDuckDB()
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(ctx context.Context, out string) (int64, error) {
+			if rollup {
+				return db.Exec(ctx, peers.RollupSQL(fx.Parquets, out))
+			}
+			return db.Exec(ctx, peers.MergeSQL(fx.Parquets, out))
+		}, db.Close, nil
+	case "parquet-go":
+		if rollup {
+			return nil, nil, errors.New("parquet-go has no group-by: it runs only the merge job")
+		}
+		return func(_ context.Context, out string) (int64, error) {
+			return peers.ParquetGoMerge(fx.Parquets, out)
+		}, noop, nil
+	default:
+		return nil, nil, fmt.Errorf("unknown system %q (writeout, writeout-zstd, duckdb, parquet-go)", j.system)
+	}
+}
+
+// heapSample is heapObjects' sample, reused: only the heap sampler's goroutine reads it.
+var heapSample = []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+
+func heapObjects() (int64, error) {
+	metrics.Read(heapSample)
+	return int64(heapSample[0].Value.Uint64()), nil
+}
+
+func runJob(args []string, stdout io.Writer) (err error) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var j job
+	var layout string
+	fs.StringVar(&j.system, "system", "", "writeout, writeout-zstd, duckdb or parquet-go")
+	fs.StringVar(&j.job, "job", "", "merge or rollup-hour")
+	fs.StringVar(&layout, "layout", "", "contiguous or overlapping")
+	every := fs.Duration("every", 2*time.Millisecond, "sampling period of /proc/self/status and the Go heap")
+	memprofile := fs.String("memprofile", "", "write the allocs profile (in use and allocated) of the job to this file")
+	trace := fs.String("trace", "", "write every sample of /proc/self/status (ms since the start, MiB of VmRSS, RssAnon, RssFile) to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return errors.New(usage)
+	}
+	j.layout = peers.Layout(layout)
+	if j.layout != peers.Contiguous && j.layout != peers.Overlapping {
+		return fmt.Errorf("unknown layout %q (contiguous, overlapping)", layout)
+	}
+	dir, out := fs.Arg(0), fs.Arg(1)
+	fx, err := peers.StatFixture(dir, j.layout)
+	if err != nil {
+		return fmt.Errorf("%w (run peerjob prepare %s first)", err, dir)
+	}
+	op, closeOp, err := j.op(fx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := closeOp(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	if err := os.Remove(out); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if *memprofile != "" {
+		runtime.MemProfileRate = 64 << 10
+	}
+	runtime.GC()
+	base, err := meminfo.ReadStatus()
+	if err != nil {
+		return err
+	}
+	// The samplers allocate nothing per sample (StatusReader, one metrics slice): they add
+	// no garbage to the Go heap they measure. -trace's samples are kept in a slice sized for
+	// a minute of them.
+	sr, err := meminfo.OpenStatus()
+	if err != nil {
+		return err
+	}
+	var samples []timedStatus
+	if *trace != "" {
+		samples = make([]timedStatus, 0, int(time.Minute / *every))
+	}
+	heap := meminfo.StartFunc(*every, heapObjects)
+	start := time.Now()
+	status := meminfo.StartStatusFunc(*every, func() (meminfo.Status, error) {
+		st, err := sr.Read()
+		if err == nil && *trace != "" {
+			samples = append(samples, timedStatus{time.Since(start), st})
+		}
+		return st, err
+	})
+	rows, jobErr := op(context.Background(), out)
+	wall := time.Since(start)
+	peak, nsamples, serr := status.Stop()
+	heapPeak, herr := heap.Stop()
+	serr = errors.Join(serr, sr.Close())
+	if jobErr != nil {
+		return fmt.Errorf("%s %s %s: %w", j.system, j.job, j.layout, jobErr)
+	}
+	if err := errors.Join(serr, herr); err != nil {
+		return err
+	}
+	// VmHWM at the end: the kernel's peak, which no sampling can miss.
+	end, err := meminfo.ReadStatus()
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(out)
+	if err != nil {
+		return err
+	}
+	if *memprofile != "" {
+		if err := writeProfile(*memprofile); err != nil {
+			return err
+		}
+	}
+	if *trace != "" {
+		if err := writeTrace(*trace, samples); err != nil {
+			return err
+		}
+	}
+	const mib = 1 << 20
+	fmt.Fprintf(stdout, "system=%s job=%s layout=%s rows_out=%d out_bytes=%d wall_s=%.3f base_rss_MiB=%.1f base_anon_MiB=%.1f base_file_MiB=%.1f peak_rss_MiB=%.1f "+
+		"peak_anon_MiB=%.1f peak_file_MiB=%.1f peak_shmem_MiB=%.1f go_heap_peak_MiB=%.1f samples=%d\n",
+		j.system, j.job, j.layout, rows, st.Size(), wall.Seconds(), float64(base.VmRSS)/mib, float64(base.RssAnon)/mib, float64(base.RssFile)/mib, float64(end.VmHWM)/mib,
+		float64(peak.RssAnon)/mib, float64(peak.RssFile)/mib, float64(peak.RssShmem)/mib, float64(heapPeak)/mib, nsamples)
+	return nil
+}
+
+func writeProfile(path string) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	runtime.GC() // the profile is as of the last GC: take in the job's last allocations
+	return pprof.Lookup("allocs").WriteTo(f, 0)
+}
+
+// timedStatus is one sample of -trace.
+type timedStatus struct {
+	at time.Duration
+	st meminfo.Status
+}
+
+func writeTrace(path string, samples []timedStatus) error {
+	var b []byte
+	b = append(b, "ms vmrss_MiB rssanon_MiB rssfile_MiB\n"...)
+	for _, s := range samples {
+		b = fmt.Appendf(b, "%.1f %.1f %.1f %.1f\n", float64(s.at.Microseconds())/1000,
+			float64(s.st.VmRSS)/(1<<20), float64(s.st.RssAnon)/(1<<20), float64(s.st.RssFile)/(1<<20))
+	}
+	return os.WriteFile(path, b, 0o644)
+}

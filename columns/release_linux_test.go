@@ -1,0 +1,121 @@
+package columns
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/medium"
+)
+
+// mappingRss returns the resident bytes of the mapping that starts at b's first byte, from
+// /proc/self/smaps (the Rss line of its VMA).
+func mappingRss(t *testing.T, b []byte) int64 {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	require.NoError(t, err)
+	defer f.Close()
+	start := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	sc := bufio.NewScanner(f)
+	in := false
+	for sc.Scan() {
+		line := sc.Text()
+		if lo, _, ok := strings.Cut(strings.Fields(line)[0], "-"); ok && !strings.HasSuffix(strings.Fields(line)[0], ":") {
+			a, err := strconv.ParseUint(lo, 16, 64)
+			in = err == nil && a == start
+			continue
+		}
+		if in && strings.HasPrefix(line, "Rss:") {
+			f := strings.Fields(line)
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	require.NoError(t, sc.Err())
+	t.Fatalf("no mapping starts at %#x in /proc/self/smaps", start)
+	return 0
+}
+
+// writeReleaseSegment writes a segment of rows rows of allSchema to a file and returns its
+// path and rows.
+func writeReleaseSegment(t *testing.T, rows int) (string, []Row) {
+	t.Helper()
+	s := allSchema()
+	gen := newRowGen(7, s)
+	rs := make([]Row, rows)
+	for i := range rs {
+		rs[i] = gen.next()
+	}
+	m := medium.NewHeap()
+	defer func() { require.NoError(t, m.Close()) }()
+	b := writeRows(t, s, rs, WriterOptions{Medium: m, ChunkRows: 1024})
+	path := filepath.Join(t.TempDir(), "release.seg")
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return path, rs
+}
+
+func TestReleasePagesDropsTheMappingsResidentPages(t *testing.T) {
+	path, rows := writeReleaseSegment(t, 8000)
+	seg, err := Open(path)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, seg.Close()) }()
+	data := seg.src.data
+	require.NotNil(t, data, "the segment should be mapped on Linux")
+	require.Greater(t, len(data), 256<<10, "a segment of some pages")
+	readAll := func() {
+		t.Helper()
+		rr := seg.RowReader()
+		var r Row
+		for i, want := range rows {
+			require.NoError(t, rr.Read(i, &r))
+			requireRowEqual(t, seg.Schema(), i, want, r)
+		}
+	}
+
+	// VerifyChecksums reads every part and releases each once checked: what stays resident
+	// is the header and the footer (and a fault-around window's worth of pages by them).
+	require.NoError(t, seg.VerifyChecksums())
+	require.Less(t, mappingRss(t, data), int64(128<<10), "parts resident after VerifyChecksums")
+
+	readAll()
+	require.Greater(t, mappingRss(t, data), int64(len(data))/4, "the rows' parts resident once read")
+	require.NoError(t, seg.ReleasePages())
+	require.Zero(t, mappingRss(t, data), "no page resident after ReleasePages")
+
+	// The bytes are the same when read again: every row, from views taken afresh.
+	readAll()
+	require.Positive(t, mappingRss(t, data), "read back in")
+	require.NoError(t, seg.ReleasePages())
+	// A part the read path checked (while the rows were read) is not read again by
+	// VerifyChecksums, nor released: its reader may still be using it.
+	readAll()
+	before := mappingRss(t, data)
+	require.NoError(t, seg.VerifyChecksums())
+	require.GreaterOrEqual(t, mappingRss(t, data), before)
+}
+
+func TestReleasePagesLeavesUnmappedBytesAlone(t *testing.T) {
+	// A segment over caller's bytes (Go heap memory): MADV_DONTNEED there would zero them.
+	path, rows := writeReleaseSegment(t, 3000)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	want := append([]byte(nil), b...)
+	seg, err := NewSegmentBytes(b)
+	require.NoError(t, err)
+	require.NoError(t, seg.ReleasePages())
+	require.Equal(t, want, b, "the caller's bytes are untouched")
+	require.NoError(t, seg.VerifyChecksums())
+	var r Row
+	require.NoError(t, seg.RowReader().Read(len(rows)-1, &r))
+	requireRowEqual(t, seg.Schema(), len(rows)-1, rows[len(rows)-1], r)
+	require.NoError(t, seg.Close())
+	require.ErrorIs(t, seg.ReleasePages(), ErrState)
+	require.ErrorIs(t, seg.ReleasePages(), medium.ErrClosed)
+}

@@ -1,0 +1,35 @@
+package merger
+
+import (
+	"fmt"
+
+	"github.com/writeout/writeout/merger/internal/source"
+)
+
+// releaseRows is how many rows the row merge takes from its inputs between two releases of
+// their mapped pages (releaseInputs): at the ~16 bytes a row of the peers' event table, about
+// 2 MiB of the inputs' bytes.
+const releaseRows = 1 << 17
+
+// releaseBitmapRows is how many source rows the bitmap rebuild of one dimension reads from its
+// inputs' bitmaps between two releases: at the ~2 bytes a row of a dimension's bitmaps in the
+// peers' table, about 2 MiB.
+const releaseBitmapRows = 1 << 20
+
+// releaseInputs takes the pages of the mapped segments among the sources out of the process's
+// resident set (columns.Segment.ReleasePages). A merge reads each part of its inputs once, in
+// turn: the checksums (every byte), the dictionaries, the rows (times, ids, metrics), then the
+// bitmaps. Released between and within those steps, the mapped inputs count in the merge's
+// RSS by what it read since the last release, not by their whole size (46 MiB for the peers'
+// 3,000,000 rows). The bytes stay in the page cache; what is read again faults back in.
+// Builder sources and segments read with ReadAt have no mapping and are skipped.
+func releaseInputs(srcs []source.Source, names []string) error {
+	for i, s := range srcs {
+		if seg := source.SegmentOf(s); seg != nil {
+			if err := seg.ReleasePages(); err != nil {
+				return fmt.Errorf("merger: %s: %w", names[i], err)
+			}
+		}
+	}
+	return nil
+}
