@@ -32,6 +32,10 @@ const (
 	// minPlaneBytes is the fewest values worth entropy coding: below it the tables cost more
 	// than they save.
 	minPlaneBytes = 64
+	// fseTry: fse is tried for a plane huffman codes below 8/fseTry bits a byte; fseGain: it
+	// is kept when it saves more than 1/fseGain of the bytes.
+	fseTry  = 3
+	fseGain = 8
 )
 
 var _ = [1]struct{}{}[maxPlaneBytes/(huff0.BlockSizeMax+1)] // a plane fits one huff0 block
@@ -94,11 +98,12 @@ func (pc *planeCoder) appendPlane(dst, plane []byte) []byte {
 			best, bestSize, bestOut = planeHuff, s, pc.out
 		}
 	}
-	// FSE codes below one bit a byte where huffman cannot: try it for skewed planes.
-	if best != planeHuff || bestSize < len(plane)/3 {
+	// FSE codes below one bit a byte where huffman cannot, but decodes several times slower:
+	// it is tried for skewed planes and kept only when it saves a good share.
+	if best != planeHuff || bestSize < len(plane)/fseTry {
 		out, err := fse.Compress(plane, &pc.fs)
 		if err == nil {
-			if s := 1 + uvarintLen(uint64(len(out))) + len(out); s < bestSize {
+			if s := 1 + uvarintLen(uint64(len(out))) + len(out); s < bestSize-bestSize/fseGain {
 				best, bestOut = planeFSE, out
 			}
 		}
@@ -130,30 +135,37 @@ func decodePlanes[T unsigned](pd *planeDecoder, dst []T, src []byte, n, w int) (
 	start := len(dst)
 	dst = grow(dst, n)
 	out := dst[start:]
-	clear(out)
-	for j := range planeCount(w) {
+	planes := planeCount(w)
+	for j := range planes {
 		var plane []byte
 		var err error
 		plane, src, err = pd.plane1(src, n)
 		if err != nil {
 			return dst[:start], src, fmt.Errorf("plane %d: %w", j, err)
 		}
+		if j == planes-1 && w%8 != 0 {
+			// The top plane holds only w%8 bits of each value.
+			var or byte
+			for _, b := range plane {
+				or |= b
+			}
+			if or>>uint(w%8) != 0 {
+				return dst[:start], src, corruptf("planes: a value wider than %d bits", w)
+			}
+		}
 		shift := uint(8 * j)
-		if plane == nil { // constant
-			continue
-		}
-		for i, b := range plane {
-			out[i] |= T(b) << shift
-		}
-	}
-	if w%8 != 0 {
-		// The top plane holds only w%8 bits of each value.
-		var or T
-		for _, v := range out {
-			or |= v
-		}
-		if uint64(or)>>uint(w) != 0 {
-			return dst[:start], src, corruptf("planes: a value wider than %d bits", w)
+		switch {
+		case j == 0 && plane == nil:
+			clear(out)
+		case j == 0:
+			for i, b := range plane {
+				out[i] = T(b)
+			}
+		case plane == nil: // a zero plane
+		default:
+			for i, b := range plane {
+				out[i] |= T(b) << shift
+			}
 		}
 	}
 	return dst, src, nil
