@@ -2,6 +2,7 @@ package columns
 
 import (
 	"encoding/binary"
+	"fmt"
 )
 
 // Raw (decompressed) layouts of the chunks of ids and blobs:
@@ -57,6 +58,104 @@ func decodeIDs(dst []uint32, src []byte, n, cardinality int) ([]uint32, []byte, 
 		return dst, src, err
 	}
 	return dst, rest, nil
+}
+
+// Ids chunks of a version 4 part (EncIDChunksV4) hold each row's id as its frequency rank
+// (rank 0 the id most rows hold; the part's rank table maps ranks back to ids):
+//
+//	ranked ids  n uvarint | w u8 | form u8 | the n ranks: form 0 packed at w bits,
+//	            form 1 in the planes form of width w (planes.go)
+const (
+	rankedPacked byte = 0
+	rankedPlanes byte = 1
+)
+
+// appendRankedIDs appends one chunk of ranks below 2^width in the smaller of its forms.
+func appendRankedIDs(dst []byte, ranks []uint32, width int, pc *planeCoder) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ranks)))
+	dst = append(dst, byte(width))
+	if pc != nil && width > 0 {
+		mark := len(dst)
+		dst = append(dst, rankedPlanes)
+		var ok bool
+		if dst, ok = appendPlanes(pc, dst, ranks, width, packedSize(len(ranks), width)); ok {
+			return dst
+		}
+		dst = dst[:mark]
+	}
+	dst = append(dst, rankedPacked)
+	return appendPacked(dst, ranks, width)
+}
+
+// decodeRankedIDs appends the ids of the chunk made by appendRankedIDs at the front of src to
+// dst, mapped through perm (perm[rank] is the id; len(perm) is the cardinality), and returns
+// the rest of src. It checks n as decodeIDs does. Bad bytes give an error wrapping ErrCorrupt.
+func decodeRankedIDs(dst []uint32, src []byte, n int, perm []uint32, pd *planeDecoder) ([]uint32, []byte, error) {
+	cardinality := len(perm)
+	m, k := binary.Uvarint(src)
+	if k <= 0 || m > maxChunkValues || (n >= 0 && m != uint64(n)) {
+		return dst, src, corruptf("ranked ids chunk: %d ids, want %d", m, n)
+	}
+	rest := src[k:]
+	if len(rest) < 2 {
+		return dst, src, corruptf("ranked ids chunk: missing width or form")
+	}
+	w, form := int(rest[0]), rest[1]
+	if w != idWidth(cardinality) {
+		return dst, src, corruptf("ranked ids chunk: width %d, cardinality %d needs %d", w, cardinality, idWidth(cardinality))
+	}
+	start := len(dst)
+	var err error
+	switch form {
+	case rankedPacked:
+		dst, rest, err = decodePacked(dst, rest[2:], int(m), w)
+	case rankedPlanes:
+		if w == 0 {
+			return dst, src, corruptf("ranked ids chunk: planes of width 0")
+		}
+		dst, rest, err = decodePlanes(pd, dst, rest[2:], int(m), w)
+		if err != nil {
+			err = fmt.Errorf("ranked ids chunk: %w", err)
+		}
+	default:
+		return dst, src, corruptf("ranked ids chunk: unknown form %d", form)
+	}
+	if err != nil {
+		return dst[:start], src, err
+	}
+	ids := dst[start:]
+	if err := checkIDs(ids, cardinality); err != nil {
+		return dst[:start], src, err
+	}
+	for i, r := range ids {
+		ids[i] = perm[r]
+	}
+	return dst, rest, nil
+}
+
+// rankTableSize returns the bytes of the rank table of a version 4 ids part: the ids of ranks
+// 0, 1, ... cardinality-1 packed at the ids' width, after the chunked part.
+func rankTableSize(cardinality int) int64 {
+	return int64(packedSize(cardinality, idWidth(cardinality)))
+}
+
+// decodeRankTable decodes and checks a rank table: a permutation of the ids.
+func decodeRankTable(src []byte, cardinality int) ([]uint32, error) {
+	perm, rest, err := decodePacked(make([]uint32, 0, cardinality), src, cardinality, idWidth(cardinality))
+	if err != nil {
+		return nil, fmt.Errorf("rank table: %w", err)
+	}
+	if len(rest) != 0 {
+		return nil, corruptf("rank table: %d trailing bytes", len(rest))
+	}
+	seen := make([]uint64, (cardinality+63)/64)
+	for r, id := range perm {
+		if int64(id) >= int64(cardinality) || seen[id/64]&(1<<(id%64)) != 0 {
+			return nil, corruptf("rank table: rank %d holds id %d, out of range or repeated", r, id)
+		}
+		seen[id/64] |= 1 << (id % 64)
+	}
+	return perm, nil
 }
 
 func checkIDs(ids []uint32, cardinality int) error {

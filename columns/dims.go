@@ -16,6 +16,7 @@ type DimColumn struct {
 	ix    *chunkIndex
 	bms   *bitmapsReader // nil without a bitmap index
 	nulls *partCheck
+	perm  []uint32 // a version 4 ids part's rank table (perm[rank] is the id), else nil
 }
 
 // Dimension returns the column's schema entry.
@@ -246,6 +247,7 @@ type DimCursor struct {
 	offs  []uint32          // multi-value: row k's ids are ids[offs[k]:offs[k+1]]
 	cache map[uint32]string // values already looked up by Values
 	it    blockIter
+	pd    *planeDecoder // a version 4 ids part's
 }
 
 // maxValueCache bounds the values a DimCursor remembers for Values.
@@ -343,6 +345,11 @@ func (c *DimCursor) load(row int) error {
 		var rest []byte
 		if c.col.dim.MultiValue {
 			c.ids, rest, err = decodeMultiIDs(c.ids[:0], raw, n, card, &c.offs)
+		} else if c.col.perm != nil {
+			if c.pd == nil {
+				c.pd = newPlaneDecoder()
+			}
+			c.ids, rest, err = decodeRankedIDs(c.ids[:0], raw, n, c.col.perm, c.pd)
 		} else {
 			c.ids, rest, err = decodeIDs(c.ids[:0], raw, n, card)
 		}

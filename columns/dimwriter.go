@@ -1,6 +1,7 @@
 package columns
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/bits"
@@ -9,6 +10,8 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/writeout/writeout/internal/mix"
+	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/medium"
 )
 
 // DimWriter writes a dictionary dimension in three phases, each closing the one before:
@@ -50,6 +53,22 @@ type DimWriter struct {
 	bmCard    uint64
 	seen      []uint32 // scratch for distinct counting
 	err       error
+	// The version 4 ids part (single-value dimensions, with a planes coder): the chunks are
+	// staged bit-packed in first (a child of med), the rows of each id counted in freq, and
+	// at closeRows transcoded chunk by chunk into ids as frequency ranks (rankIDs).
+	med    medium.Medium
+	pc     *planeCoder
+	first  medium.Medium
+	firstB medium.Bytes
+	staged []stagedChunk
+	freq   []uint32
+}
+
+// stagedChunk is one bit-packed ids chunk staged in DimWriter.firstB.
+type stagedChunk struct {
+	off  int64
+	size int
+	rows int
 }
 
 func (d *DimWriter) fail(err error) error {
@@ -116,6 +135,18 @@ func (d *DimWriter) closeDict() error {
 	d.phase = 1
 	if err := d.dict.finish(); err != nil {
 		return d.fail(err)
+	}
+	if d.pc != nil && !d.dim.MultiValue && d.card > 1 && d.med != nil {
+		first, err := d.med.NewChild()
+		if err != nil {
+			return d.fail(fmt.Errorf("ids stage: %w", err))
+		}
+		b, err := first.NewBytes()
+		if err != nil {
+			return d.fail(multierr.Join(fmt.Errorf("ids stage: %w", err), first.Close()))
+		}
+		d.first, d.firstB = first, b
+		d.freq = make([]uint32, d.card)
 	}
 	return nil
 }
@@ -246,7 +277,15 @@ func (d *DimWriter) flush() error {
 	} else {
 		d.raw = appendIDs(d.raw[:0], d.vals, d.width)
 	}
-	if err := d.ids.writeChunk(d.raw, n); err != nil {
+	if d.firstB != nil {
+		for _, id := range d.vals {
+			d.freq[id]++
+		}
+		d.staged = append(d.staged, stagedChunk{off: d.firstB.Size(), size: len(d.raw), rows: n})
+		if _, err := d.firstB.Write(d.raw); err != nil {
+			return d.fail(fmt.Errorf("ids stage: %w", err))
+		}
+	} else if err := d.ids.writeChunk(d.raw, n); err != nil {
 		return d.fail(err)
 	}
 	d.vals, d.counts = d.vals[:0], d.counts[:0]
@@ -264,11 +303,69 @@ func (d *DimWriter) closeRows() error {
 	if err := d.flush(); err != nil {
 		return err
 	}
+	var perm []uint32
+	if d.firstB != nil {
+		var err error
+		if perm, err = d.rankIDs(); err != nil {
+			return d.fail(err)
+		}
+	}
 	if err := d.ids.finish(); err != nil {
 		return d.fail(err)
 	}
+	if perm != nil {
+		if err := d.ids.st.write(appendPacked(nil, perm, d.width)); err != nil {
+			return d.fail(err)
+		}
+		d.ids.st.spec.enc = EncIDChunksV4
+	}
 	d.vals, d.counts, d.raw, d.seen, d.nullRows = nil, nil, nil, nil, nil
 	return nil
+}
+
+// rankIDs writes the staged chunks to the ids part as frequency ranks (EncIDChunksV4), one
+// chunk at a time, releases the first stage and returns the rank table: the ids by rows
+// descending, ties by id.
+func (d *DimWriter) rankIDs() (perm []uint32, err error) {
+	first, firstBytes := d.first, d.firstB
+	d.first, d.firstB = nil, nil
+	defer func() { err = multierr.Join(err, first.Close()) }()
+	perm = make([]uint32, d.card)
+	for i := range perm {
+		perm[i] = uint32(i)
+	}
+	freq := d.freq
+	slices.SortStableFunc(perm, func(a, b uint32) int { return cmp.Compare(freq[b], freq[a]) })
+	rank := freq // reused: rank[id]
+	for r, id := range perm {
+		rank[id] = uint32(r)
+	}
+	d.freq = nil
+	var buf []byte
+	ids := d.vals[:0]
+	for _, c := range d.staged {
+		buf = grow(buf[:0], c.size)
+		if _, err := firstBytes.ReadAt(buf, c.off); err != nil {
+			return nil, fmt.Errorf("ids stage: read back: %w", err)
+		}
+		var rest []byte
+		ids, rest, err = decodeIDs(ids[:0], buf, c.rows, d.card)
+		if err == nil && len(rest) != 0 {
+			err = corruptf("%d trailing bytes", len(rest))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ids stage: %w", err)
+		}
+		for i, id := range ids {
+			ids[i] = rank[id]
+		}
+		d.raw = appendRankedIDs(d.raw[:0], ids, d.width, d.pc)
+		if err := d.ids.writeChunk(d.raw, c.rows); err != nil {
+			return nil, err
+		}
+	}
+	d.staged = nil
+	return perm, nil
 }
 
 // WriteBitmap writes the bitmap of id: the rows holding it. Ids come in order from 0, each

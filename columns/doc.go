@@ -139,6 +139,39 @@
 // Every row of a dictionary dimension holds at least one id; a null row holds the null id
 // alone.
 //
+// # Version 4 encodings: chunks
+//
+// Bit-packing keeps each value's width but hides its byte patterns from zstd and s2. Three
+// version 4 part encodings let chunks be entropy-coded instead, chunk by chunk, where that is
+// smaller (the writer uses them under zstd and s2, never under CompressionNone, and names a
+// part by its version 4 encoding only when some chunk of it needs the new form):
+//
+//	long-chunks-v4 (11)    long chunks that may also take
+//	                 planes    4 | n uvarint | t u8 = 2 (for) or 3 (delta) | the fields of that
+//	                               encoding after n, up to and including w | the n (for) or n-1
+//	                               (delta) packed values in the planes form of width w
+//	double-chunks-v4 (12)  double chunks whose integral chunk may hold a planes long chunk
+//	id-chunks-v4 (13)      single-value ids as frequency ranks (rank 0 is the id the most rows
+//	                       hold; ties by id), then the rank table:
+//	                 chunks | index | k u32 | rows u64 | rank table: c ids packed at w bits
+//	                 ranked chunk  n uvarint | w u8 | form u8 | the n ranks: form 0 packed at w
+//	                               bits, form 1 in the planes form of width w
+//
+// The rank table (c = the cardinality, w = bits for c-1, as for id chunks) lists the id of
+// rank 0, 1, ..., c-1: a permutation of the ids. The planes form of n values of width w splits
+// them into ceil(w/8) byte planes, plane j holding byte j of each value (plane 0 the low
+// bytes), each plane as
+//
+//	raw 0 | n bytes    constant 1 | the byte    huff0 2 | size uvarint | huff0 4-stream block
+//	fse 3 | size uvarint | fse block
+//
+// (huff0 and fse as github.com/klauspost/compress writes them, each block with its table; n is
+// at most 65536.) Ranking puts a Zipf dimension's frequent ids in the low codes, so the planes
+// see their skew; the writer counts the ids as they are appended, stages the bit-packed chunks
+// in a child medium, and at the end of the rows transcodes them chunk by chunk (one chunk and
+// the counts in memory), closing the child medium after. Multi-value ids keep the version 2
+// encoding.
+//
 // # Dictionary part
 //
 //	+---------+-----+-------------+---------------------------+-----------+----------+---------------+

@@ -81,12 +81,20 @@ const (
 	EncFrontCoded    Encoding = 6 // front-coded dictionary blocks with a block table
 	EncRoaringTable  Encoding = 7 // roaring bitmaps back to back with an end-offset table
 	EncRoaring       Encoding = 8 // one roaring bitmap
+	// Version 4 encodings of chunks (doc.go, "Version 4 encodings: chunks").
+	EncLongChunksV4   Encoding = 11 // EncLongChunks whose chunks may take the planes form
+	EncDoubleChunksV4 Encoding = 12 // EncDoubleChunks whose integral chunks may take the planes form
+	EncIDChunksV4     Encoding = 13 // chunks of frequency ranks (packed or planes) and a rank table
 )
 
 // encodingsV4 maps an encoding of version 2 to the encoding a version 4 segment may use
 // instead for the same part (see doc.go). A writer picks the version 4 encoding for a part only
 // when the part needs it, and the segment is version 4 exactly when some part does.
-var encodingsV4 = map[Encoding]Encoding{}
+var encodingsV4 = map[Encoding]Encoding{
+	EncLongChunks:   EncLongChunksV4,
+	EncDoubleChunks: EncDoubleChunksV4,
+	EncIDChunks:     EncIDChunksV4,
+}
 
 // isV4Encoding reports whether e is an encoding of version 4.
 func isV4Encoding(e Encoding) bool {
@@ -116,6 +124,12 @@ func (e Encoding) String() string {
 		return "roaring-table"
 	case EncRoaring:
 		return "roaring"
+	case EncLongChunksV4:
+		return "long-chunks-v4"
+	case EncDoubleChunksV4:
+		return "double-chunks-v4"
+	case EncIDChunksV4:
+		return "id-chunks-v4"
 	}
 	return fmt.Sprintf("encoding%d", uint8(e))
 }

@@ -2,6 +2,7 @@ package columns
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 )
 
@@ -12,6 +13,9 @@ import (
 //	constant  1 | n | v varint                                   (all n values equal v)
 //	for       2 | n | min varint | w u8 | n values v-min packed at w bits
 //	delta     3 | n | first varint | dmin varint | w u8 | n-1 deltas d-dmin packed at w bits
+//	planes    4 | n | t u8 | the for or delta encoding's fields after n, its packed values
+//	              replaced by the planes form of the same values (planes.go); t is 2 (for) or
+//	              3 (delta). Version 4 parts only (EncLongChunksV4, EncDoubleChunksV4).
 //
 // (varint is zigzag, as encoding/binary.AppendVarint; arithmetic wraps modulo 2^64, so every
 // int64 sequence round-trips.)
@@ -20,6 +24,7 @@ const (
 	intConstant byte = 1
 	intFOR      byte = 2
 	intDelta    byte = 3
+	intPlanes   byte = 4
 )
 
 // maxChunkValues bounds the values one decoded chunk may hold, so that no length field can make
@@ -113,11 +118,52 @@ func appendInt64sPlan(dst []byte, vals []int64, p intPlan) []byte {
 	return dst
 }
 
+// appendInt64sV is appendInt64s for a version 4 part: with a coder, a for or delta chunk is
+// stored in the planes form when that is smaller. It reports whether it was.
+func appendInt64sV(dst []byte, vals []int64, pc *planeCoder) ([]byte, bool) {
+	return appendInt64sVPlan(dst, vals, planInt64s(vals), pc)
+}
+
+func appendInt64sVPlan(dst []byte, vals []int64, p intPlan, pc *planeCoder) ([]byte, bool) {
+	if pc == nil || (p.enc != intFOR && p.enc != intDelta) || p.width == 0 {
+		return appendInt64sPlan(dst, vals, p), false
+	}
+	start := len(dst)
+	dst = append(dst, intPlanes)
+	dst = binary.AppendUvarint(dst, uint64(len(vals)))
+	dst = append(dst, p.enc)
+	dst = binary.AppendVarint(dst, p.base)
+	u := pc.u64[:0]
+	if p.enc == intFOR {
+		for _, v := range vals {
+			u = append(u, uint64(v)-uint64(p.base))
+		}
+	} else {
+		dst = binary.AppendVarint(dst, p.dmin)
+		for i := 1; i < len(vals); i++ {
+			u = append(u, uint64(vals[i]-vals[i-1])-uint64(p.dmin))
+		}
+	}
+	pc.u64 = u
+	dst = append(dst, byte(p.width))
+	dst, ok := appendPlanes(pc, dst, u, p.width, p.size-(len(dst)-start))
+	if !ok {
+		return appendInt64sPlan(dst[:start], vals, p), false
+	}
+	return dst, true
+}
+
 // decodeInt64s appends the values of the int64 chunk encoding at the front of src to dst and
 // returns the rest of src. want >= 0 requires exactly want values, checked before anything is
 // allocated; want < 0 takes any number up to the chunk limit. Bad bytes give an error wrapping
 // ErrCorrupt.
 func decodeInt64s(dst []int64, src []byte, want int) ([]int64, []byte, error) {
+	return decodeInt64sV(dst, src, want, nil)
+}
+
+// decodeInt64sV is decodeInt64s for a part of either version: a decoder (a version 4 part)
+// also takes the planes form.
+func decodeInt64sV(dst []int64, src []byte, want int, pd *planeDecoder) ([]int64, []byte, error) {
 	if len(src) < 1 {
 		return dst, src, corruptf("int64 chunk: empty")
 	}
@@ -131,6 +177,13 @@ func decodeInt64s(dst []int64, src []byte, want int) ([]int64, []byte, error) {
 	}
 	rest := src[1+k:]
 	count := int(n)
+	planes := false
+	if enc == intPlanes && pd != nil {
+		if len(rest) < 1 || (rest[0] != intFOR && rest[0] != intDelta) {
+			return dst, src, corruptf("int64 chunk: planes of no for or delta encoding")
+		}
+		enc, planes, rest = rest[0], true, rest[1:]
+	}
 	switch enc {
 	case intPlain:
 		if uint64(len(rest)) < 8*n {
@@ -184,20 +237,46 @@ func decodeInt64s(dst []int64, src []byte, want int) ([]int64, []byte, error) {
 		if enc == intDelta {
 			packed = count - 1
 		}
-		size := packedSize(packed, w)
-		if size > len(rest) {
-			return dst, src, corruptf("int64 chunk: %d values of %d bits need %d bytes, have %d", packed, w, size, len(rest))
-		}
 		start := len(dst)
-		dst = grow(dst, count)
-		out := dst[start:]
+		var size int
+		var out []int64
+		if planes {
+			if w == 0 {
+				return dst, src, corruptf("int64 chunk: planes of width 0")
+			}
+			u, after, err := decodePlanes(pd, pd.u64[:0], rest, packed, w)
+			pd.u64 = u
+			if err != nil {
+				return dst, src, fmt.Errorf("int64 chunk: %w", err)
+			}
+			dst = grow(dst, count)
+			out = dst[start:]
+			off := 0
+			if enc == intDelta {
+				off = 1
+			}
+			for i, v := range u {
+				out[off+i] = int64(v)
+			}
+			size = len(rest) - len(after)
+		} else {
+			size = packedSize(packed, w)
+			if size > len(rest) {
+				return dst, src, corruptf("int64 chunk: %d values of %d bits need %d bytes, have %d", packed, w, size, len(rest))
+			}
+			dst = grow(dst, count)
+			out = dst[start:]
+			if enc == intFOR {
+				unpack(out, rest[:size], uint(w))
+			} else {
+				unpack(out[1:], rest[:size], uint(w))
+			}
+		}
 		if enc == intFOR {
-			unpack(out, rest[:size], uint(w))
 			for i := range out {
 				out[i] = int64(uint64(out[i]) + uint64(base))
 			}
 		} else {
-			unpack(out[1:], rest[:size], uint(w))
 			out[0] = base
 			prev := base
 			for i := 1; i < len(out); i++ {
@@ -273,6 +352,13 @@ func planFloat64s(vals []float64, ints []int64) (byte, int, []int64, intPlan) {
 // appendFloat64s appends vals in the smallest of the float64 chunk encodings. scratch holds
 // the values as int64 while the encoding is picked, its capacity reused; nil allocates.
 func appendFloat64s(dst []byte, vals []float64, scratch *[]int64) []byte {
+	dst, _ = appendFloat64sV(dst, vals, scratch, nil)
+	return dst
+}
+
+// appendFloat64sV is appendFloat64s for a version 4 part: with a coder, an integral chunk's
+// int64 chunk may take the planes form (appendInt64sV). It reports whether it did.
+func appendFloat64sV(dst []byte, vals []float64, scratch *[]int64, pc *planeCoder) ([]byte, bool) {
 	var ints []int64
 	if scratch != nil {
 		ints = *scratch
@@ -291,9 +377,12 @@ func appendFloat64s(dst []byte, vals []float64, scratch *[]int64) []byte {
 	case floatConstant:
 		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(vals[0]))
 	case floatIntegral:
+		if pc != nil {
+			return appendInt64sVPlan(dst, ints, plan, pc)
+		}
 		dst = appendInt64sPlan(dst, ints, plan)
 	}
-	return dst
+	return dst, false
 }
 
 // decodeFloat64s appends the values of the float64 chunk encoding at the front of src to dst
@@ -305,14 +394,28 @@ func decodeFloat64s(dst []float64, src []byte, want int, scratch *[]int64) ([]fl
 	if scratch != nil {
 		ints = *scratch
 	}
-	out, rest, ints, err := decodeFloat64sInts(dst, src, want, ints)
+	out, rest, ints, err := decodeFloat64sInts(dst, src, want, ints, nil)
 	if scratch != nil {
 		*scratch = ints
 	}
 	return out, rest, err
 }
 
-func decodeFloat64sInts(dst []float64, src []byte, want int, ints []int64) ([]float64, []byte, []int64, error) {
+// decodeFloat64sV is decodeFloat64s for a part of either version: a decoder (a version 4
+// part) also takes an integral chunk in the planes form.
+func decodeFloat64sV(dst []float64, src []byte, want int, scratch *[]int64, pd *planeDecoder) ([]float64, []byte, error) {
+	var ints []int64
+	if scratch != nil {
+		ints = *scratch
+	}
+	out, rest, ints, err := decodeFloat64sInts(dst, src, want, ints, pd)
+	if scratch != nil {
+		*scratch = ints
+	}
+	return out, rest, err
+}
+
+func decodeFloat64sInts(dst []float64, src []byte, want int, ints []int64, pd *planeDecoder) ([]float64, []byte, []int64, error) {
 	if len(src) < 1 {
 		return dst, src, ints, corruptf("float64 chunk: empty")
 	}
@@ -352,7 +455,7 @@ func decodeFloat64sInts(dst []float64, src []byte, want int, ints []int64) ([]fl
 		return dst, rest[8:], ints, nil
 	case floatIntegral:
 		var err error
-		ints, rest, err = decodeInt64s(ints[:0], rest, count)
+		ints, rest, err = decodeInt64sV(ints[:0], rest, count, pd)
 		if err != nil {
 			return dst, src, ints, err
 		}

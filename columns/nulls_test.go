@@ -68,9 +68,9 @@ func TestNullsRoundTrip(t *testing.T) {
 		for _, how := range []string{"rows", "columns"} {
 			var b []byte
 			if how == "rows" {
-				b = writeRows(t, s, rows, WriterOptions{ChunkRows: 64})
+				b = writeRows(t, s, rows, WriterOptions{ChunkRows: 64, Compression: CompressionNone}) // no version 4 chunks
 			} else {
-				b = writeColumns(t, s, rows, WriterOptions{ChunkRows: 64})
+				b = writeColumns(t, s, rows, WriterOptions{ChunkRows: 64, Compression: CompressionNone})
 			}
 			seg, err := NewSegmentBytes(b)
 			require.NoError(t, err)

@@ -74,6 +74,7 @@ func flipSegments(t testing.TB) map[string][]byte {
 		"none": writeRows(t, s, flipRows(12, 0), WriterOptions{ChunkRows: 4, Compression: CompressionNone}),
 		"zstd": writeRows(t, s, flipRows(16, 1), WriterOptions{ChunkRows: 5, Compression: CompressionZstd}),
 		"s2":   writeRows(t, s, flipRows(10, 2), WriterOptions{ChunkRows: 3, Compression: CompressionS2}),
+		"v4":   v4FlipSegment(t),
 	}
 }
 

@@ -208,7 +208,36 @@ func (s *Segment) parseColumns() error {
 		if card == 0 && rows > 0 {
 			return s.openError(dp, corruptf("empty dictionary for %d rows", rows))
 		}
-		if dc.ix, err = chunked(s.part(c, PartIDs)); err != nil {
+		ip := s.part(c, PartIDs)
+		if ip.Encoding == EncIDChunksV4 {
+			// The chunked part, then the rank table.
+			tail := rankTableSize(card)
+			if tail > ip.Length {
+				if derr := s.openError(dp, nil); derr != nil {
+					return derr
+				}
+				return s.openError(ip, corruptf("%d bytes, too short for a rank table of %d bytes", ip.Length, tail))
+			}
+			raw, err := s.src.view(ip.Offset+ip.Length-tail, tail, nil)
+			if err != nil {
+				return s.openError(ip, err)
+			}
+			if dc.perm, err = decodeRankTable(raw, card); err != nil {
+				if derr := s.openError(dp, nil); derr != nil {
+					return derr // the table did not fit the dictionary's count: which is wrong
+				}
+				return s.openError(ip, err)
+			}
+			chunks := *ip
+			chunks.Length -= tail
+			if dc.ix, err = parseChunkIndex(&s.src, &chunks, rows); err != nil {
+				if derr := s.openError(dp, nil); derr != nil {
+					return derr // the table's size comes from the dictionary's count
+				}
+				return s.openError(ip, err)
+			}
+			dc.ix.chk = s.checkOf(ip)
+		} else if dc.ix, err = chunked(ip); err != nil {
 			return err
 		}
 		if !d.NoBitmapIndex {
@@ -424,7 +453,7 @@ func (c *LongColumn) Times() *LongColumn { return c.times }
 
 // Cursor returns a new cursor over the column.
 func (c *LongColumn) Cursor() *LongCursor {
-	return &LongCursor{longCore{name: c.name, part: c.part, cr: newChunkReader(&c.seg.src, c.ix), decode: decodeLongChunk}}
+	return &LongCursor{longCore{name: c.name, part: c.part, cr: newChunkReader(&c.seg.src, c.ix), decode: decodeLongChunk, pd: planesOf(c.ix)}}
 }
 
 // Get returns one row's value, decoding its chunk; use a cursor for more than a few rows.
@@ -441,9 +470,18 @@ func (c *LongCursor) At(row int) (int64, error) { return c.at(row) }
 // is valid until the cursor's next call.
 func (c *LongCursor) Chunk(row int) (first int, vals []int64, err error) { return c.chunk(row) }
 
-// decodeLongChunk is decodeInt64s in the shape of numCursor.decode.
-func decodeLongChunk(dst []int64, src []byte, n int, _ *[]int64) ([]int64, []byte, error) {
-	return decodeInt64s(dst, src, n)
+// decodeLongChunk is decodeInt64sV in the shape of numCursor.decode.
+func decodeLongChunk(dst []int64, src []byte, n int, _ *[]int64, pd *planeDecoder) ([]int64, []byte, error) {
+	return decodeInt64sV(dst, src, n, pd)
+}
+
+// planesOf returns a plane decoder for a part in a version 4 encoding, else nil: the planes
+// form is then refused as an unknown encoding.
+func planesOf(ix *chunkIndex) *planeDecoder {
+	if isV4Encoding(ix.part.Encoding) {
+		return newPlaneDecoder()
+	}
+	return nil
 }
 
 // seg checks the segment is open, row within it, and the part's CRC (once).
@@ -540,7 +578,7 @@ func (c *TailCursor) Tail(row int, dst []float64) ([]float64, error) {
 
 // Cursor returns a new cursor over the column.
 func (c *DoubleColumn) Cursor() *DoubleCursor {
-	return &DoubleCursor{doubleCore{name: c.name, part: PartValues, cr: newChunkReader(&c.seg.src, c.ix), decode: decodeFloat64s}}
+	return &DoubleCursor{doubleCore{name: c.name, part: PartValues, cr: newChunkReader(&c.seg.src, c.ix), decode: decodeFloat64sV, pd: planesOf(c.ix)}}
 }
 
 // Get returns one row's value; use a cursor for more than a few rows.
@@ -565,8 +603,9 @@ type numCursor[T int64 | float64] struct {
 	vals []T
 	ints []int64 // decode's scratch
 	// decode appends the n values of a chunk's raw bytes to dst and returns the bytes after
-	// them.
-	decode func(dst []T, src []byte, n int, scratch *[]int64) ([]T, []byte, error)
+	// them; pd decodes the planes form of a version 4 part (nil for other parts).
+	decode func(dst []T, src []byte, n int, scratch *[]int64, pd *planeDecoder) ([]T, []byte, error)
+	pd     *planeDecoder
 }
 
 // The bodies of LongCursor and DoubleCursor, named so that go doc hides them as it does any
@@ -603,7 +642,7 @@ func (c *numCursor[T]) load(row int) error {
 	raw, err := c.cr.load(i, numericMaxRaw(n))
 	if err == nil {
 		var rest []byte
-		c.vals, rest, err = c.decode(c.vals[:0], raw, n, &c.ints)
+		c.vals, rest, err = c.decode(c.vals[:0], raw, n, &c.ints, c.pd)
 		if err == nil && len(rest) != 0 {
 			err = corruptf("%d trailing bytes", len(rest))
 		}

@@ -24,6 +24,7 @@ type LongWriter struct {
 	finished  bool
 	times     *LongWriter // a first/last metric's times (PartTimes), else nil
 	metric    bool        // a long metric's values: AppendNull allowed
+	pc        *planeCoder // the planes form allowed (a version 4 part when used), else nil
 	nulls     *roaring.Bitmap
 }
 
@@ -137,7 +138,11 @@ func (l *LongWriter) flush() error {
 	if len(l.vals) == 0 {
 		return l.err
 	}
-	l.raw = appendInt64s(l.raw[:0], l.vals)
+	var planes bool
+	l.raw, planes = appendInt64sV(l.raw[:0], l.vals, l.pc)
+	if planes {
+		l.cw.st.spec.enc = EncLongChunksV4
+	}
 	if err := l.cw.writeChunk(l.raw, len(l.vals)); err != nil && l.err == nil {
 		l.err = err
 	}
@@ -181,6 +186,7 @@ type DoubleWriter struct {
 	tails     *blobWriter // a doubleSum metric's tails (PartTails), else nil
 	tailBuf   []byte
 	nulls     *roaring.Bitmap
+	pc        *planeCoder // the planes form allowed (a version 4 part when used), else nil
 }
 
 // AppendNull appends a null row: the value stored is +0 (with an empty tail for a doubleSum
@@ -289,7 +295,11 @@ func (d *DoubleWriter) flush() error {
 	if len(d.vals) == 0 {
 		return d.err
 	}
-	d.raw = appendFloat64s(d.raw[:0], d.vals, &d.ints)
+	var planes bool
+	d.raw, planes = appendFloat64sV(d.raw[:0], d.vals, &d.ints, d.pc)
+	if planes {
+		d.cw.st.spec.enc = EncDoubleChunksV4
+	}
 	if err := d.cw.writeChunk(d.raw, len(d.vals)); err != nil && d.err == nil {
 		d.err = err
 	}

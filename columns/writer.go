@@ -187,7 +187,13 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 	cw := func(c int) chunkedWriter {
 		return chunkedWriter{st: find(c, PartValues), comp: opts.Compression}
 	}
-	w.time = &LongWriter{cw: cw(0), chunkRows: opts.ChunkRows, isTime: true, gran: w.schema.Granularity}
+	pcs := func() *planeCoder {
+		if planesFor(opts.Compression) {
+			return newPlaneCoder()
+		}
+		return nil
+	}
+	w.time = &LongWriter{cw: cw(0), chunkRows: opts.ChunkRows, isTime: true, gran: w.schema.Granularity, pc: pcs()}
 	w.dims = make([]*DimWriter, len(schema.Dimensions))
 	w.raws = make([]*RawWriter, len(schema.Dimensions))
 	for i, d := range w.schema.Dimensions {
@@ -203,6 +209,8 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 			ids:       chunkedWriter{st: find(c, PartIDs), comp: opts.Compression},
 			nullsSt:   find(c, PartNulls),
 			nulls:     roaring.New(),
+			med:       w.med,
+			pc:        pcs(),
 		}
 		if !d.NoBitmapIndex {
 			dw.bitmaps = &bitmapsWriter{st: find(c, PartBitmaps)}
@@ -213,14 +221,14 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 		c := 1 + len(schema.Dimensions) + i
 		var times *LongWriter
 		if m.Agg().Timed() {
-			times = &LongWriter{cw: chunkedWriter{st: find(c, PartTimes), comp: opts.Compression}, chunkRows: opts.ChunkRows}
+			times = &LongWriter{cw: chunkedWriter{st: find(c, PartTimes), comp: opts.Compression}, chunkRows: opts.ChunkRows, pc: pcs()}
 		}
 		switch m.ValueType() {
 		case MetricLong:
-			w.longs = append(w.longs, &LongWriter{cw: cw(c), chunkRows: opts.ChunkRows, times: times, metric: true})
+			w.longs = append(w.longs, &LongWriter{cw: cw(c), chunkRows: opts.ChunkRows, times: times, metric: true, pc: pcs()})
 			w.doubles, w.sketch = append(w.doubles, nil), append(w.sketch, nil)
 		case MetricDouble:
-			dw := &DoubleWriter{cw: cw(c), chunkRows: opts.ChunkRows, times: times}
+			dw := &DoubleWriter{cw: cw(c), chunkRows: opts.ChunkRows, times: times, pc: pcs()}
 			if m.Agg().Exact() {
 				dw.tails = &blobWriter{cw: chunkedWriter{st: find(c, PartTails), comp: opts.Compression}, chunkRows: opts.ChunkRows}
 			}

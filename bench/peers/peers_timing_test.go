@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/writeout/writeout/columns"
 )
@@ -40,6 +42,9 @@ var peersJobs = []struct {
 // No side syncs its output. Metrics: out-bytes (the output file), in-bytes (the system's own
 // inputs), rows-out, and go-heap-peak-MiB (the Go heap's live objects at their highest during
 // the op, sampled every millisecond; DuckDB's C++ memory is not in it).
+//
+// cpu-s/op is the process's CPU time (user and system, every thread, DuckDB's included) during
+// the op: steadier than wall time on a shared machine.
 func BenchmarkPeers(b *testing.B) {
 	dir := b.TempDir()
 	fxs, _ := makeFixtures(b, dir, benchRows(b)) // the events are garbage from here
@@ -59,10 +64,13 @@ func BenchmarkPeers(b *testing.B) {
 				dst := filepath.Join(dir, "out"+ext)
 				var rows int64
 				var peak uint64
+				var cpu time.Duration
 				runtime.GC()
 				for b.Loop() {
 					h := startHeapPeak()
+					c0 := processCPU()
 					n, err := op(dst)
+					cpu += processCPU() - c0
 					peak = max(peak, h.Stop())
 					if err != nil {
 						b.Fatal(err)
@@ -83,6 +91,7 @@ func BenchmarkPeers(b *testing.B) {
 				b.ReportMetric(float64(inBytes), "in-bytes")
 				b.ReportMetric(float64(rows), "rows-out")
 				b.ReportMetric(float64(peak)/(1<<20), "go-heap-peak-MiB")
+				b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 			})
 		}
 		for _, w := range []struct {
@@ -111,4 +120,13 @@ func BenchmarkPeers(b *testing.B) {
 			})
 		}
 	}
+}
+
+// processCPU returns the CPU time the process has used so far, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
