@@ -81,12 +81,15 @@ const (
 	EncFrontCoded    Encoding = 6 // front-coded dictionary blocks with a block table
 	EncRoaringTable  Encoding = 7 // roaring bitmaps back to back with an end-offset table
 	EncRoaring       Encoding = 8 // one roaring bitmap
+	// EncRoaringTable4 is EncRoaringTable's version 4 replacement: each bitmap is empty,
+	// Elias-Fano or roaring, whichever is smallest (see doc.go).
+	EncRoaringTable4 Encoding = 13
 )
 
 // encodingsV4 maps an encoding of version 2 to the encoding a version 4 segment may use
 // instead for the same part (see doc.go). A writer picks the version 4 encoding for a part only
 // when the part needs it, and the segment is version 4 exactly when some part does.
-var encodingsV4 = map[Encoding]Encoding{}
+var encodingsV4 = map[Encoding]Encoding{EncRoaringTable: EncRoaringTable4}
 
 // isV4Encoding reports whether e is an encoding of version 4.
 func isV4Encoding(e Encoding) bool {
@@ -116,6 +119,8 @@ func (e Encoding) String() string {
 		return "roaring-table"
 	case EncRoaring:
 		return "roaring"
+	case EncRoaringTable4:
+		return "roaring-table-4"
 	}
 	return fmt.Sprintf("encoding%d", uint8(e))
 }

@@ -205,7 +205,7 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 			nulls:     roaring.New(),
 		}
 		if !d.NoBitmapIndex {
-			dw.bitmaps = &bitmapsWriter{st: find(c, PartBitmaps)}
+			dw.bitmaps = &bitmapsWriter{st: find(c, PartBitmaps), compact: opts.Compression != CompressionNone}
 		}
 		w.dims[i] = dw
 	}

@@ -317,4 +317,3 @@ func decodeEF(out []uint32, b []byte) []uint32 {
 	}
 	return out
 }
-
