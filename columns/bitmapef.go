@@ -9,7 +9,7 @@ import (
 // "Version 4 encodings: bitmap index"). The form follows from the bitmap's bytes:
 //
 //	no bytes               the empty bitmap
-//	first byte efTag       Elias-Fano: efTag | n uvarint (n >= 1) | l u8 (< 32) |
+//	first byte efTag       Elias-Fano: efTag | n uvarint (n >= 1) | l u8 |
 //	                       lows: the n values' low l bits packed (bitpack's bit stream) in
 //	                       ceil(n*l/8) bytes, padding bits 0 |
 //	                       highs: for value i (from 0), the bit (v_i >> l) + i set, in bytes
@@ -17,8 +17,9 @@ import (
 //	any other first byte   the portable roaring serialization, as in version 2 (its cookies
 //	                       begin with byte 0x3a or 0x3b)
 //
-// The writer picks l = floor(log2((last+1)/n)) (0 when that is below 1), from the values alone,
-// so every path writes the same bytes for the same rows, and keeps Elias-Fano only when it is
+// l is floor(log2((last+1)/n)) (0 when that is below 1, at most 31), from the values alone, so
+// every path writes the same bytes for the same rows (the decoder checks it); the writer keeps
+// Elias-Fano only when it is
 // smaller than the roaring form; the rows of a segment's time-ordered events cost about
 // log2(rows/n) + 2 bits each this way, against 16 in a roaring array container.
 const (
@@ -32,7 +33,7 @@ func efLowBits(n int, last uint32) int {
 	if u <= 1 {
 		return 0
 	}
-	return bits.Len64(u) - 1
+	return min(bits.Len64(u)-1, efMaxLow)
 }
 
 // efSize returns the bytes of the Elias-Fano form of n >= 1 values, the last being last.
@@ -146,14 +147,16 @@ func (d *roaringDecoder) decodeStored(b []byte, v4 bool, limit uint64, fn func([
 }
 
 // decodeEF hands out the values of the Elias-Fano form that fills b, checking that there are
-// exactly n, strictly increasing, each below limit, and that the form is canonical in its
-// padding: lows padding bits 0, the highs ending with the byte of the last set bit.
+// exactly n, strictly increasing, each below limit, and that the form is the one the writer
+// gives for them (n a minimal uvarint, l the writer's, lows padding bits 0, the highs ending
+// with the byte of the last set bit): so a bitmap has one form, and damage that still decodes
+// gives other rows, which Verify catches against the ids.
 func (d *roaringDecoder) decodeEF(b []byte, limit uint64, fn func([]uint32) error) error {
 	if len(b) < 3 || b[0] != efTag {
 		return corruptf("elias-fano: %d bytes", len(b))
 	}
 	n64, k := binary.Uvarint(b[1:])
-	if k <= 0 || n64 == 0 || n64 > limit || n64 > 1<<32 {
+	if k <= 0 || n64 == 0 || n64 > limit || n64 > 1<<32 || k != uvarintLen(n64) {
 		return corruptf("elias-fano: bad count (limit %d)", limit)
 	}
 	pos := 1 + k
@@ -240,6 +243,9 @@ func (d *roaringDecoder) decodeEF(b []byte, limit uint64, fn func([]uint32) erro
 	}
 	if i != n {
 		return corruptf("elias-fano: %d values, the header says %d", i, n)
+	}
+	if want := efLowBits(n, uint32(prev)); int(l) != want {
+		return corruptf("elias-fano: %d low bits, the writer's are %d", l, want)
 	}
 	return d.fnErr
 }
