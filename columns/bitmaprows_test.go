@@ -13,11 +13,18 @@ import (
 	"github.com/writeout/writeout/medium"
 )
 
-// EachBitmapRows hands out exactly the rows Bitmap decodes, for mapped and ReaderAt segments;
-// bitmapBytes is what Bitmap decodes.
+// EachBitmapRows hands out exactly the rows Bitmap decodes, for mapped and ReaderAt segments,
+// with the bitmap index in roaring (Compression none) and in the version 4 forms; bitmapBytes
+// is what Bitmap decodes.
 func TestEachBitmapRowsMatchBitmap(t *testing.T) {
+	for _, comp := range []Compression{CompressionNone, CompressionDefault} {
+		t.Run("compression="+comp.String(), func(t *testing.T) { testEachBitmapRowsMatchBitmap(t, comp) })
+	}
+}
+
+func testEachBitmapRowsMatchBitmap(t *testing.T, comp Compression) {
 	schema := Schema{Dimensions: []Dimension{{Name: "d"}, {Name: "m", MultiValue: true}, {Name: "raw", Raw: true}}}
-	w, err := NewWriter(schema, WriterOptions{})
+	w, err := NewWriter(schema, WriterOptions{Compression: comp})
 	require.NoError(t, err)
 	vals := []string{"a", "b", "c", "dd"}
 	for i := range 3000 {
@@ -47,8 +54,13 @@ func TestEachBitmapRowsMatchBitmap(t *testing.T) {
 				require.NoError(t, err)
 				raw, err := col.bitmapBytes(id)
 				require.NoError(t, err)
+				require.Equal(t, comp != CompressionNone, col.bms.v4)
 				got := roaring.New()
-				_, err = got.FromUnsafeBytes(raw)
+				if col.bms.v4 {
+					got, err = decodeBitmap4(raw, seg.Rows())
+				} else {
+					_, err = got.FromUnsafeBytes(raw)
+				}
 				require.NoError(t, err)
 				require.True(t, want.Equals(got), "column %s id %d", name, id)
 				for _, piece := range []int{0, 1, 100, 5000} {

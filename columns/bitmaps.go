@@ -4,36 +4,65 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
 )
 
-// A bitmap index part holds one roaring bitmap (portable serialization, as roaring's WriteTo
-// writes it) per dictionary id, back to back, then a table of where each ends:
+// A bitmap index part holds one bitmap per dictionary id, back to back, then a table of where
+// each ends:
 //
 //	bitmap 0 | bitmap 1 | ... | bitmap c-1 | ends: c x u64 | count c u32
 //
 // Bitmap i spans [ends[i-1], ends[i]) from the start of the part (ends[-1] = 0), so one value's
-// bitmap is read without touching the others. A nulls part is one roaring bitmap.
+// bitmap is read without touching the others. In EncRoaringTable each bitmap is the portable
+// roaring serialization (as roaring's WriteTo writes it); in EncRoaringTableV4 each is in one
+// of the forms of bitmapef.go. A nulls part is one roaring bitmap.
 const bitmapsTrailerSize = 4
 
-// bitmapsWriter streams bitmaps into a stage in id order.
+// bitmapsWriter streams bitmaps into a stage in id order. With compact, it writes each
+// bitmap in the smallest of the version 4 forms and the roaring serialization, and the part
+// is EncRoaringTableV4 when some bitmap is not in the roaring form; otherwise its bytes are
+// exactly the version 2 part's, and it stays EncRoaringTable.
 type bitmapsWriter struct {
-	st   *stage
-	ends []uint64
-	enc  roaringEncoder
-	buf  []byte
+	st      *stage
+	ends    []uint64
+	enc     roaringEncoder
+	buf     []byte
+	compact bool
+	v4      bool // some bitmap was written in a version 4 form
+	vals    []uint32
 }
 
 // addRows adds the bitmap of rows, strictly increasing.
 func (b *bitmapsWriter) addRows(rows []uint32) error {
-	b.buf = b.enc.appendRows(b.buf[:0], rows)
+	cs := b.enc.rowsContainers(rows)
+	switch {
+	case b.compact && len(rows) == 0:
+		b.buf, b.v4 = b.buf[:0], true
+	case b.compact && efSize(len(rows), rows[len(rows)-1]) < roaringSize(cs):
+		b.buf, b.v4 = appendEFRows(b.buf[:0], rows), true
+	default:
+		b.buf = b.enc.appendRowsBodies(appendRoaringHeader(b.buf[:0], cs), rows)
+	}
 	return b.addEncoded()
 }
 
 // addWords adds the bitmap of the bitset words.
 func (b *bitmapsWriter) addWords(words []uint64) error {
-	b.buf = b.enc.appendWords(b.buf[:0], words)
+	cs := b.enc.wordsContainers(words)
+	n := 0
+	for i := range cs {
+		n += cs[i].card
+	}
+	switch {
+	case b.compact && n == 0:
+		b.buf, b.v4 = b.buf[:0], true
+	case b.compact && efSize(n, lastBit(words)) < roaringSize(cs):
+		b.buf, b.v4 = appendEFWords(b.buf[:0], words, n, lastBit(words)), true
+	default:
+		b.buf = b.enc.appendWordsBodies(appendRoaringHeader(b.buf[:0], cs), words)
+	}
 	return b.addEncoded()
 }
 
@@ -52,6 +81,27 @@ func (b *bitmapsWriter) add(bm *roaring.Bitmap) error {
 	if bm == nil {
 		bm = roaring.New()
 	}
+	if b.compact {
+		if bm.IsEmpty() {
+			b.buf, b.v4 = b.buf[:0], true
+			return b.addEncoded()
+		}
+		n := bm.GetCardinality()
+		if n <= 1<<32 && uint64(efSize(int(n), bm.Maximum())) < bm.GetSerializedSizeInBytes() {
+			if b.vals == nil {
+				b.vals = make([]uint32, 4096)
+			}
+			p := beginEF(b.buf[:0], int(n), bm.Maximum())
+			it := bm.ManyIterator()
+			for k := it.NextMany(b.vals); k > 0; k = it.NextMany(b.vals) {
+				for _, v := range b.vals[:k] {
+					p.add(v)
+				}
+			}
+			b.buf, b.v4 = p.finish(), true
+			return b.addEncoded()
+		}
+	}
 	if _, err := bm.WriteTo(b.st); err != nil {
 		return b.st.fail(err)
 	}
@@ -66,6 +116,9 @@ func (b *bitmapsWriter) finish() error {
 	}
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(b.ends)))
 	b.ends = nil
+	if b.v4 {
+		b.st.spec.enc = EncRoaringTableV4
+	}
 	return b.st.write(buf)
 }
 
@@ -95,6 +148,35 @@ func decodeBitmap(b []byte, rows int) (*roaring.Bitmap, error) {
 	return bm, nil
 }
 
+// decodeBitmap4 decodes one bitmap of a version 4 part (any form of bitmapef.go) that fills
+// b and holds only rows below rows.
+func decodeBitmap4(b []byte, rows int) (*roaring.Bitmap, error) {
+	if len(b) == 0 {
+		return roaring.New(), nil
+	}
+	if b[0] != efTag {
+		return decodeBitmap(b, rows)
+	}
+	vp := valsPool.Get().(*[]uint32)
+	defer valsPool.Put(vp)
+	d := roaringDecoder{out: (*vp)[:0]}
+	if err := d.decodeEF(b, uint64(rows), nil); err != nil {
+		return nil, err
+	}
+	*vp = d.out
+	// The values are checked: build the bitmap from their roaring serialization, in a buffer
+	// of its own that the bitmap's containers keep (copy on write).
+	var enc roaringEncoder
+	raw := enc.appendRows(nil, d.out)
+	bm := roaring.New()
+	if _, err := bm.FromUnsafeBytes(raw); err != nil {
+		return nil, corruptf("roaring: %v", err)
+	}
+	return bm, nil
+}
+
+var valsPool = sync.Pool{New: func() any { return new([]uint32) }}
+
 // bitmapsReader reads a bitmap index part; safe for concurrent use.
 type bitmapsReader struct {
 	src      *source
@@ -103,6 +185,7 @@ type bitmapsReader struct {
 	count    int
 	tableOff int64
 	rows     int
+	v4       bool // EncRoaringTableV4: the bitmaps are in the forms of bitmapef.go
 }
 
 func parseBitmaps(src *source, p *PartInfo, cardinality, rows int) (*bitmapsReader, error) {
@@ -121,7 +204,7 @@ func parseBitmaps(src *source, p *PartInfo, cardinality, rows int) (*bitmapsRead
 	if count*8 > body {
 		return nil, corruptf("a table of %d bitmaps does not fit in %d bytes", count, body)
 	}
-	return &bitmapsReader{src: src, part: p, count: int(count), tableOff: body - count*8, rows: rows}, nil
+	return &bitmapsReader{src: src, part: p, count: int(count), tableOff: body - count*8, rows: rows, v4: p.Encoding == EncRoaringTableV4}, nil
 }
 
 // span returns where bitmap id lies within the part.
@@ -168,7 +251,12 @@ func (b *bitmapsReader) bitmap(id int) (*roaring.Bitmap, error) {
 	if err != nil {
 		return nil, err
 	}
-	bm, err := decodeBitmap(raw, b.rows)
+	var bm *roaring.Bitmap
+	if b.v4 {
+		bm, err = decodeBitmap4(raw, b.rows)
+	} else {
+		bm, err = decodeBitmap(raw, b.rows)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bitmap %d: %w", id, err)
 	}

@@ -102,10 +102,7 @@ func (c *DimColumn) EachBitmapRows(id uint32, buf []uint32, fn func(rows []uint3
 		buf = make([]uint32, 4096)
 	}
 	d := roaringDecoder{out: buf[:0], piece: len(buf)}
-	n, err := d.each(raw, uint64(c.seg.Rows()), fn)
-	if err == nil && n != len(raw) {
-		err = corruptf("roaring: %d trailing bytes", len(raw)-n)
-	}
+	err = d.eachStored(raw, c.bms.v4, uint64(c.seg.Rows()), fn)
 	if d.fnErr != nil {
 		return d.fnErr
 	}
@@ -115,8 +112,8 @@ func (c *DimColumn) EachBitmapRows(id uint32, buf []uint32, fn func(rows []uint3
 	return nil
 }
 
-// bitmapBytes returns value id's bitmap as stored: the portable roaring serialization, not
-// decoded (but the part's CRC is checked). For a segment from Open it is a view of the mapping,
+// bitmapBytes returns value id's bitmap as stored (the portable roaring serialization, or in
+// a version 4 part one of the forms of bitmapef.go), not decoded (but the part's CRC is checked). For a segment from Open it is a view of the mapping,
 // valid until Close; otherwise it is a copy.
 func (c *DimColumn) bitmapBytes(id uint32) ([]byte, error) {
 	if c.bms == nil {

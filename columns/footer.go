@@ -85,6 +85,9 @@ const (
 	EncLongChunksV4   Encoding = 11 // EncLongChunks whose chunks may take the planes form
 	EncDoubleChunksV4 Encoding = 12 // EncDoubleChunks whose integral chunks may take the planes form
 	EncIDChunksV4     Encoding = 13 // chunks of frequency ranks (packed or planes) and a rank table
+	// EncRoaringTableV4 is EncRoaringTable's version 4 replacement: each bitmap is empty,
+	// Elias-Fano or roaring, whichever is smallest (doc.go, "Version 4 encodings: bitmap index").
+	EncRoaringTableV4 Encoding = 14
 )
 
 // encodingsV4 maps an encoding of version 2 to the encoding a version 4 segment may use
@@ -94,6 +97,7 @@ var encodingsV4 = map[Encoding]Encoding{
 	EncLongChunks:   EncLongChunksV4,
 	EncDoubleChunks: EncDoubleChunksV4,
 	EncIDChunks:     EncIDChunksV4,
+	EncRoaringTable: EncRoaringTableV4,
 }
 
 // isV4Encoding reports whether e is an encoding of version 4.
@@ -130,6 +134,8 @@ func (e Encoding) String() string {
 		return "double-chunks-v4"
 	case EncIDChunksV4:
 		return "id-chunks-v4"
+	case EncRoaringTableV4:
+		return "roaring-table-v4"
 	}
 	return fmt.Sprintf("encoding%d", uint8(e))
 }

@@ -96,6 +96,7 @@ func seedSegments(t testing.TB) map[string][]byte {
 	}
 	out := map[string][]byte{}
 	out["golden.seg"] = goldenBytes(t)
+	out["golden-v4-bitmaps.seg"] = goldenV4BitmapsBytes(t)
 	out["empty.seg"] = writeRows(t, Schema{Dimensions: []Dimension{{Name: "d"}}}, nil, WriterOptions{})
 	out["noschema.seg"] = writeRows(t, Schema{}, []Row{{Time: 1}, {Time: 1}, {Time: 5}}, WriterOptions{})
 	dim := Schema{Dimensions: []Dimension{{Name: "d"}}}

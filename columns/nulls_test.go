@@ -66,9 +66,10 @@ func TestNullsRoundTrip(t *testing.T) {
 			r.Metrics[1] = Value{Long: 3}
 		}
 		for _, how := range []string{"rows", "columns"} {
+			// Compression none: no part in a version 4 encoding, so the version is 2 or 3.
 			var b []byte
 			if how == "rows" {
-				b = writeRows(t, s, rows, WriterOptions{ChunkRows: 64, Compression: CompressionNone}) // no version 4 chunks
+				b = writeRows(t, s, rows, WriterOptions{ChunkRows: 64, Compression: CompressionNone})
 			} else {
 				b = writeColumns(t, s, rows, WriterOptions{ChunkRows: 64, Compression: CompressionNone})
 			}

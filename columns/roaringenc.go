@@ -59,6 +59,12 @@ func kindFor(card, runs int) uint8 {
 
 // appendRows appends the serialization of vals, which must be strictly increasing, to dst.
 func (e *roaringEncoder) appendRows(dst []byte, vals []uint32) []byte {
+	return e.appendRowsBodies(appendRoaringHeader(dst, e.rowsContainers(vals)), vals)
+}
+
+// rowsContainers splits vals, strictly increasing, into the containers of their
+// serialization (kept in e.cs for appendRowsBodies).
+func (e *roaringEncoder) rowsContainers(vals []uint32) []roaringContainer {
 	cs := e.cs[:0]
 	for lo := 0; lo < len(vals); {
 		key := vals[lo] >> 16
@@ -73,7 +79,12 @@ func (e *roaringEncoder) appendRows(dst []byte, vals []uint32) []byte {
 		lo = hi
 	}
 	e.cs = cs
-	dst = appendRoaringHeader(dst, cs)
+	return cs
+}
+
+// appendRowsBodies appends the bodies of the containers rowsContainers(vals) made.
+func (e *roaringEncoder) appendRowsBodies(dst []byte, vals []uint32) []byte {
+	cs := e.cs
 	for i := range cs {
 		c := &cs[i]
 		vs := vals[c.lo:c.hi]
@@ -111,6 +122,12 @@ const wordsPerContainer = roaringBitmapBytes / 8
 // appendWords appends the serialization of the bitset words (value v is bit v%64 of
 // words[v/64]) to dst.
 func (e *roaringEncoder) appendWords(dst []byte, words []uint64) []byte {
+	return e.appendWordsBodies(appendRoaringHeader(dst, e.wordsContainers(words)), words)
+}
+
+// wordsContainers splits the bitset words into the containers of their serialization (kept in
+// e.cs for appendWordsBodies).
+func (e *roaringEncoder) wordsContainers(words []uint64) []roaringContainer {
 	cs := e.cs[:0]
 	for lo := 0; lo < len(words); lo += wordsPerContainer {
 		hi := min(lo+wordsPerContainer, len(words))
@@ -127,7 +144,12 @@ func (e *roaringEncoder) appendWords(dst []byte, words []uint64) []byte {
 		cs = append(cs, roaringContainer{key: uint16(lo / wordsPerContainer), kind: kindFor(card, runs), card: card, runs: runs, lo: lo, hi: hi})
 	}
 	e.cs = cs
-	dst = appendRoaringHeader(dst, cs)
+	return cs
+}
+
+// appendWordsBodies appends the bodies of the containers wordsContainers(words) made.
+func (e *roaringEncoder) appendWordsBodies(dst []byte, words []uint64) []byte {
+	cs := e.cs
 	for i := range cs {
 		c := &cs[i]
 		ws := words[c.lo:c.hi]
@@ -187,6 +209,24 @@ func nextBit(ws []uint64, from int, clear bool) int {
 		}
 	}
 	return k<<6 + bits.TrailingZeros64(w)
+}
+
+// roaringSize returns the bytes of the serialization of the containers cs: what
+// appendRoaringHeader and the bodies append.
+func roaringSize(cs []roaringContainer) int {
+	n, hasRun, size := len(cs), false, 0
+	for i := range cs {
+		hasRun = hasRun || cs[i].kind == roaringRunKind
+		size += cs[i].bodySize()
+	}
+	if !hasRun {
+		return size + 8 + 8*n
+	}
+	size += 4 + (n+7)/8 + 4*n
+	if n >= roaringNoOffsetMax {
+		size += 4 * n
+	}
+	return size
 }
 
 // appendRoaringHeader appends the cookie, the run flags, the keys and cardinalities and the

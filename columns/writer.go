@@ -213,7 +213,7 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 			pc:        pcs(),
 		}
 		if !d.NoBitmapIndex {
-			dw.bitmaps = &bitmapsWriter{st: find(c, PartBitmaps)}
+			dw.bitmaps = &bitmapsWriter{st: find(c, PartBitmaps), compact: opts.Compression != CompressionNone}
 		}
 		w.dims[i] = dw
 	}

@@ -37,7 +37,8 @@ func TestNullsMergeV2V3(t *testing.T) {
 			require.NoError(t, b.Add(r))
 		}
 		path := filepath.Join(dir, name)
-		_, err = b.Persist(ctx, path, PersistOptions{Durability: noSync})
+		// Compression none: no version 4 part, so the versions are 2 and 3.
+		_, err = b.Persist(ctx, path, PersistOptions{Durability: noSync, Compression: columns.CompressionNone})
 		require.NoError(t, err)
 		seg, err := columns.Open(path)
 		require.NoError(t, err)
@@ -66,7 +67,7 @@ func TestNullsMergeV2V3(t *testing.T) {
 	require.Equal(t, byte(2), version(b))
 
 	out := filepath.Join(dir, "m.seg")
-	_, err := Merge(ctx, []*columns.Segment{a, b}, out, Options{Rollup: true, Granularity: columns.GranularityHour, Durability: noSync})
+	_, err := Merge(ctx, []*columns.Segment{a, b}, out, Options{Rollup: true, Granularity: columns.GranularityHour, Durability: noSync, Compression: columns.CompressionNone})
 	require.NoError(t, err)
 	m, err := columns.Open(out)
 	require.NoError(t, err)
@@ -90,7 +91,7 @@ func TestNullsMergeV2V3(t *testing.T) {
 	c := persist("c.seg", []columns.Row{{Time: 15, Dims: page("x"), Metrics: []columns.Value{{}, null, null, null}}})
 	require.Equal(t, byte(3), version(c))
 	out2 := filepath.Join(dir, "m2.seg")
-	_, err = Merge(ctx, []*columns.Segment{c, b}, out2, Options{Rollup: true, Granularity: columns.GranularityHour, Durability: noSync})
+	_, err = Merge(ctx, []*columns.Segment{c, b}, out2, Options{Rollup: true, Granularity: columns.GranularityHour, Durability: noSync, Compression: columns.CompressionNone})
 	require.NoError(t, err)
 	m2, err := columns.Open(out2)
 	require.NoError(t, err)

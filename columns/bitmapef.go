@@ -1,0 +1,251 @@
+package columns
+
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
+// The version 4 forms of one bitmap in a bitmap index part (EncRoaringTableV4; see doc.go,
+// "Version 4 encodings: bitmap index"). The form follows from the bitmap's bytes:
+//
+//	no bytes               the empty bitmap
+//	first byte efTag       Elias-Fano: efTag | n uvarint (n >= 1) | l u8 |
+//	                       lows: the n values' low l bits packed (bitpack's bit stream) in
+//	                       ceil(n*l/8) bytes, padding bits 0 |
+//	                       highs: for value i (from 0), the bit (v_i >> l) + i set, in bytes
+//	                       up to the one holding the last set bit (which is not 0)
+//	any other first byte   the portable roaring serialization, as in version 2 (its cookies
+//	                       begin with byte 0x3a or 0x3b)
+//
+// l is floor(log2((last+1)/n)) (0 when that is below 1, at most 31), from the values alone, so
+// every path writes the same bytes for the same rows (the decoder checks it); the writer keeps
+// Elias-Fano only when it is
+// smaller than the roaring form; the rows of a segment's time-ordered events cost about
+// log2(rows/n) + 2 bits each this way, against 16 in a roaring array container.
+const (
+	efTag    = 1
+	efMaxLow = 31 // a low part is below 32 bits
+)
+
+// efLowBits is the writer's l for n values of which the last is last.
+func efLowBits(n int, last uint32) int {
+	u := (uint64(last) + 1) / uint64(n)
+	if u <= 1 {
+		return 0
+	}
+	return min(bits.Len64(u)-1, efMaxLow)
+}
+
+// efSize returns the bytes of the Elias-Fano form of n >= 1 values, the last being last.
+func efSize(n int, last uint32) int {
+	l := efLowBits(n, last)
+	return 1 + uvarintLen(uint64(n)) + 1 + (n*l+7)/8 + (n+int(last>>l)+7)/8
+}
+
+// efPacker appends the Elias-Fano form of values given one at a time, in increasing order.
+type efPacker struct {
+	dst        []byte
+	l          uint
+	mask       uint32
+	low, highs int // where the next lows byte goes, where the highs start
+	acc        uint64
+	nacc       uint
+	i          int
+}
+
+// beginEF appends the header of the Elias-Fano form of n >= 1 values, the last being last, and
+// room for the rest; add the values, then finish.
+func beginEF(dst []byte, n int, last uint32) efPacker {
+	l := efLowBits(n, last)
+	dst = append(dst, efTag)
+	dst = binary.AppendUvarint(dst, uint64(n))
+	dst = append(dst, byte(l))
+	low := len(dst)
+	highs := low + (n*l+7)/8
+	dst = append(dst, make([]byte, highs-low+(n+int(last>>l)+7)/8)...)
+	return efPacker{dst: dst, l: uint(l), mask: 1<<l - 1, low: low, highs: highs}
+}
+
+func (p *efPacker) add(v uint32) {
+	if p.l > 0 {
+		p.acc |= uint64(v&p.mask) << p.nacc
+		p.nacc += p.l
+		for p.nacc >= 8 {
+			p.dst[p.low] = byte(p.acc)
+			p.low++
+			p.acc >>= 8
+			p.nacc -= 8
+		}
+	}
+	b := int(v>>p.l) + p.i
+	p.dst[p.highs+b>>3] |= 1 << (b & 7)
+	p.i++
+}
+
+func (p *efPacker) finish() []byte {
+	if p.nacc > 0 {
+		p.dst[p.low] = byte(p.acc)
+	}
+	return p.dst
+}
+
+// appendEFRows appends the Elias-Fano form of rows (at least one, strictly increasing).
+func appendEFRows(dst []byte, rows []uint32) []byte {
+	p := beginEF(dst, len(rows), rows[len(rows)-1])
+	for _, v := range rows {
+		p.add(v)
+	}
+	return p.finish()
+}
+
+// appendEFWords appends the Elias-Fano form of the bitset words, which hold n >= 1 values,
+// the last being last.
+func appendEFWords(dst []byte, words []uint64, n int, last uint32) []byte {
+	p := beginEF(dst, n, last)
+	for k, w := range words {
+		for ; w != 0; w &= w - 1 {
+			p.add(uint32(k<<6 + bits.TrailingZeros64(w)))
+		}
+	}
+	return p.finish()
+}
+
+// lastBit returns the highest set bit of the bitset words, which must hold one.
+func lastBit(words []uint64) uint32 {
+	k := len(words) - 1
+	for words[k] == 0 {
+		k--
+	}
+	return uint32(k<<6 + 63 - bits.LeadingZeros64(words[k]))
+}
+
+// eachStored decodes the stored bitmap that fills b (in a version 4 form when v4), handing fn
+// its values piece by piece, as each does.
+func (d *roaringDecoder) eachStored(b []byte, v4 bool, limit uint64, fn func([]uint32) error) error {
+	if err := d.decodeStored(b, v4, limit, fn); err != nil {
+		return err
+	}
+	if len(d.out) > 0 {
+		d.flush(fn)
+	}
+	return d.fnErr
+}
+
+// decodeStored decodes the stored bitmap that fills b (in a version 4 form when v4) into d.
+func (d *roaringDecoder) decodeStored(b []byte, v4 bool, limit uint64, fn func([]uint32) error) error {
+	if v4 && len(b) == 0 {
+		return nil
+	}
+	if v4 && b[0] == efTag {
+		return d.decodeEF(b, limit, fn)
+	}
+	n, err := d.decode(b, limit, fn)
+	if err == nil && n != len(b) {
+		err = corruptf("roaring: %d trailing bytes", len(b)-n)
+	}
+	return err
+}
+
+// decodeEF hands out the values of the Elias-Fano form that fills b, checking that there are
+// exactly n, strictly increasing, each below limit, and that the form is the one the writer
+// gives for them (n a minimal uvarint, l the writer's, lows padding bits 0, the highs ending
+// with the byte of the last set bit): so a bitmap has one form, and damage that still decodes
+// gives other rows, which Verify catches against the ids.
+func (d *roaringDecoder) decodeEF(b []byte, limit uint64, fn func([]uint32) error) error {
+	if len(b) < 3 || b[0] != efTag {
+		return corruptf("elias-fano: %d bytes", len(b))
+	}
+	n64, k := binary.Uvarint(b[1:])
+	if k <= 0 || n64 == 0 || n64 > limit || n64 > 1<<32 || k != uvarintLen(n64) {
+		return corruptf("elias-fano: bad count (limit %d)", limit)
+	}
+	pos := 1 + k
+	if pos >= len(b) {
+		return corruptf("elias-fano: truncated header")
+	}
+	l := uint(b[pos])
+	pos++
+	if l > efMaxLow {
+		return corruptf("elias-fano: %d low bits", l)
+	}
+	n := int(n64)
+	lowBytes := (n64*uint64(l) + 7) / 8
+	if uint64(len(b)-pos) <= lowBytes {
+		return corruptf("elias-fano: %d values of %d low bits in %d bytes", n, l, len(b)-pos)
+	}
+	lows := b[pos : pos+int(lowBytes)]
+	highs := b[pos+int(lowBytes):]
+	if highs[len(highs)-1] == 0 {
+		return corruptf("elias-fano: highs end in a zero byte")
+	}
+	if pad := uint(n64*uint64(l)) & 7; pad != 0 && lows[len(lows)-1]>>pad != 0 {
+		return corruptf("elias-fano: low padding bits set")
+	}
+	mask := uint64(1)<<l - 1
+	maxHigh := (limit - 1) >> l
+	i, prev := 0, int64(-1)
+	var acc uint64 // lows not yet used, nacc bits of them
+	var nacc uint
+	lp := 0
+	for w := 0; w < len(highs); w += 8 {
+		if d.fnErr != nil {
+			return d.fnErr
+		}
+		var x uint64
+		if w+8 <= len(highs) {
+			x = binary.LittleEndian.Uint64(highs[w:])
+		} else {
+			for j := len(highs) - 1; j >= w; j-- {
+				x = x<<8 | uint64(highs[j])
+			}
+		}
+		for ; x != 0; x &= x - 1 {
+			if i == n {
+				return corruptf("elias-fano: more than %d values", n)
+			}
+			high := uint64(w<<3+bits.TrailingZeros64(x)) - uint64(i)
+			if high > maxHigh {
+				return corruptf("elias-fano: value %d.. not below %d", high<<l, limit)
+			}
+			var lo uint64
+			if l > 0 {
+				for nacc < l {
+					if lp+8 <= len(lows) {
+						acc |= binary.LittleEndian.Uint64(lows[lp:]) << nacc
+						// the top bits of a word that did not fit are read again next time
+						take := (64 - nacc) / 8
+						lp += int(take)
+						nacc += 8 * take
+						if nacc < 64 {
+							acc &= 1<<nacc - 1
+						}
+					} else {
+						acc |= uint64(lows[lp]) << nacc
+						lp++
+						nacc += 8
+					}
+				}
+				lo = acc & mask
+				acc >>= l
+				nacc -= l
+			}
+			v := high<<l | lo
+			if v >= limit {
+				return corruptf("elias-fano: value %d not below %d", v, limit)
+			}
+			if int64(v) <= prev {
+				return corruptf("elias-fano: values not increasing")
+			}
+			prev = int64(v)
+			d.put(uint32(v), fn)
+			i++
+		}
+	}
+	if i != n {
+		return corruptf("elias-fano: %d values, the header says %d", i, n)
+	}
+	if want := efLowBits(n, uint32(prev)); int(l) != want {
+		return corruptf("elias-fano: %d low bits, the writer's are %d", l, want)
+	}
+	return d.fnErr
+}
