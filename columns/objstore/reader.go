@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/internal/sys"
 )
 
 // DefaultRangeSize is the largest GET of a Reader when ReaderOptions.RangeSize is 0.
@@ -56,7 +58,8 @@ type ReaderOptions struct {
 // and the footer).
 //
 // Every byte fetched is written to a cache file (unnamed: removed from its directory as soon
-// as it is created, gone with the Reader) and never fetched again: a merge reads each part
+// as it is created, gone with the Reader; mapped, so that a read is a copy) and never fetched
+// again: a merge reads each part
 // more than once (the checksum pass, then the merge itself), in an order no plan foresees,
 // and the cache makes the bytes fetched equal the object's size, however many times and in
 // whatever order they are read. Memory holds only the copy buffers of the GETs in flight
@@ -72,7 +75,9 @@ type Reader struct {
 	ctx         context.Context
 	cancel      context.CancelFunc
 	cache       *os.File
+	data        []byte        // cache mapped read-only (nil where mmap is missing: pread then)
 	sem         chan struct{} // one token per GET in flight
+	complete    atomic.Bool   // every byte is cached: reads skip the bookkeeping
 
 	mu       sync.Mutex
 	have     []span         // fetched byte ranges, sorted and disjoint
@@ -122,8 +127,32 @@ func (c *Client) NewReader(ctx context.Context, bucket, key string, opts ReaderO
 	}
 	r := &Reader{c: c, bucket: bucket, key: key, size: size, opts: opts, cache: f,
 		sem: make(chan struct{}, opts.ReadAhead+1), inflight: map[int]*fetch{}}
+	if err := r.mapCache(); err != nil {
+		return nil, multierr.Join(fmt.Errorf("objstore: cache file for %s: %w", URL(bucket, key), err), f.Close())
+	}
 	r.ctx, r.cancel = context.WithCancel(ctx)
 	return r, nil
+}
+
+// mapCache sizes the cache file to the object (sparse) and maps it read-only, so that reads
+// of cached bytes are copies from memory rather than system calls: a merge reads bitmaps of
+// a few bytes by the hundred thousand. Where mmap is missing, reads use pread.
+func (r *Reader) mapCache() error {
+	if err := r.cache.Truncate(r.size); err != nil {
+		return err
+	}
+	if r.size == 0 || r.size > math.MaxInt {
+		return nil
+	}
+	data, err := sys.Default.Mmap(int(r.cache.Fd()), 0, int(r.size), sys.ProtRead, sys.MapShared)
+	if errors.Is(err, sys.ErrUnsupported) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r.data = data
+	return nil
 }
 
 // Size returns the object's size.
@@ -206,12 +235,19 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	end := min(off+int64(len(p)), r.size)
-	if err := r.ensure(off, end); err != nil {
-		return 0, err
+	if !r.complete.Load() {
+		if err := r.ensure(off, end); err != nil {
+			return 0, err
+		}
 	}
-	n, err := r.cache.ReadAt(p[:end-off], off)
-	if err != nil {
-		return n, fmt.Errorf("objstore: %s: read cache: %w", r.Name(), err)
+	var n int
+	if r.data != nil {
+		n = copy(p, r.data[off:end])
+	} else {
+		var err error
+		if n, err = r.cache.ReadAt(p[:end-off], off); err != nil {
+			return n, fmt.Errorf("objstore: %s: read cache: %w", r.Name(), err)
+		}
 	}
 	if end-off < int64(len(p)) {
 		return n, io.EOF
@@ -345,6 +381,9 @@ func (r *Reader) get(s span) error {
 	}
 	r.mu.Lock()
 	r.have = addSpan(r.have, s)
+	if len(r.have) == 1 && r.have[0] == (span{0, r.size}) {
+		r.complete.Store(true)
+	}
 	r.mu.Unlock()
 	return nil
 }
@@ -392,7 +431,14 @@ func (r *Reader) Close() error {
 	for _, f := range wait {
 		<-f.done
 	}
-	if err := r.cache.Close(); err != nil {
+	r.complete.Store(false) // reads after Close go to ensure, which fails them
+	var errs []error
+	if r.data != nil {
+		errs = append(errs, sys.Default.Munmap(r.data))
+		r.data = nil
+	}
+	errs = append(errs, r.cache.Close())
+	if err := multierr.Join(errs...); err != nil {
 		return fmt.Errorf("objstore: %s: close cache: %w", r.Name(), err)
 	}
 	return nil
