@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"math"
 	"sync/atomic"
@@ -34,7 +33,7 @@ import (
 // caller has just checked another way. The invariants that need the whole data (dictionary
 // order, ids against bitmaps, ...) are checked by Verify only.
 type Segment struct {
-	name    string // the path given to Open; "" for NewSegment and NewSegmentBytes
+	name    string // the path given to Open, or OpenOptions.Name; "" for NewSegmentBytes
 	src     source
 	closed  atomic.Bool
 	closeFn func() error
@@ -64,6 +63,9 @@ type OpenOptions struct {
 	// whose bytes the caller has just checked (see Segment.TrustChecksums); damaged bytes then
 	// give wrong answers or decoding errors rather than a checksum error.
 	TrustChecksums bool
+	// Name names the segment (Segment.Name) for NewSegmentWith, whose reader has no path: the
+	// URL of an object, for example. Open and OpenWith name it by its path.
+	Name string
 }
 
 // OpenWith is Open with options.
@@ -88,7 +90,7 @@ func NewSegmentWith(r io.ReaderAt, size int64, o OpenOptions) (*Segment, error) 
 	if r == nil || size < 0 {
 		return nil, fmt.Errorf("columns: NewSegment: nil reader or negative size: %w", ErrInvalid)
 	}
-	return newSegment(source{r: r, size: size}, "", nil, o)
+	return newSegment(source{r: r, size: size}, o.Name, nil, o)
 }
 
 // NewSegmentBytes reads a segment from b without copying; b must not change while the segment
@@ -102,46 +104,9 @@ func NewSegmentBytes(b []byte) (*Segment, error) {
 
 func newSegment(src source, name string, closeFn func() error, o OpenOptions) (*Segment, error) {
 	s := &Segment{name: name, src: src, closeFn: closeFn}
-	size := src.size
-	if size < int64(headerSize+trailerSize) {
-		return nil, corruptf("columns: file of %d bytes, too short for a segment", size)
-	}
-	h, err := s.src.view(0, int64(headerSize), nil)
-	if err != nil {
-		return nil, fmt.Errorf("columns: header: %w", err)
-	}
-	if string(h[:len(magic)]) != magic {
-		return nil, corruptf("columns: header: bad magic %q", h[:len(magic)])
-	}
-	if v := h[len(magic)]; v < minVersion || v > Version {
-		return nil, fmt.Errorf("columns: header: version %d (this reader reads %d to %d): %w", v, minVersion, Version, ErrVersion)
-	}
-	t, err := s.src.view(size-int64(trailerSize), int64(trailerSize), nil)
-	if err != nil {
-		return nil, fmt.Errorf("columns: trailer: %w", err)
-	}
-	if string(t[8:]) != magic {
-		return nil, corruptf("columns: trailer: bad magic %q (truncated file?)", t[8:])
-	}
-	fcrc := binary.LittleEndian.Uint32(t)
-	flen := int64(binary.LittleEndian.Uint32(t[4:]))
-	footerStart := size - int64(trailerSize) - flen
-	if flen > maxFooter || footerStart < int64(headerSize) {
-		return nil, corruptf("columns: trailer: footer of %d bytes does not fit in a file of %d", flen, size)
-	}
-	fb, err := s.src.view(footerStart, flen, nil)
-	if err != nil {
-		return nil, fmt.Errorf("columns: footer: %w", err)
-	}
-	if c := crc32.Checksum(fb, castagnoli); c != fcrc {
-		return nil, corruptf("columns: footer: CRC %08x, want %08x", c, fcrc)
-	}
-	f, err := decodeFooter(fb, footerStart)
+	f, err := readFooter(src)
 	if err != nil {
 		return nil, err
-	}
-	if f.version != h[len(magic)] {
-		return nil, corruptf("columns: footer: version %d, the header says %d", f.version, h[len(magic)])
 	}
 	s.f = f
 	s.checks = make([]partCheck, len(f.parts))

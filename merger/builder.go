@@ -643,7 +643,7 @@ func (b *Builder) Persist(ctx context.Context, dst string, opts PersistOptions) 
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	src := b.persistView()
-	return mergeSources(ctx, []source.Source{src}, []string{"builder"}, b.schema, dst, mo, start)
+	return mergeSources(ctx, []source.Source{src}, []string{"builder"}, b.schema, target{path: dst}, mo, start)
 }
 
 // MemBytes returns an estimate of the memory the builder's rows hold, in bytes: its row arrays

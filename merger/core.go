@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -53,7 +54,7 @@ type core struct {
 	dimTasks []*dimTask
 }
 
-func runCore(ctx context.Context, srcs []source.Source, names []string, out columns.Schema, dst string, med medium.Medium,
+func runCore(ctx context.Context, srcs []source.Source, names []string, out columns.Schema, dst target, med medium.Medium,
 	pub columns.PublishOptions, opts *Options, phase, phases int) (st phaseStats, err error) {
 	c := &core{ctx: ctx, srcs: srcs, names: names, out: out, opts: opts, phase: phase, phases: phases,
 		seed: rand.Uint64()}
@@ -102,15 +103,34 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 	if err := ctx.Err(); err != nil {
 		return st, fmt.Errorf("merger: %w", err)
 	}
-	info, err := w.FinishContext(ctx, dst, pub)
+	info, err := publish(ctx, w, dst, pub)
 	if err != nil {
-		return st, fmt.Errorf("merger: publish %s: %w", dst, err)
+		return st, fmt.Errorf("merger: publish %s: %w", dst.name(), err)
 	}
 	t4 := time.Now()
 	st.rowsOut = c.rowsOut
 	st.dictionaries, st.rows, st.bitmaps, st.publish = t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), t4.Sub(t3)
 	st.info = info
 	return st, nil
+}
+
+// publish finishes w into dst: a file published per pub, or dst.out, which receives the
+// segment streamed out of the stages.
+func publish(ctx context.Context, w *columns.Writer, dst target, pub columns.PublishOptions) (columns.Info, error) {
+	if dst.out == nil {
+		return w.FinishContext(ctx, dst.path, pub)
+	}
+	var info columns.Info
+	err := dst.out.Publish(ctx, func(out io.Writer) error {
+		var err error
+		info, err = w.FinishTo(out)
+		return err
+	})
+	if err != nil {
+		return columns.Info{}, err
+	}
+	info.Path = dst.name()
+	return info, nil
 }
 
 // dictionaries merges every dictionary dimension's dictionaries into its writer.

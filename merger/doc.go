@@ -71,6 +71,57 @@
 // removed on every path but a crash; columns.SweepTemp and tmpfile.Sweep remove what a killed
 // process left. With Options.Fs every one of these files is on that file system, named.
 //
+// # Object storage
+//
+// MergeTo is Merge with another sink: the merge is the same, step 5 streams the staged parts,
+// each checked against its CRC-32C, into an Output instead of a file. columns/objstore gives
+// both ends on S3-compatible storage: OpenSegment opens an input object (ranged GETs planned
+// from its footer's parts, every byte fetched once, each part's checksum checked by the
+// Segment as for a local file), and an Upload publishes the output through a multipart upload
+// that completes, making the object appear whole, only after the last part is in, and is
+// aborted on any failure or cancellation.
+//
+// # Compaction across workers
+//
+// A host system (Druid's Overlord and its tasks, Pinot's Minion, Thanos' or Mimir's
+// compactor, a Kubernetes job) spreads compaction over workers with this library; the
+// scheduling is the host's, and writeout keeps no state between merges, so any worker can
+// run any merge. What the host decides:
+//
+//   - Partition by time chunk. Merge only segments of one time chunk (an hour, a day: the
+//     host's segment granularity, as Druid's is), and never let two merges own one chunk at
+//     once. Chunks merge independently and in parallel, and each output replaces exactly its
+//     chunk's inputs. A chunk too large for one worker is split by MaxFanIn's phases, or into
+//     several outputs by a secondary key, as Druid's partitions are.
+//   - A task names everything: the input keys (with their sizes or ETags, to refuse an
+//     input that changed), the output key, the merge options (rollup, granularity,
+//     dimensions), and the durability the host wants. A worker needs only credentials for the
+//     bucket, scratch disk of about the inputs' size (the readers' caches, the staging
+//     medium's file, under os.TempDir or Options.Medium) and memory for the merge itself; no
+//     input is copied whole to the worker before the merge starts.
+//   - Publish, then record. The output key should be fresh for each attempt (the chunk, a
+//     version and an attempt id, as Druid's segment ids carry a version): the upload is
+//     atomic, so a reader sees the complete output or none. The host then swaps, in its own
+//     metadata store, the inputs for the output in one transaction, and deletes the inputs
+//     later, once no query reads them.
+//
+// Retries are safe because every failure is clean and every success is checked:
+//
+//   - A failed or killed attempt leaves no output object: the upload is aborted (a process
+//     killed before it could abort leaves a pending multipart upload, never an object; a
+//     bucket lifecycle rule, AbortIncompleteMultipartUpload, or objstore's PendingUploads and
+//     AbortUploads remove it), and no local file (the stages are unnamed temp files). A
+//     retry starts from the same inputs.
+//   - A damaged input fails the merge, naming the object and the part, before its bytes can
+//     reach an output under fresh checksums (the checksum pass and the per-part checks); the
+//     host re-fetches or restores it instead of retrying blindly. The output's parts are
+//     checked against the CRC-32C computed when they were staged, and each uploaded part
+//     against its Content-MD5 by the service.
+//   - Without Replace an existing output key fails the merge before it does any work, so an
+//     attempt that succeeded but whose acknowledgement was lost is found (the object exists,
+//     whole) rather than redone over; the host records it and moves on. A merge is
+//     deterministic: a retry of the same inputs and options writes the same bytes.
+//
 // # Crashes
 //
 // With SyncOutput and SyncAll, once Merge has returned nil, dst is the complete new segment

@@ -31,6 +31,63 @@ import (
 // milliseconds (the publication's final fdatasync, once begun, is waited for) and the error
 // wraps ctx.Err().
 func Merge(ctx context.Context, inputs []*columns.Segment, dst string, opts Options) (res Result, err error) {
+	return merge(ctx, inputs, target{path: dst}, opts)
+}
+
+// Output is a destination of MergeTo other than a local file: an object in object storage
+// (columns/objstore.Upload), for example. Its methods are called from the merging goroutine.
+type Output interface {
+	// Name names the output in errors and in Result.Info.Path.
+	Name() string
+	// Check is called before the merge does any work, and fails if the output cannot be
+	// published: it exists and may not be replaced (an error wrapping fs.ErrExist), say.
+	Check(ctx context.Context) error
+	// Publish calls write once, with a writer that receives the whole segment front to back
+	// (its parts checked against their CRC-32C on the way out), and makes the output visible,
+	// whole, only if write and everything after it succeed. On any failure, ctx done included,
+	// it leaves no output and no trace of one, and returns an error (wrapping write's error,
+	// or ctx.Err()).
+	Publish(ctx context.Context, write func(w io.Writer) error) error
+}
+
+// MergeTo is Merge publishing to out instead of a file: the output's parts are staged in
+// the medium as for Merge, then streamed, each checked against its CRC-32C, into
+// out.Publish. It is the same merge as Merge's, with another sink. out.Check runs before any
+// work. Without Options.Medium the stages (a tmpfile medium) and any intermediate segments
+// (Options.MaxFanIn) are in os.TempDir(); Options.Fs, Durability and Replace concern local
+// files and are not used for the output (out says whether it replaces).
+//
+// On any failure, cancellation included, out leaves nothing (see Output.Publish), and no
+// local file of the merge remains.
+func MergeTo(ctx context.Context, inputs []*columns.Segment, out Output, opts Options) (Result, error) {
+	if out == nil {
+		return Result{}, fmt.Errorf("%w: nil output", ErrInvalid)
+	}
+	return merge(ctx, inputs, target{out: out}, opts)
+}
+
+// target is where a merge publishes: the file path, or out.
+type target struct {
+	path string
+	out  Output
+}
+
+func (t target) name() string {
+	if t.out != nil {
+		return t.out.Name()
+	}
+	return t.path
+}
+
+// dir is the directory of the merge's local files: path's, or for an Output os.TempDir().
+func (t target) dir() string {
+	if t.out != nil {
+		return os.TempDir()
+	}
+	return filepath.Dir(t.path)
+}
+
+func merge(ctx context.Context, inputs []*columns.Segment, dst target, opts Options) (res Result, err error) {
 	start := time.Now()
 	if err := opts.ensureDefaults(); err != nil {
 		return res, err
@@ -75,11 +132,16 @@ func Merge(ctx context.Context, inputs []*columns.Segment, dst string, opts Opti
 
 // mergeSources runs the phases of a merge: while there are more sources than MaxFanIn,
 // consecutive groups of them merge into intermediate segments; the last phase writes dst.
-func mergeSources(ctx context.Context, srcs []source.Source, names []string, out columns.Schema, dst string, opts Options, start time.Time) (res Result, err error) {
-	dir := filepath.Dir(dst)
-	if !opts.Replace {
-		if _, err := lstat(opts.Fs, dst); err == nil {
-			return res, fmt.Errorf("merger: %s exists (set Options.Replace to replace it): %w", dst, fs.ErrExist)
+func mergeSources(ctx context.Context, srcs []source.Source, names []string, out columns.Schema, dst target, opts Options, start time.Time) (res Result, err error) {
+	dir := dst.dir()
+	switch {
+	case dst.out != nil:
+		if err := dst.out.Check(ctx); err != nil {
+			return res, fmt.Errorf("merger: %s: %w", dst.name(), err)
+		}
+	case !opts.Replace:
+		if _, err := lstat(opts.Fs, dst.path); err == nil {
+			return res, fmt.Errorf("merger: %s exists (set Options.Replace to replace it): %w", dst.path, fs.ErrExist)
 		}
 	}
 	med := opts.Medium
@@ -193,7 +255,8 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 	for k, l := range cur {
 		ls[k], ln[k] = l.src, l.name
 	}
-	st, err := runCore(ctx, ls, ln, out, dst, med, columns.PublishOptions{Fs: opts.Fs, Durability: opts.Durability, Replace: opts.Replace}, &opts, phases, phases)
+	pub := columns.PublishOptions{Fs: opts.Fs, Durability: opts.Durability, Replace: opts.Replace}
+	st, err := runCore(ctx, ls, ln, out, dst, med, pub, &opts, phases, phases)
 	if err != nil {
 		return res, err
 	}
@@ -271,7 +334,7 @@ func writeIntermediate(ctx context.Context, srcs []source.Source, names []string
 		return level{}, phaseStats{}, err
 	}
 	pub.File = file
-	st, err := runCore(ctx, srcs, names, out, name, med, pub, opts, phase, phases)
+	st, err := runCore(ctx, srcs, names, out, target{path: name}, med, pub, opts, phase, phases)
 	if err != nil {
 		_ = file.Close()
 		if path != "" {
@@ -311,7 +374,7 @@ func writeIntermediateFs(ctx context.Context, srcs []source.Source, names []stri
 		return level{}, st, fmt.Errorf("merger: %s: close %s: %w", name, path, err)
 	}
 	pub.Fs, pub.Replace = fsys, true // over the reserved empty file
-	st, err = runCore(ctx, srcs, names, out, path, med, pub, opts, phase, phases)
+	st, err = runCore(ctx, srcs, names, out, target{path: path}, med, pub, opts, phase, phases)
 	if err != nil {
 		return level{}, st, err
 	}

@@ -98,6 +98,9 @@ func runExample(t *testing.T, fixtures string, cmd *cobra.Command, line string) 
 	x := exec.CommandContext(ctx, shell[0], shell[1:]...)
 	x.Dir = dir
 	x.Env = append(os.Environ(), "TMPDIR="+tmp)
+	if strings.Contains(line, "s3://") {
+		x.Env = append(x.Env, exampleS3(t, dir, outFlag(line))...)
+	}
 	var stdout, stderr bytes.Buffer
 	x.Stdout, x.Stderr = &stdout, &stderr
 	err := x.Run()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -50,6 +51,7 @@ type part struct {
 
 func newInspectCmd() *cobra.Command {
 	var asJSON bool
+	s3 := &s3Flags{}
 	cmd := &cobra.Command{
 		Use:   "inspect [--json] SEG",
 		Short: "Describe a segment: schema, rows, interval, and each column's parts and sizes",
@@ -59,12 +61,14 @@ metrics: "- (N null)" when N rows hold null, nullRows in --json), the bytes of e
 of its parts (values, dictionary, ids, bitmaps, nulls) with their encodings, and its compression
 ratio: the column's plain size over its bytes in the file. The plain size is 8 bytes a row for
 __time and numbers, the bytes of every row's strings for dimensions, and the serialized bytes of
-every row's sketch for hyperUnique. --json prints the same as one JSON object.`,
+every row's sketch for hyperUnique. --json prints the same as one JSON object.
+
+` + s3Help,
 		Example: `  segtool inspect events.seg
   segtool inspect --json events.seg | jq '.columns[] | {name, ratio}'`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := inspect(args[0])
+			rep, err := inspectWith(cmd.Context(), args[0], s3)
 			if err != nil {
 				return err
 			}
@@ -78,15 +82,21 @@ every row's sketch for hyperUnique. --json prints the same as one JSON object.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	addS3Flags(cmd, s3)
 	return cmd
 }
 
-func inspect(path string) (_ *segmentReport, err error) {
-	seg, err := columns.Open(path)
+func inspect(path string) (*segmentReport, error) {
+	return inspectWith(context.Background(), path, &s3Flags{})
+}
+
+// inspectWith describes a segment file or an s3:// object.
+func inspectWith(ctx context.Context, path string, s3 *s3Flags) (_ *segmentReport, err error) {
+	seg, closeSeg, err := openInput(ctx, path, s3)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = multierr.Join(err, seg.Close()) }()
+	defer func() { err = multierr.Join(err, closeSeg()) }()
 	s := seg.Schema()
 	rep := &segmentReport{Path: path, Size: seg.Size(), Rows: seg.Rows(), Interval: seg.Interval(),
 		IntervalISO: seg.Interval().String(), Rollup: s.Rollup, Granularity: s.Granularity.String(), Schema: s}

@@ -26,12 +26,17 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		Setup: func(env *testscript.Env) error {
+			if err := setupS3(env); err != nil {
+				return err
+			}
 			// The README's tour data, so that tour.txtar runs exactly what the README shows.
 			return os.CopyFS(filepath.Join(env.WorkDir, "tour"), os.DirFS("testdata/tour"))
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"flipbyte": cmdFlipByte,
 			"pqdump":   cmdPQDump,
+			"s3put":    cmdS3Put,
+			"s3get":    cmdS3Get,
 		},
 	})
 }

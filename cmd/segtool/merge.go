@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/objstore"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 )
@@ -35,10 +37,11 @@ type mergeFlags struct {
 	progress       string
 	verifyInputs   bool
 	memoryLimitMiB int
+	s3             *s3Flags
 }
 
 func newMergeCmd() *cobra.Command {
-	var f mergeFlags
+	f := mergeFlags{s3: &s3Flags{}}
 	cmd := &cobra.Command{
 		Use:   "merge --out SEG.seg [flags] SEG...",
 		Short: "Merge segments into one, through a write-out medium",
@@ -68,10 +71,17 @@ damaged input fails the merge, naming the file, column and part, and no output i
 
 On a terminal, standard error shows a progress bar (rows, rate, ETA); the summary goes to
 standard output (none with --quiet). Ctrl-C stops the merge within a second, removes its temp
-files and leaves no output.`,
+files and leaves no output.
+
+` + s3Help + ` An s3:// --out is uploaded
+in 8 MiB parts of a multipart upload, the parts staged in the --medium (in --tmp-dir, default
+the system's temp directory) and checked on the way out: the object appears only when the
+upload completes; a failed or interrupted merge aborts the upload and leaves nothing. The
+progress bar also counts the bytes fetched and uploaded.`,
 		Example: `  segtool merge --out all.seg day1.seg day2.seg day3.seg
   segtool merge --out hourly.seg --rollup --granularity hour --medium offheap data/*.seg
-  segtool merge --out big.seg --max-fan-in 8 --tmp-dir scratch --durability all parts/*.seg`,
+  segtool merge --out big.seg --max-fan-in 8 --tmp-dir scratch --durability all parts/*.seg
+  segtool merge --out s3://seg/all.seg s3://seg/day1.seg s3://seg/day2.seg`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := requireFlag(cmd, "out"); err != nil {
@@ -98,6 +108,7 @@ files and leaves no output.`,
 	fl.StringVar(&f.progress, "progress", "auto", "progress bar: auto (on a terminal), always or never")
 	fl.BoolVar(&f.verifyInputs, "verify-inputs", false, "verify every input (checksums and invariants) before merging")
 	addMemoryLimitFlag(cmd, &f.memoryLimitMiB)
+	addS3Flags(cmd, f.s3)
 	return cmd
 }
 
@@ -118,6 +129,8 @@ type mergeSettings struct {
 	progress    func(merger.Progress)
 	// skipChecksums: the inputs were just verified (--verify-inputs).
 	skipChecksums bool
+	// s3 reaches the s3:// inputs and output; nil: none may be s3://.
+	s3 *s3Flags
 }
 
 // mergeResult is what mergeFiles reports.
@@ -130,7 +143,7 @@ type mergeResult struct {
 	granularity     columns.Granularity
 }
 
-// mergeFiles merges the segment files inputs into dst.
+// mergeFiles merges the segment files inputs into dst; inputs and dst may be s3:// objects.
 func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSettings) (res mergeResult, err error) {
 	segs := make([]*columns.Segment, 0, len(inputs))
 	var closers []func() error
@@ -139,29 +152,43 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 			err = errors.Join(err, c())
 		}
 	}()
+	s3 := s.s3
+	if s3 == nil {
+		s3 = &s3Flags{}
+	}
 	for _, p := range inputs {
-		sg, closeSeg, err := openSegment(p)
+		sg, closeSeg, err := openInput(ctx, p, s3)
 		if err != nil {
 			return res, err
 		}
 		segs = append(segs, sg)
 		closers = append(closers, closeSeg)
 	}
-	// The output's directory is made only now that the inputs open, and unmade if the merge fails.
-	undo, err := makeOutputDir(filepath.Dir(dst), s.durability)
-	if err != nil {
-		return res, err
-	}
-	defer func() {
-		if err != nil {
-			undo()
+	var up *objstore.Upload
+	if objstore.IsURL(dst) {
+		if up, err = newUpload(dst, s.replace, s3); err != nil {
+			return res, err
 		}
-	}()
+	} else {
+		// The output's directory is made only now that the inputs open, and unmade if the merge fails.
+		undo, uerr := makeOutputDir(filepath.Dir(dst), s.durability)
+		if uerr != nil {
+			return res, uerr
+		}
+		defer func() {
+			if err != nil {
+				undo()
+			}
+		}()
+	}
 	med := s.medium
 	if med == nil && s.mediumName != "" {
 		dir := s.tmpDir
-		if dir == "" {
+		if dir == "" && up == nil {
 			dir = filepath.Dir(dst)
+		}
+		if dir == "" {
+			dir = os.TempDir()
 		}
 		if med, err = openMedium(s.mediumName, dir, s.durability); err != nil {
 			return res, err
@@ -182,7 +209,7 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 			s.granularity = g
 		}
 	}
-	r, err := merger.Merge(ctx, segs, dst, merger.Options{
+	opts := merger.Options{
 		Medium:      med,
 		Durability:  s.durability,
 		Replace:     s.replace,
@@ -195,7 +222,13 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 		Progress:    s.progress,
 
 		SkipChecksums: s.skipChecksums,
-	})
+	}
+	var r merger.Result
+	if up != nil {
+		r, err = merger.MergeTo(ctx, segs, up, opts)
+	} else {
+		r, err = merger.Merge(ctx, segs, dst, opts)
+	}
 	if err != nil {
 		return res, fmt.Errorf("merge into %s: %w", dst, err)
 	}
@@ -239,18 +272,29 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 	if _, err := openMediumCheck(f.medium); err != nil {
 		return err
 	}
-	if err := checkOutput(f.out, f.replace); err != nil {
+	if objstore.IsURL(f.out) {
+		up, err := newUpload(f.out, f.replace, f.s3)
+		if err != nil {
+			return err
+		}
+		if err := up.Check(cmd.Context()); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("%s: output exists (use --replace to overwrite it)", f.out)
+			}
+			return err
+		}
+	} else if err := checkOutput(f.out, f.replace); err != nil {
 		return err
 	}
 	for _, in := range inputs {
-		if abs(in) == abs(f.out) || sameFile(in, f.out) {
+		if in == f.out || !objstore.IsURL(in) && (abs(in) == abs(f.out) || sameFile(in, f.out)) {
 			return usagef("%s is both an input and the output", in)
 		}
 	}
 	setMemoryLimit(f.memoryLimitMiB)
 	if f.verifyInputs {
 		for _, in := range inputs {
-			if _, err := verifyFile(in); err != nil {
+			if _, err := verifyInput(cmd.Context(), in, f.s3); err != nil {
 				return fmt.Errorf("verify %s: %w", in, err)
 			}
 		}
@@ -258,12 +302,13 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 
 	s := mergeSettings{mediumName: f.medium, tmpDir: f.tmpDir, durability: dur, replace: f.replace, rollup: f.rollup,
 		granularity: gran, inherit: !cmd.Flags().Changed("rollup") && !cmd.Flags().Changed("granularity"), maxFanIn: f.maxFanIn, dimensions: splitList(f.dimensions), parallelism: f.parallelism,
-		skipChecksums: f.verifyInputs}
+		skipChecksums: f.verifyInputs, s3: f.s3}
 	showBar := !f.quiet && (f.progress == "always" || f.progress == "auto" && isTerminal(cmd.ErrOrStderr()))
 	var bar *phaseBar
 	if showBar {
-		bar = &phaseBar{w: cmd.ErrOrStderr()}
+		bar = &phaseBar{w: cmd.ErrOrStderr(), transfer: f.s3.transfer}
 		s.progress = bar.update
+		f.s3.onBytes = bar.refresh
 	}
 	start := time.Now()
 	res, err := mergeFiles(cmd.Context(), inputs, f.out, s)
@@ -289,6 +334,9 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 			f.medium, f.durability, res.rollup, res.granularity, res.Phases, res.Syncs)
 		if dur.TrickleBytes > 0 {
 			fmt.Fprintf(out, "trickle every %s: %d sync_file_range call(s)\n", humanBytes(dur.TrickleBytes), res.Trickles)
+		}
+		if t := f.s3.transfer(); t != "" {
+			fmt.Fprintf(out, "s3: %s (%d GETs)\n", t, f.s3.gets.Load())
 		}
 		fmt.Fprintf(out, "time %s (%s): dictionaries %s, rows %s, bitmaps %s, publish %s\n",
 			humanDuration(el), rate(res.rowsIn, el), humanDuration(res.Dictionaries), humanDuration(res.Rows),
@@ -322,15 +370,51 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// phaseBar draws a progress bar per merge phase on a terminal.
+// phaseBar draws a progress bar per merge phase on a terminal. Its description ends with
+// transfer's text (the bytes fetched and uploaded), redrawn by refresh as they move.
 type phaseBar struct {
-	w     io.Writer
+	w        io.Writer
+	transfer func() string // nil: none
+
+	mu    sync.Mutex // update runs in the merge, refresh in the transfers
 	bar   *progressbar.ProgressBar
 	phase int
 	desc  string
+	step  string // the description's merge part
+	line  int    // the length of the status line written after the bar finished, 0 if none
+}
+
+// refresh redraws the description with the bytes moved so far.
+func (p *phaseBar) refresh() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.describe()
+}
+
+// describe sets the bar's description. p.mu is held.
+func (p *phaseBar) describe() {
+	if p.bar == nil {
+		return
+	}
+	d := p.step
+	if p.transfer != nil {
+		if t := p.transfer(); t != "" {
+			d += ", " + t
+		}
+	}
+	if !p.bar.IsFinished() {
+		p.bar.Describe(d)
+		return
+	}
+	// The bar is done with the rows and cleared; the bytes still move (the upload): a status
+	// line of its own, overwritten in place.
+	fmt.Fprintf(p.w, "\r%-*s", p.line, d)
+	p.line = len(d)
 }
 
 func (p *phaseBar) update(pr merger.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.bar == nil || pr.Phase != p.phase {
 		if p.bar != nil {
 			_ = p.bar.Finish()
@@ -356,14 +440,17 @@ func (p *phaseBar) update(pr merger.Progress) {
 	// The bar counts rows; while bitmap indexes are rebuilt (after a segment's rows), its
 	// description counts them.
 	if pr.Step == merger.StepBitmaps && pr.BitmapsTotal > 0 {
-		p.bar.Describe(fmt.Sprintf("%s, bitmaps %d%%", p.desc, pr.BitmapsDone*100/pr.BitmapsTotal))
+		p.step = fmt.Sprintf("%s, bitmaps %d%%", p.desc, pr.BitmapsDone*100/pr.BitmapsTotal)
 	} else {
-		p.bar.Describe(p.desc)
+		p.step = p.desc
 	}
+	p.describe()
 	_ = p.bar.Set64(pr.RowsDone)
 }
 
 func (p *phaseBar) finish(ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.bar == nil {
 		return
 	}
@@ -373,4 +460,7 @@ func (p *phaseBar) finish(ok bool) {
 		_ = p.bar.Exit()
 	}
 	_ = p.bar.Clear()
+	if p.line > 0 {
+		fmt.Fprintf(p.w, "\r%*s\r", p.line, "")
+	}
 }

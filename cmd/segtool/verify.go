@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -10,7 +11,8 @@ import (
 )
 
 func newVerifyCmd() *cobra.Command {
-	return &cobra.Command{
+	s3 := &s3Flags{}
+	cmd := &cobra.Command{
 		Use:   "verify SEG...",
 		Short: "Check every checksum and invariant of segments",
 		Long: `verify opens each segment and checks the CRC-32C of every part and every structural
@@ -20,14 +22,17 @@ decodable.
 
 A good segment prints "SEG: ok" with its rows and parts on standard output. A bad one prints
 one line on standard error naming the file, the column and the part, and the exit status is 1
-(all segments are checked either way).`,
+(all segments are checked either way).
+
+` + s3Help,
 		Example: `  segtool verify merged.seg
-  segtool verify data/*.seg`,
+  segtool verify data/*.seg
+  segtool verify --s3-region us-east-1 s3://seg/merged.seg`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			failed := 0
 			for _, p := range args {
-				info, err := verifyFile(p)
+				info, err := verifyInput(cmd.Context(), p, s3)
 				if err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "segtool: verify %s: %s\n", p, oneLine(err.Error()))
 					failed++
@@ -41,14 +46,21 @@ one line on standard error naming the file, the column and the part, and the exi
 			return nil
 		},
 	}
+	addS3Flags(cmd, s3)
+	return cmd
 }
 
-func verifyFile(path string) (_ columns.Info, err error) {
-	seg, err := columns.Open(path)
+func verifyFile(path string) (columns.Info, error) {
+	return verifyInput(context.Background(), path, &s3Flags{})
+}
+
+// verifyInput verifies a segment file or an s3:// object.
+func verifyInput(ctx context.Context, path string, s3 *s3Flags) (_ columns.Info, err error) {
+	seg, closeSeg, err := openInput(ctx, path, s3)
 	if err != nil {
 		return columns.Info{}, err
 	}
-	defer func() { err = multierr.Join(err, seg.Close()) }()
+	defer func() { err = multierr.Join(err, closeSeg()) }()
 	if err := seg.Verify(); err != nil {
 		return columns.Info{}, err
 	}

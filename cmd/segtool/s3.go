@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/spf13/cobra"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/objstore"
+)
+
+// s3Flags say how to reach the object storage of s3:// paths: the AWS_* environment
+// variables (objstore.ConfigFromEnv), overridden by --s3-endpoint and --s3-region. The client
+// is made at the first s3:// path; fetched and uploaded count the bytes moved.
+type s3Flags struct {
+	endpoint, region string
+
+	once   sync.Once
+	client *objstore.Client
+	err    error
+
+	fetched, uploaded atomic.Int64
+	gets              atomic.Int64
+	onBytes           func() // called after bytes moved (progress bar); set before any transfer
+}
+
+const s3Help = `Paths of the form s3://BUCKET/KEY name objects in S3-compatible object storage. The endpoint,
+region and credentials come from the variables the AWS SDKs read: AWS_ENDPOINT_URL (or
+AWS_ENDPOINT_URL_S3; http://host:port for a plain-HTTP server such as a local MinIO), AWS_REGION,
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; --s3-endpoint and --s3-region
+override the first two. An input object is read with ranged GETs planned from its footer;
+the fetched bytes go through a temp file, never fetched twice.`
+
+func addS3Flags(cmd *cobra.Command, f *s3Flags) {
+	cmd.Flags().StringVar(&f.endpoint, "s3-endpoint", "", "endpoint of s3:// paths, http(s)://host[:port] (default: $AWS_ENDPOINT_URL, else AWS S3)")
+	cmd.Flags().StringVar(&f.region, "s3-region", "", "region of s3:// paths (default: $AWS_REGION)")
+}
+
+// clientFor returns the client of s3:// paths, made once.
+func (f *s3Flags) clientFor() (*objstore.Client, error) {
+	f.once.Do(func() {
+		cfg := objstore.ConfigFromEnv()
+		if f.endpoint != "" {
+			cfg.Endpoint = f.endpoint
+		}
+		if f.region != "" {
+			cfg.Region = f.region
+		}
+		f.client, f.err = objstore.New(cfg)
+		if f.err != nil {
+			f.err = usageError{f.err}
+		}
+	})
+	return f.client, f.err
+}
+
+func (f *s3Flags) moved() {
+	if f.onBytes != nil {
+		f.onBytes()
+	}
+}
+
+// openInput opens a segment file, or with an s3:// path an object. The close function
+// closes the segment.
+func openInput(ctx context.Context, path string, s3 *s3Flags) (*columns.Segment, func() error, error) {
+	if !objstore.IsURL(path) {
+		return openSegment(path)
+	}
+	bucket, key, err := objstore.ParseURL(path)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	c, err := s3.clientFor()
+	if err != nil {
+		return nil, nil, err
+	}
+	seg, err := c.OpenSegment(ctx, bucket, key, objstore.ReaderOptions{Progress: func(n int64) {
+		s3.fetched.Add(n)
+		s3.moved()
+	}})
+	if err != nil {
+		return nil, nil, err
+	}
+	return seg.Segment, func() error {
+		g, _ := seg.Reader.Stats()
+		s3.gets.Add(g)
+		return seg.Close()
+	}, nil
+}
+
+// newUpload returns the upload of an s3:// output.
+func newUpload(path string, replace bool, s3 *s3Flags) (*objstore.Upload, error) {
+	bucket, key, err := objstore.ParseURL(path)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	c, err := s3.clientFor()
+	if err != nil {
+		return nil, err
+	}
+	return c.NewUpload(bucket, key, objstore.UploadOptions{Replace: replace, Progress: func(n int64) {
+		s3.uploaded.Add(n)
+		s3.moved()
+	}})
+}
+
+// transfer describes the bytes moved, "" when none.
+func (f *s3Flags) transfer() string {
+	d, u := f.fetched.Load(), f.uploaded.Load()
+	switch {
+	case d > 0 && u > 0:
+		return fmt.Sprintf("fetched %s, uploaded %s", humanBytes(d), humanBytes(u))
+	case d > 0:
+		return "fetched " + humanBytes(d)
+	case u > 0:
+		return "uploaded " + humanBytes(u)
+	}
+	return ""
+}

@@ -1,0 +1,398 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/objstore"
+	"github.com/writeout/writeout/columns/objstore/s3test"
+)
+
+const bucket = "segments"
+
+// start starts a test server and a client of it.
+func start(t *testing.T) (*s3test.Server, *objstore.Client) {
+	t.Helper()
+	srv, err := s3test.Start(bucket)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	c, err := objstore.New(objstore.Config{Endpoint: srv.URL, Region: "us-east-1", AccessKey: "test", SecretKey: "testsecret"})
+	require.NoError(t, err)
+	return srv, c
+}
+
+// segmentBytes writes a segment of n rows with a dictionary, a multi-value and a raw
+// dimension and two metrics, in chunks of chunkRows rows.
+func segmentBytes(t *testing.T, seed uint64, n, chunkRows int) []byte {
+	t.Helper()
+	schema := columns.Schema{
+		Dimensions: []columns.Dimension{{Name: "page"}, {Name: "tags", MultiValue: true}, {Name: "text", Raw: true}},
+		Metrics: []columns.Metric{
+			{Name: "added", Aggregator: columns.AggLongSum},
+			{Name: "delta", Aggregator: columns.AggDoubleSum},
+		},
+	}
+	w, err := columns.NewWriter(schema, columns.WriterOptions{ChunkRows: chunkRows})
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for i := range n {
+		row := columns.Row{
+			Time: int64(i * 10),
+			Dims: [][]string{{fmt.Sprintf("p%d", rng.IntN(500))}, {fmt.Sprintf("t%d", rng.IntN(20)), "x"},
+				{strings.Repeat(string(rune('a'+rng.IntN(26))), 1+rng.IntN(40))}},
+			Metrics: []columns.Value{{Long: rng.Int64N(1000)}, {Double: rng.Float64()}},
+		}
+		require.NoError(t, w.AddRow(row))
+	}
+	var buf bytes.Buffer
+	_, err = w.FinishTo(&buf)
+	require.NoError(t, err)
+	return buf.Bytes()
+}
+
+func TestParseURL(t *testing.T) {
+	f := func(in, bucket, key string, ok bool) {
+		t.Helper()
+		b, k, err := objstore.ParseURL(in)
+		if !ok {
+			require.ErrorIs(t, err, objstore.ErrInvalid, in)
+			return
+		}
+		require.NoError(t, err, in)
+		assert.Equal(t, bucket, b)
+		assert.Equal(t, key, k)
+		assert.Equal(t, in, objstore.URL(b, k))
+	}
+	f("s3://b/k.seg", "b", "k.seg", true)
+	f("s3://b/dir/sub/k.seg", "b", "dir/sub/k.seg", true)
+	f("s3://b/", "", "", false)
+	f("s3://b", "", "", false)
+	f("s3:///k", "", "", false)
+	f("s3://b/dir/", "", "", false)
+	f("/local/path.seg", "", "", false)
+	f("S3://b/k", "", "", false)
+}
+
+func TestNewConfig(t *testing.T) {
+	for _, bad := range []string{"ftp://h", "http://", "http://h/path", "://x"} {
+		_, err := objstore.New(objstore.Config{Endpoint: bad})
+		require.ErrorIs(t, err, objstore.ErrInvalid, bad)
+	}
+	for _, good := range []string{"", "http://127.0.0.1:9000", "https://s3.example.com", "s3.example.com:443"} {
+		_, err := objstore.New(objstore.Config{Endpoint: good})
+		require.NoError(t, err, good)
+	}
+	t.Setenv("AWS_ENDPOINT_URL_S3", "")
+	t.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "eu-west-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "id")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	assert.Equal(t, objstore.Config{Endpoint: "http://127.0.0.1:1", Region: "eu-west-1", AccessKey: "id", SecretKey: "secret"}, objstore.ConfigFromEnv())
+}
+
+// The reader returns the object's bytes for reads of any size at any offset, fetching each
+// byte once.
+func TestReaderReadAt(t *testing.T) {
+	srv, c := start(t)
+	data := make([]byte, 3<<20+12345)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	require.NoError(t, srv.Put(bucket, "blob", data))
+	r, err := c.NewReader(context.Background(), bucket, "blob", objstore.ReaderOptions{RangeSize: 256 << 10})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, r.Close()) }()
+	require.Equal(t, int64(len(data)), r.Size())
+	// A plan of parts of assorted sizes.
+	var parts []columns.PartInfo
+	for off := int64(100); off < int64(len(data))-1000; {
+		n := min(int64(1+rng.IntN(300<<10)), int64(len(data))-1000-off)
+		parts = append(parts, columns.PartInfo{Offset: off, Length: n})
+		off += n
+	}
+	require.NoError(t, r.Plan(parts))
+	require.ErrorIs(t, r.Plan(parts), objstore.ErrInvalid, "planned twice")
+	for range 500 {
+		off := rng.Int64N(int64(len(data)))
+		p := make([]byte, rng.IntN(100<<10))
+		n, err := r.ReadAt(p, off)
+		want := data[off:min(off+int64(len(p)), int64(len(data)))]
+		require.Equal(t, len(want), n)
+		if len(want) < len(p) {
+			require.ErrorIs(t, err, io.EOF)
+		} else {
+			require.NoError(t, err)
+		}
+		require.True(t, bytes.Equal(want, p[:n]), "bytes at %d+%d", off, len(p))
+	}
+	_, err = r.ReadAt(make([]byte, 1), int64(len(data)))
+	require.ErrorIs(t, err, io.EOF)
+	_, err = r.ReadAt(make([]byte, 1), -1)
+	require.ErrorIs(t, err, objstore.ErrInvalid)
+	// Every byte fetched at most once.
+	gets, got := srv.Gets()
+	rg, rb := r.Stats()
+	assert.Equal(t, gets, rg)
+	assert.Equal(t, got, rb)
+	assert.LessOrEqual(t, got, int64(len(data)))
+	t.Logf("%d reads: %d GETs, %d bytes of %d", 500, gets, got, len(data))
+}
+
+func TestPlanBadParts(t *testing.T) {
+	srv, c := start(t)
+	require.NoError(t, srv.Put(bucket, "small", make([]byte, 100)))
+	r, err := c.NewReader(context.Background(), bucket, "small", objstore.ReaderOptions{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, r.Close()) }()
+	require.ErrorIs(t, r.Plan([]columns.PartInfo{{Offset: 90, Length: 20}}), objstore.ErrInvalid)
+}
+
+// A segment read from an object equals the same bytes read locally; its reads are planned by
+// part: the bytes fetched are the object's, in far fewer GETs than parts; opening it reads
+// only the header and the tail.
+func TestOpenSegment(t *testing.T) {
+	srv, c := start(t)
+	data := segmentBytes(t, 7, 40_000, 1000)
+	require.NoError(t, srv.Put(bucket, "in/a.seg", data))
+	local, err := columns.NewSegmentBytes(data)
+	require.NoError(t, err)
+
+	ctx := context.Background()
+	var progress atomic.Int64
+	seg, err := c.OpenSegment(ctx, bucket, "in/a.seg", objstore.ReaderOptions{RangeSize: 256 << 10, Progress: func(n int64) { progress.Add(n) }})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, seg.Close()) }()
+	gets, got := srv.Gets()
+	t.Logf("open: %d GETs, %d bytes", gets, got)
+	maxGets := int64(2 + len(data)/(256<<10) + 1) // header, tail, every range
+	assert.LessOrEqual(t, gets, maxGets, "open: the header, the tail, then the ranges of the dictionaries and indexes")
+	assert.Equal(t, "s3://segments/in/a.seg", seg.Name())
+	assert.Equal(t, local.Info(), seg.Info())
+
+	require.NoError(t, seg.Verify())
+	rr, lr := seg.RowReader(), local.RowReader()
+	var a, b columns.Row
+	for i := 0; i < seg.Rows(); i += 997 {
+		require.NoError(t, rr.Read(i, &a))
+		require.NoError(t, lr.Read(i, &b))
+		require.Equal(t, b, a, "row %d", i)
+	}
+	gets, got = srv.Gets()
+	parts := len(seg.Parts())
+	assert.Equal(t, int64(len(data)), got, "every byte fetched once")
+	assert.Equal(t, got, progress.Load())
+	assert.LessOrEqual(t, gets, maxGets, "a GET per range")
+	assert.Less(t, gets, int64(parts), "fewer GETs than parts")
+	t.Logf("%d bytes, %d parts: %d GETs, %d bytes fetched", len(data), parts, gets, got)
+	require.NoError(t, seg.Close())
+	_, err = seg.Reader.ReadAt(make([]byte, 1), 0)
+	require.ErrorIs(t, err, fs.ErrClosed)
+}
+
+func TestOpenSegmentErrors(t *testing.T) {
+	srv, c := start(t)
+	ctx := context.Background()
+	_, err := c.OpenSegment(ctx, bucket, "missing.seg", objstore.ReaderOptions{})
+	require.ErrorIs(t, err, objstore.ErrNotFound)
+	require.ErrorContains(t, err, "s3://segments/missing.seg")
+
+	require.NoError(t, srv.Put(bucket, "junk.seg", bytes.Repeat([]byte("x"), 1000)))
+	_, err = c.OpenSegment(ctx, bucket, "junk.seg", objstore.ReaderOptions{})
+	require.ErrorIs(t, err, columns.ErrCorrupt)
+	require.ErrorContains(t, err, "s3://segments/junk.seg")
+
+	// A flipped byte in a part fails the read that touches it, naming the object and the part.
+	data := segmentBytes(t, 8, 5000, 500)
+	local, err := columns.NewSegmentBytes(data)
+	require.NoError(t, err)
+	p := local.Parts()[len(local.Parts())/2]
+	bad := bytes.Clone(data)
+	bad[p.Offset+p.Length/2] ^= 0x10
+	require.NoError(t, srv.Put(bucket, "bad.seg", bad))
+	seg, err := c.OpenSegment(ctx, bucket, "bad.seg", objstore.ReaderOptions{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, seg.Close()) }()
+	err = seg.VerifyChecksums()
+	require.ErrorIs(t, err, columns.ErrCorrupt)
+	require.ErrorContains(t, err, p.Column)
+	require.ErrorContains(t, err, p.Kind.String())
+
+	// A cancelled context fails the reads.
+	require.NoError(t, srv.Put(bucket, "ok.seg", data))
+	cctx, cancel := context.WithCancel(ctx)
+	seg2, err := c.OpenSegment(cctx, bucket, "ok.seg", objstore.ReaderOptions{RangeSize: 1024, ReadAhead: -1})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, seg2.Close()) }()
+	cancel()
+	require.ErrorIs(t, seg2.VerifyChecksums(), context.Canceled)
+}
+
+func randomBytes(n int, seed uint64) []byte {
+	b := make([]byte, n)
+	rng := rand.New(rand.NewPCG(seed, 3))
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// writeChunks writes data in pieces of assorted sizes.
+func writeChunks(data []byte) func(w io.Writer) error {
+	return func(w io.Writer) error {
+		rng := rand.New(rand.NewPCG(5, 5))
+		for len(data) > 0 {
+			n := min(len(data), 1+rng.IntN(1<<20))
+			if _, err := w.Write(data[:n]); err != nil {
+				return err
+			}
+			data = data[n:]
+		}
+		return nil
+	}
+}
+
+// An upload puts parts of PartSize but the last and the object appears whole at the end.
+func TestUpload(t *testing.T) {
+	srv, c := start(t)
+	ctx := context.Background()
+	data := randomBytes(12<<20+777, 1)
+	var progress int64
+	up, err := c.NewUpload(bucket, "out/x.seg", objstore.UploadOptions{PartSize: objstore.MinPartSize, Progress: func(n int64) { progress += n }})
+	require.NoError(t, err)
+	assert.Equal(t, "s3://segments/out/x.seg", up.Name())
+	require.NoError(t, up.Check(ctx))
+	var seenBefore bool
+	require.NoError(t, up.Publish(ctx, func(w io.Writer) error {
+		if err := writeChunks(data)(w); err != nil {
+			return err
+		}
+		seenBefore, err = srv.Exists(bucket, "out/x.seg")
+		return err
+	}))
+	assert.False(t, seenBefore, "the object appears only at completion")
+	got, err := srv.Get(bucket, "out/x.seg")
+	require.NoError(t, err)
+	require.Equal(t, len(data), len(got))
+	require.True(t, bytes.Equal(data, got))
+	assert.Equal(t, int64(len(data)), progress)
+	ids := srv.Uploads()
+	require.Len(t, ids, 1)
+	assert.Equal(t, []int64{5 << 20, 5 << 20, 2<<20 + 777}, srv.PartSizes(ids[0]))
+	pending, err := c.PendingUploads(ctx, bucket, "")
+	require.NoError(t, err)
+	assert.Empty(t, pending)
+
+	// Without Replace an existing object fails before anything is sent, and stays.
+	err = up.Check(ctx)
+	require.ErrorIs(t, err, fs.ErrExist)
+	require.ErrorContains(t, err, "s3://segments/out/x.seg")
+	called := false
+	err = up.Publish(ctx, func(w io.Writer) error { called = true; return nil })
+	require.ErrorIs(t, err, fs.ErrExist)
+	assert.False(t, called)
+	assert.Len(t, srv.Uploads(), 1, "no upload started")
+
+	// With Replace it is replaced.
+	up2, err := c.NewUpload(bucket, "out/x.seg", objstore.UploadOptions{Replace: true})
+	require.NoError(t, err)
+	require.NoError(t, up2.Publish(ctx, writeChunks(data[:1000])))
+	got, err = srv.Get(bucket, "out/x.seg")
+	require.NoError(t, err)
+	require.Equal(t, data[:1000], got)
+
+	_, err = c.NewUpload(bucket, "k", objstore.UploadOptions{PartSize: objstore.MinPartSize - 1})
+	require.ErrorIs(t, err, objstore.ErrInvalid)
+}
+
+// An object that appears while the upload runs is not replaced without Replace: the check
+// before completion catches it, and the upload is aborted.
+func TestUploadRaceExists(t *testing.T) {
+	srv, c := start(t)
+	ctx := context.Background()
+	up, err := c.NewUpload(bucket, "race.seg", objstore.UploadOptions{})
+	require.NoError(t, err)
+	err = up.Publish(ctx, func(w io.Writer) error {
+		if _, err := w.Write([]byte("new")); err != nil {
+			return err
+		}
+		return srv.Put(bucket, "race.seg", []byte("other"))
+	})
+	require.ErrorIs(t, err, fs.ErrExist)
+	got, err := srv.Get(bucket, "race.seg")
+	require.NoError(t, err)
+	assert.Equal(t, "other", string(got))
+	pending, err := c.PendingUploads(ctx, bucket, "")
+	require.NoError(t, err)
+	assert.Empty(t, pending)
+}
+
+// A failed write, a failed part and a cancelled context each abort the upload: no object,
+// no pending upload.
+func TestUploadAborts(t *testing.T) {
+	srv, c := start(t)
+	data := randomBytes(11<<20, 2)
+	boom := errors.New("boom")
+	f := func(name string, setup func(ctx context.Context, cancel context.CancelFunc), write func(w io.Writer) error, want error, says string) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		srv.OnRequest(nil)
+		setup(ctx, cancel)
+		up, err := c.NewUpload(bucket, name, objstore.UploadOptions{PartSize: objstore.MinPartSize})
+		require.NoError(t, err)
+		err = up.Publish(ctx, write)
+		srv.OnRequest(nil)
+		if want != nil {
+			require.ErrorIs(t, err, want, name)
+		}
+		require.ErrorContains(t, err, says, name)
+		require.ErrorContains(t, err, "s3://segments/"+name)
+		ok, err := srv.Exists(bucket, name)
+		require.NoError(t, err)
+		assert.False(t, ok, "%s: no object", name)
+		pending, err := c.PendingUploads(context.Background(), bucket, "")
+		require.NoError(t, err)
+		assert.Empty(t, pending, "%s: no pending upload", name)
+	}
+	none := func(context.Context, context.CancelFunc) {}
+	f("write-fails", none, func(w io.Writer) error {
+		if _, err := w.Write(data); err != nil {
+			return err
+		}
+		return boom
+	}, boom, "boom")
+	// Cancelled when the second part arrives at the server: the write fails, the part in
+	// flight fails, the upload is aborted all the same.
+	f("cancelled", func(ctx context.Context, cancel context.CancelFunc) {
+		srv.OnRequest(func(r *http.Request) {
+			if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") == "2" {
+				cancel()
+			}
+		})
+	}, writeChunks(data), context.Canceled, "context canceled")
+	// The server refuses a part.
+	var failed atomic.Bool
+	f("part-fails", func(ctx context.Context, cancel context.CancelFunc) {
+		srv.OnRequest(func(r *http.Request) {
+			if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") == "1" && failed.CompareAndSwap(false, true) {
+				r.Header.Set("Content-Length", "bad") // gofakes3 answers 400
+			}
+		})
+	}, writeChunks(data), nil, "part 1 (5242880 bytes): MissingContentLength")
+}

@@ -1,0 +1,249 @@
+package objstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+)
+
+// MinPartSize is the smallest part S3 accepts in a multipart upload, but for the last one.
+const MinPartSize = 5 << 20
+
+// DefaultPartSize is the part size of an Upload when UploadOptions.PartSize is 0.
+const DefaultPartSize = 8 << 20
+
+// maxParts is the most parts one multipart upload may have.
+const maxParts = 10000
+
+// UploadOptions configure an Upload. The zero value uploads 8 MiB parts and refuses to
+// replace an existing object.
+type UploadOptions struct {
+	// Replace allows replacing an existing object.
+	Replace bool
+	// PartSize is the size of every part but the last; 0 means DefaultPartSize, and it may
+	// not be below MinPartSize. Two parts are held in memory: one filling, one in flight.
+	PartSize int
+	// Progress, when set, is called with the bytes of each part once the service holds it.
+	Progress func(n int64)
+}
+
+// Upload publishes one object through a multipart upload: the object appears, whole, only
+// when the upload completes, and a failed or cancelled upload is aborted and leaves nothing.
+// It is the output side of a merge on object storage (it implements merger.Output); any
+// writer of a stream can use it through Publish.
+type Upload struct {
+	c           *Client
+	bucket, key string
+	opts        UploadOptions
+}
+
+// NewUpload returns an Upload of bucket/key. It sends nothing.
+func (c *Client) NewUpload(bucket, key string, opts UploadOptions) (*Upload, error) {
+	if opts.PartSize == 0 {
+		opts.PartSize = DefaultPartSize
+	}
+	if opts.PartSize < MinPartSize {
+		return nil, fmt.Errorf("%w: part size %d, at least %d", ErrInvalid, opts.PartSize, MinPartSize)
+	}
+	if bucket == "" || key == "" {
+		return nil, fmt.Errorf("%w: empty bucket or key", ErrInvalid)
+	}
+	return &Upload{c: c, bucket: bucket, key: key, opts: opts}, nil
+}
+
+// Name returns the object's URL, s3://bucket/key.
+func (u *Upload) Name() string { return URL(u.bucket, u.key) }
+
+// Check fails, with an error wrapping fs.ErrExist, if the object exists and Replace is not
+// set. Publish checks again; calling Check first makes a merge fail before its work.
+func (u *Upload) Check(ctx context.Context) error {
+	if u.opts.Replace {
+		return nil
+	}
+	ok, err := u.c.exists(ctx, u.bucket, u.key)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return fmt.Errorf("objstore: %s exists (set Replace to replace it): %w", u.Name(), fs.ErrExist)
+	}
+	return nil
+}
+
+// abortTimeout bounds the abort of a failed upload, which runs even when ctx is done.
+const abortTimeout = 30 * time.Second
+
+// Publish uploads what write writes to its writer as the object:
+//
+//  1. without Replace, an existing object fails the publish (fs.ErrExist) before anything
+//     is sent;
+//  2. a multipart upload is started; write's bytes are cut into parts of PartSize, each put
+//     while the next fills (the last part may be smaller);
+//  3. once write returns nil, without Replace the object's absence is checked again, and the
+//     upload is completed (with If-None-Match: *, so that a service that supports conditional
+//     writes refuses to replace an object that appeared since: on one that ignores it, the
+//     second check leaves a window of one request);
+//
+// The object appears at step 3's completion, whole. If write fails, a part fails, or ctx is
+// done (the writer then fails its next Write), the upload is aborted (with a context of its
+// own, so that a cancelled ctx still aborts), the object is left as it was, and the first
+// error is returned, wrapping ctx.Err() for a cancellation.
+func (u *Upload) Publish(ctx context.Context, write func(w io.Writer) error) (err error) {
+	if err := u.Check(ctx); err != nil {
+		return err
+	}
+	var putOpts minio.PutObjectOptions
+	id, err := u.c.core.NewMultipartUpload(ctx, u.bucket, u.key, putOpts)
+	if err != nil {
+		return fmt.Errorf("objstore: start upload of %s: %w", u.Name(), ctxErr(ctx, notFound(err)))
+	}
+	pw := &partWriter{u: u, ctx: ctx, id: id, buf: make([]byte, 0, u.opts.PartSize), spare: make([]byte, 0, u.opts.PartSize)}
+	defer func() {
+		if err != nil {
+			_ = pw.wait() // the part in flight, if any, before the abort (its error is in err or later)
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+			defer cancel()
+			if aerr := u.c.core.AbortMultipartUpload(actx, u.bucket, u.key, id); aerr != nil {
+				err = errors.Join(err, fmt.Errorf("objstore: abort upload %s of %s: %w", id, u.Name(), aerr))
+			}
+		}
+	}()
+	if err := write(pw); err != nil {
+		return fmt.Errorf("objstore: upload %s: %w", u.Name(), err)
+	}
+	if err := pw.flush(true); err != nil {
+		return err
+	}
+	if err := pw.wait(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("objstore: upload %s: %w", u.Name(), err)
+	}
+	if !u.opts.Replace {
+		if err := u.Check(ctx); err != nil {
+			return err
+		}
+		putOpts.SetMatchETagExcept("*")
+	}
+	if _, err := u.c.core.CompleteMultipartUpload(ctx, u.bucket, u.key, id, pw.done, putOpts); err != nil {
+		if e := (minio.ErrorResponse{}); errors.As(err, &e) && e.Code == "PreconditionFailed" {
+			err = fmt.Errorf("%w: %w", fs.ErrExist, err)
+		}
+		return fmt.Errorf("objstore: complete upload of %s: %w", u.Name(), ctxErr(ctx, err))
+	}
+	return nil
+}
+
+// ctxErr wraps err with ctx's error when ctx is done, so that a cancelled request says so.
+func ctxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
+}
+
+// partWriter cuts a stream into parts and puts each while the next one fills: buf fills,
+// then is handed to a goroutine (inflight) and swapped with spare once that returns.
+//
+// Each part is sent with its Content-MD5, which the service checks before it keeps the part,
+// and without a SHA-256 of the payload in the signature (DisableContentSha256): over plain
+// HTTP minio-go would otherwise sign the body in aws-chunked streaming form, which not every
+// S3-compatible service decodes in UploadPart (gofakes3, the tests' server, keeps the chunk
+// framing as data), while Content-MD5 is checked by all of them, over HTTP and HTTPS alike.
+type partWriter struct {
+	u     *Upload
+	ctx   context.Context
+	id    string
+	buf   []byte
+	spare []byte
+	done  []minio.CompletePart
+	n     int // parts started
+
+	inflight chan error // the put in flight, nil when none
+	err      error      // sticky: the first failure
+}
+
+var _ io.Writer = (*partWriter)(nil)
+
+// Write buffers p, putting every part that fills.
+func (w *partWriter) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	if err := w.ctx.Err(); err != nil {
+		w.err = fmt.Errorf("objstore: upload %s: %w", w.u.Name(), err)
+		return 0, w.err
+	}
+	written := 0
+	for len(p) > 0 {
+		k := min(len(p), cap(w.buf)-len(w.buf))
+		w.buf = append(w.buf, p[:k]...)
+		p, written = p[k:], written+k
+		if len(w.buf) == cap(w.buf) {
+			if err := w.flush(false); err != nil {
+				return written, err
+			}
+		}
+	}
+	return written, nil
+}
+
+// flush puts the buffered part (an empty one only as the first and last part, an object of
+// zero bytes), after the part in flight returns.
+func (w *partWriter) flush(last bool) error {
+	if w.err != nil {
+		return w.err
+	}
+	if len(w.buf) == 0 && !(last && w.n == 0) {
+		return nil
+	}
+	if err := w.wait(); err != nil {
+		return err
+	}
+	if w.n == maxParts {
+		w.err = fmt.Errorf("objstore: upload %s: more than %d parts of %d bytes: %w", w.u.Name(), maxParts, w.u.opts.PartSize, ErrInvalid)
+		return w.err
+	}
+	w.n++
+	num, data := w.n, w.buf
+	w.buf, w.spare = w.spare[:0], nil
+	ch := make(chan error, 1)
+	w.inflight = ch
+	go func() {
+		sum := md5.Sum(data)
+		part, err := w.u.c.core.PutObjectPart(w.ctx, w.u.bucket, w.u.key, w.id, num, bytes.NewReader(data), int64(len(data)),
+			minio.PutObjectPartOptions{Md5Base64: base64.StdEncoding.EncodeToString(sum[:]), DisableContentSha256: true})
+		if err != nil {
+			ch <- fmt.Errorf("objstore: upload %s: part %d (%d bytes): %w", w.u.Name(), num, len(data), ctxErr(w.ctx, err))
+			return
+		}
+		w.done = append(w.done, minio.CompletePart{PartNumber: num, ETag: part.ETag})
+		w.spare = data
+		if f := w.u.opts.Progress; f != nil {
+			f(int64(len(data)))
+		}
+		ch <- nil
+	}()
+	return nil
+}
+
+// wait waits for the part in flight and returns the first failure.
+func (w *partWriter) wait() error {
+	if w.inflight != nil {
+		err := <-w.inflight
+		w.inflight = nil
+		if err != nil && w.err == nil {
+			w.err = err
+		}
+	}
+	return w.err
+}
