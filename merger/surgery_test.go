@@ -3,6 +3,7 @@ package merger
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"hash/crc32"
 	"math"
@@ -111,10 +112,44 @@ func (f *segFile) set(t testing.TB, column int, kind columns.PartKind, data []by
 	for i := range f.parts {
 		if f.parts[i].column == column && f.parts[i].kind == kind {
 			f.parts[i].data = data
+			if enc, ok := encodingV2[f.parts[i].enc]; ok {
+				f.parts[i].enc = enc // the encoders here write the version 2 layouts
+			}
+			f.version = f.minVersion()
 			return
 		}
 	}
 	t.Fatalf("no part %s of column %d", kind, column)
+}
+
+// encodingV2 maps each version 4 encoding to the version 2 encoding it replaces.
+var encodingV2 = map[columns.Encoding]columns.Encoding{
+	columns.EncLongChunksV4:   columns.EncLongChunks,
+	columns.EncDoubleChunksV4: columns.EncDoubleChunks,
+	columns.EncIDChunksV4:     columns.EncIDChunks,
+	columns.EncRoaringTableV4: columns.EncRoaringTable,
+}
+
+// minVersion returns the format version the parts need, as the writer decides it: 4 with a
+// part in a version 4 encoding, else 3 with a metric's nulls part, else 2 (1 stays 1).
+func (f *segFile) minVersion() byte {
+	if f.version < 2 {
+		return f.version
+	}
+	for _, p := range f.parts {
+		if _, ok := encodingV2[p.enc]; ok {
+			return 4
+		}
+	}
+	var s columns.Schema
+	if err := json.Unmarshal(f.schema, &s); err == nil {
+		for _, p := range f.parts {
+			if p.kind == columns.PartNulls && p.column > len(s.Dimensions) {
+				return 3
+			}
+		}
+	}
+	return 2
 }
 
 // surgeryChunkRows is the rows per chunk of the chunked parts the tests encode: small, so
