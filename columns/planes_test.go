@@ -375,11 +375,17 @@ func v4Rows(n int, seed uint64) []Row {
 	return rows
 }
 
-// partEncodings returns the encoding of each part, by "column/kind".
+// partEncodings returns the encoding of each chunked part (values, ids, times, tails), by
+// "column/kind": the parts the chunk forms concern (bitmap parts have their own version 4
+// encoding, not tested here).
 func partEncodings(seg *Segment) map[string]Encoding {
 	out := map[string]Encoding{}
 	for _, p := range seg.Parts() {
-		out[p.Column+"/"+p.Kind.String()] = p.Encoding
+		switch p.Kind {
+		case PartValues, PartIDs, PartTimes, PartTails:
+			out[p.Column+"/"+p.Kind.String()] = p.Encoding
+		case PartDictionary, PartBitmaps, PartNulls:
+		}
 	}
 	return out
 }
