@@ -144,8 +144,9 @@
 //
 // Bit-packing keeps each value's width but hides its byte patterns from zstd and s2. Three
 // version 4 part encodings let chunks be entropy-coded instead, chunk by chunk, where that is
-// smaller (the writer uses them under zstd and s2, never under CompressionNone, and names a
-// part by its version 4 encoding only when some chunk of it needs the new form):
+// smaller. The writer uses them under CompressionZstd, the choice for size; not under s2, the
+// default, whose files stay the fastest to read; never under CompressionNone. It names a part
+// by its version 4 encoding only when some chunk of it needs the new form:
 //
 //	long-chunks-v4 (11)    long chunks that may also take
 //	                 planes    4 | n uvarint | t u8 = 2 (for) or 3 (delta) | the fields of that

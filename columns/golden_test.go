@@ -112,7 +112,7 @@ func seedSegments(t testing.TB) map[string][]byte {
 	out["nulls-none.seg"] = nullsSegment(t, 12, 6, WriterOptions{Compression: CompressionNone, ChunkRows: 4})
 	sk := Schema{Metrics: []Metric{{Name: "u", Aggregator: AggHyperUnique}}}
 	out["sketch.seg"] = writeRows(t, sk, gen(sk, 3, 5), WriterOptions{})
-	out["v4-s2.seg"] = v4FlipSegment(t) // the planes form and ranked ids (version 4)
+	out["v4-zstd.seg"] = v4FlipSegment(t) // the planes form and ranked ids (version 4)
 	return out
 }
 

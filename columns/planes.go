@@ -99,8 +99,9 @@ func (pc *planeCoder) appendPlane(dst, plane []byte) []byte {
 		}
 	}
 	// FSE codes below one bit a byte where huffman cannot, but decodes several times slower:
-	// it is tried for skewed planes and kept only when it saves a good share.
-	if best != planeHuff || bestSize < len(plane)/fseTry {
+	// it is tried only for planes huffman finds skewed, and kept only when it saves a good
+	// share.
+	if best == planeHuff && bestSize < len(plane)/fseTry {
 		out, err := fse.Compress(plane, &pc.fs)
 		if err == nil {
 			if s := 1 + uvarintLen(uint64(len(out))) + len(out); s < bestSize-bestSize/fseGain {
@@ -241,13 +242,17 @@ func (pd *planeDecoder) plane1(src []byte, n int) (plane, rest []byte, err error
 }
 
 // planesFor reports whether a writer of chunks compressed with c uses the version 4 chunk
-// forms (the planes form, ranked ids): never under CompressionNone, which means no coding
-// beyond bit-packing; under zstd and s2 wherever they make a chunk smaller.
+// forms (the planes form, ranked ids), wherever they make a chunk smaller: under zstd, the
+// choice for size. Never under CompressionNone, which means no coding beyond bit-packing; and
+// not under s2, the default, the choice for speed: on an event table (BenchmarkEventRead) the
+// version 4 forms are 16% smaller but a cursor scan of every column costs about three times
+// the CPU (34 against 11 ns a row), and a 3,000,000-row merge about a third more (bench/
+// RESULTS.md, "Issue 14 bar 3: size").
 func planesFor(c Compression) bool {
 	switch c {
-	case CompressionZstd, CompressionS2:
+	case CompressionZstd:
 		return true
-	case CompressionNone, CompressionDefault:
+	case CompressionNone, CompressionS2, CompressionDefault:
 	}
 	return false
 }
