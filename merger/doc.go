@@ -96,9 +96,10 @@
 //   - A task names everything: the input keys (with their sizes or ETags, to refuse an
 //     input that changed), the output key, the merge options (rollup, granularity,
 //     dimensions), and the durability the host wants. A worker needs only credentials for the
-//     bucket, scratch disk of about the inputs' size (the readers' caches, the staging
-//     medium's file, under os.TempDir or Options.Medium) and memory for the merge itself; no
-//     input is copied whole to the worker before the merge starts.
+//     bucket, scratch disk of about the inputs' and the output's size (the readers' caches and
+//     the staging medium's file, under os.TempDir, or Options.Medium) and memory for the merge
+//     itself. Inputs are fetched in ranges as the merge (its checksum pass first) reads them,
+//     each byte once.
 //   - Publish, then record. The output key should be fresh for each attempt (the chunk, a
 //     version and an attempt id, as Druid's segment ids carry a version): the upload is
 //     atomic, so a reader sees the complete output or none. The host then swaps, in its own

@@ -72,7 +72,7 @@ func inputKeys(n int) []string {
 func TestMergeS3(t *testing.T) {
 	rows := 75_000
 	if testing.Short() || raceEnabled {
-		rows = 15_000
+		rows = 5_000
 	}
 	srv, c, local, data := s3Inputs(t, 5, rows)
 	ctx := context.Background()
@@ -121,7 +121,11 @@ func TestMergeS3(t *testing.T) {
 // the merge naming the key and the part; an existing output without Replace fails with
 // nothing changed. None leaves a local file.
 func TestMergeS3Failures(t *testing.T) {
-	srv, c, _, data := s3Inputs(t, 3, 20_000)
+	rows := 20_000
+	if testing.Short() || raceEnabled {
+		rows = 5_000
+	}
+	srv, c, _, data := s3Inputs(t, 3, rows)
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // the merge's stages
 	noTrace := func(key string) {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -395,4 +396,44 @@ func TestUploadAborts(t *testing.T) {
 			}
 		})
 	}, writeChunks(data), nil, "part 1 (5242880 bytes): MissingContentLength")
+}
+
+// The reader's memory is bounded by its copy buffers, not the object: reading a 24 MiB
+// object whole allocates a small fraction of it (client and in-process server together).
+func TestReaderMemoryBounded(t *testing.T) {
+	srv, c := start(t)
+	data := randomBytes(24<<20, 9)
+	require.NoError(t, srv.Put(bucket, "big", data))
+	r, err := c.NewReader(context.Background(), bucket, "big", objstore.ReaderOptions{RangeSize: 4 << 20})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, r.Close()) }()
+	require.NoError(t, r.Plan([]columns.PartInfo{{Offset: 0, Length: int64(len(data))}}))
+	buf := make([]byte, 1<<20)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for off := 0; off < len(data); off += len(buf) {
+		n, err := r.ReadAt(buf, int64(off))
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(data[off:off+n], buf[:n]))
+	}
+	runtime.ReadMemStats(&after)
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("read %d bytes: %d bytes allocated", len(data), alloc)
+	require.Less(t, alloc, uint64(len(data)/4))
+}
+
+// FuzzParseURL: ParseURL never panics, and what it accepts URL gives back.
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{"s3://b/k", "s3://b/", "s3:///k", "s3://b/a/b/", "x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, k, err := objstore.ParseURL(s)
+		if err != nil {
+			require.ErrorIs(t, err, objstore.ErrInvalid)
+			return
+		}
+		require.Equal(t, s, objstore.URL(b, k))
+	})
 }

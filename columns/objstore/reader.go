@@ -206,13 +206,14 @@ func plan(parts []span, size, maxLen int64) []span {
 		if p.lo < at { // overlapping parts (a damaged footer): keep the ranges disjoint
 			p.lo = at
 		}
+		if p.hi <= p.lo {
+			continue // empty, or inside the part before
+		}
 		if p.lo > at {
 			add(span{at, p.lo})
 		}
-		if p.hi > p.lo {
-			add(p)
-			at = p.hi
-		}
+		add(p)
+		at = p.hi
 	}
 	add(span{at, size})
 	var out []span
