@@ -152,8 +152,8 @@ func TestDecodeEFRejects(t *testing.T) {
 	f(edit(2, 9), 100, "in 4 bytes")                                          // 4 values of 9 low bits leave no highs
 	f(edit(1, 5), 100, "4 values, the header says 5")
 	f(append(append([]byte(nil), good...), 0), 100, "highs end in a zero byte")
-	f(edit(4, good[4]|0x80), 100, "low padding bits set") // 4 values of 3 bits: bits 12.. of the lows are padding
-	f(edit(len(good)-1, 0xff), 1<<20, "more than 4")      // more highs set than values
+	f(edit(4, good[4]|0x80), 100, "low padding bits set")             // 4 values of 3 bits: bits 12.. of the lows are padding
+	f(edit(len(good)-1, 0xff), 1<<20, "11 values, the header says 4") // more highs set than values
 	// Fewer highs set than values: n = 4 but only 3 bits.
 	b := appendEFRows(nil, []uint32{1, 2, 3})
 	b[1] = 4
