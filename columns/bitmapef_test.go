@@ -440,6 +440,17 @@ func FuzzDecodeBitmapV4(f *testing.F) {
 		d := roaringDecoder{}
 		err := d.decodeStored(b, true, limit, nil)
 		bm, berr := decodeBitmap4(b, limit)
+		if berr != nil && !errors.Is(berr, ErrCorrupt) {
+			t.Fatalf("decodeBitmap4: %v does not wrap ErrCorrupt", berr)
+		}
+		if len(b) > 0 && b[0] != efTag {
+			// The roaring form: decodeBitmap4 is roaring's own reader, which checks less than
+			// roaringdec.go (a run container's header cardinality, for one), as in version 2.
+			if err != nil && !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%v does not wrap ErrCorrupt", err)
+			}
+			return
+		}
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) || !errors.Is(berr, ErrCorrupt) {
 				t.Fatalf("%v / %v does not wrap ErrCorrupt", err, berr)
