@@ -3,6 +3,7 @@ package columns
 import (
 	"encoding/binary"
 	"math/bits"
+	"slices"
 )
 
 // The version 4 forms of one bitmap in a bitmap index part (EncRoaringTableV4; see doc.go,
@@ -80,6 +81,15 @@ func (p *efPacker) add(v uint32) {
 	b := int(v>>p.l) + p.i
 	p.dst[p.highs+b>>3] |= 1 << (b & 7)
 	p.i++
+}
+
+// efLow returns the l bits at bit pos of lows (which holds them).
+func efLow(lows []byte, pos int, l uint) uint64 {
+	var x uint64
+	for j := min(len(lows), pos>>3+8) - 1; j >= pos>>3; j-- {
+		x = x<<8 | uint64(lows[j])
+	}
+	return x >> (pos & 7) & (1<<l - 1)
 }
 
 func (p *efPacker) finish() []byte {
@@ -181,16 +191,39 @@ func (d *roaringDecoder) decodeEF(b []byte, limit uint64, fn func([]uint32) erro
 	if pad := uint(n64*uint64(l)) & 7; pad != 0 && lows[len(lows)-1]>>pad != 0 {
 		return corruptf("elias-fano: low padding bits set")
 	}
-	mask := uint64(1)<<l - 1
+	// Exactly n highs bits set, the last one at most maxHigh+n-1: every high is at most maxHigh
+	// (they do not decrease), so high<<l does not overflow.
+	var ones uint64
+	for j := 0; j+8 <= len(highs); j += 8 {
+		ones += uint64(bits.OnesCount64(binary.LittleEndian.Uint64(highs[j:])))
+	}
+	for _, c := range highs[len(highs)&^7:] {
+		ones += uint64(bits.OnesCount8(c))
+	}
+	if ones != n64 {
+		return corruptf("elias-fano: %d values, the header says %d", ones, n)
+	}
 	maxHigh := (limit - 1) >> l
-	i, prev := 0, int64(-1)
-	var acc uint64 // lows not yet used, nacc bits of them
+	top := uint64(len(highs)-1)*8 + uint64(7-bits.LeadingZeros8(highs[len(highs)-1]))
+	if top-(n64-1) > maxHigh {
+		return corruptf("elias-fano: value %d.. not below %d", (top-(n64-1))<<l, limit)
+	}
+	mask := uint64(1)<<l - 1
+	// Every value is below limit when the last one is (they increase: checked as they come).
+	if last := (top-(n64-1))<<l | efLow(lows, (n-1)*int(l), l); last >= limit {
+		return corruptf("elias-fano: value %d not below %d", last, limit)
+	}
+	out := d.out
+	if d.piece == 0 {
+		out = slices.Grow(out, n)
+	}
+	// The lows are read in order through acc, which holds nacc of them, refilled 4 bytes at a
+	// time (a byte at a time at the end).
+	var acc uint64
 	var nacc uint
 	lp := 0
+	i, next := 0, uint64(0) // next: the least value the next may be
 	for w := 0; w < len(highs); w += 8 {
-		if d.fnErr != nil {
-			return d.fnErr
-		}
 		var x uint64
 		if w+8 <= len(highs) {
 			x = binary.LittleEndian.Uint64(highs[w:])
@@ -200,50 +233,40 @@ func (d *roaringDecoder) decodeEF(b []byte, limit uint64, fn func([]uint32) erro
 			}
 		}
 		for ; x != 0; x &= x - 1 {
-			if i == n {
-				return corruptf("elias-fano: more than %d values", n)
-			}
-			high := uint64(w<<3+bits.TrailingZeros64(x)) - uint64(i)
-			if high > maxHigh {
-				return corruptf("elias-fano: value %d.. not below %d", high<<l, limit)
-			}
-			var lo uint64
-			if l > 0 {
-				for nacc < l {
-					if lp+8 <= len(lows) {
-						acc |= binary.LittleEndian.Uint64(lows[lp:]) << nacc
-						// the top bits of a word that did not fit are read again next time
-						take := (64 - nacc) / 8
-						lp += int(take)
-						nacc += 8 * take
-						if nacc < 64 {
-							acc &= 1<<nacc - 1
-						}
-					} else {
-						acc |= uint64(lows[lp]) << nacc
-						lp++
-						nacc += 8
+			// (Shifts are masked with 63, which they are below, so that they compile to
+			// plain shifts.)
+			if nacc < l {
+				if lp+4 <= len(lows) {
+					acc |= uint64(binary.LittleEndian.Uint32(lows[lp:])) << (nacc & 63)
+					lp, nacc = lp+4, nacc+32
+				} else {
+					for ; nacc < l; lp, nacc = lp+1, nacc+8 {
+						acc |= uint64(lows[lp]) << (nacc & 63)
 					}
 				}
-				lo = acc & mask
-				acc >>= l
-				nacc -= l
 			}
-			v := high<<l | lo
-			if v >= limit {
-				return corruptf("elias-fano: value %d not below %d", v, limit)
-			}
-			if int64(v) <= prev {
+			v := uint64(w<<3+bits.TrailingZeros64(x)-i)<<(l&63) | acc&mask
+			acc >>= l & 63
+			nacc -= l
+			if v < next {
+				d.out = out
 				return corruptf("elias-fano: values not increasing")
 			}
-			prev = int64(v)
-			d.put(uint32(v), fn)
+			next = v + 1
+			out = append(out, uint32(v))
 			i++
+			if len(out) == d.piece {
+				d.out = out
+				d.flush(fn)
+				if d.fnErr != nil {
+					return d.fnErr
+				}
+				out = d.out
+			}
 		}
 	}
-	if i != n {
-		return corruptf("elias-fano: %d values, the header says %d", i, n)
-	}
+	d.out = out
+	prev := next - 1
 	if want := efLowBits(n, uint32(prev)); int(l) != want {
 		return corruptf("elias-fano: %d low bits, the writer's are %d", l, want)
 	}

@@ -152,8 +152,8 @@ func TestDecodeEFRejects(t *testing.T) {
 	f(edit(2, 9), 100, "in 4 bytes")                                          // 4 values of 9 low bits leave no highs
 	f(edit(1, 5), 100, "4 values, the header says 5")
 	f(append(append([]byte(nil), good...), 0), 100, "highs end in a zero byte")
-	f(edit(4, good[4]|0x80), 100, "low padding bits set") // 4 values of 3 bits: bits 12.. of the lows are padding
-	f(edit(len(good)-1, 0xff), 1<<20, "more than 4")      // more highs set than values
+	f(edit(4, good[4]|0x80), 100, "low padding bits set")             // 4 values of 3 bits: bits 12.. of the lows are padding
+	f(edit(len(good)-1, 0xff), 1<<20, "11 values, the header says 4") // more highs set than values
 	// Fewer highs set than values: n = 4 but only 3 bits.
 	b := appendEFRows(nil, []uint32{1, 2, 3})
 	b[1] = 4
@@ -440,6 +440,17 @@ func FuzzDecodeBitmapV4(f *testing.F) {
 		d := roaringDecoder{}
 		err := d.decodeStored(b, true, limit, nil)
 		bm, berr := decodeBitmap4(b, limit)
+		if berr != nil && !errors.Is(berr, ErrCorrupt) {
+			t.Fatalf("decodeBitmap4: %v does not wrap ErrCorrupt", berr)
+		}
+		if len(b) > 0 && b[0] != efTag {
+			// The roaring form: decodeBitmap4 is roaring's own reader, which checks less than
+			// roaringdec.go (a run container's header cardinality, for one), as in version 2.
+			if err != nil && !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%v does not wrap ErrCorrupt", err)
+			}
+			return
+		}
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) || !errors.Is(berr, ErrCorrupt) {
 				t.Fatalf("%v / %v does not wrap ErrCorrupt", err, berr)

@@ -157,17 +157,28 @@ func decodeBitmap4(b []byte, rows int) (*roaring.Bitmap, error) {
 	if b[0] != efTag {
 		return decodeBitmap(b, rows)
 	}
-	vp := valsPool.Get().(*[]uint32)
-	defer valsPool.Put(vp)
-	d := roaringDecoder{out: (*vp)[:0]}
-	if err := d.decodeEF(b, uint64(rows), nil); err != nil {
+	sc := efScratchPool.Get().(*efScratch)
+	defer efScratchPool.Put(sc)
+	d := roaringDecoder{out: sc.vals[:0]}
+	err := d.decodeEF(b, uint64(rows), nil)
+	sc.vals = d.out
+	if err != nil {
 		return nil, err
 	}
-	*vp = d.out
-	// The values are checked: build the bitmap from their roaring serialization, in a buffer
-	// of its own that the bitmap's containers keep (copy on write).
-	var enc roaringEncoder
-	raw := enc.appendRows(nil, d.out)
+	// The values are checked. Dense (a value per 32 rows or more, up to the last): build the
+	// bitmap from a bitset it keeps; else from the values' roaring serialization, in a buffer of
+	// its own that the bitmap's containers keep (copy on write).
+	last := d.out[len(d.out)-1]
+	if len(d.out) >= int(last/32) {
+		words := make([]uint64, last/64+1)
+		for _, v := range d.out {
+			words[v>>6] |= 1 << (v & 63)
+		}
+		return roaring.FromDense(words, false), nil
+	}
+	cs := sc.enc.rowsContainers(d.out)
+	raw := appendRoaringHeader(make([]byte, 0, roaringSize(cs)), cs)
+	raw = sc.enc.appendRowsBodies(raw, d.out)
 	bm := roaring.New()
 	if _, err := bm.FromUnsafeBytes(raw); err != nil {
 		return nil, corruptf("roaring: %v", err)
@@ -175,7 +186,13 @@ func decodeBitmap4(b []byte, rows int) (*roaring.Bitmap, error) {
 	return bm, nil
 }
 
-var valsPool = sync.Pool{New: func() any { return new([]uint32) }}
+// efScratch is decodeBitmap4's reused memory.
+type efScratch struct {
+	vals []uint32
+	enc  roaringEncoder
+}
+
+var efScratchPool = sync.Pool{New: func() any { return new(efScratch) }}
 
 // bitmapsReader reads a bitmap index part; safe for concurrent use.
 type bitmapsReader struct {

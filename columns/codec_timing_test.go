@@ -275,8 +275,11 @@ func BenchmarkDictionary(b *testing.B) {
 	}
 }
 
+// BenchmarkBitmaps writes and reads the bitmap index of a dimension of cardinality card over
+// 75,000 rows (rows spread at random: almost all roaring array containers), in the roaring
+// form (version 2, Compression none) and in the version 4 forms: decode builds each value's
+// roaring.Bitmap (queries), each hands out its rows (EachBitmapRows, the merger).
 func BenchmarkBitmaps(b *testing.B) {
-	// The bitmap index of a dimension of cardinality card over 75,000 rows.
 	rng := rand.New(rand.NewPCG(6, 6))
 	const rows = 75000
 	for _, card := range []int{5, 1000, 100000} {
@@ -290,42 +293,60 @@ func BenchmarkBitmaps(b *testing.B) {
 		for _, bm := range bms {
 			bm.RunOptimize()
 		}
-		var size int64
-		b.Run(fmt.Sprintf("card=%d/op=encode", card), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				st := &stage{b: discardBytes{}}
-				w := bitmapsWriter{st: st}
-				for _, bm := range bms {
-					sinkErr = w.add(bm)
+		for _, form := range []string{"roaring", "v4"} {
+			compact := form == "v4"
+			var size int64
+			b.Run(fmt.Sprintf("card=%d/form=%s/op=encode", card, form), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					st := &stage{b: discardBytes{}}
+					w := bitmapsWriter{st: st, compact: compact}
+					for _, bm := range bms {
+						sinkErr = w.add(bm)
+					}
+					sinkErr = w.finish()
+					size = st.n
 				}
-				sinkErr = w.finish()
-				size = st.n
+				b.SetBytes(size)
+				b.ReportMetric(float64(size)/rows, "bytes/row")
+			})
+			st := &stage{b: newTestBytes(b), spec: partSpec{1, PartBitmaps, EncRoaringTable}}
+			w := bitmapsWriter{st: st, compact: compact}
+			for _, bm := range bms {
+				_ = w.add(bm)
 			}
-			b.SetBytes(size)
-			b.ReportMetric(float64(size)/rows, "bytes/row")
-		})
-		st := &stage{b: newTestBytes(b)}
-		w := bitmapsWriter{st: st}
-		for _, bm := range bms {
-			_ = w.add(bm)
-		}
-		_ = w.finish()
-		buf := make([]byte, st.n)
-		_, _ = st.b.ReadAt(buf, 0)
-		br, err := parseBitmaps(&source{data: buf, size: int64(len(buf))}, &PartInfo{Length: int64(len(buf))}, card, rows)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Run(fmt.Sprintf("card=%d/op=decode-each", card), func(b *testing.B) {
-			b.SetBytes(int64(len(buf)))
-			b.ReportAllocs()
-			for b.Loop() {
-				for id := 0; id < card; id++ {
-					_, sinkErr = br.bitmap(id)
+			_ = w.finish()
+			buf := make([]byte, st.n)
+			_, _ = st.b.ReadAt(buf, 0)
+			br, err := parseBitmaps(&source{data: buf, size: int64(len(buf))}, &PartInfo{Length: int64(len(buf)), Encoding: st.spec.enc}, card, rows)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(fmt.Sprintf("card=%d/form=%s/op=decode-each", card, form), func(b *testing.B) {
+				b.SetBytes(int64(len(buf)))
+				b.ReportAllocs()
+				for b.Loop() {
+					for id := 0; id < card; id++ {
+						_, sinkErr = br.bitmap(id)
+					}
 				}
-			}
-		})
+			})
+			piece := make([]uint32, 4096)
+			b.Run(fmt.Sprintf("card=%d/form=%s/op=rows", card, form), func(b *testing.B) {
+				b.SetBytes(int64(len(buf)))
+				b.ReportAllocs()
+				for b.Loop() {
+					for id := 0; id < card; id++ {
+						raw, err := br.raw(id)
+						if err != nil {
+							b.Fatal(err)
+						}
+						d := roaringDecoder{out: piece[:0], piece: len(piece)}
+						sinkErr = d.eachStored(raw, br.v4, rows, func([]uint32) error { return nil })
+					}
+				}
+			})
+		}
 	}
 }
 
