@@ -50,10 +50,10 @@
 //
 // Memory: mapped inputs (columns.Open maps a segment file) do not stay resident. Each step
 // reads its parts of the inputs once, and the merge takes the inputs' pages out of its resident
-// set behind it (columns.Segment.ReleasePages: after the checksums of each part, after the
-// dictionaries, every 131,072 rows of the row merge, every 2^20 rows read from bitmaps, after
-// the bitmaps), so they count in its RSS by what it read since, a few MiB, not by their size;
-// the bytes stay in the page cache. What grows with the data are the row maps; the default
+// set behind it (columns.Segment.ReleasePages: every 4 MiB of parts checked, after the
+// dictionaries, every 131,072 rows of the row merge (the inputs read from since), every 2^20
+// rows read from bitmaps, after the bitmaps), so they count in its RSS by what it read since,
+// a few MiB, not by their size; the bytes stay in the page cache. What grows with the data are the row maps; the default
 // staging medium keeps the output in its file's page cache, with at most 8 MiB of buffers.
 //
 // A cancelled context stops a merge within milliseconds: every loop checks it at least every
