@@ -7,6 +7,9 @@ import "fmt"
 // page's neighbours, those of the part before included.
 const releaseBack = 1 << 20
 
+// releaseBatch is how many bytes of parts VerifyChecksums reads before it releases them.
+const releaseBatch = 4 << 20
+
 // ReleasePages takes the pages of a mapped segment (one opened with Open or OpenFile where the
 // file could be mapped) out of the process's resident set: madvise(MADV_DONTNEED) on the whole
 // read-only shared file mapping. The bytes stay in the page cache (and in the file), and a

@@ -175,47 +175,69 @@ func (s *Segment) verifyMetricTimes(i int) error {
 // contents are copied elsewhere under new checksums. The first mismatch is returned, wrapping
 // ErrCorrupt and naming the column and part. Every part it checks counts as checked for the
 // read path, which then computes no CRC again; a part the read path checked already is not
-// read again, and a part TrustChecksums marked is. On a mapped segment, the pages of each part
-// it reads are released once checked (as ReleasePages does): checking a file leaves none of
-// it resident, so a merge that checks its inputs first does not hold them all at once.
+// read again, and a part TrustChecksums marked is. On a mapped segment, the pages of the parts
+// it reads are released once checked, 4 MiB at a time (as ReleasePages does): checking a file
+// leaves none of it resident, so a merge that checks its inputs first does not hold them all.
 func (s *Segment) VerifyChecksums() error { return s.VerifyChecksumsContext(context.Background()) }
 
 // VerifyChecksumsContext is VerifyChecksums, stopping with an error wrapping ctx.Err() when ctx
 // is done (checked every MiB).
 func (s *Segment) VerifyChecksumsContext(ctx context.Context) error {
-	run := int64(-1) // where the run of parts read here in a row began, -1 outside one
+	// Parts read here are released in batches of releaseBatch bytes (see ReleasePages): a
+	// release costs a TLB flush on every CPU the process ran on, so not one per part. The
+	// kernel maps a fault's neighbours too (fault-around, 64 KiB by default): a batch reaches
+	// back up to releaseBack into the run of parts read here before it.
+	runStart := int64(-1) // offset of the first part of the run of parts read here, -1 outside one
+	pending := int64(-1)  // start of the range read here and not released yet
+	var end int64         // end of the last part read here
+	release := func() error {
+		lo := pending
+		pending = -1
+		if lo < 0 || s.dropFn == nil {
+			return nil
+		}
+		return s.dropFn(lo, end-lo)
+	}
 	for i := range s.checks {
 		pc := &s.checks[i]
 		p := pc.part
 		st, got := pc.load()
-		read := false
-		if st == checkNone || st == checkTrusted {
-			var err error
-			read = true
-			if run < 0 {
-				run = p.Offset
+		if st != checkNone && st != checkTrusted {
+			// A part the read path checked is left resident: a reader may be on it.
+			if err := release(); err != nil {
+				return err
 			}
-			if st, got, err = pc.compute(ctx); err != nil {
-				if ctx.Err() != nil {
-					return err
-				}
-				return partError(p.Column, p.Kind, err)
+			runStart = -1
+			if st == checkBad {
+				return partError(p.Column, p.Kind, crcError(got, p.CRC))
 			}
+			continue
+		}
+		st, got, err := pc.compute(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			return partError(p.Column, p.Kind, err)
 		}
 		if st == checkBad {
 			return partError(p.Column, p.Kind, crcError(got, p.CRC))
 		}
-		if !read {
-			run = -1 // a part the read path checked is left as it is: a reader may be on it
-		} else if s.dropFn != nil {
-			// Read through once here: the part's pages need not stay resident (see
-			// ReleasePages). The kernel maps a fault's neighbours too (fault-around, 64 KiB
-			// by default), so the release reaches back up to releaseBack into the run.
-			lo := max(run, p.Offset-releaseBack)
-			if err := s.dropFn(lo, p.Offset+p.Length-lo); err != nil {
+		if runStart < 0 {
+			runStart = p.Offset
+		}
+		if pending < 0 {
+			pending = max(runStart, p.Offset-releaseBack)
+		}
+		end = p.Offset + p.Length
+		if end-pending >= releaseBatch {
+			if err := release(); err != nil {
 				return err
 			}
 		}
+	}
+	if err := release(); err != nil {
+		return err
 	}
 	return nil
 }

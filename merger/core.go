@@ -340,6 +340,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 	var outRow int64 = -1
 	b.first = outRow + 1
 	var done int64
+	moved := make([]bool, len(c.srcs)) // the inputs read from since the last releaseMoved
 	nextProgress := int64(c.opts.ProgressRows)
 	for len(h) > 0 {
 		cur := h[0]
@@ -370,6 +371,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 		b.refHi = append(b.refHi, hi)
 		b.refEnd[b.keys.n-1] = int32(len(b.refIn))
 		c.rowMaps[cur.in][src] = uint32(outRow)
+		moved[cur.in] = true
 		done++
 		if done&4095 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -377,7 +379,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 				break
 			}
 			if done%releaseRows == 0 {
-				if err := releaseInputs(c.srcs, c.names); err != nil {
+				if err := releaseMoved(c.srcs, c.names, moved); err != nil {
 					errs.Report(err)
 					break
 				}

@@ -48,6 +48,14 @@
 // the one-phase output, with or without rollup: intermediate segments keep each double sum's
 // exactness tail and each first/last value's event time, so nothing is rounded twice.
 //
+// Memory: mapped inputs (columns.Open maps a segment file) do not stay resident. Each step
+// reads its parts of the inputs once, and the merge takes the inputs' pages out of its resident
+// set behind it (columns.Segment.ReleasePages: every 4 MiB of parts checked, after the
+// dictionaries, every 131,072 rows of the row merge (the inputs read from since), every 2^20
+// rows read from bitmaps, after the bitmaps), so they count in its RSS by what it read since,
+// a few MiB, not by their size; the bytes stay in the page cache. What grows with the data are the row maps; the default
+// staging medium keeps the output in its file's page cache, with at most 8 MiB of buffers.
+//
 // A cancelled context stops a merge within milliseconds: every loop checks it at least every
 // few thousand rows or values. The error wraps ctx.Err(), and nothing is left in dst's
 // directory (the default staging medium is an unnamed temp file on Linux).

@@ -33,3 +33,18 @@ func releaseInputs(srcs []source.Source, names []string) error {
 	}
 	return nil
 }
+
+// releaseMoved is releaseInputs for the sources marked in moved (those the row merge read
+// from since the last call), and clears the marks: a release costs a TLB flush, and while
+// inputs do not overlap in time, only one of them moves at a time.
+func releaseMoved(srcs []source.Source, names []string, moved []bool) error {
+	for i, m := range moved {
+		if m {
+			moved[i] = false
+			if err := releaseInputs(srcs[i:i+1], names[i:i+1]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
