@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 )
 
@@ -66,4 +67,37 @@ func IngestCSVSQL(paths []string, dst string) string {
 	return fmt.Sprintf("COPY (SELECT * FROM read_csv(%s, header=true, columns={'time': 'BIGINT', 'd1': 'VARCHAR', "+
 		"'d2': 'VARCHAR', 'd3': 'VARCHAR', 'm1': 'BIGINT', 'm2': 'BIGINT', 'm3': 'BIGINT'}) ORDER BY time, d1, d2, d3) "+
 		"TO %s (FORMAT parquet, COMPRESSION zstd)", fileList(paths), quote(dst))
+}
+
+// WriteCSVInputs writes events split into Inputs CSV files in time order (the contiguous
+// layout, as exports of consecutive periods are) under dir, events-0.csv ... events-4.csv, and
+// returns their paths and bytes.
+func WriteCSVInputs(dir string, ev []Event) ([]string, int64, error) {
+	parts, err := Split(ev, Contiguous)
+	if err != nil {
+		return nil, 0, err
+	}
+	var paths []string
+	var total int64
+	for i, p := range parts {
+		path := filepath.Join(dir, fmt.Sprintf("events-%d.csv", i))
+		n, err := WriteCSV(path, p)
+		if err != nil {
+			return nil, 0, err
+		}
+		paths, total = append(paths, path), total+n
+	}
+	return paths, total, nil
+}
+
+// CSVInputs returns the paths of the CSV files WriteCSVInputs wrote under dir.
+func CSVInputs(dir string) ([]string, error) {
+	paths := make([]string, Inputs)
+	for i := range paths {
+		paths[i] = filepath.Join(dir, fmt.Sprintf("events-%d.csv", i))
+		if _, err := os.Stat(paths[i]); err != nil {
+			return nil, err
+		}
+	}
+	return paths, nil
 }

@@ -1,7 +1,6 @@
 package peers
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -86,23 +85,13 @@ func BenchmarkIngestCSV(b *testing.B) {
 	})
 }
 
-// writeCSVFiles writes benchRows events split into Inputs CSV files in time order under dir,
-// events-0.csv ... events-4.csv, and returns their paths and bytes.
+// writeCSVFiles writes benchRows events as WriteCSVInputs does and returns their paths and
+// bytes.
 func writeCSVFiles(tb testing.TB, dir string) ([]string, int64) {
 	tb.Helper()
-	parts, err := Split(Generate(benchRows(tb)), Contiguous)
+	paths, total, err := WriteCSVInputs(dir, Generate(benchRows(tb)))
 	if err != nil {
 		tb.Fatal(err)
-	}
-	var paths []string
-	var total int64
-	for i, p := range parts {
-		path := filepath.Join(dir, fmt.Sprintf("events-%d.csv", i))
-		n, err := WriteCSV(path, p)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		paths, total = append(paths, path), total+n
 	}
 	return paths, total
 }

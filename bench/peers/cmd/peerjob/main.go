@@ -9,7 +9,8 @@
 //	    runs one job on DIR's inputs into OUT and prints one line of figures
 //
 // Systems: writeout, writeout-zstd, duckdb, parquet-go; jobs: merge, rollup-hour (not with
-// parquet-go); layouts: contiguous, overlapping. The line run prints:
+// parquet-go), ingest-csv (writeout and duckdb: prepare's CSV files, DIR/csv, into one sorted
+// output; issue 14, bar 4); layouts: contiguous, overlapping. The line run prints:
 //
 //	system=writeout job=merge layout=contiguous rows_out=3000000 out_bytes=47575309 wall_s=1.340
 //	base_rss_MiB=28.5 base_anon_MiB=3.1 base_file_MiB=25.4 peak_rss_MiB=112.7 peak_anon_MiB=40.8
@@ -32,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
@@ -40,6 +42,8 @@ import (
 	"github.com/writeout/writeout/bench/internal/meminfo"
 	"github.com/writeout/writeout/bench/peers"
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger/ingest"
 )
 
 func main() {
@@ -93,6 +97,18 @@ func prepare(args []string, stdout io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "layout=%s rows=%d seg_bytes=%d parquet_bytes=%d\n", layout, *rows, fx.SegBytes, fx.ParquetBytes)
 	}
+	csvDir := filepath.Join(dir, "csv")
+	if err := os.MkdirAll(csvDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(csvDir, "spec.json"), []byte(peers.IngestSpec), 0o644); err != nil {
+		return err
+	}
+	_, n, err := peers.WriteCSVInputs(csvDir, ev)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "csv rows=%d csv_bytes=%d dir=%s\n", *rows, n, csvDir)
 	return nil
 }
 
@@ -100,13 +116,50 @@ func prepare(args []string, stdout io.Writer) error {
 type job struct {
 	system, job string
 	layout      peers.Layout
+	dir         string // the directory prepare wrote
+}
+
+// ingestCSV returns the ingest-csv job's op: the CSV files prepare wrote under dir/csv into
+// one sorted output, through ingest.Run (what segtool ingest does) or DuckDB's read_csv.
+func (j job) ingestCSV() (func(ctx context.Context, out string) (int64, error), func() error, error) {
+	paths, err := peers.CSVInputs(filepath.Join(j.dir, "csv"))
+	if err != nil {
+		return nil, nil, err
+	}
+	switch j.system {
+	case "writeout":
+		sp, err := ingest.ParseSpec([]byte(peers.IngestSpec))
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(ctx context.Context, out string) (int64, error) {
+			inputs := make([]ingest.Input, len(paths))
+			for i, p := range paths {
+				inputs[i] = ingest.Input{Name: p, Path: p, Open: func() (io.ReadCloser, error) { return ingest.OpenFile(p) }}
+			}
+			res, err := ingest.Run(ctx, sp, inputs, ingest.Options{Out: out, Durability: medium.Durability{Sync: medium.SyncNone}})
+			return res.InputRows, err
+		}, func() error { return nil }, nil
+	case "duckdb":
+		db, err := peers.OpenDuckDB()
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(ctx context.Context, out string) (int64, error) {
+			return db.Exec(ctx, peers.IngestCSVSQL(paths, out))
+		}, db.Close, nil
+	}
+	return nil, nil, fmt.Errorf("job ingest-csv: unknown system %q (writeout, duckdb)", j.system)
 }
 
 // op returns the function that runs j on fx into out and returns the rows written, and
 // what must be set up first (DuckDB's database) with its cleanup.
 func (j job) op(fx peers.Fixture) (func(ctx context.Context, out string) (int64, error), func() error, error) {
+	if j.job == "ingest-csv" {
+		return j.ingestCSV()
+	}
 	if j.job != "merge" && j.job != "rollup-hour" {
-		return nil, nil, fmt.Errorf("unknown job %q (merge, rollup-hour)", j.job)
+		return nil, nil, fmt.Errorf("unknown job %q (merge, rollup-hour, ingest-csv)", j.job)
 	}
 	rollup := j.job == "rollup-hour"
 	noop := func() error { return nil }
@@ -160,7 +213,7 @@ func runJob(args []string, stdout io.Writer) (err error) {
 	var j job
 	var layout string
 	fs.StringVar(&j.system, "system", "", "writeout, writeout-zstd, duckdb or parquet-go")
-	fs.StringVar(&j.job, "job", "", "merge or rollup-hour")
+	fs.StringVar(&j.job, "job", "", "merge, rollup-hour or ingest-csv (writeout and duckdb; the layout is contiguous)")
 	fs.StringVar(&layout, "layout", "", "contiguous or overlapping")
 	every := fs.Duration("every", 2*time.Millisecond, "sampling period of /proc/self/status and the Go heap")
 	memprofile := fs.String("memprofile", "", "write the allocs profile (in use and allocated) of the job to this file")
@@ -176,6 +229,7 @@ func runJob(args []string, stdout io.Writer) (err error) {
 		return fmt.Errorf("unknown layout %q (contiguous, overlapping)", layout)
 	}
 	dir, out := fs.Arg(0), fs.Arg(1)
+	j.dir = dir
 	fx, err := peers.StatFixture(dir, j.layout)
 	if err != nil {
 		return fmt.Errorf("%w (run peerjob prepare %s first)", err, dir)

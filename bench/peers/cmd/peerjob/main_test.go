@@ -37,6 +37,7 @@ func TestPrepareAndRun(t *testing.T) {
 	require.NoError(t, run([]string{"prepare", "-rows", "3000", in}, &out))
 	require.Contains(t, out.String(), "layout=contiguous rows=3000 seg_bytes=")
 	require.Contains(t, out.String(), "layout=overlapping rows=3000 seg_bytes=")
+	require.Contains(t, out.String(), "csv rows=3000 csv_bytes=")
 
 	for _, c := range []struct{ system, job, layout, rows string }{
 		{"writeout", "merge", "contiguous", "3000"},
@@ -45,6 +46,8 @@ func TestPrepareAndRun(t *testing.T) {
 		{"duckdb", "merge", "overlapping", "3000"},
 		{"writeout", "rollup-hour", "contiguous", ""},
 		{"duckdb", "rollup-hour", "contiguous", ""},
+		{"writeout", "ingest-csv", "contiguous", "3000"},
+		{"duckdb", "ingest-csv", "contiguous", "3000"},
 	} {
 		dst := filepath.Join(dir, "out-"+c.system+"-"+c.job)
 		trace := filepath.Join(dir, "trace-"+c.system+"-"+c.job)
