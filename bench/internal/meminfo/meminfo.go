@@ -68,23 +68,29 @@ func StartFunc(every time.Duration, read func() (int64, error)) *Sampler {
 		every = 5 * time.Millisecond
 	}
 	s := &Sampler{read: read, stop: make(chan struct{})}
-	s.sample()
-	s.done.Add(1)
+	sampleEvery(every, s.stop, &s.done, s.sample)
+	return s
+}
+
+// sampleEvery calls sample now, then every every on a goroutine of its own (which done
+// counts) until stop is closed, and once more then.
+func sampleEvery(every time.Duration, stop <-chan struct{}, done *sync.WaitGroup, sample func()) {
+	sample()
+	done.Add(1)
 	go func() {
-		defer s.done.Done()
+		defer done.Done()
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
-			case <-s.stop:
-				s.sample()
+			case <-stop:
+				sample()
 				return
 			case <-t.C:
-				s.sample()
+				sample()
 			}
 		}
 	}()
-	return s
 }
 
 func (s *Sampler) sample() {

@@ -179,22 +179,7 @@ func StartStatusFunc(every time.Duration, read func() (Status, error)) *StatusSa
 		every = 5 * time.Millisecond
 	}
 	s := &StatusSampler{read: read, stop: make(chan struct{})}
-	s.sample()
-	s.done.Add(1)
-	go func() {
-		defer s.done.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.stop:
-				s.sample()
-				return
-			case <-t.C:
-				s.sample()
-			}
-		}
-	}()
+	sampleEvery(every, s.stop, &s.done, s.sample)
 	return s
 }
 
