@@ -200,10 +200,10 @@ func requireFileClosed(t *testing.T, m *Medium) {
 func TestConformanceRecorded(t *testing.T) {
 	f := func(name string, opts Options) {
 		t.Run(name, func(t *testing.T) {
-			if raceEnabled && name != "durability=all/trickle=5000" {
-				// The suite is slow under the detector; this mode covers the paced path under
-				// it (TestConformance the default one), and every mode runs without it.
-				t.Skip("the one recorded mode run under -race is durability=all/trickle=5000")
+			if raceEnabled {
+				// The recorded runs check the system calls, which the detector does not
+				// change; TestConformance runs the suite under it (TestPacing* the paced path).
+				t.Skip("the recorded modes run without -race")
 			}
 			r := &recorder{}
 			mediumtest.Run(t, func(t *testing.T) medium.Medium { return newRecorded(t, r, opts) })

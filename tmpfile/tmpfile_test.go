@@ -86,6 +86,9 @@ func TestConformance(t *testing.T) {
 		mediumtest.Run(t, openIn(Options{}, noTmpfile()))
 	})
 	t.Run("fs=memmap", func(t *testing.T) {
+		if raceEnabled {
+			t.Skip("fs=os runs the medium's own concurrency under -race; MemMapFs runs without it")
+		}
 		mediumtest.Run(t, openIn(Options{Fs: afero.NewMemMapFs(), Dir: "/tmp/w"}, nil))
 	})
 	t.Run("fs=os/buffers=tiny", func(t *testing.T) { mediumtest.Run(t, openIn(tiny(Options{}), nil)) })
