@@ -28,19 +28,8 @@ func writeOneSegment(tb testing.TB, ev []Event, bitmaps bool, comp columns.Compr
 	if err != nil {
 		tb.Fatal(err)
 	}
-	r := columns.Row{Dims: make([][]string, 3), Metrics: make([]columns.Value, 3)}
-	var d [3][1]string
-	for i := range ev {
-		e := &ev[i]
-		r.Time = e.Time
-		d[0][0], d[1][0], d[2][0] = e.D1, e.D2, e.D3
-		for k := range d {
-			r.Dims[k] = d[k][:]
-		}
-		r.Metrics[0].Long, r.Metrics[1].Long, r.Metrics[2].Long = e.M1, e.M2, e.M3
-		if err := w.AddRow(r); err != nil {
-			tb.Fatal(err)
-		}
+	if err := eachRow(ev, w.AddRow); err != nil {
+		tb.Fatal(err)
 	}
 	var buf strings.Builder
 	if _, err := w.FinishTo(&buf); err != nil {

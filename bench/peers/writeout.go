@@ -33,19 +33,8 @@ func WriteSegment(dst string, ev []Event) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	r := columns.Row{Dims: make([][]string, 3), Metrics: make([]columns.Value, 3)}
-	var d [3][1]string
-	for i := range ev {
-		e := &ev[i]
-		r.Time = e.Time
-		d[0][0], d[1][0], d[2][0] = e.D1, e.D2, e.D3
-		for k := range d {
-			r.Dims[k] = d[k][:]
-		}
-		r.Metrics[0].Long, r.Metrics[1].Long, r.Metrics[2].Long = e.M1, e.M2, e.M3
-		if err := bld.Add(r); err != nil {
-			return 0, fmt.Errorf("peers: segment %s: %w", dst, err)
-		}
+	if err := eachRow(ev, bld.Add); err != nil {
+		return 0, fmt.Errorf("peers: segment %s: %w", dst, err)
 	}
 	res, err := bld.Persist(context.Background(), dst, merger.PersistOptions{Durability: noSync})
 	if err != nil {
@@ -87,4 +76,23 @@ func writeoutMerge(ctx context.Context, paths []string, dst string, opts merger.
 		segs = append(segs, s)
 	}
 	return merger.Merge(ctx, segs, dst, opts)
+}
+
+// eachRow hands add each event as a row of Schema, one reused columns.Row.
+func eachRow(ev []Event, add func(columns.Row) error) error {
+	r := columns.Row{Dims: make([][]string, 3), Metrics: make([]columns.Value, 3)}
+	var d [3][1]string
+	for i := range ev {
+		e := &ev[i]
+		r.Time = e.Time
+		d[0][0], d[1][0], d[2][0] = e.D1, e.D2, e.D3
+		for k := range d {
+			r.Dims[k] = d[k][:]
+		}
+		r.Metrics[0].Long, r.Metrics[1].Long, r.Metrics[2].Long = e.M1, e.M2, e.M3
+		if err := add(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
