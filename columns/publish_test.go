@@ -565,3 +565,42 @@ func TestPublishChmodBeforeSync(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o640), fi.Mode().Perm())
 }
+
+// TestRawAppendBytes writes a raw dimension through AppendBytes from one reused buffer: each
+// value is copied as it is appended (chunks of 3 rows, so some flush while later ones wait).
+func TestRawAppendBytes(t *testing.T) {
+	s := Schema{Dimensions: []Dimension{{Name: "r", Raw: true}}, Metrics: []Metric{{Name: "c", Aggregator: AggLongSum}}}
+	w, err := NewWriter(s, WriterOptions{ChunkRows: 3})
+	require.NoError(t, err)
+	tw, err := w.Time()
+	require.NoError(t, err)
+	rw, err := w.Raw("r")
+	require.NoError(t, err)
+	cw, err := w.Long("c")
+	require.NoError(t, err)
+	var want []string
+	buf := make([]byte, 0, 64)
+	for i := range 10 {
+		buf = fmt.Appendf(buf[:0], "value-%d-%s", i, string(bytes.Repeat([]byte("x"), i)))
+		want = append(want, string(buf))
+		require.NoError(t, tw.Append(int64(i)))
+		require.NoError(t, rw.AppendBytes(buf))
+		require.NoError(t, cw.Append(1))
+		clear(buf) // the writer must hold its own copy
+	}
+	path := filepath.Join(t.TempDir(), "seg")
+	_, err = w.Finish(path, PublishOptions{})
+	require.NoError(t, err)
+	seg, err := Open(path)
+	require.NoError(t, err)
+	defer seg.Close()
+	raw, err := seg.Raw("r")
+	require.NoError(t, err)
+	rc := raw.Cursor()
+	for i, v := range want {
+		b, ok, err := rc.Bytes(i)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, v, string(b), "row %d", i)
+	}
+}

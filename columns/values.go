@@ -356,6 +356,13 @@ func (b *blobWriter) append(v []byte) error {
 		return b.err
 	}
 	b.lens = append(b.lens, int64(len(v)))
+	if need := len(b.data) + len(v); need > cap(b.data) {
+		// Double: append's growth by a quarter at chunk sizes leaves four times the chunk
+		// behind as garbage, per raw column.
+		grown := make([]byte, len(b.data), max(need, 2*cap(b.data), 4096))
+		copy(grown, b.data)
+		b.data = grown
+	}
 	b.data = append(b.data, v...)
 	b.rows++
 	if len(b.lens) == b.chunkRows || len(b.data) >= blobChunkTarget {
@@ -409,6 +416,9 @@ type RawWriter struct {
 func (r *RawWriter) Append(v string) error {
 	return r.append(unsafeBytes(v))
 }
+
+// AppendBytes appends the next row's value, copied: v may be reused once it returns.
+func (r *RawWriter) AppendBytes(v []byte) error { return r.append(v) }
 
 // AppendNull appends a null row.
 func (r *RawWriter) AppendNull() error {

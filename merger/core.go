@@ -532,7 +532,7 @@ func (t *dimTask) write(b *batch) error {
 			if k.null[r] {
 				err = t.rw.AppendNull()
 			} else {
-				err = t.rw.Append(string(k.data[k.offs[r]:k.offs[r+1]]))
+				err = t.rw.AppendBytes(k.data[k.offs[r]:k.offs[r+1]])
 			}
 			if err != nil {
 				break

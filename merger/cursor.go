@@ -212,7 +212,7 @@ func (c *cursor) load(p int) error {
 					return fmt.Errorf("merger: %s: dimension %d: %w", c.name, j, err)
 				}
 				null = !ok
-				d.data = append(d.data, b...)
+				d.data = appendBytes(d.data, b)
 			}
 			d.null = append(d.null, null)
 			d.offs = append(d.offs, uint32(len(d.data)))
@@ -387,7 +387,7 @@ func (c *cursor) fillRange(ctx context.Context) error {
 						return fmt.Errorf("merger: %s: dimension %q: %w", c.name, c.dimName(j), err)
 					}
 					null = !ok
-					d.data = append(d.data, b...)
+					d.data = appendBytes(d.data, b)
 				}
 				d.null = append(d.null, null)
 				d.offs = append(d.offs, uint32(len(d.data)))

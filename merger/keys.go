@@ -72,11 +72,23 @@ func (k *keys) appendRow(o *keys, i int) {
 			d.ids = append(d.ids, s.ids[s.offs[i]:s.offs[i+1]]...)
 			d.offs = append(d.offs, uint32(len(d.ids)))
 		case kindRaw:
-			d.data = append(d.data, s.data[s.offs[i]:s.offs[i+1]]...)
+			d.data = appendBytes(d.data, s.data[s.offs[i]:s.offs[i+1]])
 			d.offs = append(d.offs, uint32(len(d.data)))
 			d.null = append(d.null, s.null[i])
 		}
 	}
+}
+
+// appendBytes appends b to dst, doubling dst's capacity when it must grow: the raw values of a
+// window or a batch are many and large, and append's growth by a quarter at these sizes leaves
+// four times the final size behind as garbage, where doubling leaves once.
+func appendBytes(dst, b []byte) []byte {
+	if need := len(dst) + len(b); need > cap(dst) {
+		grown := make([]byte, len(dst), max(need, 2*cap(dst), 4096))
+		copy(grown, dst)
+		dst = grown
+	}
+	return append(dst, b...)
 }
 
 // cmpRows compares row i of a with row j of b.
