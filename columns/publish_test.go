@@ -604,3 +604,61 @@ func TestRawAppendBytes(t *testing.T) {
 		require.Equal(t, v, string(b), "row %d", i)
 	}
 }
+
+// TestAppendValues writes the same rows through Append and through AppendValues (runs that
+// cross chunk boundaries): the segments are byte for byte the same. __time keeps its checks
+// in bulk, and a first/last metric refuses AppendValues as it refuses Append.
+func TestAppendValues(t *testing.T) {
+	s := Schema{Metrics: []Metric{{Name: "l", Aggregator: AggLongSum}, {Name: "d", Aggregator: AggDoubleSum}, {Name: "x", Aggregator: AggDoubleMax}}}
+	const rows = 23
+	write := func(bulk bool) []byte {
+		w, err := NewWriter(s, WriterOptions{ChunkRows: 5})
+		require.NoError(t, err)
+		tw, err := w.Time()
+		require.NoError(t, err)
+		lw, err := w.Long("l")
+		require.NoError(t, err)
+		dw, err := w.Double("d")
+		require.NoError(t, err)
+		xw, err := w.Double("x")
+		require.NoError(t, err)
+		var times, ls []int64
+		var ds []float64
+		for i := range rows {
+			times = append(times, int64(i/3))
+			ls = append(ls, int64(i*i-40))
+			ds = append(ds, float64(i)/3)
+		}
+		if bulk {
+			for lo := 0; lo < rows; lo += 7 {
+				hi := min(rows, lo+7)
+				require.NoError(t, tw.AppendValues(times[lo:hi]))
+				require.NoError(t, lw.AppendValues(ls[lo:hi]))
+				require.NoError(t, dw.AppendValues(ds[lo:hi]))
+				require.NoError(t, xw.AppendValues(ds[lo:hi]))
+			}
+		} else {
+			for i := range rows {
+				require.NoError(t, tw.Append(times[i]))
+				require.NoError(t, lw.Append(ls[i]))
+				require.NoError(t, dw.Append(ds[i]))
+				require.NoError(t, xw.Append(ds[i]))
+			}
+		}
+		var buf bytes.Buffer
+		_, err = w.FinishTo(&buf)
+		require.NoError(t, err)
+		return buf.Bytes()
+	}
+	require.Equal(t, write(false), write(true))
+
+	w, err := NewWriter(Schema{Metrics: []Metric{{Name: "f", Aggregator: AggLongFirst}}}, WriterOptions{})
+	require.NoError(t, err)
+	tw, err := w.Time()
+	require.NoError(t, err)
+	require.ErrorIs(t, tw.AppendValues([]int64{3, 2}), ErrInvalid, "__time out of order")
+	fw, err := w.Long("f")
+	require.NoError(t, err)
+	require.ErrorIs(t, fw.AppendValues([]int64{1}), ErrState, "a first metric takes AppendTimed")
+	require.NoError(t, w.Abort())
+}

@@ -52,6 +52,43 @@ func (l *LongWriter) AppendTimed(v, t int64) error {
 	return l.err
 }
 
+// AppendValues appends the next rows' values, as Append does each. A long metric's values are
+// copied into the chunk in bulk: a merge hands runs of rows over this way.
+func (l *LongWriter) AppendValues(vs []int64) error {
+	if l.times != nil {
+		return l.timedErr()
+	}
+	if l.isTime {
+		for _, v := range vs {
+			if err := l.append(v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for len(vs) > 0 {
+		if l.err != nil {
+			return l.err
+		}
+		if l.finished {
+			return fmt.Errorf("columns: column %q: append after finish: %w", l.cw.st.name, ErrState)
+		}
+		if l.vals == nil {
+			l.vals = make([]int64, 0, l.chunkRows)
+		}
+		n := min(len(vs), l.chunkRows-len(l.vals))
+		l.vals = append(l.vals, vs[:n]...)
+		l.rows += n
+		vs = vs[n:]
+		if len(l.vals) == l.chunkRows {
+			if err := l.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // AppendNull appends a null row to a long metric (not __time): the value stored is 0 (and, for
 // a first/last metric, the time stored with it 0), and the row goes to the metric's nulls part
 // (see Value.Null). A segment with a metric's null row is written as format version 3.
@@ -234,6 +271,43 @@ func (d *DoubleWriter) Append(v float64) error {
 		return d.err
 	}
 	return d.AppendSum(v, nil)
+}
+
+// AppendValues appends the next rows' values, as Append does each (of a doubleSum metric: each
+// with an empty tail), copied into the chunk in bulk.
+func (d *DoubleWriter) AppendValues(vs []float64) error {
+	if d.times != nil {
+		return d.Append(0) // the error Append gives
+	}
+	if d.tails != nil {
+		for _, v := range vs {
+			if err := d.AppendSum(v, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for len(vs) > 0 {
+		if d.err != nil {
+			return d.err
+		}
+		if d.finished {
+			return fmt.Errorf("columns: column %q: append after finish: %w", d.cw.st.name, ErrState)
+		}
+		if d.vals == nil {
+			d.vals = make([]float64, 0, d.chunkRows)
+		}
+		n := min(len(vs), d.chunkRows-len(d.vals))
+		d.vals = append(d.vals, vs[:n]...)
+		d.rows += n
+		vs = vs[n:]
+		if len(d.vals) == d.chunkRows {
+			if err := d.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // AppendSum appends the next row's value of a doubleSum metric and its exactness tail: the

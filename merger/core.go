@@ -192,7 +192,32 @@ type batch struct {
 	refLo   []uint32 // the source rows of the ref's re-sorted group, [refLo, refHi); refHi 0: none
 	refHi   []uint32
 	refEnd  []int32 // refEnd[r]: end of output row r's refs
+	// run[r] > 0: output rows r..r+run[r]-1 each come from one source row, outside re-sorted
+	// groups, and those rows are consecutive rows of one source (a copy, for the columns that
+	// can take it in bulk); 0: row r combines several refs or lies in a re-sorted group.
+	run     []int32
 	pending atomic.Int32
+}
+
+// findRuns sets b.run (see batch) from the refs.
+func (b *batch) findRuns() {
+	n := b.keys.n
+	b.run = slices.Grow(b.run[:0], n)[:n]
+	for r := n - 1; r >= 0; r-- {
+		k := int32(0)
+		if r > 0 {
+			k = b.refEnd[r-1]
+		}
+		if b.refEnd[r]-k != 1 || b.refHi[k] != 0 {
+			b.run[r] = 0
+			continue
+		}
+		b.run[r] = 1
+		// Row r+1, when a run starts there, has the one ref k+1.
+		if r+1 < n && b.run[r+1] > 0 && b.refIn[k+1] == b.refIn[k] && b.refRow[k+1] == b.refRow[k]+1 {
+			b.run[r] += b.run[r+1]
+		}
+	}
 }
 
 func (b *batch) reset() {
@@ -287,6 +312,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 		}()
 	}
 	send := func(b *batch) {
+		b.findRuns()
 		b.pending.Store(int32(p))
 		for g := range p {
 			work[g] <- b
@@ -342,55 +368,76 @@ func (c *core) mergeRows(w *columns.Writer) error {
 	var done int64
 	moved := make([]bool, len(c.srcs)) // the inputs read from since the last releaseMoved
 	nextProgress := int64(c.opts.ProgressRows)
+rows:
 	for len(h) > 0 {
 		cur := h[0]
-		i := cur.head()
-		if !(rollup && b.keys.n > 0 && cmpRows(&cur.w, i, &b.keys, b.keys.n-1) == 0) {
-			if b.keys.n >= batchRows {
-				if err := errs.Get(); err != nil {
-					break
+		// The rival is the least of the other cursors: cur emits rows, without touching the
+		// heap, while its head stays below the rival's (inputs whose times do not overlap
+		// then cost one comparison a row, not a sift through the heap).
+		var rival *cursor
+		if len(h) > 1 {
+			rival = h[1]
+			if len(h) > 2 && less(h[2], rival) {
+				rival = h[2]
+			}
+		}
+		for {
+			i := cur.head()
+			if !(rollup && b.keys.n > 0 && cmpRows(&cur.w, i, &b.keys, b.keys.n-1) == 0) {
+				if b.keys.n >= batchRows {
+					if err := errs.Get(); err != nil {
+						break rows
+					}
+					if err := ctx.Err(); err != nil {
+						errs.Report(fmt.Errorf("merger: %w", err))
+						break rows
+					}
+					send(b)
+					b = <-free
+					b.reset()
+					b.first = outRow + 1
 				}
+				b.keys.appendRow(&cur.w, i)
+				b.refEnd = append(b.refEnd, 0)
+				outRow++
+			}
+			src := cur.w.src[i]
+			b.refIn = append(b.refIn, int32(cur.in))
+			b.refRow = append(b.refRow, src)
+			lo, hi := cur.groupRange(i)
+			b.refLo = append(b.refLo, lo)
+			b.refHi = append(b.refHi, hi)
+			b.refEnd[b.keys.n-1] = int32(len(b.refIn))
+			c.rowMaps[cur.in][src] = uint32(outRow)
+			moved[cur.in] = true
+			done++
+			if done&4095 == 0 {
 				if err := ctx.Err(); err != nil {
 					errs.Report(fmt.Errorf("merger: %w", err))
-					break
+					break rows
 				}
-				send(b)
-				b = <-free
-				b.reset()
-				b.first = outRow + 1
+				if done%releaseRows == 0 {
+					if err := releaseMoved(c.srcs, c.names, moved); err != nil {
+						errs.Report(err)
+						break rows
+					}
+				}
 			}
-			b.keys.appendRow(&cur.w, i)
-			b.refEnd = append(b.refEnd, 0)
-			outRow++
-		}
-		src := cur.w.src[i]
-		b.refIn = append(b.refIn, int32(cur.in))
-		b.refRow = append(b.refRow, src)
-		lo, hi := cur.groupRange(i)
-		b.refLo = append(b.refLo, lo)
-		b.refHi = append(b.refHi, hi)
-		b.refEnd[b.keys.n-1] = int32(len(b.refIn))
-		c.rowMaps[cur.in][src] = uint32(outRow)
-		moved[cur.in] = true
-		done++
-		if done&4095 == 0 {
-			if err := ctx.Err(); err != nil {
-				errs.Report(fmt.Errorf("merger: %w", err))
+			if done >= nextProgress {
+				progress(done)
+				nextProgress += int64(c.opts.ProgressRows)
+			}
+			if cur.cur+1 < cur.w.n { // the next row of the window
+				cur.cur++
+				if rival == nil || less(cur, rival) {
+					continue
+				}
 				break
 			}
-			if done%releaseRows == 0 {
-				if err := releaseMoved(c.srcs, c.names, moved); err != nil {
-					errs.Report(err)
-					break
-				}
+			if err := cur.advance(ctx); err != nil {
+				errs.Report(err)
+				break rows
 			}
-		}
-		if done >= nextProgress {
-			progress(done)
-			nextProgress += int64(c.opts.ProgressRows)
-		}
-		if err := cur.advance(ctx); err != nil {
-			errs.Report(err)
 			break
 		}
 		if cur.done() {
@@ -473,10 +520,8 @@ func taskCost(t colTask) int {
 type timeTask struct{ w *columns.LongWriter }
 
 func (t *timeTask) write(b *batch) error {
-	for _, v := range b.keys.time {
-		if err := t.w.Append(v); err != nil {
-			return fmt.Errorf("merger: __time: %w", err)
-		}
+	if err := t.w.AppendValues(b.keys.time); err != nil {
+		return fmt.Errorf("merger: __time: %w", err)
 	}
 	return nil
 }

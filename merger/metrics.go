@@ -178,7 +178,22 @@ func (t *longTask) fail(b *batch, k int32, err error) error {
 func (t *longTask) write(b *batch) error {
 	start := int32(0)
 	kind := t.agg.Kind
-	for r, end := range b.refEnd {
+	for r := 0; r < len(b.refEnd); r++ {
+		if n := b.run[r]; n > 1 && t.times == nil {
+			copied, rerr, werr := copyRun(b, start, int(n), &t.vals, &t.nulls, t.w.AppendValues)
+			if rerr != nil {
+				return fmt.Errorf("merger: %s: metric %q: %w", t.names[b.refIn[start]], t.name, rerr)
+			}
+			if werr != nil {
+				return fmt.Errorf("merger: metric %q: %w", t.name, werr)
+			}
+			if copied {
+				r += int(n) - 1
+				start += n
+				continue
+			}
+		}
+		end := b.refEnd[r]
 		acc := agg.NewLongAcc(kind)
 		for k := start; k < end; k++ {
 			v, tm, null, err := readRef(&t.vals, t.times, &t.nulls, b, k)
@@ -269,13 +284,58 @@ type tailRange struct {
 
 func (t *doubleTask) write(b *batch) error {
 	start := int32(0)
-	for r, end := range b.refEnd {
+	for r := 0; r < len(b.refEnd); r++ {
+		// A run of single values copies as it is for a doubleSum whose source stores no
+		// tails (one value is stored as it came); Min and Max go through math.Min and
+		// math.Max, which change a NaN's bits: row by row.
+		if n := b.run[r]; n > 1 && t.kind == agg.Sum && t.times == nil && (t.tails == nil || t.tails[b.refIn[start]] == nil) {
+			copied, rerr, werr := copyRun(b, start, int(n), &t.vals, &t.nulls, t.w.AppendValues)
+			if rerr != nil {
+				return fmt.Errorf("merger: %s: metric %q: %w", t.names[b.refIn[start]], t.name, rerr)
+			}
+			if werr != nil {
+				return fmt.Errorf("merger: metric %q: %w", t.name, werr)
+			}
+			if copied {
+				r += int(n) - 1
+				start += n
+				continue
+			}
+		}
+		end := b.refEnd[r]
 		if err := t.row(b, r, start, end); err != nil {
 			return err
 		}
 		start = end
 	}
 	return nil
+}
+
+// copyRun appends the values of n output rows that each take one source row's value: refs
+// k.. of b, consecutive rows of one source (a run, see batch). It reports false, having appended
+// nothing, when the source lacks the column or holds a null among them: those go row by row.
+// A read error (of the source) and a write error come apart.
+func copyRun[T int64 | float64](b *batch, k int32, n int, vals *valReader[T], nulls *nullsReader, appendValues func([]T) error) (copied bool, readErr, writeErr error) {
+	in, row := b.refIn[k], int(b.refRow[k])
+	c := vals.r[in]
+	if c == nil || nulls.absent[in] {
+		return false, nil, nil
+	}
+	if bm := nulls.bms[in]; bm != nil && bm.IntersectsWithInterval(uint64(row), uint64(row+n)) {
+		return false, nil, nil
+	}
+	for n > 0 {
+		vs, err := c.Range(row, n)
+		if err != nil {
+			return false, err, nil
+		}
+		if err := appendValues(vs); err != nil {
+			return false, nil, err
+		}
+		row += len(vs)
+		n -= len(vs)
+	}
+	return true, nil, nil
 }
 
 // row combines refs [start, end) into output row r and appends the result.

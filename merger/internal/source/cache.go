@@ -36,6 +36,19 @@ func (l *ChunkCache[T]) At(row int) (T, error) {
 	return vals[row-first], nil
 }
 
+// Range returns the values of rows [row, row+n), or of the first of them, up to the end of
+// the chunk holding row: at least one value. The slice is the cache's: valid until the next
+// call.
+func (l *ChunkCache[T]) Range(row, n int) ([]T, error) {
+	if k := row - l.first; k < 0 || k >= len(l.vals) {
+		if _, err := l.At(row); err != nil {
+			return nil, err
+		}
+	}
+	k := row - l.first
+	return l.vals[k:min(len(l.vals), k+n)], nil
+}
+
 // Gather reads the values of rows (increasing) into out.
 func (l *ChunkCache[T]) Gather(rows []uint32, out []T) error {
 	for i := 0; i < len(rows); {
