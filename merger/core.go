@@ -185,13 +185,13 @@ func (c *core) dictionaries(w *columns.Writer) error {
 // batch is a run of output rows on its way to the column writers: their keys, and for each
 // the source rows it combines (one without rollup).
 type batch struct {
-	keys    keys
-	first   int64 // the output row of the batch's first row
-	refIn   []int32
-	refRow  []uint32
-	refLo   []uint32 // the source rows of the ref's re-sorted group, [refLo, refHi); refHi 0: none
-	refHi   []uint32
-	refEnd  []int32 // refEnd[r]: end of output row r's refs
+	keys   keys
+	first  int64 // the output row of the batch's first row
+	refIn  []int32
+	refRow []uint32
+	refLo  []uint32 // the source rows of the ref's re-sorted group, [refLo, refHi); refHi 0: none
+	refHi  []uint32
+	refEnd []int32 // refEnd[r]: end of output row r's refs
 	// run[r] > 0: output rows r..r+run[r]-1 each come from one source row, outside re-sorted
 	// groups, and those rows are consecutive rows of one source (a copy, for the columns that
 	// can take it in bulk); 0: row r combines several refs or lies in a re-sorted group.
