@@ -199,6 +199,21 @@ type batch struct {
 	pending atomic.Int32
 }
 
+// appendRun appends rows [a, e) of cur's window (in key order, no re-sorted group) as output
+// rows first.., one source row each, and maps their source rows through rm.
+func (b *batch) appendRun(cur *cursor, a, e int, rm []uint32, first int64) {
+	b.keys.appendRange(&cur.w, a, e)
+	in := int32(cur.in)
+	for i, src := range cur.w.src[a:e] {
+		b.refIn = append(b.refIn, in)
+		b.refRow = append(b.refRow, src)
+		b.refLo = append(b.refLo, 0)
+		b.refHi = append(b.refHi, 0)
+		b.refEnd = append(b.refEnd, int32(len(b.refIn)))
+		rm[src] = uint32(first) + uint32(i)
+	}
+}
+
 // findRuns sets b.run (see batch) from the refs.
 func (b *batch) findRuns() {
 	n := b.keys.n
@@ -368,6 +383,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 	var done int64
 	moved := make([]bool, len(c.srcs)) // the inputs read from since the last releaseMoved
 	nextProgress := int64(c.opts.ProgressRows)
+	nextCheck, nextRelease := int64(4096), int64(releaseRows)
 rows:
 	for len(h) > 0 {
 		cur := h[0]
@@ -411,12 +427,24 @@ rows:
 			c.rowMaps[cur.in][src] = uint32(outRow)
 			moved[cur.in] = true
 			done++
-			if done&4095 == 0 {
+			// Without rollup, the rows of the window that come before the rival's head go
+			// over in bulk, as far as the batch has room.
+			if !rollup && cur.perm == nil && len(cur.ghi) == 0 && cur.cur+1 < cur.w.n {
+				if e := cur.runEnd(rival, min(cur.w.n, cur.cur+1+batchRows-b.keys.n)); e > cur.cur+1 {
+					b.appendRun(cur, cur.cur+1, e, c.rowMaps[cur.in], outRow+1)
+					outRow += int64(e - cur.cur - 1)
+					done += int64(e - cur.cur - 1)
+					cur.cur = e - 1
+				}
+			}
+			if done >= nextCheck {
+				nextCheck = done + 4096
 				if err := ctx.Err(); err != nil {
 					errs.Report(fmt.Errorf("merger: %w", err))
 					break rows
 				}
-				if done%releaseRows == 0 {
+				if done >= nextRelease {
+					nextRelease = done + releaseRows
 					if err := releaseMoved(c.srcs, c.names, moved); err != nil {
 						errs.Report(err)
 						break rows

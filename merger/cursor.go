@@ -97,6 +97,35 @@ func (c *cursor) head() int {
 	return c.cur
 }
 
+// runEnd returns the end of the rows after the current one, up to limit, that come before
+// rival's head (all of them when rival is nil): the window is in key order (no perm), so the
+// end is found by bisection.
+func (c *cursor) runEnd(rival *cursor, limit int) int {
+	lo := c.cur + 1 // rows [c.cur+1, lo) come before the rival
+	if rival == nil || lo >= limit {
+		return limit
+	}
+	before := func(i int) bool {
+		if x := cmpRows(&c.w, i, &rival.w, rival.head()); x != 0 {
+			return x < 0
+		}
+		return c.in < rival.in
+	}
+	if before(limit - 1) {
+		return limit
+	}
+	hi := limit - 1 // row hi does not come before the rival
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if before(m) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
 // done reports whether the cursor has no current row.
 func (c *cursor) done() bool { return c.cur >= c.w.n }
 

@@ -79,6 +79,32 @@ func (k *keys) appendRow(o *keys, i int) {
 	}
 }
 
+// appendRange copies rows [a, e) of o (whose dimensions are of the same kinds) to the end of k.
+func (k *keys) appendRange(o *keys, a, e int) {
+	k.n += e - a
+	k.time = append(k.time, o.time[a:e]...)
+	for j := range k.dims {
+		d, s := &k.dims[j], &o.dims[j]
+		switch d.kind {
+		case kindSingle:
+			d.ids = append(d.ids, s.ids[a:e]...)
+		case kindMulti:
+			base := uint32(len(d.ids)) - s.offs[a]
+			d.ids = append(d.ids, s.ids[s.offs[a]:s.offs[e]]...)
+			for _, off := range s.offs[a+1 : e+1] {
+				d.offs = append(d.offs, off+base)
+			}
+		case kindRaw:
+			base := uint32(len(d.data)) - s.offs[a]
+			d.data = appendBytes(d.data, s.data[s.offs[a]:s.offs[e]])
+			for _, off := range s.offs[a+1 : e+1] {
+				d.offs = append(d.offs, off+base)
+			}
+			d.null = append(d.null, s.null[a:e]...)
+		}
+	}
+}
+
 // appendBytes appends b to dst, doubling dst's capacity when it must grow: the raw values of a
 // window or a batch are many and large, and append's growth by a quarter at these sizes leaves
 // four times the final size behind as garbage, where doubling leaves once.
