@@ -171,6 +171,58 @@ func (d *DimWriter) AppendID(id uint32) error {
 	return d.AppendIDs(one[:])
 }
 
+// AppendSingleIDs appends rows of a single-value dimension, one id each (as AppendID does
+// each): a merge hands its batches over this way.
+func (d *DimWriter) AppendSingleIDs(ids []uint32) error {
+	for len(ids) > 0 {
+		// The fast path of AppendID for as many rows as leave room in the chunk; the row that
+		// fills it, and anything out of the ordinary, goes through AppendID.
+		n := 0
+		if d.phase == 1 && d.err == nil && !d.dim.MultiValue {
+			n = min(len(ids), d.chunkRows-1-len(d.vals), maxRows-d.rows)
+		}
+		if n <= 0 {
+			if err := d.AppendID(ids[0]); err != nil {
+				return err
+			}
+			ids = ids[1:]
+			continue
+		}
+		run := ids[:n]
+		var top uint32
+		for _, id := range run {
+			top = max(top, id)
+		}
+		if int64(top) >= int64(d.card) {
+			// An id past the dictionary: row by row, for the error that names its row.
+			for _, id := range run {
+				if err := d.AppendID(id); err != nil {
+					return err
+				}
+			}
+			ids = ids[n:]
+			continue
+		}
+		if d.dict.hasNull {
+			for r, id := range run {
+				if id == 0 {
+					d.nullRows = append(d.nullRows, uint32(d.rows+r))
+				}
+			}
+		}
+		if invariants {
+			for r, id := range run {
+				d.pairHash += pairHash(uint32(d.rows+r), id)
+			}
+		}
+		d.vals = append(d.vals, run...)
+		d.pairs += uint64(n)
+		d.rows += n
+		ids = ids[n:]
+	}
+	return nil
+}
+
 // AppendNull appends a null row; the dictionary must have the null value.
 func (d *DimWriter) AppendNull() error { return d.AppendIDs(nil) }
 

@@ -662,3 +662,66 @@ func TestAppendValues(t *testing.T) {
 	require.ErrorIs(t, fw.AppendValues([]int64{1}), ErrState, "a first metric takes AppendTimed")
 	require.NoError(t, w.Abort())
 }
+
+// TestAppendSingleIDs writes a single-value dimension with nulls through AppendID and through
+// AppendSingleIDs (runs across chunk boundaries): the same segment. An id past the dictionary
+// fails naming its row, and the writer stays failed.
+func TestAppendSingleIDs(t *testing.T) {
+	s := Schema{Dimensions: []Dimension{{Name: "d"}}}
+	const rows = 29
+	ids := make([]uint32, rows)
+	for i := range ids {
+		ids[i] = uint32(i*7) % 4 // 0 is the null id
+	}
+	write := func(bulk bool) []byte {
+		w, err := NewWriter(s, WriterOptions{ChunkRows: 6})
+		require.NoError(t, err)
+		tw, err := w.Time()
+		require.NoError(t, err)
+		d, err := w.Dim("d")
+		require.NoError(t, err)
+		require.NoError(t, d.AddNull())
+		for _, v := range []string{"a", "b", "c"} {
+			_, err := d.AddValue(v)
+			require.NoError(t, err)
+		}
+		for i := range rows {
+			require.NoError(t, tw.Append(int64(i)))
+		}
+		if bulk {
+			for lo := 0; lo < rows; lo += 8 {
+				require.NoError(t, d.AppendSingleIDs(ids[lo:min(rows, lo+8)]))
+			}
+		} else {
+			for _, id := range ids {
+				require.NoError(t, d.AppendID(id))
+			}
+		}
+		for id := range 4 {
+			var rs []uint32
+			for r, x := range ids {
+				if x == uint32(id) {
+					rs = append(rs, uint32(r))
+				}
+			}
+			require.NoError(t, d.WriteBitmapRows(uint32(id), rs))
+		}
+		var buf bytes.Buffer
+		_, err = w.FinishTo(&buf)
+		require.NoError(t, err)
+		return buf.Bytes()
+	}
+	require.Equal(t, write(false), write(true))
+
+	w, err := NewWriter(s, WriterOptions{})
+	require.NoError(t, err)
+	d, err := w.Dim("d")
+	require.NoError(t, err)
+	_, err = d.AddValue("a")
+	require.NoError(t, err)
+	err = d.AppendSingleIDs([]uint32{0, 0, 1, 0})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, "row 2: id 1 not below the cardinality 1")
+	require.ErrorIs(t, d.AppendSingleIDs([]uint32{0}), ErrInvalid, "sticky")
+	require.NoError(t, w.Abort())
+}

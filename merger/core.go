@@ -573,19 +573,11 @@ func (t *dimTask) write(b *batch) error {
 	var err error
 	switch t.kind {
 	case kindSingle:
-		if !t.hashed {
-			for _, id := range k.ids {
-				if err = t.dw.AppendID(id); err != nil {
-					break
-				}
-			}
+		if err = t.dw.AppendSingleIDs(k.ids); err != nil || !t.hashed {
 			break
 		}
 		h, seed, row := t.hash, t.seed, uint32(b.first)
 		for r, id := range k.ids {
-			if err = t.dw.AppendID(id); err != nil {
-				break
-			}
 			h += pairHash(seed, row+uint32(r), id)
 		}
 		t.hash = h
