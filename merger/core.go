@@ -210,7 +210,9 @@ func (b *batch) appendRun(cur *cursor, a, e int, rm []uint32, first int64) {
 		b.refLo = append(b.refLo, 0)
 		b.refHi = append(b.refHi, 0)
 		b.refEnd = append(b.refEnd, int32(len(b.refIn)))
-		rm[src] = uint32(first) + uint32(i)
+		if rm != nil {
+			rm[src] = uint32(first) + uint32(i)
+		}
 	}
 }
 
@@ -249,13 +251,20 @@ type colTask interface {
 // mergeRows merges the sources' rows k-way and writes every column but the bitmaps.
 func (c *core) mergeRows(w *columns.Writer) error {
 	ctx := c.ctx
+	// The row maps serve the bitmaps rebuilt from the inputs': multi-value dimensions'.
 	c.rowMaps = make([][]uint32, len(c.srcs))
+	withMaps := false
+	for d, dim := range c.out.Dimensions {
+		withMaps = withMaps || c.kinds[d] == kindMulti && !dim.NoBitmapIndex
+	}
 	var total int64
 	cursors := make([]*cursor, 0, len(c.srcs))
 	for i, s := range c.srcs {
 		n := s.Rows()
 		total += int64(n)
-		c.rowMaps[i] = make([]uint32, n)
+		if withMaps {
+			c.rowMaps[i] = make([]uint32, n)
+		}
 		if n == 0 {
 			continue
 		}
@@ -424,7 +433,9 @@ rows:
 			b.refLo = append(b.refLo, lo)
 			b.refHi = append(b.refHi, hi)
 			b.refEnd[b.keys.n-1] = int32(len(b.refIn))
-			c.rowMaps[cur.in][src] = uint32(outRow)
+			if withMaps {
+				c.rowMaps[cur.in][src] = uint32(outRow)
+			}
 			moved[cur.in] = true
 			done++
 			// Without rollup, the rows of the window that come before the rival's head go
@@ -510,6 +521,10 @@ func (c *core) tasks(w *columns.Writer) ([]colTask, error) {
 	tasks = append(tasks, &timeTask{w: tw})
 	for d, dim := range c.out.Dimensions {
 		t := &dimTask{d: d, name: dim.Name, kind: c.kinds[d], dw: c.dws[d], seed: c.seed, hashed: !dim.NoBitmapIndex}
+		if t.kind == kindSingle && t.hashed {
+			t.log = newIDLog(c.card[d])
+			t.log.reserve(int(c.rowsIn)) // as many output rows at most
+		}
 		if c.dimTasks == nil {
 			c.dimTasks = make([]*dimTask, len(c.out.Dimensions))
 		}
@@ -566,6 +581,9 @@ type dimTask struct {
 	seed    uint64
 	hash    uint64
 	scratch []uint32
+	// A single-value dimension with a bitmap index logs its ids instead (see idLog): its
+	// bitmaps are built from them.
+	log idLog
 }
 
 func (t *dimTask) write(b *batch) error {
@@ -573,7 +591,14 @@ func (t *dimTask) write(b *batch) error {
 	var err error
 	switch t.kind {
 	case kindSingle:
-		if err = t.dw.AppendSingleIDs(k.ids); err != nil || !t.hashed {
+		if err = t.dw.AppendSingleIDs(k.ids); err != nil {
+			break
+		}
+		if t.log != nil {
+			t.log.add(k.ids)
+			break
+		}
+		if !t.hashed {
 			break
 		}
 		h, seed, row := t.hash, t.seed, uint32(b.first)
@@ -666,8 +691,13 @@ func (c *core) bitmaps() error {
 	}
 }
 
-// dimBitmaps rebuilds dimension d's bitmaps, adding to done as they are written.
+// dimBitmaps writes dimension d's bitmaps, adding to done as they are written.
 func (c *core) dimBitmaps(d int, done *atomic.Int64) error {
+	if t := c.dimTasks[d]; t.log != nil {
+		err := t.log.writeBitmaps(c.ctx, c.dws[d], c.card[d], done)
+		t.log = nil // the memory goes as soon as the dimension is done
+		return err
+	}
 	srcs := c.dims[d]
 	maps := c.maps[d]
 	next := make([]int, len(srcs)) // per source: the next source id to place

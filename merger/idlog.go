@@ -1,0 +1,118 @@
+package merger
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/writeout/writeout/columns"
+)
+
+// The bitmap index of a single-value dimension is built from the merged ids the rows phase
+// wrote, not from the inputs' bitmaps: the dimension's task keeps every output row's id in an
+// id log (a byte an id up to 256 values, two up to 65,536, else four), and the bitmaps phase
+// sorts the rows by id (a counting sort, in ranges of ids whose rows fit a bounded buffer) and
+// writes each id's rows. That costs no decoding of the inputs' bitmaps, no row maps and no
+// sort of runs, and the bitmaps agree with the ids by construction. Multi-value dimensions
+// (several ids a row) keep rebuilding from the inputs' bitmaps (core.dimBitmaps).
+
+// idLog holds a dimension's merged id per output row.
+type idLog interface {
+	// add appends ids; reserve, given first, sizes the log for rows ids.
+	reserve(rows int)
+	add(ids []uint32)
+	// writeBitmaps writes the bitmap of every id below card to dw, in id order.
+	writeBitmaps(ctx context.Context, dw *columns.DimWriter, card int, done *atomic.Int64) error
+}
+
+// newIDLog returns the id log for ids below card.
+func newIDLog(card int) idLog {
+	switch {
+	case card <= 1<<8:
+		return &typedLog[uint8]{}
+	case card <= 1<<16:
+		return &typedLog[uint16]{}
+	}
+	return &typedLog[uint32]{}
+}
+
+type typedLog[T uint8 | uint16 | uint32] struct {
+	ids      []T
+	sortRows int // logSortRows, but for tests
+}
+
+func (l *typedLog[T]) reserve(rows int) { l.ids = make([]T, 0, rows) }
+
+func (l *typedLog[T]) add(ids []uint32) {
+	n := len(l.ids)
+	l.ids = slices.Grow(l.ids, len(ids))[:n+len(ids)]
+	dst := l.ids[n:]
+	for i, id := range ids {
+		dst[i] = T(id)
+	}
+}
+
+// logSortRows bounds the rows a counting-sort pass places at a time (16 MiB of rows), unless
+// a single id holds more: past it, each pass reads the whole log for the ids of its range.
+const logSortRows = 1 << 20
+
+func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw *columns.DimWriter, card int, done *atomic.Int64) error {
+	log := l.ids
+	counts := make([]uint32, card)
+	for r, id := range log {
+		if int(id) >= card {
+			return fmt.Errorf("merger: internal error: row %d holds id %d, the cardinality is %d", r, id, card)
+		}
+		counts[id]++
+	}
+	pos := make([]uint32, card)
+	bound := l.sortRows
+	if bound <= 0 {
+		bound = logSortRows
+	}
+	rows := make([]uint32, min(len(log), bound))
+	for lo := 0; lo < card; {
+		// Ids [lo, hi): as many as fit rows, at least one.
+		hi, total := lo+1, int(counts[lo])
+		for hi < card && total+int(counts[hi]) <= len(rows) {
+			total += int(counts[hi])
+			hi++
+		}
+		if total > len(rows) {
+			rows = make([]uint32, total)
+		}
+		off := uint32(0)
+		for v := lo; v < hi; v++ {
+			pos[v] = off
+			off += counts[v]
+		}
+		if lo == 0 && hi == card {
+			for r, id := range log {
+				rows[pos[id]] = uint32(r)
+				pos[id]++
+			}
+		} else {
+			for r, id := range log {
+				if v := int(id); v >= lo && v < hi {
+					rows[pos[v]] = uint32(r)
+					pos[v]++
+				}
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("merger: %w", err)
+		}
+		off = 0
+		for v := lo; v < hi; v++ {
+			n := counts[v]
+			if err := dw.WriteBitmapRows(uint32(v), rows[off:off+n]); err != nil {
+				return err
+			}
+			off += n
+		}
+		done.Add(int64(hi - lo))
+		lo = hi
+	}
+	return nil
+}

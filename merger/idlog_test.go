@@ -1,0 +1,95 @@
+package merger
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/columns"
+)
+
+// TestIDLogBitmaps writes a single-value dimension's bitmaps from an id log, with the
+// counting sort's buffer smaller than the rows (several ranges of ids, an id holding more rows
+// than the buffer, ids holding none), for each width of the log: every bitmap holds exactly
+// the rows of its id.
+func TestIDLogBitmaps(t *testing.T) {
+	for _, card := range []int{3, 200, 300, 70_000} {
+		for _, bound := range []int{1, 7, 64, 0} {
+			t.Run(fmt.Sprintf("card=%d/bound=%d", card, bound), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(card), uint64(bound)))
+				rows := 500
+				ids := make([]uint32, rows)
+				for r := range ids {
+					switch {
+					case r%3 == 0:
+						ids[r] = 1 // one id holds a third of the rows
+					default:
+						ids[r] = uint32(rng.IntN(min(card, 40))) // many ids hold none
+					}
+				}
+				s := columns.Schema{Dimensions: []columns.Dimension{{Name: "d"}}}
+				w, err := columns.NewWriter(s, columns.WriterOptions{ChunkRows: 64})
+				require.NoError(t, err)
+				tw, err := w.Time()
+				require.NoError(t, err)
+				dw, err := w.Dim("d")
+				require.NoError(t, err)
+				require.NoError(t, dw.AddNull())
+				for v := 1; v < card; v++ {
+					_, err := dw.AddValue(fmt.Sprintf("v%06d", v))
+					require.NoError(t, err)
+				}
+				for r := range rows {
+					require.NoError(t, tw.Append(int64(r)))
+				}
+				log := newIDLog(card)
+				log.reserve(rows)
+				switch l := log.(type) {
+				case *typedLog[uint8]:
+					l.sortRows = bound
+				case *typedLog[uint16]:
+					l.sortRows = bound
+				case *typedLog[uint32]:
+					l.sortRows = bound
+				}
+				for lo := 0; lo < rows; lo += 100 {
+					require.NoError(t, dw.AppendSingleIDs(ids[lo:lo+100]))
+					log.add(ids[lo : lo+100])
+				}
+				var done atomic.Int64
+				require.NoError(t, log.writeBitmaps(context.Background(), dw, card, &done))
+				require.Equal(t, int64(card), done.Load())
+				path := filepath.Join(t.TempDir(), "seg")
+				_, err = w.Finish(path, columns.PublishOptions{})
+				require.NoError(t, err)
+				seg, err := columns.Open(path)
+				require.NoError(t, err)
+				defer seg.Close()
+				require.NoError(t, seg.Verify())
+				col, err := seg.Dim("d")
+				require.NoError(t, err)
+				for v := range card {
+					bm, err := col.Bitmap(uint32(v))
+					require.NoError(t, err)
+					var want []uint32
+					for r, id := range ids {
+						if id == uint32(v) {
+							want = append(want, uint32(r))
+						}
+					}
+					got := bm.ToArray()
+					if len(want) == 0 {
+						require.Empty(t, got, "id %d", v)
+					} else {
+						require.Equal(t, want, got, "id %d", v)
+					}
+				}
+			})
+		}
+	}
+}
