@@ -30,13 +30,20 @@
 //     sums add (doubles exactly, rounded once, the exactness tail stored beside the value),
 //     min and max keep the extreme, first and last keep the value of the earliest or latest
 //     event time stored with it (ties: input order), hyperUnique sketches merge. Column
-//     writers run in other goroutines, a batch of
-//     output rows at a time; each input row's output row goes into a row map (4 bytes an
-//     input row, the one per-row structure a merge keeps).
-//  4. Bitmaps are rebuilt one merged value at a time: the rows holding a value are the rows the
-//     inputs' bitmaps of that value map to through the row maps. No bitmap of every value is
-//     held at once, nor every row. Each is written in the portable roaring format straight
-//     from its sorted rows (or, past 1/256 of the rows, a bitset), with no roaring.Bitmap built.
+//     writers run in other goroutines, a batch of output rows at a time. A cursor emits rows
+//     without touching the heap while it stays below the least other cursor's head, and
+//     without rollup the rows of its window before that head go over in one copy; a run of
+//     output rows taken from consecutive rows of one input copies its metric values in bulk.
+//     A single-value dimension with a bitmap index logs each output row's merged id (1, 2 or
+//     4 bytes a row, by cardinality); a multi-value one records each input row's output row in
+//     a row map (4 bytes an input row).
+//  4. Bitmaps are written one merged value at a time. A single-value dimension's come from its
+//     id log, counting-sorted by id in ranges of at most 2^20 rows: they agree with the ids
+//     written by construction, and the inputs' bitmaps are not read. A multi-value dimension's
+//     rows of a value are the rows the inputs' bitmaps of that value map to through the row
+//     maps. No bitmap of every value is held at once. Each is written in the segment's bitmap
+//     encoding straight from its sorted rows (or, past 1/256 of the rows, a bitset), with no
+//     roaring.Bitmap built.
 //  5. Every part is staged in the medium and published through columns.Writer.Finish: an
 //     unnamed file in dst's directory (a named temp file where there is none), each part's CRC
 //     checked on the way out, synced per Options.Durability, linked (or renamed) into place,
@@ -53,7 +60,7 @@
 // set behind it (columns.Segment.ReleasePages: every 4 MiB of parts checked, after the
 // dictionaries, every 131,072 rows of the row merge (the inputs read from since), every 2^20
 // rows read from bitmaps, after the bitmaps), so they count in its RSS by what it read since,
-// a few MiB, not by their size; the bytes stay in the page cache. What grows with the data are the row maps; the default
+// a few MiB, not by their size; the bytes stay in the page cache. What grows with the data are the id logs and row maps; the default
 // staging medium keeps the output in its file's page cache, with at most 8 MiB of buffers.
 //
 // A cancelled context stops a merge within milliseconds: every loop checks it at least every
