@@ -279,6 +279,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 				cur.maps[d] = c.maps[d][i]
 			}
 		}
+		cur.setPacking(c.kinds, c.card)
 		cur.checkTimes(source.SegmentOf(s))
 		if err := cur.fill(ctx); err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/writeout/writeout/columns"
@@ -39,7 +40,12 @@ type cursor struct {
 	// rows [glo, ghi), so that readers of other columns load the group once, in order,
 	// instead of a chunk per row (ghi 0: not in a re-sorted group).
 	glo, ghi []uint32
-	cur      int   // position in the emission order
+	// packBits[j] is the bits of output dimension j's merged ids (a group re-sorts on packed
+	// keys, see sortPacked); nil when a dimension is not single-value.
+	packBits []uint8
+	idBits   int      // the sum of packBits
+	kbuf     []uint64 // sortPacked's keys
+	cur      int      // position in the emission order
 	lastT    int64 // truncated time of the last loaded row
 	fresh    bool  // nothing loaded yet
 	// A segment's times, read in row order, must lie in [tlo, thi] (its interval, within
@@ -274,12 +280,14 @@ func (c *cursor) sortGroups() {
 			// perm[start:end] holds start..end-1 in order here: ties broken by position give
 			// the stable order at an unstable sort's cost (SortStableFunc's merges compared
 			// O(n log² n) times, most of a rollup merge's CPU when an hour's rows re-sort).
-			slices.SortFunc(c.perm[start:end], func(a, b int32) int {
-				if c := cmpDims(w, int(a), w, int(b)); c != 0 {
-					return c
-				}
-				return cmp.Compare(a, b)
-			})
+			if !c.sortPacked(start, end) {
+				slices.SortFunc(c.perm[start:end], func(a, b int32) int {
+					if c := cmpDims(w, int(a), w, int(b)); c != 0 {
+						return c
+					}
+					return cmp.Compare(a, b)
+				})
+			}
 			if c.order == nil {
 				if len(c.glo) == 0 {
 					c.glo = slices.Grow(c.glo, w.n)[:w.n]
@@ -294,6 +302,52 @@ func (c *cursor) sortGroups() {
 		}
 		start = end
 	}
+}
+
+// setPacking makes groups re-sort on packed keys when every output dimension is single-value:
+// cards[j] is dimension j's merged cardinality.
+func (c *cursor) setPacking(kinds []dimKind, cards []int) {
+	c.packBits = make([]uint8, len(kinds))
+	for j, k := range kinds {
+		if k != kindSingle {
+			c.packBits, c.idBits = nil, 0
+			return
+		}
+		c.packBits[j] = uint8(bits.Len(uint(max(cards[j]-1, 0))))
+		c.idBits += int(c.packBits[j])
+	}
+}
+
+// sortPacked sorts perm[start:end] (the group's rows, in position order) by the rows' ids and
+// then position, as sortGroups' comparison does, through one uint64 a row (the ids, most
+// significant dimension first, then the position): a sort of integers, not of rows through a
+// comparison function. It reports false, having done nothing, when the keys do not fit.
+func (c *cursor) sortPacked(start, end int) bool {
+	n := end - start
+	posBits := bits.Len(uint(n - 1))
+	if c.packBits == nil || c.idBits+posBits > 64 {
+		return false
+	}
+	w := &c.w
+	keys := slices.Grow(c.kbuf[:0], n)[:n]
+	clear(keys)
+	for j := range w.dims {
+		b := c.packBits[j]
+		for i, id := range w.dims[j].ids[start:end] {
+			keys[i] = keys[i]<<b | uint64(id)
+		}
+	}
+	for i := range keys {
+		keys[i] = keys[i]<<posBits | uint64(i)
+	}
+	slices.Sort(keys)
+	mask := uint64(1)<<posBits - 1
+	perm := c.perm[start:end]
+	for i, k := range keys {
+		perm[i] = int32(start + int(k&mask))
+	}
+	c.kbuf = keys
+	return true
 }
 
 // fillRange loads the next batch of whole groups of a source read in row order, column by
@@ -339,11 +393,15 @@ func (c *cursor) fillRange(ctx context.Context) error {
 	}
 	n := p - p0
 	w.n = n
+	w.src = slices.Grow(w.src, n)
 	for r := p0; r < p; r++ {
 		w.src = append(w.src, uint32(r))
 	}
 	for j := range w.dims {
 		d := &w.dims[j]
+		if d.kind == kindSingle {
+			d.ids = slices.Grow(d.ids, n)
+		}
 		switch d.kind {
 		case kindSingle, kindMulti:
 			ic := c.ids[j]

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/medium"
 )
 
 // TestIDLogBitmaps writes a single-value dimension's bitmaps from an id log, with the
@@ -91,5 +92,47 @@ func TestIDLogBitmaps(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestMergeRegroupOrder merges inputs whose rows are in time order only, with two and three
+// single-value dimensions, into hour (and day) buckets with and without rollup: every bucket
+// re-sorts by the dimensions, most significant first (sortPacked's keys), exactly as the
+// oracle orders them.
+func TestMergeRegroupOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 8))
+	dir := t.TempDir()
+	for c := range 12 {
+		nd := 2 + c%2
+		s := columns.Schema{Metrics: []columns.Metric{{Name: "n", Aggregator: columns.AggLongSum}}}
+		for j := range nd {
+			s.Dimensions = append(s.Dimensions, columns.Dimension{Name: fmt.Sprintf("d%d", j)})
+		}
+		var schemas []columns.Schema
+		var rows [][]columns.Row
+		var segs []*columns.Segment
+		for i := range 3 {
+			var rs []columns.Row
+			tm := int64(0)
+			for range 300 + rng.IntN(300) {
+				tm += int64(rng.IntN(90_000))
+				r := columns.Row{Time: tm, Metrics: []columns.Value{{Long: int64(rng.IntN(100))}}}
+				for j := range nd {
+					card := []int{3, 40, 700}[(j+c)%3]
+					r.Dims = append(r.Dims, []string{fmt.Sprintf("v%04d", rng.IntN(card))})
+				}
+				rs = append(rs, r)
+			}
+			schemas, rows = append(schemas, s), append(rows, rs)
+			segs = append(segs, writeSegment(t, dir, fmt.Sprintf("c%d-%d.seg", c, i), s, rs))
+		}
+		opts := Options{Rollup: c%4 < 2, Granularity: []columns.Granularity{columns.GranularityHour, columns.GranularityDay}[c%2],
+			Durability: medium.Durability{Sync: medium.SyncNone}}
+		out, err := outputSchema(schemas, opts.inputName, nil, opts.Rollup, opts.Granularity)
+		require.NoError(t, err)
+		dst := filepath.Join(dir, fmt.Sprintf("out%d.seg", c))
+		_, err = Merge(t.Context(), segs, dst, opts)
+		require.NoError(t, err)
+		requireRowsEqual(t, oracleMerge(schemas, rows, out), readRows(t, openSeg(t, dst)), false, fmt.Sprintf("case %d", c))
 	}
 }

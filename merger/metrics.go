@@ -2,6 +2,7 @@ package merger
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -102,13 +103,14 @@ func (v *valReader[T]) read(b *batch, k int32) (T, bool, error) {
 		}
 		w := &v.win[in]
 		if lo := b.refLo[k]; w.lo != lo || w.hi != hi {
-			w.vals = w.vals[:0]
-			for r := lo; r < hi; r++ {
-				x, err := c.At(int(r))
+			w.vals = slices.Grow(w.vals[:0], int(hi-lo))
+			for r := int(lo); r < int(hi); {
+				vs, err := c.Range(r, int(hi)-r)
 				if err != nil {
 					return 0, false, err
 				}
-				w.vals = append(w.vals, x)
+				w.vals = append(w.vals, vs...)
+				r += len(vs)
 			}
 			w.lo, w.hi = lo, hi
 		}

@@ -5,7 +5,7 @@
 //
 //	peerjob prepare [-rows N] DIR
 //	    writes the inputs of both layouts under DIR (5 segments and 5 Parquet files each)
-//	peerjob run -system S -job J -layout L [-every D] [-memprofile F] [-trace F] DIR OUT
+//	peerjob run -system S -job J -layout L [-every D] [-memprofile F] [-cpuprofile F] [-trace F] DIR OUT
 //	    runs one job on DIR's inputs into OUT and prints one line of figures
 //
 // Systems: writeout, writeout-zstd, duckdb, parquet-go; jobs: merge, rollup-hour (not with
@@ -53,7 +53,7 @@ func main() {
 	}
 }
 
-const usage = "usage: peerjob prepare [-rows N] DIR | peerjob run -system S -job J -layout L [-every D] [-memprofile F] [-trace F] DIR OUT"
+const usage = "usage: peerjob prepare [-rows N] DIR | peerjob run -system S -job J -layout L [-every D] [-memprofile F] [-cpuprofile F] [-trace F] DIR OUT"
 
 func run(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
@@ -217,6 +217,7 @@ func runJob(args []string, stdout io.Writer) (err error) {
 	fs.StringVar(&layout, "layout", "", "contiguous or overlapping")
 	every := fs.Duration("every", 2*time.Millisecond, "sampling period of /proc/self/status and the Go heap")
 	memprofile := fs.String("memprofile", "", "write the allocs profile (in use and allocated) of the job to this file")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the job to this file")
 	trace := fs.String("trace", "", "write every sample of /proc/self/status (ms since the start, MiB of VmRSS, RssAnon, RssFile) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -274,6 +275,22 @@ func runJob(args []string, stdout io.Writer) (err error) {
 		}
 		return st, err
 	})
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+	}
 	rows, jobErr := op(context.Background(), out)
 	wall := time.Since(start)
 	peak, nsamples, serr := status.Stop()
