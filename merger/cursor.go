@@ -46,8 +46,8 @@ type cursor struct {
 	idBits   int      // the sum of packBits
 	kbuf     []uint64 // sortPacked's keys
 	cur      int      // position in the emission order
-	lastT    int64 // truncated time of the last loaded row
-	fresh    bool  // nothing loaded yet
+	lastT    int64    // truncated time of the last loaded row
+	fresh    bool     // nothing loaded yet
 	// A segment's times, read in row order, must lie in [tlo, thi] (its interval, within
 	// columns.MinTime and MaxTime) and be in order: else the segment is corrupt.
 	seg      bool
