@@ -45,6 +45,7 @@ type cursor struct {
 	packBits []uint8
 	idBits   int      // the sum of packBits
 	kbuf     []uint64 // sortPacked's keys
+	kbuf2    []uint64 // and its radix sort's scratch
 	cur      int      // position in the emission order
 	lastT    int64    // truncated time of the last loaded row
 	fresh    bool     // nothing loaded yet
@@ -340,7 +341,7 @@ func (c *cursor) sortPacked(start, end int) bool {
 	for i := range keys {
 		keys[i] = keys[i]<<posBits | uint64(i)
 	}
-	slices.Sort(keys)
+	c.kbuf2 = radixSort(keys, slices.Grow(c.kbuf2[:0], n)[:n], c.idBits+posBits)
 	mask := uint64(1)<<posBits - 1
 	perm := c.perm[start:end]
 	for i, k := range keys {
@@ -348,6 +349,41 @@ func (c *cursor) sortPacked(start, end int) bool {
 	}
 	c.kbuf = keys
 	return true
+}
+
+// radixSort sorts keys, whose values are below 2^width, by least significant digit first (11
+// bits a pass, the passes a key's width needs), through tmp (of keys' length); it returns tmp
+// for reuse. Small slices go to slices.Sort.
+func radixSort(keys, tmp []uint64, width int) []uint64 {
+	if len(keys) < 256 {
+		slices.Sort(keys)
+		return tmp
+	}
+	const digit = 11
+	var count [1 << digit]int
+	src, dst := keys, tmp
+	for shift := 0; shift < width; shift += digit {
+		clear(count[:])
+		for _, k := range src {
+			count[k>>shift&(1<<digit-1)]++
+		}
+		sum := 0
+		for i, n := range count {
+			count[i] = sum
+			sum += n
+		}
+		for _, k := range src {
+			d := k >> shift & (1<<digit - 1)
+			dst[count[d]] = k
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &keys[0] {
+		copy(keys, src)
+		return src
+	}
+	return dst
 }
 
 // fillRange loads the next batch of whole groups of a source read in row order, column by

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -134,5 +135,26 @@ func TestMergeRegroupOrder(t *testing.T) {
 		_, err = Merge(t.Context(), segs, dst, opts)
 		require.NoError(t, err)
 		requireRowsEqual(t, oracleMerge(schemas, rows, out), readRows(t, openSeg(t, dst)), false, fmt.Sprintf("case %d", c))
+	}
+}
+
+// TestRadixSort sorts random keys of every width from 1 to 64 bits, short and long, as
+// slices.Sort does.
+func TestRadixSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for width := 1; width <= 64; width++ {
+		for _, n := range []int{0, 1, 255, 256, 3000} {
+			keys := make([]uint64, n)
+			for i := range keys {
+				keys[i] = rng.Uint64()
+				if width < 64 {
+					keys[i] &= 1<<width - 1
+				}
+			}
+			want := slices.Clone(keys)
+			slices.Sort(want)
+			radixSort(keys, make([]uint64, n), width)
+			require.Equal(t, want, keys, "width %d, %d keys", width, n)
+		}
 	}
 }
