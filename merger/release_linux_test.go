@@ -54,6 +54,9 @@ func mappedRss(t *testing.T, paths []string) int64 {
 // inputs resident: checked, read and released as it goes, they count in its RSS by what it
 // read since the last release (columns.Segment.ReleasePages), not by their size.
 func TestMergeReleasesMappedInputs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("resident pages, not goroutines: nothing for the race detector (runs in go test ./...)")
+	}
 	const inputs, rows = 3, 300_000
 	s := columns.Schema{Granularity: columns.GranularityNone,
 		Dimensions: []columns.Dimension{{Name: "d"}},

@@ -58,9 +58,13 @@ func seed(t *testing.T) uint64 {
 	return v
 }
 
-// scaled returns n, or a third of it under -race.
+// scaled returns n, or a third of it under -race, a tenth under -race -short (CI's race step:
+// the detector needs the interleavings, not the volume).
 func scaled(n int) int {
-	if raceEnabled {
+	switch {
+	case raceEnabled && testing.Short():
+		return max(n/10, 1)
+	case raceEnabled:
 		return max(n/3, 1)
 	}
 	return n
