@@ -106,7 +106,8 @@ func (c *cursor) head() int {
 
 // runEnd returns the end of the rows after the current one, up to limit, that come before
 // rival's head (all of them when rival is nil): the window is in key order (no perm), so the
-// end is found by bisection.
+// end is found by galloping (1, 2, 4... rows ahead: one comparison when no row comes before,
+// as where inputs interleave row by row), then bisection.
 func (c *cursor) runEnd(rival *cursor, limit int) int {
 	lo := c.cur + 1 // rows [c.cur+1, lo) come before the rival
 	if rival == nil || lo >= limit {
@@ -118,10 +119,18 @@ func (c *cursor) runEnd(rival *cursor, limit int) int {
 		}
 		return c.in < rival.in
 	}
-	if before(limit - 1) {
-		return limit
+	hi := limit // row hi, when below limit, does not come before the rival
+	for step := 1; ; step *= 2 {
+		i := lo + step - 1
+		if i >= limit {
+			break
+		}
+		if !before(i) {
+			hi = i
+			break
+		}
+		lo = i + 1
 	}
-	hi := limit - 1 // row hi does not come before the rival
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		if before(m) {
