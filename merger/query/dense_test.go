@@ -93,7 +93,7 @@ func TestDenseIndexApplies(t *testing.T) {
 		spec := Spec{Granularity: columns.GranularityMinute, GroupBy: groupBy}
 		r := &runner{ctx: t.Context(), src: source.OfSegment(seg), spec: &spec, metrics: schema.Metrics}
 		require.NoError(t, r.setup())
-		d := newDenseIndex(r, maxSlots)
+		d := newDenseIndex(r, maxSlots, true)
 		if want == nil {
 			require.Nil(t, d, "%v", groupBy)
 			return
@@ -105,6 +105,7 @@ func TestDenseIndexApplies(t *testing.T) {
 			size *= int(c)
 		}
 		require.Len(t, d.group, size)
+		require.Len(t, d.bits, (size+63)/64)
 	}
 	f([]string{"a", "b"}, DenseSlots, []uint32{6, 7})
 	f([]string{"b", "a", "missing"}, DenseSlots, []uint32{7, 6, 1})
@@ -200,4 +201,46 @@ func TestRunEachStops(t *testing.T) {
 	require.Greater(t, parts, 1000)
 	require.Less(t, len(bufs), 10, "parts' memory is reused (two buffers, grown a few times)")
 	require.True(t, slices.EqualFunc(all.Rows, got, func(a, b Row) bool { return cmpResultRows(a, b) == 0 && a.Rows == b.Rows }))
+}
+
+// TestDenseIndexOrders: a dense index puts each bucket's groups in value order both ways it
+// can: reading its bits (a bucket of many groups) and sorting their slots (a bucket of a few
+// groups spread over many slots), in windows of one bucket and of several.
+func TestDenseIndexOrders(t *testing.T) {
+	defer func(n int) { windowRows = n }(windowRows)
+	rng := rand.New(rand.NewPCG(fixture.Seed(t), 41))
+	schema := columns.Schema{Dimensions: []columns.Dimension{{Name: "a"}, {Name: "b"}},
+		Metrics: []columns.Metric{{Name: "rows", Aggregator: columns.AggCount}, {Name: "v", Aggregator: columns.AggLongSum}}}
+	var rows []columns.Row
+	add := func(minute int, a, b int) {
+		rows = append(rows, columns.Row{Time: int64(minute) * 60_000, Dims: [][]string{{fmt.Sprint(a)}, {fmt.Sprint(b)}},
+			Metrics: []columns.Value{{Long: 1}, {Long: rng.Int64N(100)}}})
+	}
+	for m := 0; m < 6; m++ {
+		if m%2 == 0 { // a few groups far apart: sorted slots
+			add(m, 299, 0)
+			add(m, 0, 299)
+			add(m, 150, 7)
+			add(m, 299, 0)
+		} else { // many: the bits
+			for range 2000 {
+				add(m, rng.IntN(300), rng.IntN(300))
+			}
+		}
+	}
+	// Every value in the dictionaries, so that the slots span 300 x 300.
+	for i := range 300 {
+		add(6, i, 299-i)
+	}
+	seg := fixture.WriteSegment(t, t.TempDir(), "s.seg", schema, rows)
+	for _, w := range []int{2, WindowRows} {
+		windowRows = w
+		for _, groupBy := range [][]string{{"a", "b"}, {"b", "a"}} {
+			spec := Spec{Granularity: columns.GranularityMinute, GroupBy: groupBy}
+			got, err := Run(t.Context(), seg, spec)
+			require.NoError(t, err)
+			want := oracleQuery([]columns.Schema{schema}, [][]columns.Row{rows}, spec)
+			requireResultsEqual(t, want, got, false, fmt.Sprintf("window %d, %v", w, groupBy))
+		}
+	}
 }

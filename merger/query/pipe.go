@@ -4,62 +4,71 @@ import (
 	"errors"
 	"slices"
 	"sync"
+
+	"github.com/writeout/writeout/columns"
 )
 
-// pipeline hands the parts a producer goroutine makes (aggregated, combined and sorted
-// windows) to the goroutine that called RunEach, which calls each with them: the next window
-// is read while each has the one before. With reuse, two parts' memory (partBuf) take turns,
-// so at most two parts are in memory; without, every part has its own.
+// pipeline hands the windows a producer goroutine aggregates, combines and sorts (each one
+// globalTable) to the goroutine that called RunEach, which lays each window's groups out as a
+// part and calls each with it: the next window is read while each has the one before. Two
+// tables take turns, so at most two windows' groups are in memory; with reuse every part is
+// laid out in the same memory (partBuf), which stays in the cache of the core that writes and
+// reads it.
 type pipeline struct {
-	parts chan part
-	free  chan *partBuf
-	stop  chan struct{} // closed when each failed (or panicked): the producer gives up
-	reuse bool
+	groupBy []string
+	all     bool
+	reuse   bool
+	parts   chan *globalTable
+	free    chan *globalTable
+	stop    chan struct{} // closed when each failed (or panicked): the producer gives up
 }
 
-type part struct {
-	res Result
-	buf *partBuf
+func newPipeline(metrics []columns.Metric, groupBy []string, all, reuse bool) *pipeline {
+	p := &pipeline{groupBy: groupBy, all: all, reuse: reuse,
+		parts: make(chan *globalTable, 1), free: make(chan *globalTable, 2), stop: make(chan struct{})}
+	p.free <- newGlobalTable(metrics, len(groupBy))
+	p.free <- newGlobalTable(metrics, len(groupBy))
+	return p
 }
 
-// errStopped is what the producer returns when it gave up because each failed; runPipeline
-// returns each's error instead.
+// errStopped is what the producer returns when it gave up because each failed; run returns
+// each's error instead.
 var errStopped = errors.New("query: stopped")
 
-// emit lays g's groups out as a part and hands it on.
-func (p *pipeline) emit(g *globalTable, groupBy []string, all bool) error {
-	buf := &partBuf{}
-	if p.reuse {
-		select {
-		case buf = <-p.free:
-		case <-p.stop:
-			return errStopped
-		}
-	}
-	res := g.result(groupBy, all, buf)
+// table returns an empty table for the producer's next window, once one is free.
+func (p *pipeline) table() (*globalTable, error) {
 	select {
-	case p.parts <- part{res: res, buf: buf}:
+	case g := <-p.free:
+		g.reset()
+		return g, nil
+	case <-p.stop:
+		return nil, errStopped
+	}
+}
+
+// skip gives back a table that is not handed on.
+func (p *pipeline) skip(g *globalTable) { p.free <- g } // never blocks: room for both tables
+
+// emit sorts g's groups in the Result's order and hands g on.
+func (p *pipeline) emit(g *globalTable) error {
+	g.sort(p.all)
+	select {
+	case p.parts <- g:
 		return nil
 	case <-p.stop:
 		return errStopped
 	}
 }
 
-// runPipeline runs produce on a goroutine of its own and calls each with the parts it emits,
-// in order, on the calling goroutine. It returns each's first error (the producer then
-// stops), else produce's. It returns only once produce has returned, whatever each did (an
-// error or a panic): the producer never reads the inputs after the caller has them back.
-func runPipeline(reuse bool, produce func(*pipeline) error, each func(Result) error) (err error) {
-	p := &pipeline{parts: make(chan part, 1), stop: make(chan struct{}), reuse: reuse}
-	if reuse {
-		p.free = make(chan *partBuf, 2)
-		p.free <- &partBuf{}
-		p.free <- &partBuf{}
-	}
+// run runs produce on a goroutine of its own and calls each with the parts it emits, in
+// order, on the calling goroutine. It returns each's first error (the producer then stops),
+// else produce's. It returns only once produce has returned, whatever each did (an error or
+// a panic): the producer never reads the inputs after the caller has them back.
+func (p *pipeline) run(produce func() error, each func(Result) error) (err error) {
 	var perr error
 	go func() {
 		defer close(p.parts)
-		perr = produce(p)
+		perr = produce()
 	}()
 	stop := sync.OnceFunc(func() { close(p.stop) })
 	drained := false
@@ -70,16 +79,20 @@ func runPipeline(reuse bool, produce func(*pipeline) error, each func(Result) er
 			}
 		}
 	}()
-	var eerr error
-	for pt := range p.parts {
+	var (
+		eerr error
+		buf  = &partBuf{}
+	)
+	for g := range p.parts {
 		if eerr == nil {
-			if eerr = each(pt.res); eerr != nil {
+			if !p.reuse {
+				buf = &partBuf{}
+			}
+			if eerr = each(g.result(p.groupBy, p.all, buf)); eerr != nil {
 				stop()
 			}
 		}
-		if reuse {
-			p.free <- pt.buf // never blocks: there are two buffers and room for two
-		}
+		p.free <- g // never blocks: room for both tables
 	}
 	drained = true
 	if eerr != nil {

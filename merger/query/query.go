@@ -240,18 +240,18 @@ func runEach(ctx context.Context, qs []Queryable, spec Spec, reuse bool, each fu
 		return err
 	}
 	for _, r := range runners {
-		r.dense = newDenseIndex(r, denseSlots/len(runners))
+		// One input's groups go to the result as they are (takeInto): its dense index sorts
+		// them, by bucket, unless the result's order is by each group's first time (All).
+		r.dense = newDenseIndex(r, denseSlots/len(runners), len(runners) == 1 && !spec.All)
 	}
-	return runPipeline(reuse, func(p *pipeline) error {
-		return produce(ctx, runners, &spec, metrics, p)
-	}, each)
+	p := newPipeline(metrics, spec.GroupBy, spec.All, reuse)
+	return p.run(func() error { return produce(ctx, runners, &spec, p) }, each)
 }
 
 // produce aggregates the runners' rows window by window and hands each window's groups to p.
-func produce(ctx context.Context, runners []*runner, spec *Spec, metrics []columns.Metric, p *pipeline) error {
+func produce(ctx context.Context, runners []*runner, spec *Spec, p *pipeline) error {
 	procs := runtime.GOMAXPROCS(0)
 	emitted := false
-	glob := newGlobalTable(metrics, len(spec.GroupBy))
 	// window aggregates every input's rows before end, combines their groups and hands them on.
 	window := func(end int64) (rows int, err error) {
 		if err := ctx.Err(); err != nil { // rows are read 1024 at a time, a window may hold fewer
@@ -274,7 +274,10 @@ func produce(ctx context.Context, runners []*runner, spec *Spec, metrics []colum
 		if err != nil {
 			return 0, err
 		}
-		glob.reset()
+		glob, err := p.table()
+		if err != nil {
+			return 0, err
+		}
 		// Groups combine in input order, whatever order the inputs finished in: first and
 		// last break ties of equal times by input order.
 		for _, r := range runners {
@@ -294,10 +297,11 @@ func produce(ctx context.Context, runners []*runner, spec *Spec, metrics []colum
 			return 0, err
 		}
 		if len(glob.times) == 0 && emitted {
+			p.skip(glob)
 			return rows, nil
 		}
 		emitted = true
-		return rows, p.emit(glob, spec.GroupBy, spec.All)
+		return rows, p.emit(glob)
 	}
 	// A builder keeps its rows in the order they were added: with a builder among the inputs
 	// (its rows are in memory already) the query is one window.
@@ -343,7 +347,11 @@ func produce(ctx context.Context, runners []*runner, spec *Spec, metrics []colum
 		}
 	}
 	if !emitted {
-		return p.emit(newGlobalTable(metrics, len(spec.GroupBy)), spec.GroupBy, spec.All)
+		glob, err := p.table()
+		if err != nil {
+			return err
+		}
+		return p.emit(glob)
 	}
 	return nil
 }
@@ -360,6 +368,7 @@ type runner struct {
 	dense   *denseIndex // instead of the maps, when it applies (see denseIndex)
 	keys    []uint32    // the groups' local ids, len(gdims) a group
 	slots   []uint64    // with dense: the groups' slots
+	order   []int32     // with dense and sorted: the groups of the buckets ended, in slot order
 	times   []int64     // group -> time bucket
 	acc     *accs
 	gdims   []groupDim
@@ -589,7 +598,7 @@ func (r *runner) resetGroups() {
 	if r.dense != nil {
 		r.dense.reset(r.slots)
 	}
-	r.keys, r.slots, r.times = r.keys[:0], r.slots[:0], r.times[:0]
+	r.keys, r.slots, r.order, r.times = r.keys[:0], r.slots[:0], r.order[:0], r.times[:0]
 	if r.acc == nil {
 		r.acc = newAccs(r.metrics)
 	} else {

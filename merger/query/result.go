@@ -20,11 +20,14 @@ type globalTable struct {
 	key    []byte
 	vals   []GroupValue // mergeInto's scratch
 	// byIDs: the groups come from one segment whose dictionary ids sort them as the result
-	// does (takeInto); ids holds their ids (nd a group) and, when the runner had a dense
-	// index, slots their slots (which sort as the ids do).
-	byIDs bool
-	ids   []uint32
-	slots []uint64
+	// does (takeInto); ids holds their ids (nd a group) and, when the runner's dense index
+	// sorted them, sorted their order.
+	byIDs  bool
+	ids    []uint32
+	sorted []int32
+	// perm: the groups in the Result's order (sort)
+	perm    []int32
+	scratch []int32
 }
 
 func newGlobalTable(metrics []columns.Metric, ngroup int) *globalTable {
@@ -64,7 +67,10 @@ func (r *runner) takeInto(g *globalTable) error {
 	g.times = append(g.times, r.times...)
 	g.byIDs = true
 	g.ids = append(g.ids[:0], r.keys...)
-	g.slots = append(g.slots[:0], r.slots...)
+	if d := r.dense; d != nil && d.sorted {
+		d.finish(r)
+		g.sorted = append(g.sorted[:0], r.order...)
+	}
 	g.acc, r.acc = r.acc, g.acc
 	return nil
 }
@@ -72,7 +78,7 @@ func (r *runner) takeInto(g *globalTable) error {
 // reset drops every group, keeping the memory for the next window's.
 func (g *globalTable) reset() {
 	g.byIDs = false
-	g.ids, g.slots = g.ids[:0], g.slots[:0]
+	g.ids, g.sorted, g.perm = g.ids[:0], g.sorted[:0], nil
 	clear(g.index)
 	clear(g.groups) // no value strings kept alive
 	g.times, g.groups = g.times[:0], g.groups[:0]
@@ -117,16 +123,18 @@ func (r *runner) mergeInto(g *globalTable) error {
 }
 
 // partBuf is the memory of one part handed to RunEach's each: its rows, their group values
-// and aggregated values, and the sort's scratch. RunEach reuses it once each has returned.
+// and aggregated values. RunEach reuses it once each has returned.
 type partBuf struct {
 	rows   []Row
 	groups []GroupValue
 	values []AggValue
-	order  []uint64
-	perm   []int32
+	at     []int32
 }
 
-// result lays g's groups out in the Result's order in buf's memory.
+// sort puts g's groups in the Result's order (perm).
+func (g *globalTable) sort(all bool) { g.perm = g.order(all) }
+
+// result lays g's sorted groups out in buf's memory.
 func (g *globalTable) result(groupBy []string, all bool, buf *partBuf) Result {
 	n, nd, nm := len(g.times), g.nd, len(g.acc.metrics)
 	res := Result{GroupBy: slices.Clone(groupBy), Metrics: g.acc.metrics}
@@ -136,14 +144,22 @@ func (g *globalTable) result(groupBy []string, all bool, buf *partBuf) Result {
 		}
 		return g.times[i]
 	}
-	perm := g.order(all, buf)
+	// Group i goes to row at[i]: the groups are read in order (their accumulators are
+	// spread over several slices) and the rows written where they belong.
+	at := slices.Grow(buf.at[:0], n)[:n]
+	buf.at = at
+	for j, i := range g.perm {
+		at[i] = int32(j)
+	}
 	buf.rows = slices.Grow(buf.rows[:0], n)[:n]
 	buf.groups = slices.Grow(buf.groups[:0], n*nd)[:n*nd]
 	buf.values = slices.Grow(buf.values[:0], n*nm)[:n*nm]
-	for j, i := range perm {
-		i := int(i)
+	for i, j := range at {
+		j := int(j)
 		gv := buf.groups[j*nd : (j+1)*nd : (j+1)*nd]
-		copy(gv, g.groups[i*nd:(i+1)*nd])
+		for k := range gv {
+			gv[k] = g.groups[i*nd+k]
+		}
 		buf.rows[j] = Row{Time: timeOf(i), Groups: gv, Rows: g.acc.rows[i],
 			Values: g.acc.valuesInto(buf.values[j*nm:(j+1)*nm:(j+1)*nm], i)}
 	}
@@ -153,37 +169,13 @@ func (g *globalTable) result(groupBy []string, all bool, buf *partBuf) Result {
 
 // order returns g's groups in the Result's order: by time, then by values (null first, then
 // byte order), which a segment's dictionary ids follow (byIDs).
-func (g *globalTable) order(all bool, buf *partBuf) []int32 {
+func (g *globalTable) order(all bool) []int32 {
 	n, nd := len(g.times), g.nd
-	perm := slices.Grow(buf.perm[:0], n)[:n]
-	buf.perm = perm
-	// One segment's groups with slots, by bucket: they were made in time order, so the
-	// groups of a bucket are consecutive, and sorting each bucket's slots (with the group's
-	// number in the low bits: slots are below 2^32) is the whole sort.
-	if g.byIDs && !all && len(g.slots) == n {
-		ord := slices.Grow(buf.order[:0], n)[:n]
-		buf.order = ord
-		ok := true
-		start := 0
-		for i := range n {
-			ord[i] = g.slots[i]<<32 | uint64(i)
-			if g.times[i] != g.times[start] {
-				if g.times[i] < g.times[start] {
-					ok = false
-					break
-				}
-				slices.Sort(ord[start:i])
-				start = i
-			}
-		}
-		if ok {
-			slices.Sort(ord[start:])
-			for j, o := range ord {
-				perm[j] = int32(uint32(o))
-			}
-			return perm
-		}
+	if g.byIDs && !all && len(g.sorted) == n { // one segment's, sorted by its dense index
+		return g.sorted
 	}
+	perm := slices.Grow(g.scratch[:0], n)[:n]
+	g.scratch = perm
 	for i := range perm {
 		perm[i] = int32(i)
 	}
