@@ -156,7 +156,7 @@ func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
 // WindowRows is about how many input rows RunEach aggregates at a time when the granularity is
 // not all: the time buckets of a window hold about this many rows, and only the groups of one
 // window are in memory.
-const WindowRows = 1 << 14
+const WindowRows = 1 << 12
 
 // windowRows is WindowRows; tests lower it to make many windows of few rows.
 var windowRows = WindowRows
