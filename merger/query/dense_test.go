@@ -185,6 +185,19 @@ func TestRunEachStops(t *testing.T) {
 	require.Less(t, calls, 5, "the producer stops at its next read")
 	settled()
 
+	// A query of one window (All) runs on the caller's goroutine: each's error and panic
+	// come back the same way.
+	one := Spec{All: true, GroupBy: []string{"a"}}
+	err = RunEach(t.Context(), []Queryable{seg}, one, func(part Result) error {
+		require.Len(t, part.Rows, 9)
+		return stop
+	})
+	require.ErrorIs(t, err, stop)
+	require.PanicsWithValue(t, "boom", func() {
+		_ = RunEach(t.Context(), []Queryable{seg}, one, func(Result) error { panic("boom") })
+	})
+	settled()
+
 	// The parts in turn reuse two buffers: each part's rows are the groups of its window,
 	// whatever the part before held.
 	var got []Row

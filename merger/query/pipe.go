@@ -18,17 +18,32 @@ type pipeline struct {
 	groupBy []string
 	all     bool
 	reuse   bool
-	parts   chan *globalTable
-	free    chan *globalTable
-	stop    chan struct{} // closed when each failed (or panicked): the producer gives up
+	// inline: the query is one window, so there is nothing to overlap: produce runs on the
+	// caller's goroutine and emit calls each itself.
+	inline bool
+	parts  chan *globalTable
+	free   chan *globalTable
+	stop   chan struct{} // closed when each failed (or panicked): the producer gives up
+	each   func(Result) error
+	buf    *partBuf
 }
 
-func newPipeline(metrics []columns.Metric, groupBy []string, all, reuse bool) *pipeline {
-	p := &pipeline{groupBy: groupBy, all: all, reuse: reuse,
-		parts: make(chan *globalTable, 1), free: make(chan *globalTable, 2), stop: make(chan struct{})}
+func newPipeline(metrics []columns.Metric, groupBy []string, all, reuse, inline bool) *pipeline {
+	p := &pipeline{groupBy: groupBy, all: all, reuse: reuse, inline: inline,
+		parts: make(chan *globalTable, 1), free: make(chan *globalTable, 2), stop: make(chan struct{}), buf: &partBuf{}}
 	p.free <- newGlobalTable(metrics, len(groupBy))
-	p.free <- newGlobalTable(metrics, len(groupBy))
+	if !inline {
+		p.free <- newGlobalTable(metrics, len(groupBy))
+	}
 	return p
+}
+
+// consume lays g's groups out as a part and calls each with it.
+func (p *pipeline) consume(g *globalTable) error {
+	if !p.reuse {
+		p.buf = &partBuf{}
+	}
+	return p.each(g.result(p.groupBy, p.all, p.buf))
 }
 
 // errStopped is what the producer returns when it gave up because each failed; run returns
@@ -52,6 +67,11 @@ func (p *pipeline) skip(g *globalTable) { p.free <- g } // never blocks: room fo
 // emit sorts g's groups in the Result's order and hands g on.
 func (p *pipeline) emit(g *globalTable) error {
 	g.sort(p.all)
+	if p.inline {
+		err := p.consume(g)
+		p.free <- g
+		return err
+	}
 	select {
 	case p.parts <- g:
 		return nil
@@ -60,11 +80,16 @@ func (p *pipeline) emit(g *globalTable) error {
 	}
 }
 
-// run runs produce on a goroutine of its own and calls each with the parts it emits, in
-// order, on the calling goroutine. It returns each's first error (the producer then stops),
-// else produce's. It returns only once produce has returned, whatever each did (an error or
-// a panic): the producer never reads the inputs after the caller has them back.
+// run runs produce on a goroutine of its own (inline: on the calling one) and calls each with
+// the parts it emits, in order, on the calling goroutine. It returns each's first error (the
+// producer then stops), else produce's. It returns only once produce has returned, whatever
+// each did (an error or a panic): the producer never reads the inputs after the caller has
+// them back.
 func (p *pipeline) run(produce func() error, each func(Result) error) (err error) {
+	p.each = each
+	if p.inline {
+		return produce()
+	}
 	var perr error
 	go func() {
 		defer close(p.parts)
@@ -79,16 +104,10 @@ func (p *pipeline) run(produce func() error, each func(Result) error) (err error
 			}
 		}
 	}()
-	var (
-		eerr error
-		buf  = &partBuf{}
-	)
+	var eerr error
 	for g := range p.parts {
 		if eerr == nil {
-			if !p.reuse {
-				buf = &partBuf{}
-			}
-			if eerr = each(g.result(p.groupBy, p.all, buf)); eerr != nil {
+			if eerr = p.consume(g); eerr != nil {
 				stop()
 			}
 		}

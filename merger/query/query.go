@@ -154,8 +154,9 @@ func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
 }
 
 // WindowRows is about how many input rows RunEach aggregates at a time when the granularity is
-// not all: the time buckets of a window hold about this many rows, and only the groups of one
-// window are in memory.
+// not all: the time buckets of a window hold about this many rows (a window is one bucket at
+// least), and only the groups of two windows are in memory. Small windows keep a window's
+// tables in a core's cache.
 const WindowRows = 1 << 12
 
 // windowRows is WindowRows; tests lower it to make many windows of few rows.
@@ -244,8 +245,23 @@ func runEach(ctx context.Context, qs []Queryable, spec Spec, reuse bool, each fu
 		// them, by bucket, unless the result's order is by each group's first time (All).
 		r.dense = newDenseIndex(r, denseSlots/len(runners), len(runners) == 1 && !spec.All)
 	}
-	p := newPipeline(metrics, spec.GroupBy, spec.All, reuse)
+	p := newPipeline(metrics, spec.GroupBy, spec.All, reuse, oneWindow(runners, &spec))
 	return p.run(func() error { return produce(ctx, runners, &spec, p) }, each)
+}
+
+// oneWindow reports whether the query is one window: with All there is one bucket, and a
+// builder keeps its rows in the order they were added (with a builder among the inputs, whose
+// rows are in memory already, there are no windows).
+func oneWindow(runners []*runner, spec *Spec) bool {
+	if spec.All {
+		return true
+	}
+	for _, r := range runners {
+		if !r.ordered {
+			return true
+		}
+	}
+	return false
 }
 
 // produce aggregates the runners' rows window by window and hands each window's groups to p.
@@ -303,13 +319,7 @@ func produce(ctx context.Context, runners []*runner, spec *Spec, p *pipeline) er
 		emitted = true
 		return rows, p.emit(glob)
 	}
-	// A builder keeps its rows in the order they were added: with a builder among the inputs
-	// (its rows are in memory already) the query is one window.
-	ordered := true
-	for _, r := range runners {
-		ordered = ordered && r.ordered
-	}
-	if spec.All || !ordered {
+	if oneWindow(runners, spec) {
 		_, err := window(math.MaxInt64)
 		return err
 	}
