@@ -35,10 +35,12 @@ measure() {
 	echo "wall=$wall peak_rss_MiB=$((rss / 1024))"
 }
 echo "groups: $("$dir/segtool" query --granularity hour --group-by origin,destination "$dir/flights.seg" | tail -n +2 | wc -l)"
+echo "before: $(uptime)"
 i=1
 while [ "$i" -le "$runs" ]; do
 	echo "run=$i query  $(measure "$dir/segtool" query --granularity hour --group-by origin,destination "$dir/flights.seg")"
 	echo "run=$i rollup $(measure "$dir/segtool" merge --quiet --rollup --granularity hour --durability none --replace --out "$dir/rolled.seg" "$dir/flights.seg")"
 	i=$((i + 1))
 done
+echo "after: $(uptime)"
 rm -f "$dir/rolled.seg"

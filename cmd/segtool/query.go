@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -135,14 +136,25 @@ func runQuery(ctx context.Context, out io.Writer, paths []string, spec query.Spe
 	if err != nil {
 		return err
 	}
-	return w.tw.flush()
+	return w.flush()
 }
 
-// queryWriter writes a query's groups as CSV or NDJSON.
+// queryWriter writes a query's groups as CSV or NDJSON, the text tableWriter writes for the
+// same cells (dump's conventions), appending straight into one reused buffer: a query can hand
+// on millions of groups, and building cells for them cost as much as the query itself.
 type queryWriter struct {
-	tw    *tableWriter
-	cells []cell
+	tw   *tableWriter
+	csv  bool
+	buf  []byte   // lines not yet written
+	keys [][]byte // NDJSON: each column's `"name":`
+	// the text of the last time written: a window's groups share a few bucket times
+	lastTime int64
+	timeText []byte
+	haveTime bool
 }
+
+// queryFlushBytes is how much queryWriter gathers before it writes.
+const queryFlushBytes = 256 << 10
 
 // newQueryWriter writes the header of a result's columns.
 func newQueryWriter(out io.Writer, res query.Result, o textOptions) (*queryWriter, error) {
@@ -155,27 +167,124 @@ func newQueryWriter(out io.Writer, res query.Result, o textOptions) (*queryWrite
 	if err := tw.header(); err != nil {
 		return nil, err
 	}
-	return &queryWriter{tw: tw, cells: make([]cell, 0, len(names))}, nil
-}
-
-func (w *queryWriter) rows(rows []query.Row) error {
-	for _, r := range rows {
-		cells := w.cells[:0]
-		cells = append(cells, cell{kind: cellTime, i: r.Time})
-		for _, g := range r.Groups {
-			cells = append(cells, cell{kind: cellString, s: g.Value, isNull: g.Null})
-		}
-		cells = append(cells, cell{kind: cellLong, i: r.Rows})
-		for _, v := range r.Values {
-			if v.Type == columns.MetricDouble {
-				cells = append(cells, cell{kind: cellDouble, f: v.Double, isNull: v.Null})
-			} else {
-				cells = append(cells, cell{kind: cellLong, i: v.Long, isNull: v.Null})
-			}
-		}
-		if err := w.tw.row(cells); err != nil {
-			return err
+	w := &queryWriter{tw: tw, csv: o.format == "csv"}
+	if !w.csv {
+		w.keys = make([][]byte, len(names))
+		for i, n := range names {
+			w.keys[i] = append(appendJSONString(nil, n), ':')
 		}
 	}
+	return w, nil
+}
+
+// rows writes rows, one line each.
+func (w *queryWriter) rows(rows []query.Row) error {
+	b := w.buf
+	for i := range rows {
+		if w.csv {
+			b = w.appendCSV(b, &rows[i])
+		} else {
+			b = w.appendJSON(b, &rows[i])
+		}
+		if len(b) >= queryFlushBytes {
+			if _, err := w.tw.w.Write(b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
+	}
+	w.buf = b
 	return nil
+}
+
+// flush writes what is gathered and flushes the output.
+func (w *queryWriter) flush() error {
+	if len(w.buf) > 0 {
+		if _, err := w.tw.w.Write(w.buf); err != nil {
+			return err
+		}
+		w.buf = w.buf[:0]
+	}
+	return w.tw.flush()
+}
+
+// time returns the text of t: CSV's field or NDJSON's value.
+func (w *queryWriter) time(t int64) []byte {
+	if w.haveTime && t == w.lastTime {
+		return w.timeText
+	}
+	c := cell{kind: cellTime, i: t}
+	if w.csv {
+		w.timeText = w.tw.appendCSV(w.timeText[:0], c)
+	} else {
+		w.timeText = w.tw.appendJSON(w.timeText[:0], c)
+	}
+	w.lastTime, w.haveTime = t, true
+	return w.timeText
+}
+
+// appendCSV appends r's line as tableWriter.row writes its cells in CSV.
+func (w *queryWriter) appendCSV(b []byte, r *query.Row) []byte {
+	null := w.tw.o.null
+	b = append(b, w.time(r.Time)...)
+	for _, g := range r.Groups {
+		b = append(b, ',')
+		if g.Null {
+			b = appendCSVField(b, null)
+		} else {
+			b = appendCSVField(b, g.Value)
+		}
+	}
+	b = append(b, ',')
+	b = strconv.AppendInt(b, r.Rows, 10)
+	for i := range r.Values {
+		v := &r.Values[i]
+		b = append(b, ',')
+		switch {
+		case v.Null:
+			b = appendCSVField(b, null)
+		case v.Type == columns.MetricDouble:
+			b = strconv.AppendFloat(b, v.Double, 'g', -1, 64)
+		default:
+			b = strconv.AppendInt(b, v.Long, 10)
+		}
+	}
+	return append(b, '\n')
+}
+
+// appendJSON appends r's line as tableWriter.row writes its cells in NDJSON.
+func (w *queryWriter) appendJSON(b []byte, r *query.Row) []byte {
+	b = append(b, '{')
+	b = append(b, w.keys[0]...)
+	b = append(b, w.time(r.Time)...)
+	k := 1
+	for _, g := range r.Groups {
+		b = append(b, ',')
+		b = append(b, w.keys[k]...)
+		k++
+		if g.Null {
+			b = append(b, "null"...)
+		} else {
+			b = appendJSONString(b, g.Value)
+		}
+	}
+	b = append(b, ',')
+	b = append(b, w.keys[k]...)
+	k++
+	b = strconv.AppendInt(b, r.Rows, 10)
+	for i := range r.Values {
+		v := &r.Values[i]
+		b = append(b, ',')
+		b = append(b, w.keys[k]...)
+		k++
+		switch {
+		case v.Null:
+			b = append(b, "null"...)
+		case v.Type == columns.MetricDouble:
+			b = w.tw.appendJSON(b, cell{kind: cellDouble, f: v.Double})
+		default:
+			b = strconv.AppendInt(b, v.Long, 10)
+		}
+	}
+	return append(b, '}', '\n')
 }

@@ -101,7 +101,7 @@ func (g *globalTable) overflow(groupBy []string) error {
 			}
 			var b strings.Builder
 			fmt.Fprintf(&b, "time %d", g.times[gi])
-			for k, v := range g.groups[gi] {
+			for k, v := range g.group(gi) {
 				if v.Null {
 					fmt.Fprintf(&b, ", %s null", groupBy[k])
 				} else {

@@ -1,8 +1,6 @@
 package query
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -141,7 +139,7 @@ func Run(ctx context.Context, q Queryable, spec Spec) (Result, error) {
 // depend on how rows are spread over the inputs.
 func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
 	var res Result
-	err := RunEach(ctx, qs, spec, func(part Result) error {
+	err := runEach(ctx, qs, spec, false, func(part Result) error { // parts of memory of their own
 		if res.Rows == nil {
 			res = part
 			return nil
@@ -156,25 +154,38 @@ func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
 }
 
 // WindowRows is about how many input rows RunEach aggregates at a time when the granularity is
-// not all: the time buckets of a window hold about this many rows, and only the groups of one
-// window are in memory.
-const WindowRows = 1 << 14
+// not all: the time buckets of a window hold about this many rows (a window is one bucket at
+// least), and only the groups of two windows are in memory. Small windows keep a window's
+// tables in a core's cache.
+const WindowRows = 1 << 12
 
 // windowRows is WindowRows; tests lower it to make many windows of few rows.
 var windowRows = WindowRows
 
+// denseSlots is DenseSlots; tests lower it to find groups through maps.
+var denseSlots = DenseSlots
+
 // RunEach runs spec as RunMany does and hands the groups to each as they are complete, in the
 // Result's order, part by part: every part has GroupBy and Metrics, and parts follow one
-// another in time. each is called at least once (with no rows when no row matches); an error
-// from each ends the query and is returned.
+// another in time. each is called at least once (with no rows when no row matches), always
+// on the goroutine that called RunEach; an error from each ends the query and is returned.
+//
+// A part's memory (its Rows, and their Groups and Values) is reused for a later part once
+// each has returned: each must not keep it (Result.Clone copies a part).
 //
 // Segments keep their rows in non-decreasing time (checked as they are read: a row out of
 // order is an error wrapping columns.ErrCorrupt), so they are read in windows of whole time
 // buckets that hold about WindowRows rows, and a window's groups are combined, handed to each
-// and dropped before the next window is read: memory holds one window's groups, however many
+// and dropped before the next window is read: memory holds the groups of two windows (the
+// next is aggregated, on a goroutine of its own, while each has the one before), however many
 // groups the query has in all. With All there is one bucket, and a builder keeps its rows in
 // the order they were added: then there is one window, and every group is in memory at once.
 func RunEach(ctx context.Context, qs []Queryable, spec Spec, each func(Result) error) error {
+	return runEach(ctx, qs, spec, true, each)
+}
+
+// runEach is RunEach; with reuse false every part has memory of its own.
+func runEach(ctx context.Context, qs []Queryable, spec Spec, reuse bool, each func(Result) error) error {
 	spec.InputNames = pathNames(qs, spec.InputNames)
 	srcs := make([]source.Source, len(qs))
 	views := map[any]source.Source{} // a builder listed twice is read-locked once
@@ -229,10 +240,39 @@ func RunEach(ctx context.Context, qs []Queryable, spec Spec, each func(Result) e
 	if err != nil {
 		return err
 	}
+	for _, r := range runners {
+		// One input's groups go to the result as they are (takeInto): its dense index sorts
+		// them, by bucket, unless the result's order is by each group's first time (All).
+		r.dense = newDenseIndex(r, denseSlots/len(runners), len(runners) == 1 && !spec.All)
+	}
+	p := newPipeline(metrics, spec.GroupBy, spec.All, reuse, oneWindow(runners, &spec))
+	return p.run(func() error { return produce(ctx, runners, &spec, p) }, each)
+}
+
+// oneWindow reports whether the query is one window: with All there is one bucket, and a
+// builder keeps its rows in the order they were added (with a builder among the inputs, whose
+// rows are in memory already, there are no windows).
+func oneWindow(runners []*runner, spec *Spec) bool {
+	if spec.All {
+		return true
+	}
+	for _, r := range runners {
+		if !r.ordered {
+			return true
+		}
+	}
+	return false
+}
+
+// produce aggregates the runners' rows window by window and hands each window's groups to p.
+func produce(ctx context.Context, runners []*runner, spec *Spec, p *pipeline) error {
+	procs := runtime.GOMAXPROCS(0)
 	emitted := false
-	glob := newGlobalTable(metrics, len(spec.GroupBy))
 	// window aggregates every input's rows before end, combines their groups and hands them on.
 	window := func(end int64) (rows int, err error) {
+		if err := ctx.Err(); err != nil { // rows are read 1024 at a time, a window may hold fewer
+			return 0, err
+		}
 		err = parallel.Run(len(runners), procs, func(i int) error {
 			r := runners[i]
 			if err := r.aggregateUntil(end); err != nil {
@@ -250,7 +290,10 @@ func RunEach(ctx context.Context, qs []Queryable, spec Spec, each func(Result) e
 		if err != nil {
 			return 0, err
 		}
-		glob.reset()
+		glob, err := p.table()
+		if err != nil {
+			return 0, err
+		}
 		// Groups combine in input order, whatever order the inputs finished in: first and
 		// last break ties of equal times by input order.
 		for _, r := range runners {
@@ -270,18 +313,13 @@ func RunEach(ctx context.Context, qs []Queryable, spec Spec, each func(Result) e
 			return 0, err
 		}
 		if len(glob.times) == 0 && emitted {
+			p.skip(glob)
 			return rows, nil
 		}
 		emitted = true
-		return rows, each(glob.result(spec.GroupBy, spec.All))
+		return rows, p.emit(glob)
 	}
-	// A builder keeps its rows in the order they were added: with a builder among the inputs
-	// (its rows are in memory already) the query is one window.
-	ordered := true
-	for _, r := range runners {
-		ordered = ordered && r.ordered
-	}
-	if spec.All || !ordered {
+	if oneWindow(runners, spec) {
 		_, err := window(math.MaxInt64)
 		return err
 	}
@@ -319,7 +357,11 @@ func RunEach(ctx context.Context, qs []Queryable, spec Spec, each func(Result) e
 		}
 	}
 	if !emitted {
-		return each(newGlobalTable(metrics, len(spec.GroupBy)).result(spec.GroupBy, spec.All))
+		glob, err := p.table()
+		if err != nil {
+			return err
+		}
+		return p.emit(glob)
 	}
 	return nil
 }
@@ -333,8 +375,11 @@ type runner struct {
 
 	table   map[string]int32 // local key -> group (keys of more than four dimensions)
 	small   map[smallKey]int32
-	keys    [][]uint32 // group -> local group ids
-	times   []int64    // group -> time bucket
+	dense   *denseIndex // instead of the maps, when it applies (see denseIndex)
+	keys    []uint32    // the groups' local ids, len(gdims) a group
+	slots   []uint64    // with dense: the groups' slots
+	order   []int32     // with dense and sorted: the groups of the buckets ended, in slot order
+	times   []int64     // group -> time bucket
 	acc     *accs
 	gdims   []groupDim
 	readers []metricReader
@@ -484,11 +529,9 @@ func (r *runner) setup() error {
 			gi, isNew := r.groupOf(key)
 			if isNew {
 				r.times = append(r.times, bucket)
-				ks := make([]uint32, len(lists))
 				for k := range lists {
-					ks[k] = lists[k][pos[k]]
+					r.keys = append(r.keys, lists[k][pos[k]])
 				}
-				r.keys = append(r.keys, ks)
 				r.acc.grow()
 			}
 			if err := r.aggregate(int(gi), row, t, readers); err != nil {
@@ -562,7 +605,10 @@ func (r *runner) resetGroups() {
 		clear(r.table)
 		clear(r.small)
 	}
-	r.keys, r.times = r.keys[:0], r.times[:0]
+	if r.dense != nil {
+		r.dense.reset(r.slots)
+	}
+	r.keys, r.slots, r.order, r.times = r.keys[:0], r.slots[:0], r.order[:0], r.times[:0]
 	if r.acc == nil {
 		r.acc = newAccs(r.metrics)
 	} else {
@@ -726,9 +772,28 @@ func (b *batchAgg) run(rows []uint32) error {
 		}
 	}
 	b.gid = slices.Grow(b.gid[:0], n)[:n]
+	if r.dense != nil {
+		if err := r.dense.groups(r, b); err != nil {
+			return err
+		}
+	} else {
+		b.mapGroups()
+	}
+	a := r.acc
+	for m := range r.metrics {
+		if err := a.addBatch(m, &b.readers[m], rows, b.gid, b.t, &b.scratch); err != nil {
+			return fmt.Errorf("metric %q: %w", r.metrics[m].Name, err)
+		}
+	}
+	return nil
+}
+
+// mapGroups finds (or makes) the groups of the batch's rows through the runner's maps.
+func (b *batchAgg) mapGroups() {
+	r := b.r
 	gran, all := r.spec.Granularity, r.spec.All
 	a := r.acc
-	for i := range rows {
+	for i := range b.gid {
 		bucket := int64(0)
 		if !all {
 			bucket = gran.Truncate(b.t[i])
@@ -743,11 +808,9 @@ func (b *batchAgg) run(rows []uint32) error {
 			gi, isNew := r.groupOf(b.key)
 			if isNew {
 				r.times = append(r.times, bucket)
-				ks := make([]uint32, len(r.gdims))
 				for k := range r.gdims {
-					ks[k] = b.ids[k][i]
+					r.keys = append(r.keys, b.ids[k][i])
 				}
-				r.keys = append(r.keys, ks)
 				a.grow()
 			}
 			b.gid[i], b.lastBucket, b.lastGroup = gi, bucket, gi
@@ -756,12 +819,6 @@ func (b *batchAgg) run(rows []uint32) error {
 		a.rows[g]++
 		a.minTime[g] = min(a.minTime[g], b.t[i])
 	}
-	for m := range r.metrics {
-		if err := a.addBatch(m, &b.readers[m], rows, b.gid, b.t, &b.scratch); err != nil {
-			return fmt.Errorf("metric %q: %w", r.metrics[m].Name, err)
-		}
-	}
-	return nil
 }
 
 func (r *runner) aggregate(g, row int, t int64, readers []metricReader) error {
@@ -776,154 +833,4 @@ func (r *runner) aggregate(g, row int, t int64, readers []metricReader) error {
 		}
 	}
 	return nil
-}
-
-// globalTable combines the groups of every source by value.
-type globalTable struct {
-	index  map[string]int
-	times  []int64
-	groups [][]GroupValue
-	acc    *accs
-	key    []byte
-	// ids: the groups' dictionary ids, when they come from one segment whose ids are in the
-	// result's order (takeInto); nil otherwise (groups sort by value)
-	ids [][]uint32
-}
-
-func newGlobalTable(metrics []columns.Metric, ngroup int) *globalTable {
-	return &globalTable{index: map[string]int{}, acc: newAccs(metrics)}
-}
-
-// idOrdered reports whether the runner's group keys sort as the result does: a segment's
-// dictionary ids are in the values' byte order with null (id 0) first, and a dimension the
-// segment lacks is null everywhere. Raw dimensions intern values in the order met: no.
-func (r *runner) idOrdered() bool {
-	if !r.ordered {
-		return false
-	}
-	for _, g := range r.gdims {
-		if g.raw != nil {
-			return false
-		}
-	}
-	return true
-}
-
-// takeInto hands the runner's groups to an empty g as they are: one input's groups are
-// distinct already, and its ids sort them (idOrdered). The runner gets g's accumulators.
-func (r *runner) takeInto(g *globalTable) error {
-	nd := len(r.gdims)
-	all := make([]GroupValue, len(r.keys)*nd) // one allocation for every group's values
-	for gi, ks := range r.keys {
-		vals := all[gi*nd : (gi+1)*nd : (gi+1)*nd]
-		for k, id := range ks {
-			v, err := r.gdims[k].value(id)
-			if err != nil {
-				return fmt.Errorf("query: dimension %q: %w", r.spec.GroupBy[k], err)
-			}
-			vals[k] = v
-		}
-		g.times = append(g.times, r.times[gi])
-		g.groups = append(g.groups, vals)
-	}
-	g.ids = append(g.ids[:0], r.keys...)
-	g.acc, r.acc = r.acc, g.acc
-	return nil
-}
-
-// reset drops every group, keeping the memory for the next window's.
-func (g *globalTable) reset() {
-	clear(g.ids)
-	g.ids = g.ids[:0]
-	clear(g.index)
-	clear(g.groups)
-	g.times, g.groups = g.times[:0], g.groups[:0]
-	g.acc.reset()
-}
-
-func (r *runner) mergeInto(g *globalTable) error {
-	for gi, ks := range r.keys {
-		vals := make([]GroupValue, len(ks))
-		for k, id := range ks {
-			v, err := r.gdims[k].value(id)
-			if err != nil {
-				return fmt.Errorf("query: dimension %q: %w", r.spec.GroupBy[k], err)
-			}
-			vals[k] = v
-		}
-		g.key = binary.LittleEndian.AppendUint64(g.key[:0], uint64(r.times[gi]))
-		for _, v := range vals {
-			if v.Null {
-				g.key = append(g.key, 0)
-				continue
-			}
-			g.key = append(g.key, 1)
-			g.key = binary.AppendUvarint(g.key, uint64(len(v.Value)))
-			g.key = append(g.key, v.Value...)
-		}
-		i, ok := g.index[string(g.key)]
-		if !ok {
-			i = len(g.times)
-			g.index[string(g.key)] = i
-			g.times = append(g.times, r.times[gi])
-			g.groups = append(g.groups, vals)
-			g.acc.grow()
-		}
-		if err := g.acc.mergeGroup(i, r.acc, gi); err != nil {
-			return fmt.Errorf("query: %w", err)
-		}
-	}
-	return nil
-}
-
-func (g *globalTable) result(groupBy []string, all bool) Result {
-	res := Result{GroupBy: slices.Clone(groupBy), Metrics: g.acc.metrics, Rows: make([]Row, len(g.times))}
-	nm := len(g.acc.metrics)
-	values := make([]AggValue, len(g.times)*nm) // one allocation for every group's values
-	for i := range g.times {
-		t := g.times[i]
-		if all {
-			t = g.acc.minTime[i]
-		}
-		res.Rows[i] = Row{Time: t, Groups: g.groups[i], Rows: g.acc.rows[i],
-			Values: g.acc.valuesInto(values[i*nm:(i+1)*nm:(i+1)*nm], i)}
-	}
-	if len(g.ids) == len(res.Rows) && len(res.Rows) > 0 {
-		// One segment's groups: sort by time and ids, then lay the rows out in that order.
-		order := make([]int32, len(res.Rows))
-		for i := range order {
-			order[i] = int32(i)
-		}
-		slices.SortFunc(order, func(a, b int32) int {
-			if c := cmp.Compare(res.Rows[a].Time, res.Rows[b].Time); c != 0 {
-				return c
-			}
-			return slices.Compare(g.ids[a], g.ids[b])
-		})
-		sorted := make([]Row, len(res.Rows))
-		for i, k := range order {
-			sorted[i] = res.Rows[k]
-		}
-		res.Rows = sorted
-		return res
-	}
-	slices.SortFunc(res.Rows, func(a, b Row) int {
-		if c := cmp.Compare(a.Time, b.Time); c != 0 {
-			return c
-		}
-		for k := range a.Groups {
-			x, y := a.Groups[k], b.Groups[k]
-			if x.Null != y.Null {
-				if x.Null {
-					return -1
-				}
-				return 1
-			}
-			if c := bytes.Compare([]byte(x.Value), []byte(y.Value)); c != 0 {
-				return c
-			}
-		}
-		return 0
-	})
-	return res
 }

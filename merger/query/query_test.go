@@ -618,6 +618,7 @@ func TestQueryWindows(t *testing.T) {
 					require.NotEmpty(t, part.Rows, "%s: an empty part after the first", msg)
 					require.LessOrEqual(t, got.Rows[len(got.Rows)-1].Time, part.Rows[0].Time, "%s: parts out of time order", msg)
 				}
+				part = part.Clone() // the part's memory is reused once each returns
 				if got.Rows == nil {
 					got = part
 				} else {

@@ -1,0 +1,216 @@
+package query
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/writeout/writeout/columns"
+)
+
+// globalTable combines the groups of every source of one window by value.
+type globalTable struct {
+	nd     int // group-by dimensions
+	index  map[string]int
+	times  []int64
+	groups []GroupValue // nd values a group
+	acc    *accs
+	key    []byte
+	vals   []GroupValue // mergeInto's scratch
+	// byIDs: the groups come from one segment whose dictionary ids sort them as the result
+	// does (takeInto); ids holds their ids (nd a group) and, when the runner's dense index
+	// sorted them, sorted their order.
+	byIDs  bool
+	ids    []uint32
+	sorted []int32
+	// perm: the groups in the Result's order (sort)
+	perm    []int32
+	scratch []int32
+}
+
+func newGlobalTable(metrics []columns.Metric, ngroup int) *globalTable {
+	return &globalTable{nd: ngroup, index: map[string]int{}, acc: newAccs(metrics)}
+}
+
+// group returns group i's values.
+func (g *globalTable) group(i int) []GroupValue { return g.groups[i*g.nd : (i+1)*g.nd] }
+
+// idOrdered reports whether the runner's group keys sort as the result does: a segment's
+// dictionary ids are in the values' byte order with null (id 0) first, and a dimension the
+// segment lacks is null everywhere. Raw dimensions intern values in the order met: no.
+func (r *runner) idOrdered() bool {
+	if !r.ordered {
+		return false
+	}
+	for _, g := range r.gdims {
+		if g.raw != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// takeInto hands the runner's groups to an empty g as they are: one input's groups are
+// distinct already, and its ids sort them (idOrdered). The runner gets g's accumulators.
+func (r *runner) takeInto(g *globalTable) error {
+	nd := len(r.gdims)
+	for i, id := range r.keys {
+		k := i % nd
+		v, err := r.gdims[k].value(id)
+		if err != nil {
+			return fmt.Errorf("query: dimension %q: %w", r.spec.GroupBy[k], err)
+		}
+		g.groups = append(g.groups, v)
+	}
+	g.times = append(g.times, r.times...)
+	g.byIDs = true
+	g.ids = append(g.ids[:0], r.keys...)
+	if d := r.dense; d != nil && d.sorted {
+		d.finish(r)
+		g.sorted = append(g.sorted[:0], r.order...)
+	}
+	g.acc, r.acc = r.acc, g.acc
+	return nil
+}
+
+// reset drops every group, keeping the memory for the next window's.
+func (g *globalTable) reset() {
+	g.byIDs = false
+	g.ids, g.sorted, g.perm = g.ids[:0], g.sorted[:0], nil
+	clear(g.index)
+	clear(g.groups) // no value strings kept alive
+	g.times, g.groups = g.times[:0], g.groups[:0]
+	g.acc.reset()
+}
+
+// mergeInto combines the runner's groups with g's by value.
+func (r *runner) mergeInto(g *globalTable) error {
+	nd := len(r.gdims)
+	for gi := range r.times {
+		g.vals = g.vals[:0]
+		for k, id := range r.keys[gi*nd : (gi+1)*nd] {
+			v, err := r.gdims[k].value(id)
+			if err != nil {
+				return fmt.Errorf("query: dimension %q: %w", r.spec.GroupBy[k], err)
+			}
+			g.vals = append(g.vals, v)
+		}
+		g.key = binary.LittleEndian.AppendUint64(g.key[:0], uint64(r.times[gi]))
+		for _, v := range g.vals {
+			if v.Null {
+				g.key = append(g.key, 0)
+				continue
+			}
+			g.key = append(g.key, 1)
+			g.key = binary.AppendUvarint(g.key, uint64(len(v.Value)))
+			g.key = append(g.key, v.Value...)
+		}
+		i, ok := g.index[string(g.key)]
+		if !ok {
+			i = len(g.times)
+			g.index[string(g.key)] = i
+			g.times = append(g.times, r.times[gi])
+			g.groups = append(g.groups, g.vals...)
+			g.acc.grow()
+		}
+		if err := g.acc.mergeGroup(i, r.acc, gi); err != nil {
+			return fmt.Errorf("query: %w", err)
+		}
+	}
+	return nil
+}
+
+// partBuf is the memory of one part handed to RunEach's each: its rows, their group values
+// and aggregated values. RunEach reuses it once each has returned.
+type partBuf struct {
+	rows   []Row
+	groups []GroupValue
+	values []AggValue
+	at     []int32
+}
+
+// sort puts g's groups in the Result's order (perm).
+func (g *globalTable) sort(all bool) { g.perm = g.order(all) }
+
+// result lays g's sorted groups out in buf's memory.
+func (g *globalTable) result(groupBy []string, all bool, buf *partBuf) Result {
+	n, nd, nm := len(g.times), g.nd, len(g.acc.metrics)
+	res := Result{GroupBy: slices.Clone(groupBy), Metrics: g.acc.metrics}
+	timeOf := func(i int) int64 {
+		if all {
+			return g.acc.minTime[i]
+		}
+		return g.times[i]
+	}
+	// Group i goes to row at[i]: the groups are read in order (their accumulators are
+	// spread over several slices) and the rows written where they belong.
+	at := slices.Grow(buf.at[:0], n)[:n]
+	buf.at = at
+	for j, i := range g.perm {
+		at[i] = int32(j)
+	}
+	buf.rows = slices.Grow(buf.rows[:0], n)[:n]
+	buf.groups = slices.Grow(buf.groups[:0], n*nd)[:n*nd]
+	buf.values = slices.Grow(buf.values[:0], n*nm)[:n*nm]
+	for i, j := range at {
+		j := int(j)
+		gv := buf.groups[j*nd : (j+1)*nd : (j+1)*nd]
+		for k := range gv {
+			gv[k] = g.groups[i*nd+k]
+		}
+		buf.rows[j] = Row{Time: timeOf(i), Groups: gv, Rows: g.acc.rows[i],
+			Values: g.acc.valuesInto(buf.values[j*nm:(j+1)*nm:(j+1)*nm], i)}
+	}
+	res.Rows = buf.rows
+	return res
+}
+
+// order returns g's groups in the Result's order: by time, then by values (null first, then
+// byte order), which a segment's dictionary ids follow (byIDs).
+func (g *globalTable) order(all bool) []int32 {
+	n, nd := len(g.times), g.nd
+	if g.byIDs && !all && len(g.sorted) == n { // one segment's, sorted by its dense index
+		return g.sorted
+	}
+	perm := slices.Grow(g.scratch[:0], n)[:n]
+	g.scratch = perm
+	for i := range perm {
+		perm[i] = int32(i)
+	}
+	timeOf := func(i int32) int64 {
+		if all {
+			return g.acc.minTime[i]
+		}
+		return g.times[i]
+	}
+	if g.byIDs {
+		slices.SortFunc(perm, func(a, b int32) int {
+			if c := cmp.Compare(timeOf(a), timeOf(b)); c != 0 {
+				return c
+			}
+			return slices.Compare(g.ids[int(a)*nd:int(a+1)*nd], g.ids[int(b)*nd:int(b+1)*nd])
+		})
+		return perm
+	}
+	slices.SortFunc(perm, func(a, b int32) int {
+		if c := cmp.Compare(timeOf(a), timeOf(b)); c != 0 {
+			return c
+		}
+		for k := range nd {
+			x, y := g.groups[int(a)*nd+k], g.groups[int(b)*nd+k]
+			if x.Null != y.Null {
+				if x.Null {
+					return -1
+				}
+				return 1
+			}
+			if c := bytes.Compare([]byte(x.Value), []byte(y.Value)); c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+	return perm
+}
