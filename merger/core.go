@@ -657,10 +657,18 @@ func (c *core) bitmaps() error {
 		total += int64(c.card[d])
 	}
 	var done atomic.Int64
+	scratch := make(chan *sortScratch, len(todo)) // at most one a goroutine is ever made
 	run := func() error {
 		return parallel.Run(len(todo), c.opts.Parallelism, func(k int) error {
 			d := todo[k]
-			if err := c.dimBitmaps(d, &done); err != nil {
+			var sc *sortScratch
+			select {
+			case sc = <-scratch:
+			default:
+				sc = new(sortScratch)
+			}
+			defer func() { scratch <- sc }()
+			if err := c.dimBitmaps(d, &done, sc); err != nil {
 				return fmt.Errorf("merger: dimension %q: bitmaps: %w", c.out.Dimensions[d].Name, err)
 			}
 			return nil
@@ -693,9 +701,9 @@ func (c *core) bitmaps() error {
 }
 
 // dimBitmaps writes dimension d's bitmaps, adding to done as they are written.
-func (c *core) dimBitmaps(d int, done *atomic.Int64) error {
+func (c *core) dimBitmaps(d int, done *atomic.Int64, sc *sortScratch) error {
 	if t := c.dimTasks[d]; t.log != nil {
-		err := t.log.writeBitmaps(c.ctx, c.dws[d], c.card[d], done)
+		err := t.log.writeBitmaps(c.ctx, c.dws[d], c.card[d], done, sc)
 		t.log = nil // the memory goes as soon as the dimension is done
 		return err
 	}

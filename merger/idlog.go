@@ -22,8 +22,9 @@ type idLog interface {
 	// add appends ids; reserve, given first, sizes the log for rows ids.
 	reserve(rows int)
 	add(ids []uint32)
-	// writeBitmaps writes the bitmap of every id below card to dw, in id order.
-	writeBitmaps(ctx context.Context, dw *columns.DimWriter, card int, done *atomic.Int64) error
+	// writeBitmaps writes the bitmap of every id below card to dw, in id order, with the
+	// scratch memory of sc (kept for the next dimension).
+	writeBitmaps(ctx context.Context, dw *columns.DimWriter, card int, done *atomic.Int64, sc *sortScratch) error
 }
 
 // newIDLog returns the id log for ids below card.
@@ -35,6 +36,12 @@ func newIDLog(card int) idLog {
 		return &typedLog[uint16]{}
 	}
 	return &typedLog[uint32]{}
+}
+
+// sortScratch is a counting sort's memory, passed from one dimension to the next: a merge
+// writes many dimensions' bitmaps, and each would otherwise allocate its own.
+type sortScratch struct {
+	counts, pos, rows []uint32
 }
 
 type typedLog[T uint8 | uint16 | uint32] struct {
@@ -57,21 +64,25 @@ func (l *typedLog[T]) add(ids []uint32) {
 // a single id holds more: past it, each pass reads the whole log for the ids of its range.
 const logSortRows = 1 << 20
 
-func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw *columns.DimWriter, card int, done *atomic.Int64) error {
+func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw *columns.DimWriter, card int, done *atomic.Int64, sc *sortScratch) error {
 	log := l.ids
-	counts := make([]uint32, card)
+	sc.counts = slices.Grow(sc.counts[:0], card)[:card]
+	counts := sc.counts
+	clear(counts)
 	for r, id := range log {
 		if int(id) >= card {
 			return fmt.Errorf("merger: internal error: row %d holds id %d, the cardinality is %d", r, id, card)
 		}
 		counts[id]++
 	}
-	pos := make([]uint32, card)
+	sc.pos = slices.Grow(sc.pos[:0], card)[:card]
+	pos := sc.pos
 	bound := l.sortRows
 	if bound <= 0 {
 		bound = logSortRows
 	}
-	rows := make([]uint32, min(len(log), bound))
+	sc.rows = slices.Grow(sc.rows[:0], min(len(log), bound))
+	rows := sc.rows[:min(len(log), bound)]
 	for lo := 0; lo < card; {
 		// Ids [lo, hi): as many as fit rows, at least one.
 		hi, total := lo+1, int(counts[lo])
@@ -80,7 +91,8 @@ func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw *columns.DimWriter, c
 			hi++
 		}
 		if total > len(rows) {
-			rows = make([]uint32, total)
+			sc.rows = make([]uint32, total)
+			rows = sc.rows
 		}
 		off := uint32(0)
 		for v := lo; v < hi; v++ {

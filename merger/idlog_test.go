@@ -64,7 +64,7 @@ func TestIDLogBitmaps(t *testing.T) {
 					log.add(ids[lo : lo+100])
 				}
 				var done atomic.Int64
-				require.NoError(t, log.writeBitmaps(context.Background(), dw, card, &done))
+				require.NoError(t, log.writeBitmaps(context.Background(), dw, card, &done, &sortScratch{rows: make([]uint32, 3), counts: []uint32{9, 9}}))
 				require.Equal(t, int64(card), done.Load())
 				path := filepath.Join(t.TempDir(), "seg")
 				_, err = w.Finish(path, columns.PublishOptions{})
