@@ -134,6 +134,16 @@ func appendChunk(dst, raw []byte, c Compression) ([]byte, error) {
 // decodeChunk returns the raw bytes of the chunk frame src, decompressing into buf (reused when
 // large enough) or, for an uncompressed chunk, returning a view of src. A raw length over maxRaw
 // is rejected before anything is allocated.
+// decodeBuf returns buf, or a larger one when it holds fewer than size bytes: a quarter more
+// than size, so that a cursor over chunks of slightly varying sizes (blob chunks end where
+// their bytes pass a target) does not allocate anew at every larger one.
+func decodeBuf(buf []byte, size int) []byte {
+	if cap(buf) >= size {
+		return buf[:cap(buf)]
+	}
+	return make([]byte, size+size/4)
+}
+
 func decodeChunk(buf, src []byte, maxRaw int) (raw, newBuf []byte, err error) {
 	if len(src) < 1 {
 		return nil, buf, corruptf("chunk: empty")
@@ -154,9 +164,7 @@ func decodeChunk(buf, src []byte, maxRaw int) (raw, newBuf []byte, err error) {
 		if err != nil {
 			return nil, buf, fmt.Errorf("columns: zstd: %w", err)
 		}
-		if cap(buf) < size {
-			buf = make([]byte, 0, size)
-		}
+		buf = decodeBuf(buf, size)
 		var out []byte
 		err = safely("zstd", func() error {
 			var err error
@@ -175,9 +183,7 @@ func decodeChunk(buf, src []byte, maxRaw int) (raw, newBuf []byte, err error) {
 		if err != nil || dl != size {
 			return nil, buf, corruptf("chunk: s2: decoded length %d, want %d (%v)", dl, size, err)
 		}
-		if cap(buf) < size {
-			buf = make([]byte, size)
-		}
+		buf = decodeBuf(buf, size)
 		var out []byte
 		err = safely("s2", func() error {
 			var err error

@@ -295,8 +295,17 @@ func (c *core) mergeRows(w *columns.Writer) error {
 	p := max(1, min(c.opts.Parallelism, len(tasks)))
 	var errs parallel.FirstError
 	free := make(chan *batch, 3)
+	rawPerRow := make([]int, len(c.kinds)) // a raw dimension's bytes a row, as the windows hold them
+	for _, cur := range cursors {
+		for j, d := range cur.w.dims {
+			if d.kind == kindRaw && cur.w.n > 0 {
+				rawPerRow[j] = max(rawPerRow[j], len(d.data)/cur.w.n+1)
+			}
+		}
+	}
 	for range 3 {
 		b := &batch{keys: newKeys(c.kinds)}
+		b.keys.reserve(batchRows, rawPerRow)
 		free <- b
 	}
 	work := make([]chan *batch, p)

@@ -3,6 +3,7 @@ package merger
 import (
 	"bytes"
 	"cmp"
+	"slices"
 )
 
 // dimKind is how a dimension takes part in a row's sort key.
@@ -42,6 +43,25 @@ func newKeys(kinds []dimKind) keys {
 		}
 	}
 	return k
+}
+
+// reserve sizes k for rows rows, a raw dimension j's at about rawPerRow[j] bytes a row (a
+// quarter more, for the rows past the estimate): its buffers then need not grow through copies.
+func (k *keys) reserve(rows int, rawPerRow []int) {
+	k.time = slices.Grow(k.time, rows)
+	for j := range k.dims {
+		d := &k.dims[j]
+		switch d.kind {
+		case kindSingle:
+			d.ids = slices.Grow(d.ids, rows)
+		case kindMulti:
+			d.offs = slices.Grow(d.offs, rows+1)
+		case kindRaw:
+			d.offs = slices.Grow(d.offs, rows+1)
+			d.null = slices.Grow(d.null, rows)
+			d.data = slices.Grow(d.data, rawPerRow[j]*rows*5/4)
+		}
+	}
 }
 
 func (k *keys) reset() {
