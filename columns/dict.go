@@ -1,6 +1,7 @@
 package columns
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -37,7 +38,7 @@ func (d *dictWriter) add(v string) error {
 	if len(v) > MaxValueBytes {
 		return fmt.Errorf("value of %d bytes, at most %d", len(v), MaxValueBytes)
 	}
-	if d.count > 0 && strings.Compare(string(d.prev), v) >= 0 {
+	if d.count > 0 && bytes.Compare(d.prev, unsafeBytes(v)) >= 0 {
 		return fmt.Errorf("value %.64q does not sort after %.64q: dictionary values must be added in strictly increasing order", v, d.prev)
 	}
 	if d.count%dictBlock == 0 {
