@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -214,24 +215,39 @@ func NewBuilder(schema columns.Schema, opts BuilderOptions) (*Builder, error) {
 	return b, nil
 }
 
-func (b *Builder) reset() {
+func (b *Builder) reset() { b.resetKeep(0) }
+
+// resetKeep drops every row. When the row arrays' capacity (arrayBytes) is at most keep bytes,
+// they are kept, emptied, for the next rows; else they are dropped with the rest.
+func (b *Builder) resetKeep(keep int64) {
+	old, oldMets, times := b.dims, b.mets, b.times
+	reuse := keep > 0 && b.arrayBytes() <= keep
+	if !reuse {
+		old, oldMets, times = nil, nil, nil
+	}
 	b.n = 0
-	b.times = nil
+	b.times = times[:0]
 	b.dims = make([]*bdim, len(b.schema.Dimensions))
 	for i, d := range b.schema.Dimensions {
 		bd := &bdim{dim: d}
+		if old != nil {
+			o := old[i]
+			clear(o.vals) // let the values and raw strings go
+			clear(o.raw)
+			bd.ids, bd.offs, bd.multi, bd.raw, bd.rawOK, bd.vals = o.ids[:0], o.offs[:0], o.multi[:0], o.raw[:0], o.rawOK[:0], o.vals[:0]
+		}
 		switch {
 		case d.Raw:
 			bd.kind = kindRaw
 		case d.MultiValue:
 			bd.kind = kindMulti
-			bd.offs = []uint32{0}
+			bd.offs = append(bd.offs, 0)
 		default:
 			bd.kind = kindSingle
 		}
 		if bd.kind != kindRaw {
 			bd.index = map[string]uint32{}
-			bd.vals = []string{""}
+			bd.vals = append(bd.vals, "")
 			if b.liveBitmaps(bd) {
 				bd.newLive() // null, id 0
 			}
@@ -241,6 +257,10 @@ func (b *Builder) reset() {
 	b.mets = make([]*bmet, len(b.schema.Metrics))
 	for i, m := range b.schema.Metrics {
 		bm := &bmet{met: m, agg: m.Agg(), src: -1}
+		if oldMets != nil {
+			o := oldMets[i]
+			bm.longs, bm.dbls, bm.times = o.longs[:0], o.dbls[:0], o.times[:0]
+		}
 		if bm.agg.Kind == agg.Union {
 			field := m.Field
 			if field == "" {
@@ -259,6 +279,19 @@ func (b *Builder) reset() {
 	}
 }
 
+// arrayBytes is the capacity of the row arrays, in bytes: the memory ResetKeep can keep.
+func (b *Builder) arrayBytes() int64 {
+	const strHeader = 16
+	n := int64(cap(b.times)) * 8
+	for _, d := range b.dims {
+		n += int64(cap(d.ids)+cap(d.offs)+cap(d.multi))*4 + int64(cap(d.raw)+cap(d.vals))*strHeader + int64(cap(d.rawOK))
+	}
+	for _, m := range b.mets {
+		n += int64(cap(m.longs)+cap(m.dbls)+cap(m.times)) * 8
+	}
+	return n
+}
+
 func (b *Builder) liveBitmaps(d *bdim) bool {
 	return b.opts.LiveBitmaps && d.kind != kindRaw && !d.dim.NoBitmapIndex
 }
@@ -274,17 +307,32 @@ func (b *Builder) Rows() int {
 }
 
 // Reset drops every row, keeping the schema and options: a builder can take the next batch of
-// rows after Persist.
+// rows after Persist. It lets go of all the memory the rows held.
 func (b *Builder) Reset() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.reset()
 }
 
+// ResetKeep is Reset keeping the row arrays (times, dimension ids, metric values: the bulk of
+// a builder without rollup), emptied, for the next rows, when their capacity is at most
+// maxBytes; else it is Reset. Rows added then fill the kept arrays instead of growing new
+// ones, which saves the copies of growing and the page faults of fresh memory. MemBytes
+// counts the arrays by capacity, so the memory kept is counted from the moment it is kept:
+// a caller that persists when MemBytes passes a limit should keep at most part of it
+// (ingestion keeps at most 7/8 of its limit, so that a kept builder has room for the
+// dictionaries of at least some rows before it is full again).
+func (b *Builder) ResetKeep(maxBytes int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.resetKeep(maxBytes)
+}
+
 // Add adds one row. Dims holds one entry per schema dimension (nil or empty for null; at most
-// one value for a single-value dimension), Metrics one per schema metric. The builder keeps the
-// strings of values it has not seen before as they are given: a value that is a slice of a
-// larger string (a CSV record) keeps that string alive until Reset.
+// one value for a single-value dimension), Metrics one per schema metric. The builder copies
+// the values of dictionary dimensions it has not seen before, and keeps raw dimensions'
+// values as they are given: a raw value that is a slice of a larger string (a CSV record)
+// keeps that string alive until Reset.
 //   - count metrics count the rows added (Value is ignored);
 //   - long and double metrics take Long or Double;
 //   - hyperUnique metrics merge Value.Sketch when it is set; otherwise, when the metric's
@@ -581,6 +629,10 @@ func (b *Builder) addDim(d *bdim, row uint32, vals []string) {
 func (d *bdim) intern(v string, live bool) uint32 {
 	id, ok := d.index[v]
 	if !ok {
+		// A copy: the value does not keep the larger string it may be a slice of (a CSV
+		// record) alive, and the dictionary's values sit together in memory rather than
+		// scattered over every record that brought a new one.
+		v = strings.Clone(v)
 		id = uint32(len(d.vals))
 		d.index[v] = id
 		d.vals = append(d.vals, v)

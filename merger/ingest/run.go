@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -512,10 +513,20 @@ func (r *runner) spill() error {
 	}
 	r.runs = append(r.runs, path)
 	r.res.Runs++
-	r.b.Reset()
+	r.b.ResetKeep(r.keepBytes())
 	r.untilCheck = 0
 	r.progress()
 	return nil
+}
+
+// keepBytes is the most memory of row arrays a Builder keeps from one run to the next
+// (merger.Builder.ResetKeep): 7/8 of MemoryLimit, so that a builder that starts with them is
+// not full at once (MemBytes counts them) and has room for the dictionaries of its rows.
+func (r *runner) keepBytes() int64 {
+	if r.opts.MemoryLimit < 0 {
+		return math.MaxInt64
+	}
+	return r.opts.MemoryLimit - r.opts.MemoryLimit/8
 }
 
 // endSegment writes the current segment: the Builder's rows straight to the output when there

@@ -224,6 +224,10 @@ func TestRunSpills(t *testing.T) {
 			} {
 				res := run(tc.name+".seg", tc.o)
 				require.Greater(t, res.Runs, 3, tc.name)
+				// A builder that keeps its arrays from one run to the next (ResetKeep) is not full
+				// at once: the runs do not shrink to a few rows each (46 runs before the arrays
+				// were kept, 39 after; thousands if every run after the first held one row).
+				require.Less(t, res.Runs, 100, tc.name)
 				require.Equal(t, res.Runs, res.Segments[0].Runs)
 				require.Equal(t, one.InputRows, res.InputRows)
 				require.Equal(t, one.Segments[0].Interval, res.Segments[0].Interval)
@@ -237,6 +241,38 @@ func TestRunSpills(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The Builder keeps its row arrays from one run to the next (merger.Builder.ResetKeep), and
+// MemBytes counts them: where the arrays are most of the memory (few distinct values, long
+// metrics), a builder that kept them must not be full at once. Every run but the last holds
+// about as many rows as the first.
+func TestRunKeptArraysRuns(t *testing.T) {
+	sp, err := ParseSpec([]byte(`{"timestamp": {"field": "ts"}, "dimensions": [{"name": "page"}],
+	  "metrics": [{"name": "a", "aggregator": "longSum"}, {"name": "b", "aggregator": "longSum", "fieldName": "a"},
+	              {"name": "c", "aggregator": "longMax", "fieldName": "a"}]}`))
+	require.NoError(t, err)
+	var b strings.Builder
+	b.WriteString("ts,page,a\n")
+	const rows = 20_000
+	for i := range rows {
+		fmt.Fprintf(&b, "%d,p%d,%d\n", 1714564800000+int64(i), i%3, i)
+	}
+	var ends []int64 // input rows at the end of each run
+	res, err := Run(context.Background(), sp, []Input{csvInput("a.csv", b.String())}, Options{
+		Out: filepath.Join(t.TempDir(), "o.seg"), Durability: noSync, MemoryLimit: 128 << 10,
+		Progress: func(p Progress) {
+			if p.Runs > len(ends) {
+				ends = append(ends, p.InputRows)
+			}
+		}})
+	require.NoError(t, err)
+	require.Equal(t, res.Runs, len(ends))
+	require.Greater(t, res.Runs, 4)
+	first := ends[0]
+	for k := 1; k < len(ends)-1; k++ {
+		require.Greater(t, ends[k]-ends[k-1], first/2, "run %d of %d: %d rows, the first %d", k, len(ends), ends[k]-ends[k-1], first)
 	}
 }
 
