@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -276,6 +277,41 @@ func (b *Builder) resetKeep(keep int64) {
 	b.keys = nil
 	if b.schema.Rollup {
 		b.keys = map[string]uint32{}
+	}
+}
+
+// Grow reserves room in the row arrays for n more rows, as slices.Grow does: rows added up to
+// that many then fill them instead of growing them step by step, each step a copy into fresh
+// memory. MemBytes counts the room reserved (arrays count by capacity). Multi-value
+// dimensions reserve one value a row.
+func (b *Builder) Grow(n int) {
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.times = slices.Grow(b.times, n)
+	for _, d := range b.dims {
+		switch d.kind {
+		case kindRaw:
+			d.raw, d.rawOK = slices.Grow(d.raw, n), slices.Grow(d.rawOK, n)
+		case kindSingle:
+			d.ids = slices.Grow(d.ids, n)
+		case kindMulti:
+			d.offs, d.multi = slices.Grow(d.offs, n), slices.Grow(d.multi, n)
+		}
+	}
+	for _, m := range b.mets {
+		switch m.agg.Type {
+		case agg.Long:
+			m.longs = slices.Grow(m.longs, n)
+		case agg.Double:
+			m.dbls = slices.Grow(m.dbls, n)
+		case agg.Sketch:
+		}
+		if m.agg.Timed() {
+			m.times = slices.Grow(m.times, n)
+		}
 	}
 }
 

@@ -149,3 +149,39 @@ func TestBuilderCopiesValues(t *testing.T) {
 	require.Equal(t, v, kept)
 	require.NotSame(t, unsafe.StringData(record), unsafe.StringData(kept))
 }
+
+// Grow reserves room for n rows: adding them grows no array (arrayBytes stays), and the rows
+// persist as without Grow.
+func TestBuilderGrow(t *testing.T) {
+	schema := columns.Schema{Dimensions: []columns.Dimension{{Name: "d"}, {Name: "r", Raw: true}},
+		Metrics: []columns.Metric{{Name: "n", Aggregator: "count"}, {Name: "s", Aggregator: "longSum"},
+			{Name: "f", Aggregator: "doubleLast"}}}
+	const n = 20_000
+	grown, err := NewBuilder(schema, BuilderOptions{})
+	require.NoError(t, err)
+	plain, err := NewBuilder(schema, BuilderOptions{})
+	require.NoError(t, err)
+	grown.Grow(n)
+	reserved := grown.arrayBytes()
+	require.Greater(t, reserved, int64(n*(8+4+16+1+8+8+8+8)))
+	for i := range n {
+		r := columns.Row{Time: int64(i), Dims: [][]string{{fmt.Sprint(i % 7)}, {"raw"}},
+			Metrics: []columns.Value{{}, {Long: int64(i)}, {Double: float64(i)}}}
+		require.NoError(t, grown.Add(r))
+		require.NoError(t, plain.Add(r))
+	}
+	// Only the dictionary's values (7 here) took more room.
+	require.Less(t, grown.arrayBytes()-reserved, int64(1024), "a row array grew")
+	dir := t.TempDir()
+	noSync := PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}}
+	a, b := filepath.Join(dir, "grown.seg"), filepath.Join(dir, "plain.seg")
+	_, err = grown.Persist(t.Context(), a, noSync)
+	require.NoError(t, err)
+	_, err = plain.Persist(t.Context(), b, noSync)
+	require.NoError(t, err)
+	ab, err := os.ReadFile(a)
+	require.NoError(t, err)
+	bb, err := os.ReadFile(b)
+	require.NoError(t, err)
+	require.Equal(t, bb, ab)
+}

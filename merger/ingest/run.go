@@ -28,10 +28,11 @@ const DefaultMaxRowsInMemory = 500_000
 // limit of 1,024 open files).
 const DefaultMaxFanIn = 64
 
-// DefaultMemoryLimit is Options.MemoryLimit's default: the Builder's estimate of the memory its
-// rows hold, past which they are persisted as a run. Persisting takes about as much again
-// (sorted dictionaries, each dimension's rows by value), so a process ingesting with this
-// default peaks near 200 MiB.
+// DefaultMemoryLimit is Options.MemoryLimit's default: the estimate of the memory the rows held
+// take (merger.Builder.MemBytes), by the Builder taking rows and the one being persisted as a
+// run in the background together: each gets half. Persisting takes about as much again as the
+// rows persisted (sorted dictionaries, each dimension's rows by value), so a process ingesting
+// with this default peaks near 200 MiB.
 const DefaultMemoryLimit = 64 << 20
 
 // Input is one input of Run.
@@ -71,11 +72,14 @@ type Options struct {
 	// Result.Warnings lists them too.
 	OnWarning func(Warning)
 	// MaxRowsInMemory bounds the rows the Builder holds (after rollup): when it holds that many,
-	// they are persisted as a run. 0 means DefaultMaxRowsInMemory.
+	// they are persisted as a run. 0 means DefaultMaxRowsInMemory. A run is persisted in the
+	// background while a second Builder takes the next rows (as Druid's persists are): up to
+	// twice this many rows are in memory at once.
 	MaxRowsInMemory int
-	// MemoryLimit bounds the Builder's estimate of the memory its rows hold, in bytes
-	// (merger.Builder.MemBytes): past it they are persisted as a run. 0 means
-	// DefaultMemoryLimit; a negative value means no limit.
+	// MemoryLimit bounds the estimate of the memory the rows in memory hold, in bytes
+	// (merger.Builder.MemBytes), over the Builder taking rows and the one being persisted in
+	// the background: each gets half, and past its half a Builder's rows are persisted as a
+	// run. 0 means DefaultMemoryLimit; a negative value means no limit.
 	MemoryLimit int64
 	// Medium stages the parts of runs and outputs. Nil means a tmpfile medium in TmpDir,
 	// opened for the run and closed at its end; a medium given here stays the caller's.
@@ -108,7 +112,7 @@ type Progress struct {
 	Input     string // the input being read
 	InputRows int64  // rows read and added so far
 	Skipped   int    // rows skipped so far
-	Runs      int    // runs persisted so far
+	Runs      int    // runs persisted so far (the last may still be being persisted)
 	Segments  int    // output segments written so far
 }
 
@@ -189,7 +193,10 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 	if err := checkPaths(inputs, existing, opts.Replace); err != nil {
 		return res, err
 	}
-	r := &runner{ctx: ctx, sp: sp, opts: opts, med: opts.Medium}
+	r := &runner{ctx: ctx, sp: sp, opts: opts, med: opts.Medium, limit: opts.MemoryLimit}
+	if r.limit > 0 {
+		r.limit = max(r.limit/2, 1) // two builders: see MemoryLimit
+	}
 	if r.b, err = merger.NewBuilder(typedSchema(sp.Schema), merger.BuilderOptions{}); err != nil {
 		return res, fmt.Errorf("ingest: %w", err)
 	}
@@ -206,6 +213,11 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 		}()
 	}
 	defer func() {
+		// A run still being persisted (after a failure) is waited for before its directory
+		// goes.
+		if werr := r.waitSpill(); werr != nil && (err == nil || ctx.Err() == nil) { // not the cancellation again
+			err = errors.Join(err, werr)
+		}
 		if r.runDir != "" {
 			if rerr := os.RemoveAll(r.runDir); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("ingest: removing runs: %w", rerr))
@@ -342,16 +354,21 @@ func sniffFormat(sp *Spec, in Input, format Format, src io.Reader) (Format, io.R
 
 // runner is the state of one Run.
 type runner struct {
-	ctx     context.Context
-	sp      *Spec
-	opts    Options
-	med     medium.Medium
-	b       *merger.Builder
-	res     Result
-	runDir  string   // created on the first run
-	runs    []string // runs of the current segment
-	merged  int      // runs written by merging runs, to name them
-	segRows int64    // input rows in the current segment
+	ctx    context.Context
+	sp     *Spec
+	opts   Options
+	med    medium.Medium
+	b      *merger.Builder
+	res    Result
+	runDir string   // created on the first run
+	runs   []string // runs of the current segment
+	limit  int64    // MemoryLimit of one Builder (half the option's); negative for none
+	// Background persists: pend is the run being persisted, if any; spare is a Builder whose
+	// rows have been persisted, emptied, to take rows after r.b.
+	pend    *pendingRun
+	spare   *merger.Builder
+	merged  int   // runs written by merging runs, to name them
+	segRows int64 // input rows in the current segment
 	// The outputs are published into stageDir (created with the first) and moved into place
 	// by commit: staged[k] is where output k waits.
 	stageDir  string
@@ -471,19 +488,19 @@ func (r *runner) full() bool {
 	if rows >= r.opts.MaxRowsInMemory {
 		return true
 	}
-	if r.opts.MemoryLimit < 0 || rows == 0 {
+	if r.limit < 0 || rows == 0 {
 		return false
 	}
 	if r.untilCheck--; r.untilCheck > 0 {
 		return false
 	}
 	mem := r.b.MemBytes()
-	if mem >= r.opts.MemoryLimit {
+	if mem >= r.limit {
 		return true
 	}
 	// Check again when about half the room left is used, at the rate so far.
 	perRow := max(mem/int64(rows), 1)
-	r.untilCheck = int(min(max((r.opts.MemoryLimit-mem)/perRow/2, 1), maxCheckRows))
+	r.untilCheck = int(min(max((r.limit-mem)/perRow/2, 1), maxCheckRows))
 	return false
 }
 
@@ -497,36 +514,89 @@ func (r *runner) progress() {
 	}
 }
 
-// spill persists the Builder's rows as a run and resets it.
+// spill hands the Builder's rows to a goroutine that persists them as a run, and goes on with
+// a second Builder: the one persisted before, once its persist has finished (waitSpill), so
+// that at most one run is persisted at a time and two Builders' rows are in memory at most.
 func (r *runner) spill() error {
-	if r.runDir == "" {
-		d, err := os.MkdirTemp(r.opts.TmpDir, TempPattern)
-		if err != nil {
-			return fmt.Errorf("ingest: runs: %w", err)
+	if err := r.waitSpill(); err != nil {
+		return err
+	}
+	path, err := r.runPath()
+	if err != nil {
+		return err
+	}
+	next := r.spare
+	if next == nil {
+		if next, err = merger.NewBuilder(typedSchema(r.sp.Schema), merger.BuilderOptions{}); err != nil {
+			return fmt.Errorf("ingest: %w", err)
 		}
-		r.runDir = d
+		// Room for as many rows as the first Builder took (rows are most often alike):
+		// filling arrays of the right size at once costs less than growing them.
+		next.Grow(r.b.Rows())
 	}
-	path := filepath.Join(r.runDir, fmt.Sprintf("run-%06d.seg", r.res.Runs))
-	if _, err := r.b.Persist(r.ctx, path, merger.PersistOptions{Medium: r.med,
-		Durability: medium.Durability{Sync: medium.SyncNone}}); err != nil {
-		return fmt.Errorf("ingest: run: %w", err)
-	}
+	r.spare = nil
+	r.pend = persistRun(r.ctx, r.b, path, r.med, r.keepBytes())
 	r.runs = append(r.runs, path)
 	r.res.Runs++
-	r.b.ResetKeep(r.keepBytes())
+	r.b = next
 	r.untilCheck = 0
 	r.progress()
 	return nil
 }
 
+// runPath returns the path of the next run, creating the runs' directory on the first.
+func (r *runner) runPath() (string, error) {
+	if r.runDir == "" {
+		d, err := os.MkdirTemp(r.opts.TmpDir, TempPattern)
+		if err != nil {
+			return "", fmt.Errorf("ingest: runs: %w", err)
+		}
+		r.runDir = d
+	}
+	return filepath.Join(r.runDir, fmt.Sprintf("run-%06d.seg", r.res.Runs)), nil
+}
+
+// waitSpill waits for the run being persisted, if any; its Builder, emptied, becomes the
+// spare.
+func (r *runner) waitSpill() error {
+	if r.pend == nil {
+		return nil
+	}
+	p := r.pend
+	r.pend = nil
+	if err := <-p.done; err != nil {
+		return fmt.Errorf("ingest: run: %w", err)
+	}
+	r.spare = p.b
+	return nil
+}
+
+// pendingRun is a Builder being persisted as a run; done receives the persist's error.
+type pendingRun struct {
+	b    *merger.Builder
+	done chan error
+}
+
+// persistRun persists b's rows at path (no syncs) on a goroutine of its own, then empties b,
+// keeping at most keep bytes of its arrays (merger.Builder.ResetKeep).
+func persistRun(ctx context.Context, b *merger.Builder, path string, med medium.Medium, keep int64) *pendingRun {
+	p := &pendingRun{b: b, done: make(chan error, 1)}
+	go func() {
+		_, err := b.Persist(ctx, path, merger.PersistOptions{Medium: med, Durability: medium.Durability{Sync: medium.SyncNone}})
+		b.ResetKeep(keep)
+		p.done <- err
+	}()
+	return p
+}
+
 // keepBytes is the most memory of row arrays a Builder keeps from one run to the next
-// (merger.Builder.ResetKeep): 7/8 of MemoryLimit, so that a builder that starts with them is
+// (merger.Builder.ResetKeep): 7/8 of its memory limit, so that a builder that starts with them is
 // not full at once (MemBytes counts them) and has room for the dictionaries of its rows.
 func (r *runner) keepBytes() int64 {
-	if r.opts.MemoryLimit < 0 {
+	if r.limit < 0 {
 		return math.MaxInt64
 	}
-	return r.opts.MemoryLimit - r.opts.MemoryLimit/8
+	return r.limit - r.limit/8
 }
 
 // endSegment writes the current segment: the Builder's rows straight to the output when there
@@ -549,9 +619,22 @@ func (r *runner) endSegment() error {
 		}
 	} else {
 		if r.b.Rows() > 0 {
-			if err := r.spill(); err != nil {
+			// The last run, persisted here while the one before may still be persisted in
+			// the background.
+			path, err := r.runPath()
+			if err != nil {
 				return err
 			}
+			if _, err := r.b.Persist(r.ctx, path, merger.PersistOptions{Medium: r.med,
+				Durability: medium.Durability{Sync: medium.SyncNone}}); err != nil {
+				return fmt.Errorf("ingest: run: %w", err)
+			}
+			r.runs = append(r.runs, path)
+			r.res.Runs++
+			r.progress()
+		}
+		if err := r.waitSpill(); err != nil {
+			return err
 		}
 		seg.Runs = len(r.runs)
 		if mr, err = r.mergeRuns(staged, dst); err != nil {
@@ -561,7 +644,7 @@ func (r *runner) endSegment() error {
 	seg.Rows, seg.Bytes, seg.Interval = mr.RowsOut, mr.Bytes, mr.Info.Interval
 	r.res.Segments = append(r.res.Segments, seg)
 	r.staged = append(r.staged, staged)
-	r.b.Reset()
+	r.b.ResetKeep(r.keepBytes())
 	r.segRows = 0
 	r.untilCheck = 0
 	r.progress()
