@@ -17,6 +17,7 @@ import (
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger/internal/parallel"
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
@@ -313,6 +314,34 @@ func (b *Builder) Grow(n int) {
 			m.times = slices.Grow(m.times, n)
 		}
 	}
+}
+
+// RowArrayBytes returns the bytes one row takes in the row arrays (one value a row for a
+// multi-value dimension): what Grow reserves a row.
+func (b *Builder) RowArrayBytes() int64 {
+	const strHeader = 16
+	n := int64(8)
+	for _, d := range b.dims {
+		switch d.kind {
+		case kindRaw:
+			n += strHeader + 1
+		case kindSingle:
+			n += 4
+		case kindMulti:
+			n += 8
+		}
+	}
+	for _, m := range b.mets {
+		switch m.agg.Type {
+		case agg.Long, agg.Double:
+			n += 8
+		case agg.Sketch:
+		}
+		if m.agg.Timed() {
+			n += 8
+		}
+	}
+	return n
 }
 
 // arrayBytes is the capacity of the row arrays, in bytes: the memory ResetKeep can keep.
@@ -714,6 +743,8 @@ type PersistOptions struct {
 	Progress    func(Progress)
 	Compression columns.Compression
 	ChunkRows   int
+	// InputNames name the segments of PersistAfter in error messages (see Options.InputNames).
+	InputNames []string
 }
 
 // Persist writes the builder's rows as a segment at dst, through the merge's write path (the
@@ -732,6 +763,55 @@ func (b *Builder) Persist(ctx context.Context, dst string, opts PersistOptions) 
 	defer b.mu.RUnlock()
 	src := b.persistView()
 	return mergeSources(ctx, []source.Source{src}, []string{"builder"}, b.schema, target{path: dst}, mo, start)
+}
+
+// PersistAfter is Persist merging segments before the builder's rows: the segments' rows come
+// first, in order, then the builder's, as if the builder's rows had been persisted as one
+// more segment and merged with Merge after them (same rollup, same bytes), without writing
+// and reading back that segment. Ingestion merges its runs with the rows still in memory
+// this way. The segments' checksums are verified first, as Merge does; the segments stay
+// open and the caller's.
+func (b *Builder) PersistAfter(ctx context.Context, before []*columns.Segment, dst string, opts PersistOptions) (Result, error) {
+	start := time.Now()
+	mo := Options{Medium: opts.Medium, Durability: opts.Durability, Replace: opts.Replace, Parallelism: opts.Parallelism,
+		Progress: opts.Progress, Compression: opts.Compression, ChunkRows: opts.ChunkRows,
+		Rollup: b.schema.Rollup, Granularity: b.schema.Granularity, InputNames: opts.InputNames}
+	if err := mo.ensureDefaults(); err != nil {
+		return Result{}, err
+	}
+	srcs := make([]source.Source, 0, len(before)+1)
+	schemas := make([]columns.Schema, 0, len(before)+1)
+	names := make([]string, 0, len(before)+1)
+	for i, in := range before {
+		if in == nil {
+			return Result{}, fmt.Errorf("%w: input %d is nil", ErrInvalid, i)
+		}
+		srcs = append(srcs, source.OfSegment(in))
+		schemas = append(schemas, in.Schema())
+		names = append(names, mo.inputNameOf(i, in))
+	}
+	err := parallel.Run(len(before), mo.Parallelism, func(i int) error {
+		if err := before[i].VerifyChecksumsContext(ctx); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("merger: %w", ctx.Err())
+			}
+			return fmt.Errorf("merger: %s: %w", names[i], err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	srcs = append(srcs, b.persistView())
+	schemas = append(schemas, b.schema)
+	names = append(names, "builder")
+	out, err := outputSchema(schemas, func(i int) string { return names[i] }, nil, mo.Rollup, mo.Granularity)
+	if err != nil {
+		return Result{}, err
+	}
+	return mergeSources(ctx, srcs, names, out, target{path: dst}, mo, start)
 }
 
 // MemBytes returns an estimate of the memory the builder's rows hold, in bytes: its row arrays

@@ -116,12 +116,13 @@ func TestBuilderResetKeep(t *testing.T) {
 	}
 	// A bound below the arrays' capacity keeps nothing (only the small rollup key buffers
 	// stay, as with Reset); a bound at it keeps them all, counted.
-	schema, rows := fixture.NewBuilderCase(rng, 500)
+	schema := columns.Schema{Dimensions: []columns.Dimension{{Name: "d"}},
+		Metrics: []columns.Metric{{Name: "s", Aggregator: "longSum"}}}
 	b, err := NewBuilder(schema, BuilderOptions{})
 	require.NoError(t, err)
 	fill := func() {
-		for _, r := range rows {
-			require.NoError(t, b.Add(r))
+		for i := range 5000 {
+			require.NoError(t, b.Add(columns.Row{Time: int64(i), Dims: [][]string{{fmt.Sprint(i % 3)}}, Metrics: []columns.Value{{Long: 1}}}))
 		}
 	}
 	fill()
@@ -184,4 +185,53 @@ func TestBuilderGrow(t *testing.T) {
 	bb, err := os.ReadFile(b)
 	require.NoError(t, err)
 	require.Equal(t, bb, ab)
+}
+
+// PersistAfter merges segments and then the builder's rows: the same bytes as persisting the
+// builder as one more segment and merging it after them, with rollup (ties of first/last
+// decided by that order) and without.
+func TestBuilderPersistAfter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 20))
+	cases := 10
+	if testing.Short() || raceEnabled {
+		cases = 4
+	}
+	noSync := medium.Durability{Sync: medium.SyncNone}
+	for c := 0; c < cases; c++ {
+		schema, rows := fixture.NewBuilderCase(rng, 20+rng.IntN(500))
+		dir := t.TempDir()
+		parts := 1 + rng.IntN(4)
+		var segs []*columns.Segment
+		b, err := NewBuilder(schema, BuilderOptions{})
+		require.NoError(t, err)
+		for k := 0; k <= parts; k++ {
+			b.Reset()
+			for _, r := range rows[len(rows)*k/(parts+1) : len(rows)*(k+1)/(parts+1)] {
+				require.NoError(t, b.Add(r))
+			}
+			if k == parts {
+				break // the last part stays in b
+			}
+			p := filepath.Join(dir, fmt.Sprintf("part-%d.seg", k))
+			_, err := b.Persist(t.Context(), p, PersistOptions{Durability: noSync})
+			require.NoError(t, err)
+			segs = append(segs, openSeg(t, p))
+		}
+		after := filepath.Join(dir, "after.seg")
+		res, err := b.PersistAfter(t.Context(), segs, after, PersistOptions{Durability: noSync})
+		require.NoError(t, err)
+		last := filepath.Join(dir, "last.seg")
+		_, err = b.Persist(t.Context(), last, PersistOptions{Durability: noSync})
+		require.NoError(t, err)
+		merged := filepath.Join(dir, "merged.seg")
+		want, err := Merge(t.Context(), append(segs, openSeg(t, last)), merged, Options{Durability: noSync,
+			Rollup: schema.Rollup, Granularity: schema.Granularity})
+		require.NoError(t, err)
+		require.Equal(t, want.RowsOut, res.RowsOut)
+		a, err := os.ReadFile(after)
+		require.NoError(t, err)
+		m, err := os.ReadFile(merged)
+		require.NoError(t, err)
+		require.Equal(t, m, a, "case %d (rollup %v, %d parts)", c, schema.Rollup, parts)
+	}
 }

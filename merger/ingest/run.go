@@ -135,7 +135,7 @@ type Segment struct {
 	Rows      int64 // its rows
 	Bytes     int64 // its file's size
 	Interval  columns.Interval
-	Runs      int // the runs merged into it; 0 when its rows went straight from the Builder
+	Runs      int // the runs merged into it (with the rows still in the Builder); 0 when its rows went straight from the Builder
 }
 
 // SegmentName returns the name of output segment k of a split: SEG.seg gives SEG-0000.seg.
@@ -150,9 +150,11 @@ func SegmentName(out string, k int) string {
 //
 // Ingestion streams: when the Builder holds MaxRowsInMemory rows, or its memory estimate
 // passes MemoryLimit, its rows are persisted (Builder.Persist, no syncs) as a run in a temp
-// directory in TmpDir and the Builder is reset. A segment of one run is persisted straight to
-// its output; the runs of a segment of several are merged into it with merger.Merge (rollup
-// and granularity from the schema, at most MaxFanIn runs at once) and removed.
+// directory in TmpDir, in the background while a second Builder takes the next rows (see
+// MaxRowsInMemory and MemoryLimit). A segment whose rows all fit in the Builder is persisted
+// straight to its output; else its runs, then the rows still in the Builder, are merged into
+// it (merger.Builder.PersistAfter; rollup and granularity from the schema, at most MaxFanIn
+// runs at once) and the runs removed.
 //
 // Outputs are staged in the output's directory and put in place together once every input is
 // read and every segment written (see Options.Replace): an existing output is replaced only
@@ -238,6 +240,7 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 			return r.res, err
 		}
 	}
+	r.final = true
 	if err := r.endSegment(); err != nil {
 		return r.res, err
 	}
@@ -367,6 +370,8 @@ type runner struct {
 	// rows have been persisted, emptied, to take rows after r.b.
 	pend    *pendingRun
 	spare   *merger.Builder
+	final   bool  // every input is read: the segment ended is the last
+	grown   bool  // r.b has room reserved for its rows (Builder.Grow)
 	merged  int   // runs written by merging runs, to name them
 	segRows int64 // input rows in the current segment
 	// The outputs are published into stageDir (created with the first) and moved into place
@@ -498,11 +503,25 @@ func (r *runner) full() bool {
 	if mem >= r.limit {
 		return true
 	}
+	if !r.grown && rows >= growAfter {
+		// When, at the rate so far, MaxRowsInMemory rows fit in the limit, the run will end
+		// there: room for them now costs less than growing the arrays step by step (each
+		// step a copy into fresh memory), and does not end the run sooner.
+		r.grown = true
+		if int64(rows)*r.limit/mem >= int64(r.opts.MaxRowsInMemory) {
+			r.b.Grow(r.opts.MaxRowsInMemory - rows)
+		}
+	}
 	// Check again when about half the room left is used, at the rate so far.
 	perRow := max(mem/int64(rows), 1)
 	r.untilCheck = int(min(max((r.limit-mem)/perRow/2, 1), maxCheckRows))
 	return false
 }
+
+// growAfter is the rows a first Builder takes before it decides whether to reserve room for
+// the rest (runner.full): by then the rate of its memory a row counts its dictionaries' start
+// less.
+const growAfter = 1 << 16
 
 // maxCheckRows is the most rows added between two memory estimates.
 const maxCheckRows = 4096
@@ -539,6 +558,7 @@ func (r *runner) spill() error {
 	r.runs = append(r.runs, path)
 	r.res.Runs++
 	r.b = next
+	r.grown = true // kept or grown arrays
 	r.untilCheck = 0
 	r.progress()
 	return nil
@@ -618,23 +638,13 @@ func (r *runner) endSegment() error {
 			return fmt.Errorf("ingest: %s: %w", dst, err)
 		}
 	} else {
-		if r.b.Rows() > 0 {
-			// The last run, persisted here while the one before may still be persisted in
-			// the background.
-			path, err := r.runPath()
-			if err != nil {
-				return err
-			}
-			if _, err := r.b.Persist(r.ctx, path, merger.PersistOptions{Medium: r.med,
-				Durability: medium.Durability{Sync: medium.SyncNone}}); err != nil {
-				return fmt.Errorf("ingest: run: %w", err)
-			}
-			r.runs = append(r.runs, path)
-			r.res.Runs++
-			r.progress()
-		}
+		// The rows still in the Builder are merged after the runs (Builder.PersistAfter)
+		// rather than persisted as one more run and read back.
 		if err := r.waitSpill(); err != nil {
 			return err
+		}
+		if r.final {
+			r.spare = nil // no more rows: its kept arrays can go before the merge
 		}
 		seg.Runs = len(r.runs)
 		if mr, err = r.mergeRuns(staged, dst); err != nil {
@@ -658,7 +668,7 @@ func (r *runner) endSegment() error {
 // order, which First and Last decide ties by.
 func (r *runner) mergeRuns(staged, dst string) (merger.Result, error) {
 	fan := r.opts.MaxFanIn
-	for len(r.runs) > fan {
+	for len(r.runs) > fan { // the Builder, merged with the last group, is no file
 		next := make([]string, 0, fan)
 		for i := 0; i < len(r.runs); {
 			excess := len(next) + len(r.runs) - i - fan
@@ -673,7 +683,7 @@ func (r *runner) mergeRuns(staged, dst string) (merger.Result, error) {
 			}
 			path := filepath.Join(r.runDir, fmt.Sprintf("merged-%06d.seg", r.merged))
 			r.merged++
-			if _, err := r.mergeGroup(r.runs[i:i+n], path, medium.Durability{Sync: medium.SyncNone}); err != nil {
+			if _, err := r.mergeGroup(r.runs[i:i+n], path, medium.Durability{Sync: medium.SyncNone}, nil); err != nil {
 				return merger.Result{}, fmt.Errorf("ingest: merge runs: %w", err)
 			}
 			next = append(next, path)
@@ -681,7 +691,7 @@ func (r *runner) mergeRuns(staged, dst string) (merger.Result, error) {
 		}
 		r.runs = next
 	}
-	res, err := r.mergeGroup(r.runs, staged, r.opts.Durability)
+	res, err := r.mergeGroup(r.runs, staged, r.opts.Durability, r.b)
 	if err != nil {
 		return res, fmt.Errorf("ingest: merge runs into %s: %w", dst, err)
 	}
@@ -692,10 +702,10 @@ func (r *runner) mergeRuns(staged, dst string) (merger.Result, error) {
 // testHookRunsOpen, when set, is called with the number of runs open at once in each merge.
 var testHookRunsOpen func(n int)
 
-// mergeGroup merges runs into out and removes them. Runs are read with pread through a few
-// read-ahead blocks, not mapped, so that the pages read do not stay in the process's resident
-// set.
-func (r *runner) mergeGroup(runs []string, out string, dur medium.Durability) (res merger.Result, err error) {
+// mergeGroup merges runs, then b's rows when b is not nil, into out and removes the runs.
+// Runs are read with pread through a few read-ahead blocks, not mapped, so that the pages
+// read do not stay in the process's resident set.
+func (r *runner) mergeGroup(runs []string, out string, dur medium.Durability, b *merger.Builder) (res merger.Result, err error) {
 	segs := make([]*columns.Segment, 0, len(runs))
 	var closers []func() error
 	defer func() {
@@ -726,13 +736,17 @@ func (r *runner) mergeGroup(runs []string, out string, dur medium.Durability) (r
 	if testHookRunsOpen != nil {
 		testHookRunsOpen(len(segs))
 	}
-	res, err = merger.Merge(r.ctx, segs, out, merger.Options{
-		Medium:      r.med,
-		Durability:  dur,
-		Rollup:      r.sp.Schema.Rollup,
-		Granularity: r.sp.Schema.Granularity,
-		InputNames:  runs,
-	})
+	if b != nil && b.Rows() > 0 {
+		res, err = b.PersistAfter(r.ctx, segs, out, merger.PersistOptions{Medium: r.med, Durability: dur, InputNames: runs})
+	} else {
+		res, err = merger.Merge(r.ctx, segs, out, merger.Options{
+			Medium:      r.med,
+			Durability:  dur,
+			Rollup:      r.sp.Schema.Rollup,
+			Granularity: r.sp.Schema.Granularity,
+			InputNames:  runs,
+		})
+	}
 	if err != nil {
 		return res, err
 	}
