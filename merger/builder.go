@@ -316,34 +316,6 @@ func (b *Builder) Grow(n int) {
 	}
 }
 
-// RowArrayBytes returns the bytes one row takes in the row arrays (one value a row for a
-// multi-value dimension): what Grow reserves a row.
-func (b *Builder) RowArrayBytes() int64 {
-	const strHeader = 16
-	n := int64(8)
-	for _, d := range b.dims {
-		switch d.kind {
-		case kindRaw:
-			n += strHeader + 1
-		case kindSingle:
-			n += 4
-		case kindMulti:
-			n += 8
-		}
-	}
-	for _, m := range b.mets {
-		switch m.agg.Type {
-		case agg.Long, agg.Double:
-			n += 8
-		case agg.Sketch:
-		}
-		if m.agg.Timed() {
-			n += 8
-		}
-	}
-	return n
-}
-
 // arrayBytes is the capacity of the row arrays, in bytes: the memory ResetKeep can keep.
 func (b *Builder) arrayBytes() int64 {
 	const strHeader = 16

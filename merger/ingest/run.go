@@ -368,12 +368,15 @@ type runner struct {
 	limit  int64    // MemoryLimit of one Builder (half the option's); negative for none
 	// Background persists: pend is the run being persisted, if any; spare is a Builder whose
 	// rows have been persisted, emptied, to take rows after r.b.
-	pend    *pendingRun
-	spare   *merger.Builder
-	final   bool  // every input is read: the segment ended is the last
-	grown   bool  // r.b has room reserved for its rows (Builder.Grow)
-	merged  int   // runs written by merging runs, to name them
-	segRows int64 // input rows in the current segment
+	pend  *pendingRun
+	spare *merger.Builder
+	final bool // every input is read: the segment ended is the last
+	grown bool // r.b has room reserved for its rows (Builder.Grow)
+	// Input rows added to r.b since it was emptied, and the count at which to ask it how many
+	// rows it holds.
+	added, rowsCheck int
+	merged           int   // runs written by merging runs, to name them
+	segRows          int64 // input rows in the current segment
 	// The outputs are published into stageDir (created with the first) and moved into place
 	// by commit: staged[k] is where output k waits.
 	stageDir  string
@@ -479,6 +482,7 @@ func (r *runner) add(row *columns.Row) error {
 		return fmt.Errorf("ingest: %s: %w", r.input, err)
 	}
 	r.segRows++
+	r.added++
 	r.res.InputRows++
 	if r.opts.Progress != nil && r.res.InputRows >= r.nextProg {
 		r.nextProg = r.res.InputRows + int64(r.opts.ProgressRows)
@@ -489,14 +493,23 @@ func (r *runner) add(row *columns.Row) error {
 
 // full reports whether the Builder should be persisted before it takes another row.
 func (r *runner) full() bool {
-	rows := r.b.Rows()
-	if rows >= r.opts.MaxRowsInMemory {
-		return true
+	// The Builder holds at most r.added rows (fewer with rollup): its count (a lock) is
+	// asked only when it may have reached the limit.
+	if r.added >= r.rowsCheck {
+		rows := r.b.Rows()
+		if rows >= r.opts.MaxRowsInMemory {
+			return true
+		}
+		r.rowsCheck = r.added + r.opts.MaxRowsInMemory - rows
 	}
-	if r.limit < 0 || rows == 0 {
+	if r.limit < 0 || r.added == 0 {
 		return false
 	}
 	if r.untilCheck--; r.untilCheck > 0 {
+		return false
+	}
+	rows := r.b.Rows()
+	if rows == 0 {
 		return false
 	}
 	mem := r.b.MemBytes()
@@ -559,7 +572,7 @@ func (r *runner) spill() error {
 	r.res.Runs++
 	r.b = next
 	r.grown = true // kept or grown arrays
-	r.untilCheck = 0
+	r.untilCheck, r.added, r.rowsCheck = 0, 0, 0
 	r.progress()
 	return nil
 }
@@ -602,7 +615,13 @@ type pendingRun struct {
 func persistRun(ctx context.Context, b *merger.Builder, path string, med medium.Medium, keep int64) *pendingRun {
 	p := &pendingRun{b: b, done: make(chan error, 1)}
 	go func() {
-		_, err := b.Persist(ctx, path, merger.PersistOptions{Medium: med, Durability: medium.Durability{Sync: medium.SyncNone}})
+		var err error
+		if testHookPersist != nil {
+			err = testHookPersist(path)
+		}
+		if err == nil {
+			_, err = b.Persist(ctx, path, merger.PersistOptions{Medium: med, Durability: medium.Durability{Sync: medium.SyncNone}})
+		}
 		b.ResetKeep(keep)
 		p.done <- err
 	}()
@@ -656,7 +675,7 @@ func (r *runner) endSegment() error {
 	r.staged = append(r.staged, staged)
 	r.b.ResetKeep(r.keepBytes())
 	r.segRows = 0
-	r.untilCheck = 0
+	r.untilCheck, r.added, r.rowsCheck = 0, 0, 0
 	r.progress()
 	return nil
 }
@@ -698,6 +717,10 @@ func (r *runner) mergeRuns(staged, dst string) (merger.Result, error) {
 	r.runs = r.runs[:0]
 	return res, nil
 }
+
+// testHookPersist, when set, is called on a background persist's goroutine before it
+// persists the run at path; an error it returns is the persist's.
+var testHookPersist func(path string) error
 
 // testHookRunsOpen, when set, is called with the number of runs open at once in each merge.
 var testHookRunsOpen func(n int)
