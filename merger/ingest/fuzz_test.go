@@ -11,6 +11,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -249,6 +250,24 @@ func TestCSVScannerBlocks(t *testing.T) {
 		}
 		checkScanner(t, data, ',', 1<<30)
 	}
+}
+
+// FuzzParseInt10: where parseInt10 parses, it gives strconv.ParseInt's value.
+func FuzzParseInt10(f *testing.F) {
+	for _, s := range []string{"0", "-0", "+7", "138741", "1767225600019", "999999999999999999", "-999999999999999999",
+		"9223372036854775807", "1000000000000000000", "", "-", "+", "1_000", "0x10", "1e3", "12a", " 1", "--1", "+-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, ok := parseInt10(s)
+		want, err := strconv.ParseInt(s, 10, 64)
+		if ok {
+			require.NoError(t, err, "%q", s)
+			require.Equal(t, want, n, "%q", s)
+		} else if len(strings.TrimLeft(s, "+-")) <= 18 && len(strings.TrimLeft(s, "+-")) > 0 && len(s)-len(strings.TrimLeft(s, "+-")) <= 1 {
+			require.Error(t, err, "%q: strconv parses what parseInt10 refused", s)
+		}
+	})
 }
 
 // FuzzNDJSONReader: any bytes are rows, row errors or an input error; never a panic

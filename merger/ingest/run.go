@@ -639,7 +639,7 @@ func (r *runner) keepBytes() int64 {
 }
 
 // endSegment writes the current segment: the Builder's rows straight to the output when there
-// is no run, else as a last run, all runs then merged into the output.
+// is no run, else the runs and then the Builder's rows merged into the output.
 func (r *runner) endSegment() error {
 	dst := r.opts.Out
 	if r.opts.RowsPerSegment > 0 {
