@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger/internal/parallel"
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
@@ -214,24 +217,39 @@ func NewBuilder(schema columns.Schema, opts BuilderOptions) (*Builder, error) {
 	return b, nil
 }
 
-func (b *Builder) reset() {
+func (b *Builder) reset() { b.resetKeep(0) }
+
+// resetKeep drops every row. When the row arrays' capacity (arrayBytes) is at most keep bytes,
+// they are kept, emptied, for the next rows; else they are dropped with the rest.
+func (b *Builder) resetKeep(keep int64) {
+	old, oldMets, times := b.dims, b.mets, b.times
+	reuse := keep > 0 && b.arrayBytes() <= keep
+	if !reuse {
+		old, oldMets, times = nil, nil, nil
+	}
 	b.n = 0
-	b.times = nil
+	b.times = times[:0]
 	b.dims = make([]*bdim, len(b.schema.Dimensions))
 	for i, d := range b.schema.Dimensions {
 		bd := &bdim{dim: d}
+		if old != nil {
+			o := old[i]
+			clear(o.vals) // let the values and raw strings go
+			clear(o.raw)
+			bd.ids, bd.offs, bd.multi, bd.raw, bd.rawOK, bd.vals = o.ids[:0], o.offs[:0], o.multi[:0], o.raw[:0], o.rawOK[:0], o.vals[:0]
+		}
 		switch {
 		case d.Raw:
 			bd.kind = kindRaw
 		case d.MultiValue:
 			bd.kind = kindMulti
-			bd.offs = []uint32{0}
+			bd.offs = append(bd.offs, 0)
 		default:
 			bd.kind = kindSingle
 		}
 		if bd.kind != kindRaw {
 			bd.index = map[string]uint32{}
-			bd.vals = []string{""}
+			bd.vals = append(bd.vals, "")
 			if b.liveBitmaps(bd) {
 				bd.newLive() // null, id 0
 			}
@@ -241,6 +259,10 @@ func (b *Builder) reset() {
 	b.mets = make([]*bmet, len(b.schema.Metrics))
 	for i, m := range b.schema.Metrics {
 		bm := &bmet{met: m, agg: m.Agg(), src: -1}
+		if oldMets != nil {
+			o := oldMets[i]
+			bm.longs, bm.dbls, bm.times = o.longs[:0], o.dbls[:0], o.times[:0]
+		}
 		if bm.agg.Kind == agg.Union {
 			field := m.Field
 			if field == "" {
@@ -259,6 +281,54 @@ func (b *Builder) reset() {
 	}
 }
 
+// Grow reserves room in the row arrays for n more rows, as slices.Grow does: rows added up to
+// that many then fill them instead of growing them step by step, each step a copy into fresh
+// memory. MemBytes counts the room reserved (arrays count by capacity). Multi-value
+// dimensions reserve one value a row.
+func (b *Builder) Grow(n int) {
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.times = slices.Grow(b.times, n)
+	for _, d := range b.dims {
+		switch d.kind {
+		case kindRaw:
+			d.raw, d.rawOK = slices.Grow(d.raw, n), slices.Grow(d.rawOK, n)
+		case kindSingle:
+			d.ids = slices.Grow(d.ids, n)
+		case kindMulti:
+			d.offs, d.multi = slices.Grow(d.offs, n), slices.Grow(d.multi, n)
+		}
+	}
+	for _, m := range b.mets {
+		switch m.agg.Type {
+		case agg.Long:
+			m.longs = slices.Grow(m.longs, n)
+		case agg.Double:
+			m.dbls = slices.Grow(m.dbls, n)
+		case agg.Sketch:
+		}
+		if m.agg.Timed() {
+			m.times = slices.Grow(m.times, n)
+		}
+	}
+}
+
+// arrayBytes is the capacity of the row arrays, in bytes: the memory ResetKeep can keep.
+func (b *Builder) arrayBytes() int64 {
+	const strHeader = 16
+	n := int64(cap(b.times)) * 8
+	for _, d := range b.dims {
+		n += int64(cap(d.ids)+cap(d.offs)+cap(d.multi))*4 + int64(cap(d.raw)+cap(d.vals))*strHeader + int64(cap(d.rawOK))
+	}
+	for _, m := range b.mets {
+		n += int64(cap(m.longs)+cap(m.dbls)+cap(m.times)) * 8
+	}
+	return n
+}
+
 func (b *Builder) liveBitmaps(d *bdim) bool {
 	return b.opts.LiveBitmaps && d.kind != kindRaw && !d.dim.NoBitmapIndex
 }
@@ -274,17 +344,32 @@ func (b *Builder) Rows() int {
 }
 
 // Reset drops every row, keeping the schema and options: a builder can take the next batch of
-// rows after Persist.
+// rows after Persist. It lets go of all the memory the rows held.
 func (b *Builder) Reset() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.reset()
 }
 
+// ResetKeep is Reset keeping the row arrays (times, dimension ids, metric values: the bulk of
+// a builder without rollup), emptied, for the next rows, when their capacity is at most
+// maxBytes; else it is Reset. Rows added then fill the kept arrays instead of growing new
+// ones, which saves the copies of growing and the page faults of fresh memory. MemBytes
+// counts the arrays by capacity, so the memory kept is counted from the moment it is kept:
+// a caller that persists when MemBytes passes a limit should keep at most part of it
+// (ingestion keeps at most 7/8 of its limit, so that a kept builder has room for the
+// dictionaries of at least some rows before it is full again).
+func (b *Builder) ResetKeep(maxBytes int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.resetKeep(maxBytes)
+}
+
 // Add adds one row. Dims holds one entry per schema dimension (nil or empty for null; at most
-// one value for a single-value dimension), Metrics one per schema metric. The builder keeps the
-// strings of values it has not seen before as they are given: a value that is a slice of a
-// larger string (a CSV record) keeps that string alive until Reset.
+// one value for a single-value dimension), Metrics one per schema metric. The builder copies
+// the values of dictionary dimensions it has not seen before, and keeps raw dimensions'
+// values as they are given: a raw value that is a slice of a larger string (a CSV record)
+// keeps that string alive until Reset.
 //   - count metrics count the rows added (Value is ignored);
 //   - long and double metrics take Long or Double;
 //   - hyperUnique metrics merge Value.Sketch when it is set; otherwise, when the metric's
@@ -581,6 +666,10 @@ func (b *Builder) addDim(d *bdim, row uint32, vals []string) {
 func (d *bdim) intern(v string, live bool) uint32 {
 	id, ok := d.index[v]
 	if !ok {
+		// A copy: the value does not keep the larger string it may be a slice of (a CSV
+		// record) alive, and the dictionary's values sit together in memory rather than
+		// scattered over every record that brought a new one.
+		v = strings.Clone(v)
 		id = uint32(len(d.vals))
 		d.index[v] = id
 		d.vals = append(d.vals, v)
@@ -626,6 +715,8 @@ type PersistOptions struct {
 	Progress    func(Progress)
 	Compression columns.Compression
 	ChunkRows   int
+	// InputNames name the segments of PersistAfter in error messages (see Options.InputNames).
+	InputNames []string
 }
 
 // Persist writes the builder's rows as a segment at dst, through the merge's write path (the
@@ -644,6 +735,55 @@ func (b *Builder) Persist(ctx context.Context, dst string, opts PersistOptions) 
 	defer b.mu.RUnlock()
 	src := b.persistView()
 	return mergeSources(ctx, []source.Source{src}, []string{"builder"}, b.schema, target{path: dst}, mo, start)
+}
+
+// PersistAfter is Persist merging segments before the builder's rows: the segments' rows come
+// first, in order, then the builder's, as if the builder's rows had been persisted as one
+// more segment and merged with Merge after them (same rollup, same bytes), without writing
+// and reading back that segment. Ingestion merges its runs with the rows still in memory
+// this way. The segments' checksums are verified first, as Merge does; the segments stay
+// open and the caller's.
+func (b *Builder) PersistAfter(ctx context.Context, before []*columns.Segment, dst string, opts PersistOptions) (Result, error) {
+	start := time.Now()
+	mo := Options{Medium: opts.Medium, Durability: opts.Durability, Replace: opts.Replace, Parallelism: opts.Parallelism,
+		Progress: opts.Progress, Compression: opts.Compression, ChunkRows: opts.ChunkRows,
+		Rollup: b.schema.Rollup, Granularity: b.schema.Granularity, InputNames: opts.InputNames}
+	if err := mo.ensureDefaults(); err != nil {
+		return Result{}, err
+	}
+	srcs := make([]source.Source, 0, len(before)+1)
+	schemas := make([]columns.Schema, 0, len(before)+1)
+	names := make([]string, 0, len(before)+1)
+	for i, in := range before {
+		if in == nil {
+			return Result{}, fmt.Errorf("%w: input %d is nil", ErrInvalid, i)
+		}
+		srcs = append(srcs, source.OfSegment(in))
+		schemas = append(schemas, in.Schema())
+		names = append(names, mo.inputNameOf(i, in))
+	}
+	err := parallel.Run(len(before), mo.Parallelism, func(i int) error {
+		if err := before[i].VerifyChecksumsContext(ctx); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("merger: %w", ctx.Err())
+			}
+			return fmt.Errorf("merger: %s: %w", names[i], err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	srcs = append(srcs, b.persistView())
+	schemas = append(schemas, b.schema)
+	names = append(names, "builder")
+	out, err := outputSchema(schemas, func(i int) string { return names[i] }, nil, mo.Rollup, mo.Granularity)
+	if err != nil {
+		return Result{}, err
+	}
+	return mergeSources(ctx, srcs, names, out, target{path: dst}, mo, start)
 }
 
 // MemBytes returns an estimate of the memory the builder's rows hold, in bytes: its row arrays

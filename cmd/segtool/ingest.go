@@ -44,9 +44,10 @@ by its magic bytes whatever its name; given with --format csv or ndjson it is an
 
 Input streams: rows go into an in-memory builder (Druid's incremental index: values interned,
 rows rolled up as they arrive) until it holds --max-rows-in-memory rows or its memory estimate
-passes --max-bytes-in-memory; its rows are then written as an intermediate segment in a temp
-directory (` + ingest.TempPattern + ` in --tmp-dir), and the intermediate segments are merged into
-the output at the end. With --rows-per-segment N every N input rows make one segment of their
+passes half of --max-bytes-in-memory; its rows are then written as an intermediate segment in a
+temp directory (` + ingest.TempPattern + ` in --tmp-dir) in the background while a second
+builder takes the next rows (so up to twice --max-rows-in-memory rows are in memory), and the
+intermediate segments are merged into the output at the end, with the rows still in memory. With --rows-per-segment N every N input rows make one segment of their
 own, named from --out with a four-digit number (--out day.seg gives day-0000.seg,
 day-0001.seg, ...), even when there is only one.
 
@@ -87,7 +88,7 @@ that a glob such as day-*.seg never mixes the two.
 	fl.IntVar(&f.maxParseErrors, "max-parse-errors", 0, "rows that do not parse to skip before failing")
 	fl.IntVar(&f.rowsPerSegment, "rows-per-segment", 0, "split the output: this many input rows per segment (0: one segment)")
 	fl.IntVar(&f.maxRowsInMemory, "max-rows-in-memory", ingest.DefaultMaxRowsInMemory, "rows held in memory (after rollup) before an intermediate segment is written")
-	fl.Int64Var(&f.maxBytesInMem, "max-bytes-in-memory", ingest.DefaultMemoryLimit, "estimated bytes of the rows held in memory before an intermediate segment is written (-1: no limit)")
+	fl.Int64Var(&f.maxBytesInMem, "max-bytes-in-memory", ingest.DefaultMemoryLimit, "estimated bytes of the rows held in memory, by the builder taking rows and the one being written together (-1: no limit)")
 	fl.BoolVar(&f.replace, "replace", false, "replace existing output files")
 	fl.StringVar(&f.medium, "medium", "tmpfile", "staging medium: heap, offheap, tmpfile or mmapfile")
 	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of temp files (default: the output's directory)")

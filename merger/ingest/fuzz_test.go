@@ -6,10 +6,14 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -183,24 +187,85 @@ func FuzzCSVReader(f *testing.F) {
 			fuzzRows(t, sp, rr, "f.csv", data)
 		}
 		for _, comma := range []rune{',', '\t'} {
-			want, starts, errLine := csvRecords(data, comma)
-			sc := csvScanner{br: newInput(context.Background(), bytes.NewReader(data)), file: "f.csv", comma: []byte(string(comma)), max: 1 << 30}
-			for i := 0; ; i++ {
-				rec, err := sc.next()
-				if i == len(want) {
-					if errLine == 0 {
-						require.Equal(t, io.EOF, err)
-					} else {
-						var re *RowError
-						require.True(t, errors.As(err, &re), "%v", err)
-						require.Equal(t, errLine, re.Line)
-					}
-					break
-				}
-				require.NoError(t, err, "record %d", i)
-				require.Equal(t, want[i], rec, "record %d", i)
-				require.Equal(t, starts[i], sc.start, "record %d", i)
+			checkScanner(t, data, comma, 1<<30)
+		}
+	})
+}
+
+// checkScanner checks csvScanner's records of data against encoding/csv's: the same fields at
+// the same lines up to its first error, at the same line.
+func checkScanner(t *testing.T, data []byte, comma rune, max int) {
+	t.Helper()
+	want, starts, errLine := csvRecords(data, comma)
+	sc := csvScanner{br: newInput(context.Background(), bytes.NewReader(data)), file: "f.csv", comma: []byte(string(comma)), max: max}
+	for i := 0; ; i++ {
+		rec, err := sc.next()
+		if i == len(want) {
+			if errLine == 0 {
+				require.Equal(t, io.EOF, err)
+			} else {
+				var re *RowError
+				require.True(t, errors.As(err, &re), "%v", err)
+				require.Equal(t, errLine, re.Line)
 			}
+			break
+		}
+		require.NoError(t, err, "record %d", i)
+		require.Equal(t, want[i], rec, "record %d", i)
+		require.Equal(t, starts[i], sc.start, "record %d", i)
+	}
+}
+
+// The scanner's fast path (records of one line without quotes, split from a block of whole
+// lines taken from the buffer at once) and its general path hand over correctly wherever
+// they meet: inputs of several buffers (64 KiB) of plain lines with, at random, quoted fields
+// (with delimiters, doubled quotes and newlines), empty lines, CRLF endings, and a last line
+// with or without its newline, read as encoding/csv reads them.
+func TestCSVScannerBlocks(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 5))
+	for c := 0; c < 8; c++ {
+		var b bytes.Buffer
+		for b.Len() < 200<<10 {
+			switch k := rng.IntN(40); {
+			case k == 0:
+				b.WriteString("\n")
+			case k == 1:
+				fmt.Fprintf(&b, "%d,\"a, \"\"quoted\"\"\nfield\",x\n", rng.IntN(1000))
+			case k == 2:
+				fmt.Fprintf(&b, "%d,b,\"q\"\r\n", rng.IntN(1000))
+			case k < 6:
+				fmt.Fprintf(&b, "%d,crlf,%d\r\n", rng.IntN(1000), rng.IntN(9))
+			default:
+				fmt.Fprintf(&b, "%d,plain-%d,%d\n", rng.IntN(1_000_000), rng.IntN(5000), rng.IntN(99))
+			}
+		}
+		data := b.Bytes()
+		if c%2 == 1 {
+			data = append(data, "7,last,1"...) // no newline at the end
+		}
+		if c%4 == 2 {
+			data = bytes.ReplaceAll(data, []byte{'"'}, nil) // no quotes: the fast path only
+		}
+		checkScanner(t, data, ',', 1<<30)
+	}
+}
+
+// FuzzParseInt10: where parseInt10 parses, it gives strconv.ParseInt's value.
+func FuzzParseInt10(f *testing.F) {
+	for _, s := range []string{"0", "-0", "+7", "138741", "1767225600019", "999999999999999999", "-999999999999999999",
+		"9223372036854775807", "1000000000000000000", "", "-", "+", "1_000", "0x10", "1e3", "12a", " 1", "--1", "+-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, ok := parseInt10(s)
+		want, err := strconv.ParseInt(s, 10, 64)
+		if ok {
+			require.NoError(t, err, "%q", s)
+			require.Equal(t, want, n, "%q", s)
+		} else if len(strings.TrimLeft(s, "+-")) <= 18 && len(strings.TrimLeft(s, "+-")) > 0 && len(s)-len(strings.TrimLeft(s, "+-")) <= 1 {
+			require.Error(t, err, "%q: strconv parses what parseInt10 refused", s)
 		}
 	})
 }

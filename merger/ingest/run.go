@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,10 +28,11 @@ const DefaultMaxRowsInMemory = 500_000
 // limit of 1,024 open files).
 const DefaultMaxFanIn = 64
 
-// DefaultMemoryLimit is Options.MemoryLimit's default: the Builder's estimate of the memory its
-// rows hold, past which they are persisted as a run. Persisting takes about as much again
-// (sorted dictionaries, each dimension's rows by value), so a process ingesting with this
-// default peaks near 200 MiB.
+// DefaultMemoryLimit is Options.MemoryLimit's default: the estimate of the memory the rows held
+// take (merger.Builder.MemBytes), by the Builder taking rows and the one being persisted as a
+// run in the background together: each gets half. Persisting takes about as much again as the
+// rows persisted (sorted dictionaries, each dimension's rows by value), so a process ingesting
+// with this default peaks near 200 MiB.
 const DefaultMemoryLimit = 64 << 20
 
 // Input is one input of Run.
@@ -70,11 +72,14 @@ type Options struct {
 	// Result.Warnings lists them too.
 	OnWarning func(Warning)
 	// MaxRowsInMemory bounds the rows the Builder holds (after rollup): when it holds that many,
-	// they are persisted as a run. 0 means DefaultMaxRowsInMemory.
+	// they are persisted as a run. 0 means DefaultMaxRowsInMemory. A run is persisted in the
+	// background while a second Builder takes the next rows (as Druid's persists are): up to
+	// twice this many rows are in memory at once.
 	MaxRowsInMemory int
-	// MemoryLimit bounds the Builder's estimate of the memory its rows hold, in bytes
-	// (merger.Builder.MemBytes): past it they are persisted as a run. 0 means
-	// DefaultMemoryLimit; a negative value means no limit.
+	// MemoryLimit bounds the estimate of the memory the rows in memory hold, in bytes
+	// (merger.Builder.MemBytes), over the Builder taking rows and the one being persisted in
+	// the background: each gets half, and past its half a Builder's rows are persisted as a
+	// run. 0 means DefaultMemoryLimit; a negative value means no limit.
 	MemoryLimit int64
 	// Medium stages the parts of runs and outputs. Nil means a tmpfile medium in TmpDir,
 	// opened for the run and closed at its end; a medium given here stays the caller's.
@@ -107,7 +112,7 @@ type Progress struct {
 	Input     string // the input being read
 	InputRows int64  // rows read and added so far
 	Skipped   int    // rows skipped so far
-	Runs      int    // runs persisted so far
+	Runs      int    // runs persisted so far (the last may still be being persisted)
 	Segments  int    // output segments written so far
 }
 
@@ -130,7 +135,7 @@ type Segment struct {
 	Rows      int64 // its rows
 	Bytes     int64 // its file's size
 	Interval  columns.Interval
-	Runs      int // the runs merged into it; 0 when its rows went straight from the Builder
+	Runs      int // the runs merged into it (with the rows still in the Builder); 0 when its rows went straight from the Builder
 }
 
 // SegmentName returns the name of output segment k of a split: SEG.seg gives SEG-0000.seg.
@@ -145,9 +150,11 @@ func SegmentName(out string, k int) string {
 //
 // Ingestion streams: when the Builder holds MaxRowsInMemory rows, or its memory estimate
 // passes MemoryLimit, its rows are persisted (Builder.Persist, no syncs) as a run in a temp
-// directory in TmpDir and the Builder is reset. A segment of one run is persisted straight to
-// its output; the runs of a segment of several are merged into it with merger.Merge (rollup
-// and granularity from the schema, at most MaxFanIn runs at once) and removed.
+// directory in TmpDir, in the background while a second Builder takes the next rows (see
+// MaxRowsInMemory and MemoryLimit). A segment whose rows all fit in the Builder is persisted
+// straight to its output; else its runs, then the rows still in the Builder, are merged into
+// it (merger.Builder.PersistAfter; rollup and granularity from the schema, at most MaxFanIn
+// runs at once) and the runs removed.
 //
 // Outputs are staged in the output's directory and put in place together once every input is
 // read and every segment written (see Options.Replace): an existing output is replaced only
@@ -188,7 +195,10 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 	if err := checkPaths(inputs, existing, opts.Replace); err != nil {
 		return res, err
 	}
-	r := &runner{ctx: ctx, sp: sp, opts: opts, med: opts.Medium}
+	r := &runner{ctx: ctx, sp: sp, opts: opts, med: opts.Medium, limit: opts.MemoryLimit}
+	if r.limit > 0 {
+		r.limit = max(r.limit/2, 1) // two builders: see MemoryLimit
+	}
 	if r.b, err = merger.NewBuilder(typedSchema(sp.Schema), merger.BuilderOptions{}); err != nil {
 		return res, fmt.Errorf("ingest: %w", err)
 	}
@@ -205,6 +215,11 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 		}()
 	}
 	defer func() {
+		// A run still being persisted (after a failure) is waited for before its directory
+		// goes.
+		if werr := r.waitSpill(); werr != nil && (err == nil || ctx.Err() == nil) { // not the cancellation again
+			err = errors.Join(err, werr)
+		}
 		if r.runDir != "" {
 			if rerr := os.RemoveAll(r.runDir); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("ingest: removing runs: %w", rerr))
@@ -225,6 +240,7 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 			return r.res, err
 		}
 	}
+	r.final = true
 	if err := r.endSegment(); err != nil {
 		return r.res, err
 	}
@@ -341,16 +357,26 @@ func sniffFormat(sp *Spec, in Input, format Format, src io.Reader) (Format, io.R
 
 // runner is the state of one Run.
 type runner struct {
-	ctx     context.Context
-	sp      *Spec
-	opts    Options
-	med     medium.Medium
-	b       *merger.Builder
-	res     Result
-	runDir  string   // created on the first run
-	runs    []string // runs of the current segment
-	merged  int      // runs written by merging runs, to name them
-	segRows int64    // input rows in the current segment
+	ctx    context.Context
+	sp     *Spec
+	opts   Options
+	med    medium.Medium
+	b      *merger.Builder
+	res    Result
+	runDir string   // created on the first run
+	runs   []string // runs of the current segment
+	limit  int64    // MemoryLimit of one Builder (half the option's); negative for none
+	// Background persists: pend is the run being persisted, if any; spare is a Builder whose
+	// rows have been persisted, emptied, to take rows after r.b.
+	pend  *pendingRun
+	spare *merger.Builder
+	final bool // every input is read: the segment ended is the last
+	grown bool // r.b has room reserved for its rows (Builder.Grow)
+	// Input rows added to r.b since it was emptied, and the count at which to ask it how many
+	// rows it holds.
+	added, rowsCheck int
+	merged           int   // runs written by merging runs, to name them
+	segRows          int64 // input rows in the current segment
 	// The outputs are published into stageDir (created with the first) and moved into place
 	// by commit: staged[k] is where output k waits.
 	stageDir  string
@@ -456,6 +482,7 @@ func (r *runner) add(row *columns.Row) error {
 		return fmt.Errorf("ingest: %s: %w", r.input, err)
 	}
 	r.segRows++
+	r.added++
 	r.res.InputRows++
 	if r.opts.Progress != nil && r.res.InputRows >= r.nextProg {
 		r.nextProg = r.res.InputRows + int64(r.opts.ProgressRows)
@@ -466,25 +493,48 @@ func (r *runner) add(row *columns.Row) error {
 
 // full reports whether the Builder should be persisted before it takes another row.
 func (r *runner) full() bool {
-	rows := r.b.Rows()
-	if rows >= r.opts.MaxRowsInMemory {
-		return true
+	// The Builder holds at most r.added rows (fewer with rollup): its count (a lock) is
+	// asked only when it may have reached the limit.
+	if r.added >= r.rowsCheck {
+		rows := r.b.Rows()
+		if rows >= r.opts.MaxRowsInMemory {
+			return true
+		}
+		r.rowsCheck = r.added + r.opts.MaxRowsInMemory - rows
 	}
-	if r.opts.MemoryLimit < 0 || rows == 0 {
+	if r.limit < 0 || r.added == 0 {
 		return false
 	}
 	if r.untilCheck--; r.untilCheck > 0 {
 		return false
 	}
+	rows := r.b.Rows()
+	if rows == 0 {
+		return false
+	}
 	mem := r.b.MemBytes()
-	if mem >= r.opts.MemoryLimit {
+	if mem >= r.limit {
 		return true
+	}
+	if !r.grown && rows >= growAfter {
+		// When, at the rate so far, MaxRowsInMemory rows fit in the limit, the run will end
+		// there: room for them now costs less than growing the arrays step by step (each
+		// step a copy into fresh memory), and does not end the run sooner.
+		r.grown = true
+		if int64(rows)*r.limit/mem >= int64(r.opts.MaxRowsInMemory) {
+			r.b.Grow(r.opts.MaxRowsInMemory - rows)
+		}
 	}
 	// Check again when about half the room left is used, at the rate so far.
 	perRow := max(mem/int64(rows), 1)
-	r.untilCheck = int(min(max((r.opts.MemoryLimit-mem)/perRow/2, 1), maxCheckRows))
+	r.untilCheck = int(min(max((r.limit-mem)/perRow/2, 1), maxCheckRows))
 	return false
 }
+
+// growAfter is the rows a first Builder takes before it decides whether to reserve room for
+// the rest (runner.full): by then the rate of its memory a row counts its dictionaries' start
+// less.
+const growAfter = 1 << 16
 
 // maxCheckRows is the most rows added between two memory estimates.
 const maxCheckRows = 4096
@@ -496,30 +546,100 @@ func (r *runner) progress() {
 	}
 }
 
-// spill persists the Builder's rows as a run and resets it.
+// spill hands the Builder's rows to a goroutine that persists them as a run, and goes on with
+// a second Builder: the one persisted before, once its persist has finished (waitSpill), so
+// that at most one run is persisted at a time and two Builders' rows are in memory at most.
 func (r *runner) spill() error {
-	if r.runDir == "" {
-		d, err := os.MkdirTemp(r.opts.TmpDir, TempPattern)
-		if err != nil {
-			return fmt.Errorf("ingest: runs: %w", err)
+	if err := r.waitSpill(); err != nil {
+		return err
+	}
+	path, err := r.runPath()
+	if err != nil {
+		return err
+	}
+	next := r.spare
+	if next == nil {
+		if next, err = merger.NewBuilder(typedSchema(r.sp.Schema), merger.BuilderOptions{}); err != nil {
+			return fmt.Errorf("ingest: %w", err)
 		}
-		r.runDir = d
+		// Room for as many rows as the first Builder took (rows are most often alike):
+		// filling arrays of the right size at once costs less than growing them.
+		next.Grow(r.b.Rows())
 	}
-	path := filepath.Join(r.runDir, fmt.Sprintf("run-%06d.seg", r.res.Runs))
-	if _, err := r.b.Persist(r.ctx, path, merger.PersistOptions{Medium: r.med,
-		Durability: medium.Durability{Sync: medium.SyncNone}}); err != nil {
-		return fmt.Errorf("ingest: run: %w", err)
-	}
+	r.spare = nil
+	r.pend = persistRun(r.ctx, r.b, path, r.med, r.keepBytes())
 	r.runs = append(r.runs, path)
 	r.res.Runs++
-	r.b.Reset()
-	r.untilCheck = 0
+	r.b = next
+	r.grown = true // kept or grown arrays
+	r.untilCheck, r.added, r.rowsCheck = 0, 0, 0
 	r.progress()
 	return nil
 }
 
+// runPath returns the path of the next run, creating the runs' directory on the first.
+func (r *runner) runPath() (string, error) {
+	if r.runDir == "" {
+		d, err := os.MkdirTemp(r.opts.TmpDir, TempPattern)
+		if err != nil {
+			return "", fmt.Errorf("ingest: runs: %w", err)
+		}
+		r.runDir = d
+	}
+	return filepath.Join(r.runDir, fmt.Sprintf("run-%06d.seg", r.res.Runs)), nil
+}
+
+// waitSpill waits for the run being persisted, if any; its Builder, emptied, becomes the
+// spare.
+func (r *runner) waitSpill() error {
+	if r.pend == nil {
+		return nil
+	}
+	p := r.pend
+	r.pend = nil
+	if err := <-p.done; err != nil {
+		return fmt.Errorf("ingest: run: %w", err)
+	}
+	r.spare = p.b
+	return nil
+}
+
+// pendingRun is a Builder being persisted as a run; done receives the persist's error.
+type pendingRun struct {
+	b    *merger.Builder
+	done chan error
+}
+
+// persistRun persists b's rows at path (no syncs) on a goroutine of its own, then empties b,
+// keeping at most keep bytes of its arrays (merger.Builder.ResetKeep).
+func persistRun(ctx context.Context, b *merger.Builder, path string, med medium.Medium, keep int64) *pendingRun {
+	p := &pendingRun{b: b, done: make(chan error, 1)}
+	go func() {
+		var err error
+		if testHookPersist != nil {
+			err = testHookPersist(path)
+		}
+		if err == nil {
+			_, err = b.Persist(ctx, path, merger.PersistOptions{Medium: med, Durability: medium.Durability{Sync: medium.SyncNone}})
+		}
+		b.ResetKeep(keep)
+		p.done <- err
+	}()
+	return p
+}
+
+// keepBytes is the most memory of row arrays a Builder keeps from one run to the next
+// (merger.Builder.ResetKeep): 7/8 of its memory limit, so that a builder that starts with them is
+// not full at once (MemBytes counts them) and has room for the dictionaries of its rows.
+func (r *runner) keepBytes() int64 {
+	if r.limit < 0 {
+		return math.MaxInt64
+	}
+	return r.limit - r.limit/8
+}
+
 // endSegment writes the current segment: the Builder's rows straight to the output when there
-// is no run, else as a last run, all runs then merged into the output.
+// is no run, else the runs and then the Builder's rows merged into the output.
 func (r *runner) endSegment() error {
 	dst := r.opts.Out
 	if r.opts.RowsPerSegment > 0 {
@@ -537,10 +657,13 @@ func (r *runner) endSegment() error {
 			return fmt.Errorf("ingest: %s: %w", dst, err)
 		}
 	} else {
-		if r.b.Rows() > 0 {
-			if err := r.spill(); err != nil {
-				return err
-			}
+		// The rows still in the Builder are merged after the runs (Builder.PersistAfter)
+		// rather than persisted as one more run and read back.
+		if err := r.waitSpill(); err != nil {
+			return err
+		}
+		if r.final {
+			r.spare = nil // no more rows: its kept arrays can go before the merge
 		}
 		seg.Runs = len(r.runs)
 		if mr, err = r.mergeRuns(staged, dst); err != nil {
@@ -550,9 +673,9 @@ func (r *runner) endSegment() error {
 	seg.Rows, seg.Bytes, seg.Interval = mr.RowsOut, mr.Bytes, mr.Info.Interval
 	r.res.Segments = append(r.res.Segments, seg)
 	r.staged = append(r.staged, staged)
-	r.b.Reset()
+	r.b.ResetKeep(r.keepBytes())
 	r.segRows = 0
-	r.untilCheck = 0
+	r.untilCheck, r.added, r.rowsCheck = 0, 0, 0
 	r.progress()
 	return nil
 }
@@ -564,7 +687,7 @@ func (r *runner) endSegment() error {
 // order, which First and Last decide ties by.
 func (r *runner) mergeRuns(staged, dst string) (merger.Result, error) {
 	fan := r.opts.MaxFanIn
-	for len(r.runs) > fan {
+	for len(r.runs) > fan { // the Builder, merged with the last group, is no file
 		next := make([]string, 0, fan)
 		for i := 0; i < len(r.runs); {
 			excess := len(next) + len(r.runs) - i - fan
@@ -579,7 +702,7 @@ func (r *runner) mergeRuns(staged, dst string) (merger.Result, error) {
 			}
 			path := filepath.Join(r.runDir, fmt.Sprintf("merged-%06d.seg", r.merged))
 			r.merged++
-			if _, err := r.mergeGroup(r.runs[i:i+n], path, medium.Durability{Sync: medium.SyncNone}); err != nil {
+			if _, err := r.mergeGroup(r.runs[i:i+n], path, medium.Durability{Sync: medium.SyncNone}, nil); err != nil {
 				return merger.Result{}, fmt.Errorf("ingest: merge runs: %w", err)
 			}
 			next = append(next, path)
@@ -587,7 +710,7 @@ func (r *runner) mergeRuns(staged, dst string) (merger.Result, error) {
 		}
 		r.runs = next
 	}
-	res, err := r.mergeGroup(r.runs, staged, r.opts.Durability)
+	res, err := r.mergeGroup(r.runs, staged, r.opts.Durability, r.b)
 	if err != nil {
 		return res, fmt.Errorf("ingest: merge runs into %s: %w", dst, err)
 	}
@@ -595,13 +718,17 @@ func (r *runner) mergeRuns(staged, dst string) (merger.Result, error) {
 	return res, nil
 }
 
+// testHookPersist, when set, is called on a background persist's goroutine before it
+// persists the run at path; an error it returns is the persist's.
+var testHookPersist func(path string) error
+
 // testHookRunsOpen, when set, is called with the number of runs open at once in each merge.
 var testHookRunsOpen func(n int)
 
-// mergeGroup merges runs into out and removes them. Runs are read with pread through a few
-// read-ahead blocks, not mapped, so that the pages read do not stay in the process's resident
-// set.
-func (r *runner) mergeGroup(runs []string, out string, dur medium.Durability) (res merger.Result, err error) {
+// mergeGroup merges runs, then b's rows when b is not nil, into out and removes the runs.
+// Runs are read with pread through a few read-ahead blocks, not mapped, so that the pages
+// read do not stay in the process's resident set.
+func (r *runner) mergeGroup(runs []string, out string, dur medium.Durability, b *merger.Builder) (res merger.Result, err error) {
 	segs := make([]*columns.Segment, 0, len(runs))
 	var closers []func() error
 	defer func() {
@@ -632,13 +759,17 @@ func (r *runner) mergeGroup(runs []string, out string, dur medium.Durability) (r
 	if testHookRunsOpen != nil {
 		testHookRunsOpen(len(segs))
 	}
-	res, err = merger.Merge(r.ctx, segs, out, merger.Options{
-		Medium:      r.med,
-		Durability:  dur,
-		Rollup:      r.sp.Schema.Rollup,
-		Granularity: r.sp.Schema.Granularity,
-		InputNames:  runs,
-	})
+	if b != nil && b.Rows() > 0 {
+		res, err = b.PersistAfter(r.ctx, segs, out, merger.PersistOptions{Medium: r.med, Durability: dur, InputNames: runs})
+	} else {
+		res, err = merger.Merge(r.ctx, segs, out, merger.Options{
+			Medium:      r.med,
+			Durability:  dur,
+			Rollup:      r.sp.Schema.Rollup,
+			Granularity: r.sp.Schema.Granularity,
+			InputNames:  runs,
+		})
+	}
 	if err != nil {
 		return res, err
 	}

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,6 +226,10 @@ func TestRunSpills(t *testing.T) {
 			} {
 				res := run(tc.name+".seg", tc.o)
 				require.Greater(t, res.Runs, 3, tc.name)
+				// A builder that keeps its arrays from one run to the next (ResetKeep) is not full
+				// at once: the runs do not shrink to a few rows each (46 runs before the arrays
+				// were kept, 39 after; thousands if every run after the first held one row).
+				require.Less(t, res.Runs, 100, tc.name)
 				require.Equal(t, res.Runs, res.Segments[0].Runs)
 				require.Equal(t, one.InputRows, res.InputRows)
 				require.Equal(t, one.Segments[0].Interval, res.Segments[0].Interval)
@@ -238,6 +244,118 @@ func TestRunSpills(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The Builder keeps its row arrays from one run to the next (merger.Builder.ResetKeep), and
+// MemBytes counts them: where the arrays are most of the memory (few distinct values, long
+// metrics), a builder that kept them must not be full at once. Every run but the last holds
+// about as many rows as the first.
+func TestRunKeptArraysRuns(t *testing.T) {
+	sp, err := ParseSpec([]byte(`{"timestamp": {"field": "ts"}, "dimensions": [{"name": "page"}],
+	  "metrics": [{"name": "a", "aggregator": "longSum"}, {"name": "b", "aggregator": "longSum", "fieldName": "a"},
+	              {"name": "c", "aggregator": "longMax", "fieldName": "a"}]}`))
+	require.NoError(t, err)
+	var b strings.Builder
+	b.WriteString("ts,page,a\n")
+	const rows = 20_000
+	for i := range rows {
+		fmt.Fprintf(&b, "%d,p%d,%d\n", 1714564800000+int64(i), i%3, i)
+	}
+	var ends []int64 // input rows at the end of each run
+	res, err := Run(context.Background(), sp, []Input{csvInput("a.csv", b.String())}, Options{
+		Out: filepath.Join(t.TempDir(), "o.seg"), Durability: noSync, MemoryLimit: 128 << 10,
+		Progress: func(p Progress) {
+			if p.Runs > len(ends) {
+				ends = append(ends, p.InputRows)
+			}
+		}})
+	require.NoError(t, err)
+	require.Equal(t, res.Runs, len(ends))
+	require.Greater(t, res.Runs, 4)
+	first := ends[0]
+	for k := 1; k < len(ends)-1; k++ {
+		require.Greater(t, ends[k]-ends[k-1], first/2, "run %d of %d: %d rows, the first %d", k, len(ends), ends[k]-ends[k-1], first)
+	}
+}
+
+// Runs are persisted in the background, one at a time, while a second Builder takes the next
+// rows: with every persist slowed down (so that the reading side is always ahead), no two
+// persists overlap, each run is handed off before the next fills (the reading side waits for
+// the one before), and the segment is the bytes of an ingest without runs. A failing persist
+// fails the run with its error and leaves nothing; so does a cancellation during one. (Run
+// with -race: a Builder reused before its persist ended would race.)
+func TestRunSpillsBackground(t *testing.T) {
+	sp, err := ParseSpec([]byte(fmt.Sprintf(genSpecJSON, "")))
+	require.NoError(t, err)
+	data := genCSV(3, 4000)
+	dir, tmp := t.TempDir(), t.TempDir()
+	one := filepath.Join(dir, "one.seg")
+	_, err = Run(context.Background(), sp, []Input{csvInput("a.csv", data)}, Options{Out: one, Durability: noSync, MemoryLimit: -1})
+	require.NoError(t, err)
+	defer func() { testHookPersist = nil }()
+
+	var running, most, persists atomic.Int32
+	var order []string
+	var mu sync.Mutex
+	testHookPersist = func(path string) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		persists.Add(1)
+		mu.Lock()
+		order = append(order, filepath.Base(path))
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		return nil
+	}
+	out := filepath.Join(dir, "bg.seg")
+	res, err := Run(context.Background(), sp, []Input{csvInput("a.csv", data)}, Options{Out: out, TmpDir: tmp, Durability: noSync,
+		MaxRowsInMemory: 300, MemoryLimit: -1})
+	require.NoError(t, err)
+	require.Equal(t, 13, res.Runs) // 4000 rows: 13 runs of 300, the last 100 rows from the Builder
+	require.Equal(t, int32(13), persists.Load())
+	require.Equal(t, int32(1), most.Load(), "persists overlapped")
+	for k, name := range order {
+		require.Equal(t, fmt.Sprintf("run-%06d.seg", k), name)
+	}
+	a, err := os.ReadFile(one)
+	require.NoError(t, err)
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(a, b), "the segments differ")
+	require.Empty(t, dirNames(t, tmp))
+
+	// A persist fails: the run fails with its error, nothing is left.
+	boom := errors.New("boom")
+	testHookPersist = func(path string) error {
+		if strings.HasSuffix(path, "run-000004.seg") {
+			return boom
+		}
+		return nil
+	}
+	fail := filepath.Join(dir, "fail.seg")
+	_, err = Run(context.Background(), sp, []Input{csvInput("a.csv", data)}, Options{Out: fail, TmpDir: tmp, Durability: noSync,
+		MaxRowsInMemory: 300, MemoryLimit: -1})
+	require.ErrorIs(t, err, boom)
+	require.NoFileExists(t, fail)
+	require.Empty(t, dirNames(t, tmp))
+
+	// Cancelled while a persist runs: Run waits for it, then removes its run.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	testHookPersist = func(path string) error {
+		if strings.HasSuffix(path, "run-000002.seg") {
+			cancel()
+			time.Sleep(20 * time.Millisecond)
+		}
+		return nil
+	}
+	_, err = Run(ctx, sp, []Input{csvInput("a.csv", data)}, Options{Out: fail, TmpDir: tmp, Durability: noSync,
+		MaxRowsInMemory: 300, MemoryLimit: -1})
+	require.ErrorIs(t, err, context.Canceled)
+	require.NoFileExists(t, fail)
+	require.Empty(t, dirNames(t, tmp))
 }
 
 // The issue 10 regression: a rolled-up doubleSum is exact, rounded once, whether the rows meet

@@ -477,7 +477,11 @@ func timeParser(format string) (func(string) (int64, error), error) {
 // exponent (see parseDecimal), as a count of mul/div milliseconds: the result is value*mul/div milliseconds,
 // rounded down, exactly (no floating point). A value out of the int64 range is an error.
 func parseEpoch(s string, mul, div int64) (int64, error) {
-	v, err := strconv.ParseInt(s, 10, 64)
+	v, ok := parseInt10(s)
+	var err error
+	if !ok {
+		v, err = strconv.ParseInt(s, 10, 64)
+	}
 	if err == nil {
 		if mul > 1 && (v > math.MaxInt64/mul || v < math.MinInt64/mul) {
 			return 0, fmt.Errorf("time %s out of range", s)
