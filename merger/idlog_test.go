@@ -27,10 +27,9 @@ func TestIDLogBitmaps(t *testing.T) {
 				rows := 500
 				ids := make([]uint32, rows)
 				for r := range ids {
-					switch {
-					case r%3 == 0:
+					if r%3 == 0 {
 						ids[r] = 1 // one id holds a third of the rows
-					default:
+					} else {
 						ids[r] = uint32(rng.IntN(min(card, 40))) // many ids hold none
 					}
 				}
