@@ -78,6 +78,13 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 			_ = w.Abort()
 		}
 	}()
+	defer func() {
+		for _, t := range c.dimTasks {
+			if t != nil && t.log != nil {
+				err = errors.Join(err, t.log.free()) // freed already, unless the merge failed
+			}
+		}
+	}()
 	t0 := time.Now()
 	if err := c.dictionaries(w); err != nil {
 		return st, err
@@ -667,6 +674,16 @@ func (c *core) bitmaps() error {
 	}
 	var done atomic.Int64
 	scratch := make(chan *sortScratch, len(todo)) // at most one a goroutine is ever made
+	defer func() {
+		for {
+			select {
+			case sc := <-scratch:
+				_ = sc.rows.Free() // munmap of a mapping of ours fails only on a bug
+			default:
+				return
+			}
+		}
+	}()
 	run := func() error {
 		return parallel.Run(len(todo), c.opts.Parallelism, func(k int) error {
 			d := todo[k]
@@ -713,8 +730,8 @@ func (c *core) bitmaps() error {
 func (c *core) dimBitmaps(d int, done *atomic.Int64, sc *sortScratch) error {
 	if t := c.dimTasks[d]; t.log != nil {
 		err := t.log.writeBitmaps(c.ctx, c.dws[d], c.card[d], done, sc)
-		t.log = nil // the memory goes as soon as the dimension is done
-		return err
+		// The memory goes as soon as the dimension is done.
+		return errors.Join(err, t.log.free())
 	}
 	srcs := c.dims[d]
 	maps := c.maps[d]

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/merger/internal/scratch"
 )
 
 // The bitmap index of a single-value dimension is built from the merged ids the rows phase
@@ -25,6 +26,8 @@ type idLog interface {
 	// writeBitmaps writes the bitmap of every id below card to dw, in id order, with the
 	// scratch memory of sc (kept for the next dimension).
 	writeBitmaps(ctx context.Context, dw *columns.DimWriter, card int, done *atomic.Int64, sc *sortScratch) error
+	// free releases the log's memory (a mapping, when it is large); a second call does nothing.
+	free() error
 }
 
 // newIDLog returns the id log for ids below card.
@@ -39,25 +42,43 @@ func newIDLog(card int) idLog {
 }
 
 // sortScratch is a counting sort's memory, passed from one dimension to the next: a merge
-// writes many dimensions' bitmaps, and each would otherwise allocate its own.
+// writes many dimensions' bitmaps, and each would otherwise allocate its own. rows is a
+// scratch.Array: free it.
 type sortScratch struct {
-	counts, pos, rows []uint32
+	counts, pos []uint32
+	rows        scratch.Array[uint32]
 }
 
+// typedLog keeps its ids in a scratch.Array (see merger/internal/scratch): n of them so far.
 type typedLog[T uint8 | uint16 | uint32] struct {
-	ids      []T
+	arr      scratch.Array[T]
+	n        int
 	sortRows int // logSortRows, but for tests
 }
 
-func (l *typedLog[T]) reserve(rows int) { l.ids = make([]T, 0, rows) }
+func (l *typedLog[T]) reserve(rows int) {
+	_ = l.arr.Free() // on the Go heap or mapped, a log that is replaced is not in use
+	l.arr, l.n = scratch.New[T](rows), 0
+}
 
 func (l *typedLog[T]) add(ids []uint32) {
-	n := len(l.ids)
-	l.ids = slices.Grow(l.ids, len(ids))[:n+len(ids)]
-	dst := l.ids[n:]
+	if need := l.n + len(ids); need > len(l.arr.S) {
+		// Past the reserve (reserve is given the rows in, which no merge exceeds): grow.
+		grown := scratch.New[T](max(need, 2*len(l.arr.S)))
+		copy(grown.S, l.arr.S[:l.n])
+		_ = l.arr.Free()
+		l.arr = grown
+	}
+	dst := l.arr.S[l.n : l.n+len(ids)]
 	for i, id := range ids {
 		dst[i] = T(id)
 	}
+	l.n += len(ids)
+}
+
+func (l *typedLog[T]) free() error {
+	l.n = 0
+	return l.arr.Free()
 }
 
 // logSortRows bounds the rows a counting-sort pass places at a time (16 MiB of rows), unless
@@ -65,7 +86,7 @@ func (l *typedLog[T]) add(ids []uint32) {
 const logSortRows = 1 << 20
 
 func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw *columns.DimWriter, card int, done *atomic.Int64, sc *sortScratch) error {
-	log := l.ids
+	log := l.arr.S[:l.n]
 	sc.counts = slices.Grow(sc.counts[:0], card)[:card]
 	counts := sc.counts
 	clear(counts)
@@ -81,8 +102,13 @@ func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw *columns.DimWriter, c
 	if bound <= 0 {
 		bound = logSortRows
 	}
-	sc.rows = slices.Grow(sc.rows[:0], min(len(log), bound))
-	rows := sc.rows[:min(len(log), bound)]
+	if len(sc.rows.S) < min(len(log), bound) {
+		if err := sc.rows.Free(); err != nil {
+			return err
+		}
+		sc.rows = scratch.New[uint32](min(len(log), bound))
+	}
+	rows := sc.rows.S[:min(len(log), bound)]
 	for lo := 0; lo < card; {
 		// Ids [lo, hi): as many as fit rows, at least one.
 		hi, total := lo+1, int(counts[lo])
@@ -91,8 +117,11 @@ func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw *columns.DimWriter, c
 			hi++
 		}
 		if total > len(rows) {
-			sc.rows = make([]uint32, total)
-			rows = sc.rows
+			if err := sc.rows.Free(); err != nil {
+				return err
+			}
+			sc.rows = scratch.New[uint32](total)
+			rows = sc.rows.S
 		}
 		off := uint32(0)
 		for v := lo; v < hi; v++ {
