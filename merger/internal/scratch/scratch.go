@@ -5,14 +5,62 @@
 // 1,500 of them), and so that they add nothing to the Go heap a collector paces on. Where
 // mapping is not available or fails, they come from the Go heap. Every Array must be Freed;
 // Free of the zero Array, and a second Free, do nothing.
+//
+// Mappings are whole multiples of 2 MiB. A freed one goes to a process-wide pool of at most
+// PoolLimit bytes, kept resident, which the next array of at most its size takes: a process
+// that merges again and again (a service) writes into pages already faulted in, as the Go heap
+// would give it; what does not fit the pool is unmapped.
 package scratch
 
 import (
+	"slices"
+	"sync"
 	"unsafe"
 )
 
-// minMapped is the smallest array that is mapped: below it, the Go heap is cheaper.
-const minMapped = 1 << 20
+const (
+	// minMapped is the smallest array that is mapped: below it, the Go heap is cheaper.
+	minMapped = 1 << 20
+	// mapUnit is the size mappings are rounded up to: the huge page size.
+	mapUnit = 2 << 20
+	// PoolLimit bounds the bytes of freed mappings kept for the next arrays.
+	PoolLimit = 64 << 20
+)
+
+// pool holds freed mappings, smallest first.
+var pool struct {
+	sync.Mutex
+	free  [][]byte
+	bytes int
+}
+
+// take returns a pooled mapping of at least size bytes, or nil.
+func take(size int) []byte {
+	pool.Lock()
+	defer pool.Unlock()
+	for i, m := range pool.free {
+		if len(m) >= size {
+			pool.free = slices.Delete(pool.free, i, i+1)
+			pool.bytes -= len(m)
+			return m
+		}
+	}
+	return nil
+}
+
+// give keeps m in the pool if it fits, else unmaps it.
+func give(m []byte) error {
+	pool.Lock()
+	if pool.bytes+len(m) <= PoolLimit {
+		i, _ := slices.BinarySearchFunc(pool.free, len(m), func(x []byte, n int) int { return len(x) - n })
+		pool.free = slices.Insert(pool.free, i, m)
+		pool.bytes += len(m)
+		pool.Unlock()
+		return nil
+	}
+	pool.Unlock()
+	return unmap(m)
+}
 
 // Array is n elements of T (integers: the mapped memory is not scanned by the collector).
 type Array[T uint8 | uint16 | uint32 | uint64] struct {
@@ -20,12 +68,20 @@ type Array[T uint8 | uint16 | uint32 | uint64] struct {
 	mapped []byte // the mapping behind S, nil when S is on the Go heap
 }
 
-// New returns an array of n zero elements.
+// New returns an array of n elements. Their values are unspecified (a pooled mapping holds
+// what its last array left): write before reading.
 func New[T uint8 | uint16 | uint32 | uint64](n int) Array[T] {
 	var zero T
 	size := n * int(unsafe.Sizeof(zero))
 	if size >= minMapped {
-		if m, ok := mapAnon(size); ok {
+		m := take(size)
+		if m == nil {
+			var ok bool
+			if m, ok = mapAnon((size + mapUnit - 1) / mapUnit * mapUnit); !ok {
+				m = nil
+			}
+		}
+		if m != nil {
 			return Array[T]{S: unsafe.Slice((*T)(unsafe.Pointer(&m[0])), n), mapped: m}
 		}
 	}
@@ -39,5 +95,5 @@ func (a *Array[T]) Free() error {
 	if m == nil {
 		return nil
 	}
-	return unmap(m)
+	return give(m)
 }
