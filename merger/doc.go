@@ -35,8 +35,9 @@
 //     without rollup the rows of its window before that head go over in one copy; a run of
 //     output rows taken from consecutive rows of one input copies its metric values in bulk.
 //     A single-value dimension with a bitmap index logs each output row's merged id (1, 2 or
-//     4 bytes a row, by cardinality); a multi-value one records each input row's output row in
-//     a row map (4 bytes an input row).
+//     4 bytes a row, by cardinality, in anonymous huge-page mappings pooled for the next merge:
+//     merger/internal/scratch); a multi-value one records each input row's output row in a row
+//     map (4 bytes an input row).
 //  4. Bitmaps are written one merged value at a time. A single-value dimension's come from its
 //     id log, counting-sorted by id in ranges of at most 2^20 rows: they agree with the ids
 //     written by construction, and the inputs' bitmaps are not read. A multi-value dimension's
