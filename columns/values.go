@@ -66,27 +66,13 @@ func (l *LongWriter) AppendValues(vs []int64) error {
 		}
 		return nil
 	}
-	for len(vs) > 0 {
-		if l.err != nil {
-			return l.err
-		}
-		if l.finished {
-			return fmt.Errorf("columns: column %q: append after finish: %w", l.cw.st.name, ErrState)
-		}
-		if l.vals == nil {
-			l.vals = make([]int64, 0, l.chunkRows)
-		}
-		n := min(len(vs), l.chunkRows-len(l.vals))
-		l.vals = append(l.vals, vs[:n]...)
-		l.rows += n
-		vs = vs[n:]
-		if len(l.vals) == l.chunkRows {
-			if err := l.flush(); err != nil {
-				return err
-			}
-		}
+	if l.err != nil {
+		return l.err
 	}
-	return nil
+	if l.finished {
+		return fmt.Errorf("columns: column %q: append after finish: %w", l.cw.st.name, ErrState)
+	}
+	return appendBulk(&l.vals, &l.rows, l.chunkRows, vs, l.flush)
 }
 
 // AppendNull appends a null row to a long metric (not __time): the value stored is 0 (and, for
@@ -287,22 +273,29 @@ func (d *DoubleWriter) AppendValues(vs []float64) error {
 		}
 		return nil
 	}
+	if d.err != nil {
+		return d.err
+	}
+	if d.finished {
+		return fmt.Errorf("columns: column %q: append after finish: %w", d.cw.st.name, ErrState)
+	}
+	return appendBulk(&d.vals, &d.rows, d.chunkRows, vs, d.flush)
+}
+
+// appendBulk appends vs to a writer's chunk of values (vals, at most chunkRows), counting rows
+// and flushing each chunk that fills: AppendValues' copy. A failed flush stops it (the writer
+// keeps the error).
+func appendBulk[T int64 | float64](vals *[]T, rows *int, chunkRows int, vs []T, flush func() error) error {
 	for len(vs) > 0 {
-		if d.err != nil {
-			return d.err
+		if *vals == nil {
+			*vals = make([]T, 0, chunkRows)
 		}
-		if d.finished {
-			return fmt.Errorf("columns: column %q: append after finish: %w", d.cw.st.name, ErrState)
-		}
-		if d.vals == nil {
-			d.vals = make([]float64, 0, d.chunkRows)
-		}
-		n := min(len(vs), d.chunkRows-len(d.vals))
-		d.vals = append(d.vals, vs[:n]...)
-		d.rows += n
+		n := min(len(vs), chunkRows-len(*vals))
+		*vals = append(*vals, vs[:n]...)
+		*rows += n
 		vs = vs[n:]
-		if len(d.vals) == d.chunkRows {
-			if err := d.flush(); err != nil {
+		if len(*vals) == chunkRows {
+			if err := flush(); err != nil {
 				return err
 			}
 		}
