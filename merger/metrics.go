@@ -182,12 +182,9 @@ func (t *longTask) write(b *batch) error {
 	kind := t.agg.Kind
 	for r := 0; r < len(b.refEnd); r++ {
 		if n := b.run[r]; n > 1 && t.times == nil {
-			copied, rerr, werr := copyRun(b, start, int(n), &t.vals, &t.nulls, t.w.AppendValues)
-			if rerr != nil {
-				return fmt.Errorf("merger: %s: metric %q: %w", t.names[b.refIn[start]], t.name, rerr)
-			}
-			if werr != nil {
-				return fmt.Errorf("merger: metric %q: %w", t.name, werr)
+			copied, err := copyRun(b, start, int(n), &t.vals, &t.nulls, t.w.AppendValues, t.names, t.name)
+			if err != nil {
+				return err
 			}
 			if copied {
 				r += int(n) - 1
@@ -291,12 +288,9 @@ func (t *doubleTask) write(b *batch) error {
 		// tails (one value is stored as it came); Min and Max go through math.Min and
 		// math.Max, which change a NaN's bits: row by row.
 		if n := b.run[r]; n > 1 && t.kind == agg.Sum && t.times == nil && (t.tails == nil || t.tails[b.refIn[start]] == nil) {
-			copied, rerr, werr := copyRun(b, start, int(n), &t.vals, &t.nulls, t.w.AppendValues)
-			if rerr != nil {
-				return fmt.Errorf("merger: %s: metric %q: %w", t.names[b.refIn[start]], t.name, rerr)
-			}
-			if werr != nil {
-				return fmt.Errorf("merger: metric %q: %w", t.name, werr)
+			copied, err := copyRun(b, start, int(n), &t.vals, &t.nulls, t.w.AppendValues, t.names, t.name)
+			if err != nil {
+				return err
 			}
 			if copied {
 				r += int(n) - 1
@@ -316,28 +310,29 @@ func (t *doubleTask) write(b *batch) error {
 // copyRun appends the values of n output rows that each take one source row's value: refs
 // k.. of b, consecutive rows of one source (a run, see batch). It reports false, having appended
 // nothing, when the source lacks the column or holds a null among them: those go row by row.
-// A read error (of the source) and a write error come apart.
-func copyRun[T int64 | float64](b *batch, k int32, n int, vals *valReader[T], nulls *nullsReader, appendValues func([]T) error) (copied bool, readErr, writeErr error) {
+// Errors name metric, and a read error the source (names[input]).
+func copyRun[T int64 | float64](b *batch, k int32, n int, vals *valReader[T], nulls *nullsReader, appendValues func([]T) error,
+	names []string, metric string) (bool, error) {
 	in, row := b.refIn[k], int(b.refRow[k])
 	c := vals.r[in]
 	if c == nil || nulls.absent[in] {
-		return false, nil, nil
+		return false, nil
 	}
 	if bm := nulls.bms[in]; bm != nil && bm.IntersectsWithInterval(uint64(row), uint64(row+n)) {
-		return false, nil, nil
+		return false, nil
 	}
 	for n > 0 {
 		vs, err := c.Range(row, n)
 		if err != nil {
-			return false, err, nil
+			return false, fmt.Errorf("merger: %s: metric %q: %w", names[in], metric, err)
 		}
 		if err := appendValues(vs); err != nil {
-			return false, nil, err
+			return false, fmt.Errorf("merger: metric %q: %w", metric, err)
 		}
 		row += len(vs)
 		n -= len(vs)
 	}
-	return true, nil, nil
+	return true, nil
 }
 
 // row combines refs [start, end) into output row r and appends the result.
