@@ -32,11 +32,7 @@ func TestQueryDenseIndex(t *testing.T) {
 	for c := 0; c < cases; c++ {
 		n := 1 + rng.IntN(3)
 		rc := fixture.NewCase(rng, n, 1+rng.IntN(2000))
-		dir := t.TempDir()
-		qs := make([]Queryable, n)
-		for i := range qs {
-			qs[i] = fixture.WriteSegment(t, dir, fmt.Sprintf("in%d.seg", i), rc.Schemas[i], rc.Rows[i])
-		}
+		qs := writeCase(t, rc)
 		for q := 0; q < 6; q++ {
 			spec := randSpec(rng, rc.Schemas...)
 			if rng.IntN(4) > 0 { // mostly single-value dictionary dimensions, which a dense index takes

@@ -600,11 +600,7 @@ func TestQueryWindows(t *testing.T) {
 	for c := 0; c < cases; c++ {
 		n := 1 + rng.IntN(4)
 		rc := fixture.NewCase(rng, n, 1+rng.IntN(3000))
-		dir := t.TempDir()
-		qs := make([]Queryable, n)
-		for i := range qs {
-			qs[i] = fixture.WriteSegment(t, dir, fmt.Sprintf("in%d.seg", i), rc.Schemas[i], rc.Rows[i])
-		}
+		qs := writeCase(t, rc)
 		for q := 0; q < 10; q++ {
 			spec := randSpec(rng, rc.Schemas...)
 			msg := fmt.Sprintf("case %d query %d: %+v filter %v", c, q, spec, spec.Filter)
@@ -696,4 +692,15 @@ func TestQueryWindowEdges(t *testing.T) {
 	require.Len(t, hours, 4) // three hours from a time in the middle of one
 	require.Equal(t, len(hours), parts, "one part an hour")
 	require.Less(t, most, 5000, "a part holds one hour's groups")
+}
+
+// writeCase writes each input of a random case as a segment in a new directory.
+func writeCase(t *testing.T, rc fixture.Case) []Queryable {
+	t.Helper()
+	dir := t.TempDir()
+	qs := make([]Queryable, len(rc.Schemas))
+	for i := range qs {
+		qs[i] = fixture.WriteSegment(t, dir, fmt.Sprintf("in%d.seg", i), rc.Schemas[i], rc.Rows[i])
+	}
+	return qs
 }
