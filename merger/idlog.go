@@ -62,13 +62,8 @@ func (l *typedLog[T]) reserve(rows int) {
 }
 
 func (l *typedLog[T]) add(ids []uint32) {
-	if need := l.n + len(ids); need > len(l.arr.S) {
-		// Past the reserve (reserve is given the rows in, which no merge exceeds): grow.
-		grown := scratch.New[T](max(need, 2*len(l.arr.S)))
-		copy(grown.S, l.arr.S[:l.n])
-		_ = l.arr.Free()
-		l.arr = grown
-	}
+	// Past the reserve (reserve is given the rows in, which no merge exceeds): grow.
+	_ = l.arr.Grow(l.n+len(ids), l.n) // munmap of a mapping of ours fails only on a bug
 	dst := l.arr.S[l.n : l.n+len(ids)]
 	for i, id := range ids {
 		dst[i] = T(id)

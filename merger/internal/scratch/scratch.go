@@ -62,15 +62,21 @@ func give(m []byte) error {
 	return unmap(m)
 }
 
-// Array is n elements of T (integers: the mapped memory is not scanned by the collector).
-type Array[T uint8 | uint16 | uint32 | uint64] struct {
+// Elem is what an Array holds: numbers, which hold no pointers (the mapped memory is not
+// scanned by the collector).
+type Elem interface {
+	uint8 | uint16 | uint32 | uint64 | int32 | int64 | float64
+}
+
+// Array is n elements of T.
+type Array[T Elem] struct {
 	S      []T
 	mapped []byte // the mapping behind S, nil when S is on the Go heap
 }
 
 // New returns an array of n elements. Their values are unspecified (a pooled mapping holds
 // what its last array left): write before reading.
-func New[T uint8 | uint16 | uint32 | uint64](n int) Array[T] {
+func New[T Elem](n int) Array[T] {
 	var zero T
 	size := n * int(unsafe.Sizeof(zero))
 	if size >= minMapped {
@@ -86,6 +92,20 @@ func New[T uint8 | uint16 | uint32 | uint64](n int) Array[T] {
 		}
 	}
 	return Array[T]{S: make([]T, n)}
+}
+
+// Grow makes S hold at least n elements, keeping its first keep: when it must, it moves them
+// to a new array of at least twice the length and frees the old one (so no slice of the old S
+// may be in use). Its values past keep are unspecified.
+func (a *Array[T]) Grow(n, keep int) error {
+	if n <= len(a.S) {
+		return nil
+	}
+	b := New[T](max(n, 2*len(a.S)))
+	copy(b.S, a.S[:keep])
+	err := a.Free()
+	*a = b
+	return err
 }
 
 // Free releases the array's memory; S must not be used after.

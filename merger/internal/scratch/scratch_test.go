@@ -49,3 +49,31 @@ func TestArray(t *testing.T) {
 	defer pool.Unlock()
 	require.LessOrEqual(t, pool.bytes, PoolLimit)
 }
+
+// TestGrow grows arrays of each kind across the mapping threshold: the kept elements stay,
+// the length at least doubles, and a large enough array is mapped.
+func TestGrow(t *testing.T) {
+	var a Array[int64]
+	require.NoError(t, a.Grow(10, 0))
+	require.Len(t, a.S, 10)
+	for i := range a.S {
+		a.S[i] = int64(-i)
+	}
+	require.NoError(t, a.Grow(5, 10), "no growth needed")
+	require.Len(t, a.S, 10)
+	require.NoError(t, a.Grow(minMapped/8+1, 7))
+	require.GreaterOrEqual(t, len(a.S), minMapped/8+1)
+	for i := range 7 {
+		require.Equal(t, int64(-i), a.S[i])
+	}
+	n := len(a.S)
+	require.NoError(t, a.Grow(n+1, n))
+	require.GreaterOrEqual(t, len(a.S), 2*n)
+	require.NoError(t, a.Free())
+
+	f := New[float64](3)
+	f.S[2] = 1.5
+	require.NoError(t, f.Grow(minMapped, 3))
+	require.Equal(t, 1.5, f.S[2])
+	require.NoError(t, f.Free())
+}
