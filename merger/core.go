@@ -202,7 +202,11 @@ type batch struct {
 	// run[r] > 0: output rows r..r+run[r]-1 each come from one source row, outside re-sorted
 	// groups, and those rows are consecutive rows of one source (a copy, for the columns that
 	// can take it in bulk); 0: row r combines several refs or lies in a re-sorted group.
-	run     []int32
+	run []int32
+	// retired: inputs whose cursors were done when the batch was sent (those done by the
+	// batch before it excepted): no later batch refers to them, so a column task may reuse the
+	// memory it holds for them once it has written this batch.
+	retired []int32
 	pending atomic.Int32
 }
 
@@ -288,10 +292,59 @@ func (c *core) mergeRows(w *columns.Writer) error {
 		}
 		cur.setPacking(c.kinds, c.card)
 		cur.checkTimes(source.SegmentOf(s))
-		if err := cur.fill(ctx); err != nil {
+		if err := cur.wait(); err != nil {
 			return err
 		}
 		cursors = append(cursors, cur)
+	}
+	// The k-way merge: a binary heap of cursors by (key, input). A lazy cursor's key is its
+	// stand-in row's (see cursor.wait): it loads when it comes to the top.
+	h := cursors
+	less := func(a, b *cursor) bool {
+		if x := cmpRows(&a.w, a.head(), &b.w, b.head()); x != 0 {
+			return x < 0
+		}
+		return a.in < b.in
+	}
+	down := func(i int) {
+		n := len(h)
+		for {
+			l := 2*i + 1
+			if l >= n {
+				return
+			}
+			m := l
+			if r := l + 1; r < n && less(h[r], h[l]) {
+				m = r
+			}
+			if !less(h[m], h[i]) {
+				return
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
+		}
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	var spare []*cursor // done cursors whose window memory the next lazy one takes
+	// load fills the lazy cursor at the top of the heap, in a done cursor's memory if any.
+	loadTop := func() error {
+		cur := h[0]
+		if k := len(spare) - 1; k >= 0 {
+			cur.inherit(spare[k])
+			spare = spare[:k]
+		}
+		if err := cur.fill(ctx); err != nil {
+			return err
+		}
+		down(0)
+		return nil
+	}
+	for len(h) > 0 && h[0].lazy {
+		if err := loadTop(); err != nil {
+			return err
+		}
 	}
 	tasks, err := c.tasks(w)
 	if err != nil {
@@ -352,8 +405,11 @@ func (c *core) mergeRows(w *columns.Writer) error {
 			}
 		}()
 	}
+	var retired []int32 // inputs done since the last batch was sent
 	send := func(b *batch) {
 		b.findRuns()
+		b.retired = append(b.retired[:0], retired...)
+		retired = retired[:0]
 		b.pending.Store(int32(p))
 		for g := range p {
 			work[g] <- b
@@ -367,35 +423,6 @@ func (c *core) mergeRows(w *columns.Writer) error {
 		return errs.Get()
 	}
 
-	// The k-way merge: a binary heap of cursors by (key, input).
-	h := cursors
-	less := func(a, b *cursor) bool {
-		if x := cmpRows(&a.w, a.head(), &b.w, b.head()); x != 0 {
-			return x < 0
-		}
-		return a.in < b.in
-	}
-	down := func(i int) {
-		n := len(h)
-		for {
-			l := 2*i + 1
-			if l >= n {
-				return
-			}
-			m := l
-			if r := l + 1; r < n && less(h[r], h[l]) {
-				m = r
-			}
-			if !less(h[m], h[i]) {
-				return
-			}
-			h[i], h[m] = h[m], h[i]
-			i = m
-		}
-	}
-	for i := len(h)/2 - 1; i >= 0; i-- {
-		down(i)
-	}
 	progress := func(done int64) {
 		if c.opts.Progress != nil {
 			c.opts.Progress(Progress{Phase: c.phase, Phases: c.phases, Step: StepRows, RowsDone: done, RowsTotal: total})
@@ -413,6 +440,13 @@ func (c *core) mergeRows(w *columns.Writer) error {
 rows:
 	for len(h) > 0 {
 		cur := h[0]
+		if cur.lazy {
+			if err := loadTop(); err != nil {
+				errs.Report(err)
+				break rows
+			}
+			continue
+		}
 		// The rival is the least of the other cursors: cur emits rows, without touching the
 		// heap, while its head stays below the rival's (inputs whose times do not overlap
 		// then cost one comparison a row, not a sift through the heap).
@@ -499,6 +533,8 @@ rows:
 		if cur.done() {
 			h[0] = h[len(h)-1]
 			h = h[:len(h)-1]
+			spare = append(spare, cur)
+			retired = append(retired, int32(cur.in))
 		}
 		if len(h) > 1 {
 			down(0)

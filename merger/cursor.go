@@ -49,6 +49,8 @@ type cursor struct {
 	cur      int      // position in the emission order
 	lastT    int64    // truncated time of the last loaded row
 	fresh    bool     // nothing loaded yet
+	// lazy: the window holds one stand-in row, not yet rows of the source (see wait).
+	lazy bool
 	// A segment's times, read in row order, must lie in [tlo, thi] (its interval, within
 	// columns.MinTime and MaxTime) and be in order: else the segment is corrupt.
 	seg      bool
@@ -142,6 +144,50 @@ func (c *cursor) runEnd(rival *cursor, limit int) int {
 	return lo
 }
 
+// wait makes the cursor's window a stand-in for its rows until the merge reaches them: one
+// row of the source's first truncated time whose dimensions are the least values a row can
+// hold (id 0, the empty list, null). It comes before or ties every row of the source, and
+// ties break by input, so the merge still orders the cursor right; when the stand-in is the
+// least head, the merge loads the window (fill) in its place. Inputs that follow one another
+// in time so hold one window at a time, not one each; and the window's memory can be one
+// that a finished cursor handed on (inherit).
+func (c *cursor) wait() error {
+	row := c.srcRow(0)
+	t, err := c.times.At(row)
+	if err != nil {
+		return fmt.Errorf("merger: %s: __time: %w", c.name, err)
+	}
+	if t < c.tlo || t > c.thi {
+		return c.badTime(row, t)
+	}
+	w := &c.w
+	w.reset()
+	w.n = 1
+	w.time = append(w.time, c.gran.Truncate(t))
+	for j := range w.dims {
+		d := &w.dims[j]
+		switch d.kind {
+		case kindSingle:
+			d.ids = append(d.ids, 0)
+		case kindMulti:
+			d.offs = append(d.offs, 0)
+		case kindRaw:
+			d.null = append(d.null, true)
+			d.offs = append(d.offs, 0)
+		}
+	}
+	c.w.src = append(c.w.src, uint32(row))
+	c.cur, c.lazy = 0, true
+	return nil
+}
+
+// inherit takes the memory of the window and sorts of o, a cursor that is done.
+func (c *cursor) inherit(o *cursor) {
+	c.w, o.w = o.w, c.w
+	c.pbuf, c.glo, c.ghi, c.kbuf, c.kbuf2 = o.pbuf, o.glo[:0], o.ghi[:0], o.kbuf, o.kbuf2
+	o.pbuf, o.glo, o.ghi, o.kbuf, o.kbuf2, o.perm = nil, nil, nil, nil, nil, nil
+}
+
 // done reports whether the cursor has no current row.
 func (c *cursor) done() bool { return c.cur >= c.w.n }
 
@@ -163,6 +209,7 @@ func (c *cursor) srcRow(p int) int {
 
 // fill loads the next batch of whole groups.
 func (c *cursor) fill(ctx context.Context) error {
+	c.lazy = false
 	c.w.reset()
 	c.perm = nil
 	c.glo, c.ghi = c.glo[:0], c.ghi[:0]
@@ -281,7 +328,7 @@ func (c *cursor) sortGroups() {
 		}
 		if !sorted {
 			if c.perm == nil {
-				c.pbuf = slices.Grow(c.pbuf[:0], w.n)[:w.n]
+				c.pbuf = sized(c.pbuf, w.n)
 				c.perm = c.pbuf
 				for i := range c.perm {
 					c.perm[i] = int32(i)
@@ -300,8 +347,8 @@ func (c *cursor) sortGroups() {
 			}
 			if c.order == nil {
 				if len(c.glo) == 0 {
-					c.glo = slices.Grow(c.glo, w.n)[:w.n]
-					c.ghi = slices.Grow(c.ghi, w.n)[:w.n]
+					c.glo = sized(c.glo, w.n)
+					c.ghi = sized(c.ghi, w.n)
 					clear(c.ghi)
 				}
 				lo, hi := w.src[start], w.src[end-1]+1
@@ -339,7 +386,7 @@ func (c *cursor) sortPacked(start, end int) bool {
 		return false
 	}
 	w := &c.w
-	keys := slices.Grow(c.kbuf[:0], n)[:n]
+	keys := sized(c.kbuf, n)
 	clear(keys)
 	for j := range w.dims {
 		b := c.packBits[j]
@@ -350,7 +397,7 @@ func (c *cursor) sortPacked(start, end int) bool {
 	for i := range keys {
 		keys[i] = keys[i]<<posBits | uint64(i)
 	}
-	c.kbuf2 = radixSort(keys, slices.Grow(c.kbuf2[:0], n)[:n], c.idBits+posBits)
+	c.kbuf2 = radixSort(keys, sized(c.kbuf2, n), c.idBits+posBits)
 	mask := uint64(1)<<posBits - 1
 	perm := c.perm[start:end]
 	for i, k := range keys {
@@ -410,6 +457,7 @@ func (c *cursor) fillRange(ctx context.Context) error {
 			return fmt.Errorf("merger: %s: __time: chunk at %d does not hold row %d: %w", c.name, first, p, columns.ErrCorrupt)
 		}
 		full := false
+		w.time = grown(w.time, len(vals)-(p-first))
 		for _, t := range vals[p-first:] {
 			if t < c.tlo || t > c.thi {
 				return c.badTime(p, t)
@@ -438,14 +486,14 @@ func (c *cursor) fillRange(ctx context.Context) error {
 	}
 	n := p - p0
 	w.n = n
-	w.src = slices.Grow(w.src, n)
+	w.src = grown(w.src, n)
 	for r := p0; r < p; r++ {
 		w.src = append(w.src, uint32(r))
 	}
 	for j := range w.dims {
 		d := &w.dims[j]
 		if d.kind == kindSingle {
-			d.ids = slices.Grow(d.ids, n)
+			d.ids = grown(d.ids, n)
 		}
 		switch d.kind {
 		case kindSingle, kindMulti:

@@ -137,6 +137,29 @@ func appendBytes(dst, b []byte) []byte {
 	return append(dst, b...)
 }
 
+// grown returns s with room for n more elements. When it must grow, it moves s's elements
+// (not its whole capacity, as slices.Grow does) to a new array of at least twice s's
+// capacity: a window that grows row by row to a large group then makes fresh arrays of twice
+// the group's size at most, not five times, as append's growth by a quarter does (on this
+// kind of machine the first touch of fresh memory is most of what a large window costs).
+func grown[T any](s []T, n int) []T {
+	if need := len(s) + n; need > cap(s) {
+		g := make([]T, len(s), max(need, 2*cap(s)))
+		copy(g, s)
+		return g
+	}
+	return s
+}
+
+// sized returns n elements of s's memory when it holds them, else of a new array (copying
+// nothing): their values are unspecified.
+func sized[T any](s []T, n int) []T {
+	if n <= cap(s) {
+		return s[:n]
+	}
+	return make([]T, n, n+n/4)
+}
+
 // cmpRows compares row i of a with row j of b.
 func cmpRows(a *keys, i int, b *keys, j int) int {
 	if c := cmp.Compare(a.time[i], b.time[j]); c != 0 {

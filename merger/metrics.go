@@ -2,7 +2,6 @@ package merger
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -71,8 +70,20 @@ func (c *core) metricTask(w *columns.Writer, m columns.Metric) (colTask, error) 
 // valReader reads one long or double column of every source by batch ref: through a chunk
 // cache, or, for a ref in a re-sorted group, from the group's values loaded whole and in order.
 type valReader[T int64 | float64] struct {
-	r   []*source.ChunkCache[T] // per source; nil where the source lacks the column
-	win []rangeBuf[T]           // per source: the re-sorted group loaded last
+	r     []*source.ChunkCache[T] // per source; nil where the source lacks the column
+	win   []rangeBuf[T]           // per source: the re-sorted group loaded last
+	spare [][]T                   // the memory of retired sources' groups, for the next
+}
+
+// retire drops the groups of the sources of b.retired, keeping their memory for the next
+// source's: inputs that follow one another in time then hold one group's values, not one each.
+func (v *valReader[T]) retire(b *batch) {
+	for _, in := range b.retired {
+		if v.win != nil && v.win[in].vals != nil {
+			v.spare = append(v.spare, v.win[in].vals[:0])
+			v.win[in] = rangeBuf[T]{}
+		}
+	}
 }
 
 // rangeBuf holds a column's values of source rows [lo, hi).
@@ -103,7 +114,10 @@ func (v *valReader[T]) read(b *batch, k int32) (T, bool, error) {
 		}
 		w := &v.win[in]
 		if lo := b.refLo[k]; w.lo != lo || w.hi != hi {
-			w.vals = slices.Grow(w.vals[:0], int(hi-lo))
+			if j := len(v.spare) - 1; j >= 0 && cap(w.vals) < int(hi-lo) {
+				w.vals, v.spare = v.spare[j], v.spare[:j]
+			}
+			w.vals = grown(w.vals[:0], int(hi-lo))
 			for r := int(lo); r < int(hi); {
 				vs, err := c.Range(r, int(hi)-r)
 				if err != nil {
@@ -178,6 +192,10 @@ func (t *longTask) fail(b *batch, k int32, err error) error {
 }
 
 func (t *longTask) write(b *batch) error {
+	defer t.vals.retire(b)
+	if t.times != nil {
+		defer t.times.retire(b)
+	}
 	start := int32(0)
 	kind := t.agg.Kind
 	for r := 0; r < len(b.refEnd); r++ {
@@ -282,6 +300,10 @@ type tailRange struct {
 }
 
 func (t *doubleTask) write(b *batch) error {
+	defer t.vals.retire(b)
+	if t.times != nil {
+		defer t.times.retire(b)
+	}
 	start := int32(0)
 	for r := 0; r < len(b.refEnd); r++ {
 		// A run of single values copies as it is for a doubleSum whose source stores no
