@@ -75,6 +75,20 @@ type valReader[T int64 | float64] struct {
 	spare [][]T                   // the memory of retired sources' groups, for the next
 }
 
+// plain reports, per source, whether its values of the column come as they are: it has the
+// column, no null row, and the metric stores no times (times nil). It also makes the group
+// buffers, so that readers may look at them.
+func (v *valReader[T]) plain(nulls *nullsReader, times *valReader[int64]) []bool {
+	if v.win == nil {
+		v.win = make([]rangeBuf[T], len(v.r))
+	}
+	p := make([]bool, len(v.r))
+	for i := range p {
+		p[i] = times == nil && v.r[i] != nil && !nulls.absent[i] && nulls.bms[i] == nil
+	}
+	return p
+}
+
 // retire drops the groups of the sources of b.retired, keeping their memory for the next
 // source's: inputs that follow one another in time then hold one group's values, not one each.
 func (v *valReader[T]) retire(b *batch) {
@@ -178,6 +192,7 @@ func readRef[T int64 | float64](vals *valReader[T], times *valReader[int64], nul
 }
 
 type longTask struct {
+	plain []bool // see valReader.plain
 	name  string
 	agg   agg.Agg
 	w     *columns.LongWriter
@@ -196,6 +211,9 @@ func (t *longTask) write(b *batch) error {
 	if t.times != nil {
 		defer t.times.retire(b)
 	}
+	if t.plain == nil {
+		t.plain = t.vals.plain(&t.nulls, t.times)
+	}
 	start := int32(0)
 	kind := t.agg.Kind
 	for r := 0; r < len(b.refEnd); r++ {
@@ -213,6 +231,14 @@ func (t *longTask) write(b *batch) error {
 		end := b.refEnd[r]
 		acc := agg.NewLongAcc(kind)
 		for k := start; k < end; k++ {
+			// A ref in a re-sorted group whose values are loaded, of a source without nulls
+			// here: straight from the group (a rollup's refs are mostly such).
+			if in, hi := b.refIn[k], b.refHi[k]; hi > 0 && t.plain[in] {
+				if w := &t.vals.win[in]; w.hi == hi && w.lo == b.refLo[k] {
+					acc.Add(kind, w.vals[b.refRow[k]-w.lo], 0, false)
+					continue
+				}
+			}
 			v, tm, null, err := readRef(&t.vals, t.times, &t.nulls, b, k)
 			if err != nil {
 				return t.fail(b, k, err)
