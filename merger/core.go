@@ -281,7 +281,8 @@ func (c *core) mergeRows(w *columns.Writer) error {
 		}
 		cur := &cursor{in: i, name: c.names[i], n: n, order: s.TimeOrder(), gran: c.out.Granularity,
 			times: source.LongCache{C: s.Times()}, ids: make([]*source.IDCache, len(c.kinds)), maps: make([][]uint32, len(c.kinds)),
-			raws: make([]source.RawReader, len(c.kinds)), w: newKeys(c.kinds), fresh: true, dimNames: c.dimNames()}
+			raws: make([]source.RawReader, len(c.kinds)), w: newKeys(c.kinds), fresh: true, dimNames: c.dimNames(),
+			rollup: c.out.Rollup}
 		for d, dim := range c.out.Dimensions {
 			if c.kinds[d] == kindRaw {
 				cur.raws[d] = s.Raw(dim.Name)
@@ -437,6 +438,40 @@ func (c *core) mergeRows(w *columns.Writer) error {
 	moved := make([]bool, len(c.srcs)) // the inputs read from since the last releaseMoved
 	nextProgress := int64(c.opts.ProgressRows)
 	nextCheck, nextRelease := int64(4096), int64(releaseRows)
+	// newRow starts output row outRow+1 with window row i of cur, after sending the batch
+	// when it is full; false: the merge failed or was cancelled.
+	newRow := func(cur *cursor, i int) bool {
+		if b.keys.n >= batchRows {
+			if err := errs.Get(); err != nil {
+				return false
+			}
+			if err := ctx.Err(); err != nil {
+				errs.Report(fmt.Errorf("merger: %w", err))
+				return false
+			}
+			send(b)
+			b = <-free
+			b.reset()
+			b.first = outRow + 1
+		}
+		b.keys.appendRow(&cur.w, i)
+		b.refEnd = append(b.refEnd, 0)
+		outRow++
+		return true
+	}
+	// addRef adds window row i of cur to the last output row.
+	addRef := func(cur *cursor, i int) {
+		src := cur.w.src[i]
+		b.refIn = append(b.refIn, int32(cur.in))
+		b.refRow = append(b.refRow, src)
+		lo, hi := cur.groupRange(i)
+		b.refLo = append(b.refLo, lo)
+		b.refHi = append(b.refHi, hi)
+		b.refEnd[b.keys.n-1] = int32(len(b.refIn))
+		if withMaps {
+			c.rowMaps[cur.in][src] = uint32(outRow)
+		}
+	}
 rows:
 	for len(h) > 0 {
 		cur := h[0]
@@ -460,35 +495,28 @@ rows:
 		for {
 			i := cur.head()
 			if !(rollup && b.keys.n > 0 && cmpRows(&cur.w, i, &b.keys, b.keys.n-1) == 0) {
-				if b.keys.n >= batchRows {
-					if err := errs.Get(); err != nil {
-						break rows
-					}
-					if err := ctx.Err(); err != nil {
-						errs.Report(fmt.Errorf("merger: %w", err))
-						break rows
-					}
-					send(b)
-					b = <-free
-					b.reset()
-					b.first = outRow + 1
+				if !newRow(cur, i) {
+					break rows
 				}
-				b.keys.appendRow(&cur.w, i)
-				b.refEnd = append(b.refEnd, 0)
-				outRow++
 			}
-			src := cur.w.src[i]
-			b.refIn = append(b.refIn, int32(cur.in))
-			b.refRow = append(b.refRow, src)
-			lo, hi := cur.groupRange(i)
-			b.refLo = append(b.refLo, lo)
-			b.refHi = append(b.refHi, hi)
-			b.refEnd[b.keys.n-1] = int32(len(b.refIn))
-			if withMaps {
-				c.rowMaps[cur.in][src] = uint32(outRow)
-			}
+			addRef(cur, i)
 			moved[cur.in] = true
 			done++
+			// With rollup, the rows of the window that come before the rival's head each
+			// combine into the row before them or start an output row, as cursor.same says:
+			// no comparison with the rival or the batch a row.
+			if rollup && cur.same != nil && cur.cur+1 < cur.w.n {
+				e := cur.runEnd(rival, min(cur.w.n, cur.cur+1+batchRows))
+				for p := cur.cur + 1; p < e; p++ {
+					i := cur.rowAt(p)
+					if !cur.same[p] && !newRow(cur, i) {
+						break rows
+					}
+					addRef(cur, i)
+				}
+				done += int64(e - cur.cur - 1)
+				cur.cur = e - 1
+			}
 			// Without rollup, the rows of the window that come before the rival's head go
 			// over in bulk, as far as the batch has room.
 			if !rollup && cur.perm == nil && len(cur.ghi) == 0 && cur.cur+1 < cur.w.n {

@@ -51,6 +51,10 @@ type cursor struct {
 	fresh    bool     // nothing loaded yet
 	// lazy: the window holds one stand-in row, not yet rows of the source (see wait).
 	lazy bool
+	// With rollup, same[p] tells whether the row at position p of the emission order has the
+	// key of the row at p-1 (false at a window's first position and a group's).
+	rollup bool
+	same   []bool
 	// A segment's times, read in row order, must lie in [tlo, thi] (its interval, within
 	// columns.MinTime and MaxTime) and be in order: else the segment is corrupt.
 	seg      bool
@@ -99,24 +103,27 @@ func (c *cursor) groupRange(i int) (lo, hi uint32) {
 	return c.glo[i], c.ghi[i]
 }
 
-func (c *cursor) head() int {
+func (c *cursor) head() int { return c.rowAt(c.cur) }
+
+// rowAt returns the window row at position p of the emission order.
+func (c *cursor) rowAt(p int) int {
 	if c.perm != nil {
-		return int(c.perm[c.cur])
+		return int(c.perm[p])
 	}
-	return c.cur
+	return p
 }
 
-// runEnd returns the end of the rows after the current one, up to limit, that come before
-// rival's head (all of them when rival is nil): the window is in key order (no perm), so the
-// end is found by galloping (1, 2, 4... rows ahead: one comparison when no row comes before,
-// as where inputs interleave row by row), then bisection.
+// runEnd returns the end of the positions after the current one, up to limit, whose rows
+// come before rival's head (all of them when rival is nil): positions are in key order, so
+// the end is found by galloping (1, 2, 4... positions ahead: one comparison when no row comes
+// before, as where inputs interleave row by row), then bisection.
 func (c *cursor) runEnd(rival *cursor, limit int) int {
 	lo := c.cur + 1 // rows [c.cur+1, lo) come before the rival
 	if rival == nil || lo >= limit {
 		return limit
 	}
 	before := func(i int) bool {
-		if x := cmpRows(&c.w, i, &rival.w, rival.head()); x != 0 {
+		if x := cmpRows(&c.w, c.rowAt(i), &rival.w, rival.head()); x != 0 {
 			return x < 0
 		}
 		return c.in < rival.in
@@ -316,15 +323,26 @@ func (c *cursor) load(p int) error {
 // sortGroups sorts, stably, every group of the window that is not in key order.
 func (c *cursor) sortGroups() {
 	w := &c.w
+	if c.rollup {
+		c.same = sized(c.same, w.n)
+	}
 	start := 0
 	for start < w.n {
 		end := start + 1
 		sorted := true
 		for end < w.n && w.time[end] == w.time[start] {
-			if sorted && cmpDims(w, end-1, w, end) > 0 {
-				sorted = false
+			if sorted {
+				x := cmpDims(w, end-1, w, end)
+				if x > 0 {
+					sorted = false
+				} else if c.rollup {
+					c.same[end] = x == 0
+				}
 			}
 			end++
+		}
+		if c.rollup {
+			c.same[start] = false
 		}
 		if !sorted {
 			if c.perm == nil {
@@ -344,6 +362,11 @@ func (c *cursor) sortGroups() {
 					}
 					return cmp.Compare(a, b)
 				})
+				if c.rollup {
+					for p := start + 1; p < end; p++ {
+						c.same[p] = cmpDims(w, int(c.perm[p-1]), w, int(c.perm[p])) == 0
+					}
+				}
 			}
 			if c.order == nil {
 				if len(c.glo) == 0 {
@@ -402,6 +425,12 @@ func (c *cursor) sortPacked(start, end int) bool {
 	perm := c.perm[start:end]
 	for i, k := range keys {
 		perm[i] = int32(start + int(k&mask))
+	}
+	if c.rollup {
+		same := c.same[start:end]
+		for i := 1; i < len(keys); i++ {
+			same[i] = keys[i]>>posBits == keys[i-1]>>posBits
+		}
 	}
 	c.kbuf = keys
 	return true
