@@ -192,7 +192,8 @@ func readRef[T int64 | float64](vals *valReader[T], times *valReader[int64], nul
 }
 
 type longTask struct {
-	plain []bool // see valReader.plain
+	plain []bool  // see valReader.plain
+	pend  []int64 // write's values waiting to be appended
 	name  string
 	agg   agg.Agg
 	w     *columns.LongWriter
@@ -214,10 +215,27 @@ func (t *longTask) write(b *batch) error {
 	if t.plain == nil {
 		t.plain = t.vals.plain(&t.nulls, t.times)
 	}
+	// Values that go to the writer as they are wait in pend, appended in bulk.
+	pend := t.pend[:0]
+	defer func() { t.pend = pend[:0] }()
+	flush := func() error {
+		if len(pend) == 0 {
+			return nil
+		}
+		err := t.w.AppendValues(pend)
+		pend = pend[:0]
+		if err != nil {
+			return fmt.Errorf("merger: metric %q: %w", t.name, err)
+		}
+		return nil
+	}
 	start := int32(0)
 	kind := t.agg.Kind
 	for r := 0; r < len(b.refEnd); r++ {
 		if n := b.run[r]; n > 1 && t.times == nil {
+			if err := flush(); err != nil {
+				return err
+			}
 			copied, err := copyRun(b, start, int(n), &t.vals, &t.nulls, t.w.AppendValues, t.names, t.name)
 			if err != nil {
 				return err
@@ -229,6 +247,25 @@ func (t *longTask) write(b *batch) error {
 			}
 		}
 		end := b.refEnd[r]
+		if in := b.refIn[start]; end-start == 1 && t.plain[in] {
+			// One value, of a source without nulls here: the row's value as it is, whatever
+			// the kind (as copyRun takes it), from the re-sorted group loaded or the chunk.
+			if hi := b.refHi[start]; hi > 0 {
+				if w := &t.vals.win[in]; w.hi == hi && w.lo == b.refLo[start] {
+					pend = append(pend, w.vals[b.refRow[start]-w.lo])
+					start = end
+					continue
+				}
+			} else {
+				v, err := t.vals.r[in].At(int(b.refRow[start]))
+				if err != nil {
+					return t.fail(b, start, err)
+				}
+				pend = append(pend, v)
+				start = end
+				continue
+			}
+		}
 		acc := agg.NewLongAcc(kind)
 		for k := start; k < end; k++ {
 			// A ref in a re-sorted group whose values are loaded, of a source without nulls
@@ -249,20 +286,24 @@ func (t *longTask) write(b *batch) error {
 		if err != nil {
 			return fmt.Errorf("merger: metric %q: the output row at time %d: %w", t.name, b.keys.time[r], err)
 		}
-		switch {
-		case acc.Null(t.agg):
+		start = end
+		if !acc.Null(t.agg) && t.times == nil {
+			pend = append(pend, v)
+			continue
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		if acc.Null(t.agg) {
 			err = t.w.AppendNull()
-		case t.times != nil:
+		} else {
 			err = t.w.AppendTimed(v, acc.Time())
-		default:
-			err = t.w.Append(v)
 		}
 		if err != nil {
 			return fmt.Errorf("merger: metric %q: %w", t.name, err)
 		}
-		start = end
 	}
-	return nil
+	return flush()
 }
 
 type doubleTask struct {
