@@ -435,9 +435,14 @@ func (c *core) mergeRows(w *columns.Writer) error {
 	var outRow int64 = -1
 	b.first = outRow + 1
 	var done int64
-	moved := make([]bool, len(c.srcs)) // the inputs read from since the last releaseMoved
+	// Each input's mapped pages are released once its cursor has read releaseRows more rows
+	// (released[i]: where it stood at the last release): inputs that interleave row by row
+	// are then released once per releaseRows of their own rows, not once each per
+	// releaseRows of the merge's (a release is a madvise and a TLB flush).
+	all := slices.Clone(cursors) // the heap (h) reorders and drops cursors
+	released := make([]int, len(c.srcs))
 	nextProgress := int64(c.opts.ProgressRows)
-	nextCheck, nextRelease := int64(4096), int64(releaseRows)
+	nextCheck := int64(4096)
 	// newRow starts output row outRow+1 with window row i of cur, after sending the batch
 	// when it is full; false: the merge failed or was cancelled.
 	newRow := func(cur *cursor, i int) bool {
@@ -500,7 +505,6 @@ rows:
 				}
 			}
 			addRef(cur, i)
-			moved[cur.in] = true
 			done++
 			// With rollup, the rows of the window that come before the rival's head each
 			// combine into the row before them or start an output row, as cursor.same says:
@@ -533,11 +537,13 @@ rows:
 					errs.Report(fmt.Errorf("merger: %w", err))
 					break rows
 				}
-				if done >= nextRelease {
-					nextRelease = done + releaseRows
-					if err := releaseMoved(c.srcs, c.names, moved); err != nil {
-						errs.Report(err)
-						break rows
+				for _, cu := range all {
+					if cu.next-released[cu.in] >= releaseRows {
+						released[cu.in] = cu.next
+						if err := releaseInputs(c.srcs[cu.in:cu.in+1], c.names[cu.in:cu.in+1]); err != nil {
+							errs.Report(err)
+							break rows
+						}
 					}
 				}
 			}
@@ -563,6 +569,11 @@ rows:
 			h = h[:len(h)-1]
 			spare = append(spare, cur)
 			retired = append(retired, int32(cur.in))
+			// Its pages are not read again before the bitmaps.
+			if err := releaseInputs(c.srcs[cur.in:cur.in+1], c.names[cur.in:cur.in+1]); err != nil {
+				errs.Report(err)
+				break rows
+			}
 		}
 		if len(h) > 1 {
 			down(0)

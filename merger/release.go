@@ -6,9 +6,9 @@ import (
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
-// releaseRows is how many rows the row merge takes from its inputs between two releases of
-// their mapped pages (releaseInputs): at the ~16 bytes a row of the peers' event table, about
-// 2 MiB of the inputs' bytes.
+// releaseRows is how many rows the row merge takes from an input between two releases of its
+// mapped pages (releaseInputs): at the ~16 bytes a row of the peers' event table, about 2 MiB
+// of the input's bytes.
 const releaseRows = 1 << 17
 
 // releaseBitmapRows is how many source rows the bitmap rebuild of one dimension reads from its
@@ -28,21 +28,6 @@ func releaseInputs(srcs []source.Source, names []string) error {
 		if seg := source.SegmentOf(s); seg != nil {
 			if err := seg.ReleasePages(); err != nil {
 				return fmt.Errorf("merger: %s: %w", names[i], err)
-			}
-		}
-	}
-	return nil
-}
-
-// releaseMoved is releaseInputs for the sources marked in moved (those the row merge read
-// from since the last call), and clears the marks: a release costs a TLB flush, and while
-// inputs do not overlap in time, only one of them moves at a time.
-func releaseMoved(srcs []source.Source, names []string, moved []bool) error {
-	for i, m := range moved {
-		if m {
-			moved[i] = false
-			if err := releaseInputs(srcs[i:i+1], names[i:i+1]); err != nil {
-				return err
 			}
 		}
 	}
