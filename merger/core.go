@@ -207,6 +207,9 @@ type batch struct {
 	// batch before it excepted): no later batch refers to them, so a column task may reuse the
 	// memory it holds for them once it has written this batch.
 	retired []int32
+	// aggs: the pre-aggregated groups the batch's refs name (see preagg.go); a ref into one
+	// has the group's rows as refLo, refHi and its slot as refRow.
+	aggs    []*groupAgg
 	pending atomic.Int32
 }
 
@@ -252,6 +255,8 @@ func (b *batch) reset() {
 	b.keys.reset()
 	b.refIn, b.refRow, b.refEnd = b.refIn[:0], b.refRow[:0], b.refEnd[:0]
 	b.refLo, b.refHi = b.refLo[:0], b.refHi[:0]
+	clear(b.aggs)
+	b.aggs = b.aggs[:0]
 }
 
 // A colTask appends one column's values for a batch of output rows.
@@ -268,6 +273,26 @@ func (c *core) mergeRows(w *columns.Writer) error {
 	for d, dim := range c.out.Dimensions {
 		withMaps = withMaps || c.kinds[d] == kindMulti && !dim.NoBitmapIndex
 	}
+	var pre *preAgg
+	if c.out.Rollup {
+		pre = &preAgg{pool: make(chan []int32, 8)}
+		for _, k := range c.kinds {
+			if k != kindSingle {
+				pre = nil
+				break
+			}
+		}
+		for _, m := range c.out.Metrics {
+			if pre == nil {
+				break
+			}
+			if m.Type != columns.MetricLong {
+				pre = nil
+				break
+			}
+			pre.users++
+		}
+	}
 	var total int64
 	cursors := make([]*cursor, 0, len(c.srcs))
 	for i, s := range c.srcs {
@@ -282,7 +307,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 		cur := &cursor{in: i, name: c.names[i], n: n, order: s.TimeOrder(), gran: c.out.Granularity,
 			times: source.LongCache{C: s.Times()}, ids: make([]*source.IDCache, len(c.kinds)), maps: make([][]uint32, len(c.kinds)),
 			raws: make([]source.RawReader, len(c.kinds)), w: newKeys(c.kinds), fresh: true, dimNames: c.dimNames(),
-			rollup: c.out.Rollup}
+			rollup: c.out.Rollup, pre: pre}
 		for d, dim := range c.out.Dimensions {
 			if c.kinds[d] == kindRaw {
 				cur.raws[d] = s.Raw(dim.Name)
@@ -435,6 +460,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 	var outRow int64 = -1
 	b.first = outRow + 1
 	var done int64
+	batchSeq := int64(1) // b's number, for cursor.aggSeq
 	// Each input's mapped pages are released once its cursor has read releaseRows more rows
 	// (released[i]: where it stood at the last release): inputs that interleave row by row
 	// are then released once per releaseRows of their own rows, not once each per
@@ -458,6 +484,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 			b = <-free
 			b.reset()
 			b.first = outRow + 1
+			batchSeq++
 		}
 		b.keys.appendRow(&cur.w, i)
 		b.refEnd = append(b.refEnd, 0)
@@ -467,9 +494,19 @@ func (c *core) mergeRows(w *columns.Writer) error {
 	// addRef adds window row i of cur to the last output row.
 	addRef := func(cur *cursor, i int) {
 		src := cur.w.src[i]
+		lo, hi := cur.groupRange(i)
+		if hi > 0 && len(cur.aggs) > 0 {
+			if g := cur.aggAt(i); g != nil {
+				src = uint32(cur.slot[i])
+				if cur.aggSeq != batchSeq || cur.aggLast != g {
+					b.aggs = append(b.aggs, g)
+					cur.aggSeq, cur.aggLast = batchSeq, g
+				}
+				done += int64(cur.weight[i]) - 1 // the ref stands for weight rows
+			}
+		}
 		b.refIn = append(b.refIn, int32(cur.in))
 		b.refRow = append(b.refRow, src)
-		lo, hi := cur.groupRange(i)
 		b.refLo = append(b.refLo, lo)
 		b.refHi = append(b.refHi, hi)
 		b.refEnd[b.keys.n-1] = int32(len(b.refIn))
@@ -509,8 +546,8 @@ rows:
 			// With rollup, the rows of the window that come before the rival's head each
 			// combine into the row before them or start an output row, as cursor.same says:
 			// no comparison with the rival or the batch a row.
-			if rollup && cur.same != nil && cur.cur+1 < cur.w.n {
-				e := cur.runEnd(rival, min(cur.w.n, cur.cur+1+batchRows))
+			if rollup && cur.same != nil && cur.cur+1 < cur.npos {
+				e := cur.runEnd(rival, min(cur.npos, cur.cur+1+batchRows))
 				for p := cur.cur + 1; p < e; p++ {
 					i := cur.rowAt(p)
 					if !cur.same[p] && !newRow(cur, i) {
@@ -523,8 +560,8 @@ rows:
 			}
 			// Without rollup, the rows of the window that come before the rival's head go
 			// over in bulk, as far as the batch has room.
-			if !rollup && cur.perm == nil && len(cur.ghi) == 0 && cur.cur+1 < cur.w.n {
-				if e := cur.runEnd(rival, min(cur.w.n, cur.cur+1+batchRows-b.keys.n)); e > cur.cur+1 {
+			if !rollup && cur.perm == nil && len(cur.ghi) == 0 && cur.cur+1 < cur.npos {
+				if e := cur.runEnd(rival, min(cur.npos, cur.cur+1+batchRows-b.keys.n)); e > cur.cur+1 {
 					b.appendRun(cur, cur.cur+1, e, c.rowMaps[cur.in], outRow+1)
 					outRow += int64(e - cur.cur - 1)
 					done += int64(e - cur.cur - 1)
@@ -551,7 +588,7 @@ rows:
 				progress(done)
 				nextProgress += int64(c.opts.ProgressRows)
 			}
-			if cur.cur+1 < cur.w.n { // the next row of the window
+			if cur.cur+1 < cur.npos { // the next row of the window
 				cur.cur++
 				if rival == nil || less(cur, rival) {
 					continue

@@ -55,6 +55,16 @@ type cursor struct {
 	// key of the row at p-1 (false at a window's first position and a group's).
 	rollup bool
 	same   []bool
+	npos   int // emission positions in the window: its rows, or fewer with pre-aggregation
+	// Pre-aggregation (see preagg.go): nil when off. aggs are the window's pre-aggregated
+	// groups, slot[i] and weight[i] a representative row's slot and the rows it stands for.
+	pre          *preAgg
+	aggs         []*groupAgg
+	slot, weight []int32
+	slotTab      []int32 // packed ids -> slot, -1 between groups
+	aggLast      *groupAgg
+	aggSeq       int64   // the batch aggLast was last added to
+	first, count []int32 // preAggregate's memory
 	// A segment's times, read in row order, must lie in [tlo, thi] (its interval, within
 	// columns.MinTime and MaxTime) and be in order: else the segment is corrupt.
 	seg      bool
@@ -184,7 +194,7 @@ func (c *cursor) wait() error {
 		}
 	}
 	c.w.src = append(c.w.src, uint32(row))
-	c.cur, c.lazy = 0, true
+	c.cur, c.lazy, c.npos = 0, true, 1
 	return nil
 }
 
@@ -193,15 +203,20 @@ func (c *cursor) inherit(o *cursor) {
 	c.w, o.w = o.w, c.w
 	c.pbuf, c.glo, c.ghi, c.kbuf, c.kbuf2 = o.pbuf, o.glo[:0], o.ghi[:0], o.kbuf, o.kbuf2
 	o.pbuf, o.glo, o.ghi, o.kbuf, o.kbuf2, o.perm = nil, nil, nil, nil, nil, nil
+	c.slot, c.weight, c.first, c.count = o.slot, o.weight, o.first, o.count
+	o.slot, o.weight, o.first, o.count = nil, nil, nil, nil
+	if c.idBits == o.idBits {
+		c.slotTab, o.slotTab = o.slotTab, nil
+	}
 }
 
 // done reports whether the cursor has no current row.
-func (c *cursor) done() bool { return c.cur >= c.w.n }
+func (c *cursor) done() bool { return c.cur >= c.npos }
 
 // advance moves to the next row, loading more when the window is used up.
 func (c *cursor) advance(ctx context.Context) error {
 	c.cur++
-	if c.cur < c.w.n {
+	if c.cur < c.npos {
 		return nil
 	}
 	return c.fill(ctx)
@@ -220,6 +235,7 @@ func (c *cursor) fill(ctx context.Context) error {
 	c.w.reset()
 	c.perm = nil
 	c.glo, c.ghi = c.glo[:0], c.ghi[:0]
+	c.aggs = c.aggs[:0]
 	c.cur = 0
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("merger: %w", err)
@@ -228,6 +244,7 @@ func (c *cursor) fill(ctx context.Context) error {
 		if err := c.fillRange(ctx); err != nil {
 			return err
 		}
+		c.npos = c.w.n
 		if c.w.n > 1 {
 			c.sortGroups()
 		}
@@ -254,6 +271,7 @@ func (c *cursor) fill(ctx context.Context) error {
 		}
 		c.next++
 	}
+	c.npos = c.w.n
 	if c.w.n > 1 {
 		c.sortGroups()
 	}
@@ -320,12 +338,16 @@ func (c *cursor) load(p int) error {
 	return nil
 }
 
-// sortGroups sorts, stably, every group of the window that is not in key order.
+// sortGroups sorts, stably, every group of the window that is not in key order, and sets the
+// emission order (perm, nil while it is the identity) and npos. With pre-aggregation, a group
+// that would re-sort instead emits one position per distinct key (see preAggregate).
 func (c *cursor) sortGroups() {
 	w := &c.w
 	if c.rollup {
 		c.same = sized(c.same, w.n)
 	}
+	c.aggs = c.aggs[:0]
+	q := 0 // the next emission position: q <= start
 	start := 0
 	for start < w.n {
 		end := start + 1
@@ -336,52 +358,75 @@ func (c *cursor) sortGroups() {
 				if x > 0 {
 					sorted = false
 				} else if c.rollup {
-					c.same[end] = x == 0
+					c.same[q+end-start] = x == 0
 				}
 			}
 			end++
 		}
 		if c.rollup {
-			c.same[start] = false
+			c.same[q] = false
 		}
-		if !sorted {
-			if c.perm == nil {
-				c.pbuf = sized(c.pbuf, w.n)
-				c.perm = c.pbuf
-				for i := range c.perm {
-					c.perm[i] = int32(i)
-				}
-			}
-			// perm[start:end] holds start..end-1 in order here: ties broken by position give
-			// the stable order at an unstable sort's cost (SortStableFunc's merges compared
-			// O(n log² n) times, most of a rollup merge's CPU when an hour's rows re-sort).
-			if !c.sortPacked(start, end) {
-				slices.SortFunc(c.perm[start:end], func(a, b int32) int {
-					if c := cmpDims(w, int(a), w, int(b)); c != 0 {
-						return c
-					}
-					return cmp.Compare(a, b)
-				})
-				if c.rollup {
-					for p := start + 1; p < end; p++ {
-						c.same[p] = cmpDims(w, int(c.perm[p-1]), w, int(c.perm[p])) == 0
-					}
-				}
-			}
-			if c.order == nil {
-				if len(c.glo) == 0 {
-					c.glo = sized(c.glo, w.n)
-					c.ghi = sized(c.ghi, w.n)
-					clear(c.ghi)
-				}
-				lo, hi := w.src[start], w.src[end-1]+1
+		if sorted {
+			if c.perm != nil && q < start {
 				for i := start; i < end; i++ {
-					c.glo[i], c.ghi[i] = lo, hi
+					c.perm[q+i-start] = int32(i)
+				}
+			}
+			q += end - start
+			start = end
+			continue
+		}
+		if c.perm == nil {
+			c.pbuf = sized(c.pbuf, w.n)
+			c.perm = c.pbuf
+			for i := range c.perm {
+				c.perm[i] = int32(i)
+			}
+		}
+		if c.order == nil && len(c.glo) == 0 {
+			c.glo = sized(c.glo, w.n)
+			c.ghi = sized(c.ghi, w.n)
+			clear(c.ghi)
+		}
+		if c.pre != nil && c.order == nil {
+			if g := c.preAggregate(start, end, q); g > 0 {
+				q += g
+				start = end
+				continue
+			}
+		}
+		// perm[start:end] holds start..end-1 in order here: ties broken by position give
+		// the stable order at an unstable sort's cost (SortStableFunc's merges compared
+		// O(n log² n) times, most of a rollup merge's CPU when an hour's rows re-sort).
+		if !c.sortPacked(start, end) {
+			slices.SortFunc(c.perm[start:end], func(a, b int32) int {
+				if c := cmpDims(w, int(a), w, int(b)); c != 0 {
+					return c
+				}
+				return cmp.Compare(a, b)
+			})
+			if c.rollup {
+				for p := start + 1; p < end; p++ {
+					c.same[p] = cmpDims(w, int(c.perm[p-1]), w, int(c.perm[p])) == 0
 				}
 			}
 		}
+		if q < start { // earlier groups took fewer positions than rows
+			copy(c.perm[q:], c.perm[start:end])
+			if c.rollup {
+				copy(c.same[q+1:], c.same[start+1:end])
+			}
+		}
+		if c.order == nil {
+			lo, hi := w.src[start], w.src[end-1]+1
+			for i := start; i < end; i++ {
+				c.glo[i], c.ghi[i] = lo, hi
+			}
+		}
+		q += end - start
 		start = end
 	}
+	c.npos = q
 }
 
 // setPacking makes groups re-sort on packed keys when every output dimension is single-value:

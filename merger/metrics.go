@@ -192,8 +192,9 @@ func readRef[T int64 | float64](vals *valReader[T], times *valReader[int64], nul
 }
 
 type longTask struct {
-	plain []bool  // see valReader.plain
-	pend  []int64 // write's values waiting to be appended
+	slots []slotAccs // per source: its pre-aggregated group loaded last (see preagg.go)
+	plain []bool     // see valReader.plain
+	pend  []int64    // write's values waiting to be appended
 	name  string
 	agg   agg.Agg
 	w     *columns.LongWriter
@@ -209,6 +210,7 @@ func (t *longTask) fail(b *batch, k int32, err error) error {
 
 func (t *longTask) write(b *batch) error {
 	defer t.vals.retire(b)
+	defer t.retireSlots(b)
 	if t.times != nil {
 		defer t.times.retire(b)
 	}
@@ -268,6 +270,16 @@ func (t *longTask) write(b *batch) error {
 		}
 		acc := agg.NewLongAcc(kind)
 		for k := start; k < end; k++ {
+			if b.refHi[k] > 0 && len(b.aggs) > 0 { // a slot of a pre-aggregated group?
+				sa, err := t.slotsOf(b, k)
+				if err != nil {
+					return err
+				}
+				if sa != nil {
+					acc.Merge(kind, &sa.accs[b.refRow[k]])
+					continue
+				}
+			}
 			// A ref in a re-sorted group whose values are loaded, of a source without nulls
 			// here: straight from the group (a rollup's refs are mostly such).
 			if in, hi := b.refIn[k], b.refHi[k]; hi > 0 && t.plain[in] {

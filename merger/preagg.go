@@ -1,0 +1,267 @@
+package merger
+
+import (
+	"fmt"
+	"math/bits"
+	"sync/atomic"
+
+	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/merger/internal/source"
+)
+
+// Pre-aggregation. A rollup whose granularity is coarser than its inputs' re-sorts each group
+// of a truncated time (an hour of rows, say) by its dimensions, and every metric then reads
+// its values in that order: a random read per row and metric, which costs a cache miss each
+// when a group holds more rows than a cache does. With pre-aggregation the cursor instead
+// numbers the group's distinct keys (a slot each, through a table indexed by the packed ids),
+// sorts only the distinct keys, and emits one position per slot; each metric task reads the
+// group's values in row order and combines them into one accumulator per slot (a table the
+// size of the distinct keys), and an output row then merges the slots' accumulators of the
+// inputs it combines. The order of combination is the same as row by row: a slot's rows in
+// row order, slots of different inputs in input order.
+//
+// It is on when every output dimension is single-value with packed ids of at most
+// maxSlotBits bits, and every metric is a long metric (other metrics read rows: doubles keep
+// their exactness tails by row, sketches merge by row).
+
+// maxSlotBits bounds the packed ids a slot table is indexed by (4 MiB of table).
+const maxSlotBits = 20
+
+// For tests: preAggOff turns pre-aggregation off, preAggGroups counts the groups
+// pre-aggregated.
+var (
+	preAggOff    bool
+	preAggGroups atomic.Int64
+)
+
+// preAgg is the merge's pre-aggregation: the consumers of each group (the long metric tasks)
+// and the pool of the groups' slot arrays.
+type preAgg struct {
+	users int32
+	pool  chan []int32
+}
+
+// get returns a slot array of n entries (values unspecified).
+func (p *preAgg) get(n int) []int32 {
+	select {
+	case g := <-p.pool:
+		if cap(g) >= n {
+			return g[:n]
+		}
+	default:
+	}
+	return make([]int32, n, n+n/4)
+}
+
+// groupAgg is a pre-aggregated group: source rows [lo, hi) of input in, row lo+i in slot
+// gid[i], slots slots. The cursor writes it before the batch that first refers to it is sent;
+// each of the users reads it and calls release once done with it.
+type groupAgg struct {
+	in     int32
+	lo, hi uint32
+	gid    []int32
+	slots  int
+	users  atomic.Int32
+	pre    *preAgg
+}
+
+// release ends one user's use; the last gives the slot array back to the pool.
+func (g *groupAgg) release() {
+	if g.users.Add(-1) == 0 {
+		select {
+		case g.pre.pool <- g.gid:
+		default:
+		}
+		g.gid = nil
+	}
+}
+
+// preAggregate pre-aggregates the group of window rows [start, end): it writes the emission
+// positions q.. (one representative row per distinct key, in key order) and returns their
+// number; 0, having done nothing, when the keys do not fit a slot table.
+func (c *cursor) preAggregate(start, end, q int) int {
+	if c.packBits == nil || c.idBits > maxSlotBits || preAggOff {
+		return 0
+	}
+	preAggGroups.Add(1)
+	w := &c.w
+	n := end - start
+	if len(c.slotTab) == 0 {
+		c.slotTab = make([]int32, 1<<c.idBits)
+		for i := range c.slotTab {
+			c.slotTab[i] = -1
+		}
+	}
+	keys := sized(c.kbuf, n)
+	clear(keys)
+	for j := range w.dims {
+		b := c.packBits[j]
+		for i, id := range w.dims[j].ids[start:end] {
+			keys[i] = keys[i]<<b | uint64(id)
+		}
+	}
+	g := &groupAgg{in: int32(c.in), lo: w.src[start], hi: w.src[end-1] + 1, gid: c.pre.get(n), pre: c.pre}
+	g.users.Store(c.pre.users)
+	first := sized(c.first, n) // per slot: its first row
+	count := sized(c.count, n) // per slot: its rows
+	tab := c.slotTab
+	slots := 0
+	for i, k := range keys {
+		s := tab[k]
+		if s < 0 {
+			s = int32(slots)
+			tab[k] = s
+			keys[slots] = k // the distinct keys, in place: slots <= i
+			first[slots], count[slots] = int32(start+i), 0
+			slots++
+		}
+		count[s]++
+		g.gid[i] = s
+	}
+	dk := keys[:slots]
+	for _, k := range dk {
+		tab[k] = -1
+	}
+	slotBits := bits.Len(uint(slots - 1))
+	for s, k := range dk {
+		dk[s] = k<<slotBits | uint64(s)
+	}
+	c.kbuf2 = radixSort(dk, sized(c.kbuf2, slots), c.idBits+slotBits)
+	c.kbuf, c.first, c.count = keys, first, count
+	if len(c.slot) < w.n {
+		c.slot, c.weight = sized(c.slot, w.n), sized(c.weight, w.n)
+	}
+	mask := uint64(1)<<slotBits - 1
+	for p, k := range dk {
+		s := int32(k & mask)
+		row := first[s]
+		c.perm[q+p] = row
+		c.slot[row], c.weight[row] = s, count[s]
+		c.glo[row], c.ghi[row] = g.lo, g.hi
+		if c.rollup {
+			c.same[q+p] = false
+		}
+	}
+	g.slots = slots
+	c.aggs = append(c.aggs, g)
+	return slots
+}
+
+// aggAt returns the pre-aggregated group holding window row i, or nil.
+func (c *cursor) aggAt(i int) *groupAgg {
+	if len(c.aggs) == 0 || len(c.ghi) == 0 || c.ghi[i] == 0 {
+		return nil
+	}
+	lo := c.glo[i]
+	for _, g := range c.aggs {
+		if g.lo == lo {
+			return g
+		}
+	}
+	return nil
+}
+
+// slotAccs is a long metric task's accumulators of one input's pre-aggregated group.
+type slotAccs struct {
+	g    *groupAgg
+	accs []agg.LongAcc
+}
+
+// load combines the values of g's rows into one accumulator per slot, reading the group's
+// values (and times, for first/last) in row order.
+func (t *longTask) loadSlots(sa *slotAccs, g *groupAgg) error {
+	if sa.g != nil {
+		sa.g.release()
+		sa.g = nil
+	}
+	kind := t.agg.Kind
+	if cap(sa.accs) < g.slots {
+		sa.accs = make([]agg.LongAcc, g.slots, g.slots+g.slots/4)
+	}
+	accs := sa.accs[:g.slots]
+	id := agg.NewLongAcc(kind)
+	for i := range accs {
+		accs[i] = id
+	}
+	sa.accs = accs
+	in := g.in
+	c := t.vals.r[in]
+	if c == nil || t.nulls.absent[in] { // every row null: no slot is set
+		sa.g = g
+		return nil
+	}
+	bm := t.nulls.bms[in]
+	var tc *source.ChunkCache[int64] // first/last: the times (none: 0, as readRef reads them)
+	if t.times != nil {
+		tc = t.times.r[in]
+	}
+	for r := int(g.lo); r < int(g.hi); {
+		vs, err := c.Range(r, int(g.hi)-r)
+		if err != nil {
+			return t.failIn(in, err)
+		}
+		gid := g.gid[r-int(g.lo) : r-int(g.lo)+len(vs)]
+		switch {
+		case tc != nil:
+			for k := 0; k < len(vs); {
+				ts, err := tc.Range(r+k, len(vs)-k)
+				if err != nil {
+					return t.failIn(in, err)
+				}
+				for j, tm := range ts {
+					row := r + k + j
+					null := bm != nil && bm.Contains(uint32(row))
+					accs[gid[k+j]].Add(kind, vs[k+j], tm, null)
+				}
+				k += len(ts)
+			}
+		case bm != nil:
+			for j, v := range vs {
+				accs[gid[j]].Add(kind, v, 0, bm.Contains(uint32(r+j)))
+			}
+		default:
+			for j, v := range vs {
+				accs[gid[j]].Add(kind, v, 0, false)
+			}
+		}
+		r += len(vs)
+	}
+	sa.g = g
+	return nil
+}
+
+func (t *longTask) failIn(in int32, err error) error {
+	return fmt.Errorf("merger: %s: metric %q: %w", t.names[in], t.name, err)
+}
+
+// slotsOf returns the slot accumulators of ref k's group when it is pre-aggregated, loading
+// them when the group is new, else nil.
+func (t *longTask) slotsOf(b *batch, k int32) (*slotAccs, error) {
+	in, lo, hi := b.refIn[k], b.refLo[k], b.refHi[k]
+	if t.slots == nil {
+		t.slots = make([]slotAccs, len(t.vals.r))
+	}
+	sa := &t.slots[in]
+	if g := sa.g; g != nil && g.lo == lo && g.hi == hi {
+		return sa, nil
+	}
+	for _, g := range b.aggs {
+		if g.in == in && g.lo == lo && g.hi == hi {
+			if err := t.loadSlots(sa, g); err != nil {
+				return nil, err
+			}
+			return sa, nil
+		}
+	}
+	return nil, nil
+}
+
+// retireSlots releases the groups of the sources b retires.
+func (t *longTask) retireSlots(b *batch) {
+	for _, in := range b.retired {
+		if t.slots != nil && t.slots[in].g != nil {
+			t.slots[in].g.release()
+			t.slots[in].g = nil
+		}
+	}
+}

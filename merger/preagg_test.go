@@ -1,0 +1,117 @@
+package merger
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/medium"
+)
+
+// TestMergePreAggregate: a rollup to the hour of inputs whose hours re-sort, with single-value
+// dimensions and long metrics of every aggregator (nulls, inputs lacking a metric, values that
+// overflow a sum), pre-aggregates its groups and gives the rows of the naive merge and the
+// file of the same merge without pre-aggregation, byte for byte.
+func TestMergePreAggregate(t *testing.T) {
+	metrics := []columns.Metric{
+		{Name: "rows", Aggregator: columns.AggCount},
+		{Name: "sum", Aggregator: columns.AggLongSum},
+		{Name: "min", Aggregator: columns.AggLongMin},
+		{Name: "max", Aggregator: columns.AggLongMax},
+		{Name: "first", Aggregator: columns.AggLongFirst},
+		{Name: "last", Aggregator: columns.AggLongLast},
+	}
+	for i := range metrics {
+		metrics[i].Type, metrics[i].Field = columns.MetricLong, metrics[i].Name
+	}
+	dims := []columns.Dimension{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	const hour = 3600_000
+	for c := range 9 {
+		rng := rand.New(rand.NewPCG(uint64(c), 7))
+		dir := t.TempDir()
+		nIn := 1 + rng.IntN(4)
+		contiguous := c%2 == 0
+		var schemas []columns.Schema
+		var rows [][]columns.Row
+		var segs []*columns.Segment
+		for i := range nIn {
+			s := columns.Schema{Granularity: columns.GranularityNone, Dimensions: dims}
+			for k, m := range metrics {
+				if k >= 4 && c%3 == 2 {
+					continue // no first or last: the oracle below does not model them
+				}
+				if i == 0 || rng.IntN(4) > 0 { // the first input has every metric
+					s.Metrics = append(s.Metrics, m)
+				}
+			}
+			n := 500 + rng.IntN(3000)
+			rs := make([]columns.Row, n)
+			for r := range rs {
+				tm := int64(1_700_000_000_000) + rng.Int64N(3*hour)
+				if contiguous {
+					tm = int64(1_700_000_000_000) + int64(i)*2*hour + rng.Int64N(2*hour+hour/2) // a shared hour at the edges
+				}
+				row := columns.Row{Time: tm, Dims: make([][]string, len(dims)), Metrics: make([]columns.Value, len(s.Metrics))}
+				for d := range dims {
+					if rng.IntN(8) > 0 {
+						row.Dims[d] = []string{fmt.Sprintf("v%d", rng.IntN([]int{3, 20, 200}[d]))}
+					}
+				}
+				for m, met := range s.Metrics {
+					switch {
+					case met.Aggregator == columns.AggCount:
+						row.Metrics[m].Long = 1 + rng.Int64N(3)
+					case rng.IntN(6) == 0:
+						row.Metrics[m].Null = true
+					case met.Aggregator == columns.AggLongSum && (c == 4 || rng.IntN(50) == 0):
+						row.Metrics[m].Long = 1<<62 + rng.Int64N(1<<61) // sums may overflow: an error then
+					default:
+						row.Metrics[m].Long = rng.Int64N(2001) - 1000
+					}
+				}
+				rs[r] = row
+			}
+			slices.SortStableFunc(rs, func(x, y columns.Row) int { return cmp.Compare(x.Time, y.Time) })
+			schemas, rows = append(schemas, s), append(rows, rs)
+			segs = append(segs, writeSegment(t, dir, fmt.Sprintf("in%d.seg", i), s, rs))
+		}
+		opts := Options{Rollup: true, Granularity: columns.GranularityHour, Durability: medium.Durability{Sync: medium.SyncNone},
+			Parallelism: 1 + rng.IntN(3), ChunkRows: []int{0, 64, 1000}[rng.IntN(3)]}
+		name := fmt.Sprintf("case %d: %d inputs, contiguous %v", c, nIn, contiguous)
+
+		before := preAggGroups.Load()
+		on := filepath.Join(dir, "on.seg")
+		_, errOn := Merge(t.Context(), segs, on, opts)
+		require.Greater(t, preAggGroups.Load(), before, "%s: no group pre-aggregated", name)
+		preAggOff = true
+		off := filepath.Join(dir, "off.seg")
+		_, errOff := Merge(t.Context(), segs, off, opts)
+		preAggOff = false
+		if errOff != nil { // an overflowing sum: the same error either way
+			t.Logf("%s: %v", name, errOff)
+			require.Error(t, errOn, name)
+			require.ErrorIs(t, errOn, agg.ErrOverflow, name)
+			require.Equal(t, errOff.Error(), errOn.Error(), name)
+			continue
+		}
+		require.NoError(t, errOn, name)
+		offBytes, err := os.ReadFile(off)
+		require.NoError(t, err)
+		onBytes, err := os.ReadFile(on)
+		require.NoError(t, err)
+		require.Equal(t, offBytes, onBytes, "%s: the files differ", name)
+		if c%3 == 2 {
+			out, err := outputSchema(schemas, opts.inputName, nil, true, columns.GranularityHour)
+			require.NoError(t, err)
+			requireRowsEqual(t, oracleMerge(schemas, rows, out), readRows(t, openSeg(t, on)), false, name)
+		}
+	}
+}
