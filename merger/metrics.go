@@ -249,6 +249,18 @@ func (t *longTask) write(b *batch) error {
 			}
 		}
 		end := b.refEnd[r]
+		if end-start == 1 && b.refHi[start] > 0 && len(b.aggs) > 0 {
+			// One slot of a plain pre-aggregated group whose sum did not overflow: its value.
+			sa, err := t.slotsOf(b, start)
+			if err != nil {
+				return err
+			}
+			if s := b.refRow[start]; sa != nil && sa.plain && sa.c[s] == 0 {
+				pend = append(pend, sa.v[s])
+				start = end
+				continue
+			}
+		}
 		if in := b.refIn[start]; end-start == 1 && t.plain[in] {
 			// One value, of a source without nulls here: the row's value as it is, whatever
 			// the kind (as copyRun takes it), from the re-sorted group loaded or the chunk.
@@ -276,7 +288,7 @@ func (t *longTask) write(b *batch) error {
 					return err
 				}
 				if sa != nil {
-					acc.Merge(kind, &sa.accs[b.refRow[k]])
+					acc.Merge(kind, sa.at(b.refRow[k]))
 					continue
 				}
 			}

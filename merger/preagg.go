@@ -161,10 +161,24 @@ func (c *cursor) aggAt(i int) *groupAgg {
 	return nil
 }
 
-// slotAccs is a long metric task's accumulators of one input's pre-aggregated group.
+// slotAccs is a long metric task's accumulators of one input's pre-aggregated group: accs,
+// or, when every row of the group has a value and the metric stores no times (plain), only
+// the values v and their sums' carries c (a quarter of the memory: the table is read at random).
 type slotAccs struct {
-	g    *groupAgg
-	accs []agg.LongAcc
+	g     *groupAgg
+	plain bool
+	accs  []agg.LongAcc
+	v, c  []int64
+	tmp   agg.LongAcc
+}
+
+// at returns slot s's accumulator (for plain, valid until the next call).
+func (sa *slotAccs) at(s uint32) *agg.LongAcc {
+	if !sa.plain {
+		return &sa.accs[s]
+	}
+	sa.tmp = agg.LongAcc{V: sa.v[s], C: sa.c[s], Set: true}
+	return &sa.tmp
 }
 
 // load combines the values of g's rows into one accumulator per slot, reading the group's
@@ -175,6 +189,10 @@ func (t *longTask) loadSlots(sa *slotAccs, g *groupAgg) error {
 		sa.g = nil
 	}
 	kind := t.agg.Kind
+	in := g.in
+	if sa.plain = t.plain[in]; sa.plain {
+		return t.loadPlain(sa, g)
+	}
 	if cap(sa.accs) < g.slots {
 		sa.accs = make([]agg.LongAcc, g.slots, g.slots+g.slots/4)
 	}
@@ -184,7 +202,6 @@ func (t *longTask) loadSlots(sa *slotAccs, g *groupAgg) error {
 		accs[i] = id
 	}
 	sa.accs = accs
-	in := g.in
 	c := t.vals.r[in]
 	if c == nil || t.nulls.absent[in] { // every row null: no slot is set
 		sa.g = g
@@ -222,6 +239,37 @@ func (t *longTask) loadSlots(sa *slotAccs, g *groupAgg) error {
 		default:
 			for j, v := range vs {
 				accs[gid[j]].Add(kind, v, 0, false)
+			}
+		}
+		r += len(vs)
+	}
+	sa.g = g
+	return nil
+}
+
+// loadPlain is loadSlots for a source whose rows all have a value, of a metric without times.
+func (t *longTask) loadPlain(sa *slotAccs, g *groupAgg) error {
+	kind := t.agg.Kind
+	sa.v, sa.c = sized(sa.v, g.slots), sized(sa.c, g.slots)
+	v, carries := sa.v, sa.c
+	id := kind.LongIdentity()
+	for i := range v {
+		v[i] = id
+	}
+	clear(carries)
+	c := t.vals.r[g.in]
+	for r := int(g.lo); r < int(g.hi); {
+		vs, err := c.Range(r, int(g.hi)-r)
+		if err != nil {
+			return t.failIn(g.in, err)
+		}
+		gid := g.gid[r-int(g.lo) : r-int(g.lo)+len(vs)]
+		for j, x := range vs {
+			s := gid[j]
+			var k int64
+			v[s], k = kind.CombineLong(v[s], x)
+			if k != 0 {
+				carries[s] += k
 			}
 		}
 		r += len(vs)
