@@ -87,7 +87,14 @@ func (s *Segment) partCRC(ctx context.Context, p *PartInfo) (uint32, error) {
 	s.crcPasses.Add(1)
 	var crc uint32
 	var buf []byte
-	if s.src.data == nil && p.Length > 0 {
+	src := &s.src
+	if src.data != nil && src.r != nil && !src.closed {
+		// A mapped file is checked through its descriptor: reading copies from the page cache,
+		// where touching the mapping costs the kernel a page-table entry per page (on a
+		// virtual machine, three times the copy), and the pages would count in the RSS.
+		src = &source{r: src.r, size: src.size}
+	}
+	if src.data == nil && p.Length > 0 {
 		// Read through a buffer: one from the pool, so that checking a whole file (Verify,
 		// VerifyChecksums, a publish's read-back) costs one MiB, not one per part.
 		bp := crcBuffers.Get().(*[]byte)
@@ -99,7 +106,7 @@ func (s *Segment) partCRC(ctx context.Context, p *PartInfo) (uint32, error) {
 			return 0, fmt.Errorf("columns: verify checksums: %w", err)
 		}
 		n := min(crcPiece, p.Length-off)
-		b, err := s.src.view(p.Offset+off, n, buf)
+		b, err := src.view(p.Offset+off, n, buf)
 		if err != nil {
 			return 0, err
 		}

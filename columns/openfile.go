@@ -15,9 +15,8 @@ import (
 // name says what the segment is in errors and in Name (a path, or a description such as
 // "intermediate segment 2 of phase 1" for an unnamed file). f must be open for reading.
 //
-// The segment takes f over, whatever the outcome: f is closed at once when mapped (the mapping
-// keeps the bytes, even of an unnamed file), at Close otherwise, and on failure before
-// OpenFile returns. This is how a merge reads back its intermediate segments, written by
+// The segment takes f over, whatever the outcome: f is closed at Close (when mapped, the
+// checksum pass reads through it), and on failure before OpenFile returns. This is how a merge reads back its intermediate segments, written by
 // Finish into unnamed files (PublishOptions.File): they never have a name a crash could leave
 // behind.
 func OpenFile(f *os.File, name string) (*Segment, error) {
@@ -55,16 +54,14 @@ func openFileWith(f *os.File, name string, calls *sys.Calls, o OpenOptions) (*Se
 		}
 		return s, nil
 	}
-	if err := f.Close(); err != nil {
-		return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", name, err), calls.Munmap(data))
-	}
 	unmap := func() error {
-		if err := calls.Munmap(data); err != nil {
-			return fmt.Errorf("columns: munmap %s: %w", name, err)
+		var err error
+		if uerr := calls.Munmap(data); uerr != nil {
+			err = fmt.Errorf("columns: munmap %s: %w", name, uerr)
 		}
-		return nil
+		return multierr.Join(err, f.Close())
 	}
-	s, err := newSegment(source{data: data, size: size}, name, unmap, o)
+	s, err := newSegment(source{data: data, r: f, size: size}, name, unmap, o)
 	if err != nil {
 		return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", name, err), unmap())
 	}
