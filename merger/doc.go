@@ -34,12 +34,18 @@
 //     without touching the heap while it stays below the least other cursor's head, and
 //     without rollup the rows of its window before that head go over in one copy; a run of
 //     output rows taken from consecutive rows of one input copies its metric values in bulk.
+//     A cursor loads its first window only when the merge reaches it (a stand-in row of its
+//     first time keeps its place in the heap) and takes the memory of a done cursor's: inputs
+//     that follow one another in time hold one window at a time. A rollup group that re-sorts
+//     is pre-aggregated when its dimensions are single-value and its metrics long (see
+//     preagg.go): the cursor numbers the group's distinct keys and sorts only those, and each
+//     metric combines the group's values in row order into one accumulator per key.
 //     A single-value dimension with a bitmap index logs each output row's merged id (1, 2 or
 //     4 bytes a row, by cardinality, in anonymous huge-page mappings pooled for the next merge:
 //     merger/internal/scratch); a multi-value one records each input row's output row in a row
 //     map (4 bytes an input row).
 //  4. Bitmaps are written one merged value at a time. A single-value dimension's come from its
-//     id log, counting-sorted by id in ranges of at most 2^20 rows: they agree with the ids
+//     id log, counting-sorted by id in ranges of at most 2^22 rows: they agree with the ids
 //     written by construction, and the inputs' bitmaps are not read. A multi-value dimension's
 //     rows of a value are the rows the inputs' bitmaps of that value map to through the row
 //     maps. No bitmap of every value is held at once. Each is written in the segment's bitmap
@@ -56,10 +62,11 @@
 // the one-phase output, with or without rollup: intermediate segments keep each double sum's
 // exactness tail and each first/last value's event time, so nothing is rounded twice.
 //
-// Memory: mapped inputs (columns.Open maps a segment file) do not stay resident. Each step
+// Memory: mapped inputs (columns.Open maps a segment file) do not stay resident (the checksum
+// pass reads through the file, not the mapping). Each step
 // reads its parts of the inputs once, and the merge takes the inputs' pages out of its resident
 // set behind it (columns.Segment.ReleasePages: every 4 MiB of parts checked, after the
-// dictionaries, every 131,072 rows of the row merge (the inputs read from since), every 2^20
+// dictionaries, every 131,072 rows an input's cursor reads and when it is done, every 2^20
 // rows read from bitmaps, after the bitmaps), so they count in its RSS by what it read since,
 // a few MiB, not by their size; the bytes stay in the page cache. What grows with the data are the id logs and row maps; the default
 // staging medium keeps the output in its file's page cache, with at most 8 MiB of buffers.
