@@ -528,12 +528,14 @@ rows:
 		// heap, while its head stays below the rival's (inputs whose times do not overlap
 		// then cost one comparison a row, not a sift through the heap).
 		var rival *cursor
+		ri := 0 // rival's place in h
 		if len(h) > 1 {
-			rival = h[1]
+			rival, ri = h[1], 1
 			if len(h) > 2 && less(h[2], rival) {
-				rival = h[2]
+				rival, ri = h[2], 2
 			}
 		}
+		passed := false // cur's head no longer comes before the rival's
 		for {
 			i := cur.head()
 			if !(rollup && b.keys.n > 0 && cmpRows(&cur.w, i, &b.keys, b.keys.n-1) == 0) {
@@ -593,6 +595,7 @@ rows:
 				if rival == nil || less(cur, rival) {
 					continue
 				}
+				passed = true
 				break
 			}
 			if err := cur.advance(ctx); err != nil {
@@ -612,7 +615,12 @@ rows:
 				break rows
 			}
 		}
-		if len(h) > 1 {
+		if passed {
+			// The rival is the least of cur's children and comes first: the sift's first
+			// step is known (inputs that interleave row by row take this path every row).
+			h[0], h[ri] = h[ri], h[0]
+			down(ri)
+		} else if len(h) > 1 {
 			down(0)
 		}
 	}
