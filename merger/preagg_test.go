@@ -90,7 +90,10 @@ func TestMergePreAggregate(t *testing.T) {
 		}
 		opts := Options{Rollup: true, Granularity: columns.GranularityHour, Durability: medium.Durability{Sync: medium.SyncNone},
 			Parallelism: 1 + rng.IntN(3), ChunkRows: []int{0, 64, 1000}[rng.IntN(3)]}
-		name := fmt.Sprintf("case %d: %d inputs, contiguous %v", c, nIn, contiguous)
+		if c%4 == 1 {
+			opts.MaxFanIn = 2 // phases: intermediate segments rolled up, then merged
+		}
+		name := fmt.Sprintf("case %d: %d inputs, contiguous %v, fan-in %d", c, nIn, contiguous, opts.MaxFanIn)
 
 		before := preAggGroups.Load()
 		on := filepath.Join(dir, "on.seg")
