@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -84,6 +83,7 @@ func (a *readAhead) start(ctx context.Context, rr Reader) {
 			case <-a.stop:
 				return
 			}
+			clear(b.items[:b.n]) // items are written only for rows with warnings or errors
 			b.n, b.end, b.endWarn = 0, nil, nil
 			for b.n < len(b.rows) {
 				if n&1023 == 0 {
@@ -94,12 +94,13 @@ func (a *readAhead) start(ctx context.Context, rr Reader) {
 				}
 				n++
 				err := rr.Read(&b.rows[b.n])
-				var re *RowError
-				if err != nil && !errors.As(err, &re) {
+				if err != nil && asRowError(err) == nil {
 					b.end = err
 					break
 				}
-				b.items[b.n] = aheadItem{warns: a.takeWarns(), err: err}
+				if err != nil || a.warns != nil {
+					b.items[b.n] = aheadItem{warns: a.takeWarns(), err: err}
+				}
 				b.n++
 			}
 			if b.end != nil {

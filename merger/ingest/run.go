@@ -429,8 +429,7 @@ func (r *runner) readInput(in Input, format Format) (err error) {
 		for k := range b.n {
 			it := &b.items[k]
 			r.warn(it.warns)
-			var re *RowError
-			if errors.As(it.err, &re) {
+			if re := asRowError(it.err); re != nil {
 				r.res.Skipped++
 				if r.res.Skipped > r.opts.MaxParseErrors {
 					return re
