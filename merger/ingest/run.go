@@ -199,8 +199,8 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 	if r.limit > 0 {
 		r.limit = max(r.limit/2, 1) // two builders: see MemoryLimit
 	}
-	if r.b, err = merger.NewBuilder(typedSchema(sp.Schema), merger.BuilderOptions{}); err != nil {
-		return res, fmt.Errorf("ingest: %w", err)
+	if r.b, err = newBuilder(sp); err != nil {
+		return res, err
 	}
 	if r.med == nil {
 		tm, err := tmpfile.New(tmpfile.Options{Dir: opts.TmpDir, Durability: opts.Durability})
@@ -219,6 +219,9 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 		// goes.
 		if werr := r.waitSpill(); werr != nil && (err == nil || ctx.Err() == nil) { // not the cancellation again
 			err = errors.Join(err, werr)
+		}
+		if cerr := r.closeBuilders(); cerr != nil {
+			err = errors.Join(err, cerr)
 		}
 		if r.runDir != "" {
 			if rerr := os.RemoveAll(r.runDir); rerr != nil {
@@ -558,8 +561,8 @@ func (r *runner) spill() error {
 	}
 	next := r.spare
 	if next == nil {
-		if next, err = merger.NewBuilder(typedSchema(r.sp.Schema), merger.BuilderOptions{}); err != nil {
-			return fmt.Errorf("ingest: %w", err)
+		if next, err = newBuilder(r.sp); err != nil {
+			return err
 		}
 		// Room for as many rows as the first Builder took (rows are most often alike):
 		// filling arrays of the right size at once costs less than growing them.
@@ -597,9 +600,43 @@ func (r *runner) waitSpill() error {
 	p := r.pend
 	r.pend = nil
 	if err := <-p.done; err != nil {
-		return fmt.Errorf("ingest: run: %w", err)
+		return errors.Join(fmt.Errorf("ingest: run: %w", err), closeBuilder(p.b))
 	}
 	r.spare = p.b
+	return nil
+}
+
+// newBuilder returns a Builder of the spec's schema whose row arrays are in scratch memory
+// (merger.BuilderOptions.ScratchArrays): every Builder made must be closed.
+func newBuilder(sp *Spec) (*merger.Builder, error) {
+	b, err := merger.NewBuilder(typedSchema(sp.Schema), merger.BuilderOptions{ScratchArrays: true})
+	if err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
+	if testHookNewBuilder != nil {
+		testHookNewBuilder(b)
+	}
+	return b, nil
+}
+
+// testHookNewBuilder, when set, is called with each Builder newBuilder makes.
+var testHookNewBuilder func(*merger.Builder)
+
+// closeBuilders closes the Builder taking rows and the spare, once no persist is under way.
+func (r *runner) closeBuilders() error {
+	err := errors.Join(closeBuilder(r.spare), closeBuilder(r.b))
+	r.spare = nil
+	return err
+}
+
+// closeBuilder closes b, if any (merger.Builder.Close: a second Close does nothing).
+func closeBuilder(b *merger.Builder) error {
+	if b == nil {
+		return nil
+	}
+	if err := b.Close(); err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
 	return nil
 }
 
@@ -662,7 +699,13 @@ func (r *runner) endSegment() error {
 			return err
 		}
 		if r.final {
-			r.spare = nil // no more rows: its kept arrays can go before the merge
+			// No more rows: its kept arrays go before the merge (to the scratch pool, for
+			// the merge's own arrays).
+			err := closeBuilder(r.spare)
+			r.spare = nil
+			if err != nil {
+				return err
+			}
 		}
 		seg.Runs = len(r.runs)
 		if mr, err = r.mergeRuns(staged, dst); err != nil {
