@@ -425,7 +425,8 @@ func (r *runner) readInput(in Input, format Format) (err error) {
 		}()
 	}
 	r.input = in.Name
-	ahead.start(r.ctx, rr)
+	// The Builder copies every dictionary value it keeps, but keeps raw values as they are.
+	ahead.start(r.ctx, rr, !hasRaw(r.sp.Schema))
 	defer ahead.close() // before the reader's Close
 	for {
 		b := ahead.next()
@@ -455,6 +456,16 @@ func (r *runner) readInput(in Input, format Format) (err error) {
 		}
 		ahead.recycle(b)
 	}
+}
+
+// hasRaw reports whether schema has a raw dimension.
+func hasRaw(schema columns.Schema) bool {
+	for _, d := range schema.Dimensions {
+		if d.Raw {
+			return true
+		}
+	}
+	return false
 }
 
 // warn reports the reader's warnings, in order, from Run's goroutine.

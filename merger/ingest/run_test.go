@@ -555,3 +555,28 @@ func TestRunEmptyInput(t *testing.T) {
 	require.Empty(t, segRows(t, out))
 	_ = errors.New
 }
+
+// The Builder keeps raw values as they are given, so a spec with a raw dimension reads CSV
+// without block reuse (readAhead.start's reuse): with small chunks recycled under them, the
+// raw values kept would be overwritten. The dictionary dimension beside it is copied and
+// right either way.
+func TestRunRawValuesKept(t *testing.T) {
+	sp, err := ParseSpec([]byte(`{"timestamp": {"field": "ts"}, "dimensions": [{"name": "page"}, {"name": "body", "raw": true}],
+	  "metrics": [{"name": "n", "aggregator": "count"}]}`))
+	require.NoError(t, err)
+	defer func(n int) { chunkBytes = n }(chunkBytes)
+	chunkBytes = 512
+	var b strings.Builder
+	b.WriteString("ts,page,body\n")
+	var want []string
+	const rows = 5000
+	for i := range rows {
+		fmt.Fprintf(&b, "%d,p%d,body-%d\n", 1714564800000+int64(i), i%13, i)
+		want = append(want, fmt.Sprintf(`%d ["p%d"] ["body-%d"] 1`, 1714564800000+int64(i), i%13, i))
+	}
+	out := filepath.Join(t.TempDir(), "o.seg")
+	_, err = Run(context.Background(), sp, []Input{{Name: "a.csv", Reader: &chunkReader{r: strings.NewReader(b.String()), rng: rand.New(rand.NewPCG(1, 2))}}},
+		Options{Out: out, Durability: noSync})
+	require.NoError(t, err)
+	require.Equal(t, want, segRows(t, out))
+}
