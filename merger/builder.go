@@ -3,6 +3,7 @@ package merger
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -759,7 +760,7 @@ type PersistOptions struct {
 // builder is its one input): rows sorted by (time, dimensions), dictionaries sorted, bitmaps
 // rebuilt one value at a time, parts staged in the medium and published per Durability. The
 // rows stay in the builder (Reset drops them); Add waits while Persist runs, queries do not.
-func (b *Builder) Persist(ctx context.Context, dst string, opts PersistOptions) (Result, error) {
+func (b *Builder) Persist(ctx context.Context, dst string, opts PersistOptions) (res Result, err error) {
 	start := time.Now()
 	mo := Options{Medium: opts.Medium, Durability: opts.Durability, Replace: opts.Replace, Parallelism: opts.Parallelism,
 		Progress: opts.Progress, Compression: opts.Compression, ChunkRows: opts.ChunkRows,
@@ -773,6 +774,11 @@ func (b *Builder) Persist(ctx context.Context, dst string, opts PersistOptions) 
 		return Result{}, fmt.Errorf("merger: builder: persist: %w", medium.ErrClosed)
 	}
 	src := b.persistView()
+	defer func() {
+		if rerr := src.release(); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
 	return mergeSources(ctx, []source.Source{src}, []string{"builder"}, b.schema, target{path: dst}, mo, start)
 }
 
@@ -782,7 +788,7 @@ func (b *Builder) Persist(ctx context.Context, dst string, opts PersistOptions) 
 // and reading back that segment. Ingestion merges its runs with the rows still in memory
 // this way. The segments' checksums are verified first, as Merge does; the segments stay
 // open and the caller's.
-func (b *Builder) PersistAfter(ctx context.Context, before []*columns.Segment, dst string, opts PersistOptions) (Result, error) {
+func (b *Builder) PersistAfter(ctx context.Context, before []*columns.Segment, dst string, opts PersistOptions) (res Result, err error) {
 	start := time.Now()
 	mo := Options{Medium: opts.Medium, Durability: opts.Durability, Replace: opts.Replace, Parallelism: opts.Parallelism,
 		Progress: opts.Progress, Compression: opts.Compression, ChunkRows: opts.ChunkRows,
@@ -801,7 +807,7 @@ func (b *Builder) PersistAfter(ctx context.Context, before []*columns.Segment, d
 		schemas = append(schemas, in.Schema())
 		names = append(names, mo.inputNameOf(i, in))
 	}
-	err := parallel.Run(len(before), mo.Parallelism, func(i int) error {
+	err = parallel.Run(len(before), mo.Parallelism, func(i int) error {
 		if err := before[i].VerifyChecksumsContext(ctx); err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("merger: %w", ctx.Err())
@@ -818,7 +824,13 @@ func (b *Builder) PersistAfter(ctx context.Context, before []*columns.Segment, d
 	if b.closed {
 		return Result{}, fmt.Errorf("merger: builder: persist: %w", medium.ErrClosed)
 	}
-	srcs = append(srcs, b.persistView())
+	view := b.persistView()
+	defer func() {
+		if rerr := view.release(); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	srcs = append(srcs, view)
 	schemas = append(schemas, b.schema)
 	names = append(names, "builder")
 	out, err := outputSchema(schemas, func(i int) string { return names[i] }, nil, mo.Rollup, mo.Granularity)

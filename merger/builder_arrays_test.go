@@ -85,6 +85,12 @@ func TestBuilderScratchArrays(t *testing.T) {
 		scribble()
 		_, err = scr.Persist(t.Context(), b, noSync)
 		require.NoError(t, err)
+		// A second persist takes its scratch arrays (the view's sorted ids, the merge's id
+		// logs) from the pool and gives them all back.
+		pooled := scratch.PoolBytes()
+		_, err = scr.Persist(t.Context(), b+".again", noSync)
+		require.NoError(t, err)
+		require.Equal(t, pooled, scratch.PoolBytes(), "batch %d: a persist kept scratch memory", k)
 		ab, err := os.ReadFile(a)
 		require.NoError(t, err)
 		bb, err := os.ReadFile(b)
