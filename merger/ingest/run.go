@@ -430,8 +430,20 @@ func (r *runner) readInput(in Input, format Format) (err error) {
 	defer ahead.close() // before the reader's Close
 	for {
 		b := ahead.next()
-		for k := range b.n {
+		for k := 0; k < b.n; k++ {
 			it := &b.items[k]
+			if it.warns == nil && it.err == nil {
+				// The rows up to the next with a warning or an error go in runs.
+				e := k + 1
+				for e < b.n && b.items[e].warns == nil && b.items[e].err == nil {
+					e++
+				}
+				if err := r.addRows(b.rows[k:e]); err != nil {
+					return err
+				}
+				k = e - 1
+				continue
+			}
 			r.warn(it.warns)
 			if re := asRowError(it.err); re != nil {
 				r.res.Skipped++
@@ -502,6 +514,54 @@ func (r *runner) add(row *columns.Row) error {
 		r.progress()
 	}
 	return nil
+}
+
+// addRows adds rows as add adds each, but those between the rows where something is due (a
+// segment's end, a look at the Builder's size, a progress report: quietRows) in one call of
+// merger.Builder.AddRows, under one lock of the Builder.
+func (r *runner) addRows(rows []columns.Row) error {
+	for len(rows) > 0 {
+		n := min(len(rows), r.quietRows())
+		if n <= 1 {
+			if err := r.add(&rows[0]); err != nil {
+				return err
+			}
+			rows = rows[1:]
+			continue
+		}
+		k, err := r.b.AddRows(rows[:n])
+		r.segRows += int64(k)
+		r.added += k
+		r.res.InputRows += int64(k)
+		if r.limit >= 0 {
+			r.untilCheck -= k // as full counts down for each row
+		}
+		if err != nil {
+			return fmt.Errorf("ingest: %s: %w", r.input, err)
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+// quietRows is how many rows add would add from now on doing nothing else: no segment ends
+// before any of them, full returns false for each without looking at the Builder, and no
+// progress is reported after any of them.
+func (r *runner) quietRows() int {
+	n := r.rowsCheck - r.added // full asks the Builder's rows once added reaches rowsCheck
+	if r.limit >= 0 {
+		if r.added == 0 {
+			return 0
+		}
+		n = min(n, r.untilCheck-1) // full estimates the memory when its countdown reaches 0
+	}
+	if r.opts.RowsPerSegment > 0 {
+		n = min(n, int(int64(r.opts.RowsPerSegment)-r.segRows))
+	}
+	if r.opts.Progress != nil {
+		n = min(n, int(r.nextProg-r.res.InputRows)-1)
+	}
+	return n
 }
 
 // full reports whether the Builder should be persisted before it takes another row.
