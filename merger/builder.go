@@ -774,6 +774,25 @@ type PersistOptions struct {
 	ChunkRows   int
 	// InputNames name the segments of PersistAfter in error messages (see Options.InputNames).
 	InputNames []string
+	// Runs marks ingestion's intermediate segments. Persist then writes no bitmap index for
+	// single-value dimensions: a merge builds their bitmaps from the merged ids, never from
+	// its inputs' bitmaps, so those of a segment only merged again are never read (multi-value
+	// dimensions keep theirs: a merge reads them). PersistAfter then takes each dimension's
+	// bitmap index from the builder's schema, where the union of the schemas would drop the
+	// indexes its runs lack. A segment persisted with Runs is for merging, not for queries.
+	Runs bool
+}
+
+// runSchema is the schema of a run: s without the bitmap indexes of single-value dictionary
+// dimensions.
+func runSchema(s columns.Schema) columns.Schema {
+	s = s.Clone()
+	for i, d := range s.Dimensions {
+		if !d.Raw && !d.MultiValue {
+			s.Dimensions[i].NoBitmapIndex = true
+		}
+	}
+	return s
 }
 
 // Persist writes the builder's rows as a segment at dst, through the merge's write path (the
@@ -799,7 +818,11 @@ func (b *Builder) Persist(ctx context.Context, dst string, opts PersistOptions) 
 			err = errors.Join(err, rerr)
 		}
 	}()
-	return mergeSources(ctx, []source.Source{src}, []string{"builder"}, b.schema, target{path: dst}, mo, start)
+	out := b.schema
+	if opts.Runs {
+		out = runSchema(out)
+	}
+	return mergeSources(ctx, []source.Source{src}, []string{"builder"}, out, target{path: dst}, mo, start)
 }
 
 // PersistAfter is Persist merging segments before the builder's rows: the segments' rows come
@@ -856,6 +879,13 @@ func (b *Builder) PersistAfter(ctx context.Context, before []*columns.Segment, d
 	out, err := outputSchema(schemas, func(i int) string { return names[i] }, nil, mo.Rollup, mo.Granularity)
 	if err != nil {
 		return Result{}, err
+	}
+	if opts.Runs {
+		for i, d := range out.Dimensions {
+			if k := b.schema.Dimension(d.Name); k >= 0 {
+				out.Dimensions[i].NoBitmapIndex = b.schema.Dimensions[k].NoBitmapIndex
+			}
+		}
 	}
 	return mergeSources(ctx, srcs, names, out, target{path: dst}, mo, start)
 }

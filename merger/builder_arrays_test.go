@@ -12,6 +12,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger/internal/fixture"
 	"github.com/writeout/writeout/merger/internal/scratch"
 )
 
@@ -178,4 +179,59 @@ func TestBuilderAddRows(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 	require.Equal(t, 1, n)
 	require.Equal(t, before, batch.Rows(), "rows[0] rolled up into its row; the bad row and the one after it not added")
+}
+
+// Runs (ingestion's intermediate segments): Persist leaves out the bitmap indexes of
+// single-value dimensions, and PersistAfter of such runs writes the same bytes as PersistAfter
+// of segments persisted whole, bitmap indexes included, whatever the schema (multi-value,
+// raw, rollup); an empty builder too.
+func TestBuilderPersistRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 33))
+	cases := 10
+	if testing.Short() || raceEnabled {
+		cases = 4
+	}
+	noSync := medium.Durability{Sync: medium.SyncNone}
+	for c := 0; c < cases; c++ {
+		schema, rows := fixture.NewBuilderCase(rng, 20+rng.IntN(500))
+		dir := t.TempDir()
+		parts := 1 + rng.IntN(3)
+		var whole, runs []*columns.Segment
+		b, err := NewBuilder(schema, BuilderOptions{})
+		require.NoError(t, err)
+		for k := 0; k <= parts; k++ {
+			b.Reset()
+			if k == parts && c%3 == 2 {
+				break // an empty builder
+			}
+			for _, r := range rows[len(rows)*k/(parts+1) : len(rows)*(k+1)/(parts+1)] {
+				require.NoError(t, b.Add(r))
+			}
+			if k == parts {
+				break // the last part stays in b
+			}
+			w, r := filepath.Join(dir, fmt.Sprintf("whole-%d.seg", k)), filepath.Join(dir, fmt.Sprintf("run-%d.seg", k))
+			_, err := b.Persist(t.Context(), w, PersistOptions{Durability: noSync})
+			require.NoError(t, err)
+			_, err = b.Persist(t.Context(), r, PersistOptions{Durability: noSync, Runs: true})
+			require.NoError(t, err)
+			whole, runs = append(whole, openSeg(t, w)), append(runs, openSeg(t, r))
+			for _, d := range runs[k].Schema().Dimensions {
+				if !d.Raw {
+					want := !d.MultiValue || schema.Dimensions[schema.Dimension(d.Name)].NoBitmapIndex
+					require.Equal(t, want, d.NoBitmapIndex, "case %d: dimension %q of a run", c, d.Name)
+				}
+			}
+		}
+		a, r := filepath.Join(dir, "whole.seg"), filepath.Join(dir, "runs.seg")
+		_, err = b.PersistAfter(t.Context(), whole, a, PersistOptions{Durability: noSync})
+		require.NoError(t, err)
+		_, err = b.PersistAfter(t.Context(), runs, r, PersistOptions{Durability: noSync, Runs: true})
+		require.NoError(t, err)
+		ab, err := os.ReadFile(a)
+		require.NoError(t, err)
+		rb, err := os.ReadFile(r)
+		require.NoError(t, err)
+		require.Equal(t, ab, rb, "case %d (rollup %v, %d parts, %d rows left)", c, schema.Rollup, parts, b.Rows())
+	}
 }

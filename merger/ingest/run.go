@@ -727,7 +727,7 @@ func persistRun(ctx context.Context, b *merger.Builder, path string, med medium.
 			err = testHookPersist(path)
 		}
 		if err == nil {
-			_, err = b.Persist(ctx, path, merger.PersistOptions{Medium: med, Durability: medium.Durability{Sync: medium.SyncNone}})
+			_, err = b.Persist(ctx, path, merger.PersistOptions{Medium: med, Durability: medium.Durability{Sync: medium.SyncNone}, Runs: true})
 		}
 		b.ResetKeep(keep)
 		p.done <- err
@@ -872,8 +872,9 @@ func (r *runner) mergeGroup(runs []string, out string, dur medium.Durability, b 
 	if testHookRunsOpen != nil {
 		testHookRunsOpen(len(segs))
 	}
-	if b != nil && b.Rows() > 0 {
-		res, err = b.PersistAfter(r.ctx, segs, out, merger.PersistOptions{Medium: r.med, Durability: dur, InputNames: runs})
+	if b != nil {
+		// Runs: the output has the bitmap indexes the runs were written without.
+		res, err = b.PersistAfter(r.ctx, segs, out, merger.PersistOptions{Medium: r.med, Durability: dur, InputNames: runs, Runs: true})
 	} else {
 		res, err = merger.Merge(r.ctx, segs, out, merger.Options{
 			Medium:      r.med,
