@@ -1,9 +1,13 @@
 package merger
 
 import (
-	"github.com/writeout/writeout/columns/agg"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/merger/internal/scratch"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/axiomhq/hyperloglog"
@@ -22,6 +26,22 @@ type bview struct {
 	sorted bool
 	order  []uint32
 	dims   map[string]*bdimView
+	// Persist views: the scratch arrays behind order and the dimensions' sorted ids, freed
+	// by release. (Scratch memory: a persist after another takes the same pages from the
+	// pool instead of faulting in new ones.)
+	orderArr scratch.Array[uint32]
+}
+
+// release frees a persist view's scratch arrays; nothing may use the view after.
+func (v *bview) release() error {
+	errs := []error{v.orderArr.Free()}
+	for _, dv := range v.dims {
+		errs = append(errs, dv.idsArr.Free())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("merger: builder: %w", err)
+	}
+	return nil
 }
 
 // view returns a query view of the builder and the function that releases it.
@@ -45,14 +65,19 @@ func init() {
 	}
 }
 
-// persistView returns the view Persist merges; the caller holds the read lock.
-func (b *Builder) persistView() source.Source {
+// persistView returns the view Persist merges; the caller holds the read lock, and releases
+// the view (release) once the merge is over.
+func (b *Builder) persistView() *bview {
 	v := b.newView(true)
-	v.order = make([]uint32, v.n)
+	times := b.times[:v.n]
+	if slices.IsSorted(times) {
+		return v // rows added in time order (the common case): no order needed
+	}
+	v.orderArr = scratch.New[uint32](v.n)
+	v.order = v.orderArr.S
 	for i := range v.order {
 		v.order[i] = uint32(i)
 	}
-	times := b.times
 	slices.SortStableFunc(v.order, func(x, y uint32) int {
 		switch tx, ty := times[x], times[y]; {
 		case tx < ty:
@@ -268,9 +293,10 @@ type bdimView struct {
 	// sorted dictionary (persist views only)
 	sorted   bool
 	nullID   bool
-	localOf  []uint32 // sorted id -> local id
-	sortedOf []uint32 // local id -> sorted id
-	ids      []uint32 // rows' ids, sorted ids for persist views
+	localOf  []uint32              // sorted id -> local id
+	sortedOf []uint32              // local id -> sorted id
+	ids      []uint32              // rows' ids, sorted ids for persist views
+	idsArr   scratch.Array[uint32] // persist views: ids's memory
 	multi    []uint32
 	offs     []uint32
 	// rows of every id, built on the first bitmap a view without live bitmaps is asked for
@@ -297,7 +323,8 @@ func (dv *bdimView) sortDictionary() {
 		dv.sortedOf[l] = uint32(s)
 	}
 	if d.kind == kindSingle {
-		dv.ids = make([]uint32, dv.n)
+		dv.idsArr = scratch.New[uint32](dv.n)
+		dv.ids = dv.idsArr.S
 		for r, l := range d.ids[:dv.n] {
 			dv.ids[r] = dv.sortedOf[l]
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unsafe"
 
 	"github.com/writeout/writeout/columns"
 )
@@ -172,8 +173,10 @@ func (x *CSVReader) Read(row *columns.Row) error {
 			v = append(v, s)
 		}
 		row.Dims[i] = v
-		if err := x.checkValues(i, v); err != nil {
-			return err
+		if d.MultiValue || len(s) > columns.MaxValueBytes { // one value: checked here, without a call
+			if err := x.checkValues(i, v); err != nil {
+				return err
+			}
 		}
 	}
 	for i, j := range x.metricIdx {
@@ -207,7 +210,95 @@ type csvScanner struct {
 	// block holds whole lines taken from br at once, as one string, for the records of one
 	// line without quotes (fast); the other records read it through pending.
 	block string
+	ring  blockRing
 }
+
+// blockRing recycles the memory of fast's blocks when the reader's user says which blocks
+// it no longer uses (reuseBlocks, releaseBefore): without it each block is a new string, 157
+// MB of fresh memory for 157 MB of CSV, a page fault every 4 KiB of it. Blocks are numbered
+// from 1 in the order they are taken; the strings of a record read by fast point into block
+// seq (the one taken last). Blocks are carved one after the other from chunks of at least
+// chunkBytes; a chunk is recycled once every block carved from it is released.
+type blockRing struct {
+	on   bool
+	seq  uint64      // the number of the block taken last
+	cur  []byte      // the chunk blocks are carved from: its length is the bytes carved
+	live []ringChunk // chunks carved full, oldest first
+	free [][]byte    // released chunks, for the next
+	kept int         // the bytes of free
+	made int         // chunks allocated (tests check they are recycled)
+}
+
+// ringChunk is a chunk carved full; last is the number of the last block carved from it.
+type ringChunk struct {
+	last uint64
+	buf  []byte
+}
+
+// chunkBytes is the least a chunk holds (a block is most often what the reader's 64 KiB
+// buffer holds; tests make it small); maxFreeBytes bounds the released chunks kept for reuse.
+var chunkBytes = 256 << 10
+
+const maxFreeBytes = 1 << 20
+
+// take returns b's bytes as a string: a copy, carved from a recycled chunk when the ring is on.
+func (r *blockRing) take(b []byte) string {
+	r.seq++
+	if !r.on {
+		return string(b)
+	}
+	if len(b) > cap(r.cur)-len(r.cur) {
+		if r.cur != nil {
+			r.live = append(r.live, ringChunk{last: r.seq - 1, buf: r.cur})
+		}
+		r.cur = nil
+		for i := len(r.free) - 1; i >= 0; i-- { // the chunk released last: still in the cache
+			if f := r.free[i]; cap(f) >= len(b) {
+				r.cur = f[:0]
+				r.kept -= cap(f)
+				r.free = append(r.free[:i], r.free[i+1:]...)
+				break
+			}
+		}
+		if r.cur == nil {
+			r.cur = make([]byte, 0, max(len(b), chunkBytes))
+			r.made++
+		}
+	}
+	start := len(r.cur)
+	r.cur = append(r.cur, b...)
+	return unsafe.String(unsafe.SliceData(r.cur[start:]), len(b))
+}
+
+// releaseBefore lets the blocks numbered below seq be overwritten.
+func (r *blockRing) releaseBefore(seq uint64) {
+	k := 0
+	for k < len(r.live) && r.live[k].last < seq {
+		if c := r.live[k].buf; r.kept+cap(c) <= maxFreeBytes {
+			r.free = append(r.free, c)
+			r.kept += cap(c)
+		}
+		r.live[k] = ringChunk{}
+		k++
+	}
+	if k > 0 {
+		r.live = append(r.live[:0], r.live[k:]...)
+	}
+}
+
+// reuseBlocks makes the reader recycle the memory of its blocks: the strings of a row it
+// reads stay valid only until its user calls releaseBefore with a number above blockSeq's
+// when it read the row. This breaks Reader's promise that strings may be kept, so only a
+// user that copies what it keeps may ask for it (the read-ahead for a Builder without raw
+// dimensions, which copies every new dictionary value).
+func (x *CSVReader) reuseBlocks() { x.sc.ring.on = true }
+
+// blockSeq is the number of the block the strings of the row read last point into (at most).
+func (x *CSVReader) blockSeq() uint64 { return x.sc.ring.seq }
+
+// releaseBefore lets the reader overwrite the blocks numbered below seq: no string of the rows
+// read from them is used any more.
+func (x *CSVReader) releaseBefore(seq uint64) { x.sc.ring.releaseBefore(seq) }
 
 // errTooLong is a record over the limit, as readLine returns it.
 var errTooLong = errors.New("record too long")
@@ -317,8 +408,18 @@ func (s *csvScanner) fast() ([]string, bool) {
 			if i < 0 {
 				return nil, false
 			}
-			s.block = string(buf[:i+1])
+			s.block = s.ring.take(buf[:i+1])
 			_, _ = s.br.Discard(i + 1)
+		}
+		if s.commaS == "" {
+			s.commaS = string(s.comma)
+		}
+		if c := s.commaS; len(c) == 1 && c[0] != '\n' && c[0] != '\r' && c[0] != '"' { // (Spec.Validate refuses those)
+			rec, ok, skip := s.fastByte()
+			if skip {
+				continue
+			}
+			return rec, ok
 		}
 		i := strings.IndexByte(s.block, '\n')
 		line := s.block[:i+1]
@@ -338,9 +439,6 @@ func (s *csvScanner) fast() ([]string, bool) {
 		}
 		s.start, s.raw, s.first = s.line, s.raw[:0], 0
 		s.rec = s.rec[:0]
-		if s.commaS == "" {
-			s.commaS = string(s.comma)
-		}
 		comma := s.commaS
 		for {
 			k := strings.Index(cur, comma)
@@ -352,6 +450,48 @@ func (s *csvScanner) fast() ([]string, bool) {
 			cur = cur[k+len(comma):]
 		}
 	}
+}
+
+// fastByte is fast's reading of the block's next line for a one-byte delimiter: one pass over
+// the line's bytes finds its delimiters, a quote and its end (where fast's general loop makes
+// a call to find each, nine calls for a line of seven fields). It returns the record, or
+// false when the line is for the general path (the rest of the block handed to it), or skip
+// for an empty line.
+func (s *csvScanner) fastByte() (rec []string, ok, skip bool) {
+	c := s.commaS[0]
+	blk := s.block
+	s.rec = s.rec[:0]
+	from, i := 0, 0
+scan:
+	for ; i < len(blk); i++ {
+		switch blk[i] {
+		case c:
+			s.rec = append(s.rec, blk[from:i])
+			from = i + 1
+		case '\n':
+			break scan
+		case '"':
+			i = len(blk) // a quote: the general path reads the line
+			break scan
+		}
+	}
+	if i >= len(blk) || i+1 > s.max {
+		s.pending = []byte(s.block)
+		s.block = ""
+		return nil, false, false
+	}
+	s.block = blk[i+1:]
+	s.line++
+	end := i
+	if end > 0 && blk[end-1] == '\r' {
+		end--
+	}
+	if end == 0 {
+		return nil, false, true // an empty line
+	}
+	s.start, s.raw, s.first = s.line, s.raw[:0], 0
+	s.rec = append(s.rec, blk[from:max(end, from)])
+	return s.rec, true, false
 }
 
 // next returns the next record: its fields (valid until the next call), io.EOF at the end, a

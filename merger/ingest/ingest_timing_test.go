@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -86,5 +87,40 @@ func BenchmarkRun(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/rows, "ns/row")
 		})
+	}
+}
+
+// BenchmarkCSVRead parses CSV shaped like the peers' event table (an epoch time, three
+// dimensions, three integer metrics; issue 14 bar 4) into rows, without a Builder: the reading
+// goroutine's work in an ingest.
+func BenchmarkCSVRead(b *testing.B) {
+	sp, err := ParseSpec([]byte(`{"timestamp": {"field": "time", "format": "millis"},
+	  "dimensions": [{"name": "d1"}, {"name": "d2"}, {"name": "d3"}],
+	  "metrics": [{"name": "m1", "aggregator": "longSum"}, {"name": "m2", "aggregator": "longSum"},
+	              {"name": "m3", "aggregator": "longSum"}]}`))
+	require.NoError(b, err)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var body strings.Builder
+	body.WriteString("time,d1,d2,d3,m1,m2,m3\n")
+	const rows = 100_000
+	for i := range rows {
+		fmt.Fprintf(&body, "%d,d1-%05d,d2-%05d,d3-%05d,%d,%d,%d\n", 1767225600000+int64(i)*29, rng.IntN(200), rng.IntN(1000),
+			rng.IntN(5000), rng.IntN(10), rng.IntN(200_000), rng.IntN(300))
+	}
+	data := body.String()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	row := sp.NewRow()
+	for b.Loop() {
+		rr, err := NewCSVReader(sp, "e.csv", strings.NewReader(data))
+		require.NoError(b, err)
+		n := 0
+		for ; ; n++ {
+			if err := rr.Read(&row); err != nil {
+				require.ErrorIs(b, err, io.EOF)
+				break
+			}
+		}
+		require.Equal(b, rows, n)
 	}
 }

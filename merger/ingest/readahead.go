@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -30,11 +29,23 @@ type aheadItem struct {
 // aheadBatch is a batch of rows parsed ahead: rows[:n] with their items, then, when end is
 // set, the end of the input.
 type aheadBatch struct {
+	seq     uint64 // blockReuser: the block the strings of its last row point into, at most
 	rows    []columns.Row
 	items   []aheadItem
 	n       int
 	end     error     // io.EOF or the error that ends the input; nil when more rows follow
 	endWarn []Warning // warnings after the last row
+}
+
+// blockReuser is a Reader that can recycle the memory its rows' strings point into (the CSV
+// reader's blocks) once told they are no longer used (see CSVReader.reuseBlocks). Batches go
+// back to the reading goroutine in the order they were filled, after every row in them is
+// used; so when a batch comes back, every row read before its last is used, and the blocks
+// before the one its last row came from (which rows after it may share) can be overwritten.
+type blockReuser interface {
+	reuseBlocks()
+	blockSeq() uint64
+	releaseBefore(seq uint64)
 }
 
 // readAhead runs a Reader on its own goroutine. Batches go to full and come back on free;
@@ -74,7 +85,15 @@ func (a *readAhead) takeWarns() []Warning {
 }
 
 // start reads rr on a new goroutine until the input ends, ctx is done or close is called.
-func (a *readAhead) start(ctx context.Context, rr Reader) {
+// With reuse, a reader that can (blockReuser) recycles the memory of its rows' strings once
+// their batch is recycled: the user must copy any string it keeps past recycle.
+func (a *readAhead) start(ctx context.Context, rr Reader, reuse bool) {
+	ru, _ := rr.(blockReuser)
+	if ru != nil && reuse {
+		ru.reuseBlocks()
+	} else {
+		ru = nil
+	}
 	go func() {
 		defer close(a.done)
 		for n := 0; ; {
@@ -84,6 +103,10 @@ func (a *readAhead) start(ctx context.Context, rr Reader) {
 			case <-a.stop:
 				return
 			}
+			if ru != nil {
+				ru.releaseBefore(b.seq) // b's rows, and all before, are used
+			}
+			clear(b.items[:b.n]) // items are written only for rows with warnings or errors
 			b.n, b.end, b.endWarn = 0, nil, nil
 			for b.n < len(b.rows) {
 				if n&1023 == 0 {
@@ -94,16 +117,20 @@ func (a *readAhead) start(ctx context.Context, rr Reader) {
 				}
 				n++
 				err := rr.Read(&b.rows[b.n])
-				var re *RowError
-				if err != nil && !errors.As(err, &re) {
+				if err != nil && asRowError(err) == nil {
 					b.end = err
 					break
 				}
-				b.items[b.n] = aheadItem{warns: a.takeWarns(), err: err}
+				if err != nil || a.warns != nil {
+					b.items[b.n] = aheadItem{warns: a.takeWarns(), err: err}
+				}
 				b.n++
 			}
 			if b.end != nil {
 				b.endWarn = a.takeWarns()
+			}
+			if ru != nil {
+				b.seq = ru.blockSeq()
 			}
 			select {
 			case a.full <- b:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -139,4 +140,70 @@ func (s *slowReader) Read(p []byte) (int, error) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	return s.r.Read(p[:min(len(p), 64)])
+}
+
+// chunkReader hands out reads of 1 to 400 bytes, so that the CSV reader's blocks (what its
+// buffer holds when it takes one) are many and short: a batch of rows spans many blocks, and
+// a block several batches.
+type chunkReader struct {
+	r   io.Reader
+	rng *rand.Rand
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	return c.r.Read(p[:min(len(p), 1+c.rng.IntN(400))])
+}
+
+// With block reuse, the CSV reader recycles the memory its rows' strings point into once the
+// batches holding them come back: every row the user sees holds its own values, while every
+// batch is full and waiting (the most rows in flight), and the blocks are recycled, not
+// allocated anew. (Releasing the block of a batch's last row too early, which rows of the next
+// batch share, fails it; so does releasing blocks when a batch is taken rather than
+// returned.)
+func TestReadAheadBlockReuse(t *testing.T) {
+	sp, err := ParseSpec([]byte(`{"timestamp": {"field": "ts"}, "dimensions": [{"name": "a"}, {"name": "b"}],
+	  "metrics": [{"name": "n", "aggregator": "longSum"}]}`))
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
+	var body strings.Builder
+	body.WriteString("ts,a,b,n\n")
+	const rows = 100 * aheadRows
+	for i := range rows {
+		fmt.Fprintf(&body, "%d,a%d-%s,b%d,%d\n", 1714564800000+int64(i), i, strings.Repeat("x", rng.IntN(40)), i*7, i)
+	}
+	defer func(n int) { chunkBytes = n }(chunkBytes)
+	chunkBytes = 512 // many chunks in flight: a chunk recycled too early is overwritten while its rows are
+	rr, err := NewCSVReader(sp, "r.csv", &chunkReader{r: strings.NewReader(body.String()), rng: rng})
+	require.NoError(t, err)
+	ahead := newReadAhead(sp)
+	ahead.start(context.Background(), rr, true)
+	defer ahead.close()
+	seen := 0
+	for {
+		// Let the reader fill every batch it can before this one is looked at.
+		for deadline := time.Now().Add(20 * time.Millisecond); len(ahead.full) < aheadBatches-1 && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Microsecond)
+		}
+		b := ahead.next()
+		for k := range b.n {
+			require.NoError(t, b.items[k].err)
+			row := b.rows[k]
+			require.Equal(t, fmt.Sprintf("b%d", seen*7), row.Dims[1][0], "row %d", seen)
+			require.True(t, strings.HasPrefix(row.Dims[0][0], fmt.Sprintf("a%d-", seen)), "row %d: %q", seen, row.Dims[0][0])
+			require.Equal(t, int64(seen), row.Metrics[0].Long)
+			seen++
+		}
+		if b.end != nil {
+			require.ErrorIs(t, b.end, io.EOF)
+			break
+		}
+		ahead.recycle(b)
+	}
+	require.Equal(t, rows, seen)
+	blocks := int(rr.sc.ring.seq)
+	require.Greater(t, blocks, rows/40, "blocks taken")
+	// In flight: at most aheadBatches batches of about 11 KB of rows, 512-byte chunks.
+	require.Greater(t, body.Len(), 800*chunkBytes, "chunks carved")
+	t.Logf("%d chunks made, %d blocks", rr.sc.ring.made, blocks)
+	require.Less(t, rr.sc.ring.made, 200, "chunks allocated for %d blocks (%d bytes)", blocks, body.Len())
 }

@@ -199,8 +199,8 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 	if r.limit > 0 {
 		r.limit = max(r.limit/2, 1) // two builders: see MemoryLimit
 	}
-	if r.b, err = merger.NewBuilder(typedSchema(sp.Schema), merger.BuilderOptions{}); err != nil {
-		return res, fmt.Errorf("ingest: %w", err)
+	if r.b, err = newBuilder(sp); err != nil {
+		return res, err
 	}
 	if r.med == nil {
 		tm, err := tmpfile.New(tmpfile.Options{Dir: opts.TmpDir, Durability: opts.Durability})
@@ -219,6 +219,9 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 		// goes.
 		if werr := r.waitSpill(); werr != nil && (err == nil || ctx.Err() == nil) { // not the cancellation again
 			err = errors.Join(err, werr)
+		}
+		if cerr := r.closeBuilders(); cerr != nil {
+			err = errors.Join(err, cerr)
 		}
 		if r.runDir != "" {
 			if rerr := os.RemoveAll(r.runDir); rerr != nil {
@@ -422,15 +425,27 @@ func (r *runner) readInput(in Input, format Format) (err error) {
 		}()
 	}
 	r.input = in.Name
-	ahead.start(r.ctx, rr)
+	// The Builder copies every dictionary value it keeps, but keeps raw values as they are.
+	ahead.start(r.ctx, rr, !hasRaw(r.sp.Schema))
 	defer ahead.close() // before the reader's Close
 	for {
 		b := ahead.next()
-		for k := range b.n {
+		for k := 0; k < b.n; k++ {
 			it := &b.items[k]
+			if it.warns == nil && it.err == nil {
+				// The rows up to the next with a warning or an error go in runs.
+				e := k + 1
+				for e < b.n && b.items[e].warns == nil && b.items[e].err == nil {
+					e++
+				}
+				if err := r.addRows(b.rows[k:e]); err != nil {
+					return err
+				}
+				k = e - 1
+				continue
+			}
 			r.warn(it.warns)
-			var re *RowError
-			if errors.As(it.err, &re) {
+			if re := asRowError(it.err); re != nil {
 				r.res.Skipped++
 				if r.res.Skipped > r.opts.MaxParseErrors {
 					return re
@@ -453,6 +468,16 @@ func (r *runner) readInput(in Input, format Format) (err error) {
 		}
 		ahead.recycle(b)
 	}
+}
+
+// hasRaw reports whether schema has a raw dimension.
+func hasRaw(schema columns.Schema) bool {
+	for _, d := range schema.Dimensions {
+		if d.Raw {
+			return true
+		}
+	}
+	return false
 }
 
 // warn reports the reader's warnings, in order, from Run's goroutine.
@@ -489,6 +514,54 @@ func (r *runner) add(row *columns.Row) error {
 		r.progress()
 	}
 	return nil
+}
+
+// addRows adds rows as add adds each, but those between the rows where something is due (a
+// segment's end, a look at the Builder's size, a progress report: quietRows) in one call of
+// merger.Builder.AddRows, under one lock of the Builder.
+func (r *runner) addRows(rows []columns.Row) error {
+	for len(rows) > 0 {
+		n := min(len(rows), r.quietRows())
+		if n <= 1 {
+			if err := r.add(&rows[0]); err != nil {
+				return err
+			}
+			rows = rows[1:]
+			continue
+		}
+		k, err := r.b.AddRows(rows[:n])
+		r.segRows += int64(k)
+		r.added += k
+		r.res.InputRows += int64(k)
+		if r.limit >= 0 {
+			r.untilCheck -= k // as full counts down for each row
+		}
+		if err != nil {
+			return fmt.Errorf("ingest: %s: %w", r.input, err)
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+// quietRows is how many rows add would add from now on doing nothing else: no segment ends
+// before any of them, full returns false for each without looking at the Builder, and no
+// progress is reported after any of them.
+func (r *runner) quietRows() int {
+	n := r.rowsCheck - r.added // full asks the Builder's rows once added reaches rowsCheck
+	if r.limit >= 0 {
+		if r.added == 0 {
+			return 0
+		}
+		n = min(n, r.untilCheck-1) // full estimates the memory when its countdown reaches 0
+	}
+	if r.opts.RowsPerSegment > 0 {
+		n = min(n, int(int64(r.opts.RowsPerSegment)-r.segRows))
+	}
+	if r.opts.Progress != nil {
+		n = min(n, int(r.nextProg-r.res.InputRows)-1)
+	}
+	return n
 }
 
 // full reports whether the Builder should be persisted before it takes another row.
@@ -559,8 +632,8 @@ func (r *runner) spill() error {
 	}
 	next := r.spare
 	if next == nil {
-		if next, err = merger.NewBuilder(typedSchema(r.sp.Schema), merger.BuilderOptions{}); err != nil {
-			return fmt.Errorf("ingest: %w", err)
+		if next, err = newBuilder(r.sp); err != nil {
+			return err
 		}
 		// Room for as many rows as the first Builder took (rows are most often alike):
 		// filling arrays of the right size at once costs less than growing them.
@@ -598,9 +671,43 @@ func (r *runner) waitSpill() error {
 	p := r.pend
 	r.pend = nil
 	if err := <-p.done; err != nil {
-		return fmt.Errorf("ingest: run: %w", err)
+		return errors.Join(fmt.Errorf("ingest: run: %w", err), closeBuilder(p.b))
 	}
 	r.spare = p.b
+	return nil
+}
+
+// newBuilder returns a Builder of the spec's schema whose row arrays are in scratch memory
+// (merger.BuilderOptions.ScratchArrays): every Builder made must be closed.
+func newBuilder(sp *Spec) (*merger.Builder, error) {
+	b, err := merger.NewBuilder(typedSchema(sp.Schema), merger.BuilderOptions{ScratchArrays: true})
+	if err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
+	if testHookNewBuilder != nil {
+		testHookNewBuilder(b)
+	}
+	return b, nil
+}
+
+// testHookNewBuilder, when set, is called with each Builder newBuilder makes.
+var testHookNewBuilder func(*merger.Builder)
+
+// closeBuilders closes the Builder taking rows and the spare, once no persist is under way.
+func (r *runner) closeBuilders() error {
+	err := errors.Join(closeBuilder(r.spare), closeBuilder(r.b))
+	r.spare = nil
+	return err
+}
+
+// closeBuilder closes b, if any (merger.Builder.Close: a second Close does nothing).
+func closeBuilder(b *merger.Builder) error {
+	if b == nil {
+		return nil
+	}
+	if err := b.Close(); err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
 	return nil
 }
 
@@ -620,7 +727,7 @@ func persistRun(ctx context.Context, b *merger.Builder, path string, med medium.
 			err = testHookPersist(path)
 		}
 		if err == nil {
-			_, err = b.Persist(ctx, path, merger.PersistOptions{Medium: med, Durability: medium.Durability{Sync: medium.SyncNone}})
+			_, err = b.Persist(ctx, path, merger.PersistOptions{Medium: med, Durability: medium.Durability{Sync: medium.SyncNone}, Runs: true})
 		}
 		b.ResetKeep(keep)
 		p.done <- err
@@ -663,7 +770,13 @@ func (r *runner) endSegment() error {
 			return err
 		}
 		if r.final {
-			r.spare = nil // no more rows: its kept arrays can go before the merge
+			// No more rows: its kept arrays go before the merge (to the scratch pool, for
+			// the merge's own arrays).
+			err := closeBuilder(r.spare)
+			r.spare = nil
+			if err != nil {
+				return err
+			}
 		}
 		seg.Runs = len(r.runs)
 		if mr, err = r.mergeRuns(staged, dst); err != nil {
@@ -759,8 +872,9 @@ func (r *runner) mergeGroup(runs []string, out string, dur medium.Durability, b 
 	if testHookRunsOpen != nil {
 		testHookRunsOpen(len(segs))
 	}
-	if b != nil && b.Rows() > 0 {
-		res, err = b.PersistAfter(r.ctx, segs, out, merger.PersistOptions{Medium: r.med, Durability: dur, InputNames: runs})
+	if b != nil {
+		// Runs: the output has the bitmap indexes the runs were written without.
+		res, err = b.PersistAfter(r.ctx, segs, out, merger.PersistOptions{Medium: r.med, Durability: dur, InputNames: runs, Runs: true})
 	} else {
 		res, err = merger.Merge(r.ctx, segs, out, merger.Options{
 			Medium:      r.med,

@@ -21,6 +21,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger"
 )
 
 var noSync = medium.Durability{Sync: medium.SyncNone}
@@ -51,6 +52,29 @@ func dirNames(t testing.TB, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+// trackBuilders records the Builders Run makes; the check it returns requires that every one
+// was closed (its scratch arrays given back: a Builder not closed leaks its mappings).
+func trackBuilders(t *testing.T) (check func()) {
+	var mu sync.Mutex
+	var bs []*merger.Builder
+	testHookNewBuilder = func(b *merger.Builder) {
+		mu.Lock()
+		bs = append(bs, b)
+		mu.Unlock()
+	}
+	t.Cleanup(func() { testHookNewBuilder = nil })
+	return func() {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotEmpty(t, bs)
+		for i, b := range bs {
+			require.ErrorIs(t, b.Add(columns.Row{}), medium.ErrClosed, "builder %d of %d was not closed", i+1, len(bs))
+		}
+		bs = nil
+	}
 }
 
 func csvInput(name, body string) Input {
@@ -293,6 +317,7 @@ func TestRunSpillsBackground(t *testing.T) {
 	_, err = Run(context.Background(), sp, []Input{csvInput("a.csv", data)}, Options{Out: one, Durability: noSync, MemoryLimit: -1})
 	require.NoError(t, err)
 	defer func() { testHookPersist = nil }()
+	closed := trackBuilders(t)
 
 	var running, most, persists atomic.Int32
 	var order []string
@@ -325,6 +350,7 @@ func TestRunSpillsBackground(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(a, b), "the segments differ")
 	require.Empty(t, dirNames(t, tmp))
+	closed()
 
 	// A persist fails: the run fails with its error, nothing is left.
 	boom := errors.New("boom")
@@ -340,6 +366,7 @@ func TestRunSpillsBackground(t *testing.T) {
 	require.ErrorIs(t, err, boom)
 	require.NoFileExists(t, fail)
 	require.Empty(t, dirNames(t, tmp))
+	closed() // the failed persist's Builder too
 
 	// Cancelled while a persist runs: Run waits for it, then removes its run.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -356,6 +383,7 @@ func TestRunSpillsBackground(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.NoFileExists(t, fail)
 	require.Empty(t, dirNames(t, tmp))
+	closed()
 }
 
 // The issue 10 regression: a rolled-up doubleSum is exact, rounded once, whether the rows meet
@@ -470,8 +498,10 @@ func TestRunLeavesNothing(t *testing.T) {
 			dir, tmp := t.TempDir(), t.TempDir()
 			o := tc.opts
 			o.Out, o.TmpDir, o.Durability = filepath.Join(dir, "x.seg"), tmp, noSync
+			closed := trackBuilders(t)
 			_, err := Run(ctx, sp, tc.in(cancel), o)
 			tc.check(t, err)
+			closed()
 			require.Empty(t, dirNames(t, dir))
 			require.Empty(t, dirNames(t, tmp))
 		})
@@ -524,4 +554,29 @@ func TestRunEmptyInput(t *testing.T) {
 	require.Zero(t, res.Segments[0].Rows)
 	require.Empty(t, segRows(t, out))
 	_ = errors.New
+}
+
+// The Builder keeps raw values as they are given, so a spec with a raw dimension reads CSV
+// without block reuse (readAhead.start's reuse): with small chunks recycled under them, the
+// raw values kept would be overwritten. The dictionary dimension beside it is copied and
+// right either way.
+func TestRunRawValuesKept(t *testing.T) {
+	sp, err := ParseSpec([]byte(`{"timestamp": {"field": "ts"}, "dimensions": [{"name": "page"}, {"name": "body", "raw": true}],
+	  "metrics": [{"name": "n", "aggregator": "count"}]}`))
+	require.NoError(t, err)
+	defer func(n int) { chunkBytes = n }(chunkBytes)
+	chunkBytes = 512
+	var b strings.Builder
+	b.WriteString("ts,page,body\n")
+	var want []string
+	const rows = 5000
+	for i := range rows {
+		fmt.Fprintf(&b, "%d,p%d,body-%d\n", 1714564800000+int64(i), i%13, i)
+		want = append(want, fmt.Sprintf(`%d ["p%d"] ["body-%d"] 1`, 1714564800000+int64(i), i%13, i))
+	}
+	out := filepath.Join(t.TempDir(), "o.seg")
+	_, err = Run(context.Background(), sp, []Input{{Name: "a.csv", Reader: &chunkReader{r: strings.NewReader(b.String()), rng: rand.New(rand.NewPCG(1, 2))}}},
+		Options{Out: out, Durability: noSync})
+	require.NoError(t, err)
+	require.Equal(t, want, segRows(t, out))
 }
