@@ -70,7 +70,7 @@ func (b *bitmapsWriter) addEncoded() error {
 	if err := b.st.write(b.buf); err != nil {
 		return err
 	}
-	b.ends = append(uint64Pool.grow(b.ends, 1), uint64(b.st.n))
+	b.ends = append(uint64Pool.Grow(b.ends, 1), uint64(b.st.n))
 	if cap(b.buf) > 1<<20 {
 		b.buf = nil // a rare large bitmap: do not keep its buffer
 	}
@@ -105,23 +105,23 @@ func (b *bitmapsWriter) add(bm *roaring.Bitmap) error {
 	if _, err := bm.WriteTo(b.st); err != nil {
 		return b.st.fail(err)
 	}
-	b.ends = append(uint64Pool.grow(b.ends, 1), uint64(b.st.n))
+	b.ends = append(uint64Pool.Grow(b.ends, 1), uint64(b.st.n))
 	return b.st.err
 }
 
 func (b *bitmapsWriter) finish() error {
-	buf := bytePool.get(8*len(b.ends) + 4)
+	buf := bytePool.Get(8*len(b.ends) + 4)
 	for _, e := range b.ends {
 		buf = binary.LittleEndian.AppendUint64(buf, e)
 	}
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(b.ends)))
-	uint64Pool.put(b.ends)
+	uint64Pool.Put(b.ends)
 	b.ends = nil
 	if b.v4 {
 		b.st.spec.enc = EncRoaringTableV4
 	}
 	err := b.st.write(buf)
-	bytePool.put(buf)
+	bytePool.Put(buf)
 	return err
 }
 

@@ -10,50 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestSlicePoolClasses(t *testing.T) {
-	f := func(n, class int) {
-		t.Helper()
-		require.Equal(t, class, poolClass(n), "n=%d", n)
-	}
-	f(0, 0)
-	f(1, 0)
-	f(1<<minPoolShift, 0)
-	f(1<<minPoolShift+1, 1)
-	f(4096, 12-minPoolShift)
-	f(4097, 13-minPoolShift)
-	f(1<<maxPoolShift, poolClasses-1)
-	f(1<<maxPoolShift+1, -1)
-
-	var p slicePool[int64]
-	for _, n := range []int{0, 1, 300, 4096, 5000, 1 << maxPoolShift, 1<<maxPoolShift + 1} {
-		s := p.get(n)
-		require.Empty(t, s)
-		require.GreaterOrEqual(t, cap(s), n)
-		p.put(s)
-	}
-	// A slice given back serves a request of its class or below, never one above it.
-	s := make([]int64, 0, 3000) // class 11 (2048 <= 3000 < 4096)
-	s = append(s, 7)
-	p.put(s)
-	for range 10 { // sync.Pool may drop s: try a few times
-		got := p.get(2048)
-		require.GreaterOrEqual(t, cap(got), 2048)
-		got = p.get(2049)
-		require.GreaterOrEqual(t, cap(got), 2049)
-	}
-	// grow keeps the contents; regrow gives room from scratch.
-	g := p.get(10)
-	g = append(g, 1, 2, 3)
-	g = p.grow(g, 1<<14)
-	require.Equal(t, []int64{1, 2, 3}, g)
-	require.GreaterOrEqual(t, cap(g), 3+1<<14)
-	r := p.regrow(g, 1<<16)
-	require.Empty(t, r)
-	require.GreaterOrEqual(t, cap(r), 1<<16)
-	p.put(nil)
-	p.put(make([]int64, 3)) // too small for a class: dropped
-}
-
 // readCursors reads every column of seg through cursors, row by row and chunk by chunk, and
 // returns what it read as text. With release set it releases every cursor once half way
 // through and once at the end, so that the second half is read into buffers taken anew.

@@ -77,7 +77,7 @@ func (c *chunkedWriter) writeChunk(raw []byte, rows int) error {
 		return nil
 	}
 	var err error
-	c.frame = bytePool.regrow(c.frame, maxFrame(len(raw)))
+	c.frame = bytePool.Regrow(c.frame, maxFrame(len(raw)))
 	c.frame, err = appendChunk(c.frame, raw, c.comp)
 	if err != nil {
 		return c.st.fail(err)
@@ -93,7 +93,7 @@ func (c *chunkedWriter) finish() error {
 	c.index = binary.LittleEndian.AppendUint32(c.index, uint32(c.chunks))
 	c.index = binary.LittleEndian.AppendUint64(c.index, uint64(c.rows))
 	err := c.st.write(c.index)
-	bytePool.put(c.frame)
+	bytePool.Put(c.frame)
 	c.index, c.frame = nil, nil
 	return err
 }
@@ -189,7 +189,7 @@ func newChunkReader(src *source, ix *chunkIndex) chunkReader {
 func (c *chunkReader) load(i int, maxRaw int) ([]byte, error) {
 	c.cur = -1
 	if c.src.data == nil {
-		c.frame = bytePool.regrow(c.frame, int(c.ix.offs[i+1]-c.ix.offs[i]))
+		c.frame = bytePool.Regrow(c.frame, int(c.ix.offs[i+1]-c.ix.offs[i]))
 	}
 	fr, err := c.ix.frame(c.src, i, c.frame)
 	if err != nil {
@@ -209,8 +209,8 @@ func (c *chunkReader) load(i int, maxRaw int) ([]byte, error) {
 
 // release gives the reader's buffers back to the pools; a later load takes new ones.
 func (c *chunkReader) release() {
-	bytePool.put(c.frame)
-	bytePool.put(c.buf)
+	bytePool.Put(c.frame)
+	bytePool.Put(c.buf)
 	c.frame, c.buf, c.cur = nil, nil, -1
 }
 

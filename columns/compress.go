@@ -148,8 +148,8 @@ func decodeBuf(buf []byte, size int) []byte {
 	if cap(buf) >= size {
 		return buf[:cap(buf)]
 	}
-	bytePool.put(buf)
-	out := bytePool.get(size + size/4)
+	bytePool.Put(buf)
+	out := bytePool.Get(size + size/4)
 	return out[:cap(out)]
 }
 

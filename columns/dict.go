@@ -50,9 +50,9 @@ func (d *dictWriter) add(v string) error {
 		if off > 1<<32-1 {
 			return fmt.Errorf("dictionary larger than 4 GiB")
 		}
-		d.blockOffs = append(uint32Pool.grow(d.blockOffs, 1), uint32(off))
+		d.blockOffs = append(uint32Pool.Grow(d.blockOffs, 1), uint32(off))
 		if d.buf == nil {
-			d.buf = bytePool.get(dictFlushBytes + 1<<10)
+			d.buf = bytePool.Get(dictFlushBytes + 1<<10)
 		}
 		d.buf = binary.AppendUvarint(d.buf, uint64(len(v)))
 		d.buf = append(d.buf, v...)
@@ -93,8 +93,8 @@ func (d *dictWriter) finish() error {
 	}
 	d.buf = append(d.buf, flags, dictBlock)
 	err := d.st.write(d.buf)
-	bytePool.put(d.buf)
-	uint32Pool.put(d.blockOffs)
+	bytePool.Put(d.buf)
+	uint32Pool.Put(d.blockOffs)
 	d.buf, d.prev, d.blockOffs = nil, nil, nil
 	return err
 }

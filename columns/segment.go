@@ -607,7 +607,7 @@ func (c *numCursor[T]) load(row int) error {
 	raw, err := c.cr.load(i, numericMaxRaw(n))
 	if err == nil {
 		var rest []byte
-		c.vals = numPool[T]().regrow(c.vals, n)
+		c.vals = numPool[T]().Regrow(c.vals, n)
 		c.vals, rest, err = c.decode(c.vals, raw, n, &c.ints, c.pd)
 		if err == nil && len(rest) != 0 {
 			err = corruptf("%d trailing bytes", len(rest))
@@ -630,8 +630,8 @@ func (c *numCursor[T]) load(row int) error {
 // buffers), and a second Release does nothing more.
 func (c *numCursor[T]) Release() {
 	c.cr.release()
-	numPool[T]().put(c.vals)
-	int64Pool.put(c.ints)
+	numPool[T]().Put(c.vals)
+	int64Pool.Put(c.ints)
 	c.vals, c.ints = nil, nil
 }
 
@@ -673,8 +673,8 @@ func (c *blobCursor) load(row int) error {
 	if err == nil {
 		var rest []byte
 		n := c.cr.ix.first[i+1] - c.cr.ix.first[i]
-		c.offs = intPool.regrow(c.offs, n+1)
-		c.lens = int64Pool.regrow(c.lens, n)
+		c.offs = intPool.Regrow(c.offs, n+1)
+		c.lens = int64Pool.Regrow(c.lens, n)
 		c.offs, rest, err = decodeBlobs(c.offs, raw, n, &c.lens)
 		if err == nil && len(rest) != 0 {
 			err = corruptf("blob chunk: lengths add up to %d, have %d bytes", c.offs[len(c.offs)-1]-c.offs[0], len(raw)-c.offs[0])
@@ -695,8 +695,8 @@ func (c *blobCursor) load(row int) error {
 // Release gives the cursor's buffers back to the package's pools, as LongCursor.Release.
 func (c *blobCursor) Release() {
 	c.cr.release()
-	intPool.put(c.offs)
-	int64Pool.put(c.lens)
+	intPool.Put(c.offs)
+	int64Pool.Put(c.lens)
 	c.offs, c.lens, c.data = nil, nil, nil
 }
 

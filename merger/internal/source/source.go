@@ -18,6 +18,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/bufpool"
 )
 
 // A Source is what the merge core and queries read: a segment, or a Builder's rows. Row
@@ -131,32 +132,54 @@ func SegmentOf(src Source) *columns.Segment {
 }
 
 // Release gives the chunk buffers of every reader the sources handed out so far (columns'
-// cursors) back to columns' pools, for the next merge to reuse instead of allocating them on
-// the Go heap again. Call it once nothing reads them any more: every reader, and every slice
-// one returned, is invalid after (a reader stays usable, taking new buffers). Sources other
-// than segments are skipped; Release may be called again later.
+// cursors), and the id maps IDMap made for them, back to the pools of internal/bufpool, for
+// the next merge to reuse instead of allocating them on the Go heap again. Call it once
+// nothing reads them any more: every reader, every slice one returned, and every id map is
+// invalid after (a reader stays usable, taking new buffers). Sources other than segments are
+// skipped; Release may be called again later.
 func Release(srcs ...Source) {
 	for _, src := range srcs {
 		if s, ok := src.(*segSource); ok {
 			s.mu.Lock()
-			rs := s.readers
-			s.readers = nil
+			rs, maps := s.readers, s.idMaps
+			s.readers, s.idMaps = nil, nil
 			s.mu.Unlock()
 			for _, r := range rs {
 				r.Release()
+			}
+			for _, m := range maps {
+				bufpool.Uint32s.Put(m)
 			}
 		}
 	}
 }
 
+// IDMap returns n uint32s for a merge's map from d's ids to merged ids. Their values are
+// unspecified: the caller writes each before reading it. For a segment's dimension they come
+// from a pool and go back with Release of the segment's Source, after which the map must not
+// be used; for others they are allocated.
+func IDMap(d DimSource, n int) []uint32 {
+	sd, ok := d.(segDim)
+	if !ok {
+		return make([]uint32, n)
+	}
+	m := bufpool.Uint32s.Get(n)[:n]
+	sd.src.mu.Lock()
+	sd.src.idMaps = append(sd.src.idMaps, m)
+	sd.src.mu.Unlock()
+	return m
+}
+
 // releaser is a columns cursor, whose buffers Release gives back.
 type releaser interface{ Release() }
 
-// segSource reads a columns.Segment and remembers the cursors it hands out, for Release.
+// segSource reads a columns.Segment and remembers the cursors it hands out and the id maps
+// made for its dimensions, for Release.
 type segSource struct {
 	seg     *columns.Segment
 	mu      sync.Mutex // readers are taken from several goroutines
 	readers []releaser
+	idMaps  [][]uint32
 }
 
 // track remembers r for Release and returns it.
