@@ -70,7 +70,7 @@ func (b *bitmapsWriter) addEncoded() error {
 	if err := b.st.write(b.buf); err != nil {
 		return err
 	}
-	b.ends = append(b.ends, uint64(b.st.n))
+	b.ends = append(uint64Pool.Grow(b.ends, 1), uint64(b.st.n))
 	if cap(b.buf) > 1<<20 {
 		b.buf = nil // a rare large bitmap: do not keep its buffer
 	}
@@ -105,21 +105,24 @@ func (b *bitmapsWriter) add(bm *roaring.Bitmap) error {
 	if _, err := bm.WriteTo(b.st); err != nil {
 		return b.st.fail(err)
 	}
-	b.ends = append(b.ends, uint64(b.st.n))
+	b.ends = append(uint64Pool.Grow(b.ends, 1), uint64(b.st.n))
 	return b.st.err
 }
 
 func (b *bitmapsWriter) finish() error {
-	buf := make([]byte, 0, 8*len(b.ends)+4)
+	buf := bytePool.Get(8*len(b.ends) + 4)
 	for _, e := range b.ends {
 		buf = binary.LittleEndian.AppendUint64(buf, e)
 	}
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(b.ends)))
+	uint64Pool.Put(b.ends)
 	b.ends = nil
 	if b.v4 {
 		b.st.spec.enc = EncRoaringTableV4
 	}
-	return b.st.write(buf)
+	err := b.st.write(buf)
+	bytePool.Put(buf)
+	return err
 }
 
 // decodeBitmap decodes one serialized roaring bitmap that must fill b exactly and hold only

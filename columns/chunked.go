@@ -77,7 +77,8 @@ func (c *chunkedWriter) writeChunk(raw []byte, rows int) error {
 		return nil
 	}
 	var err error
-	c.frame, err = appendChunk(c.frame[:0], raw, c.comp)
+	c.frame = bytePool.Regrow(c.frame, maxFrame(len(raw)))
+	c.frame, err = appendChunk(c.frame, raw, c.comp)
 	if err != nil {
 		return c.st.fail(err)
 	}
@@ -92,6 +93,7 @@ func (c *chunkedWriter) finish() error {
 	c.index = binary.LittleEndian.AppendUint32(c.index, uint32(c.chunks))
 	c.index = binary.LittleEndian.AppendUint64(c.index, uint64(c.rows))
 	err := c.st.write(c.index)
+	bytePool.Put(c.frame)
 	c.index, c.frame = nil, nil
 	return err
 }
@@ -186,6 +188,9 @@ func newChunkReader(src *source, ix *chunkIndex) chunkReader {
 // load returns the raw (decompressed) bytes of chunk i and sets the current range.
 func (c *chunkReader) load(i int, maxRaw int) ([]byte, error) {
 	c.cur = -1
+	if c.src.data == nil {
+		c.frame = bytePool.Regrow(c.frame, int(c.ix.offs[i+1]-c.ix.offs[i]))
+	}
 	fr, err := c.ix.frame(c.src, i, c.frame)
 	if err != nil {
 		return nil, err
@@ -200,6 +205,13 @@ func (c *chunkReader) load(i int, maxRaw int) ([]byte, error) {
 	}
 	c.lo, c.hi = c.ix.first[i], c.ix.first[i+1]
 	return raw, nil
+}
+
+// release gives the reader's buffers back to the pools; a later load takes new ones.
+func (c *chunkReader) release() {
+	bytePool.Put(c.frame)
+	bytePool.Put(c.buf)
+	c.frame, c.buf, c.cur = nil, nil, -1
 }
 
 // rowErr reports a row outside the column.

@@ -131,19 +131,31 @@ func appendChunk(dst, raw []byte, c Compression) ([]byte, error) {
 	return append(dst, raw...), nil
 }
 
-// decodeChunk returns the raw bytes of the chunk frame src, decompressing into buf (reused when
-// large enough) or, for an uncompressed chunk, returning a view of src. A raw length over maxRaw
-// is rejected before anything is allocated.
+// maxFrame bounds the bytes appendChunk writes for raw bytes of length n: the codec byte, the
+// raw length, and the larger of what s2 may write (its MaxEncodedLen) and zstd's bound (a few
+// bytes per 128 KiB block past n). A chunk never passes maxChunkBytes, well within both.
+func maxFrame(n int) int {
+	return 1 + binary.MaxVarintLen64 + max(s2.MaxEncodedLen(n), n+n>>8+64)
+}
+
 // decodeBuf returns buf, or a larger one when it holds fewer than size bytes: a quarter more
 // than size, so that a cursor over chunks of slightly varying sizes (blob chunks end where
 // their bytes pass a target) does not allocate anew at every larger one.
+//
+// The larger one comes from bytePool, and buf, when given, goes back to it: buf's owner must
+// hold no other view of it.
 func decodeBuf(buf []byte, size int) []byte {
 	if cap(buf) >= size {
 		return buf[:cap(buf)]
 	}
-	return make([]byte, size+size/4)
+	bytePool.Put(buf)
+	out := bytePool.Get(size + size/4)
+	return out[:cap(out)]
 }
 
+// decodeChunk returns the raw bytes of the chunk frame src, decompressing into buf (reused when
+// large enough) or, for an uncompressed chunk, returning a view of src. A raw length over maxRaw
+// is rejected before anything is allocated.
 func decodeChunk(buf, src []byte, maxRaw int) (raw, newBuf []byte, err error) {
 	if len(src) < 1 {
 		return nil, buf, corruptf("chunk: empty")

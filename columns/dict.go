@@ -34,6 +34,10 @@ type dictWriter struct {
 	blockOffs []uint32
 }
 
+// dictFlushBytes is how many bytes of values the dictionary writer gathers before it writes
+// them to its stage.
+const dictFlushBytes = 64 << 10
+
 func (d *dictWriter) add(v string) error {
 	if len(v) > MaxValueBytes {
 		return fmt.Errorf("value of %d bytes, at most %d", len(v), MaxValueBytes)
@@ -46,7 +50,10 @@ func (d *dictWriter) add(v string) error {
 		if off > 1<<32-1 {
 			return fmt.Errorf("dictionary larger than 4 GiB")
 		}
-		d.blockOffs = append(d.blockOffs, uint32(off))
+		d.blockOffs = append(uint32Pool.Grow(d.blockOffs, 1), uint32(off))
+		if d.buf == nil {
+			d.buf = bytePool.Get(dictFlushBytes + 1<<10)
+		}
 		d.buf = binary.AppendUvarint(d.buf, uint64(len(v)))
 		d.buf = append(d.buf, v...)
 	} else {
@@ -57,7 +64,7 @@ func (d *dictWriter) add(v string) error {
 	}
 	d.prev = append(d.prev[:0], v...)
 	d.count++
-	if len(d.buf) >= 64<<10 {
+	if len(d.buf) >= dictFlushBytes {
 		err := d.st.write(d.buf)
 		d.buf = d.buf[:0]
 		return err
@@ -86,6 +93,8 @@ func (d *dictWriter) finish() error {
 	}
 	d.buf = append(d.buf, flags, dictBlock)
 	err := d.st.write(d.buf)
+	bytePool.Put(d.buf)
+	uint32Pool.Put(d.blockOffs)
 	d.buf, d.prev, d.blockOffs = nil, nil, nil
 	return err
 }

@@ -340,7 +340,9 @@ func (c *DimCursor) load(row int) error {
 	raw, err := c.cr.load(i, maxRaw)
 	if err == nil {
 		var rest []byte
+		c.ids = uint32Pool.Regrow(c.ids, n)
 		if c.col.dim.MultiValue {
+			c.offs = uint32Pool.Regrow(c.offs, n+1)
 			c.ids, rest, err = decodeMultiIDs(c.ids[:0], raw, n, card, &c.offs)
 		} else if c.col.perm != nil {
 			if c.pd == nil {
@@ -366,6 +368,14 @@ func (c *DimCursor) load(row int) error {
 	}
 	c.cr.cur = i
 	return nil
+}
+
+// Release gives the cursor's buffers back to the package's pools, as LongCursor.Release.
+func (c *DimCursor) Release() {
+	c.cr.release()
+	uint32Pool.Put(c.ids)
+	uint32Pool.Put(c.offs)
+	c.ids, c.offs = nil, nil
 }
 
 // checkNulls checks that the null id only ever stands alone in a multi-value row.

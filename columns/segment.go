@@ -607,7 +607,8 @@ func (c *numCursor[T]) load(row int) error {
 	raw, err := c.cr.load(i, numericMaxRaw(n))
 	if err == nil {
 		var rest []byte
-		c.vals, rest, err = c.decode(c.vals[:0], raw, n, &c.ints, c.pd)
+		c.vals = numPool[T]().Regrow(c.vals, n)
+		c.vals, rest, err = c.decode(c.vals, raw, n, &c.ints, c.pd)
 		if err == nil && len(rest) != 0 {
 			err = corruptf("%d trailing bytes", len(rest))
 		}
@@ -621,6 +622,17 @@ func (c *numCursor[T]) load(row int) error {
 	}
 	c.cr.cur = i
 	return nil
+}
+
+// Release gives the cursor's buffers back to the package's pools, for the next cursor of any
+// segment to reuse: call it when done with a cursor that read many rows (a merge's). Every
+// slice the cursor returned is invalid after; the cursor itself stays usable (it takes new
+// buffers), and a second Release does nothing more.
+func (c *numCursor[T]) Release() {
+	c.cr.release()
+	numPool[T]().Put(c.vals)
+	int64Pool.Put(c.ints)
+	c.vals, c.ints = nil, nil
 }
 
 // partOr returns k, or PartValues for the zero kind.
@@ -660,7 +672,10 @@ func (c *blobCursor) load(row int) error {
 	raw, err := c.cr.load(i, maxChunkBytes)
 	if err == nil {
 		var rest []byte
-		c.offs, rest, err = decodeBlobs(c.offs[:0], raw, c.cr.ix.first[i+1]-c.cr.ix.first[i], &c.lens)
+		n := c.cr.ix.first[i+1] - c.cr.ix.first[i]
+		c.offs = intPool.Regrow(c.offs, n+1)
+		c.lens = int64Pool.Regrow(c.lens, n)
+		c.offs, rest, err = decodeBlobs(c.offs, raw, n, &c.lens)
 		if err == nil && len(rest) != 0 {
 			err = corruptf("blob chunk: lengths add up to %d, have %d bytes", c.offs[len(c.offs)-1]-c.offs[0], len(raw)-c.offs[0])
 		}
@@ -675,6 +690,14 @@ func (c *blobCursor) load(row int) error {
 	}
 	c.cr.cur = i
 	return nil
+}
+
+// Release gives the cursor's buffers back to the package's pools, as LongCursor.Release.
+func (c *blobCursor) Release() {
+	c.cr.release()
+	intPool.Put(c.offs)
+	int64Pool.Put(c.lens)
+	c.offs, c.lens, c.data = nil, nil, nil
 }
 
 // SketchColumn is a hyperUnique metric: one HyperLogLog sketch per row.

@@ -147,7 +147,7 @@ func (l *LongWriter) append(v int64) error {
 		l.last = v
 	}
 	if l.vals == nil {
-		l.vals = make([]int64, 0, l.chunkRows)
+		l.vals = int64Pool.Get(l.chunkRows)
 	}
 	l.vals = append(l.vals, v)
 	l.rows++
@@ -188,6 +188,8 @@ func (l *LongWriter) finish() error {
 		return err
 	}
 	l.err = l.cw.finish()
+	int64Pool.Put(l.vals)
+	bytePool.Put(l.raw)
 	l.vals, l.raw = nil, nil
 	if l.err == nil && l.times != nil {
 		l.err = l.times.finish()
@@ -348,7 +350,7 @@ func (d *DoubleWriter) append(v float64) error {
 		return fmt.Errorf("columns: column %q: append after finish: %w", d.cw.st.name, ErrState)
 	}
 	if d.vals == nil {
-		d.vals = make([]float64, 0, d.chunkRows)
+		d.vals = float64Pool.Get(d.chunkRows)
 	}
 	d.vals = append(d.vals, v)
 	d.rows++
@@ -389,6 +391,9 @@ func (d *DoubleWriter) finish() error {
 		return err
 	}
 	d.err = d.cw.finish()
+	float64Pool.Put(d.vals)
+	bytePool.Put(d.raw)
+	int64Pool.Put(d.ints)
 	d.vals, d.raw, d.ints = nil, nil, nil
 	if d.err == nil && d.times != nil {
 		d.err = d.times.finish()
@@ -422,14 +427,16 @@ func (b *blobWriter) append(v []byte) error {
 		b.err = fmt.Errorf("columns: column %q: row %d: value of %d bytes, at most %d: %w", b.cw.st.name, b.rows, len(v), MaxValueBytes, ErrInvalid)
 		return b.err
 	}
-	b.lens = append(b.lens, int64(len(v)))
-	if need := len(b.data) + len(v); need > cap(b.data) {
-		// Double: append's growth by a quarter at chunk sizes leaves four times the chunk
-		// behind as garbage, per raw column.
-		grown := make([]byte, len(b.data), max(need, 2*cap(b.data), 4096))
-		copy(grown, b.data)
-		b.data = grown
+	if b.lens == nil {
+		b.lens = int64Pool.Get(b.chunkRows)
 	}
+	b.lens = append(b.lens, int64(len(v)))
+	if b.data == nil {
+		b.data = bytePool.Get(max(len(v), 4096))
+	}
+	// Double (the pool's grow): append's growth by a quarter at chunk sizes leaves four times
+	// the chunk behind as garbage, per raw column.
+	b.data = bytePool.Grow(b.data, len(v))
 	b.data = append(b.data, v...)
 	b.rows++
 	if len(b.lens) == b.chunkRows || len(b.data) >= blobChunkTarget {
@@ -442,13 +449,17 @@ func (b *blobWriter) flush() error {
 	if len(b.lens) == 0 {
 		return b.err
 	}
-	b.raw = appendBlobs(b.raw[:0], b.lens, b.data)
+	b.raw = bytePool.Regrow(b.raw, len(b.data)+9*len(b.lens)+16)
+	b.raw = appendBlobs(b.raw, b.lens, b.data)
 	if err := b.cw.writeChunk(b.raw, len(b.lens)); err != nil && b.err == nil {
 		b.err = err
 	}
 	b.lens, b.data = b.lens[:0], b.data[:0]
 	if cap(b.raw) > 4*blobChunkTarget {
-		b.raw, b.data = nil, nil // do not keep one huge value's buffers
+		// Do not keep one huge value's buffers (the pool drops those past its largest class).
+		bytePool.Put(b.raw)
+		bytePool.Put(b.data)
+		b.raw, b.data = nil, nil
 	}
 	return b.err
 }
@@ -468,6 +479,9 @@ func (b *blobWriter) finishBlobs() error {
 		return err
 	}
 	b.err = b.cw.finish()
+	int64Pool.Put(b.lens)
+	bytePool.Put(b.data)
+	bytePool.Put(b.raw)
 	b.lens, b.data, b.raw = nil, nil, nil
 	return b.err
 }

@@ -18,7 +18,8 @@ type dictSink interface {
 // mergeDictionaries merges sorted dictionaries k-way. dims[i] is input i's dimension, nil
 // when the input lacks it; names[i] names it in errors. The merged dictionary has null (id 0) when withNull is set. It
 // returns for every input holding the dimension the map from its ids to merged ids (nil for
-// the others), and the merged cardinality.
+// the others), and the merged cardinality. A segment input's map comes from source.IDMap: it
+// is valid until source.Release of that input, which merge calls when the merge is over.
 func mergeDictionaries(ctx context.Context, dims []source.DimSource, names []string, withNull bool, sink dictSink) ([][]uint32, int, error) {
 	maps := make([][]uint32, len(dims))
 	type head struct {
@@ -39,13 +40,16 @@ func mergeDictionaries(ctx context.Context, dims []source.DimSource, names []str
 		if d == nil {
 			continue
 		}
-		maps[i] = make([]uint32, d.Cardinality())
+		maps[i] = source.IDMap(d, d.Cardinality()) // every entry is written below, or the merge fails
 		it := d.Dictionary()
 		h := &head{in: i, it: it}
 		for {
 			if !it.Next() {
 				if err := it.Err(); err != nil {
 					return nil, 0, fmt.Errorf("merger: %s: %w", names[i], err)
+				}
+				if int(h.pos) != len(maps[i]) {
+					return nil, 0, fmt.Errorf("merger: %s: dictionary holds %d values, cardinality says %d: %w", names[i], h.pos, len(maps[i]), columns.ErrCorrupt)
 				}
 				h = nil
 				break

@@ -127,6 +127,9 @@ func merge(ctx context.Context, inputs []*columns.Segment, dst target, opts Opti
 			return res, err
 		}
 	}
+	// The merge is over (its readers done) whether it failed or not: their chunk buffers go
+	// back to columns' pools for the next merge.
+	defer source.Release(srcs...)
 	return mergeSources(ctx, srcs, names, out, dst, opts, start)
 }
 

@@ -1,6 +1,12 @@
 // Package mmapfile is a medium backend whose Bytes are staged in a file-backed shared mapping
-// (MAP_SHARED) and read back without copies: ReadAt copies straight out of the mapping and
-// WriteTo hands the mapped memory to the destination, one extent per Write call.
+// (MAP_SHARED) and read back out of it: ReadAt copies straight out of the mapping, and WriteTo
+// copies it through a pooled buffer of 256 KiB into the destination's Write calls.
+//
+// WriteTo does not hand the mapped memory itself to the destination: when that memory reaches
+// write(2) of another file (a segment being published), the kernel copies from a shared file
+// mapping at about 0.4-0.5 GB/s on the development machine (32 MiB in 65-85 ms), against 7-11 ms
+// through a buffer on the Go heap: reading the mapping is fast (over 20 GB/s), writing from it
+// is not. The extra copy costs well under a millisecond for the same 32 MiB.
 //
 // # File and windows
 //
@@ -706,22 +712,32 @@ func (b *bytesImpl) failSync(err error) error {
 	return err
 }
 
-// WriteTo writes every byte written so far to w, one Write call per extent, straight from the
-// mapping. A failing w fails this call only.
+// copyChunk is the size of WriteTo's buffer: the most it passes to one Write call.
+const copyChunk = 256 << 10
+
+// copyBufs holds WriteTo's buffers (*[]byte of copyChunk bytes).
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyChunk); return &b }}
+
+// WriteTo writes every byte written so far to w, copied out of the mapping into a pooled buffer,
+// at most copyChunk bytes a Write call (see the package doc for why not straight from the
+// mapping). A failing w fails this call only.
 func (b *bytesImpl) WriteTo(w io.Writer) (int64, error) {
 	if err := b.readable("write to"); err != nil {
 		return 0, err
 	}
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
 	var total int64
 	for i := range b.exts {
-		c := b.exts[i].mem[:b.used(i)]
-		if len(c) == 0 {
-			continue
-		}
-		k, err := backendIO.WriteFull(w, c)
-		total += int64(k)
-		if err != nil {
-			return total, err
+		for c := b.exts[i].mem[:b.used(i)]; len(c) > 0; {
+			n := copy(buf, c)
+			c = c[n:]
+			k, err := backendIO.WriteFull(w, buf[:n])
+			total += int64(k)
+			if err != nil {
+				return total, err
+			}
 		}
 	}
 	return total, nil

@@ -11,12 +11,14 @@ package source
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/bufpool"
 )
 
 // A Source is what the merge core and queries read: a segment, or a Builder's rows. Row
@@ -117,26 +119,83 @@ type SketchMerger interface {
 	MergeRow(row int, acc *hyperloglog.Sketch) error
 }
 
-// OfSegment returns seg as a Source.
-func OfSegment(seg *columns.Segment) Source { return segSource{seg} }
+// OfSegment returns seg as a Source. The readers it hands out keep their chunk buffers until
+// Release gives them back.
+func OfSegment(seg *columns.Segment) Source { return &segSource{seg: seg} }
 
 // SegmentOf returns the segment src reads, or nil when src is no segment (a Builder's rows).
 func SegmentOf(src Source) *columns.Segment {
-	if s, ok := src.(segSource); ok {
+	if s, ok := src.(*segSource); ok {
 		return s.seg
 	}
 	return nil
 }
 
-// segSource reads a columns.Segment.
-type segSource struct{ seg *columns.Segment }
+// Release gives the chunk buffers of every reader the sources handed out so far (columns'
+// cursors), and the id maps IDMap made for them, back to the pools of internal/bufpool, for
+// the next merge to reuse instead of allocating them on the Go heap again. Call it once
+// nothing reads them any more: every reader, every slice one returned, and every id map is
+// invalid after (a reader stays usable, taking new buffers). Sources other than segments are
+// skipped; Release may be called again later.
+func Release(srcs ...Source) {
+	for _, src := range srcs {
+		if s, ok := src.(*segSource); ok {
+			s.mu.Lock()
+			rs, maps := s.readers, s.idMaps
+			s.readers, s.idMaps = nil, nil
+			s.mu.Unlock()
+			for _, r := range rs {
+				r.Release()
+			}
+			for _, m := range maps {
+				bufpool.Uint32s.Put(m)
+			}
+		}
+	}
+}
 
-func (s segSource) Schema() columns.Schema { return s.seg.Schema() }
-func (s segSource) Rows() int              { return s.seg.Rows() }
-func (s segSource) TimeOrder() []uint32    { return nil }
-func (s segSource) Times() LongChunker     { return s.seg.Time().Cursor() }
+// IDMap returns n uint32s for a merge's map from d's ids to merged ids. Their values are
+// unspecified: the caller writes each before reading it. For a segment's dimension they come
+// from a pool and go back with Release of the segment's Source, after which the map must not
+// be used; for others they are allocated.
+func IDMap(d DimSource, n int) []uint32 {
+	sd, ok := d.(segDim)
+	if !ok {
+		return make([]uint32, n)
+	}
+	m := bufpool.Uint32s.Get(n)[:n]
+	sd.src.mu.Lock()
+	sd.src.idMaps = append(sd.src.idMaps, m)
+	sd.src.mu.Unlock()
+	return m
+}
 
-func (s segSource) Dim(name string) (DimSource, error) {
+// releaser is a columns cursor, whose buffers Release gives back.
+type releaser interface{ Release() }
+
+// segSource reads a columns.Segment and remembers the cursors it hands out and the id maps
+// made for its dimensions, for Release.
+type segSource struct {
+	seg     *columns.Segment
+	mu      sync.Mutex // readers are taken from several goroutines
+	readers []releaser
+	idMaps  [][]uint32
+}
+
+// track remembers r for Release and returns it.
+func track[R releaser](s *segSource, r R) R {
+	s.mu.Lock()
+	s.readers = append(s.readers, r)
+	s.mu.Unlock()
+	return r
+}
+
+func (s *segSource) Schema() columns.Schema { return s.seg.Schema() }
+func (s *segSource) Rows() int              { return s.seg.Rows() }
+func (s *segSource) TimeOrder() []uint32    { return nil }
+func (s *segSource) Times() LongChunker     { return track(s, s.seg.Time().Cursor()) }
+
+func (s *segSource) Dim(name string) (DimSource, error) {
 	c, err := s.seg.Dim(name)
 	if errors.Is(err, columns.ErrSchema) {
 		return nil, nil // absent, or raw
@@ -144,51 +203,51 @@ func (s segSource) Dim(name string) (DimSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return segDim{c}, nil
+	return segDim{c: c, src: s}, nil
 }
 
-func (s segSource) Raw(name string) RawReader {
+func (s *segSource) Raw(name string) RawReader {
 	c, err := s.seg.Raw(name)
 	if err != nil {
 		return nil
 	}
-	return c.Cursor()
+	return track(s, c.Cursor())
 }
 
-func (s segSource) Long(name string) LongChunker {
+func (s *segSource) Long(name string) LongChunker {
 	c, err := s.seg.Long(name)
 	if err != nil {
 		return nil
 	}
-	return c.Cursor()
+	return track(s, c.Cursor())
 }
 
-func (s segSource) Double(name string) DoubleChunker {
+func (s *segSource) Double(name string) DoubleChunker {
 	c, err := s.seg.Double(name)
 	if err != nil {
 		return nil
 	}
-	return c.Cursor()
+	return track(s, c.Cursor())
 }
 
-func (s segSource) MetricTimes(name string) LongChunker {
+func (s *segSource) MetricTimes(name string) LongChunker {
 	if c, err := s.seg.Long(name); err == nil && c.Times() != nil {
-		return c.Times().Cursor()
+		return track(s, c.Times().Cursor())
 	}
 	if c, err := s.seg.Double(name); err == nil && c.Times() != nil {
-		return c.Times().Cursor()
+		return track(s, c.Times().Cursor())
 	}
 	return nil
 }
 
-func (s segSource) Tails(name string) TailReader {
+func (s *segSource) Tails(name string) TailReader {
 	if c, err := s.seg.Double(name); err == nil && c.Tails() != nil {
-		return c.Tails().Cursor()
+		return track(s, c.Tails().Cursor())
 	}
 	return nil
 }
 
-func (s segSource) MetricNulls(name string) (*roaring.Bitmap, error) {
+func (s *segSource) MetricNulls(name string) (*roaring.Bitmap, error) {
 	if c, err := s.seg.Long(name); err == nil {
 		return c.Nulls()
 	}
@@ -198,15 +257,15 @@ func (s segSource) MetricNulls(name string) (*roaring.Bitmap, error) {
 	return nil, nil
 }
 
-func (s segSource) Sketch(name string) SketchReader {
+func (s *segSource) Sketch(name string) SketchReader {
 	c, err := s.seg.Sketch(name)
 	if err != nil {
 		return nil
 	}
-	return c.Cursor()
+	return track(s, c.Cursor())
 }
 
-func (s segSource) SketchMerger(name string) SketchMerger {
+func (s *segSource) SketchMerger(name string) SketchMerger {
 	if r := s.Sketch(name); r != nil {
 		return &segSketches{r: r}
 	}
@@ -214,13 +273,14 @@ func (s segSource) SketchMerger(name string) SketchMerger {
 }
 
 type segDim struct {
-	c *columns.DimColumn
+	c   *columns.DimColumn
+	src *segSource // which tracks the cursors
 }
 
 func (d segDim) HasNull() bool            { return d.c.HasNull() }
 func (d segDim) Cardinality() int         { return d.c.Cardinality() }
 func (d segDim) Dictionary() DictIterator { return d.c.Dictionary() }
-func (d segDim) Cursor() IDChunker        { return d.c.Cursor() }
+func (d segDim) Cursor() IDChunker        { return track(d.src, d.c.Cursor()) }
 func (d segDim) HasBitmaps() bool         { return d.c.HasBitmaps() }
 
 // EachRows decodes the rows straight from the bitmap's stored bytes (a view of the mapping
