@@ -57,14 +57,14 @@ type cursor struct {
 	same   []bool
 	npos   int // emission positions in the window: its rows, or fewer with pre-aggregation
 	// Pre-aggregation (see preagg.go): nil when off. aggs are the window's pre-aggregated
-	// groups, slot[i] and weight[i] a representative row's slot and the rows it stands for.
+	// groups, slot[i] and weight[i] the slot at window row i and the rows it stands for.
 	pre          *preAgg
 	aggs         []*groupAgg
 	slot, weight []int32
 	slotTab      []int32 // packed ids -> slot, -1 between groups
 	aggLast      *groupAgg
 	aggSeq       int64   // the batch aggLast was last added to
-	first, count []int32 // preAggregate's memory
+	count        []int32 // preAggregate's memory
 	// A segment's times, read in row order, must lie in [tlo, thi] (its interval, within
 	// columns.MinTime and MaxTime) and be in order: else the segment is corrupt.
 	seg      bool
@@ -203,8 +203,8 @@ func (c *cursor) inherit(o *cursor) {
 	c.w, o.w = o.w, c.w
 	c.pbuf, c.glo, c.ghi, c.kbuf, c.kbuf2 = o.pbuf, o.glo[:0], o.ghi[:0], o.kbuf, o.kbuf2
 	o.pbuf, o.glo, o.ghi, o.kbuf, o.kbuf2, o.perm = nil, nil, nil, nil, nil, nil
-	c.slot, c.weight, c.first, c.count = o.slot, o.weight, o.first, o.count
-	o.slot, o.weight, o.first, o.count = nil, nil, nil, nil
+	c.slot, c.weight, c.count = o.slot, o.weight, o.count
+	o.slot, o.weight, o.count = nil, nil, nil
 	if c.idBits == o.idBits {
 		c.slotTab, o.slotTab = o.slotTab, nil
 	}

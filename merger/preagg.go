@@ -77,7 +77,7 @@ func (g *groupAgg) release() {
 }
 
 // preAggregate pre-aggregates the group of window rows [start, end): it writes the emission
-// positions q.. (one representative row per distinct key, in key order) and returns their
+// positions q.. (one per distinct key, in key order, at window rows start..) and returns their
 // number; 0, having done nothing, when the keys do not fit a slot table.
 func (c *cursor) preAggregate(start, end, q int) int {
 	if c.packBits == nil || c.idBits > maxSlotBits || preAggOff {
@@ -102,7 +102,6 @@ func (c *cursor) preAggregate(start, end, q int) int {
 	}
 	g := &groupAgg{in: int32(c.in), lo: w.src[start], hi: w.src[end-1] + 1, gid: c.pre.get(n), pre: c.pre}
 	g.users.Store(c.pre.users)
-	first := sized(c.first, n) // per slot: its first row
 	count := sized(c.count, n) // per slot: its rows
 	tab := c.slotTab
 	slots := 0
@@ -112,7 +111,7 @@ func (c *cursor) preAggregate(start, end, q int) int {
 			s = int32(slots)
 			tab[k] = s
 			keys[slots] = k // the distinct keys, in place: slots <= i
-			first[slots], count[slots] = int32(start+i), 0
+			count[slots] = 0
 			slots++
 		}
 		count[s]++
@@ -127,15 +126,26 @@ func (c *cursor) preAggregate(start, end, q int) int {
 		dk[s] = k<<slotBits | uint64(s)
 	}
 	c.kbuf2 = radixSort(dk, sized(c.kbuf2, slots), c.idBits+slotBits)
-	c.kbuf, c.first, c.count = keys, first, count
+	c.kbuf, c.count = keys, count
 	if len(c.slot) < w.n {
 		c.slot, c.weight = sized(c.slot, w.n), sized(c.weight, w.n)
 	}
+	// The group's rows are read: its first rows become its slots in key order, their keys
+	// unpacked from the sorted ones (earlier positions may point at rows up to start, so not
+	// below it). The emission then reads the window in order, not at a representative row each.
 	mask := uint64(1)<<slotBits - 1
+	t := w.time[start]
 	for p, k := range dk {
 		s := int32(k & mask)
-		row := first[s]
-		c.perm[q+p] = row
+		row := start + p
+		key := k >> slotBits
+		for j := len(w.dims) - 1; j >= 0; j-- {
+			b := c.packBits[j]
+			w.dims[j].ids[row] = uint32(key & (1<<b - 1))
+			key >>= b
+		}
+		w.time[row] = t
+		c.perm[q+p] = int32(row)
 		c.slot[row], c.weight[row] = s, count[s]
 		c.glo[row], c.ghi[row] = g.lo, g.hi
 		if c.rollup {

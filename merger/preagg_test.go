@@ -34,7 +34,7 @@ func TestMergePreAggregate(t *testing.T) {
 	}
 	dims := []columns.Dimension{{Name: "a"}, {Name: "b"}, {Name: "c"}}
 	const hour = 3600_000
-	for c := range 9 {
+	for c := range 12 {
 		rng := rand.New(rand.NewPCG(uint64(c), 7))
 		dir := t.TempDir()
 		nIn := 1 + rng.IntN(4)
@@ -59,7 +59,10 @@ func TestMergePreAggregate(t *testing.T) {
 			rs := make([]columns.Row, n)
 			for r := range rs {
 				tm := int64(1_700_000_000_000) + rng.Int64N(3*hour)
-				if contiguous {
+				switch {
+				case c >= 9: // hours of a few rows: windows of many groups, some in order, some not
+					tm = int64(1_700_000_000_000) + rng.Int64N(int64(n/3+1)*hour)
+				case contiguous:
 					tm = int64(1_700_000_000_000) + int64(i)*2*hour + rng.Int64N(2*hour+hour/2) // a shared hour at the edges
 				}
 				row := columns.Row{Time: tm, Dims: make([][]string, len(dims)), Metrics: make([]columns.Value, len(s.Metrics))}
