@@ -56,7 +56,7 @@ func (pc *partCheck) checkSlow() error {
 	st, got := pc.load()
 	if st == checkNone {
 		var err error
-		if st, got, err = pc.compute(context.Background()); err != nil {
+		if st, got, err = pc.compute(context.Background(), false); err != nil {
 			// A read error or a closed segment: not a verdict on the bytes, so not remembered.
 			return pc.seg.fileError(pc.part, err)
 		}
@@ -68,8 +68,9 @@ func (pc *partCheck) checkSlow() error {
 }
 
 // compute computes the part's CRC and records the result: checkGood or checkBad, and the CRC.
-func (pc *partCheck) compute(ctx context.Context) (checkState, uint32, error) {
-	got, err := pc.seg.partCRC(ctx, pc.part)
+// viaFile: see partCRC.
+func (pc *partCheck) compute(ctx context.Context, viaFile bool) (checkState, uint32, error) {
+	got, err := pc.seg.partCRC(ctx, pc.part, viaFile)
 	if err != nil {
 		return checkNone, 0, err
 	}
@@ -83,15 +84,18 @@ func (pc *partCheck) compute(ctx context.Context) (checkState, uint32, error) {
 
 // partCRC returns the CRC-32C of a part's bytes, reading them a MiB at a time and stopping
 // with an error wrapping ctx.Err() when ctx is done.
-func (s *Segment) partCRC(ctx context.Context, p *PartInfo) (uint32, error) {
+//
+// viaFile reads a mapped file's part through its descriptor, for a pass that checks parts it
+// will not read (VerifyChecksums): a read copies from the page cache, where touching the
+// mapping costs the kernel a page-table entry a page (on a virtual machine, three times the
+// copy) and leaves the pages in the RSS. The read path's check of a part it is about to read
+// goes through the mapping, which it then finds ready.
+func (s *Segment) partCRC(ctx context.Context, p *PartInfo, viaFile bool) (uint32, error) {
 	s.crcPasses.Add(1)
 	var crc uint32
 	var buf []byte
 	src := &s.src
-	if src.data != nil && src.r != nil && !src.closed {
-		// A mapped file is checked through its descriptor: reading copies from the page cache,
-		// where touching the mapping costs the kernel a page-table entry per page (on a
-		// virtual machine, three times the copy), and the pages would count in the RSS.
+	if viaFile && src.data != nil && src.r != nil && !src.closed {
 		src = &source{r: src.r, size: src.size}
 	}
 	if src.data == nil && p.Length > 0 {
@@ -148,7 +152,7 @@ func (s *Segment) checkOf(p *PartInfo) *partCheck {
 // not match its CRC, that mismatch (the cause), else err. Parsing at Open reads unchecked
 // bytes; this only makes its errors say why.
 func (s *Segment) openError(p *PartInfo, err error) error {
-	if got, cerr := s.partCRC(context.Background(), p); cerr == nil && got != p.CRC {
+	if got, cerr := s.partCRC(context.Background(), p, false); cerr == nil && got != p.CRC {
 		return partError(p.Column, p.Kind, crcError(got, p.CRC))
 	}
 	return partError(p.Column, p.Kind, err)

@@ -29,7 +29,7 @@ const (
 // source is where a segment's bytes come from: a mapping or an io.ReaderAt.
 type source struct {
 	data []byte      // the whole file when mapped
-	r    io.ReaderAt // otherwise; when mapped, the file if it stays open (see partCRC)
+	r    io.ReaderAt // otherwise; when mapped, the file (for VerifyChecksums, see partCRC)
 	size int64
 	// closed is set by Segment.Close, which must not run concurrently with reads.
 	closed bool

@@ -213,7 +213,7 @@ func (s *Segment) VerifyChecksumsContext(ctx context.Context) error {
 			}
 			continue
 		}
-		st, got, err := pc.compute(ctx)
+		st, got, err := pc.compute(ctx, true)
 		if err != nil {
 			if ctx.Err() != nil {
 				return err
