@@ -453,15 +453,7 @@ func (c *cursor) sortPacked(start, end int) bool {
 	if c.packBits == nil || c.idBits+posBits > 64 {
 		return false
 	}
-	w := &c.w
-	keys := sized(c.kbuf, n)
-	clear(keys)
-	for j := range w.dims {
-		b := c.packBits[j]
-		for i, id := range w.dims[j].ids[start:end] {
-			keys[i] = keys[i]<<b | uint64(id)
-		}
-	}
+	keys := c.packKeys(start, end)
 	for i := range keys {
 		keys[i] = keys[i]<<posBits | uint64(i)
 	}
@@ -479,6 +471,21 @@ func (c *cursor) sortPacked(start, end int) bool {
 	}
 	c.kbuf = keys
 	return true
+}
+
+// packKeys returns the packed ids of window rows [start, end) (most significant dimension
+// first, packBits each), in kbuf's memory.
+func (c *cursor) packKeys(start, end int) []uint64 {
+	w := &c.w
+	keys := sized(c.kbuf, end-start)
+	clear(keys)
+	for j := range w.dims {
+		b := c.packBits[j]
+		for i, id := range w.dims[j].ids[start:end] {
+			keys[i] = keys[i]<<b | uint64(id)
+		}
+	}
+	return keys
 }
 
 // radixSort sorts keys, whose values are below 2^width, by least significant digit first (11

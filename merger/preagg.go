@@ -92,14 +92,7 @@ func (c *cursor) preAggregate(start, end, q int) int {
 			c.slotTab[i] = -1
 		}
 	}
-	keys := sized(c.kbuf, n)
-	clear(keys)
-	for j := range w.dims {
-		b := c.packBits[j]
-		for i, id := range w.dims[j].ids[start:end] {
-			keys[i] = keys[i]<<b | uint64(id)
-		}
-	}
+	keys := c.packKeys(start, end)
 	g := &groupAgg{in: int32(c.in), lo: w.src[start], hi: w.src[end-1] + 1, gid: c.pre.get(n), pre: c.pre}
 	g.users.Store(c.pre.users)
 	count := sized(c.count, n) // per slot: its rows
