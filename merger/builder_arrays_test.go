@@ -160,18 +160,7 @@ func TestBuilderAddRows(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, min(700, len(rows)-i), n)
 	}
-	dir := t.TempDir()
-	noSync := PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}}
-	a, b := filepath.Join(dir, "one.seg"), filepath.Join(dir, "batch.seg")
-	_, err = one.Persist(t.Context(), a, noSync)
-	require.NoError(t, err)
-	_, err = batch.Persist(t.Context(), b, noSync)
-	require.NoError(t, err)
-	ab, err := os.ReadFile(a)
-	require.NoError(t, err)
-	bb, err := os.ReadFile(b)
-	require.NoError(t, err)
-	require.Equal(t, ab, bb)
+	requireSamePersisted(t, t.TempDir(), "", one, batch)
 
 	before := batch.Rows()
 	bad := []columns.Row{rows[0], {Time: columns.MaxTime + 1, Dims: [][]string{{"x"}}, Metrics: []columns.Value{{}}}, {Time: 1 << 40, Dims: [][]string{{"y"}}, Metrics: []columns.Value{{}}}}

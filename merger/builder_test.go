@@ -79,7 +79,6 @@ func TestBuilderResetKeep(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		cases = 4
 	}
-	noSync := PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}}
 	for c := 0; c < cases; c++ {
 		schema, rows := fixture.NewBuilderCase(rng, 3+rng.IntN(600))
 		dir := t.TempDir()
@@ -93,16 +92,7 @@ func TestBuilderResetKeep(t *testing.T) {
 				require.NoError(t, kept.Add(r))
 				require.NoError(t, fresh.Add(r))
 			}
-			a, b := filepath.Join(dir, fmt.Sprintf("kept-%d.seg", k)), filepath.Join(dir, fmt.Sprintf("fresh-%d.seg", k))
-			_, err = kept.Persist(t.Context(), a, noSync)
-			require.NoError(t, err)
-			_, err = fresh.Persist(t.Context(), b, noSync)
-			require.NoError(t, err)
-			ab, err := os.ReadFile(a)
-			require.NoError(t, err)
-			bb, err := os.ReadFile(b)
-			require.NoError(t, err)
-			require.Equal(t, bb, ab, "case %d batch %d: the reused builder's segment differs", c, k)
+			requireSamePersisted(t, dir, fmt.Sprint(k), fresh, kept, "case %d batch %d: the reused builder's segment differs", c, k)
 			held := kept.MemBytes()
 			kept.ResetKeep(1 << 40)
 			require.Zero(t, kept.Rows())
@@ -173,18 +163,23 @@ func TestBuilderGrow(t *testing.T) {
 	}
 	// Only the dictionary's values (7 here) took more room.
 	require.Less(t, grown.arrayBytes()-reserved, int64(1024), "a row array grew")
-	dir := t.TempDir()
+	requireSamePersisted(t, t.TempDir(), "", plain, grown)
+}
+
+// requireSamePersisted persists want and got into dir (files named after tag, no sync) and
+// requires the same bytes.
+func requireSamePersisted(t *testing.T, dir, tag string, want, got *Builder, msgAndArgs ...any) {
+	t.Helper()
 	noSync := PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}}
-	a, b := filepath.Join(dir, "grown.seg"), filepath.Join(dir, "plain.seg")
-	_, err = grown.Persist(t.Context(), a, noSync)
-	require.NoError(t, err)
-	_, err = plain.Persist(t.Context(), b, noSync)
-	require.NoError(t, err)
-	ab, err := os.ReadFile(a)
-	require.NoError(t, err)
-	bb, err := os.ReadFile(b)
-	require.NoError(t, err)
-	require.Equal(t, bb, ab)
+	var files [2][]byte
+	for i, b := range []*Builder{want, got} {
+		p := filepath.Join(dir, fmt.Sprintf("%s-%d.seg", tag, i))
+		_, err := b.Persist(t.Context(), p, noSync)
+		require.NoError(t, err)
+		files[i], err = os.ReadFile(p)
+		require.NoError(t, err)
+	}
+	require.Equal(t, files[0], files[1], msgAndArgs...)
 }
 
 // PersistAfter merges segments and then the builder's rows: the same bytes as persisting the
