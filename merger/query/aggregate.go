@@ -20,6 +20,7 @@ import (
 type accs struct {
 	metrics []columns.Metric
 	aggs    []agg.Agg
+	types   []columns.MetricType // the metrics' value types (ValueType looks the aggregator up)
 	rows    []int64
 	minTime []int64
 	longs   [][]agg.LongAcc   // long metrics
@@ -29,10 +30,10 @@ type accs struct {
 
 func newAccs(metrics []columns.Metric) *accs {
 	n := len(metrics)
-	a := &accs{metrics: metrics, aggs: make([]agg.Agg, n), longs: make([][]agg.LongAcc, n), dbls: make([][]agg.DoubleAcc, n),
-		sks: make([][]*hyperloglog.Sketch, n)}
+	a := &accs{metrics: metrics, aggs: make([]agg.Agg, n), types: make([]columns.MetricType, n), longs: make([][]agg.LongAcc, n),
+		dbls: make([][]agg.DoubleAcc, n), sks: make([][]*hyperloglog.Sketch, n)}
 	for m, met := range metrics {
-		a.aggs[m] = met.Agg()
+		a.aggs[m], a.types[m] = met.Agg(), met.ValueType()
 	}
 	return a
 }
@@ -118,7 +119,7 @@ func (g *globalTable) overflow(groupBy []string) error {
 // valuesInto writes group i's aggregated values into out (len(a.metrics) values) and returns it.
 func (a *accs) valuesInto(out []AggValue, i int) []AggValue {
 	for m, x := range a.aggs {
-		v := AggValue{Type: a.metrics[m].ValueType()}
+		v := AggValue{Type: a.types[m]}
 		switch x.Type {
 		case agg.Sketch:
 			if sk := a.sks[m][i]; sk != nil {
