@@ -725,3 +725,51 @@ func TestAppendSingleIDs(t *testing.T) {
 	require.ErrorIs(t, d.AppendSingleIDs([]uint32{0}), ErrInvalid, "sticky")
 	require.NoError(t, w.Abort())
 }
+
+// TestAppendValuesTimeChecks: __time's bulk path checks every value as Append does, across
+// calls too, and its error names the row of the first bad value; the first and last times
+// (the segment's interval) come out as value by value.
+func TestAppendValuesTimeChecks(t *testing.T) {
+	hour := int64(3600_000)
+	for _, c := range []struct {
+		name  string
+		gran  Granularity
+		calls [][]int64
+		row   string
+	}{
+		{"order within a call", GranularityNone, [][]int64{{1, 2, 5, 4}}, "row 3:"},
+		{"order across calls", GranularityNone, [][]int64{{1, 2}, {2, 3}, {1}}, "row 4:"},
+		{"not truncated", GranularityHour, [][]int64{{0, hour}, {2*hour + 1}}, "row 2:"},
+		{"before MinTime", GranularityNone, [][]int64{{MinTime - 1}}, "row 0:"},
+		{"after MaxTime", GranularityNone, [][]int64{{0}, {MaxTime, MaxTime + 1}}, "row 2:"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, err := NewWriter(Schema{Granularity: c.gran}, WriterOptions{ChunkRows: 3})
+			require.NoError(t, err)
+			tw, err := w.Time()
+			require.NoError(t, err)
+			for i, vs := range c.calls {
+				err = tw.AppendValues(vs)
+				if i < len(c.calls)-1 {
+					require.NoError(t, err)
+				}
+			}
+			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorContains(t, err, c.row)
+			require.Error(t, tw.Append(0), "the writer stays failed")
+			require.NoError(t, w.Abort())
+		})
+	}
+	// Good times in bulk: the interval runs from the first to the last.
+	w, err := NewWriter(Schema{Granularity: GranularityHour}, WriterOptions{ChunkRows: 3})
+	require.NoError(t, err)
+	tw, err := w.Time()
+	require.NoError(t, err)
+	require.NoError(t, tw.AppendValues([]int64{2 * hour, 2 * hour, 3 * hour}))
+	require.NoError(t, tw.AppendValues(nil))
+	require.NoError(t, tw.AppendValues([]int64{3 * hour, 7 * hour}))
+	var buf bytes.Buffer
+	info, err := w.FinishTo(&buf)
+	require.NoError(t, err)
+	require.Equal(t, Interval{Start: 2 * hour, End: 8 * hour}, info.Interval)
+}

@@ -329,3 +329,31 @@ func BenchmarkSegmentWriteColumns(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTimeAppendValues appends 1,000,000 increasing times to __time in batches of 4096
+// (a merge's time task): the bulk path's checks against value by value.
+func BenchmarkTimeAppendValues(b *testing.B) {
+	times := make([]int64, 1_000_000)
+	for i := range times {
+		times[i] = 1_767_225_600_000 + int64(i)*29
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		w, err := NewWriter(Schema{}, WriterOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tw, err := w.Time()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for lo := 0; lo < len(times); lo += 4096 {
+			if err := tw.AppendValues(times[lo:min(len(times), lo+4096)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := w.Abort(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

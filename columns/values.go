@@ -58,7 +58,15 @@ func (l *LongWriter) AppendValues(vs []int64) error {
 	if l.times != nil {
 		return l.timedErr()
 	}
-	if l.isTime {
+	if l.err != nil {
+		return l.err
+	}
+	if l.finished {
+		return fmt.Errorf("columns: column %q: append after finish: %w", l.cw.st.name, ErrState)
+	}
+	if l.isTime && !l.timesOK(vs) {
+		// A time out of order, out of range or not truncated: value by value, for the error
+		// that names its row.
 		for _, v := range vs {
 			if err := l.append(v); err != nil {
 				return err
@@ -66,13 +74,34 @@ func (l *LongWriter) AppendValues(vs []int64) error {
 		}
 		return nil
 	}
-	if l.err != nil {
-		return l.err
-	}
-	if l.finished {
-		return fmt.Errorf("columns: column %q: append after finish: %w", l.cw.st.name, ErrState)
+	if l.isTime && len(vs) > 0 {
+		if l.rows == 0 {
+			l.first = vs[0]
+		}
+		l.last = vs[len(vs)-1]
 	}
 	return appendBulk(&l.vals, &l.rows, l.chunkRows, vs, l.flush)
+}
+
+// timesOK reports whether vs, the next values of __time, pass append's checks: in order after
+// the last time, within the times a segment can hold, truncated to the granularity.
+func (l *LongWriter) timesOK(vs []int64) bool {
+	if len(vs) == 0 {
+		return true
+	}
+	last := vs[0]
+	if l.rows > 0 {
+		last = l.last
+	}
+	lo, hi := l.gran.Truncate(MinTime), MaxTime
+	none := l.gran == GranularityNone
+	for _, v := range vs {
+		if v < last || v < lo || v > hi || !none && l.gran.Truncate(v) != v {
+			return false
+		}
+		last = v
+	}
+	return true
 }
 
 // AppendNull appends a null row to a long metric (not __time): the value stored is 0 (and, for
