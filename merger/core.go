@@ -218,16 +218,27 @@ type batch struct {
 func (b *batch) appendRun(cur *cursor, a, e int, rm []uint32, first int64) {
 	b.keys.appendRange(&cur.w, a, e)
 	in := int32(cur.in)
-	for i, src := range cur.w.src[a:e] {
-		b.refIn = append(b.refIn, in)
-		b.refRow = append(b.refRow, src)
-		b.refLo = append(b.refLo, 0)
-		b.refHi = append(b.refHi, 0)
-		b.refEnd = append(b.refEnd, int32(len(b.refIn)))
-		if rm != nil {
+	srcs := cur.w.src[a:e]
+	k0 := len(b.refIn)
+	n := len(srcs)
+	// Grown once, then filled: one ref a row.
+	refIn, refLo, refHi, refEnd := extend(&b.refIn, n), extend(&b.refLo, n), extend(&b.refHi, n), extend(&b.refEnd, n)
+	for i := range srcs {
+		refIn[i], refLo[i], refHi[i], refEnd[i] = in, 0, 0, int32(k0+i+1)
+	}
+	b.refRow = append(b.refRow, srcs...)
+	if rm != nil {
+		for i, src := range srcs {
 			rm[src] = uint32(first) + uint32(i)
 		}
 	}
+}
+
+// extend lengthens *s by n elements and returns them (their values unspecified).
+func extend[T any](s *[]T, n int) []T {
+	k := len(*s)
+	*s = slices.Grow(*s, n)[:k+n]
+	return (*s)[k:]
 }
 
 // findRuns sets b.run (see batch) from the refs.
