@@ -348,3 +348,22 @@ func ndjsonRoundTrip(t *testing.T, sp *Spec, data []byte) {
 		}
 	}
 }
+
+// zeroBytes marks exactly the zero bytes of a word: every byte value at every position, with
+// the other bytes zero or not (a borrow must not mark a neighbour).
+func TestZeroBytes(t *testing.T) {
+	for pos := range 8 {
+		for v := range 256 {
+			for _, fill := range []uint64{0, 0x0101010101010101, 0xffffffffffffffff, 0x8080808080808080} {
+				w := fill&^(0xff<<(8*pos)) | uint64(v)<<(8*pos)
+				var want uint64
+				for k := range 8 {
+					if byte(w>>(8*k)) == 0 {
+						want |= 0x80 << (8 * k)
+					}
+				}
+				require.Equal(t, want, zeroBytes(w), "w %#x", w)
+			}
+		}
+	}
+}
