@@ -25,9 +25,11 @@ type globalTable struct {
 	byIDs  bool
 	ids    []uint32
 	sorted []int32
-	// perm: the groups in the Result's order (sort)
+	// perm: the groups in the Result's order (sort), nil once they are laid out in it
+	// (arrange); spare is arrange's memory
 	perm    []int32
 	scratch []int32
+	spare   *globalTable
 }
 
 func newGlobalTable(metrics []columns.Metric, ngroup int) *globalTable {
@@ -128,11 +130,74 @@ type partBuf struct {
 	rows   []Row
 	groups []GroupValue
 	values []AggValue
-	at     []int32
 }
 
-// sort puts g's groups in the Result's order (perm).
-func (g *globalTable) sort(all bool) { g.perm = g.order(all) }
+// sort puts g's groups in the Result's order: it lays them out in it (arrange).
+func (g *globalTable) sort(all bool) {
+	g.perm = g.order(all)
+	g.arrange()
+}
+
+// arrange lays g's groups out in perm's order and drops perm. It runs on the producer's
+// goroutine (pipeline.emit), so that the consumer's result reads and writes every array in
+// order: laid out through perm there, its random accesses to a window's groups were most of
+// the consumer's work, which is the pipeline's slower side.
+func (g *globalTable) arrange() {
+	perm := g.perm
+	g.perm = nil
+	inOrder := true
+	for j, i := range perm {
+		if int(i) != j {
+			inOrder = false
+			break
+		}
+	}
+	if inOrder {
+		return
+	}
+	if g.spare == nil {
+		g.spare = &globalTable{acc: newAccs(g.acc.metrics)}
+	}
+	o, nd := g.spare, g.nd
+	o.times = gather(o.times, g.times, perm, 1)
+	o.groups = gather(o.groups, g.groups, perm, nd)
+	clear(g.groups) // no value strings kept alive
+	a, b := g.acc, o.acc
+	b.rows = gather(b.rows, a.rows, perm, 1)
+	b.minTime = gather(b.minTime, a.minTime, perm, 1)
+	for m := range a.aggs {
+		b.longs[m] = gather(b.longs[m], a.longs[m], perm, 1)
+		b.dbls[m] = gather(b.dbls[m], a.dbls[m], perm, 1)
+		b.sks[m] = gather(b.sks[m], a.sks[m], perm, 1)
+		clear(a.sks[m])
+	}
+	g.times, o.times = o.times, g.times
+	g.groups, o.groups = o.groups, g.groups
+	g.acc, o.acc = b, a
+	if g.ids != nil {
+		o.ids = gather(o.ids, g.ids, perm, nd)
+		g.ids, o.ids = o.ids, g.ids
+	}
+}
+
+// gather returns dst's memory holding, for each j, the k elements of group perm[j] of src (k
+// a group).
+func gather[T any](dst, src []T, perm []int32, k int) []T {
+	if len(src) == 0 {
+		return dst[:0]
+	}
+	dst = slices.Grow(dst[:0], len(perm)*k)[:len(perm)*k]
+	if k == 1 {
+		for j, i := range perm {
+			dst[j] = src[i]
+		}
+		return dst
+	}
+	for j, i := range perm {
+		copy(dst[j*k:(j+1)*k], src[int(i)*k:int(i+1)*k])
+	}
+	return dst
+}
 
 // result lays g's sorted groups out in buf's memory.
 func (g *globalTable) result(groupBy []string, all bool, buf *partBuf) Result {
@@ -144,24 +209,14 @@ func (g *globalTable) result(groupBy []string, all bool, buf *partBuf) Result {
 		}
 		return g.times[i]
 	}
-	// Group i goes to row at[i]: the groups are read in order (their accumulators are
-	// spread over several slices) and the rows written where they belong.
-	at := slices.Grow(buf.at[:0], n)[:n]
-	buf.at = at
-	for j, i := range g.perm {
-		at[i] = int32(j)
-	}
+	// The groups are laid out in the Result's order (arrange): rows are written in order.
 	buf.rows = slices.Grow(buf.rows[:0], n)[:n]
 	buf.groups = slices.Grow(buf.groups[:0], n*nd)[:n*nd]
 	buf.values = slices.Grow(buf.values[:0], n*nm)[:n*nm]
-	for i, j := range at {
-		j := int(j)
-		gv := buf.groups[j*nd : (j+1)*nd : (j+1)*nd]
-		for k := range gv {
-			gv[k] = g.groups[i*nd+k]
-		}
-		buf.rows[j] = Row{Time: timeOf(i), Groups: gv, Rows: g.acc.rows[i],
-			Values: g.acc.valuesInto(buf.values[j*nm:(j+1)*nm:(j+1)*nm], i)}
+	copy(buf.groups, g.groups[:n*nd])
+	for i := range n {
+		buf.rows[i] = Row{Time: timeOf(i), Groups: buf.groups[i*nd : (i+1)*nd : (i+1)*nd], Rows: g.acc.rows[i],
+			Values: g.acc.valuesInto(buf.values[i*nm:(i+1)*nm:(i+1)*nm], i)}
 	}
 	res.Rows = buf.rows
 	return res
