@@ -43,15 +43,21 @@ func efSize(n int, last uint32) int {
 	return 1 + uvarintLen(uint64(n)) + 1 + (n*l+7)/8 + (n+int(last>>l)+7)/8
 }
 
-// efPacker appends the Elias-Fano form of values given one at a time, in increasing order.
+// efPacker appends the Elias-Fano form of values given in increasing order. The lows are
+// stored a 64-bit word at a time through an accumulator, and so are the highs: values increase,
+// so their high bits are set in increasing positions, and a word of them is stored once, when
+// the next value's bit falls in a later word.
 type efPacker struct {
-	dst        []byte
-	l          uint
-	mask       uint32
-	low, highs int // where the next lows byte goes, where the highs start
-	acc        uint64
-	nacc       uint
-	i          int
+	dst   []byte
+	l     uint
+	mask  uint32
+	low   int    // where the next lows word goes
+	highs int    // where the highs start
+	acc   uint64 // lows not stored yet, nacc bits of them
+	nacc  uint
+	hw    int    // the highs word hacc holds
+	hacc  uint64 // the highs bits of word hw set so far
+	i     int
 }
 
 // beginEF appends the header of the Elias-Fano form of n >= 1 values, the last being last, and
@@ -67,20 +73,39 @@ func beginEF(dst []byte, n int, last uint32) efPacker {
 	return efPacker{dst: dst, l: uint(l), mask: 1<<l - 1, low: low, highs: highs}
 }
 
+// add adds v, above the values added before.
 func (p *efPacker) add(v uint32) {
-	if p.l > 0 {
-		p.acc |= uint64(v&p.mask) << p.nacc
-		p.nacc += p.l
-		for p.nacc >= 8 {
-			p.dst[p.low] = byte(p.acc)
-			p.low++
-			p.acc >>= 8
-			p.nacc -= 8
+	one := [1]uint32{v}
+	p.addAll(one[:])
+}
+
+// addAll adds vals, increasing and above the values added before. A full lows word lies inside
+// the lows (its bits are values' low bits), and a highs word that is not the last inside the
+// highs: both are stored whole.
+func (p *efPacker) addAll(vals []uint32) {
+	dst, l, mask, low, acc, nacc := p.dst, p.l, p.mask, p.low, p.acc, p.nacc
+	highs, hw, hacc, i := p.highs, p.hw, p.hacc, p.i
+	for _, v := range vals {
+		if l > 0 {
+			x := uint64(v & mask)
+			acc |= x << (nacc & 63)
+			nacc += l
+			if nacc >= 64 {
+				binary.LittleEndian.PutUint64(dst[low:], acc)
+				low += 8
+				nacc -= 64
+				acc = x >> ((l - nacc) & 63) // (l - nacc) is below 32; nacc 0 gives x >> l, 0
+			}
 		}
+		b := int(v>>l) + i
+		if b>>6 != hw {
+			binary.LittleEndian.PutUint64(dst[highs+hw<<3:], hacc)
+			hw, hacc = b>>6, 0
+		}
+		hacc |= 1 << (b & 63)
+		i++
 	}
-	b := int(v>>p.l) + p.i
-	p.dst[p.highs+b>>3] |= 1 << (b & 7)
-	p.i++
+	p.low, p.acc, p.nacc, p.hw, p.hacc, p.i = low, acc, nacc, hw, hacc, i
 }
 
 // efLow returns the l bits at bit pos of lows (which holds them).
@@ -93,8 +118,15 @@ func efLow(lows []byte, pos int, l uint) uint64 {
 }
 
 func (p *efPacker) finish() []byte {
-	if p.nacc > 0 {
+	for ; p.nacc > 0; p.nacc -= min(p.nacc, 8) {
 		p.dst[p.low] = byte(p.acc)
+		p.low++
+		p.acc >>= 8
+	}
+	// The last highs word: its bytes up to the end of the form.
+	for k := p.highs + p.hw<<3; k < len(p.dst) && p.hacc != 0; k++ {
+		p.dst[k] = byte(p.hacc)
+		p.hacc >>= 8
 	}
 	return p.dst
 }
@@ -102,9 +134,7 @@ func (p *efPacker) finish() []byte {
 // appendEFRows appends the Elias-Fano form of rows (at least one, strictly increasing).
 func appendEFRows(dst []byte, rows []uint32) []byte {
 	p := beginEF(dst, len(rows), rows[len(rows)-1])
-	for _, v := range rows {
-		p.add(v)
-	}
+	p.addAll(rows)
 	return p.finish()
 }
 
@@ -112,11 +142,19 @@ func appendEFRows(dst []byte, rows []uint32) []byte {
 // the last being last.
 func appendEFWords(dst []byte, words []uint64, n int, last uint32) []byte {
 	p := beginEF(dst, n, last)
-	for k, w := range words {
+	var block [256]uint32
+	k := 0
+	for j, w := range words {
 		for ; w != 0; w &= w - 1 {
-			p.add(uint32(k<<6 + bits.TrailingZeros64(w)))
+			if k == len(block) {
+				p.addAll(block[:])
+				k = 0
+			}
+			block[k] = uint32(j<<6 + bits.TrailingZeros64(w))
+			k++
 		}
 	}
+	p.addAll(block[:k])
 	return p.finish()
 }
 
