@@ -69,7 +69,12 @@ func beginEF(dst []byte, n int, last uint32) efPacker {
 	dst = append(dst, byte(l))
 	low := len(dst)
 	highs := low + (n*l+7)/8
-	dst = append(dst, make([]byte, highs-low+(n+int(last>>l)+7)/8)...)
+	end := highs + (n+int(last>>l)+7)/8
+	// Zeroed room for the lows and highs, and 8 bytes past them (addAll stores the highs word
+	// it is filling whole, also when it is the last).
+	dst = slices.Grow(dst, end+8-len(dst))
+	dst = dst[:end+8]
+	clear(dst[low:])
 	return efPacker{dst: dst, l: uint(l), mask: 1<<l - 1, low: low, highs: highs}
 }
 
@@ -79,14 +84,15 @@ func (p *efPacker) add(v uint32) {
 	p.addAll(one[:])
 }
 
-// addAll adds vals, increasing and above the values added before. A full lows word lies inside
-// the lows (its bits are values' low bits), and a highs word that is not the last inside the
-// highs: both are stored whole.
+// addAll adds vals, increasing and above the values added before, in two passes (each with
+// few enough variables to stay in registers): the lows, then the highs. A full lows word lies
+// inside the lows (its bits are values' low bits): it is stored whole. The highs word holding a
+// value's bit is stored whole after every value (a word past the end goes into the 8 spare
+// bytes), so that no branch asks whether the next value's bit falls in a later word.
 func (p *efPacker) addAll(vals []uint32) {
-	dst, l, mask, low, acc, nacc := p.dst, p.l, p.mask, p.low, p.acc, p.nacc
-	highs, hw, hacc, i := p.highs, p.hw, p.hacc, p.i
-	for _, v := range vals {
-		if l > 0 {
+	if l := p.l; l > 0 {
+		dst, mask, low, acc, nacc := p.dst, p.mask, p.low, p.acc, p.nacc
+		for _, v := range vals {
 			x := uint64(v & mask)
 			acc |= x << (nacc & 63)
 			nacc += l
@@ -97,15 +103,29 @@ func (p *efPacker) addAll(vals []uint32) {
 				acc = x >> ((l - nacc) & 63) // (l - nacc) is below 32; nacc 0 gives x >> l, 0
 			}
 		}
+		p.low, p.acc, p.nacc = low, acc, nacc
+	}
+	highs, l, hw, hacc, i := p.dst[p.highs:], p.l&31, p.hw, p.hacc, p.i
+	for _, v := range vals {
 		b := int(v>>l) + i
-		if b>>6 != hw {
-			binary.LittleEndian.PutUint64(dst[highs+hw<<3:], hacc)
-			hw, hacc = b>>6, 0
+		var keep uint64
+		if b>>6 == hw {
+			keep = ^uint64(0)
 		}
-		hacc |= 1 << (b & 63)
+		hw, hacc = b>>6, hacc&keep|1<<(b&63)
+		binary.LittleEndian.PutUint64(highs[hw<<3:], hacc)
 		i++
 	}
-	p.low, p.acc, p.nacc, p.hw, p.hacc, p.i = low, acc, nacc, hw, hacc, i
+	p.hw, p.hacc, p.i = hw, hacc, i
+}
+
+func (p *efPacker) finish() []byte {
+	for ; p.nacc > 0; p.nacc -= min(p.nacc, 8) {
+		p.dst[p.low] = byte(p.acc)
+		p.low++
+		p.acc >>= 8
+	}
+	return p.dst[:len(p.dst)-8]
 }
 
 // efLow returns the l bits at bit pos of lows (which holds them).
@@ -115,20 +135,6 @@ func efLow(lows []byte, pos int, l uint) uint64 {
 		x = x<<8 | uint64(lows[j])
 	}
 	return x >> (pos & 7) & (1<<l - 1)
-}
-
-func (p *efPacker) finish() []byte {
-	for ; p.nacc > 0; p.nacc -= min(p.nacc, 8) {
-		p.dst[p.low] = byte(p.acc)
-		p.low++
-		p.acc >>= 8
-	}
-	// The last highs word: its bytes up to the end of the form.
-	for k := p.highs + p.hw<<3; k < len(p.dst) && p.hacc != 0; k++ {
-		p.dst[k] = byte(p.hacc)
-		p.hacc >>= 8
-	}
-	return p.dst
 }
 
 // appendEFRows appends the Elias-Fano form of rows (at least one, strictly increasing).
