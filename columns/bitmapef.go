@@ -43,15 +43,21 @@ func efSize(n int, last uint32) int {
 	return 1 + uvarintLen(uint64(n)) + 1 + (n*l+7)/8 + (n+int(last>>l)+7)/8
 }
 
-// efPacker appends the Elias-Fano form of values given one at a time, in increasing order.
+// efPacker appends the Elias-Fano form of values given in increasing order. The lows are
+// stored a 64-bit word at a time through an accumulator, and so are the highs: values increase,
+// so their high bits are set in increasing positions, and a word of them is stored once, when
+// the next value's bit falls in a later word.
 type efPacker struct {
-	dst        []byte
-	l          uint
-	mask       uint32
-	low, highs int // where the next lows byte goes, where the highs start
-	acc        uint64
-	nacc       uint
-	i          int
+	dst   []byte
+	l     uint
+	mask  uint32
+	low   int    // where the next lows word goes
+	highs int    // where the highs start
+	acc   uint64 // lows not stored yet, nacc bits of them
+	nacc  uint
+	hw    int    // the highs word hacc holds
+	hacc  uint64 // the highs bits of word hw set so far
+	i     int
 }
 
 // beginEF appends the header of the Elias-Fano form of n >= 1 values, the last being last, and
@@ -63,24 +69,63 @@ func beginEF(dst []byte, n int, last uint32) efPacker {
 	dst = append(dst, byte(l))
 	low := len(dst)
 	highs := low + (n*l+7)/8
-	dst = append(dst, make([]byte, highs-low+(n+int(last>>l)+7)/8)...)
+	end := highs + (n+int(last>>l)+7)/8
+	// Zeroed room for the lows and highs, and 8 bytes past them (addAll stores the highs word
+	// it is filling whole, also when it is the last).
+	dst = slices.Grow(dst, end+8-len(dst))
+	dst = dst[:end+8]
+	clear(dst[low:])
 	return efPacker{dst: dst, l: uint(l), mask: 1<<l - 1, low: low, highs: highs}
 }
 
+// add adds v, above the values added before.
 func (p *efPacker) add(v uint32) {
-	if p.l > 0 {
-		p.acc |= uint64(v&p.mask) << p.nacc
-		p.nacc += p.l
-		for p.nacc >= 8 {
-			p.dst[p.low] = byte(p.acc)
-			p.low++
-			p.acc >>= 8
-			p.nacc -= 8
+	one := [1]uint32{v}
+	p.addAll(one[:])
+}
+
+// addAll adds vals, increasing and above the values added before, in two passes (each with
+// few enough variables to stay in registers): the lows, then the highs. A full lows word lies
+// inside the lows (its bits are values' low bits): it is stored whole. The highs word holding a
+// value's bit is stored whole after every value (a word past the end goes into the 8 spare
+// bytes), so that no branch asks whether the next value's bit falls in a later word.
+func (p *efPacker) addAll(vals []uint32) {
+	if l := p.l; l > 0 {
+		dst, mask, low, acc, nacc := p.dst, p.mask, p.low, p.acc, p.nacc
+		for _, v := range vals {
+			x := uint64(v & mask)
+			acc |= x << (nacc & 63)
+			nacc += l
+			if nacc >= 64 {
+				binary.LittleEndian.PutUint64(dst[low:], acc)
+				low += 8
+				nacc -= 64
+				acc = x >> ((l - nacc) & 63) // (l - nacc) is below 32; nacc 0 gives x >> l, 0
+			}
 		}
+		p.low, p.acc, p.nacc = low, acc, nacc
 	}
-	b := int(v>>p.l) + p.i
-	p.dst[p.highs+b>>3] |= 1 << (b & 7)
-	p.i++
+	highs, l, hw, hacc, i := p.dst[p.highs:], p.l&31, p.hw, p.hacc, p.i
+	for _, v := range vals {
+		b := int(v>>l) + i
+		var keep uint64
+		if b>>6 == hw {
+			keep = ^uint64(0)
+		}
+		hw, hacc = b>>6, hacc&keep|1<<(b&63)
+		binary.LittleEndian.PutUint64(highs[hw<<3:], hacc)
+		i++
+	}
+	p.hw, p.hacc, p.i = hw, hacc, i
+}
+
+func (p *efPacker) finish() []byte {
+	for ; p.nacc > 0; p.nacc -= min(p.nacc, 8) {
+		p.dst[p.low] = byte(p.acc)
+		p.low++
+		p.acc >>= 8
+	}
+	return p.dst[:len(p.dst)-8]
 }
 
 // efLow returns the l bits at bit pos of lows (which holds them).
@@ -92,19 +137,10 @@ func efLow(lows []byte, pos int, l uint) uint64 {
 	return x >> (pos & 7) & (1<<l - 1)
 }
 
-func (p *efPacker) finish() []byte {
-	if p.nacc > 0 {
-		p.dst[p.low] = byte(p.acc)
-	}
-	return p.dst
-}
-
 // appendEFRows appends the Elias-Fano form of rows (at least one, strictly increasing).
 func appendEFRows(dst []byte, rows []uint32) []byte {
 	p := beginEF(dst, len(rows), rows[len(rows)-1])
-	for _, v := range rows {
-		p.add(v)
-	}
+	p.addAll(rows)
 	return p.finish()
 }
 
@@ -112,11 +148,19 @@ func appendEFRows(dst []byte, rows []uint32) []byte {
 // the last being last.
 func appendEFWords(dst []byte, words []uint64, n int, last uint32) []byte {
 	p := beginEF(dst, n, last)
-	for k, w := range words {
+	var block [256]uint32
+	k := 0
+	for j, w := range words {
 		for ; w != 0; w &= w - 1 {
-			p.add(uint32(k<<6 + bits.TrailingZeros64(w)))
+			if k == len(block) {
+				p.addAll(block[:])
+				k = 0
+			}
+			block[k] = uint32(j<<6 + bits.TrailingZeros64(w))
+			k++
 		}
 	}
+	p.addAll(block[:k])
 	return p.finish()
 }
 

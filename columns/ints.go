@@ -52,12 +52,12 @@ func planInt64s(vals []int64) intPlan {
 	}
 	lo, hi := vals[0], vals[0]
 	dlo, dhi := int64(math.MaxInt64), int64(math.MinInt64)
-	for i, v := range vals {
+	prev := vals[0]
+	for _, v := range vals[1:] {
+		d := v - prev
+		prev = v
 		lo, hi = min(lo, v), max(hi, v)
-		if i > 0 {
-			d := v - vals[i-1]
-			dlo, dhi = min(dlo, d), max(dhi, d)
-		}
+		dlo, dhi = min(dlo, d), max(dhi, d)
 	}
 	if lo == hi {
 		return intPlan{enc: intConstant, base: lo, size: head + varintLen(lo)}
@@ -96,26 +96,58 @@ func appendInt64sPlan(dst []byte, vals []int64, p intPlan) []byte {
 	case intFOR:
 		dst = binary.AppendVarint(dst, p.base)
 		dst = append(dst, byte(p.width))
-		pk := packer{dst: dst, w: uint(p.width)}
 		if p.width > 0 {
-			for _, v := range vals {
-				pk.put(uint64(v) - uint64(p.base))
-			}
+			dst = appendFOR(dst, vals, p.base, p.width)
 		}
-		dst = pk.flush()
 	case intDelta:
 		dst = binary.AppendVarint(dst, p.base)
 		dst = binary.AppendVarint(dst, p.dmin)
 		dst = append(dst, byte(p.width))
-		pk := packer{dst: dst, w: uint(p.width)}
 		if p.width > 0 {
-			for i := 1; i < len(vals); i++ {
-				pk.put(uint64(vals[i]-vals[i-1]) - uint64(p.dmin))
-			}
+			dst = appendDeltas(dst, vals, p.dmin, p.width)
 		}
-		dst = pk.flush()
 	}
 	return dst
+}
+
+// packBlock is how many values appendFOR and appendDeltas turn into their packed form (on the
+// stack) before packing them.
+const packBlock = 256
+
+// appendFOR appends the values v-base of vals packed at width (1..64) bits.
+func appendFOR(dst []byte, vals []int64, base int64, width int) []byte {
+	bw := startBits(dst, len(vals), width)
+	var block [packBlock]uint64
+	for len(vals) > 0 {
+		in := vals[:min(len(vals), packBlock)]
+		u := block[:len(in)]
+		for i, v := range in {
+			u[i] = uint64(v) - uint64(base)
+		}
+		putAll(&bw, u)
+		vals = vals[len(in):]
+	}
+	return bw.finish()
+}
+
+// appendDeltas appends the deltas of vals (at least two values) less dmin, packed at width
+// (1..64) bits.
+func appendDeltas(dst []byte, vals []int64, dmin int64, width int) []byte {
+	bw := startBits(dst, len(vals)-1, width)
+	var block [packBlock]uint64
+	prev := vals[0]
+	vals = vals[1:]
+	for len(vals) > 0 {
+		in := vals[:min(len(vals), packBlock)]
+		u := block[:len(in)]
+		for i, v := range in {
+			u[i] = uint64(v-prev) - uint64(dmin)
+			prev = v
+		}
+		putAll(&bw, u)
+		vals = vals[len(in):]
+	}
+	return bw.finish()
 }
 
 // appendInt64sV is appendInt64s for a version 4 part: with a coder, a for or delta chunk is
