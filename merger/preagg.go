@@ -79,6 +79,12 @@ func (g *groupAgg) release() {
 // preAggregate pre-aggregates the group of window rows [start, end): it writes the emission
 // positions q.. (one per distinct key, in key order, at window rows start..) and returns their
 // number; 0, having done nothing, when the keys do not fit a slot table.
+//
+// A group's distinct keys are the bits set in a bitmap indexed by the packed ids (seen, 128
+// KiB at maxSlotBits, where a table of slots was 4 MiB: it stays in the cache), with a bit a
+// word of seen in a summary (seenSum) so that only the words set are visited; a key's slot is
+// its rank among them (rank[word] plus the bits below it in its word), which numbers the slots
+// in key order: no sort, and no branch a row on whether its key is new.
 func (c *cursor) preAggregate(start, end, q int) int {
 	if c.packBits == nil || c.idBits > maxSlotBits || preAggOff {
 		return 0
@@ -86,66 +92,68 @@ func (c *cursor) preAggregate(start, end, q int) int {
 	preAggGroups.Add(1)
 	w := &c.w
 	n := end - start
-	if len(c.slotTab) == 0 {
-		c.slotTab = make([]int32, 1<<c.idBits)
-		for i := range c.slotTab {
-			c.slotTab[i] = -1
-		}
+	if words := 1 + (1<<c.idBits-1)>>6; len(c.seen) != words {
+		c.seen, c.rank = make([]uint64, words), make([]int32, words)
+		c.seenSum = make([]uint64, 1+(words-1)>>6)
 	}
+	seen, sum, rank := c.seen, c.seenSum, c.rank
 	keys := c.packKeys(start, end)
-	g := &groupAgg{in: int32(c.in), lo: w.src[start], hi: w.src[end-1] + 1, gid: c.pre.get(n), pre: c.pre}
-	g.users.Store(c.pre.users)
-	count := sized(c.count, n) // per slot: its rows
-	tab := c.slotTab
+	for _, k := range keys {
+		seen[k>>6] |= 1 << (k & 63)
+		sum[k>>12] |= 1 << (k >> 6 & 63)
+	}
 	slots := 0
-	for i, k := range keys {
-		s := tab[k]
-		if s < 0 {
-			s = int32(slots)
-			tab[k] = s
-			keys[slots] = k // the distinct keys, in place: slots <= i
-			count[slots] = 0
-			slots++
+	for si, x := range sum {
+		for ; x != 0; x &= x - 1 {
+			wi := si<<6 | bits.TrailingZeros64(x)
+			rank[wi] = int32(slots)
+			slots += bits.OnesCount64(seen[wi])
 		}
+	}
+	g := &groupAgg{in: int32(c.in), lo: w.src[start], hi: w.src[end-1] + 1, gid: c.pre.get(n), slots: slots, pre: c.pre}
+	g.users.Store(c.pre.users)
+	count := sized(c.count, slots) // per slot: its rows
+	clear(count)
+	gid := g.gid
+	for i, k := range keys {
+		s := rank[k>>6] + int32(bits.OnesCount64(seen[k>>6]&(1<<(k&63)-1)))
+		gid[i] = s
 		count[s]++
-		g.gid[i] = s
 	}
-	dk := keys[:slots]
-	for _, k := range dk {
-		tab[k] = -1
-	}
-	slotBits := bits.Len(uint(slots - 1))
-	for s, k := range dk {
-		dk[s] = k<<slotBits | uint64(s)
-	}
-	c.kbuf2 = radixSort(dk, sized(c.kbuf2, slots), c.idBits+slotBits)
-	c.kbuf, c.count = keys, count
+	c.count = count
 	if len(c.slot) < w.n {
 		c.slot, c.weight = sized(c.slot, w.n), sized(c.weight, w.n)
 	}
 	// The group's rows are read: its first rows become its slots in key order, their keys
-	// unpacked from the sorted ones (earlier positions may point at rows up to start, so not
-	// below it). The emission then reads the window in order, not at a representative row each.
-	mask := uint64(1)<<slotBits - 1
+	// unpacked from the bitmap (earlier positions may point at rows up to start, so not below
+	// it), and the bitmap is cleared on the way. The emission then reads the window in order,
+	// not at a representative row each.
 	t := w.time[start]
-	for p, k := range dk {
-		s := int32(k & mask)
-		row := start + p
-		key := k >> slotBits
-		for j := len(w.dims) - 1; j >= 0; j-- {
-			b := c.packBits[j]
-			w.dims[j].ids[row] = uint32(key & (1<<b - 1))
-			key >>= b
+	p := 0
+	for si, x := range sum {
+		for ; x != 0; x &= x - 1 {
+			wi := si<<6 | bits.TrailingZeros64(x)
+			for y := seen[wi]; y != 0; y &= y - 1 {
+				key := uint64(wi<<6 | bits.TrailingZeros64(y))
+				row := start + p
+				for j := len(w.dims) - 1; j >= 0; j-- {
+					b := c.packBits[j]
+					w.dims[j].ids[row] = uint32(key & (1<<b - 1))
+					key >>= b
+				}
+				w.time[row] = t
+				c.perm[q+p] = int32(row)
+				c.slot[row], c.weight[row] = int32(p), count[p]
+				c.glo[row], c.ghi[row] = g.lo, g.hi
+				if c.rollup {
+					c.same[q+p] = false
+				}
+				p++
+			}
+			seen[wi] = 0
 		}
-		w.time[row] = t
-		c.perm[q+p] = int32(row)
-		c.slot[row], c.weight[row] = s, count[s]
-		c.glo[row], c.ghi[row] = g.lo, g.hi
-		if c.rollup {
-			c.same[q+p] = false
-		}
+		sum[si] = 0
 	}
-	g.slots = slots
 	c.aggs = append(c.aggs, g)
 	return slots
 }
@@ -166,7 +174,8 @@ func (c *cursor) aggAt(i int) *groupAgg {
 
 // slotAccs is a long metric task's accumulators of one input's pre-aggregated group: accs,
 // or, when every row of the group has a value and the metric stores no times (plain), only
-// the values v and their sums' carries c (a quarter of the memory: the table is read at random).
+// the values v and their sums' carries c (a quarter of the memory: the table is read at random;
+// c is empty until a sum overflows, as sums mostly do not).
 type slotAccs struct {
 	g     *groupAgg
 	plain bool
@@ -180,8 +189,16 @@ func (sa *slotAccs) at(s uint32) *agg.LongAcc {
 	if !sa.plain {
 		return &sa.accs[s]
 	}
-	sa.tmp = agg.LongAcc{V: sa.v[s], C: sa.c[s], Set: true}
+	sa.tmp = agg.LongAcc{V: sa.v[s], C: sa.carry(s), Set: true}
 	return &sa.tmp
+}
+
+// carry returns plain slot s's carry.
+func (sa *slotAccs) carry(s uint32) int64 {
+	if len(sa.c) == 0 {
+		return 0
+	}
+	return sa.c[s]
 }
 
 // load combines the values of g's rows into one accumulator per slot, reading the group's
@@ -253,13 +270,12 @@ func (t *longTask) loadSlots(sa *slotAccs, g *groupAgg) error {
 // loadPlain is loadSlots for a source whose rows all have a value, of a metric without times.
 func (t *longTask) loadPlain(sa *slotAccs, g *groupAgg) error {
 	kind := t.agg.Kind
-	sa.v, sa.c = sized(sa.v, g.slots), sized(sa.c, g.slots)
-	v, carries := sa.v, sa.c
+	sa.v, sa.c = sized(sa.v, g.slots), sa.c[:0]
+	v := sa.v
 	id := kind.LongIdentity()
 	for i := range v {
 		v[i] = id
 	}
-	clear(carries)
 	c := t.vals.r[g.in]
 	for r := int(g.lo); r < int(g.hi); {
 		vs, err := c.Range(r, int(g.hi)-r)
@@ -267,12 +283,29 @@ func (t *longTask) loadPlain(sa *slotAccs, g *groupAgg) error {
 			return t.failIn(g.in, err)
 		}
 		gid := g.gid[r-int(g.lo) : r-int(g.lo)+len(vs)]
-		for j, x := range vs {
-			s := gid[j]
-			var k int64
-			v[s], k = kind.CombineLong(v[s], x)
-			if k != 0 {
-				carries[s] += k
+		gid = gid[:len(vs)]
+		switch kind {
+		case agg.Min:
+			for j, x := range vs {
+				s := gid[j]
+				v[s] = min(v[s], x)
+			}
+		case agg.Max:
+			for j, x := range vs {
+				s := gid[j]
+				v[s] = max(v[s], x)
+			}
+		default: // the sum, as CombineLong takes it
+			for j, x := range vs {
+				s := gid[j]
+				var k int64
+				if v[s], k = agg.AddLong(v[s], x); k != 0 {
+					if len(sa.c) == 0 { // the group's first carry
+						sa.c = sized(sa.c, g.slots)
+						clear(sa.c)
+					}
+					sa.c[s] += k
+				}
 			}
 		}
 		r += len(vs)
@@ -305,6 +338,12 @@ func (t *longTask) slotsOf(b *batch, k int32) (*slotAccs, error) {
 		}
 	}
 	return nil, nil
+}
+
+// holds reports whether sa holds the slots of ref k's group.
+func (sa *slotAccs) holds(b *batch, k int32) bool {
+	g := sa.g
+	return g != nil && g.in == b.refIn[k] && g.lo == b.refLo[k] && g.hi == b.refHi[k]
 }
 
 // retireSlots releases the groups of the sources b retires.

@@ -65,6 +65,9 @@ func TestMergePreAggregate(t *testing.T) {
 				case contiguous:
 					tm = int64(1_700_000_000_000) + int64(i)*2*hour + rng.Int64N(2*hour+hour/2) // a shared hour at the edges
 				}
+				if rng.IntN(8) == 0 { // at an hour's edge: the last millisecond of a bucket, the first of the next
+					tm += -tm%hour + rng.Int64N(3) - 1
+				}
 				row := columns.Row{Time: tm, Dims: make([][]string, len(dims)), Metrics: make([]columns.Value, len(s.Metrics))}
 				for d := range dims {
 					if rng.IntN(8) > 0 {
