@@ -603,8 +603,7 @@ func (c *cursor) fillRange(ctx context.Context) error {
 	// chunk at a time while its ids are at hand.
 	c.packed = c.pre != nil && c.packBits != nil && c.idBits <= maxSlotBits && !preAggOff
 	if c.packed {
-		c.wkeys = sized(c.wkeys, n)
-		clear(c.wkeys)
+		c.wkeys = sized(c.wkeys, n) // the first dimension sets them
 	}
 	for j := range w.dims {
 		d := &w.dims[j]
@@ -622,7 +621,7 @@ func (c *cursor) fillRange(ctx context.Context) error {
 					}
 				}
 				if c.packed {
-					foldKeys(c.wkeys, d.ids, c.packBits[j])
+					foldKeys(c.wkeys, d.ids, c.packBits[j], j == 0)
 				}
 				continue
 			}
@@ -675,7 +674,7 @@ func (c *cursor) fillRange(ctx context.Context) error {
 					}
 				}
 				if c.packed {
-					foldKeys(c.wkeys[r-p0:end-p0], d.ids[r-p0:end-p0], c.packBits[j])
+					foldKeys(c.wkeys[r-p0:end-p0], d.ids[r-p0:end-p0], c.packBits[j], j == 0)
 				}
 				r = end
 			}
@@ -700,9 +699,16 @@ func (c *cursor) fillRange(ctx context.Context) error {
 	return nil
 }
 
-// foldKeys shifts each key b bits up and sets the id of its row below them.
-func foldKeys(keys []uint64, ids []uint32, b uint8) {
+// foldKeys shifts each key b bits up and sets the id of its row below them; first: sets
+// each key to its row's id.
+func foldKeys(keys []uint64, ids []uint32, b uint8, first bool) {
 	ids = ids[:len(keys)]
+	if first {
+		for i, id := range ids {
+			keys[i] = uint64(id)
+		}
+		return
+	}
 	for i, id := range ids {
 		keys[i] = keys[i]<<b | uint64(id)
 	}

@@ -61,6 +61,8 @@ type groupAgg struct {
 	lo, hi uint32
 	gid    []int32
 	slots  int
+	pos    int // the cursor's emission position of slot 0, at window row row0 (slot s: pos+s, row0+s)
+	row0   int
 	users  atomic.Int32
 	pre    *preAgg
 }
@@ -110,7 +112,7 @@ func (c *cursor) preAggregate(start, end, q int) int {
 			slots += bits.OnesCount64(seen[wi])
 		}
 	}
-	g := &groupAgg{in: int32(c.in), lo: w.src[start], hi: w.src[end-1] + 1, gid: c.pre.get(n), slots: slots, pre: c.pre}
+	g := &groupAgg{in: int32(c.in), lo: w.src[start], hi: w.src[end-1] + 1, gid: c.pre.get(n), slots: slots, pos: q, row0: start, pre: c.pre}
 	g.users.Store(c.pre.users)
 	count := sized(c.count, slots) // per slot: its rows
 	clear(count)
@@ -156,6 +158,42 @@ func (c *cursor) preAggregate(start, end, q int) int {
 	}
 	c.aggs = append(c.aggs, g)
 	return slots
+}
+
+// slotSpan returns the pre-aggregated group whose slot is at emission position p and the
+// number of its slots at positions p.. before e (window rows rowAt(p)..), or nil and 0.
+func (c *cursor) slotSpan(p, e int) (*groupAgg, int) {
+	if len(c.aggs) == 0 {
+		return nil, 0
+	}
+	g := c.aggAt(c.rowAt(p))
+	if g == nil {
+		return nil, 0
+	}
+	return g, min(e, g.pos+g.slots) - p
+}
+
+// appendSlots appends the n slots of g at cur's emission positions p.. as output rows, one ref
+// each (the batch's rows of g are then named in b.aggs: seq is the batch's number, see
+// cursor.aggSeq); it returns the source rows they stand for.
+func (b *batch) appendSlots(cur *cursor, g *groupAgg, p, n int, seq int64) int64 {
+	if cur.aggSeq != seq || cur.aggLast != g {
+		b.aggs = append(b.aggs, g)
+		cur.aggSeq, cur.aggLast = seq, g
+	}
+	row := g.row0 + p - g.pos
+	b.keys.appendRange(&cur.w, row, row+n)
+	in := int32(cur.in)
+	var rows int64
+	for s := p - g.pos; s < p-g.pos+n; s++ {
+		b.refIn = append(b.refIn, in)
+		b.refRow = append(b.refRow, uint32(s))
+		b.refLo = append(b.refLo, g.lo)
+		b.refHi = append(b.refHi, g.hi)
+		b.refEnd = append(b.refEnd, int32(len(b.refIn)))
+		rows += int64(cur.weight[g.row0+s])
+	}
+	return rows
 }
 
 // aggAt returns the pre-aggregated group holding window row i, or nil.

@@ -103,8 +103,24 @@ func TestMergePreAggregate(t *testing.T) {
 
 		before := preAggGroups.Load()
 		on := filepath.Join(dir, "on.seg")
+		var rowsDone []Progress // each phase's last count of rows merged: all its rows
+		opts.Progress = func(p Progress) {
+			if p.Step == StepRows {
+				if len(rowsDone) < p.Phase {
+					rowsDone = append(rowsDone, p)
+				}
+				rowsDone[p.Phase-1] = p
+			}
+		}
 		_, errOn := Merge(t.Context(), segs, on, opts)
+		opts.Progress = nil
 		require.Greater(t, preAggGroups.Load(), before, "%s: no group pre-aggregated", name)
+		if errOn == nil && opts.MaxFanIn == 0 { // one merge (a phase of several counts on over them)
+			require.Len(t, rowsDone, 1, name)
+			for _, p := range rowsDone {
+				require.Equal(t, p.RowsTotal, p.RowsDone, "%s: phase %d: rows merged", name, p.Phase)
+			}
+		}
 		preAggOff = true
 		off := filepath.Join(dir, "off.seg")
 		_, errOff := Merge(t.Context(), segs, off, opts)
