@@ -566,21 +566,23 @@ func (c *cursor) fillRange(ctx context.Context) error {
 			if t < c.tlo || t > c.thi {
 				return c.badTime(p, t)
 			}
-			if t >= bucket && t < bucketEnd { // sorted times: mostly in the last row's bucket
+			if t >= bucket && t < bucketEnd {
+				// Sorted times are mostly in the last row's bucket: its start is lastT, the
+				// batch goes on and the order holds.
 				t = bucket
 			} else {
 				t = c.gran.Truncate(t)
+				if p-p0 >= cursorBatch && t != c.lastT {
+					full = true // stop at a group boundary only
+					break
+				}
+				if !c.fresh && t < c.lastT {
+					return c.unsorted(p, t)
+				}
+				c.fresh = false
+				c.lastT = t
 				bucket, bucketEnd = t, t+width
 			}
-			if p-p0 >= cursorBatch && t != c.lastT {
-				full = true // stop at a group boundary only
-				break
-			}
-			if !c.fresh && t < c.lastT {
-				return c.unsorted(p, t)
-			}
-			c.fresh = false
-			c.lastT = t
 			w.time = append(w.time, t)
 			p++
 			if (p-p0)&0xffff == 0 {

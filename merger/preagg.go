@@ -127,34 +127,48 @@ func (c *cursor) preAggregate(start, end, q int) int {
 		c.slot, c.weight = sized(c.slot, w.n), sized(c.weight, w.n)
 	}
 	// The group's rows are read: its first rows become its slots in key order, their keys
-	// unpacked from the bitmap (earlier positions may point at rows up to start, so not below
-	// it), and the bitmap is cleared on the way. The emission then reads the window in order,
-	// not at a representative row each.
-	t := w.time[start]
+	// read off the bitmap (clearing it on the way) and unpacked a dimension at a time
+	// (earlier positions may point at rows up to start, so not below it). The emission then
+	// reads the window in order, not at a representative row each.
+	dk := sized(c.kbuf, slots)
+	c.kbuf = dk
 	p := 0
 	for si, x := range sum {
 		for ; x != 0; x &= x - 1 {
 			wi := si<<6 | bits.TrailingZeros64(x)
 			for y := seen[wi]; y != 0; y &= y - 1 {
-				key := uint64(wi<<6 | bits.TrailingZeros64(y))
-				row := start + p
-				for j := len(w.dims) - 1; j >= 0; j-- {
-					b := c.packBits[j]
-					w.dims[j].ids[row] = uint32(key & (1<<b - 1))
-					key >>= b
-				}
-				w.time[row] = t
-				c.perm[q+p] = int32(row)
-				c.slot[row], c.weight[row] = int32(p), count[p]
-				c.glo[row], c.ghi[row] = g.lo, g.hi
-				if c.rollup {
-					c.same[q+p] = false
-				}
+				dk[p] = uint64(wi<<6 | bits.TrailingZeros64(y))
 				p++
 			}
 			seen[wi] = 0
 		}
 		sum[si] = 0
+	}
+	shift := 0
+	for j := len(w.dims) - 1; j >= 0; j-- {
+		b := c.packBits[j]
+		mask := uint64(1)<<b - 1
+		ids := w.dims[j].ids[start : start+slots]
+		for p, k := range dk {
+			ids[p] = uint32(k >> shift & mask)
+		}
+		shift += int(b)
+	}
+	t := w.time[start]
+	for row := start; row < start+slots; row++ {
+		w.time[row] = t
+		c.glo[row], c.ghi[row] = g.lo, g.hi
+	}
+	perm := c.perm[q : q+slots]
+	for p := range perm {
+		perm[p] = int32(start + p)
+	}
+	slot, weight := c.slot[start:start+slots], c.weight[start:start+slots]
+	for p := range slot {
+		slot[p], weight[p] = int32(p), count[p]
+	}
+	if c.rollup {
+		clear(c.same[q : q+slots])
 	}
 	c.aggs = append(c.aggs, g)
 	return slots
