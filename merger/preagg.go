@@ -335,7 +335,6 @@ func (t *longTask) loadPlain(sa *slotAccs, g *groupAgg) error {
 			return t.failIn(g.in, err)
 		}
 		gid := g.gid[r-int(g.lo) : r-int(g.lo)+len(vs)]
-		gid = gid[:len(vs)]
 		switch kind {
 		case agg.Min:
 			for j, x := range vs {
@@ -347,7 +346,7 @@ func (t *longTask) loadPlain(sa *slotAccs, g *groupAgg) error {
 				s := gid[j]
 				v[s] = max(v[s], x)
 			}
-		default: // the sum, as CombineLong takes it
+		case agg.Sum, agg.First, agg.Last, agg.Union: // the sum, as CombineLong takes them
 			for j, x := range vs {
 				s := gid[j]
 				var k int64
