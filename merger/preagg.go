@@ -13,8 +13,8 @@ import (
 // of a truncated time (an hour of rows, say) by its dimensions, and every metric then reads
 // its values in that order: a random read per row and metric, which costs a cache miss each
 // when a group holds more rows than a cache does. With pre-aggregation the cursor instead
-// numbers the group's distinct keys (a slot each, through a table indexed by the packed ids),
-// sorts only the distinct keys, and emits one position per slot; each metric task reads the
+// numbers the group's distinct keys in key order (a slot each, by its rank in a bitmap indexed
+// by the packed ids), and emits one position per slot; each metric task reads the
 // group's values in row order and combines them into one accumulator per slot (a table the
 // size of the distinct keys), and an output row then merges the slots' accumulators of the
 // inputs it combines. The order of combination is the same as row by row: a slot's rows in
@@ -24,7 +24,8 @@ import (
 // maxSlotBits bits, and every metric is a long metric (other metrics read rows: doubles keep
 // their exactness tails by row, sketches merge by row).
 
-// maxSlotBits bounds the packed ids a slot table is indexed by (4 MiB of table).
+// maxSlotBits bounds the packed ids the bitmap of a group's keys is indexed by (128 KiB of
+// bitmap, 64 KiB of ranks).
 const maxSlotBits = 20
 
 // For tests: preAggOff turns pre-aggregation off, preAggGroups counts the groups
@@ -80,7 +81,7 @@ func (g *groupAgg) release() {
 
 // preAggregate pre-aggregates the group of window rows [start, end): it writes the emission
 // positions q.. (one per distinct key, in key order, at window rows start..) and returns their
-// number; 0, having done nothing, when the keys do not fit a slot table.
+// number; 0, having done nothing, when the keys do not fit the bitmap.
 //
 // A group's distinct keys are the bits set in a bitmap indexed by the packed ids (seen, 128
 // KiB at maxSlotBits, where a table of slots was 4 MiB: it stays in the cache), with a bit a
