@@ -380,7 +380,7 @@ func (c *cursor) sortGroups() {
 			c.same[q] = false
 		}
 		if sorted {
-			if c.perm != nil && q < start {
+			if c.perm != nil {
 				for i := start; i < end; i++ {
 					c.perm[q+i-start] = int32(i)
 				}
@@ -389,10 +389,10 @@ func (c *cursor) sortGroups() {
 			start = end
 			continue
 		}
-		if c.perm == nil {
+		if c.perm == nil { // the groups before are in order, a position a row: q == start
 			c.pbuf = sized(c.pbuf, w.n)
 			c.perm = c.pbuf
-			for i := range c.perm {
+			for i := range start {
 				c.perm[i] = int32(i)
 			}
 		}
@@ -408,10 +408,13 @@ func (c *cursor) sortGroups() {
 				continue
 			}
 		}
-		// perm[start:end] holds start..end-1 in order here: ties broken by position give
-		// the stable order at an unstable sort's cost (SortStableFunc's merges compared
-		// O(n log² n) times, most of a rollup merge's CPU when an hour's rows re-sort).
 		if !c.sortPacked(start, end) {
+			// perm[start:end] holds start..end-1 in order: ties broken by position give
+			// the stable order at an unstable sort's cost (SortStableFunc's merges compared
+			// O(n log² n) times, most of a rollup merge's CPU when an hour's rows re-sort).
+			for i := start; i < end; i++ {
+				c.perm[i] = int32(i)
+			}
 			slices.SortFunc(c.perm[start:end], func(a, b int32) int {
 				if c := cmpDims(w, int(a), w, int(b)); c != 0 {
 					return c
@@ -597,9 +600,9 @@ func (c *cursor) fillRange(ctx context.Context) error {
 	}
 	n := p - p0
 	w.n = n
-	w.src = grown(w.src, n)
-	for r := p0; r < p; r++ {
-		w.src = append(w.src, uint32(r))
+	w.src = grown(w.src, n)[:n] // the window was empty
+	for i := range w.src {
+		w.src[i] = uint32(p0 + i)
 	}
 	// Packed keys for pre-aggregation (every dimension is single-value then), folded in a
 	// chunk at a time while its ids are at hand.
