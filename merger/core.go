@@ -562,6 +562,14 @@ rows:
 			if rollup && cur.same != nil && cur.cur+1 < cur.npos {
 				e := cur.runEnd(rival, min(cur.npos, cur.cur+1+batchRows))
 				for p := cur.cur + 1; p < e; p++ {
+					// A pre-aggregated group's slots, each an output row, go over in bulk.
+					if g, n := cur.slotSpan(p, e); n > 0 && !withMaps && b.keys.n < batchRows {
+						n = min(n, batchRows-b.keys.n)
+						done += b.appendSlots(cur, g, p, n, batchSeq) - int64(n) // as addRef counts
+						outRow += int64(n)
+						p += n - 1
+						continue
+					}
 					i := cur.rowAt(p)
 					if !cur.same[p] && !newRow(cur, i) {
 						break rows

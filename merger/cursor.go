@@ -46,9 +46,13 @@ type cursor struct {
 	idBits   int      // the sum of packBits
 	kbuf     []uint64 // sortPacked's keys
 	kbuf2    []uint64 // and its radix sort's scratch
-	cur      int      // position in the emission order
-	lastT    int64    // truncated time of the last loaded row
-	fresh    bool     // nothing loaded yet
+	// With pre-aggregation, fillRange packs the window rows' ids (wkeys[i] for row i, as
+	// packKeys does) chunk by chunk as it decodes them: packed says wkeys holds the window's.
+	wkeys  []uint64
+	packed bool
+	cur    int   // position in the emission order
+	lastT  int64 // truncated time of the last loaded row
+	fresh  bool  // nothing loaded yet
 	// lazy: the window holds one stand-in row, not yet rows of the source (see wait).
 	lazy bool
 	// With rollup, same[p] tells whether the row at position p of the emission order has the
@@ -58,13 +62,14 @@ type cursor struct {
 	npos   int // emission positions in the window: its rows, or fewer with pre-aggregation
 	// Pre-aggregation (see preagg.go): nil when off. aggs are the window's pre-aggregated
 	// groups, slot[i] and weight[i] the slot at window row i and the rows it stands for.
-	pre          *preAgg
-	aggs         []*groupAgg
-	slot, weight []int32
-	slotTab      []int32 // packed ids -> slot, -1 between groups
-	aggLast      *groupAgg
-	aggSeq       int64   // the batch aggLast was last added to
-	count        []int32 // preAggregate's memory
+	pre           *preAgg
+	aggs          []*groupAgg
+	slot, weight  []int32
+	seen, seenSum []uint64 // preAggregate's bitmap of packed ids and its words' summary (clear between groups)
+	rank          []int32  // per word of seen: the slots of the keys in the words before it
+	aggLast       *groupAgg
+	aggSeq        int64   // the batch aggLast was last added to
+	count         []int32 // preAggregate's memory
 	// A segment's times, read in row order, must lie in [tlo, thi] (its interval, within
 	// columns.MinTime and MaxTime) and be in order: else the segment is corrupt.
 	seg      bool
@@ -203,10 +208,12 @@ func (c *cursor) inherit(o *cursor) {
 	c.w, o.w = o.w, c.w
 	c.pbuf, c.glo, c.ghi, c.kbuf, c.kbuf2 = o.pbuf, o.glo[:0], o.ghi[:0], o.kbuf, o.kbuf2
 	o.pbuf, o.glo, o.ghi, o.kbuf, o.kbuf2, o.perm = nil, nil, nil, nil, nil, nil
+	c.wkeys, o.wkeys = o.wkeys, nil
 	c.slot, c.weight, c.count = o.slot, o.weight, o.count
 	o.slot, o.weight, o.count = nil, nil, nil
 	if c.idBits == o.idBits {
-		c.slotTab, o.slotTab = o.slotTab, nil
+		c.seen, c.seenSum, c.rank = o.seen, o.seenSum, o.rank
+		o.seen, o.seenSum, o.rank = nil, nil, nil
 	}
 }
 
@@ -234,6 +241,7 @@ func (c *cursor) fill(ctx context.Context) error {
 	c.lazy = false
 	c.w.reset()
 	c.perm = nil
+	c.packed = false
 	c.glo, c.ghi = c.glo[:0], c.ghi[:0]
 	c.aggs = c.aggs[:0]
 	c.cur = 0
@@ -354,7 +362,12 @@ func (c *cursor) sortGroups() {
 		sorted := true
 		for end < w.n && w.time[end] == w.time[start] {
 			if sorted {
-				x := cmpDims(w, end-1, w, end)
+				var x int
+				if c.packed {
+					x = cmp.Compare(c.wkeys[end-1], c.wkeys[end])
+				} else {
+					x = cmpDims(w, end-1, w, end)
+				}
 				if x > 0 {
 					sorted = false
 				} else if c.rollup {
@@ -367,7 +380,7 @@ func (c *cursor) sortGroups() {
 			c.same[q] = false
 		}
 		if sorted {
-			if c.perm != nil && q < start {
+			if c.perm != nil {
 				for i := start; i < end; i++ {
 					c.perm[q+i-start] = int32(i)
 				}
@@ -376,10 +389,10 @@ func (c *cursor) sortGroups() {
 			start = end
 			continue
 		}
-		if c.perm == nil {
+		if c.perm == nil { // the groups before are in order, a position a row: q == start
 			c.pbuf = sized(c.pbuf, w.n)
 			c.perm = c.pbuf
-			for i := range c.perm {
+			for i := range start {
 				c.perm[i] = int32(i)
 			}
 		}
@@ -395,10 +408,13 @@ func (c *cursor) sortGroups() {
 				continue
 			}
 		}
-		// perm[start:end] holds start..end-1 in order here: ties broken by position give
-		// the stable order at an unstable sort's cost (SortStableFunc's merges compared
-		// O(n log² n) times, most of a rollup merge's CPU when an hour's rows re-sort).
 		if !c.sortPacked(start, end) {
+			// perm[start:end] holds start..end-1 in order: ties broken by position give
+			// the stable order at an unstable sort's cost (SortStableFunc's merges compared
+			// O(n log² n) times, most of a rollup merge's CPU when an hour's rows re-sort).
+			for i := start; i < end; i++ {
+				c.perm[i] = int32(i)
+			}
 			slices.SortFunc(c.perm[start:end], func(a, b int32) int {
 				if c := cmpDims(w, int(a), w, int(b)); c != 0 {
 					return c
@@ -453,9 +469,10 @@ func (c *cursor) sortPacked(start, end int) bool {
 	if c.packBits == nil || c.idBits+posBits > 64 {
 		return false
 	}
-	keys := c.packKeys(start, end)
-	for i := range keys {
-		keys[i] = keys[i]<<posBits | uint64(i)
+	src := c.packKeys(start, end)
+	keys := sized(c.kbuf, n) // src's memory unless src is the window's keys
+	for i, k := range src {
+		keys[i] = k<<posBits | uint64(i)
 	}
 	c.kbuf2 = radixSort(keys, sized(c.kbuf2, n), c.idBits+posBits)
 	mask := uint64(1)<<posBits - 1
@@ -474,10 +491,15 @@ func (c *cursor) sortPacked(start, end int) bool {
 }
 
 // packKeys returns the packed ids of window rows [start, end) (most significant dimension
-// first, packBits each), in kbuf's memory.
+// first, packBits each): the window's keys when fillRange packed them (not to be written),
+// else packed into kbuf's memory.
 func (c *cursor) packKeys(start, end int) []uint64 {
+	if c.packed {
+		return c.wkeys[start:end]
+	}
 	w := &c.w
 	keys := sized(c.kbuf, end-start)
+	c.kbuf = keys
 	clear(keys)
 	for j := range w.dims {
 		b := c.packBits[j]
@@ -529,6 +551,10 @@ func (c *cursor) fillRange(ctx context.Context) error {
 	w := &c.w
 	p0 := c.next
 	p := p0
+	// The bucket of the last time truncated, [bucket, bucketEnd) (empty at first): a valid
+	// time's bucket ends by MaxTime + a day, which fits an int64.
+	width := c.gran.Millis()
+	bucket, bucketEnd := int64(0), int64(0)
 	for p < c.n {
 		first, vals, err := c.times.C.Chunk(p)
 		if err != nil {
@@ -543,16 +569,23 @@ func (c *cursor) fillRange(ctx context.Context) error {
 			if t < c.tlo || t > c.thi {
 				return c.badTime(p, t)
 			}
-			t = c.gran.Truncate(t)
-			if p-p0 >= cursorBatch && t != c.lastT {
-				full = true // stop at a group boundary only
-				break
+			if t >= bucket && t < bucketEnd {
+				// Sorted times are mostly in the last row's bucket: its start is lastT, the
+				// batch goes on and the order holds.
+				t = bucket
+			} else {
+				t = c.gran.Truncate(t)
+				if p-p0 >= cursorBatch && t != c.lastT {
+					full = true // stop at a group boundary only
+					break
+				}
+				if !c.fresh && t < c.lastT {
+					return c.unsorted(p, t)
+				}
+				c.fresh = false
+				c.lastT = t
+				bucket, bucketEnd = t, t+width
 			}
-			if !c.fresh && t < c.lastT {
-				return c.unsorted(p, t)
-			}
-			c.fresh = false
-			c.lastT = t
 			w.time = append(w.time, t)
 			p++
 			if (p-p0)&0xffff == 0 {
@@ -567,9 +600,15 @@ func (c *cursor) fillRange(ctx context.Context) error {
 	}
 	n := p - p0
 	w.n = n
-	w.src = grown(w.src, n)
-	for r := p0; r < p; r++ {
-		w.src = append(w.src, uint32(r))
+	w.src = grown(w.src, n)[:n] // the window was empty
+	for i := range w.src {
+		w.src[i] = uint32(p0 + i)
+	}
+	// Packed keys for pre-aggregation (every dimension is single-value then), folded in a
+	// chunk at a time while its ids are at hand.
+	c.packed = c.pre != nil && c.packBits != nil && c.idBits <= maxSlotBits && !preAggOff
+	if c.packed {
+		c.wkeys = sized(c.wkeys, n) // the first dimension sets them
 	}
 	for j := range w.dims {
 		d := &w.dims[j]
@@ -585,6 +624,9 @@ func (c *cursor) fillRange(ctx context.Context) error {
 					if d.kind == kindMulti {
 						d.offs = append(d.offs, uint32(len(d.ids)))
 					}
+				}
+				if c.packed {
+					foldKeys(c.wkeys, d.ids, c.packBits[j], j == 0)
 				}
 				continue
 			}
@@ -636,6 +678,9 @@ func (c *cursor) fillRange(ctx context.Context) error {
 						}
 					}
 				}
+				if c.packed {
+					foldKeys(c.wkeys[r-p0:end-p0], d.ids[r-p0:end-p0], c.packBits[j], j == 0)
+				}
 				r = end
 			}
 		case kindRaw:
@@ -657,6 +702,21 @@ func (c *cursor) fillRange(ctx context.Context) error {
 	}
 	c.next = p
 	return nil
+}
+
+// foldKeys shifts each key b bits up and sets the id of its row below them; first: sets
+// each key to its row's id.
+func foldKeys(keys []uint64, ids []uint32, b uint8, first bool) {
+	ids = ids[:len(keys)]
+	if first {
+		for i, id := range ids {
+			keys[i] = uint64(id)
+		}
+		return
+	}
+	for i, id := range ids {
+		keys[i] = keys[i]<<b | uint64(id)
+	}
 }
 
 func (c *cursor) badID(j int, id uint32, card int) error {

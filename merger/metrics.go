@@ -233,6 +233,7 @@ func (t *longTask) write(b *batch) error {
 	}
 	start := int32(0)
 	kind := t.agg.Kind
+	var lastSlots *slotAccs // the slots of the last single-slot row's group
 	for r := 0; r < len(b.refEnd); r++ {
 		if n := b.run[r]; n > 1 && t.times == nil {
 			if err := flush(); err != nil {
@@ -250,12 +251,17 @@ func (t *longTask) write(b *batch) error {
 		}
 		end := b.refEnd[r]
 		if end-start == 1 && b.refHi[start] > 0 && len(b.aggs) > 0 {
-			// One slot of a plain pre-aggregated group whose sum did not overflow: its value.
-			sa, err := t.slotsOf(b, start)
-			if err != nil {
-				return err
+			// One slot of a plain pre-aggregated group whose sum did not overflow: its value
+			// (mostly of the group of the row before: no call to look it up).
+			sa := lastSlots
+			if sa == nil || !sa.holds(b, start) {
+				var err error
+				if sa, err = t.slotsOf(b, start); err != nil {
+					return err
+				}
+				lastSlots = sa
 			}
-			if s := b.refRow[start]; sa != nil && sa.plain && sa.c[s] == 0 {
+			if s := b.refRow[start]; sa != nil && sa.plain && sa.carry(s) == 0 {
 				pend = append(pend, sa.v[s])
 				start = end
 				continue

@@ -13,8 +13,8 @@ import (
 // of a truncated time (an hour of rows, say) by its dimensions, and every metric then reads
 // its values in that order: a random read per row and metric, which costs a cache miss each
 // when a group holds more rows than a cache does. With pre-aggregation the cursor instead
-// numbers the group's distinct keys (a slot each, through a table indexed by the packed ids),
-// sorts only the distinct keys, and emits one position per slot; each metric task reads the
+// numbers the group's distinct keys in key order (a slot each, by its rank in a bitmap indexed
+// by the packed ids), and emits one position per slot; each metric task reads the
 // group's values in row order and combines them into one accumulator per slot (a table the
 // size of the distinct keys), and an output row then merges the slots' accumulators of the
 // inputs it combines. The order of combination is the same as row by row: a slot's rows in
@@ -24,7 +24,8 @@ import (
 // maxSlotBits bits, and every metric is a long metric (other metrics read rows: doubles keep
 // their exactness tails by row, sketches merge by row).
 
-// maxSlotBits bounds the packed ids a slot table is indexed by (4 MiB of table).
+// maxSlotBits bounds the packed ids the bitmap of a group's keys is indexed by (128 KiB of
+// bitmap, 64 KiB of ranks).
 const maxSlotBits = 20
 
 // For tests: preAggOff turns pre-aggregation off, preAggGroups counts the groups
@@ -61,6 +62,8 @@ type groupAgg struct {
 	lo, hi uint32
 	gid    []int32
 	slots  int
+	pos    int // the cursor's emission position of slot 0, at window row row0 (slot s: pos+s, row0+s)
+	row0   int
 	users  atomic.Int32
 	pre    *preAgg
 }
@@ -78,7 +81,13 @@ func (g *groupAgg) release() {
 
 // preAggregate pre-aggregates the group of window rows [start, end): it writes the emission
 // positions q.. (one per distinct key, in key order, at window rows start..) and returns their
-// number; 0, having done nothing, when the keys do not fit a slot table.
+// number; 0, having done nothing, when the keys do not fit the bitmap.
+//
+// A group's distinct keys are the bits set in a bitmap indexed by the packed ids (seen, 128
+// KiB at maxSlotBits, where a table of slots was 4 MiB: it stays in the cache), with a bit a
+// word of seen in a summary (seenSum) so that only the words set are visited; a key's slot is
+// its rank among them (rank[word] plus the bits below it in its word), which numbers the slots
+// in key order: no sort, and no branch a row on whether its key is new.
 func (c *cursor) preAggregate(start, end, q int) int {
 	if c.packBits == nil || c.idBits > maxSlotBits || preAggOff {
 		return 0
@@ -86,68 +95,120 @@ func (c *cursor) preAggregate(start, end, q int) int {
 	preAggGroups.Add(1)
 	w := &c.w
 	n := end - start
-	if len(c.slotTab) == 0 {
-		c.slotTab = make([]int32, 1<<c.idBits)
-		for i := range c.slotTab {
-			c.slotTab[i] = -1
-		}
+	if words := 1 + (1<<c.idBits-1)>>6; len(c.seen) != words {
+		c.seen, c.rank = make([]uint64, words), make([]int32, words)
+		c.seenSum = make([]uint64, 1+(words-1)>>6)
 	}
+	seen, sum, rank := c.seen, c.seenSum, c.rank
 	keys := c.packKeys(start, end)
-	g := &groupAgg{in: int32(c.in), lo: w.src[start], hi: w.src[end-1] + 1, gid: c.pre.get(n), pre: c.pre}
-	g.users.Store(c.pre.users)
-	count := sized(c.count, n) // per slot: its rows
-	tab := c.slotTab
+	for _, k := range keys {
+		seen[k>>6] |= 1 << (k & 63)
+		sum[k>>12] |= 1 << (k >> 6 & 63)
+	}
 	slots := 0
-	for i, k := range keys {
-		s := tab[k]
-		if s < 0 {
-			s = int32(slots)
-			tab[k] = s
-			keys[slots] = k // the distinct keys, in place: slots <= i
-			count[slots] = 0
-			slots++
+	for si, x := range sum {
+		for ; x != 0; x &= x - 1 {
+			wi := si<<6 | bits.TrailingZeros64(x)
+			rank[wi] = int32(slots)
+			slots += bits.OnesCount64(seen[wi])
 		}
+	}
+	g := &groupAgg{in: int32(c.in), lo: w.src[start], hi: w.src[end-1] + 1, gid: c.pre.get(n), slots: slots, pos: q, row0: start, pre: c.pre}
+	g.users.Store(c.pre.users)
+	count := sized(c.count, slots) // per slot: its rows
+	clear(count)
+	gid := g.gid
+	for i, k := range keys {
+		s := rank[k>>6] + int32(bits.OnesCount64(seen[k>>6]&(1<<(k&63)-1)))
+		gid[i] = s
 		count[s]++
-		g.gid[i] = s
 	}
-	dk := keys[:slots]
-	for _, k := range dk {
-		tab[k] = -1
-	}
-	slotBits := bits.Len(uint(slots - 1))
-	for s, k := range dk {
-		dk[s] = k<<slotBits | uint64(s)
-	}
-	c.kbuf2 = radixSort(dk, sized(c.kbuf2, slots), c.idBits+slotBits)
-	c.kbuf, c.count = keys, count
+	c.count = count
 	if len(c.slot) < w.n {
 		c.slot, c.weight = sized(c.slot, w.n), sized(c.weight, w.n)
 	}
 	// The group's rows are read: its first rows become its slots in key order, their keys
-	// unpacked from the sorted ones (earlier positions may point at rows up to start, so not
-	// below it). The emission then reads the window in order, not at a representative row each.
-	mask := uint64(1)<<slotBits - 1
-	t := w.time[start]
-	for p, k := range dk {
-		s := int32(k & mask)
-		row := start + p
-		key := k >> slotBits
-		for j := len(w.dims) - 1; j >= 0; j-- {
-			b := c.packBits[j]
-			w.dims[j].ids[row] = uint32(key & (1<<b - 1))
-			key >>= b
+	// read off the bitmap (clearing it on the way) and unpacked a dimension at a time
+	// (earlier positions may point at rows up to start, so not below it). The emission then
+	// reads the window in order, not at a representative row each.
+	dk := sized(c.kbuf, slots)
+	c.kbuf = dk
+	p := 0
+	for si, x := range sum {
+		for ; x != 0; x &= x - 1 {
+			wi := si<<6 | bits.TrailingZeros64(x)
+			for y := seen[wi]; y != 0; y &= y - 1 {
+				dk[p] = uint64(wi<<6 | bits.TrailingZeros64(y))
+				p++
+			}
+			seen[wi] = 0
 		}
-		w.time[row] = t
-		c.perm[q+p] = int32(row)
-		c.slot[row], c.weight[row] = s, count[s]
-		c.glo[row], c.ghi[row] = g.lo, g.hi
-		if c.rollup {
-			c.same[q+p] = false
-		}
+		sum[si] = 0
 	}
-	g.slots = slots
+	shift := 0
+	for j := len(w.dims) - 1; j >= 0; j-- {
+		b := c.packBits[j]
+		mask := uint64(1)<<b - 1
+		ids := w.dims[j].ids[start : start+slots]
+		for p, k := range dk {
+			ids[p] = uint32(k >> shift & mask)
+		}
+		shift += int(b)
+	}
+	t := w.time[start]
+	for row := start; row < start+slots; row++ {
+		w.time[row] = t
+		c.glo[row], c.ghi[row] = g.lo, g.hi
+	}
+	perm := c.perm[q : q+slots]
+	for p := range perm {
+		perm[p] = int32(start + p)
+	}
+	slot, weight := c.slot[start:start+slots], c.weight[start:start+slots]
+	for p := range slot {
+		slot[p], weight[p] = int32(p), count[p]
+	}
+	if c.rollup {
+		clear(c.same[q : q+slots])
+	}
 	c.aggs = append(c.aggs, g)
 	return slots
+}
+
+// slotSpan returns the pre-aggregated group whose slot is at emission position p and the
+// number of its slots at positions p.. before e (window rows rowAt(p)..), or nil and 0.
+func (c *cursor) slotSpan(p, e int) (*groupAgg, int) {
+	if len(c.aggs) == 0 {
+		return nil, 0
+	}
+	g := c.aggAt(c.rowAt(p))
+	if g == nil {
+		return nil, 0
+	}
+	return g, min(e, g.pos+g.slots) - p
+}
+
+// appendSlots appends the n slots of g at cur's emission positions p.. as output rows, one ref
+// each (the batch's rows of g are then named in b.aggs: seq is the batch's number, see
+// cursor.aggSeq); it returns the source rows they stand for.
+func (b *batch) appendSlots(cur *cursor, g *groupAgg, p, n int, seq int64) int64 {
+	if cur.aggSeq != seq || cur.aggLast != g {
+		b.aggs = append(b.aggs, g)
+		cur.aggSeq, cur.aggLast = seq, g
+	}
+	row := g.row0 + p - g.pos
+	b.keys.appendRange(&cur.w, row, row+n)
+	in := int32(cur.in)
+	var rows int64
+	for s := p - g.pos; s < p-g.pos+n; s++ {
+		b.refIn = append(b.refIn, in)
+		b.refRow = append(b.refRow, uint32(s))
+		b.refLo = append(b.refLo, g.lo)
+		b.refHi = append(b.refHi, g.hi)
+		b.refEnd = append(b.refEnd, int32(len(b.refIn)))
+		rows += int64(cur.weight[g.row0+s])
+	}
+	return rows
 }
 
 // aggAt returns the pre-aggregated group holding window row i, or nil.
@@ -166,7 +227,8 @@ func (c *cursor) aggAt(i int) *groupAgg {
 
 // slotAccs is a long metric task's accumulators of one input's pre-aggregated group: accs,
 // or, when every row of the group has a value and the metric stores no times (plain), only
-// the values v and their sums' carries c (a quarter of the memory: the table is read at random).
+// the values v and their sums' carries c (a quarter of the memory: the table is read at random;
+// c is empty until a sum overflows, as sums mostly do not).
 type slotAccs struct {
 	g     *groupAgg
 	plain bool
@@ -180,8 +242,16 @@ func (sa *slotAccs) at(s uint32) *agg.LongAcc {
 	if !sa.plain {
 		return &sa.accs[s]
 	}
-	sa.tmp = agg.LongAcc{V: sa.v[s], C: sa.c[s], Set: true}
+	sa.tmp = agg.LongAcc{V: sa.v[s], C: sa.carry(s), Set: true}
 	return &sa.tmp
+}
+
+// carry returns plain slot s's carry.
+func (sa *slotAccs) carry(s uint32) int64 {
+	if len(sa.c) == 0 {
+		return 0
+	}
+	return sa.c[s]
 }
 
 // load combines the values of g's rows into one accumulator per slot, reading the group's
@@ -253,13 +323,12 @@ func (t *longTask) loadSlots(sa *slotAccs, g *groupAgg) error {
 // loadPlain is loadSlots for a source whose rows all have a value, of a metric without times.
 func (t *longTask) loadPlain(sa *slotAccs, g *groupAgg) error {
 	kind := t.agg.Kind
-	sa.v, sa.c = sized(sa.v, g.slots), sized(sa.c, g.slots)
-	v, carries := sa.v, sa.c
+	sa.v, sa.c = sized(sa.v, g.slots), sa.c[:0]
+	v := sa.v
 	id := kind.LongIdentity()
 	for i := range v {
 		v[i] = id
 	}
-	clear(carries)
 	c := t.vals.r[g.in]
 	for r := int(g.lo); r < int(g.hi); {
 		vs, err := c.Range(r, int(g.hi)-r)
@@ -267,12 +336,28 @@ func (t *longTask) loadPlain(sa *slotAccs, g *groupAgg) error {
 			return t.failIn(g.in, err)
 		}
 		gid := g.gid[r-int(g.lo) : r-int(g.lo)+len(vs)]
-		for j, x := range vs {
-			s := gid[j]
-			var k int64
-			v[s], k = kind.CombineLong(v[s], x)
-			if k != 0 {
-				carries[s] += k
+		switch kind {
+		case agg.Min:
+			for j, x := range vs {
+				s := gid[j]
+				v[s] = min(v[s], x)
+			}
+		case agg.Max:
+			for j, x := range vs {
+				s := gid[j]
+				v[s] = max(v[s], x)
+			}
+		case agg.Sum, agg.First, agg.Last, agg.Union: // the sum, as CombineLong takes them
+			for j, x := range vs {
+				s := gid[j]
+				var k int64
+				if v[s], k = agg.AddLong(v[s], x); k != 0 {
+					if len(sa.c) == 0 { // the group's first carry
+						sa.c = sized(sa.c, g.slots)
+						clear(sa.c)
+					}
+					sa.c[s] += k
+				}
 			}
 		}
 		r += len(vs)
@@ -305,6 +390,12 @@ func (t *longTask) slotsOf(b *batch, k int32) (*slotAccs, error) {
 		}
 	}
 	return nil, nil
+}
+
+// holds reports whether sa holds the slots of ref k's group.
+func (sa *slotAccs) holds(b *batch, k int32) bool {
+	g := sa.g
+	return g != nil && g.in == b.refIn[k] && g.lo == b.refLo[k] && g.hi == b.refHi[k]
 }
 
 // retireSlots releases the groups of the sources b retires.

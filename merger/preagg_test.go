@@ -65,6 +65,9 @@ func TestMergePreAggregate(t *testing.T) {
 				case contiguous:
 					tm = int64(1_700_000_000_000) + int64(i)*2*hour + rng.Int64N(2*hour+hour/2) // a shared hour at the edges
 				}
+				if rng.IntN(8) == 0 { // at an hour's edge: the last millisecond of a bucket, the first of the next
+					tm += -tm%hour + rng.Int64N(3) - 1
+				}
 				row := columns.Row{Time: tm, Dims: make([][]string, len(dims)), Metrics: make([]columns.Value, len(s.Metrics))}
 				for d := range dims {
 					if rng.IntN(8) > 0 {
@@ -100,8 +103,24 @@ func TestMergePreAggregate(t *testing.T) {
 
 		before := preAggGroups.Load()
 		on := filepath.Join(dir, "on.seg")
+		var rowsDone []Progress // each phase's last count of rows merged: all its rows
+		opts.Progress = func(p Progress) {
+			if p.Step == StepRows {
+				if len(rowsDone) < p.Phase {
+					rowsDone = append(rowsDone, p)
+				}
+				rowsDone[p.Phase-1] = p
+			}
+		}
 		_, errOn := Merge(t.Context(), segs, on, opts)
+		opts.Progress = nil
 		require.Greater(t, preAggGroups.Load(), before, "%s: no group pre-aggregated", name)
+		if errOn == nil && opts.MaxFanIn == 0 { // one merge (a phase of several counts on over them)
+			require.Len(t, rowsDone, 1, name)
+			for _, p := range rowsDone {
+				require.Equal(t, p.RowsTotal, p.RowsDone, "%s: phase %d: rows merged", name, p.Phase)
+			}
+		}
 		preAggOff = true
 		off := filepath.Join(dir, "off.seg")
 		_, errOff := Merge(t.Context(), segs, off, opts)
