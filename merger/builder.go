@@ -70,6 +70,7 @@ type bdim struct {
 	dim   columns.Dimension
 	kind  dimKind
 	index map[string]uint32 // value -> local id; local ids start at 1, 0 is null
+	cache internCache       // in front of index (kindSingle and kindMulti)
 	vals  []string          // local id -> value
 	nulls int               // null rows
 	ids   []uint32          // kindSingle: local id per row
@@ -255,6 +256,8 @@ func (b *Builder) resetKeep(keep int64) {
 			clear(o.raw)
 			bd.ids, bd.offs, bd.multi, bd.raw, bd.rawOK, bd.vals = o.ids[:0], o.offs[:0], o.multi[:0], o.raw[:0], o.rawOK[:0], o.vals[:0]
 			bd.arrs = o.arrs
+			bd.cache = o.cache
+			bd.cache.reset()
 		}
 		switch {
 		case d.Raw:
@@ -721,8 +724,14 @@ func (b *Builder) addDim(d *bdim, row uint32, vals []string) {
 }
 
 func (d *bdim) intern(v string, live bool) uint32 {
-	id, ok := d.index[v]
-	if !ok {
+	id, s, ok := d.cache.get(v)
+	if ok {
+		return id
+	}
+	id, ok = d.index[v]
+	if ok {
+		d.cache.put(s, d.vals[id], id)
+	} else {
 		// A copy: the value does not keep the larger string it may be a slice of (a CSV
 		// record) alive, and the dictionary's values sit together in memory rather than
 		// scattered over every record that brought a new one.
@@ -730,6 +739,8 @@ func (d *bdim) intern(v string, live bool) uint32 {
 		id = uint32(len(d.vals))
 		d.index[v] = id
 		d.vals = append(d.vals, v)
+		d.cache.put(s, v, id)
+		d.cache.fit(len(d.vals))
 		if live {
 			d.newLive()
 		}
@@ -932,6 +943,9 @@ func (b *Builder) MemBytes() int64 {
 			n += avg * int64(len(d.raw))
 		case kindSingle, kindMulti:
 			avg = avgLen(d.vals[1:])
+			// (The intern cache in front of the index is left out: at most 96 KiB a
+			// dimension, whatever the rows, it would make a Builder under a small limit spill
+			// its runs at a few rows each.)
 			n += int64(cap(d.vals))*strHeader + avg*int64(len(d.vals)-1) + int64(len(d.index))*mapEntry
 			perRow = 1
 			if d.kind == kindMulti {
