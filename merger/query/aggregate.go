@@ -97,6 +97,9 @@ func (g *globalTable) overflow(groupBy []string) error {
 	a := g.acc
 	for m, accs := range a.longs {
 		for gi := range accs {
+			if accs[gi].C == 0 { // no carry: the sum fits (what Value checks)
+				continue
+			}
 			if _, err := accs[gi].Value(); err == nil {
 				continue
 			}
