@@ -236,7 +236,7 @@ func (w *queryWriter) appendCSV(b []byte, r *query.Row) []byte {
 		}
 	}
 	b = append(b, ',')
-	b = strconv.AppendInt(b, r.Rows, 10)
+	b = appendInt(b, r.Rows)
 	for i := range r.Values {
 		v := &r.Values[i]
 		b = append(b, ',')
@@ -246,7 +246,7 @@ func (w *queryWriter) appendCSV(b []byte, r *query.Row) []byte {
 		case v.Type == columns.MetricDouble:
 			b = strconv.AppendFloat(b, v.Double, 'g', -1, 64)
 		default:
-			b = strconv.AppendInt(b, v.Long, 10)
+			b = appendInt(b, v.Long)
 		}
 	}
 	return append(b, '\n')
@@ -271,7 +271,7 @@ func (w *queryWriter) appendJSON(b []byte, r *query.Row) []byte {
 	b = append(b, ',')
 	b = append(b, w.keys[k]...)
 	k++
-	b = strconv.AppendInt(b, r.Rows, 10)
+	b = appendInt(b, r.Rows)
 	for i := range r.Values {
 		v := &r.Values[i]
 		b = append(b, ',')
@@ -283,7 +283,7 @@ func (w *queryWriter) appendJSON(b []byte, r *query.Row) []byte {
 		case v.Type == columns.MetricDouble:
 			b = w.tw.appendJSON(b, cell{kind: cellDouble, f: v.Double})
 		default:
-			b = strconv.AppendInt(b, v.Long, 10)
+			b = appendInt(b, v.Long)
 		}
 	}
 	return append(b, '}', '\n')
