@@ -26,14 +26,15 @@ func appendInt(b []byte, v int64) []byte {
 		b = append(b, '-')
 		v = -v
 	}
-	w := 4
+	d := digits4[4*v : 4*v+4 : 4*v+4]
+	// Byte by byte: an append of a slice this short is a call to memmove.
 	switch {
 	case v < 10:
-		w = 1
+		return append(b, d[3])
 	case v < 100:
-		w = 2
+		return append(b, d[2], d[3])
 	case v < 1000:
-		w = 3
+		return append(b, d[1], d[2], d[3])
 	}
-	return append(b, digits4[4*v+4-int64(w):4*v+4]...)
+	return append(b, d[0], d[1], d[2], d[3])
 }
