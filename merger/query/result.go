@@ -199,9 +199,9 @@ func gather[T any](dst, src []T, perm []int32, k int) []T {
 	return dst
 }
 
-// result lays g's sorted groups out in buf's memory.
-func (g *globalTable) result(groupBy []string, all bool, buf *partBuf) Result {
-	n, nd, nm := len(g.times), g.nd, len(g.acc.metrics)
+// result lays g's sorted groups [lo, hi) out in buf's memory.
+func (g *globalTable) result(groupBy []string, all bool, buf *partBuf, lo, hi int) Result {
+	n, nd, nm := hi-lo, g.nd, len(g.acc.metrics)
 	res := Result{GroupBy: slices.Clone(groupBy), Metrics: g.acc.metrics}
 	timeOf := func(i int) int64 {
 		if all {
@@ -213,10 +213,11 @@ func (g *globalTable) result(groupBy []string, all bool, buf *partBuf) Result {
 	buf.rows = slices.Grow(buf.rows[:0], n)[:n]
 	buf.groups = slices.Grow(buf.groups[:0], n*nd)[:n*nd]
 	buf.values = slices.Grow(buf.values[:0], n*nm)[:n*nm]
-	copy(buf.groups, g.groups[:n*nd])
-	for i := range n {
-		buf.rows[i] = Row{Time: timeOf(i), Groups: buf.groups[i*nd : (i+1)*nd : (i+1)*nd], Rows: g.acc.rows[i],
-			Values: g.acc.valuesInto(buf.values[i*nm:(i+1)*nm:(i+1)*nm], i)}
+	copy(buf.groups, g.groups[lo*nd:hi*nd])
+	for j := range n {
+		i := lo + j
+		buf.rows[j] = Row{Time: timeOf(i), Groups: buf.groups[j*nd : (j+1)*nd : (j+1)*nd], Rows: g.acc.rows[i],
+			Values: g.acc.valuesInto(buf.values[j*nm:(j+1)*nm:(j+1)*nm], i)}
 	}
 	res.Rows = buf.rows
 	return res
