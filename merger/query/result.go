@@ -30,6 +30,8 @@ type globalTable struct {
 	perm    []int32
 	scratch []int32
 	spare   *globalTable
+	// laidOut: the groups are in the Result's order already (takeSorted): no sort, no arrange.
+	laidOut bool
 }
 
 func newGlobalTable(metrics []columns.Metric, ngroup int) *globalTable {
@@ -58,6 +60,12 @@ func (r *runner) idOrdered() bool {
 // distinct already, and its ids sort them (idOrdered). The runner gets g's accumulators.
 func (r *runner) takeInto(g *globalTable) error {
 	nd := len(r.gdims)
+	if d := r.dense; d != nil && d.sorted {
+		d.finish(r)
+		if len(r.order) == len(r.times) {
+			return r.takeSorted(g)
+		}
+	}
 	for i, id := range r.keys {
 		k := i % nd
 		v, err := r.gdims[k].value(id)
@@ -77,9 +85,32 @@ func (r *runner) takeInto(g *globalTable) error {
 	return nil
 }
 
+// takeSorted is takeInto for groups whose order the dense index found (r.order, every
+// group): it hands them to g in that order, the Result's, so that g is laid out already
+// (neither sorted nor arranged). The runner keeps its accumulators (to be reset).
+func (r *runner) takeSorted(g *globalTable) error {
+	nd := len(r.gdims)
+	order := r.order
+	g.groups = slices.Grow(g.groups[:0], len(order)*nd)
+	for _, gi := range order {
+		for k, id := range r.keys[int(gi)*nd : int(gi+1)*nd] {
+			v, err := r.gdims[k].value(id)
+			if err != nil {
+				return fmt.Errorf("query: dimension %q: %w", r.spec.GroupBy[k], err)
+			}
+			g.groups = append(g.groups, v)
+		}
+	}
+	g.times = gather(g.times, r.times, order, 1)
+	g.ids = gather(g.ids, r.keys, order, nd)
+	gatherAccs(g.acc, r.acc, order)
+	g.byIDs, g.laidOut = true, true
+	return nil
+}
+
 // reset drops every group, keeping the memory for the next window's.
 func (g *globalTable) reset() {
-	g.byIDs = false
+	g.byIDs, g.laidOut = false, false
 	g.ids, g.sorted, g.perm = g.ids[:0], g.sorted[:0], nil
 	clear(g.index)
 	clear(g.groups) // no value strings kept alive
@@ -134,6 +165,10 @@ type partBuf struct {
 
 // sort puts g's groups in the Result's order: it lays them out in it (arrange).
 func (g *globalTable) sort(all bool) {
+	if g.laidOut && !all {
+		g.perm = nil
+		return
+	}
 	g.perm = g.order(all)
 	g.arrange()
 }
@@ -163,20 +198,25 @@ func (g *globalTable) arrange() {
 	o.groups = gather(o.groups, g.groups, perm, nd)
 	clear(g.groups) // no value strings kept alive
 	a, b := g.acc, o.acc
-	b.rows = gather(b.rows, a.rows, perm, 1)
-	b.minTime = gather(b.minTime, a.minTime, perm, 1)
-	for m := range a.aggs {
-		b.longs[m] = gather(b.longs[m], a.longs[m], perm, 1)
-		b.dbls[m] = gather(b.dbls[m], a.dbls[m], perm, 1)
-		b.sks[m] = gather(b.sks[m], a.sks[m], perm, 1)
-		clear(a.sks[m])
-	}
+	gatherAccs(b, a, perm)
 	g.times, o.times = o.times, g.times
 	g.groups, o.groups = o.groups, g.groups
 	g.acc, o.acc = b, a
 	if g.ids != nil {
 		o.ids = gather(o.ids, g.ids, perm, nd)
 		g.ids, o.ids = o.ids, g.ids
+	}
+}
+
+// gatherAccs sets dst's groups to src's groups perm (in order), and drops src's sketches.
+func gatherAccs(dst, src *accs, perm []int32) {
+	dst.rows = gather(dst.rows, src.rows, perm, 1)
+	dst.minTime = gather(dst.minTime, src.minTime, perm, 1)
+	for m := range src.aggs {
+		dst.longs[m] = gather(dst.longs[m], src.longs[m], perm, 1)
+		dst.dbls[m] = gather(dst.dbls[m], src.dbls[m], perm, 1)
+		dst.sks[m] = gather(dst.sks[m], src.sks[m], perm, 1)
+		clear(src.sks[m])
 	}
 }
 
