@@ -38,8 +38,8 @@
 // and put in place together once the whole ingest succeeded (Options.Replace): on failure or
 // cancellation nothing is left behind, and existing outputs are as they were.
 //
-// Each input's rows are parsed ahead on a goroutine of their own, a few batches of 256 rows
-// at most, while Run's goroutine adds the rows parsed before to the Builder and persists runs:
+// Each input's rows are parsed ahead on a goroutine of their own, up to 16 batches of 1,024
+// rows, while Run's goroutine adds the rows parsed before to the Builder and persists runs:
 // parsing overlaps building on a second core. Everything Run reports (OnWarning, OnSkip,
 // Progress, errors) still comes from Run's goroutine in the input's order, and a Run that
 // stops early stops the parsing before it closes the input.

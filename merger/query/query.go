@@ -171,7 +171,8 @@ var denseSlots = DenseSlots
 // on the goroutine that called RunEach; an error from each ends the query and is returned.
 //
 // A part's memory (its Rows, and their Groups and Values) is reused for a later part once
-// each has returned: each must not keep it (Result.Clone copies a part).
+// each has returned: each must not keep it (Result.Clone copies a part). A part holds at most
+// 1,024 groups, so that its memory stays in the cache: a window's groups may come in several.
 //
 // Segments keep their rows in non-decreasing time (checked as they are read: a row out of
 // order is an error wrapping columns.ErrCorrupt), so they are read in windows of whole time
