@@ -77,8 +77,7 @@ func (r *runner) takeInto(g *globalTable) error {
 	g.times = append(g.times, r.times...)
 	g.byIDs = true
 	g.ids = append(g.ids[:0], r.keys...)
-	if d := r.dense; d != nil && d.sorted {
-		d.finish(r)
+	if d := r.dense; d != nil && d.sorted { // finished above
 		g.sorted = append(g.sorted[:0], r.order...)
 	}
 	g.acc, r.acc = r.acc, g.acc
