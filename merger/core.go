@@ -338,7 +338,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 	// stand-in row's (see cursor.wait): it loads when it comes to the top.
 	h := cursors
 	less := func(a, b *cursor) bool {
-		if x := cmpRows(&a.w, a.head(), &b.w, b.head()); x != 0 {
+		if x := a.cmpHeads(a.head(), b, b.head()); x != 0 {
 			return x < 0
 		}
 		return a.in < b.in
@@ -480,22 +480,28 @@ func (c *core) mergeRows(w *columns.Writer) error {
 	released := make([]int, len(c.srcs))
 	nextProgress := int64(c.opts.ProgressRows)
 	nextCheck := int64(4096)
+	// nextBatch sends the batch, which is full, and takes the next; false: the merge failed
+	// or was cancelled.
+	nextBatch := func() bool {
+		if err := errs.Get(); err != nil {
+			return false
+		}
+		if err := ctx.Err(); err != nil {
+			errs.Report(fmt.Errorf("merger: %w", err))
+			return false
+		}
+		send(b)
+		b = <-free
+		b.reset()
+		b.first = outRow + 1
+		batchSeq++
+		return true
+	}
 	// newRow starts output row outRow+1 with window row i of cur, after sending the batch
 	// when it is full; false: the merge failed or was cancelled.
 	newRow := func(cur *cursor, i int) bool {
-		if b.keys.n >= batchRows {
-			if err := errs.Get(); err != nil {
-				return false
-			}
-			if err := ctx.Err(); err != nil {
-				errs.Report(fmt.Errorf("merger: %w", err))
-				return false
-			}
-			send(b)
-			b = <-free
-			b.reset()
-			b.first = outRow + 1
-			batchSeq++
+		if b.keys.n >= batchRows && !nextBatch() {
+			return false
 		}
 		b.keys.appendRow(&cur.w, i)
 		b.refEnd = append(b.refEnd, 0)
@@ -525,8 +531,88 @@ func (c *core) mergeRows(w *columns.Writer) error {
 			c.rowMaps[cur.in][src] = uint32(outRow)
 		}
 	}
+	// checks, every 4,096 rows or so, looks for cancellation and releases the pages of the
+	// inputs read since their last release; and reports progress. False: the merge failed or
+	// was cancelled.
+	checks := func() bool {
+		if done >= nextCheck {
+			nextCheck = done + 4096
+			if err := ctx.Err(); err != nil {
+				errs.Report(fmt.Errorf("merger: %w", err))
+				return false
+			}
+			for _, cu := range all {
+				if cu.next-released[cu.in] >= releaseRows {
+					released[cu.in] = cu.next
+					if err := releaseInputs(c.srcs[cu.in:cu.in+1], c.names[cu.in:cu.in+1]); err != nil {
+						errs.Report(err)
+						return false
+					}
+				}
+			}
+		}
+		if done >= nextProgress {
+			progress(done)
+			nextProgress += int64(c.opts.ProgressRows)
+		}
+		return true
+	}
+	// retire takes cur, which is done, out of the heap at h[at].
+	retire := func(cur *cursor, at int) bool {
+		h[at] = h[len(h)-1]
+		h = h[:len(h)-1]
+		spare = append(spare, cur)
+		retired = append(retired, int32(cur.in))
+		// Its pages are not read again before the bitmaps.
+		if err := releaseInputs(c.srcs[cur.in:cur.in+1], c.names[cur.in:cur.in+1]); err != nil {
+			errs.Report(err)
+			return false
+		}
+		return true
+	}
+	var il interleave
 rows:
 	for len(h) > 0 {
+		// Inputs that interleave go a step of windows at a time (see interleave.go).
+		if !rollup && !withMaps && !interleaveOff && interleaves(h) {
+			if items := il.step(h); len(items) > 0 {
+				for len(items) > 0 {
+					if b.keys.n >= batchRows && !nextBatch() {
+						break rows
+					}
+					n := min(len(items), batchRows-b.keys.n)
+					b.appendItems(&il, items[:n])
+					items = items[n:]
+					outRow += int64(n)
+					done += int64(n)
+				}
+				for x, cu := range il.cs {
+					if n := il.take[x]; n > 0 {
+						cu.cur += n - 1
+						if err := cu.advance(ctx); err != nil {
+							errs.Report(err)
+							break rows
+						}
+					}
+				}
+				for i := 0; i < len(h); {
+					if cu := h[i]; cu.done() {
+						if !retire(cu, i) {
+							break rows
+						}
+						continue
+					}
+					i++
+				}
+				for i := len(h)/2 - 1; i >= 0; i-- {
+					down(i)
+				}
+				if !checks() {
+					break rows
+				}
+				continue
+			}
+		}
 		cur := h[0]
 		if cur.lazy {
 			if err := loadTop(); err != nil {
@@ -589,25 +675,8 @@ rows:
 					cur.cur = e - 1
 				}
 			}
-			if done >= nextCheck {
-				nextCheck = done + 4096
-				if err := ctx.Err(); err != nil {
-					errs.Report(fmt.Errorf("merger: %w", err))
-					break rows
-				}
-				for _, cu := range all {
-					if cu.next-released[cu.in] >= releaseRows {
-						released[cu.in] = cu.next
-						if err := releaseInputs(c.srcs[cu.in:cu.in+1], c.names[cu.in:cu.in+1]); err != nil {
-							errs.Report(err)
-							break rows
-						}
-					}
-				}
-			}
-			if done >= nextProgress {
-				progress(done)
-				nextProgress += int64(c.opts.ProgressRows)
+			if !checks() {
+				break rows
 			}
 			if cur.cur+1 < cur.npos { // the next row of the window
 				cur.cur++
@@ -623,16 +692,8 @@ rows:
 			}
 			break
 		}
-		if cur.done() {
-			h[0] = h[len(h)-1]
-			h = h[:len(h)-1]
-			spare = append(spare, cur)
-			retired = append(retired, int32(cur.in))
-			// Its pages are not read again before the bitmaps.
-			if err := releaseInputs(c.srcs[cur.in:cur.in+1], c.names[cur.in:cur.in+1]); err != nil {
-				errs.Report(err)
-				break rows
-			}
+		if cur.done() && !retire(cur, 0) {
+			break rows
 		}
 		if passed {
 			// The rival is the least of cur's children and comes first: the sift's first

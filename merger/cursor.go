@@ -48,8 +48,15 @@ type cursor struct {
 	kbuf2    []uint64 // and its radix sort's scratch
 	// With pre-aggregation, fillRange packs the window rows' ids (wkeys[i] for row i, as
 	// packKeys does) chunk by chunk as it decodes them: packed says wkeys holds the window's.
+	// Without pre-aggregation, a window whose rows the merge compares often (inputs that
+	// interleave) is packed too, once cmps of its rows' comparisons went through the rows'
+	// columns (see cmpHeads): a comparison is then of a time and a word.
+	// hot: a window of the cursor was packed so (its input interleaves with others): the
+	// next windows are packed as they load.
 	wkeys  []uint64
 	packed bool
+	cmps   int
+	hot    bool
 	cur    int   // position in the emission order
 	lastT  int64 // truncated time of the last loaded row
 	fresh  bool  // nothing loaded yet
@@ -138,7 +145,7 @@ func (c *cursor) runEnd(rival *cursor, limit int) int {
 		return limit
 	}
 	before := func(i int) bool {
-		if x := cmpRows(&c.w, c.rowAt(i), &rival.w, rival.head()); x != 0 {
+		if x := c.cmpHeads(c.rowAt(i), rival, rival.head()); x != 0 {
 			return x < 0
 		}
 		return c.in < rival.in
@@ -241,7 +248,8 @@ func (c *cursor) fill(ctx context.Context) error {
 	c.lazy = false
 	c.w.reset()
 	c.perm = nil
-	c.packed = false
+	c.hot = c.hot || c.packed && c.pre == nil
+	c.packed, c.cmps = false, 0
 	c.glo, c.ghi = c.glo[:0], c.ghi[:0]
 	c.aggs = c.aggs[:0]
 	c.cur = 0
@@ -253,6 +261,9 @@ func (c *cursor) fill(ctx context.Context) error {
 			return err
 		}
 		c.npos = c.w.n
+		if c.hot && !c.packed && c.w.n > 0 {
+			c.pack()
+		}
 		if c.w.n > 1 {
 			c.sortGroups()
 		}
@@ -280,6 +291,9 @@ func (c *cursor) fill(ctx context.Context) error {
 		c.next++
 	}
 	c.npos = c.w.n
+	if c.hot && c.w.n > 0 {
+		c.pack()
+	}
 	if c.w.n > 1 {
 		c.sortGroups()
 	}
@@ -443,6 +457,47 @@ func (c *cursor) sortGroups() {
 		start = end
 	}
 	c.npos = q
+}
+
+// packAfter is the comparisons through a window's columns after which cmpHeads packs the
+// window's keys: inputs that interleave row by row compare every row several times, inputs
+// that follow one another a few times a window (where packing would cost more than it saves).
+const packAfter = 32
+
+// cmpHeads compares window row i of c with window row j of o (rows of another cursor, or of
+// c), by key: on packed keys when both windows hold them, else through the rows' columns.
+func (c *cursor) cmpHeads(i int, o *cursor, j int) int {
+	if c.packed && o.packed {
+		if x := cmp.Compare(c.w.time[i], o.w.time[j]); x != 0 {
+			return x
+		}
+		return cmp.Compare(c.wkeys[i], o.wkeys[j])
+	}
+	c.countCmp()
+	o.countCmp()
+	return cmpRows(&c.w, i, &o.w, j)
+}
+
+// countCmp counts a comparison through the window's columns, and packs the window's keys at
+// the packAfter-th when they fit a word.
+func (c *cursor) countCmp() {
+	if c.packed || c.lazy || c.packBits == nil || c.idBits > 64 {
+		return // a stand-in is compared with every window that comes before it
+	}
+	if c.cmps++; c.cmps < packAfter {
+		return
+	}
+	c.pack()
+}
+
+// pack packs the window's keys (every dimension is single-value, and the ids fit a word).
+func (c *cursor) pack() {
+	n := c.w.n
+	c.wkeys = sized(c.wkeys, n)
+	for j := range c.w.dims {
+		foldKeys(c.wkeys, c.w.dims[j].ids[:n], c.packBits[j], j == 0)
+	}
+	c.packed = true
 }
 
 // setPacking makes groups re-sort on packed keys when every output dimension is single-value:

@@ -208,6 +208,31 @@ func (t *longTask) fail(b *batch, k int32, err error) error {
 	return fmt.Errorf("merger: %s: metric %q: %w", t.names[b.refIn[k]], t.name, err)
 }
 
+// singles appends to pend the values of output rows r.. of b (whose refs start at k) while
+// each is a run of one (one ref, outside a re-sorted group) of a source whose values come as
+// they are; it returns the row it stopped at and that row's first ref. Each source's chunk
+// at hand is looked at inline; another chunk loads through the cache.
+func (t *longTask) singles(b *batch, r int, k int32, pend *[]int64) (int, int32, error) {
+	p := *pend
+	defer func() { *pend = p }()
+	for ; r < len(b.run) && b.run[r] == 1; r, k = r+1, k+1 {
+		in := b.refIn[k]
+		if !t.plain[in] {
+			break
+		}
+		c, row := t.vals.r[in], int(b.refRow[k])
+		v, ok := c.Cached(row)
+		if !ok {
+			var err error
+			if v, err = c.At(row); err != nil {
+				return r, k, t.fail(b, k, err)
+			}
+		}
+		p = append(p, v)
+	}
+	return r, k, nil
+}
+
 func (t *longTask) write(b *batch) error {
 	defer t.vals.retire(b)
 	defer t.retireSlots(b)
@@ -235,6 +260,17 @@ func (t *longTask) write(b *batch) error {
 	kind := t.agg.Kind
 	var lastSlots *slotAccs // the slots of the last single-slot row's group
 	for r := 0; r < len(b.refEnd); r++ {
+		if b.run[r] == 1 && t.times == nil && t.plain[b.refIn[start]] {
+			// Rows of one source row each, outside re-sorted groups, as where inputs
+			// interleave row by row: their values as they are, from each source's chunk at
+			// hand, in one loop.
+			var err error
+			if r, start, err = t.singles(b, r, start, &pend); err != nil {
+				return err
+			}
+			r-- // the row it stopped at goes on below
+			continue
+		}
 		if n := b.run[r]; n > 1 && t.times == nil {
 			if err := flush(); err != nil {
 				return err

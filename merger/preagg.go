@@ -145,6 +145,9 @@ func (c *cursor) preAggregate(start, end, q int) int {
 		}
 		sum[si] = 0
 	}
+	if c.packed { // the window's packed keys stay those of its rows (see cursor.cmpHeads)
+		copy(c.wkeys[start:start+slots], dk)
+	}
 	shift := 0
 	for j := len(w.dims) - 1; j >= 0; j-- {
 		b := c.packBits[j]

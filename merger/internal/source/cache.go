@@ -36,6 +36,15 @@ func (l *ChunkCache[T]) At(row int) (T, error) {
 	return vals[row-first], nil
 }
 
+// Cached returns the value of row when the chunk read last holds it.
+func (l *ChunkCache[T]) Cached(row int) (T, bool) {
+	if k := row - l.first; k >= 0 && k < len(l.vals) {
+		return l.vals[k], true
+	}
+	var zero T
+	return zero, false
+}
+
 // Range returns the values of rows [row, row+n), or of the first of them, up to the end of
 // the chunk holding row: at least one value. The slice is the cache's: valid until the next
 // call.

@@ -1,0 +1,194 @@
+package merger
+
+import (
+	"math/bits"
+	"slices"
+	"sync/atomic"
+)
+
+// Inputs that interleave row by row (overlapping time ranges: every input holds every hour)
+// cost the heap loop of mergeRows a sift and several comparisons a row, each a branch the
+// processor cannot predict. Once the cursors' windows hold packed keys (see cursor.countCmp:
+// they do once their rows were compared often), the merge goes a step of windows at a time
+// instead: every window row that must come before the next row any window would load (the
+// bound: the least of the windows' last rows, and of the stand-ins of lazy cursors) goes
+// into one array per cursor, already in order; the arrays are merged pairwise, in input
+// order, by a merge whose comparison is a 128-bit subtraction and whose choice is an index
+// (no branch on the keys); and the merged rows go to the batch column by column.
+
+// For tests: interleaveOff leaves every row to the heap loop; interleaveRuns counts the
+// steps that merged runs of several cursors.
+var (
+	interleaveOff  bool
+	interleaveRuns atomic.Int64
+)
+
+// ilItem is a window row in an interleaving step: its key (the truncated time with its sign
+// bit flipped, so that times compare as unsigned, then the packed ids) and where it lies (its
+// cursor's place in the step, shifted 32 bits up, then its window position).
+type ilItem struct{ t, k, ref uint64 }
+
+// interleave is the memory of the interleaving steps, kept from one step to the next.
+type interleave struct {
+	cs         []*cursor // the step's cursors, by input
+	take       []int     // the rows each takes in the step
+	items, tmp []ilItem
+}
+
+// ilKey returns the key of window position p of c as an ilItem compares it.
+func ilKey(c *cursor, p int) (t, k uint64) {
+	return uint64(c.w.time[p]) ^ 1<<63, c.wkeys[p]
+}
+
+// ilLess reports whether (t1, k1) comes before (t2, k2).
+func ilLess(t1, k1, t2, k2 uint64) bool {
+	return t1 < t2 || t1 == t2 && k1 < k2
+}
+
+// interleaves reports whether the cursors can go a step of windows at a time: every one is
+// lazy (its stand-in row) or holds packed keys in key order (no re-sorted group).
+func interleaves(h []*cursor) bool {
+	if len(h) < 2 {
+		return false
+	}
+	for _, c := range h {
+		if !c.lazy && (!c.packed || c.perm != nil || len(c.ghi) != 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// step returns the rows of the cursors in h (which interleaves accepts) that come before any
+// row their windows do not hold yet, in merge order (by key, then input, then position); the
+// cursors in il.cs took il.take[x] rows each, from their current positions. None: the least
+// row to come is a lazy cursor's, which must load first.
+func (il *interleave) step(h []*cursor) []ilItem {
+	il.cs = append(il.cs[:0], h...)
+	slices.SortFunc(il.cs, func(a, b *cursor) int { return a.in - b.in })
+	// The bound: the least (key, input) of the windows' last rows and lazy stand-ins.
+	var bt, bk uint64
+	bin := -1
+	for _, c := range il.cs {
+		var t, k uint64
+		if c.lazy {
+			t, k = uint64(c.w.time[0])^1<<63, 0 // the stand-in: the least key of its time
+		} else {
+			t, k = ilKey(c, c.npos-1)
+		}
+		if bin < 0 || ilLess(t, k, bt, bk) || t == bt && k == bk && c.in < bin {
+			bt, bk, bin = t, k, c.in
+		}
+	}
+	il.take = slices.Grow(il.take[:0], len(il.cs))[:len(il.cs)]
+	total := 0
+	for x, c := range il.cs {
+		n := 0
+		if !c.lazy {
+			// The rows up to the bound: the first position past it, by bisection.
+			lo, hi := c.cur, c.npos
+			for lo < hi {
+				m := int(uint(lo+hi) >> 1)
+				t, k := ilKey(c, m)
+				if ilLess(t, k, bt, bk) || t == bt && k == bk && c.in <= bin {
+					lo = m + 1
+				} else {
+					hi = m
+				}
+			}
+			n = lo - c.cur
+		}
+		il.take[x] = n
+		total += n
+	}
+	if total == 0 {
+		return nil
+	}
+	// One run per cursor, in input order, then merged pairwise until one is left.
+	il.items = slices.Grow(il.items[:0], total)[:total]
+	il.tmp = slices.Grow(il.tmp[:0], total)[:total]
+	var bounds []int // run x is items[bounds[x]:bounds[x+1]]
+	bounds = append(bounds, 0)
+	off := 0
+	for x, c := range il.cs {
+		n := il.take[x]
+		if n == 0 {
+			continue
+		}
+		run := il.items[off : off+n]
+		times, keys := c.w.time[c.cur:c.cur+n], c.wkeys[c.cur:c.cur+n]
+		ref := uint64(x)<<32 | uint64(c.cur)
+		for i := range run {
+			run[i] = ilItem{t: uint64(times[i]) ^ 1<<63, k: keys[i], ref: ref + uint64(i)}
+		}
+		off += n
+		bounds = append(bounds, off)
+	}
+	if len(bounds) > 2 {
+		interleaveRuns.Add(1)
+	}
+	src, dst := il.items, il.tmp
+	for len(bounds) > 2 {
+		next := bounds[:1]
+		for r := 0; r+1 < len(bounds); r += 2 {
+			lo := bounds[r]
+			if r+2 >= len(bounds) { // an odd run out: copied as it is
+				copy(dst[lo:bounds[r+1]], src[lo:bounds[r+1]])
+				next = append(next, bounds[r+1])
+				continue
+			}
+			mid, hi := bounds[r+1], bounds[r+2]
+			merge2(dst[lo:hi], src[lo:mid], src[mid:hi])
+			next = append(next, hi)
+		}
+		bounds = next
+		src, dst = dst, src
+	}
+	il.items, il.tmp = src, dst
+	return src
+}
+
+// merge2 merges the runs a and b (each in key order; a's rows come first on equal keys) into
+// dst, of their joint length, without a branch on the keys: the comparison is the borrow of a
+// 128-bit subtraction, and it picks which of the two heads is copied.
+func merge2(dst, a, b []ilItem) {
+	i, j, o := 0, 0, 0
+	for i < len(a) && j < len(b) {
+		x, y := &a[i], &b[j]
+		// takeB is 1 when y's key is below x's: the borrow of (x.t, x.k) - ... of y - x.
+		_, borrow := bits.Sub64(y.k, x.k, 0)
+		_, takeB := bits.Sub64(y.t, x.t, borrow)
+		heads := [2]*ilItem{x, y}
+		dst[o] = *heads[takeB]
+		o++
+		j += int(takeB)
+		i += int(1 - takeB)
+	}
+	o += copy(dst[o:], a[i:])
+	copy(dst[o:], b[j:])
+}
+
+// appendItems appends the rows of items (from il's cursors) as output rows, one source row
+// each.
+func (b *batch) appendItems(il *interleave, items []ilItem) {
+	n := len(items)
+	k0 := len(b.refIn)
+	b.keys.n += n
+	times := extend(&b.keys.time, n)
+	for i := range items {
+		times[i] = int64(items[i].t ^ 1<<63)
+	}
+	for j := range b.keys.dims {
+		ids := extend(&b.keys.dims[j].ids, n)
+		for i := range items {
+			ref := items[i].ref
+			ids[i] = il.cs[ref>>32].w.dims[j].ids[uint32(ref)]
+		}
+	}
+	refIn, refRow, refLo, refHi, refEnd := extend(&b.refIn, n), extend(&b.refRow, n), extend(&b.refLo, n), extend(&b.refHi, n), extend(&b.refEnd, n)
+	for i := range items {
+		ref := items[i].ref
+		c := il.cs[ref>>32]
+		refIn[i], refRow[i], refLo[i], refHi[i], refEnd[i] = int32(c.in), c.w.src[uint32(ref)], 0, 0, int32(k0+i+1)
+	}
+}

@@ -1,0 +1,128 @@
+package merger
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/medium"
+)
+
+// TestMergeInterleave merges inputs that interleave row by row, with many rows of equal keys
+// within and across inputs, through the step of windows (interleave.go) and through the heap
+// loop alone: the same bytes, and the oracle's rows in its order (equal keys by input, then by
+// row: the metrics tell the rows apart).
+func TestMergeInterleave(t *testing.T) {
+	dims := []columns.Dimension{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	metrics := []columns.Metric{
+		{Name: "n", Field: "n", Type: columns.MetricLong, Aggregator: columns.AggLongSum},
+		{Name: "x", Field: "x", Type: columns.MetricDouble, Aggregator: columns.AggDoubleSum},
+	}
+	const hour = 3600_000
+	for c := range 12 {
+		rng := rand.New(rand.NewPCG(uint64(c), 11))
+		dir := t.TempDir()
+		nIn := 2 + rng.IntN(6)
+		byKey := c%4 != 3 // else sorted by time alone: groups re-sort (the heap loop takes those)
+		staggered := c%5 == 2
+		var schemas []columns.Schema
+		var rows [][]columns.Row
+		var segs []*columns.Segment
+		for i := range nIn {
+			s := columns.Schema{Granularity: columns.GranularityNone, Metrics: metrics}
+			for d, dim := range dims {
+				if d == 0 || i != 1 || c%3 != 0 { // input 1 lacks b and c in a third of the cases
+					s.Dimensions = append(s.Dimensions, dim)
+				}
+			}
+			n := 1500 + rng.IntN(5000)
+			if i == nIn-1 && c%2 == 1 {
+				n = 1 + rng.IntN(20) // a short input: it is done early, the others go on
+			}
+			rs := make([]columns.Row, n)
+			for r := range rs {
+				// Few distinct times and values: many equal keys, within and across inputs.
+				tm := 1_700_000_000_000 + rng.Int64N(int64(40+c*200))*hour/8
+				if staggered {
+					// Input i starts later than input i+1: a lazy cursor's stand-in (its first
+					// time, null dimensions) ties rows of inputs after it, which must wait.
+					tm = 1_700_000_000_000 + int64(nIn-1-i)*20*hour/8 + rng.Int64N(60)*hour/8
+				}
+				row := columns.Row{Time: tm,
+					Dims: make([][]string, len(s.Dimensions)), Metrics: make([]columns.Value, len(metrics))}
+				for d := range s.Dimensions {
+					if rng.IntN(6) > 0 && (!staggered || rng.IntN(2) == 0) {
+						row.Dims[d] = []string{fmt.Sprintf("v%d", rng.IntN([]int{2, 3, 40}[d]))}
+					}
+				}
+				row.Metrics[0].Long = int64(i)<<32 | int64(r)
+				row.Metrics[1].Double = float64(r) + float64(i)/8
+				rs[r] = row
+			}
+			slices.SortStableFunc(rs, func(x, y columns.Row) int {
+				if !byKey {
+					return cmp.Compare(x.Time, y.Time)
+				}
+				return cmpOracle(x, y)
+			})
+			schemas, rows = append(schemas, s), append(rows, rs)
+			segs = append(segs, writeSegment(t, dir, fmt.Sprintf("in%d.seg", i), s, rs))
+		}
+		opts := Options{Durability: medium.Durability{Sync: medium.SyncNone},
+			Parallelism: 1 + rng.IntN(3), ChunkRows: []int{0, 64, 1000}[rng.IntN(3)]}
+		if c == 4 {
+			opts.Granularity = columns.GranularityHour // truncation makes groups of several times
+		}
+		if c == 7 {
+			opts.MaxFanIn = 2
+		}
+		name := fmt.Sprintf("case %d: %d inputs, by key %v", c, nIn, byKey)
+
+		before := interleaveRuns.Load()
+		on := filepath.Join(dir, "on.seg")
+		_, err := Merge(t.Context(), segs, on, opts)
+		require.NoError(t, err, name)
+		if byKey && opts.Granularity == columns.GranularityNone { // else groups re-sort
+			require.Greater(t, interleaveRuns.Load(), before, "%s: no step merged runs of several inputs", name)
+		}
+		interleaveOff = true
+		off := filepath.Join(dir, "off.seg")
+		_, err = Merge(t.Context(), segs, off, opts)
+		interleaveOff = false
+		require.NoError(t, err, name)
+		onBytes, err := os.ReadFile(on)
+		require.NoError(t, err)
+		offBytes, err := os.ReadFile(off)
+		require.NoError(t, err)
+		require.Equal(t, offBytes, onBytes, "%s: the files differ", name)
+
+		out, err := outputSchema(schemas, opts.inputName, nil, false, opts.Granularity)
+		require.NoError(t, err)
+		requireRowsEqual(t, oracleMerge(schemas, rows, out), readRows(t, openSeg(t, on)), false, name)
+	}
+}
+
+func TestMerge2(t *testing.T) {
+	item := func(t, k, ref uint64) ilItem { return ilItem{t: t, k: k, ref: ref} }
+	a := []ilItem{item(1, 5, 0), item(2, 0, 1), item(2, 0, 2), item(1<<63, 0, 3)}
+	b := []ilItem{item(0, 9, 10), item(2, 0, 11), item(2, 1, 12), item(1<<63-1, 1<<63, 13), item(^uint64(0), 0, 14)}
+	dst := make([]ilItem, len(a)+len(b))
+	merge2(dst, a, b)
+	var refs []uint64
+	for _, it := range dst {
+		refs = append(refs, it.ref)
+	}
+	// Equal keys: a's first. Keys compare as 128-bit numbers, time first.
+	require.Equal(t, []uint64{10, 0, 1, 2, 11, 12, 13, 3, 14}, refs)
+	merge2(dst[:len(a)], a, nil)
+	require.Equal(t, a, dst[:len(a)])
+	merge2(dst[:len(b)], nil, b)
+	require.Equal(t, b, dst[:len(b)])
+}
