@@ -20,8 +20,12 @@ import (
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
-// batchRows is the number of output rows handed to the column writers at a time.
-const batchRows = 4096
+// batchRows is the number of output rows handed to the column writers at a time. Each batch
+// wakes every writer goroutine, which then sleeps again when it is done before the next: on a
+// virtual machine of two cores, batches of 4,096 rows spent a fifth of a 3,000,000-row merge in
+// the scheduler (goroutines runnable with no core free); at 32,768 the peers' merges take
+// 13-22% less time for about 4 MiB more memory (three batches of some 40 bytes a row).
+const batchRows = 32768
 
 // phaseStats is what one merge of sources into one segment reports.
 type phaseStats struct {
