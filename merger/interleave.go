@@ -191,4 +191,10 @@ func (b *batch) appendItems(il *interleave, items []ilItem) {
 		c := il.cs[ref>>32]
 		refIn[i], refRow[i], refLo[i], refHi[i], refEnd[i] = int32(c.in), c.w.src[uint32(ref)], 0, 0, int32(k0+i+1)
 	}
+	if b.runsSet { // runs of one row each (rows of one source in a row are rare here)
+		run := extend(&b.run, n)
+		for i := range run {
+			run[i] = 1
+		}
+	}
 }

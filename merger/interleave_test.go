@@ -26,7 +26,9 @@ func TestMergeInterleave(t *testing.T) {
 		{Name: "x", Field: "x", Type: columns.MetricDouble, Aggregator: columns.AggDoubleSum},
 	}
 	const hour = 3600_000
+	defer func() { batchRows = defaultBatchRows }()
 	for c := range 12 {
+		batchRows = []int{defaultBatchRows, 100, 7}[c%3] // steps that fill batches
 		rng := rand.New(rand.NewPCG(uint64(c), 11))
 		dir := t.TempDir()
 		nIn := 2 + rng.IntN(6)

@@ -31,7 +31,9 @@ func TestMergeOracle(t *testing.T) {
 		cases = 12
 	}
 	grans := []columns.Granularity{columns.GranularityNone, columns.GranularitySecond, columns.GranularityMinute, columns.GranularityHour, columns.GranularityDay}
+	defer func() { batchRows = defaultBatchRows }()
 	for c := 0; c < cases; c++ {
+		batchRows = []int{defaultBatchRows, 4096, 64, 7}[rng.IntN(4)] // batches full mid-window, mid-group
 		nIn := 1 + rng.IntN(20)
 		rc := newRandCase(rng, nIn, 1+rng.IntN(300))
 		dir := t.TempDir()

@@ -195,6 +195,7 @@ func (c *cursor) slotSpan(p, e int) (*groupAgg, int) {
 // each (the batch's rows of g are then named in b.aggs: seq is the batch's number, see
 // cursor.aggSeq); it returns the source rows they stand for.
 func (b *batch) appendSlots(cur *cursor, g *groupAgg, p, n int, seq int64) int64 {
+	b.runsSet = false
 	if cur.aggSeq != seq || cur.aggLast != g {
 		b.aggs = append(b.aggs, g)
 		cur.aggSeq, cur.aggLast = seq, g
