@@ -108,14 +108,14 @@ func (p *efPacker) addAll(vals []uint32) {
 	highs, l, hw, hacc, i := p.dst[p.highs:], p.l&31, p.hw, p.hacc, p.i
 	for _, v := range vals {
 		b := int(v>>l) + i
-		var keep uint64
-		if b>>6 == hw {
-			keep = ^uint64(0)
+		if w := b >> 6; w != hw { // about one value in 32 (two bits a value): predicted
+			binary.LittleEndian.PutUint64(highs[hw<<3:], hacc)
+			hw, hacc = w, 0
 		}
-		hw, hacc = b>>6, hacc&keep|1<<(b&63)
-		binary.LittleEndian.PutUint64(highs[hw<<3:], hacc)
+		hacc |= 1 << (b & 63)
 		i++
 	}
+	binary.LittleEndian.PutUint64(highs[hw<<3:], hacc) // the word being filled, stored whole
 	p.hw, p.hacc, p.i = hw, hacc, i
 }
 

@@ -68,12 +68,28 @@ func (e *roaringEncoder) rowsContainers(vals []uint32) []roaringContainer {
 	cs := e.cs[:0]
 	for lo := 0; lo < len(vals); {
 		key := vals[lo] >> 16
-		hi, runs := lo+1, 1
+		// The container's end, the first value of a later key (values increase): galloping,
+		// then bisection.
+		end, hi, step := lo+1, lo+1, 1 // vals[end-1] is of key; vals[hi], if any, of a later one
 		for hi < len(vals) && vals[hi]>>16 == key {
-			if vals[hi] != vals[hi-1]+1 {
-				runs++
+			end = hi + 1
+			hi += step
+			step *= 2
+		}
+		hi = min(hi, len(vals))
+		for end < hi {
+			if m := int(uint(end+hi) >> 1); vals[m]>>16 == key {
+				end = m + 1
+			} else {
+				hi = m
 			}
-			hi++
+		}
+		// Runs: one, and one more at each value that does not follow the one before (no
+		// branch a value: d is 0 exactly when it follows).
+		runs := 1
+		for k := lo + 1; k < hi; k++ {
+			d := vals[k] - vals[k-1] - 1
+			runs += int((d | -d) >> 31)
 		}
 		cs = append(cs, roaringContainer{key: uint16(key), kind: kindFor(hi-lo, runs), card: hi - lo, runs: runs, lo: lo, hi: hi})
 		lo = hi
