@@ -36,7 +36,12 @@
 //     output rows taken from consecutive rows of one input copies its metric values in bulk.
 //     A cursor loads its first window only when the merge reaches it (a stand-in row of its
 //     first time keeps its place in the heap) and takes the memory of a done cursor's: inputs
-//     that follow one another in time hold one window at a time. A rollup group that re-sorts
+//     that follow one another in time hold one window at a time. Inputs that interleave row
+//     by row, without rollup, go a step of windows at a time instead (see interleave.go):
+//     once their windows' comparisons are many, each window's ids are packed into a word a
+//     row, the rows of every window up to the least of the windows' last rows are merged
+//     pairwise in input order by a branch-free merge of (time, packed ids), and go to the
+//     batch column by column. A rollup group that re-sorts
 //     is pre-aggregated when its dimensions are single-value and its metrics long (see
 //     preagg.go): the cursor numbers the group's distinct keys and sorts only those, and each
 //     metric combines the group's values in row order into one accumulator per key.
