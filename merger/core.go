@@ -31,6 +31,25 @@ var batchRows = defaultBatchRows
 // defaultBatchRows is batchRows but in tests, which lower it to cross batches often.
 const defaultBatchRows = 16384
 
+// rawBatchBytes bounds the raw dimensions' bytes of a batch (rawBatchRows): the batches'
+// memory is on the Go heap, and a merge of rows of many raw bytes (the wide table's payloads,
+// some 700 bytes a row) allocated 37 MiB at 4,096 rows a batch, 70 at 16,384.
+const rawBatchBytes = 2 << 20
+
+// rawBatchRows returns the rows of a batch whose rows hold about rawPerRow[j] bytes of raw
+// dimension j: batchRows, fewer where those bytes pass rawBatchBytes, but never fewer than
+// 4,096 (tests' smaller batchRows excepted).
+func rawBatchRows(rawPerRow []int) int {
+	bytes := 0
+	for _, n := range rawPerRow {
+		bytes += n
+	}
+	if bytes == 0 {
+		return batchRows
+	}
+	return min(batchRows, max(4096, rawBatchBytes/bytes))
+}
+
 // phaseStats is what one merge of sources into one segment reports.
 type phaseStats struct {
 	rowsIn, rowsOut                      int64
@@ -427,6 +446,7 @@ func (c *core) mergeRows(w *columns.Writer) error {
 			}
 		}
 	}
+	batchRows := rawBatchRows(rawPerRow)
 	for range 3 {
 		b := &batch{keys: newKeys(c.kinds)}
 		b.keys.reserve(batchRows, rawPerRow)
