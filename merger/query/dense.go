@@ -121,11 +121,22 @@ func (d *denseIndex) reset(slots []uint64) {
 func (d *denseIndex) groups(r *runner, b *batchAgg) error {
 	gran, all := r.spec.Granularity, r.spec.All
 	a := r.acc
+	// The bucket of the last time truncated, [bLo, bHi) (empty at first): rows are mostly in
+	// the one before's, found without a division. A valid time's bucket ends by MaxTime and
+	// a day, which fits an int64.
+	width := gran.Millis()
+	bLo, bHi := int64(0), int64(0)
+	made := len(r.times) // the groups made before the batch's
 	for i := range b.gid {
 		t := b.t[i]
 		bucket := int64(0)
 		if !all {
-			bucket = gran.Truncate(t)
+			if t >= bLo && t < bHi {
+				bucket = bLo
+			} else {
+				bucket = gran.Truncate(t)
+				bLo, bHi = bucket, bucket+width
+			}
 		}
 		if !d.open || bucket != d.bucket {
 			d.finish(r)
@@ -153,11 +164,14 @@ func (d *denseIndex) groups(r *runner, b *batchAgg) error {
 			for k := range d.cards {
 				r.keys = append(r.keys, b.ids[k][i])
 			}
-			a.grow()
 		}
 		b.gid[i] = g
+	}
+	// The new groups' accumulators at once, then every row counted.
+	a.growN(len(r.times) - made)
+	for i, g := range b.gid {
 		a.rows[g]++
-		a.minTime[g] = min(a.minTime[g], t)
+		a.minTime[g] = min(a.minTime[g], b.t[i])
 	}
 	return nil
 }
