@@ -7,9 +7,16 @@
 # DIR keeps the inputs (written once by peerjob prepare: 3,000,000 rows, ~160 MB) and the raw
 # lines (DIR/rss.txt, appended to). Needs cgo + gcc (DuckDB), as bench/peers does.
 # Memory figures are meaningful on a shared machine; wall times are not unless it is quiet.
+# EVERY (default 2ms) is peerjob's sampling period. Two samplers that wake every 2 ms take a
+# core's time slices from the job: writeout, a Go program whose goroutines share the Go
+# scheduler with them, lost about a quarter of its wall time to them (the contiguous merge
+# 0.31 s against 0.24 at EVERY=100ms), DuckDB about a tenth. Wall times for the bars come from
+# a set with EVERY=1s (the peaks are then only the samples at the start and the end); memory
+# from the default.
 set -eu
 dir=${1:-/tmp/writeout-peers-rss}
 runs=${2:-5}
+every=${EVERY:-2ms}
 mkdir -p "$dir"
 (cd bench/peers && go build -o "$dir/peerjob" ./cmd/peerjob)
 if [ ! -f "$dir/prepared" ]; then
@@ -26,7 +33,7 @@ while [ "$i" -le "$runs" ]; do
 			if [ "$sys" = parquet-go ] && [ "$job" = rollup-hour ]; then
 				continue
 			fi
-			line=$("$dir/peerjob" run -system "$sys" -job "$job" -layout "$layout" "$dir/in" "$dir/out")
+			line=$("$dir/peerjob" run -every "$every" -system "$sys" -job "$job" -layout "$layout" "$dir/in" "$dir/out")
 			echo "run=$i $line" | tee -a "$raw"
 			rm -f "$dir/out"
 		done
