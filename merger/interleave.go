@@ -1,6 +1,7 @@
 package merger
 
 import (
+	"math"
 	"math/bits"
 	"slices"
 	"sync/atomic"
@@ -23,16 +24,22 @@ var (
 	interleaveRuns atomic.Int64
 )
 
-// ilItem is a window row in an interleaving step: its key (the truncated time with its sign
-// bit flipped, so that times compare as unsigned, then the packed ids) and where it lies (its
-// cursor's place in the step, shifted 32 bits up, then its window position).
-type ilItem struct{ t, k, ref uint64 }
+// ilKeyBits is the bits of a step's key (64); tests lower it to make steps that stop at a time.
+var ilKeyBits = 64
+
+// ilItem is a window row in an interleaving step: its key (its time's offset from the
+// step's least time, shifted above its packed ids; see step) and where it lies (its cursor's
+// place in the step, shifted 32 bits up, then its window position).
+type ilItem struct{ key, ref uint64 }
 
 // interleave is the memory of the interleaving steps, kept from one step to the next.
 type interleave struct {
 	cs         []*cursor // the step's cursors, by input
 	take       []int     // the rows each takes in the step
 	items, tmp []ilItem
+	bounds     []int
+	tbase      int64 // the step's least time: a key's time is tbase + key>>idBits
+	idBits     int
 }
 
 // ilKey returns the key of window position p of c as an ilItem compares it.
@@ -80,6 +87,29 @@ func (il *interleave) step(h []*cursor) []ilItem {
 			bt, bk, bin = t, k, c.in
 		}
 	}
+	// A row's key is one word: its time's offset from the heads' least time (tbase), above
+	// its packed ids. When the bound's time is further from tbase than the bits left hold,
+	// the step takes the rows up to the last time they hold instead (those come before every
+	// later one, and the windows hold all of them: every window ends past the bound).
+	il.idBits = il.cs[0].idBits
+	tbase := int64(math.MaxInt64)
+	for _, c := range il.cs {
+		if !c.lazy {
+			tbase = min(tbase, c.w.time[c.cur])
+		}
+	}
+	il.tbase = tbase
+	maxSpan := uint64(0) // the time offsets a key holds: 0 when the ids take the whole word
+	if free := ilKeyBits - il.idBits; free >= 64 {
+		maxSpan = math.MaxUint64
+	} else if free > 0 {
+		maxSpan = 1<<free - 1
+	}
+	tcap := int64(math.MaxInt64)
+	if uint64(math.MaxInt64-tbase) > maxSpan {
+		tcap = tbase + int64(maxSpan)
+	}
+	byTime := int64(bt^1<<63) > tcap
 	il.take = slices.Grow(il.take[:0], len(il.cs))[:len(il.cs)]
 	total := 0
 	for x, c := range il.cs {
@@ -89,8 +119,14 @@ func (il *interleave) step(h []*cursor) []ilItem {
 			lo, hi := c.cur, c.npos
 			for lo < hi {
 				m := int(uint(lo+hi) >> 1)
-				t, k := ilKey(c, m)
-				if ilLess(t, k, bt, bk) || t == bt && k == bk && c.in <= bin {
+				var before bool
+				if byTime {
+					before = c.w.time[m] <= tcap
+				} else {
+					t, k := ilKey(c, m)
+					before = ilLess(t, k, bt, bk) || t == bt && k == bk && c.in <= bin
+				}
+				if before {
 					lo = m + 1
 				} else {
 					hi = m
@@ -107,8 +143,7 @@ func (il *interleave) step(h []*cursor) []ilItem {
 	// One run per cursor, in input order, then merged pairwise until one is left.
 	il.items = slices.Grow(il.items[:0], total)[:total]
 	il.tmp = slices.Grow(il.tmp[:0], total)[:total]
-	var bounds []int // run x is items[bounds[x]:bounds[x+1]]
-	bounds = append(bounds, 0)
+	bounds := append(il.bounds[:0], 0) // run x is items[bounds[x]:bounds[x+1]]
 	off := 0
 	for x, c := range il.cs {
 		n := il.take[x]
@@ -119,7 +154,7 @@ func (il *interleave) step(h []*cursor) []ilItem {
 		times, keys := c.w.time[c.cur:c.cur+n], c.wkeys[c.cur:c.cur+n]
 		ref := uint64(x)<<32 | uint64(c.cur)
 		for i := range run {
-			run[i] = ilItem{t: uint64(times[i]) ^ 1<<63, k: keys[i], ref: ref + uint64(i)}
+			run[i] = ilItem{key: uint64(times[i]-tbase)&maxSpan<<il.idBits | keys[i], ref: ref + uint64(i)}
 		}
 		off += n
 		bounds = append(bounds, off)
@@ -144,20 +179,18 @@ func (il *interleave) step(h []*cursor) []ilItem {
 		bounds = next
 		src, dst = dst, src
 	}
-	il.items, il.tmp = src, dst
+	il.items, il.tmp, il.bounds = src, dst, bounds
 	return src
 }
 
 // merge2 merges the runs a and b (each in key order; a's rows come first on equal keys) into
 // dst, of their joint length, without a branch on the keys: the comparison is the borrow of a
-// 128-bit subtraction, and it picks which of the two heads is copied.
+// subtraction, and it picks which of the two heads is copied.
 func merge2(dst, a, b []ilItem) {
 	i, j, o := 0, 0, 0
 	for i < len(a) && j < len(b) {
 		x, y := &a[i], &b[j]
-		// takeB is 1 when y's key is below x's: the borrow of (x.t, x.k) - ... of y - x.
-		_, borrow := bits.Sub64(y.k, x.k, 0)
-		_, takeB := bits.Sub64(y.t, x.t, borrow)
+		_, takeB := bits.Sub64(y.key, x.key, 0) // 1 when y's key is below x's
 		heads := [2]*ilItem{x, y}
 		dst[o] = *heads[takeB]
 		o++
@@ -176,13 +209,16 @@ func (b *batch) appendItems(il *interleave, items []ilItem) {
 	b.keys.n += n
 	times := extend(&b.keys.time, n)
 	for i := range items {
-		times[i] = int64(items[i].t ^ 1<<63)
+		times[i] = il.tbase + int64(items[i].key>>il.idBits)
 	}
+	// The ids are read off the keys (packed most significant dimension first).
+	packBits, shift := il.cs[0].packBits, il.idBits
 	for j := range b.keys.dims {
+		shift -= int(packBits[j])
+		mask := uint64(1)<<packBits[j] - 1
 		ids := extend(&b.keys.dims[j].ids, n)
 		for i := range items {
-			ref := items[i].ref
-			ids[i] = il.cs[ref>>32].w.dims[j].ids[uint32(ref)]
+			ids[i] = uint32(items[i].key >> shift & mask)
 		}
 	}
 	refIn, refRow, refLo, refHi, refEnd := extend(&b.refIn, n), extend(&b.refRow, n), extend(&b.refLo, n), extend(&b.refHi, n), extend(&b.refEnd, n)

@@ -26,9 +26,12 @@ func TestMergeInterleave(t *testing.T) {
 		{Name: "x", Field: "x", Type: columns.MetricDouble, Aggregator: columns.AggDoubleSum},
 	}
 	const hour = 3600_000
-	defer func() { batchRows = defaultBatchRows }()
+	defer func() { batchRows, ilKeyBits = defaultBatchRows, 64 }()
 	for c := range 12 {
 		batchRows = []int{defaultBatchRows, 100, 7}[c%3] // steps that fill batches
+		// Keys of fewer bits: steps that stop at the last time their keys hold (0: each step
+		// takes the rows of the heads' least time only).
+		ilKeyBits = []int{64, 64, 0, 31}[c%4]
 		rng := rand.New(rand.NewPCG(uint64(c), 11))
 		dir := t.TempDir()
 		nIn := 2 + rng.IntN(6)
@@ -112,16 +115,15 @@ func TestMergeInterleave(t *testing.T) {
 }
 
 func TestMerge2(t *testing.T) {
-	item := func(t, k, ref uint64) ilItem { return ilItem{t: t, k: k, ref: ref} }
-	a := []ilItem{item(1, 5, 0), item(2, 0, 1), item(2, 0, 2), item(1<<63, 0, 3)}
-	b := []ilItem{item(0, 9, 10), item(2, 0, 11), item(2, 1, 12), item(1<<63-1, 1<<63, 13), item(^uint64(0), 0, 14)}
+	a := []ilItem{{5, 0}, {6, 1}, {6, 2}, {1 << 63, 3}}
+	b := []ilItem{{4, 10}, {6, 11}, {7, 12}, {1<<63 - 1, 13}, {^uint64(0), 14}}
 	dst := make([]ilItem, len(a)+len(b))
 	merge2(dst, a, b)
 	var refs []uint64
 	for _, it := range dst {
 		refs = append(refs, it.ref)
 	}
-	// Equal keys: a's first. Keys compare as 128-bit numbers, time first.
+	// Equal keys: a's first. Keys compare as unsigned words.
 	require.Equal(t, []uint64{10, 0, 1, 2, 11, 12, 13, 3, 14}, refs)
 	merge2(dst[:len(a)], a, nil)
 	require.Equal(t, a, dst[:len(a)])
