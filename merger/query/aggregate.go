@@ -21,6 +21,10 @@ type accs struct {
 	metrics []columns.Metric
 	aggs    []agg.Agg
 	types   []columns.MetricType // the metrics' value types (ValueType looks the aggregator up)
+	// kinds and nullable: each aggregator's Type and Nullable, which valuesInto reads for
+	// every value (an agg.Agg, name and all, is several words to copy)
+	kinds    []agg.Type
+	nullable []bool
 	rows    []int64
 	minTime []int64
 	longs   [][]agg.LongAcc   // long metrics
@@ -32,8 +36,10 @@ func newAccs(metrics []columns.Metric) *accs {
 	n := len(metrics)
 	a := &accs{metrics: metrics, aggs: make([]agg.Agg, n), types: make([]columns.MetricType, n), longs: make([][]agg.LongAcc, n),
 		dbls: make([][]agg.DoubleAcc, n), sks: make([][]*hyperloglog.Sketch, n)}
+	a.kinds, a.nullable = make([]agg.Type, n), make([]bool, n)
 	for m, met := range metrics {
 		a.aggs[m], a.types[m] = met.Agg(), met.ValueType()
+		a.kinds[m], a.nullable[m] = a.aggs[m].Type, a.aggs[m].Nullable()
 	}
 	return a
 }
@@ -155,21 +161,25 @@ func (g *globalTable) overflow(groupBy []string) error {
 
 // valuesInto writes group i's aggregated values into out (len(a.metrics) values) and returns it.
 func (a *accs) valuesInto(out []AggValue, i int) []AggValue {
-	for m, x := range a.aggs {
+	for m, kind := range a.kinds {
 		v := AggValue{Type: a.types[m]}
-		switch x.Type {
+		switch kind {
 		case agg.Sketch:
 			if sk := a.sks[m][i]; sk != nil {
 				v.Long = int64(sk.Estimate())
 			}
 		case agg.Long:
+			// acc.Value() and acc.Null, inline: overflow was checked before
+			// (globalTable.overflow), and Value gives 0 for it.
 			acc := &a.longs[m][i]
-			v.Long, _ = acc.Value() // overflow checked before (globalTable.overflow)
-			v.Null = acc.Null(x)
+			if acc.Set && acc.C == 0 {
+				v.Long = acc.V
+			}
+			v.Null = !acc.Set && a.nullable[m]
 		case agg.Double:
 			acc := &a.dbls[m][i]
-			v.Double = acc.Value(x.Kind)
-			v.Null = acc.Null(x)
+			v.Double = acc.Value(a.aggs[m].Kind)
+			v.Null = acc.Null(a.aggs[m])
 		}
 		out[m] = v
 	}
