@@ -25,11 +25,11 @@ type accs struct {
 	// every value (an agg.Agg, name and all, is several words to copy)
 	kinds    []agg.Type
 	nullable []bool
-	rows    []int64
-	minTime []int64
-	longs   [][]agg.LongAcc   // long metrics
-	dbls    [][]agg.DoubleAcc // double metrics
-	sks     [][]*hyperloglog.Sketch
+	rows     []int64
+	minTime  []int64
+	longs    [][]agg.LongAcc   // long metrics
+	dbls     [][]agg.DoubleAcc // double metrics
+	sks      [][]*hyperloglog.Sketch
 }
 
 func newAccs(metrics []columns.Metric) *accs {
