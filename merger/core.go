@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/slicesx"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger/internal/parallel"
 	"github.com/writeout/writeout/merger/internal/source"
@@ -252,7 +253,7 @@ func (b *batch) appendRun(cur *cursor, a, e int, rm []uint32, first int64) {
 	k0 := len(b.refIn)
 	n := len(srcs)
 	// Grown once, then filled: one ref a row.
-	refIn, refLo, refHi, refEnd := extend(&b.refIn, n), extend(&b.refLo, n), extend(&b.refHi, n), extend(&b.refEnd, n)
+	refIn, refLo, refHi, refEnd := slicesx.Extend(&b.refIn, n), slicesx.Extend(&b.refLo, n), slicesx.Extend(&b.refHi, n), slicesx.Extend(&b.refEnd, n)
 	for i := range srcs {
 		refIn[i], refLo[i], refHi[i], refEnd[i] = in, 0, 0, int32(k0+i+1)
 	}
@@ -263,7 +264,7 @@ func (b *batch) appendRun(cur *cursor, a, e int, rm []uint32, first int64) {
 		}
 	}
 	if b.runsSet {
-		run := extend(&b.run, n)
+		run := slicesx.Extend(&b.run, n)
 		if cur.order == nil { // a window of consecutive source rows
 			for i := range run {
 				run[i] = int32(n - i)
@@ -277,13 +278,6 @@ func (b *batch) appendRun(cur *cursor, a, e int, rm []uint32, first int64) {
 			}
 		}
 	}
-}
-
-// extend lengthens *s by n elements and returns them (their values unspecified).
-func extend[T any](s *[]T, n int) []T {
-	k := len(*s)
-	*s = slices.Grow(*s, n)[:k+n]
-	return (*s)[k:]
 }
 
 // findRuns sets b.run (see batch) from the refs.

@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"slices"
 	"sync/atomic"
+
+	"github.com/writeout/writeout/internal/slicesx"
 )
 
 // Inputs that interleave row by row (overlapping time ranges: every input holds every hour)
@@ -207,7 +209,7 @@ func (b *batch) appendItems(il *interleave, items []ilItem) {
 	n := len(items)
 	k0 := len(b.refIn)
 	b.keys.n += n
-	times := extend(&b.keys.time, n)
+	times := slicesx.Extend(&b.keys.time, n)
 	for i := range items {
 		times[i] = il.tbase + int64(items[i].key>>il.idBits)
 	}
@@ -216,19 +218,19 @@ func (b *batch) appendItems(il *interleave, items []ilItem) {
 	for j := range b.keys.dims {
 		shift -= int(packBits[j])
 		mask := uint64(1)<<packBits[j] - 1
-		ids := extend(&b.keys.dims[j].ids, n)
+		ids := slicesx.Extend(&b.keys.dims[j].ids, n)
 		for i := range items {
 			ids[i] = uint32(items[i].key >> shift & mask)
 		}
 	}
-	refIn, refRow, refLo, refHi, refEnd := extend(&b.refIn, n), extend(&b.refRow, n), extend(&b.refLo, n), extend(&b.refHi, n), extend(&b.refEnd, n)
+	refIn, refRow, refLo, refHi, refEnd := slicesx.Extend(&b.refIn, n), slicesx.Extend(&b.refRow, n), slicesx.Extend(&b.refLo, n), slicesx.Extend(&b.refHi, n), slicesx.Extend(&b.refEnd, n)
 	for i := range items {
 		ref := items[i].ref
 		c := il.cs[ref>>32]
 		refIn[i], refRow[i], refLo[i], refHi[i], refEnd[i] = int32(c.in), c.w.src[uint32(ref)], 0, 0, int32(k0+i+1)
 	}
 	if b.runsSet { // runs of one row each (rows of one source in a row are rare here)
-		run := extend(&b.run, n)
+		run := slicesx.Extend(&b.run, n)
 		for i := range run {
 			run[i] = 1
 		}

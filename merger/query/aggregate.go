@@ -11,6 +11,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/slicesx"
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
@@ -65,33 +66,26 @@ func (a *accs) growN(n int) {
 	if n <= 0 {
 		return
 	}
-	clear(extend(&a.rows, n))
-	for i, ts := 0, extend(&a.minTime, n); i < len(ts); i++ {
+	clear(slicesx.Extend(&a.rows, n))
+	for i, ts := 0, slicesx.Extend(&a.minTime, n); i < len(ts); i++ {
 		ts[i] = math.MaxInt64
 	}
 	for m, x := range a.aggs {
 		switch x.Type {
 		case agg.Sketch:
-			clear(extend(&a.sks[m], n))
+			clear(slicesx.Extend(&a.sks[m], n))
 		case agg.Long:
 			acc := agg.NewLongAcc(x.Kind)
-			for i, s := 0, extend(&a.longs[m], n); i < len(s); i++ {
+			for i, s := 0, slicesx.Extend(&a.longs[m], n); i < len(s); i++ {
 				s[i] = acc
 			}
 		case agg.Double:
 			acc := agg.NewDoubleAcc(x.Kind)
-			for i, s := 0, extend(&a.dbls[m], n); i < len(s); i++ {
+			for i, s := 0, slicesx.Extend(&a.dbls[m], n); i < len(s); i++ {
 				s[i] = acc
 			}
 		}
 	}
-}
-
-// extend lengthens *s by n elements and returns them (their values unspecified).
-func extend[T any](s *[]T, n int) []T {
-	k := len(*s)
-	*s = slices.Grow(*s, n)[:k+n]
-	return (*s)[k:]
 }
 
 // reset drops every group, keeping the memory for the next window's.
