@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/slicesx"
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
@@ -709,11 +710,19 @@ func (c *cursor) fillRange(ctx context.Context) error {
 							d.offs = append(d.offs, uint32(len(d.ids)))
 						}
 					} else {
-						for _, id := range ids[r-first : end-first] {
-							if int(id) >= len(m) {
-								return c.badID(j, id, len(m))
-							}
-							d.ids = append(d.ids, m[id])
+						// One check of the chunk's largest id, then the map a value at a time.
+						src := ids[r-first : end-first]
+						var most uint32
+						for _, id := range src {
+							most = max(most, id)
+						}
+						if len(src) > 0 && int(most) >= len(m) {
+							i := slices.IndexFunc(src, func(id uint32) bool { return int(id) >= len(m) })
+							return c.badID(j, src[i], len(m)) // the first, as the reading order meets it
+						}
+						dst := slicesx.Extend(&d.ids, len(src))
+						for i, id := range src {
+							dst[i] = m[id]
 						}
 					}
 				} else {
