@@ -678,6 +678,9 @@ rows:
 		}
 		passed := false // cur's head no longer comes before the rival's
 		for {
+			// stopped: the run that cur emitted ended at a row that does not come before the
+			// rival's head (no comparison needed for it).
+			stopped := false
 			if !rollup && cur.perm == nil && len(cur.ghi) == 0 {
 				// Without rollup, the head row and the rows of the window after it that
 				// come before the rival's head go over in bulk, as far as the batch has room.
@@ -689,64 +692,46 @@ rows:
 				outRow += int64(e - cur.cur)
 				done += int64(e - cur.cur)
 				cur.cur = e - 1
-				if !checks() {
-					break rows
-				}
-				if cur.cur+1 < cur.npos { // the next row of the window
-					cur.cur++
-					if e < cur.npos && b.keys.n < batchRows {
-						passed = true // runEnd stopped at a row that does not come first
-						break
-					}
-					if rival == nil || less(cur, rival) {
-						continue
-					}
-					passed = true
-					break
-				}
-				if err := cur.advance(ctx); err != nil {
-					errs.Report(err)
-					break rows
-				}
-				break
-			}
-			i := cur.head()
-			if !(rollup && b.keys.n > 0 && cmpRows(&cur.w, i, &b.keys, b.keys.n-1) == 0) {
-				if !newRow(cur, i) {
-					break rows
-				}
-			}
-			addRef(cur, i)
-			done++
-			// With rollup, the rows of the window that come before the rival's head each
-			// combine into the row before them or start an output row, as cursor.same says:
-			// no comparison with the rival or the batch a row.
-			if rollup && cur.same != nil && cur.cur+1 < cur.npos {
-				e := cur.runEnd(rival, min(cur.npos, cur.cur+1+batchRows))
-				for p := cur.cur + 1; p < e; p++ {
-					// A pre-aggregated group's slots, each an output row, go over in bulk.
-					if g, n := cur.slotSpan(p, e); n > 0 && !withMaps && b.keys.n < batchRows {
-						n = min(n, batchRows-b.keys.n)
-						done += b.appendSlots(cur, g, p, n, batchSeq) - int64(n) // as addRef counts
-						outRow += int64(n)
-						p += n - 1
-						continue
-					}
-					i := cur.rowAt(p)
-					if !cur.same[p] && !newRow(cur, i) {
+				stopped = e < cur.npos && b.keys.n < batchRows // not the batch's room or the window's end
+			} else {
+				i := cur.head()
+				if !(rollup && b.keys.n > 0 && cmpRows(&cur.w, i, &b.keys, b.keys.n-1) == 0) {
+					if !newRow(cur, i) {
 						break rows
 					}
-					addRef(cur, i)
 				}
-				done += int64(e - cur.cur - 1)
-				cur.cur = e - 1
+				addRef(cur, i)
+				done++
+				// With rollup, the rows of the window that come before the rival's head each
+				// combine into the row before them or start an output row, as cursor.same says:
+				// no comparison with the rival or the batch a row.
+				if rollup && cur.same != nil && cur.cur+1 < cur.npos {
+					e := cur.runEnd(rival, min(cur.npos, cur.cur+1+batchRows))
+					for p := cur.cur + 1; p < e; p++ {
+						// A pre-aggregated group's slots, each an output row, go over in bulk.
+						if g, n := cur.slotSpan(p, e); n > 0 && !withMaps && b.keys.n < batchRows {
+							n = min(n, batchRows-b.keys.n)
+							done += b.appendSlots(cur, g, p, n, batchSeq) - int64(n) // as addRef counts
+							outRow += int64(n)
+							p += n - 1
+							continue
+						}
+						i := cur.rowAt(p)
+						if !cur.same[p] && !newRow(cur, i) {
+							break rows
+						}
+						addRef(cur, i)
+					}
+					done += int64(e - cur.cur - 1)
+					cur.cur = e - 1
+				}
 			}
 			if !checks() {
 				break rows
 			}
 			if cur.cur+1 < cur.npos { // the next row of the window
 				cur.cur++
-				if rival == nil || less(cur, rival) {
+				if !stopped && (rival == nil || less(cur, rival)) {
 					continue
 				}
 				passed = true
