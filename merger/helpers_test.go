@@ -264,3 +264,13 @@ func mustMerge(t testing.TB, inputs []*columns.Segment, dst string, opts Options
 	require.NoError(t, err)
 	return res
 }
+
+// requireSameFiles requires the files want and got to hold the same bytes (msg names the case).
+func requireSameFiles(t testing.TB, want, got, msg string) {
+	t.Helper()
+	wb, err := os.ReadFile(want)
+	require.NoError(t, err)
+	gb, err := os.ReadFile(got)
+	require.NoError(t, err)
+	require.Equal(t, wb, gb, "%s: the files differ", msg)
+}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -102,11 +101,7 @@ func TestMergeInterleave(t *testing.T) {
 		_, err = Merge(t.Context(), segs, off, opts)
 		interleaveOff = false
 		require.NoError(t, err, name)
-		onBytes, err := os.ReadFile(on)
-		require.NoError(t, err)
-		offBytes, err := os.ReadFile(off)
-		require.NoError(t, err)
-		require.Equal(t, offBytes, onBytes, "%s: the files differ", name)
+		requireSameFiles(t, off, on, name)
 
 		out, err := outputSchema(schemas, opts.inputName, nil, false, opts.Granularity)
 		require.NoError(t, err)

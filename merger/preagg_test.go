@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -133,11 +132,7 @@ func TestMergePreAggregate(t *testing.T) {
 			continue
 		}
 		require.NoError(t, errOn, name)
-		offBytes, err := os.ReadFile(off)
-		require.NoError(t, err)
-		onBytes, err := os.ReadFile(on)
-		require.NoError(t, err)
-		require.Equal(t, offBytes, onBytes, "%s: the files differ", name)
+		requireSameFiles(t, off, on, name)
 		if c%3 == 2 {
 			out, err := outputSchema(schemas, opts.inputName, nil, true, columns.GranularityHour)
 			require.NoError(t, err)
