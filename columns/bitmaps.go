@@ -36,16 +36,38 @@ type bitmapsWriter struct {
 
 // addRows adds the bitmap of rows, strictly increasing.
 func (b *bitmapsWriter) addRows(rows []uint32) error {
-	cs := b.enc.rowsContainers(rows)
-	switch {
-	case b.compact && len(rows) == 0:
-		b.buf, b.v4 = b.buf[:0], true
-	case b.compact && efSize(len(rows), rows[len(rows)-1]) < roaringSize(cs):
-		b.buf, b.v4 = appendEFRows(b.buf[:0], rows), true
-	default:
-		b.buf = b.enc.appendRowsBodies(appendRoaringHeader(b.buf[:0], cs), rows)
-	}
+	var v4 bool
+	b.buf, v4 = b.enc.appendBitmapRows(b.buf[:0], rows, b.compact)
+	b.v4 = b.v4 || v4
 	return b.addEncoded()
+}
+
+// appendBitmapRows appends the bitmap of rows, strictly increasing, in the form a bitmap index
+// part stores it: with compact, the smallest of the version 4 forms and the roaring
+// serialization (v4 reports a version 4 form); else the roaring serialization.
+func (e *roaringEncoder) appendBitmapRows(dst []byte, rows []uint32, compact bool) (_ []byte, v4 bool) {
+	if compact && len(rows) == 0 {
+		return dst, true
+	}
+	cs := e.rowsContainers(rows)
+	if compact && efSize(len(rows), rows[len(rows)-1]) < roaringSize(cs) {
+		return appendEFRows(dst, rows), true
+	}
+	return e.appendRowsBodies(appendRoaringHeader(dst, cs), rows), false
+}
+
+// addRun adds the bitmaps encoded in r (see BitmapRun).
+func (b *bitmapsWriter) addRun(r *BitmapRun) error {
+	base := uint64(b.st.n)
+	if err := b.st.write(r.buf); err != nil {
+		return err
+	}
+	b.ends = uint64Pool.Grow(b.ends, len(r.ends))
+	for _, e := range r.ends {
+		b.ends = append(b.ends, base+e)
+	}
+	b.v4 = b.v4 || r.v4
+	return nil
 }
 
 // addWords adds the bitmap of the bitset words.

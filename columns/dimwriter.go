@@ -483,6 +483,111 @@ func (d *DimWriter) WriteBitmapRows(id uint32, rows []uint32) error {
 	return nil
 }
 
+// BitmapRun encodes the bitmaps of a run of consecutive ids apart from its DimWriter, so that
+// several goroutines can encode one dimension's bitmap index: each fills a run of its own
+// (AddRows), then one goroutine adds the runs to the writer in id order (WriteBitmapRun). The
+// bytes are those WriteBitmapRows writes, and AddRows checks what WriteBitmapRows checks. A
+// run is used by one goroutine at a time; the writer is not touched until WriteBitmapRun.
+type BitmapRun struct {
+	first, next uint32
+	card        int
+	rows        int
+	nulls       *roaring.Bitmap // the null rows when the run starts at the null id, else nil
+	compact     bool
+	enc         roaringEncoder
+	buf         []byte   // the bitmaps, back to back
+	ends        []uint64 // where each ends in buf
+	bmCard      uint64
+	bmHash      uint64
+	v4          bool
+	name        string
+	err         error
+}
+
+// NewBitmapRun returns a run of bitmaps starting at id first. It closes the rows, as the first
+// WriteBitmap does; call it from the goroutine that uses the writer, before handing the run to
+// another.
+func (d *DimWriter) NewBitmapRun(first uint32) (*BitmapRun, error) {
+	if err := d.openBitmaps(); err != nil {
+		return nil, err
+	}
+	if int(first) < d.nextBM || int(first) > d.card {
+		return nil, d.fail(fmt.Errorf("NewBitmapRun(%d): the next bitmap is %d of %d: %w", first, d.nextBM, d.card, ErrState))
+	}
+	r := &BitmapRun{first: first, next: first, card: d.card, rows: d.rows, compact: d.bitmaps.compact, name: d.dim.Name}
+	if first == 0 && d.dict.hasNull {
+		r.nulls = d.nulls
+	}
+	return r, nil
+}
+
+// AddRows encodes the bitmap of the run's next id, given as its rows, strictly increasing.
+// rows is not kept.
+func (r *BitmapRun) AddRows(rows []uint32) error {
+	if r.err != nil {
+		return r.err
+	}
+	id := r.next
+	if int(id) >= r.card {
+		return r.fail(fmt.Errorf("bitmap %d: id not below the cardinality %d: %w", id, r.card, ErrInvalid))
+	}
+	if k, ok := strictlyIncreasing(rows); !ok {
+		return r.fail(fmt.Errorf("bitmap %d: rows not strictly increasing at index %d (%d after %d): %w", id, k, rows[k], rows[k-1], ErrInvalid))
+	}
+	if n := len(rows); n > 0 && int64(rows[n-1]) >= int64(r.rows) {
+		return r.fail(fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, rows[n-1], r.rows, ErrInvalid))
+	}
+	if id == 0 && r.nulls != nil && !equalRows(r.nulls, rows) {
+		return r.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", ErrInvalid))
+	}
+	r.bmCard += uint64(len(rows))
+	if invariants {
+		h := r.bmHash
+		for _, row := range rows {
+			h += pairHash(row, id)
+		}
+		r.bmHash = h
+	}
+	var v4 bool
+	r.buf, v4 = r.enc.appendBitmapRows(r.buf, rows, r.compact)
+	r.v4 = r.v4 || v4
+	r.ends = append(r.ends, uint64(len(r.buf)))
+	r.next++
+	return nil
+}
+
+func (r *BitmapRun) fail(err error) error {
+	if r.err == nil {
+		r.err = fmt.Errorf("columns: column %q: %w", r.name, err)
+	}
+	return r.err
+}
+
+// WriteBitmapRun adds the bitmaps of r, which must start at the next id, as WriteBitmapRows
+// would have added them one by one. r is not kept.
+func (d *DimWriter) WriteBitmapRun(r *BitmapRun) error {
+	if r.err != nil {
+		return d.fail(fmt.Errorf("bitmap run from %d: %w", r.first, r.err))
+	}
+	if r.next == r.first {
+		return nil
+	}
+	if err := d.beginBitmap(r.first); err != nil {
+		return err
+	}
+	if r.card != d.card || r.rows != d.rows {
+		return d.fail(fmt.Errorf("bitmap run from %d: made for %d ids and %d rows, the column has %d and %d: %w",
+			r.first, r.card, r.rows, d.card, d.rows, ErrState))
+	}
+	if err := d.bitmaps.addRun(r); err != nil {
+		return d.fail(err)
+	}
+	d.bmCard += r.bmCard
+	d.bmHash += r.bmHash
+	d.nextBM = int(r.next)
+	return nil
+}
+
 // WriteBitmapWords is WriteBitmapRows for a bitmap given as a bitset: row r is in it when bit
 // r%64 of words[r/64] is set. words may end before the last row. It is the fast path for a
 // value holding many rows; words is not kept.
@@ -526,16 +631,7 @@ func (d *DimWriter) WriteBitmapWords(id uint32, words []uint64) error {
 
 // beginBitmap checks that the bitmap of id may come next, closing the rows on the first call.
 func (d *DimWriter) beginBitmap(id uint32) error {
-	if d.err != nil {
-		return d.err
-	}
-	if d.bitmaps == nil {
-		return d.fail(fmt.Errorf("WriteBitmap on a dimension without a bitmap index: %w", ErrState))
-	}
-	if d.phase > 2 {
-		return d.fail(fmt.Errorf("WriteBitmap after finish: %w", ErrState))
-	}
-	if err := d.closeRows(); err != nil {
+	if err := d.openBitmaps(); err != nil {
 		return err
 	}
 	if int(id) != d.nextBM {
@@ -545,6 +641,20 @@ func (d *DimWriter) beginBitmap(id uint32) error {
 		return d.fail(fmt.Errorf("WriteBitmap(%d): id not below the cardinality %d: %w", id, d.card, ErrInvalid))
 	}
 	return nil
+}
+
+// openBitmaps checks that bitmaps may be written, closing the rows on the first call.
+func (d *DimWriter) openBitmaps() error {
+	if d.err != nil {
+		return d.err
+	}
+	if d.bitmaps == nil {
+		return d.fail(fmt.Errorf("WriteBitmap on a dimension without a bitmap index: %w", ErrState))
+	}
+	if d.phase > 2 {
+		return d.fail(fmt.Errorf("WriteBitmap after finish: %w", ErrState))
+	}
+	return d.closeRows()
 }
 
 // equalWords reports whether bm holds exactly the rows set in words.

@@ -5,9 +5,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/medium"
@@ -155,6 +157,8 @@ func TestWriteBitmapRowsSameFileAsWriteBitmap(t *testing.T) {
 		viaBitmap = iota
 		viaRows
 		viaWords
+		viaRuns
+		viaRunsOnly
 	)
 	build := func(form int) []byte {
 		w, err := NewWriter(s, WriterOptions{Medium: medium.NewHeap()})
@@ -179,6 +183,41 @@ func TestWriteBitmapRowsSameFileAsWriteBitmap(t *testing.T) {
 				bms[id] = append(bms[id], uint32(i))
 			}
 		}
+		if form == viaRuns || form == viaRunsOnly {
+			// Ids [0, 60) in a run (the null id's check), [60, 60) empty, [60, 100) directly
+			// (viaRuns) or in a run, [100, 150) and [150, 204) in runs, each run encoded on a
+			// goroutine of its own.
+			cuts := []int{0, 60, 60, 100, 150, 204}
+			runs := make([]*BitmapRun, len(cuts)-1)
+			for k := range runs {
+				if k != 2 || form == viaRunsOnly {
+					runs[k], err = d.NewBitmapRun(uint32(cuts[k]))
+					require.NoError(t, err)
+				}
+			}
+			var wg sync.WaitGroup
+			for k, r := range runs {
+				if r == nil {
+					continue
+				}
+				wg.Go(func() {
+					for _, rs := range bms[cuts[k]:cuts[k+1]] {
+						assert.NoError(t, r.AddRows(rs))
+					}
+				})
+			}
+			wg.Wait()
+			for k, r := range runs {
+				if r != nil {
+					require.NoError(t, d.WriteBitmapRun(r))
+					continue
+				}
+				for id := cuts[k]; id < cuts[k+1]; id++ {
+					require.NoError(t, d.WriteBitmapRows(uint32(id), bms[id]))
+				}
+			}
+			bms = nil
+		}
 		for id, rs := range bms {
 			switch form {
 			case viaRows:
@@ -196,9 +235,11 @@ func TestWriteBitmapRowsSameFileAsWriteBitmap(t *testing.T) {
 		require.NoError(t, err)
 		return buf.Bytes()
 	}
-	a, b, c := build(viaBitmap), build(viaRows), build(viaWords)
+	a, b, c, e, f := build(viaBitmap), build(viaRows), build(viaWords), build(viaRuns), build(viaRunsOnly)
 	require.True(t, bytes.Equal(a, b), "WriteBitmapRows and WriteBitmap give different files")
 	require.True(t, bytes.Equal(a, c), "WriteBitmapWords and WriteBitmap give different files")
+	require.True(t, bytes.Equal(a, e), "BitmapRun and WriteBitmap give different files")
+	require.True(t, bytes.Equal(a, f), "BitmapRun alone and WriteBitmap give different files")
 	seg, err := NewSegmentBytes(b)
 	require.NoError(t, err)
 	defer seg.Close()
@@ -259,6 +300,56 @@ func TestWriteBitmapRowsRejects(t *testing.T) {
 	require.NoError(t, d.WriteBitmapRows(1, []uint32{1, 2}))
 	_, err = w.FinishTo(io.Discard)
 	require.NoError(t, err)
+
+	// BitmapRun checks what WriteBitmapRows checks, and the order of the runs.
+	run := func(first uint32, rows ...[]uint32) (*Writer, *DimWriter, *BitmapRun, error) {
+		w, d := start()
+		r, err := d.NewBitmapRun(first)
+		require.NoError(t, err)
+		for _, rs := range rows {
+			if err := r.AddRows(rs); err != nil {
+				return w, d, r, err
+			}
+		}
+		return w, d, r, nil
+	}
+	for _, c := range []struct {
+		name  string
+		first uint32
+		rows  [][]uint32
+	}{
+		{"not increasing", 1, [][]uint32{{2, 1}}},
+		{"duplicate", 1, [][]uint32{{1, 1, 2}}},
+		{"row past the end", 1, [][]uint32{{1, 4}}},
+		{"null bitmap differs from the null rows", 0, [][]uint32{{0}}},
+		{"id not below the cardinality", 1, [][]uint32{{1, 2}, {}}},
+	} {
+		w, d, r, err := run(c.first, c.rows...)
+		require.ErrorIs(t, err, medium.ErrInvalid, c.name)
+		require.ErrorIs(t, d.WriteBitmapRun(r), medium.ErrInvalid, c.name+": WriteBitmapRun")
+		w.Abort()
+	}
+	w, d, r, err := run(1, []uint32{1, 2})
+	require.NoError(t, err)
+	require.ErrorIs(t, d.WriteBitmapRun(r), ErrState, "a run before the ids ahead of it")
+	w.Abort()
+	w, d = start()
+	require.NoError(t, d.WriteBitmapRows(0, []uint32{0, 3}))
+	_, err = d.NewBitmapRun(0)
+	require.ErrorIs(t, err, ErrState, "a run of ids written already")
+	w.Abort()
+	w, d, r, err = run(0, []uint32{0, 3}, []uint32{1, 2})
+	require.NoError(t, err)
+	require.NoError(t, d.WriteBitmapRun(r))
+	_, err = w.FinishTo(io.Discard)
+	require.NoError(t, err)
+	nb, err := NewWriter(Schema{Dimensions: []Dimension{{Name: "d", NoBitmapIndex: true}}}, WriterOptions{})
+	require.NoError(t, err)
+	nd, err := nb.Dim("d")
+	require.NoError(t, err)
+	_, err = nd.NewBitmapRun(0)
+	require.ErrorIs(t, err, ErrState, "a dimension without a bitmap index")
+	nb.Abort()
 }
 
 func BenchmarkRoaringEncode(b *testing.B) {

@@ -924,6 +924,8 @@ func (c *core) bitmaps() error {
 		total += int64(c.card[d])
 	}
 	var done atomic.Int64
+	cs := &cores{par: int32(c.opts.Parallelism)}
+	cs.pending.Store(int32(len(todo)))
 	scratch := make(chan *sortScratch, len(todo)) // at most one a goroutine is ever made
 	defer func() {
 		for {
@@ -938,6 +940,9 @@ func (c *core) bitmaps() error {
 	run := func() error {
 		return parallel.Run(len(todo), c.opts.Parallelism, func(k int) error {
 			d := todo[k]
+			cs.busy.Add(1)
+			cs.pending.Add(-1)
+			defer cs.busy.Add(-1)
 			var sc *sortScratch
 			select {
 			case sc = <-scratch:
@@ -945,7 +950,7 @@ func (c *core) bitmaps() error {
 				sc = new(sortScratch)
 			}
 			defer func() { scratch <- sc }()
-			if err := c.dimBitmaps(d, &done, sc); err != nil {
+			if err := c.dimBitmaps(d, cs, &done, sc); err != nil {
 				return fmt.Errorf("merger: dimension %q: bitmaps: %w", c.out.Dimensions[d].Name, err)
 			}
 			return nil
@@ -978,9 +983,9 @@ func (c *core) bitmaps() error {
 }
 
 // dimBitmaps writes dimension d's bitmaps, adding to done as they are written.
-func (c *core) dimBitmaps(d int, done *atomic.Int64, sc *sortScratch) error {
+func (c *core) dimBitmaps(d int, cs *cores, done *atomic.Int64, sc *sortScratch) error {
 	if t := c.dimTasks[d]; t.log != nil {
-		err := t.log.writeBitmaps(c.ctx, c.dws[d], c.card[d], done, sc)
+		err := t.log.writeBitmaps(c.ctx, c.dws[d], c.card[d], cs, done, sc)
 		// The memory goes as soon as the dimension is done.
 		return errors.Join(err, t.log.free())
 	}

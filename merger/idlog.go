@@ -25,7 +25,8 @@ type idLog interface {
 	add(ids []uint32)
 	// writeBitmaps writes the bitmap of every id below card to dw, in id order, with the
 	// scratch memory of sc (kept for the next dimension).
-	writeBitmaps(ctx context.Context, dw *columns.DimWriter, card int, done *atomic.Int64, sc *sortScratch) error
+	// cs, if not nil, may lend idle cores to the encoding (encodeIDs).
+	writeBitmaps(ctx context.Context, dw *columns.DimWriter, card int, cs *cores, done *atomic.Int64, sc *sortScratch) error
 	// free releases the log's memory (a mapping, when it is large); a second call does nothing.
 	free() error
 }
@@ -82,7 +83,7 @@ func (l *typedLog[T]) free() error {
 // merge read each log three times: 40% of its bitmaps phase).
 const logSortRows = 1 << 22
 
-func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw *columns.DimWriter, card int, done *atomic.Int64, sc *sortScratch) error {
+func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw *columns.DimWriter, card int, cs *cores, done *atomic.Int64, sc *sortScratch) error {
 	log := l.arr.S[:l.n]
 	sc.counts = slices.Grow(sc.counts[:0], card)[:card]
 	counts := sc.counts
@@ -141,16 +142,136 @@ func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw *columns.DimWriter, c
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("merger: %w", err)
 		}
-		off = 0
-		for v := lo; v < hi; v++ {
-			n := counts[v]
-			if err := dw.WriteBitmapRows(uint32(v), rows[off:off+n]); err != nil {
-				return err
-			}
-			off += n
+		if err := encodeIDs(dw, rows, counts, lo, hi, cs, done); err != nil {
+			return err
 		}
-		done.Add(int64(hi - lo))
 		lo = hi
 	}
 	return nil
+}
+
+// cores tracks the goroutines writing a merge's bitmaps, so that the encoding of a dimension's
+// bitmaps can hand ids to a core that fell idle (encodeIDs). The bitmaps of a merge's
+// dimensions are written one dimension a goroutine: without it, the goroutine of the last one
+// works alone while the others wait.
+type cores struct {
+	par     int32
+	busy    atomic.Int32 // goroutines writing bitmaps
+	pending atomic.Int32 // dimensions not started
+}
+
+// idle returns how many cores no goroutine writes bitmaps on, once every dimension has started.
+func (c *cores) idle() int {
+	if c == nil || c.pending.Load() > 0 {
+		return 0
+	}
+	return max(0, int(c.par-c.busy.Load()))
+}
+
+// splitRows is the fewest rows of bitmaps encodeIDs hands to another goroutine.
+var splitRows = 1 << 16
+
+// encodeIDs writes the bitmaps of ids [lo, hi), whose rows (counts[v] of id v) lie back to
+// back in rows, sorted by id. Every 64 ids it asks cs whether cores fell idle; if k did, it
+// cuts the ids left into k+1 parts of about as many rows, keeps the first and starts a
+// goroutine for each other, which encodes its bitmaps apart (columns.BitmapRun); the parts
+// are written in id order when this goroutine is done with its own.
+func encodeIDs(dw *columns.DimWriter, rows, counts []uint32, lo, hi int, cs *cores, done *atomic.Int64) (err error) {
+	var helpers []split
+	defer func() {
+		// Every helper reads rows: wait for them all, on every path.
+		slices.SortFunc(helpers, func(a, b split) int { return a.first - b.first })
+		for _, h := range helpers {
+			herr := <-h.err
+			if err == nil {
+				err = herr
+			}
+			if err == nil {
+				err = dw.WriteBitmapRun(h.run)
+			}
+		}
+	}()
+	off, end := uint32(0), hi
+	for v := lo; v < end; v++ {
+		if (v-lo)&63 == 63 {
+			if k := cs.idle(); k > 0 {
+				hs, err := splitIDs(dw, rows, counts, v, end, off, k, cs, done)
+				helpers = append(helpers, hs...)
+				if err != nil {
+					return err
+				}
+				if len(hs) > 0 {
+					end = hs[0].first
+				}
+			}
+		}
+		n := counts[v]
+		if err := dw.WriteBitmapRows(uint32(v), rows[off:off+n]); err != nil {
+			return err
+		}
+		off += n
+		if (v-lo)&255 == 255 {
+			done.Add(256)
+		}
+	}
+	done.Add(int64((end - lo) & 255))
+	return nil
+}
+
+// split is a part of the ids encodeIDs handed to a goroutine.
+type split struct {
+	first int
+	run   *columns.BitmapRun
+	err   chan error
+}
+
+// splitIDs cuts ids [v, end), whose rows start at off in rows, into up to k+1 parts of about
+// as many rows and starts a goroutine encoding each part but the first. It returns them in id
+// order; none when the ids are too few for it to pay.
+func splitIDs(dw *columns.DimWriter, rows, counts []uint32, v, end int, off uint32, k int, cs *cores, done *atomic.Int64) ([]split, error) {
+	left := 0
+	for u := v; u < end; u++ {
+		left += int(counts[u])
+	}
+	k = min(k, end-v-1, left/splitRows)
+	if k <= 0 {
+		return nil, nil
+	}
+	var parts []split
+	var starts []uint32
+	sum, at := 0, off
+	for u, j := v, 1; u < end && j <= k; u++ {
+		if sum >= j*left/(k+1) && u > v {
+			parts, starts = append(parts, split{first: u}), append(starts, at)
+			j++
+		}
+		sum += int(counts[u])
+		at += counts[u]
+	}
+	for i := range parts {
+		last := end
+		if i+1 < len(parts) {
+			last = parts[i+1].first
+		}
+		r, err := dw.NewBitmapRun(uint32(parts[i].first))
+		if err != nil {
+			return parts[:i], err
+		}
+		parts[i].run, parts[i].err = r, make(chan error, 1)
+		cs.busy.Add(1)
+		go func(p split, a, e int, at uint32) {
+			defer cs.busy.Add(-1)
+			for u := a; u < e; u++ {
+				n := counts[u]
+				if err := p.run.AddRows(rows[at : at+n]); err != nil {
+					p.err <- err
+					return
+				}
+				at += n
+			}
+			done.Add(int64(e - a))
+			p.err <- nil
+		}(parts[i], parts[i].first, last, starts[i])
+	}
+	return parts, nil
 }

@@ -18,84 +18,100 @@ import (
 
 // TestIDLogBitmaps writes a single-value dimension's bitmaps from an id log, with the
 // counting sort's buffer smaller than the rows (several ranges of ids, an id holding more rows
-// than the buffer, ids holding none), for each width of the log: every bitmap holds exactly
-// the rows of its id.
+// than the buffer, ids holding none), for each width of the log, with no idle core and with
+// one or three (the ids handed to other goroutines, in parts of a few rows): every bitmap
+// holds exactly the rows of its id.
 func TestIDLogBitmaps(t *testing.T) {
+	defer func(n int) { splitRows = n }(splitRows)
+	splitRows = 5
 	for _, card := range []int{3, 200, 300, 70_000} {
 		for _, bound := range []int{1, 7, 64, 0} {
-			t.Run(fmt.Sprintf("card=%d/bound=%d", card, bound), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(uint64(card), uint64(bound)))
-				rows := 500
-				ids := make([]uint32, rows)
-				for r := range ids {
-					if r%3 == 0 {
-						ids[r] = 1 // one id holds a third of the rows
-					} else {
-						ids[r] = uint32(rng.IntN(min(card, 40))) // many ids hold none
-					}
-				}
-				s := columns.Schema{Dimensions: []columns.Dimension{{Name: "d"}}}
-				w, err := columns.NewWriter(s, columns.WriterOptions{ChunkRows: 64})
-				require.NoError(t, err)
-				tw, err := w.Time()
-				require.NoError(t, err)
-				dw, err := w.Dim("d")
-				require.NoError(t, err)
-				require.NoError(t, dw.AddNull())
-				for v := 1; v < card; v++ {
-					_, err := dw.AddValue(fmt.Sprintf("v%06d", v))
-					require.NoError(t, err)
-				}
-				for r := range rows {
-					require.NoError(t, tw.Append(int64(r)))
-				}
-				log := newIDLog(card)
-				log.reserve(rows / (1 + bound%3)) // half the rows for some: the log grows past its reserve
-				switch l := log.(type) {
-				case *typedLog[uint8]:
-					l.sortRows = bound
-				case *typedLog[uint16]:
-					l.sortRows = bound
-				case *typedLog[uint32]:
-					l.sortRows = bound
-				}
-				for lo := 0; lo < rows; lo += 100 {
-					require.NoError(t, dw.AppendSingleIDs(ids[lo:lo+100]))
-					log.add(ids[lo : lo+100])
-				}
-				var done atomic.Int64
-				sc := &sortScratch{counts: []uint32{9, 9}, rows: scratch.New[uint32](3)}
-				require.NoError(t, log.writeBitmaps(context.Background(), dw, card, &done, sc))
-				require.NoError(t, log.free())
-				require.NoError(t, log.free(), "a second free")
-				require.NoError(t, sc.rows.Free())
-				require.Equal(t, int64(card), done.Load())
-				path := filepath.Join(t.TempDir(), "seg")
-				_, err = w.Finish(path, columns.PublishOptions{})
-				require.NoError(t, err)
-				seg, err := columns.Open(path)
-				require.NoError(t, err)
-				defer seg.Close()
-				require.NoError(t, seg.Verify())
-				col, err := seg.Dim("d")
-				require.NoError(t, err)
-				for v := range card {
-					bm, err := col.Bitmap(uint32(v))
-					require.NoError(t, err)
-					var want []uint32
-					for r, id := range ids {
-						if id == uint32(v) {
-							want = append(want, uint32(r))
+			for _, idle := range []int{0, 1, 3} {
+				t.Run(fmt.Sprintf("card=%d/bound=%d/idle=%d", card, bound, idle), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(uint64(card), uint64(bound)))
+					rows := 500
+					ids := make([]uint32, rows)
+					for r := range ids {
+						switch r % 3 {
+						case 0:
+							ids[r] = 1 // one id holds a third of the rows
+						case 1:
+							ids[r] = uint32(rng.IntN(min(card, 40)))
+						default:
+							ids[r] = uint32(rng.IntN(card)) // of a large cardinality, many ids hold none
 						}
 					}
-					got := bm.ToArray()
-					if len(want) == 0 {
-						require.Empty(t, got, "id %d", v)
-					} else {
-						require.Equal(t, want, got, "id %d", v)
+					s := columns.Schema{Dimensions: []columns.Dimension{{Name: "d"}}}
+					w, err := columns.NewWriter(s, columns.WriterOptions{ChunkRows: 64})
+					require.NoError(t, err)
+					tw, err := w.Time()
+					require.NoError(t, err)
+					dw, err := w.Dim("d")
+					require.NoError(t, err)
+					require.NoError(t, dw.AddNull())
+					for v := 1; v < card; v++ {
+						_, err := dw.AddValue(fmt.Sprintf("v%06d", v))
+						require.NoError(t, err)
 					}
-				}
-			})
+					for r := range rows {
+						require.NoError(t, tw.Append(int64(r)))
+					}
+					log := newIDLog(card)
+					log.reserve(rows / (1 + bound%3)) // half the rows for some: the log grows past its reserve
+					switch l := log.(type) {
+					case *typedLog[uint8]:
+						l.sortRows = bound
+					case *typedLog[uint16]:
+						l.sortRows = bound
+					case *typedLog[uint32]:
+						l.sortRows = bound
+					}
+					for lo := 0; lo < rows; lo += 100 {
+						require.NoError(t, dw.AppendSingleIDs(ids[lo:lo+100]))
+						log.add(ids[lo : lo+100])
+					}
+					var done atomic.Int64
+					sc := &sortScratch{counts: []uint32{9, 9}, rows: scratch.New[uint32](3)}
+					var cs *cores
+					if idle > 0 {
+						cs = &cores{par: int32(1 + idle)}
+						cs.busy.Store(1) // this goroutine
+					}
+					require.NoError(t, log.writeBitmaps(context.Background(), dw, card, cs, &done, sc))
+					if cs != nil {
+						require.Equal(t, int32(1), cs.busy.Load(), "every helper done")
+					}
+					require.NoError(t, log.free())
+					require.NoError(t, log.free(), "a second free")
+					require.NoError(t, sc.rows.Free())
+					require.Equal(t, int64(card), done.Load())
+					path := filepath.Join(t.TempDir(), "seg")
+					_, err = w.Finish(path, columns.PublishOptions{})
+					require.NoError(t, err)
+					seg, err := columns.Open(path)
+					require.NoError(t, err)
+					defer seg.Close()
+					require.NoError(t, seg.Verify())
+					col, err := seg.Dim("d")
+					require.NoError(t, err)
+					for v := range card {
+						bm, err := col.Bitmap(uint32(v))
+						require.NoError(t, err)
+						var want []uint32
+						for r, id := range ids {
+							if id == uint32(v) {
+								want = append(want, uint32(r))
+							}
+						}
+						got := bm.ToArray()
+						if len(want) == 0 {
+							require.Empty(t, got, "id %d", v)
+						} else {
+							require.Equal(t, want, got, "id %d", v)
+						}
+					}
+				})
+			}
 		}
 	}
 }
