@@ -305,6 +305,15 @@ type flipBytes struct {
 	flip bool
 }
 
+// ReadAt reads the bytes with the one in the middle flipped.
+func (b *flipBytes) ReadAt(p []byte, off int64) (int, error) {
+	n, err := b.Bytes.ReadAt(p, off)
+	if mid := b.Size() / 2; b.flip && mid >= off && mid < off+int64(n) {
+		p[mid-off] ^= 0x10
+	}
+	return n, err
+}
+
 func (b *flipBytes) WriteTo(w io.Writer) (int64, error) {
 	if !b.flip || b.Size() == 0 {
 		return b.Bytes.WriteTo(w)
@@ -772,4 +781,43 @@ func TestAppendValuesTimeChecks(t *testing.T) {
 	info, err := w.FinishTo(&buf)
 	require.NoError(t, err)
 	require.Equal(t, Interval{Start: 2 * hour, End: 8 * hour}, info.Interval)
+}
+
+// failAfter accepts n bytes, then fails every write.
+type failAfter struct{ n int }
+
+var errWriteFailed = errors.New("write failed")
+
+func (f *failAfter) Write(p []byte) (int, error) {
+	if len(p) <= f.n {
+		f.n -= len(p)
+		return len(p), nil
+	}
+	k := f.n
+	f.n = 0
+	return k, errWriteFailed
+}
+
+// TestFinishToWriteFails fails the output at several points of a segment of many buffers
+// (emit reads them ahead on a goroutine of its own): FinishTo says so, returns, and the
+// stages are released; a writer that succeeds gets the same bytes as from Finish.
+func TestFinishToWriteFails(t *testing.T) {
+	s, rows := publishRows(t, 20_000)
+	var whole bytes.Buffer
+	_, err := filledWriter(t, s, rows, WriterOptions{}).FinishTo(&whole)
+	require.NoError(t, err)
+	require.Greater(t, whole.Len(), 4*emitBuf, "a segment of more buffers than emit holds")
+	for _, at := range []int{0, 10, emitBuf - 1, emitBuf, 3*emitBuf + 5, whole.Len() - 3} {
+		med := medium.NewHeap()
+		w := filledWriter(t, s, rows, WriterOptions{Medium: med})
+		_, err := w.FinishTo(&failAfter{n: at})
+		require.ErrorIs(t, err, errWriteFailed, "failing after %d bytes", at)
+		require.NoError(t, med.Close())
+	}
+	dst := filepath.Join(t.TempDir(), "seg")
+	_, err = filledWriter(t, s, rows, WriterOptions{}).Finish(dst, PublishOptions{})
+	require.NoError(t, err)
+	got, err := os.ReadFile(dst)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(whole.Bytes(), got), "FinishTo and Finish write the same bytes")
 }

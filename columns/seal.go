@@ -155,10 +155,93 @@ func (c *crcWriter) Write(p []byte) (int, error) {
 	return k, err
 }
 
-// emit writes the whole segment to out: the header, every part copied out of its stage with
-// WriteTo and checked against the CRC and size computed when it was staged, the footer and the
-// trailer.
+// emitBuf is the size of the buffers emit reads the stages into, and emitBufs their number.
+const (
+	emitBuf  = 256 << 10
+	emitBufs = 3
+)
+
+// emit writes the whole segment to out: the header, every part read out of its stage and
+// checked against the CRC and size computed when it was staged, the footer and the trailer.
+// A goroutine reads the header and the parts, back to back, into buffers of emitBuf bytes
+// (ReadAt) and checksums them, while this one writes the buffers before: reading a staged part
+// back (a copy out of a temp file's cache, say) and writing the segment (a copy into the
+// output's) take turns on two cores, and every write but the last is a whole buffer, which a
+// bufio.Writer of that size passes on without copying it (the parts' own WriteTo, a part at a
+// time, left a buffered writer copying every byte).
 func (w *Writer) emit(out io.Writer, f *footer) (int64, error) {
+	type filled struct {
+		b   []byte
+		err error
+	}
+	full := make(chan filled, emitBufs)
+	free := make(chan []byte, emitBufs)
+	for range emitBufs {
+		free <- bytePool.Get(emitBuf)[:0]
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(full)
+		var buf []byte
+		select {
+		case buf = <-free:
+		case <-stop:
+			return
+		}
+		send := func(fb filled) bool {
+			select {
+			case full <- fb:
+				return true
+			case <-stop:
+				return false
+			}
+		}
+		buf = appendHeader(buf, f.version)
+		for _, s := range w.stages {
+			if s.b.Size() != s.n {
+				send(filled{err: fmt.Errorf("columns: column %q part %s: the encoders wrote %d bytes, the stage holds %d: %w",
+					s.name, s.spec.kind, s.n, s.b.Size(), ErrCorrupt)})
+				return
+			}
+			crc := uint32(0)
+			for off := int64(0); off < s.n; {
+				if len(buf) == emitBuf {
+					if !send(filled{b: buf}) {
+						return
+					}
+					select {
+					case buf = <-free:
+					case <-stop:
+						return
+					}
+				}
+				p := buf[len(buf) : len(buf)+int(min(int64(emitBuf-len(buf)), s.n-off))]
+				k, err := s.b.ReadAt(p, off)
+				if k == len(p) {
+					err = nil // ReadAt may say io.EOF with the part's last bytes
+				} else if err == nil || err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				if err != nil {
+					send(filled{err: fmt.Errorf("columns: column %q part %s: copy: %w", s.name, s.spec.kind, err)})
+					return
+				}
+				crc = crc32.Update(crc, castagnoli, p)
+				buf = buf[:len(buf)+len(p)]
+				off += int64(len(p))
+			}
+			if crc != s.crc {
+				send(filled{err: corruptf("columns: column %q part %s: copied %d bytes with CRC %08x, staged %d bytes with CRC %08x",
+					s.name, s.spec.kind, s.n, crc, s.n, s.crc)})
+				return
+			}
+		}
+		if len(buf) > 0 {
+			send(filled{b: buf})
+		}
+	}()
 	var total int64
 	put := func(b []byte) error {
 		n, err := out.Write(b)
@@ -168,24 +251,26 @@ func (w *Writer) emit(out io.Writer, f *footer) (int64, error) {
 		}
 		return err
 	}
-	if err := put(appendHeader(nil, f.version)); err != nil {
-		return total, fmt.Errorf("columns: write header: %w", err)
+	var err error
+	for fb := range full {
+		if err = fb.err; err != nil {
+			break
+		}
+		if err = put(fb.b); err != nil {
+			err = fmt.Errorf("columns: write: %w", err)
+			break
+		}
+		free <- fb.b[:0]
 	}
-	for _, s := range w.stages {
-		if s.b.Size() != s.n {
-			return total, fmt.Errorf("columns: column %q part %s: the encoders wrote %d bytes, the stage holds %d: %w",
-				s.name, s.spec.kind, s.n, s.b.Size(), ErrCorrupt)
-		}
-		cw := crcWriter{w: out}
-		_, err := s.b.WriteTo(&cw)
-		total += cw.n
-		if err != nil {
-			return total, fmt.Errorf("columns: column %q part %s: copy: %w", s.name, s.spec.kind, err)
-		}
-		if cw.n != s.n || cw.crc != s.crc {
-			return total, corruptf("columns: column %q part %s: copied %d bytes with CRC %08x, staged %d bytes with CRC %08x",
-				s.name, s.spec.kind, cw.n, cw.crc, s.n, s.crc)
-		}
+	// The reader stops at its next buffer and is waited for: it reads the stages, which are
+	// released once emit returns.
+	close(stop)
+	<-done
+	for len(free) > 0 {
+		bytePool.Put(<-free)
+	}
+	if err != nil {
+		return total, err
 	}
 	fb, err := appendFooter(nil, f)
 	if err != nil {
