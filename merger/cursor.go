@@ -611,6 +611,11 @@ func (c *cursor) fillRange(ctx context.Context) error {
 	// time's bucket ends by MaxTime + a day, which fits an int64.
 	width := c.gran.Millis()
 	bucket, bucketEnd := int64(0), int64(0)
+	// The loop keeps the cursor's fields and the window's times in locals, stored back after
+	// it (an error ends the merge; unsorted reads lastT): as fields, each row loaded and
+	// stored them.
+	lastT, fresh, tlo, thi := c.lastT, c.fresh, c.tlo, c.thi
+	times := w.time
 	for p < c.n {
 		first, vals, err := c.times.C.Chunk(p)
 		if err != nil {
@@ -620,9 +625,9 @@ func (c *cursor) fillRange(ctx context.Context) error {
 			return fmt.Errorf("merger: %s: __time: chunk at %d does not hold row %d: %w", c.name, first, p, columns.ErrCorrupt)
 		}
 		full := false
-		w.time = grown(w.time, len(vals)-(p-first))
+		times = grown(times, len(vals)-(p-first))
 		for _, t := range vals[p-first:] {
-			if t < c.tlo || t > c.thi {
+			if t < tlo || t > thi {
 				return c.badTime(p, t)
 			}
 			if t >= bucket && t < bucketEnd {
@@ -630,19 +635,22 @@ func (c *cursor) fillRange(ctx context.Context) error {
 				// batch goes on and the order holds.
 				t = bucket
 			} else {
-				t = c.gran.Truncate(t)
-				if p-p0 >= cursorBatch && t != c.lastT {
+				if width > 1 {
+					t = c.gran.Truncate(t)
+				}
+				if p-p0 >= cursorBatch && t != lastT {
 					full = true // stop at a group boundary only
 					break
 				}
-				if !c.fresh && t < c.lastT {
+				if !fresh && t < lastT {
+					c.lastT = lastT
 					return c.unsorted(p, t)
 				}
-				c.fresh = false
-				c.lastT = t
+				fresh = false
+				lastT = t
 				bucket, bucketEnd = t, t+width
 			}
-			w.time = append(w.time, t)
+			times = append(times, t)
 			p++
 			if (p-p0)&0xffff == 0 {
 				if err := ctx.Err(); err != nil {
@@ -654,6 +662,7 @@ func (c *cursor) fillRange(ctx context.Context) error {
 			break
 		}
 	}
+	c.lastT, c.fresh, w.time = lastT, fresh, times
 	n := p - p0
 	w.n = n
 	w.src = grown(w.src, n)[:n] // the window was empty
@@ -710,18 +719,14 @@ func (c *cursor) fillRange(ctx context.Context) error {
 							d.offs = append(d.offs, uint32(len(d.ids)))
 						}
 					} else {
-						// One check of the chunk's largest id, then the map a value at a time.
+						// The check of each id is the map's bounds check (one compare, and no
+						// other pass over the ids).
 						src := ids[r-first : end-first]
-						var most uint32
-						for _, id := range src {
-							most = max(most, id)
-						}
-						if len(src) > 0 && int(most) >= len(m) {
-							i := slices.IndexFunc(src, func(id uint32) bool { return int(id) >= len(m) })
-							return c.badID(j, src[i], len(m)) // the first, as the reading order meets it
-						}
-						dst := slicesx.Extend(&d.ids, len(src))
+						dst := slicesx.Extend(&d.ids, len(src))[:len(src)]
 						for i, id := range src {
+							if int(id) >= len(m) {
+								return c.badID(j, id, len(m)) // the first, as the reading order meets it
+							}
 							dst[i] = m[id]
 						}
 					}
