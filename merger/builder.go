@@ -17,7 +17,6 @@ import (
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
-	"github.com/writeout/writeout/merger/internal/parallel"
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
@@ -840,8 +839,8 @@ func (b *Builder) Persist(ctx context.Context, dst string, opts PersistOptions) 
 // first, in order, then the builder's, as if the builder's rows had been persisted as one
 // more segment and merged with Merge after them (same rollup, same bytes), without writing
 // and reading back that segment. Ingestion merges its runs with the rows still in memory
-// this way. The segments' checksums are verified first, as Merge does; the segments stay
-// open and the caller's.
+// this way. The segments' checksums are verified as Merge does them (before the output is
+// published); the segments stay open and the caller's.
 func (b *Builder) PersistAfter(ctx context.Context, before []*columns.Segment, dst string, opts PersistOptions) (res Result, err error) {
 	start := time.Now()
 	mo := Options{Medium: opts.Medium, Durability: opts.Durability, Replace: opts.Replace, Parallelism: opts.Parallelism,
@@ -861,18 +860,7 @@ func (b *Builder) PersistAfter(ctx context.Context, before []*columns.Segment, d
 		schemas = append(schemas, in.Schema())
 		names = append(names, mo.inputNameOf(i, in))
 	}
-	err = parallel.Run(len(before), mo.Parallelism, func(i int) error {
-		if err := before[i].VerifyChecksumsContext(ctx); err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("merger: %w", ctx.Err())
-			}
-			return fmt.Errorf("merger: %s: %w", names[i], err)
-		}
-		return nil
-	})
-	if err != nil {
-		return Result{}, err
-	}
+	mo.verifyInputs = verifier(before, names, mo.Parallelism)
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {

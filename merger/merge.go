@@ -114,7 +114,19 @@ func merge(ctx context.Context, inputs []*columns.Segment, dst target, opts Opti
 		return res, fmt.Errorf("merger: %w", err)
 	}
 	if !opts.SkipChecksums {
-		err := parallel.Run(len(inputs), opts.Parallelism, func(i int) error {
+		opts.verifyInputs = verifier(inputs, names, opts.Parallelism)
+	}
+	// The merge is over (its readers done) whether it failed or not: their chunk buffers go
+	// back to columns' pools for the next merge.
+	defer source.Release(srcs...)
+	return mergeSources(ctx, srcs, names, out, dst, opts, start)
+}
+
+// verifier returns the pass of Options.SkipChecksums over inputs (named names in errors): the
+// CRC-32C of every part the read path has not checked.
+func verifier(inputs []*columns.Segment, names []string, par int) func(context.Context) error {
+	return func(ctx context.Context) error {
+		return parallel.Run(len(inputs), par, func(i int) error {
 			if err := inputs[i].VerifyChecksumsContext(ctx); err != nil {
 				if ctx.Err() != nil {
 					return fmt.Errorf("merger: %w", ctx.Err())
@@ -123,14 +135,7 @@ func merge(ctx context.Context, inputs []*columns.Segment, dst target, opts Opti
 			}
 			return nil
 		})
-		if err != nil {
-			return res, err
-		}
 	}
-	// The merge is over (its readers done) whether it failed or not: their chunk buffers go
-	// back to columns' pools for the next merge.
-	defer source.Release(srcs...)
-	return mergeSources(ctx, srcs, names, out, dst, opts, start)
 }
 
 // mergeSources runs the phases of a merge: while there are more sources than MaxFanIn,

@@ -1,6 +1,7 @@
 package merger
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -92,14 +93,22 @@ type Options struct {
 	// ProgressRows is the batch of Progress calls; 0 means 65536 rows.
 	ProgressRows int
 
-	// SkipChecksums skips the pass that checks the CRC-32C of every input part before the merge
-	// writes anything. Damage is found either way: the readers check each part the first time
-	// the merge touches it (see columns.Segment), so a damaged input always fails the merge
-	// rather than become a valid-looking output. The pass finds it before any work, and can be
-	// cancelled; it costs one read of the inputs (a few milliseconds for tens of MiB in the page
-	// cache) and marks every part checked, so the read path does not check again. Skip it for
-	// inputs just verified.
+	// SkipChecksums skips the pass that checks the CRC-32C of the input parts the merge did not
+	// read, before it publishes the output. Damage in a part the merge reads is found either
+	// way: the readers check each part the first time the merge touches it (see
+	// columns.Segment), through the mapping the merge then reads, so a damaged input always
+	// fails the merge rather than become a valid-looking output. The pass covers the rest (the
+	// bitmap indexes of single-value dimensions, say, which a merge rebuilds from the ids), so
+	// that a merge fails on any damage in its inputs, as a copy would; it reads only those
+	// parts, and can be cancelled. Skip it for inputs just verified.
+	//
+	// The pass used to run first, over every part: it found damage before any work, but it
+	// read every input through a second copy (a pread) before the merge read it again through
+	// the mapping, and that was a seventh of the peers' contiguous merge.
 	SkipChecksums bool
+
+	// verifyInputs, when set, is the pass above: runCore calls it before the final publish.
+	verifyInputs func(context.Context) error
 
 	// Compression and ChunkRows are passed to columns.WriterOptions.
 	Compression columns.Compression
