@@ -91,17 +91,30 @@ func (p *efPacker) add(v uint32) {
 // bytes), so that no branch asks whether the next value's bit falls in a later word.
 func (p *efPacker) addAll(vals []uint32) {
 	if l := p.l; l > 0 {
+		// As putAll: narrow lows are first joined into groups of 8, 4 or 2 (side by side in
+		// one word, as the stream has them), so that the accumulator takes a group at a time.
 		dst, mask, low, acc, nacc := p.dst, p.mask, p.low, p.acc, p.nacc
-		for _, v := range vals {
-			x := uint64(v & mask)
-			acc |= x << (nacc & 63)
-			nacc += l
-			if nacc >= 64 {
-				binary.LittleEndian.PutUint64(dst[low:], acc)
-				low += 8
-				nacc -= 64
-				acc = x >> ((l - nacc) & 63) // (l - nacc) is below 32; nacc 0 gives x >> l, 0
+		vs := vals
+		switch {
+		case l <= 8:
+			for ; len(vs) >= 8; vs = vs[8:] {
+				g := uint64(vs[0]&mask) | uint64(vs[1]&mask)<<l | uint64(vs[2]&mask)<<(2*l) | uint64(vs[3]&mask)<<(3*l) |
+					uint64(vs[4]&mask)<<(4*l) | uint64(vs[5]&mask)<<(5*l) | uint64(vs[6]&mask)<<(6*l) | uint64(vs[7]&mask)<<(7*l)
+				low, acc, nacc = putBits(dst, low, acc, nacc, g, 8*l)
 			}
+		case l <= 16:
+			for ; len(vs) >= 4; vs = vs[4:] {
+				g := uint64(vs[0]&mask) | uint64(vs[1]&mask)<<l | uint64(vs[2]&mask)<<(2*l) | uint64(vs[3]&mask)<<(3*l)
+				low, acc, nacc = putBits(dst, low, acc, nacc, g, 4*l)
+			}
+		default:
+			for ; len(vs) >= 2; vs = vs[2:] {
+				g := uint64(vs[0]&mask) | uint64(vs[1]&mask)<<l
+				low, acc, nacc = putBits(dst, low, acc, nacc, g, 2*l)
+			}
+		}
+		for _, v := range vs {
+			low, acc, nacc = putBits(dst, low, acc, nacc, uint64(v&mask), l)
 		}
 		p.low, p.acc, p.nacc = low, acc, nacc
 	}
