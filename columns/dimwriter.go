@@ -549,11 +549,22 @@ func (r *BitmapRun) AddRows(rows []uint32) error {
 		r.bmHash = h
 	}
 	var v4 bool
-	r.buf, v4 = r.enc.appendBitmapRows(r.buf, rows, r.compact)
+	if r.buf == nil {
+		r.buf = bytePool.Get(64 << 10)
+	}
+	r.buf, v4 = r.enc.appendBitmapRows(bytePool.Grow(r.buf, efSize(max(len(rows), 1), lastOr0(rows))), rows, r.compact)
 	r.v4 = r.v4 || v4
 	r.ends = append(r.ends, uint64(len(r.buf)))
 	r.next++
 	return nil
+}
+
+// lastOr0 returns the last of rows, or 0 when there are none.
+func lastOr0(rows []uint32) uint32 {
+	if len(rows) == 0 {
+		return 0
+	}
+	return rows[len(rows)-1]
 }
 
 func (r *BitmapRun) fail(err error) error {
@@ -579,7 +590,10 @@ func (d *DimWriter) WriteBitmapRun(r *BitmapRun) error {
 		return d.fail(fmt.Errorf("bitmap run from %d: made for %d ids and %d rows, the column has %d and %d: %w",
 			r.first, r.card, r.rows, d.card, d.rows, ErrState))
 	}
-	if err := d.bitmaps.addRun(r); err != nil {
+	err := d.bitmaps.addRun(r)
+	bytePool.Put(r.buf) // copied into the stage: the run's buffer goes to the next run
+	r.buf = nil
+	if err != nil {
 		return d.fail(err)
 	}
 	d.bmCard += r.bmCard

@@ -296,9 +296,10 @@ func phaseProgress(progress func(Progress), rowsBefore, phaseRows int64) func(Pr
 }
 
 // defaultBufferBudget caps the Go heap memory of the default staging medium's buffers: a
-// merge writes a few dozen parts at once, and 8 MiB of buffers keeps its writes large (over
-// 100 KiB each) while the heap stays small.
-const defaultBufferBudget = 8 << 20
+// merge writes a few dozen parts at once, and a few MiB of buffers keep its writes large while
+// the heap stays small. At 8 MiB the peers' 3,000,000-row merge peaked at 21 MiB of Go heap
+// and 97 MiB of RSS; at 4 MiB, at 14 and 85, in the same time.
+const defaultBufferBudget = 4 << 20
 
 // level is one source of a phase: an input, or an intermediate segment to release once read
 // (and on failure).
