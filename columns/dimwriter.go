@@ -459,23 +459,16 @@ func (d *DimWriter) WriteBitmapRows(id uint32, rows []uint32) error {
 	if err := d.beginBitmap(id); err != nil {
 		return err
 	}
-	if k, ok := strictlyIncreasing(rows); !ok {
-		return d.fail(fmt.Errorf("bitmap %d: rows not strictly increasing at index %d (%d after %d): %w", id, k, rows[k], rows[k-1], ErrInvalid))
+	var nulls *roaring.Bitmap
+	if d.dict.hasNull {
+		nulls = d.nulls
 	}
-	if n := len(rows); n > 0 && int64(rows[n-1]) >= int64(d.rows) {
-		return d.fail(fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, rows[n-1], d.rows, ErrInvalid))
-	}
-	if id == 0 && d.dict.hasNull && !equalRows(d.nulls, rows) {
-		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", ErrInvalid))
+	h, err := checkBitmapRows(id, rows, d.rows, nulls)
+	if err != nil {
+		return d.fail(err)
 	}
 	d.bmCard += uint64(len(rows))
-	if invariants {
-		h := d.bmHash
-		for _, row := range rows {
-			h += pairHash(row, id)
-		}
-		d.bmHash = h
-	}
+	d.bmHash += h
 	if err := d.bitmaps.addRows(rows); err != nil {
 		return d.fail(err)
 	}
@@ -531,23 +524,16 @@ func (r *BitmapRun) AddRows(rows []uint32) error {
 	if int(id) >= r.card {
 		return r.fail(fmt.Errorf("bitmap %d: id not below the cardinality %d: %w", id, r.card, ErrInvalid))
 	}
-	if k, ok := strictlyIncreasing(rows); !ok {
-		return r.fail(fmt.Errorf("bitmap %d: rows not strictly increasing at index %d (%d after %d): %w", id, k, rows[k], rows[k-1], ErrInvalid))
+	var nulls *roaring.Bitmap
+	if id == 0 {
+		nulls = r.nulls
 	}
-	if n := len(rows); n > 0 && int64(rows[n-1]) >= int64(r.rows) {
-		return r.fail(fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, rows[n-1], r.rows, ErrInvalid))
-	}
-	if id == 0 && r.nulls != nil && !equalRows(r.nulls, rows) {
-		return r.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", ErrInvalid))
+	h, err := checkBitmapRows(id, rows, r.rows, nulls)
+	if err != nil {
+		return r.fail(err)
 	}
 	r.bmCard += uint64(len(rows))
-	if invariants {
-		h := r.bmHash
-		for _, row := range rows {
-			h += pairHash(row, id)
-		}
-		r.bmHash = h
-	}
+	r.bmHash += h
 	var v4 bool
 	if r.buf == nil {
 		r.buf = bytePool.Get(64 << 10)
@@ -557,6 +543,28 @@ func (r *BitmapRun) AddRows(rows []uint32) error {
 	r.ends = append(r.ends, uint64(len(r.buf)))
 	r.next++
 	return nil
+}
+
+// checkBitmapRows checks the rows of bitmap id, of a column of nrows rows: strictly
+// increasing, below nrows, and for the null id equal to nulls when nulls is not nil. It returns
+// the sum of pairHash over them in builds with the invariants tag, else 0.
+func checkBitmapRows(id uint32, rows []uint32, nrows int, nulls *roaring.Bitmap) (uint64, error) {
+	if k, ok := strictlyIncreasing(rows); !ok {
+		return 0, fmt.Errorf("bitmap %d: rows not strictly increasing at index %d (%d after %d): %w", id, k, rows[k], rows[k-1], ErrInvalid)
+	}
+	if n := len(rows); n > 0 && int64(rows[n-1]) >= int64(nrows) {
+		return 0, fmt.Errorf("bitmap %d holds row %d, the column has %d rows: %w", id, rows[n-1], nrows, ErrInvalid)
+	}
+	if id == 0 && nulls != nil && !equalRows(nulls, rows) {
+		return 0, fmt.Errorf("bitmap of the null id differs from the null rows: %w", ErrInvalid)
+	}
+	var h uint64
+	if invariants {
+		for _, row := range rows {
+			h += pairHash(row, id)
+		}
+	}
+	return h, nil
 }
 
 // lastOr0 returns the last of rows, or 0 when there are none.
