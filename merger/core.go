@@ -134,14 +134,14 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 	if err := releaseInputs(c.srcs, c.names); err != nil {
 		return st, err
 	}
+	t3 := time.Now()
 	if phase == phases && opts.verifyInputs != nil {
 		// The inputs' parts the merge did not read (Options.SkipChecksums), before anything is
-		// published.
+		// published (its time counts as the publication's).
 		if err := opts.verifyInputs(ctx); err != nil {
 			return st, err
 		}
 	}
-	t3 := time.Now()
 	if err := ctx.Err(); err != nil {
 		return st, fmt.Errorf("merger: %w", err)
 	}

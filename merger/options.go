@@ -100,7 +100,7 @@ type Options struct {
 	// fails the merge rather than become a valid-looking output. The pass covers the rest (the
 	// bitmap indexes of single-value dimensions, say, which a merge rebuilds from the ids), so
 	// that a merge fails on any damage in its inputs, as a copy would; it reads only those
-	// parts, and can be cancelled. Skip it for inputs just verified.
+	// parts, can be cancelled, and counts in Result.Publish. Skip it for inputs just verified.
 	//
 	// The pass used to run first, over every part: it found damage before any work, but it
 	// read every input through a second copy (a pread) before the merge read it again through
