@@ -260,17 +260,18 @@ func splitIDs(dw *columns.DimWriter, rows, counts []uint32, v, end int, off uint
 		parts[i].run, parts[i].err = r, make(chan error, 1)
 		cs.busy.Add(1)
 		go func(p split, a, e int, at uint32) {
-			defer cs.busy.Add(-1)
-			for u := a; u < e; u++ {
+			var err error
+			for u := a; u < e && err == nil; u++ {
 				n := counts[u]
-				if err := p.run.AddRows(rows[at : at+n]); err != nil {
-					p.err <- err
-					return
-				}
+				err = p.run.AddRows(rows[at : at+n])
 				at += n
 			}
-			done.Add(int64(e - a))
-			p.err <- nil
+			if err == nil {
+				done.Add(int64(e - a))
+			}
+			// Not busy once the result is handed over: the owner may return at once.
+			cs.busy.Add(-1)
+			p.err <- err
 		}(parts[i], parts[i].first, last, starts[i])
 	}
 	return parts, nil
