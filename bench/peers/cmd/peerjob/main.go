@@ -23,7 +23,9 @@
 // the VmRSS just before the job (the runtime, the binary's touched pages, DuckDB's open
 // database), base_anon_MiB and base_file_MiB its RssAnon and RssFile (every system runs in
 // the same binary, which links DuckDB); go_heap_peak_MiB the Go heap's live objects at their highest, sampled likewise.
-// wall_s is the job's wall time alone.
+// wall_s is the job's wall time alone. A writeout merge or rollup adds its steps' times,
+// from merger.Result: dict_ms, rows_ms, bitmaps_ms, publish_ms (the checksum pass of the parts
+// it did not read counts in publish_ms).
 package main
 
 import (
@@ -43,6 +45,7 @@ import (
 	"github.com/writeout/writeout/bench/peers"
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/merger/ingest"
 )
 
@@ -116,7 +119,8 @@ func prepare(args []string, stdout io.Writer) error {
 type job struct {
 	system, job string
 	layout      peers.Layout
-	dir         string // the directory prepare wrote
+	dir         string         // the directory prepare wrote
+	steps       *merger.Result // a writeout merge's: its steps' times, for the line
 }
 
 // ingestCSV returns the ingest-csv job's op: the CSV files prepare wrote under dir/csv into
@@ -170,11 +174,14 @@ func (j job) op(fx peers.Fixture) (func(ctx context.Context, out string) (int64,
 			comp = columns.CompressionZstd
 		}
 		return func(ctx context.Context, out string) (int64, error) {
+			var res merger.Result
+			var err error
 			if rollup {
-				res, err := peers.WriteoutRollupHour(ctx, fx.Segs, out, comp)
-				return res.RowsOut, err
+				res, err = peers.WriteoutRollupHour(ctx, fx.Segs, out, comp)
+			} else {
+				res, err = peers.WriteoutMerge(ctx, fx.Segs, out, comp)
 			}
-			res, err := peers.WriteoutMerge(ctx, fx.Segs, out, comp)
+			*j.steps = res
 			return res.RowsOut, err
 		}, noop, nil
 	case "duckdb":
@@ -235,6 +242,7 @@ func runJob(args []string, stdout io.Writer) (err error) {
 	if err != nil {
 		return fmt.Errorf("%w (run peerjob prepare %s first)", err, dir)
 	}
+	j.steps = new(merger.Result)
 	op, closeOp, err := j.op(fx)
 	if err != nil {
 		return err
@@ -322,11 +330,18 @@ func runJob(args []string, stdout io.Writer) (err error) {
 		}
 	}
 	const mib = 1 << 20
-	fmt.Fprintf(stdout, "system=%s job=%s layout=%s rows_out=%d out_bytes=%d wall_s=%.3f base_rss_MiB=%.1f base_anon_MiB=%.1f base_file_MiB=%.1f peak_rss_MiB=%.1f "+
-		"peak_anon_MiB=%.1f peak_file_MiB=%.1f peak_shmem_MiB=%.1f go_heap_peak_MiB=%.1f samples=%d\n",
+	line := fmt.Sprintf("system=%s job=%s layout=%s rows_out=%d out_bytes=%d wall_s=%.3f base_rss_MiB=%.1f base_anon_MiB=%.1f base_file_MiB=%.1f peak_rss_MiB=%.1f "+
+		"peak_anon_MiB=%.1f peak_file_MiB=%.1f peak_shmem_MiB=%.1f go_heap_peak_MiB=%.1f samples=%d",
 		j.system, j.job, j.layout, rows, st.Size(), wall.Seconds(), float64(base.VmRSS)/mib, float64(base.RssAnon)/mib, float64(base.RssFile)/mib, float64(end.VmHWM)/mib,
 		float64(peak.RssAnon)/mib, float64(peak.RssFile)/mib, float64(peak.RssShmem)/mib, float64(heapPeak)/mib, nsamples)
-	return nil
+	if r := j.steps; r.RowsIn > 0 {
+		// A writeout merge's steps (merger.Result), where its wall time went.
+		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+		line += fmt.Sprintf(" dict_ms=%.1f rows_ms=%.1f bitmaps_ms=%.1f publish_ms=%.1f",
+			ms(r.Dictionaries), ms(r.Rows), ms(r.Bitmaps), ms(r.Publish))
+	}
+	_, err = fmt.Fprintln(stdout, line)
+	return err
 }
 
 func writeProfile(path string) (err error) {

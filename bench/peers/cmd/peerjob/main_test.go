@@ -69,6 +69,16 @@ func TestPrepareAndRun(t *testing.T) {
 		require.Equal(t, strconv.FormatInt(st.Size(), 10), kv["out_bytes"])
 		require.Positive(t, num(t, kv, "wall_s"))
 		require.Positive(t, num(t, kv, "samples"))
+		if strings.HasPrefix(c.system, "writeout") && c.job != "ingest-csv" {
+			// A writeout merge's steps: every step took some time, and no more than the job.
+			for _, k := range []string{"dict_ms", "rows_ms", "bitmaps_ms", "publish_ms"} {
+				require.GreaterOrEqual(t, num(t, kv, k), 0.0, k)
+				require.Less(t, num(t, kv, k), 1000*num(t, kv, "wall_s")+1, k)
+			}
+			require.Positive(t, num(t, kv, "rows_ms"))
+		} else {
+			require.NotContains(t, kv, "rows_ms")
+		}
 		// The kernel's peak covers every sample; each figure's peak covers its part.
 		rss, anon, file := num(t, kv, "peak_rss_MiB"), num(t, kv, "peak_anon_MiB"), num(t, kv, "peak_file_MiB")
 		require.Positive(t, anon)
