@@ -28,9 +28,8 @@ type BuilderOptions struct {
 	LiveBitmaps bool
 	// ScratchArrays keeps the row arrays of one number a row (times, single-value dimension
 	// ids, long and double metric values and times) outside the Go heap, in anonymous
-	// mappings advised for huge pages (a page fault per 2 MiB instead of per 4 KiB, no
-	// zeroing by the allocator, nothing for the collector to pace on), pooled for the next
-	// arrays. Such a builder must be closed (Close) to give the mappings back.
+	// mappings (no zeroing by the allocator, nothing for the collector to pace on), pooled for
+	// the next arrays. Such a builder must be closed (Close) to give the mappings back.
 	ScratchArrays bool
 }
 

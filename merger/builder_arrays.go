@@ -15,10 +15,9 @@ import (
 // The arrays of one number a row (times, single-value dimension ids, long and double metrics,
 // first/last times) are the bulk of a Builder without rollup: 44 bytes a row for a table of
 // three dimensions and three long metrics. Grown on the Go heap, each is zeroed by the
-// allocator and then first touched a 4 KiB page at a time, a page fault each (tens of
-// microseconds on a virtual machine); in a scratch array (merger/internal/scratch: anonymous
-// mappings advised for huge pages, pooled) the kernel's fault per 2 MiB is the only zeroing,
-// and a freed array goes to the pool for the merge that follows.
+// allocator, and copied each time it grows; in a scratch array (merger/internal/scratch:
+// anonymous mappings, pooled) the kernel's first touch is the only zeroing, and a freed array
+// goes to the pool for the merge that follows.
 //
 // Each such slice has an owner (a scratch.Array) while it is in scratch memory: the slice is
 // then a prefix of the owner's S, and it is never grown by append (reserveRows makes room

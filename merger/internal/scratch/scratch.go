@@ -1,10 +1,17 @@
 // Package scratch hands out large working arrays of a merge (the id logs and the counting
-// sort's rows) outside the Go heap where it can: anonymous private mappings advised
-// MADV_HUGEPAGE, so that first touching them costs a page fault per 2 MiB rather than per 4 KiB
-// (on a virtual machine a fault of a small page costs tens of microseconds: a 6 MiB log took
-// 1,500 of them), and so that they add nothing to the Go heap a collector paces on. Where
-// mapping is not available or fails, they come from the Go heap. Every Array must be Freed;
-// Free of the zero Array, and a second Free, do nothing.
+// sort's rows) outside the Go heap where it can: anonymous private mappings, which the
+// allocator does not zero (the kernel's first touch does) and which add nothing to the Go heap
+// a collector paces on. Where mapping is not available or fails, they come from the Go heap.
+// Every Array must be Freed; Free of the zero Array, and a second Free, do nothing.
+//
+// The mappings are not advised MADV_HUGEPAGE: they get the pages the system's transparent huge
+// page policy gives them (small ones in its usual "madvise" mode). Advised, each 2 MiB cost one
+// fault instead of 512, but a huge page must come from a free block of 2 MiB, and on a virtual
+// machine with free page reporting those are the blocks handed back to the host when another
+// process exited: zeroing one made the host fault its memory back in, about 5 ms each. Right
+// after a DuckDB run (which frees ~500 MiB), the peers' contiguous merge spent 22% of its CPU
+// zeroing huge pages; with small pages, 1% zeroing and 12% in faults, 444 -> 366 ms of CPU and
+// 0.25 -> 0.20 s of wall time (medians of 6, bench/RESULTS.md, issue 14's eighth session).
 //
 // Mappings are whole multiples of 2 MiB. A freed one goes to a process-wide pool of at most
 // PoolLimit bytes, kept resident, which the next array of at most its size takes: a process
@@ -21,7 +28,8 @@ import (
 const (
 	// minMapped is the smallest array that is mapped: below it, the Go heap is cheaper.
 	minMapped = 1 << 20
-	// mapUnit is the size mappings are rounded up to: the huge page size.
+	// mapUnit is the size mappings are rounded up to (the huge page size, should the system
+	// back them with huge pages).
 	mapUnit = 2 << 20
 	// PoolLimit bounds the bytes of freed mappings kept for the next arrays.
 	PoolLimit = 64 << 20

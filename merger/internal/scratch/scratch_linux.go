@@ -16,7 +16,7 @@ func mapAnon(size int) ([]byte, bool) {
 		}
 		return nil, false
 	}
-	_ = sys.Default.Madvise(m, sys.MadvHugepage) // without it, small pages: slower, correct
+	// No MADV_HUGEPAGE: see the package doc.
 	return m, true
 }
 
