@@ -799,6 +799,12 @@ func (c *core) tasks(w *columns.Writer) ([]colTask, error) {
 		if t.kind == kindSingle && t.hashed {
 			t.log = newIDLog(c.card[d])
 			t.log.reserve(int(c.rowsIn)) // as many output rows at most
+			if !c.out.Rollup {
+				// Exactly as many: fault the log's pages in now, on a core the merge's start
+				// leaves idle (its first windows load on one goroutine), rather than in the
+				// column writer, a fault each 4 KiB (peers' contiguous merge: 3,700 faults).
+				t.log.populate()
+			}
 		}
 		if c.dimTasks == nil {
 			c.dimTasks = make([]*dimTask, len(c.out.Dimensions))

@@ -22,6 +22,10 @@ import (
 type idLog interface {
 	// add appends ids; reserve, given first, sizes the log for rows ids.
 	reserve(rows int)
+	// populate faults the reserve's pages in on a goroutine of its own (scratch.Array.Populate),
+	// for a merge that will fill the whole reserve: the column writer adding ids then takes no
+	// page faults. free waits for it.
+	populate()
 	add(ids []uint32)
 	// writeBitmaps writes the bitmap of every id below card to dw, in id order, with the
 	// scratch memory of sc (kept for the next dimension).
@@ -61,6 +65,8 @@ func (l *typedLog[T]) reserve(rows int) {
 	_ = l.arr.Free() // on the Go heap or mapped, a log that is replaced is not in use
 	l.arr, l.n = scratch.New[T](rows), 0
 }
+
+func (l *typedLog[T]) populate() { l.arr.Populate() }
 
 func (l *typedLog[T]) add(ids []uint32) {
 	// Past the reserve (reserve is given the rows in, which no merge exceeds): grow.

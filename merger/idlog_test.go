@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -112,6 +113,43 @@ func TestIDLogBitmaps(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestMergePopulatesLogs: a merge without rollup, whose id logs fill to the rows in, has their
+// pages faulted in ahead (scratch.Array.Populate); a rollup, whose logs may stay part empty,
+// does not. The two inputs hold the same rows, which a rollup combines; the logs are large
+// enough to be mapped (four bytes an id: a dimension of more than 65,536 values).
+func TestMergePopulatesLogs(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("scratch arrays are mapped on Linux only")
+	}
+	dir := t.TempDir()
+	s := columns.Schema{Dimensions: []columns.Dimension{{Name: "u"}},
+		Metrics: []columns.Metric{{Name: "n", Aggregator: columns.AggLongSum}}}
+	const rows = 160_000 // an input: two make a log of 1.25 MiB
+	var segs []*columns.Segment
+	for i := range 2 {
+		rs := make([]columns.Row, rows)
+		for r := range rs {
+			rs[r] = columns.Row{Time: int64(r), Dims: [][]string{{fmt.Sprintf("u%06d", r*7%rows)}},
+				Metrics: []columns.Value{{Long: 1}}}
+		}
+		segs = append(segs, writeSegment(t, dir, fmt.Sprintf("in%d.seg", i), s, rs))
+	}
+	for _, rollup := range []bool{false, true} {
+		before := scratch.PopulatedBytes()
+		res, err := Merge(t.Context(), segs, filepath.Join(dir, fmt.Sprintf("out-%v.seg", rollup)),
+			Options{Rollup: rollup, Durability: medium.Durability{Sync: medium.SyncNone}})
+		require.NoError(t, err)
+		populated := scratch.PopulatedBytes() - before
+		if rollup {
+			require.Less(t, res.RowsOut, res.RowsIn)
+			require.Zero(t, populated, "a rollup populated its logs")
+		} else {
+			require.Equal(t, int64(2*rows), res.RowsOut)
+			require.GreaterOrEqual(t, populated, int64(4*2*rows), "the merge's log was not populated")
 		}
 	}
 }

@@ -19,6 +19,7 @@ const (
 	SyncFileRangeWaitAfter  = unix.SYNC_FILE_RANGE_WAIT_AFTER
 	MadvHugepage            = unix.MADV_HUGEPAGE
 	MadvDontneed            = unix.MADV_DONTNEED
+	MadvPopulateWrite       = unix.MADV_POPULATE_WRITE
 	MsSync                  = unix.MS_SYNC
 	ProtRead                = unix.PROT_READ
 	ProtWrite               = unix.PROT_WRITE

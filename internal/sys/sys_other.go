@@ -16,6 +16,7 @@ const (
 	SyncFileRangeWaitAfter  = 4
 	MadvHugepage            = 14
 	MadvDontneed            = 4
+	MadvPopulateWrite       = 23
 	MsSync                  = 4
 	ProtRead                = 1
 	ProtWrite               = 2

@@ -22,7 +22,10 @@ package scratch
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
+
+	"github.com/writeout/writeout/internal/sys"
 )
 
 const (
@@ -79,7 +82,8 @@ type Elem interface {
 // Array is n elements of T.
 type Array[T Elem] struct {
 	S      []T
-	mapped []byte // the mapping behind S, nil when S is on the Go heap
+	mapped []byte        // the mapping behind S, nil when S is on the Go heap
+	filled chan struct{} // closed when Populate's goroutine is done; nil without Populate
 }
 
 // New returns an array of n elements. Their values are unspecified (a pooled mapping holds
@@ -116,10 +120,40 @@ func (a *Array[T]) Grow(n, keep int) error {
 	return err
 }
 
-// Free releases the array's memory; S must not be used after.
+// Populate faults S's pages in, writable, on a goroutine of its own (MADV_POPULATE_WRITE),
+// for a caller that will write all of S and has a core to spare now: the faults are then off
+// the writer's path. It writes nothing, so S may be written meanwhile; Free waits for it. It
+// does nothing for an array on the Go heap, a second time, or where the kernel does not know
+// the advice (before Linux 5.14).
+func (a *Array[T]) Populate() {
+	if a.mapped == nil || a.filled != nil || len(a.S) == 0 {
+		return
+	}
+	var zero T
+	m := a.mapped[:len(a.S)*int(unsafe.Sizeof(zero))]
+	populated.Add(int64(len(m)))
+	done := make(chan struct{})
+	a.filled = done
+	go func() {
+		defer close(done)
+		_ = sys.Default.Madvise(m, sys.MadvPopulateWrite) // failing, the writer faults the pages
+	}()
+}
+
+// populated counts the bytes Populate was asked to fault in (PopulatedBytes).
+var populated atomic.Int64
+
+// PopulatedBytes returns the bytes Populate was asked to fault in, process-wide (tests check
+// with it that a merge populates what it should).
+func PopulatedBytes() int64 { return populated.Load() }
+
+// Free releases the array's memory, once Populate's goroutine is done; S must not be used after.
 func (a *Array[T]) Free() error {
-	m := a.mapped
-	a.S, a.mapped = nil, nil
+	m, filled := a.mapped, a.filled
+	a.S, a.mapped, a.filled = nil, nil, nil
+	if filled != nil {
+		<-filled
+	}
 	if m == nil {
 		return nil
 	}
