@@ -45,8 +45,12 @@ func TestPopulate(t *testing.T) {
 	for i := range half {
 		half[i] = uint32(i) * 2654435761
 	}
-	pages := (len(data) + unix.Getpagesize() - 1) / unix.Getpagesize()
+	pg := unix.Getpagesize()
+	pages := (len(data) + pg - 1) / pg
 	require.Eventually(t, func() bool { return resident(t, data) == pages }, 10*time.Second, time.Millisecond)
+	tail := a.mapped[pages*pg:] // the mapping past the array's last page: left alone
+	require.NotEmpty(t, tail)
+	require.Zero(t, resident(t, tail), "pages past the array populated")
 	for i := range half {
 		if half[i] != uint32(i)*2654435761 {
 			require.Failf(t, "overwritten", "element %d: %d", i, a.S[i])
