@@ -3,6 +3,7 @@
 package scratch
 
 import (
+	"runtime"
 	"testing"
 	"time"
 	"unsafe"
@@ -38,9 +39,9 @@ func TestPopulate(t *testing.T) {
 		t.Skip("the array came from the pool, already resident")
 	}
 	a.Populate()
-	first := a.filled
+	first := a.filler
 	a.Populate()
-	require.Equal(t, first, a.filled, "a second Populate starts nothing")
+	require.Same(t, first, a.filler, "a second Populate starts nothing")
 	half := a.S[:n/2] // written while the pages come in; the other half only populated
 	for i := range half {
 		half[i] = uint32(i) * 2654435761
@@ -57,30 +58,45 @@ func TestPopulate(t *testing.T) {
 		}
 	}
 	require.NoError(t, a.Free())
-	require.Nil(t, a.filled)
+	require.Nil(t, a.filler)
 	require.NoError(t, a.Free())
 
 	// An array on the Go heap: nothing to do.
 	h := New[uint8](100)
 	h.Populate()
-	require.Nil(t, h.filled)
+	require.Nil(t, h.filler)
 	require.NoError(t, h.Free())
 }
 
-// TestPopulateFreeWaits: Free right after Populate waits for its goroutine (under -race, a
-// mapping given back while the kernel populates it is harmless, but the goroutine must not
-// outlive the array).
+// TestPopulateFreeWaits: Free right after Populate stops it between two pieces and waits for
+// its goroutine: the array of three pieces has one populated when Free returns (the hook holds
+// the second until Free has asked it to stop).
 func TestPopulateFreeWaits(t *testing.T) {
-	a := New[uint64](4 << 20)
+	a := New[uint64](3 * populatePiece / 8)
 	if a.mapped == nil {
 		t.Skip("no mappings here")
 	}
+	defer func() { pieceHook = nil }()
+	calls := 0
+	pieceHook = func(p *populating) {
+		if calls++; calls == 2 {
+			for !p.stop.Load() {
+				runtime.Gosched()
+			}
+		}
+	}
+	before := piecesDone.Load()
 	a.Populate()
-	done := a.filled
+	done := a.filler.done
+	for piecesDone.Load() == before {
+		runtime.Gosched() // the first piece
+	}
 	require.NoError(t, a.Free())
 	select {
 	case <-done:
 	default:
 		require.Fail(t, "Free returned before Populate's goroutine was done")
 	}
+	require.Equal(t, int64(1), piecesDone.Load()-before, "pieces populated")
+	require.Equal(t, 2, calls, "the goroutine went on after Free")
 }

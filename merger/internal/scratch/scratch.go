@@ -82,8 +82,14 @@ type Elem interface {
 // Array is n elements of T.
 type Array[T Elem] struct {
 	S      []T
-	mapped []byte        // the mapping behind S, nil when S is on the Go heap
-	filled chan struct{} // closed when Populate's goroutine is done; nil without Populate
+	mapped []byte      // the mapping behind S, nil when S is on the Go heap
+	filler *populating // Populate's goroutine, nil without Populate
+}
+
+// populating is a Populate goroutine: Free sets stop, and waits for done.
+type populating struct {
+	stop atomic.Bool
+	done chan struct{}
 }
 
 // New returns an array of n elements. Their values are unspecified (a pooled mapping holds
@@ -122,23 +128,47 @@ func (a *Array[T]) Grow(n, keep int) error {
 
 // Populate faults S's pages in, writable, on a goroutine of its own (MADV_POPULATE_WRITE),
 // for a caller that will write all of S and has a core to spare now: the faults are then off
-// the writer's path. It writes nothing, so S may be written meanwhile; Free waits for it. It
-// does nothing for an array on the Go heap, a second time, or where the kernel does not know
-// the advice (before Linux 5.14).
+// the writer's path. It writes nothing, so S may be written meanwhile. It goes populatePiece
+// bytes at a time, and Free stops it between two (a merge cancelled at once does not wait for
+// gigabytes to come in) and waits for it. It does nothing for an array on the Go heap, a
+// second time, or where the kernel does not know the advice (before Linux 5.14).
 func (a *Array[T]) Populate() {
-	if a.mapped == nil || a.filled != nil || len(a.S) == 0 {
+	if a.mapped == nil || a.filler != nil || len(a.S) == 0 {
 		return
 	}
 	var zero T
 	m := a.mapped[:len(a.S)*int(unsafe.Sizeof(zero))]
 	populated.Add(int64(len(m)))
-	done := make(chan struct{})
-	a.filled = done
+	p := &populating{done: make(chan struct{})}
+	a.filler = p
 	go func() {
-		defer close(done)
-		_ = sys.Default.Madvise(m, sys.MadvPopulateWrite) // failing, the writer faults the pages
+		defer close(p.done)
+		for off := 0; off < len(m); off += populatePiece {
+			if pieceHook != nil {
+				pieceHook(p)
+			}
+			if p.stop.Load() {
+				return
+			}
+			// Failing, the writer faults the pages itself.
+			if sys.Default.Madvise(m[off:min(len(m), off+populatePiece)], sys.MadvPopulateWrite) != nil {
+				return
+			}
+			piecesDone.Add(1)
+		}
 	}()
 }
+
+// populatePiece is how much Populate asks the kernel for at a time: 16 MiB, 4,096 faults of
+// small pages, about 11 ms here.
+const populatePiece = 16 << 20
+
+// pieceHook, when set (tests), runs before each piece Populate asks for; piecesDone counts the
+// pieces done.
+var (
+	pieceHook  func(*populating)
+	piecesDone atomic.Int64
+)
 
 // populated counts the bytes Populate was asked to fault in (PopulatedBytes).
 var populated atomic.Int64
@@ -147,12 +177,14 @@ var populated atomic.Int64
 // with it that a merge populates what it should).
 func PopulatedBytes() int64 { return populated.Load() }
 
-// Free releases the array's memory, once Populate's goroutine is done; S must not be used after.
+// Free releases the array's memory, once Populate's goroutine is stopped; S must not be used
+// after.
 func (a *Array[T]) Free() error {
-	m, filled := a.mapped, a.filled
-	a.S, a.mapped, a.filled = nil, nil, nil
-	if filled != nil {
-		<-filled
+	m, p := a.mapped, a.filler
+	a.S, a.mapped, a.filler = nil, nil, nil
+	if p != nil {
+		p.stop.Store(true)
+		<-p.done
 	}
 	if m == nil {
 		return nil
