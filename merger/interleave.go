@@ -20,10 +20,11 @@ import (
 // (no branch on the keys); and the merged rows go to the batch column by column.
 
 // For tests: interleaveOff leaves every row to the heap loop; interleaveRuns counts the
-// steps that merged runs of several cursors.
+// steps that merged runs of several cursors, interleaveRows the rows of every step.
 var (
 	interleaveOff  bool
 	interleaveRuns atomic.Int64
+	interleaveRows atomic.Int64
 )
 
 // ilKeyBits is the bits of a step's key (64); tests lower it to make steps that stop at a time.
@@ -55,17 +56,25 @@ func ilLess(t1, k1, t2, k2 uint64) bool {
 }
 
 // interleaves reports whether the cursors can go a step of windows at a time: every one is
-// lazy (its stand-in row) or holds packed keys in key order (no re-sorted group).
+// lazy (its stand-in row) or holds packed keys in key order (no re-sorted group), and two or
+// more are not lazy. With one window loaded (inputs that follow one another in time), its
+// rows up to the stand-ins go over in runs by the heap loop: a step would take them one by
+// one, and the column writers would too.
 func interleaves(h []*cursor) bool {
 	if len(h) < 2 {
 		return false
 	}
+	loaded := 0
 	for _, c := range h {
-		if !c.lazy && (!c.packed || c.perm != nil || len(c.ghi) != 0) {
+		if c.lazy {
+			continue
+		}
+		if !c.packed || c.perm != nil || len(c.ghi) != 0 {
 			return false
 		}
+		loaded++
 	}
-	return true
+	return loaded >= 2
 }
 
 // step returns the rows of the cursors in h (which interleaves accepts) that come before any
@@ -142,6 +151,7 @@ func (il *interleave) step(h []*cursor) []ilItem {
 	if total == 0 {
 		return nil
 	}
+	interleaveRows.Add(int64(total))
 	// One run per cursor, in input order, then merged pairwise until one is left.
 	il.items = slices.Grow(il.items[:0], total)[:total]
 	il.tmp = slices.Grow(il.tmp[:0], total)[:total]

@@ -125,3 +125,42 @@ func TestMerge2(t *testing.T) {
 	merge2(dst[:len(b)], nil, b)
 	require.Equal(t, b, dst[:len(b)])
 }
+
+// TestInterleavesTwoWindows: a step of windows needs two loaded windows or more. Inputs that
+// follow one another in time hold one window at a time (the others wait as stand-ins); its
+// rows go over in runs by the heap loop, not one by one through steps, however hot the
+// window (packed keys).
+func TestInterleavesTwoWindows(t *testing.T) {
+	loaded := func() *cursor { return &cursor{packed: true} }
+	lazy := func() *cursor { return &cursor{lazy: true} }
+	require.False(t, interleaves([]*cursor{loaded(), lazy(), lazy()}))
+	require.False(t, interleaves([]*cursor{lazy(), lazy(), loaded()}))
+	require.True(t, interleaves([]*cursor{loaded(), lazy(), loaded()}))
+	require.False(t, interleaves([]*cursor{loaded(), {}}), "a window without packed keys")
+	require.False(t, interleaves([]*cursor{loaded()}))
+
+	// Inputs in time order, rows of distinct times and keys: no step takes a row.
+	dir := t.TempDir()
+	s := columns.Schema{Dimensions: []columns.Dimension{{Name: "a"}, {Name: "b"}},
+		Metrics: []columns.Metric{{Name: "n", Aggregator: columns.AggLongSum}}}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var segs []*columns.Segment
+	const rows = 20_000
+	for i := range 4 {
+		rs := make([]columns.Row, rows)
+		for r := range rs {
+			rs[r] = columns.Row{Time: int64(i*rows + r), Dims: [][]string{{fmt.Sprintf("a%d", rng.IntN(50))}, {fmt.Sprintf("b%d", rng.IntN(500))}},
+				Metrics: []columns.Value{{Long: int64(r)}}}
+		}
+		segs = append(segs, writeSegment(t, dir, fmt.Sprintf("in%d.seg", i), s, rs))
+	}
+	// Batches of 100 rows cut each window's run several times: each cut compares through
+	// the window, which packs its keys after packAfter comparisons (then every later one).
+	batchRows = 100
+	defer func() { batchRows = defaultBatchRows }()
+	before := interleaveRows.Load()
+	res, err := Merge(t.Context(), segs, filepath.Join(dir, "out.seg"), Options{Durability: medium.Durability{Sync: medium.SyncNone}})
+	require.NoError(t, err)
+	require.Equal(t, int64(4*rows), res.RowsOut)
+	require.Zero(t, interleaveRows.Load()-before, "rows of inputs in time order went through steps")
+}
