@@ -8,6 +8,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/medium"
 )
 
 // seal finishes every column and returns the footer.
@@ -236,6 +237,12 @@ func (w *Writer) emit(out io.Writer, f *footer) (int64, error) {
 				send(filled{err: corruptf("columns: column %q part %s: copied %d bytes with CRC %08x, staged %d bytes with CRC %08x",
 					s.name, s.spec.kind, s.n, crc, s.n, s.crc)})
 				return
+			}
+			// Copied and checked: the stage's memory (a temp file's pages) goes back now, for
+			// the output's next pages to take. A failure to give it back early loses nothing:
+			// it is given back when the medium closes.
+			if d, ok := s.b.(medium.Discarder); ok {
+				_ = d.Discard()
 			}
 		}
 		if len(buf) > 0 {

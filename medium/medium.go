@@ -53,6 +53,17 @@ type Bytes interface {
 	Size() int64  // bytes written so far: O(1), no flush, no system call, no allocation
 }
 
+// Discarder is a Bytes that gives what it holds back before its medium closes. Discard
+// releases the storage of the bytes written (a temp file's space and pages, memory), after
+// which every call on the Bytes but Size fails with an error wrapping ErrClosed; a second
+// Discard does nothing, and one after the medium closed fails like any other call. A writer
+// that has copied a Bytes to where it belongs discards it: a segment's publication does, part
+// by part, so that the pages a staged part held serve the output file's next ones instead of
+// fresh memory.
+type Discarder interface {
+	Discard() error
+}
+
 // Medium hands out Bytes and releases everything they hold when it is closed.
 // Its methods are safe for concurrent use.
 type Medium interface {

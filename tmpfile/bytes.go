@@ -28,6 +28,8 @@ type tmpBytes struct {
 	buf     []byte // bytes flushed..size
 	size    int64
 	err     error // sticky first write error
+	// discarded: Discard gave b's buffer and space back; every call but Size fails.
+	discarded bool
 }
 
 var (
@@ -49,6 +51,36 @@ func (b *tmpBytes) check(op string) error {
 	if b.m.lc.Closed() {
 		return fmt.Errorf("tmpfile: %s: %w", op, medium.ErrClosed)
 	}
+	if b.discarded {
+		return fmt.Errorf("tmpfile: %s: %w (discarded)", op, medium.ErrClosed)
+	}
+	return nil
+}
+
+// Discard gives back what b holds (medium.Discarder): its buffer to the store at once (kept
+// for a later Bytes, or its memory returned to the budget), and its extents' space in the
+// file, which later extents reuse before the file grows. On an OS file the space is first
+// punched out (fallocate), on a goroutine of the store's, so that its pages leave the page
+// cache now rather than when the medium closes: a publication that copies each part out and
+// discards it writes the output into the pages the parts gave back, while the punching runs
+// beside the copy. Where punching is unsupported or fails, the pages stay until the space is
+// rewritten or the medium closes; nothing is lost.
+func (b *tmpBytes) Discard() error {
+	if b.discarded {
+		return nil
+	}
+	if err := b.check("discard"); err != nil {
+		return err
+	}
+	b.discarded = true
+	b.st.putBuf(b.buf)
+	b.buf = nil
+	if b.st.osFile != nil {
+		b.st.punch(b.extents)
+	} else {
+		b.st.release(b.extents)
+	}
+	b.extents = nil
 	return nil
 }
 

@@ -2,8 +2,11 @@ package tmpfile
 
 import (
 	"cmp"
+	"errors"
 	"slices"
 	"sync"
+
+	"github.com/writeout/writeout/internal/sys"
 )
 
 // recycler keeps the memory buffers of released Bytes (those of a closed child medium) for the
@@ -118,7 +121,7 @@ func (st *store) reserve(n int64) (off, k int64) {
 	s.n -= k
 	f.bytes -= k
 	if s.n == 0 {
-		f.spans = append(f.spans[:0], f.spans[1:]...)
+		f.spans = f.spans[1:] // not a copy of the rest: a fragmented file has many spans
 	}
 	return off, k
 }
@@ -155,4 +158,74 @@ func (m *Medium) FreeBytes() int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.bytes
+}
+
+// puncher punches the file space of discarded Bytes out of an OS file (tmpBytes.Discard), on a
+// goroutine of its own that runs while there is space queued, then hands the space to the
+// free space: no extent is placed there before its hole is punched.
+type puncher struct {
+	mu          sync.Mutex
+	queue       []extent
+	running     bool
+	done        chan struct{} // closed when the goroutine last started returns
+	stop        bool          // the store is closing: punch nothing more
+	unsupported bool          // the file system has no hole punching: release at once
+}
+
+// punch queues the space of extents to be punched out of the file, then freed.
+func (st *store) punch(extents []extent) {
+	p := &st.punches
+	p.mu.Lock()
+	if p.stop || p.unsupported {
+		p.mu.Unlock()
+		st.release(extents)
+		return
+	}
+	p.queue = append(p.queue, extents...)
+	if !p.running {
+		p.running = true
+		p.done = make(chan struct{})
+		go st.punchQueued(p.done)
+	}
+	p.mu.Unlock()
+}
+
+// punchQueued punches the queued space until none is left.
+func (st *store) punchQueued(done chan struct{}) {
+	defer close(done)
+	p := &st.punches
+	for {
+		p.mu.Lock()
+		if len(p.queue) == 0 || p.stop {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		e := p.queue[0]
+		p.queue = p.queue[1:]
+		unsupported := p.unsupported
+		p.mu.Unlock()
+		// A hole that cannot be punched keeps its pages until the space is rewritten or the
+		// file closes: nothing is lost, and nothing is reported.
+		if !unsupported {
+			if err := st.calls.PunchHole(st.osFile, e.off, e.n); errors.Is(err, sys.ErrUnsupported) {
+				p.mu.Lock()
+				p.unsupported = true
+				p.mu.Unlock()
+			}
+		}
+		st.release([]extent{e})
+	}
+}
+
+// stopPunching makes the punching goroutine stop and waits for it: the file closes next.
+func (st *store) stopPunching() {
+	p := &st.punches
+	p.mu.Lock()
+	p.stop = true
+	done := p.done
+	p.mu.Unlock()
+	if done != nil {
+		<-done
+	}
 }

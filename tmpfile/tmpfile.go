@@ -249,6 +249,7 @@ type store struct {
 
 	recycle recycler  // buffers of released Bytes, for the next ones
 	free    freeSpace // file space of released Bytes, for the next extents
+	punches puncher   // file space of discarded Bytes, punched out before it is free
 
 	ioMu  sync.Mutex // serializes I/O on files that are not OS files (afero's mem files are not safe for concurrent ReadAt/WriteAt)
 	posMu sync.Mutex // serializes the copies that use the OS file's position (readExtentsInto)
@@ -313,6 +314,7 @@ func (st *store) close() error {
 		return nil
 	}
 	st.closed = true
+	st.stopPunching()
 	st.closeRecycler()
 	// A pacing failure was reported by the writes and reads that followed it; Close only waits
 	// for the pacer's goroutine, so that no call is made on a closed file.

@@ -34,6 +34,10 @@ type Calls struct {
 	TrickleSupported func() bool
 	// Fallocate reserves [off, off+n) so later writes there cannot fail for lack of space.
 	Fallocate func(f *os.File, off, n int64) error
+	// PunchHole deallocates [off, off+n) of a file, whose size stays: the range reads as zeros
+	// and its pages and blocks go back to the system at once (fallocate with
+	// FALLOC_FL_PUNCH_HOLE). ErrUnsupported off Linux and where the file system has none.
+	PunchHole func(f *os.File, off, n int64) error
 	// CopyFileRange copies n bytes from src at *srcOff to dst at its current position, in the
 	// kernel, advancing *srcOff. It returns the bytes copied; 0 with a nil error means src ended.
 	CopyFileRange func(dst, src *os.File, srcOff *int64, n int) (int, error)

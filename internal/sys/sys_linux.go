@@ -44,6 +44,16 @@ func defaultCalls() Calls {
 		Fallocate: func(f *os.File, off, n int64) error {
 			return fdCall(f, "fallocate", func(fd int) error { return unix.Fallocate(fd, 0, off, n) })
 		},
+		PunchHole: func(f *os.File, off, n int64) error {
+			err := fdCall(f, "fallocate", func(fd int) error {
+				return unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+			})
+			var perr *os.PathError
+			if errors.As(err, &perr) && errors.Is(perr.Err, unix.EOPNOTSUPP) {
+				return fmt.Errorf("%w: punch a hole in %s: %v", ErrUnsupported, f.Name(), perr.Err)
+			}
+			return err
+		},
 		CopyFileRange: copyFileRange,
 		Mmap:          unix.Mmap,
 		Munmap:        unix.Munmap,

@@ -37,6 +37,7 @@ func defaultCalls() Calls {
 		SyncFileRange:    func(*os.File, int64, int64, int) error { return unsupported("sync_file_range") },
 		TrickleSupported: func() bool { return false },
 		Fallocate:        func(*os.File, int64, int64) error { return unsupported("fallocate") },
+		PunchHole:        func(*os.File, int64, int64) error { return unsupported("fallocate") },
 		CopyFileRange: func(*os.File, *os.File, *int64, int) (int, error) {
 			return 0, unsupported("copy_file_range")
 		},

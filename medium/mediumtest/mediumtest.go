@@ -43,6 +43,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("Children", func(t *testing.T) { testChildren(t, open) })
 	t.Run("OnClose", func(t *testing.T) { testOnClose(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
+	t.Run("Discard", func(t *testing.T) { testDiscard(t, open) })
 }
 
 func seed(t *testing.T) uint64 {
@@ -738,4 +739,90 @@ func concurrentWorker(m medium.Medium, s uint64, w int) error {
 		return target.Close()
 	}
 	return nil
+}
+
+// requireGone checks that every call on x but Size fails with ErrClosed.
+func requireGone(t *testing.T, x medium.Bytes, what string) {
+	t.Helper()
+	_, err := x.Write([]byte("x"))
+	require.ErrorIs(t, err, medium.ErrClosed, "%s: Write", what)
+	_, err = x.WriteString("x")
+	require.ErrorIs(t, err, medium.ErrClosed, "%s: WriteString", what)
+	require.ErrorIs(t, x.WriteByte('x'), medium.ErrClosed, "%s: WriteByte", what)
+	_, err = x.ReadFrom(bytes.NewReader([]byte("x")))
+	require.ErrorIs(t, err, medium.ErrClosed, "%s: ReadFrom", what)
+	_, err = x.WriteTo(io.Discard)
+	require.ErrorIs(t, err, medium.ErrClosed, "%s: WriteTo", what)
+	_, err = x.ReadAt(make([]byte, 1), 0)
+	require.ErrorIs(t, err, medium.ErrClosed, "%s: ReadAt", what)
+}
+
+// testDiscard runs where the backend's Bytes are medium.Discarders: a discarded Bytes fails
+// every call but Size, a second Discard does nothing, the other Bytes (written before and
+// after, on the medium and a child) keep their bytes while new ones take the space given back,
+// and a Discard after Close fails with ErrClosed.
+func testDiscard(t *testing.T, open Open) {
+	r := rand.New(rand.NewPCG(seed(t), 9))
+	m := openMedium(t, open)
+	if _, ok := newBytes(t, m).(medium.Discarder); !ok {
+		t.Skip("the backend's Bytes are not Discarders")
+	}
+	child, err := m.NewChild()
+	require.NoError(t, err)
+	type staged struct {
+		b     medium.Bytes
+		model bytes.Buffer
+	}
+	var all []*staged
+	add := func(on medium.Medium) *staged {
+		s := &staged{b: newBytes(t, on)}
+		all = append(all, s)
+		return s
+	}
+	// Bytes written in turns, so that their bytes interleave wherever the backend puts them.
+	for range 6 {
+		add(m)
+	}
+	add(child)
+	for range scaled(4) {
+		for _, s := range all {
+			appendRandom(t, r, s.b, &s.model)
+		}
+	}
+	var gone []medium.Bytes
+	for round := range 3 {
+		// Discard every other Bytes left, then write more: new Bytes and the survivors.
+		var kept []*staged
+		for i, s := range all {
+			if i%2 == round%2 {
+				size := s.b.Size()
+				require.NoError(t, s.b.(medium.Discarder).Discard())
+				require.NoError(t, s.b.(medium.Discarder).Discard(), "a second Discard")
+				require.Equal(t, size, s.b.Size(), "Size after Discard")
+				requireGone(t, s.b, "discarded")
+				gone = append(gone, s.b)
+				continue
+			}
+			kept = append(kept, s)
+		}
+		all = kept
+		add(m)
+		add(child)
+		for range scaled(3) {
+			for _, s := range all {
+				appendRandom(t, r, s.b, &s.model)
+			}
+		}
+		for _, s := range all {
+			checkContents(t, r, s.b, s.model.Bytes())
+		}
+	}
+	for _, b := range gone {
+		requireGone(t, b, "discarded, later")
+	}
+	last := newBytes(t, m)
+	_, err = last.WriteString("kept until Close")
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+	require.ErrorIs(t, last.(medium.Discarder).Discard(), medium.ErrClosed, "Discard after Close")
 }
