@@ -14,6 +14,10 @@
 // the full-size buffers of its Bytes are kept (up to half of BufferBudget) and handed to the
 // Bytes made next, which start with them empty; a Bytes that needs a buffer or a larger one
 // takes a kept one before it allocates, so the kept buffers never cost a live one its budget.
+// The file space of a closed child's Bytes is reused by later extents before the file grows. A
+// Bytes is a medium.Discarder: Discard gives its buffer and space back at once, the space
+// punched out of the file first (its pages leave the page cache), which is what a segment's
+// publication does with each part it has copied.
 //
 // # No litter
 //
