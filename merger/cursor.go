@@ -471,17 +471,17 @@ func (c *cursor) sortGroups() {
 func (c *cursor) inKeyOrder() bool {
 	w := &c.w
 	times := w.time[:w.n]
+	if c.packed { // the common case, without a call a tie
+		keys := c.wkeys[:len(times)]
+		for i := 1; i < len(times); i++ {
+			if times[i] == times[i-1] && keys[i-1] > keys[i] {
+				return false
+			}
+		}
+		return true
+	}
 	for i := 1; i < len(times); i++ {
-		if times[i] != times[i-1] {
-			continue
-		}
-		var x int
-		if c.packed {
-			x = cmp.Compare(c.wkeys[i-1], c.wkeys[i])
-		} else {
-			x = cmpDims(w, i-1, w, i)
-		}
-		if x > 0 {
+		if times[i] == times[i-1] && cmpDims(w, i-1, w, i) > 0 {
 			return false
 		}
 	}
