@@ -54,6 +54,26 @@ func allocated(t *testing.T, m *Medium) int64 {
 	return fi.Sys().(*syscall.Stat_t).Blocks * 512
 }
 
+// writeInTurns makes n Bytes of m and writes 4 KiB to each in turn, rounds times: with
+// osMedium's buffers, each write is an extent of its own, interleaved with the others'.
+func writeInTurns(t *testing.T, m *Medium, n, rounds int) []medium.Bytes {
+	t.Helper()
+	bs := make([]medium.Bytes, n)
+	for i := range bs {
+		b, err := m.NewBytes()
+		require.NoError(t, err)
+		bs[i] = b
+	}
+	p := bytes.Repeat([]byte{'x'}, 4<<10)
+	for range rounds {
+		for _, b := range bs {
+			_, err := b.Write(p)
+			require.NoError(t, err)
+		}
+	}
+	return bs
+}
+
 // TestDiscardPunchesThenFrees: a discarded Bytes' space is punched out of the file (its blocks
 // and pages go back) and only then placed in the free space, where the next Bytes writes
 // before the file grows; the Bytes written beside it keep their bytes throughout.
@@ -146,18 +166,7 @@ func TestDiscardPunchFails(t *testing.T) {
 				mu.Unlock()
 				return tc.err
 			}))
-			var bs []medium.Bytes
-			for range 2 {
-				b, err := m.NewBytes()
-				require.NoError(t, err)
-				bs = append(bs, b)
-			}
-			for range 4 {
-				for _, b := range bs {
-					_, err := b.Write(bytes.Repeat([]byte{'x'}, 4<<10))
-					require.NoError(t, err)
-				}
-			}
+			bs := writeInTurns(t, m, 2, 4)
 			require.NoError(t, bs[0].(medium.Discarder).Discard())
 			waitFree(t, m, 16<<10)
 			require.NoError(t, bs[1].(medium.Discarder).Discard())
@@ -188,18 +197,7 @@ func TestDiscardThenClose(t *testing.T) {
 			return nil
 		}))
 	require.NoError(t, err)
-	var bs []medium.Bytes
-	for range 2 {
-		b, err := m.NewBytes()
-		require.NoError(t, err)
-		bs = append(bs, b)
-	}
-	for range 64 {
-		for _, b := range bs {
-			_, err = b.Write(bytes.Repeat([]byte{'x'}, 4<<10))
-			require.NoError(t, err)
-		}
-	}
+	bs := writeInTurns(t, m, 2, 64)
 	require.NoError(t, bs[0].(medium.Discarder).Discard())
 	<-started
 	require.NoError(t, m.Close())
