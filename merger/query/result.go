@@ -253,10 +253,11 @@ func (g *globalTable) result(groupBy []string, all bool, buf *partBuf, lo, hi in
 	buf.groups = slices.Grow(buf.groups[:0], n*nd)[:n*nd]
 	buf.values = slices.Grow(buf.values[:0], n*nm)[:n*nm]
 	copy(buf.groups, g.groups[lo*nd:hi*nd])
+	g.acc.valuesInto(buf.values, lo, hi)
 	for j := range n {
 		i := lo + j
 		buf.rows[j] = Row{Time: timeOf(i), Groups: buf.groups[j*nd : (j+1)*nd : (j+1)*nd], Rows: g.acc.rows[i],
-			Values: g.acc.valuesInto(buf.values[j*nm:(j+1)*nm:(j+1)*nm], i)}
+			Values: buf.values[j*nm : (j+1)*nm : (j+1)*nm]}
 	}
 	res.Rows = buf.rows
 	return res
