@@ -75,11 +75,7 @@ func (b *tmpBytes) Discard() error {
 	b.discarded = true
 	b.st.putBuf(b.buf)
 	b.buf = nil
-	if b.st.osFile != nil {
-		b.st.punch(b.extents)
-	} else {
-		b.st.release(b.extents)
-	}
+	b.st.punch(b.extents)
 	b.extents = nil
 	return nil
 }

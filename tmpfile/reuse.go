@@ -172,11 +172,12 @@ type puncher struct {
 	unsupported bool          // the file system has no hole punching: release at once
 }
 
-// punch queues the space of extents to be punched out of the file, then freed.
+// punch queues the space of extents to be punched out of the file, then freed; where there is
+// nothing to punch (not an OS file, no hole punching, the store closing) it frees it at once.
 func (st *store) punch(extents []extent) {
 	p := &st.punches
 	p.mu.Lock()
-	if p.stop || p.unsupported {
+	if st.osFile == nil || p.stop || p.unsupported {
 		p.mu.Unlock()
 		st.release(extents)
 		return
