@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/writeout/writeout/bench/gen"
 	"github.com/writeout/writeout/bench/internal/meminfo"
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/gen"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 )

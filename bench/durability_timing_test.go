@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/writeout/writeout/bench/gen"
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/gen"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/mmapfile"

@@ -10,7 +10,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/writeout/writeout/internal/multierr"
-	"github.com/writeout/writeout/medium/parquetpool"
+	"github.com/writeout/writeout/internal/parquetpool"
 	"github.com/writeout/writeout/tmpfile"
 )
 

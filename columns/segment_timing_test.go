@@ -7,17 +7,17 @@ import (
 
 	"github.com/axiomhq/hyperloglog"
 
-	"github.com/writeout/writeout/bench/gen"
+	"github.com/writeout/writeout/internal/gen"
 	"github.com/writeout/writeout/medium"
 )
 
 // Segment benchmarks: writing and reading whole segments of the Druid basic schema and the
-// Pinot-shaped wide table from bench/gen, per compression. The segment size is reported as
+// Pinot-shaped wide table from internal/gen, per compression. The segment size is reported as
 // "bytes" and "bytes/row"; throughput is over the segment's bytes.
 //
 //	go test -run '^$' -bench 'Segment' -benchtime 3x ./columns/
 
-// genTable maps a bench/gen table to a schema and rows: string columns become dimensions
+// genTable maps a internal/gen table to a schema and rows: string columns become dimensions
 // (raw, multi-value and bitmap-indexed as the generator says), aggregator columns become metrics
 // computed per row (count 1, the source value, a sketch of the source dimension's values). Null
 // elements inside multi-value rows, which the format has no place for, are dropped (a row left
@@ -272,7 +272,7 @@ type bytesBuffer struct{ b []byte }
 
 func (w *bytesBuffer) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
 
-// TestGenTables writes the bench/gen tables into segments and checks them (a small number of
+// TestGenTables writes the internal/gen tables into segments and checks them (a small number of
 // rows, so that it runs in CI).
 func TestGenTables(t *testing.T) {
 	for name, g := range map[string]func() gen.Generator{

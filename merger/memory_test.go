@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/writeout/writeout/bench/gen"
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/gen"
 )
 
 // heapSampler samples the Go heap's object bytes every millisecond in a goroutine and keeps

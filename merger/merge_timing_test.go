@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/writeout/writeout/bench/gen"
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/gen"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/mmapfile"
 	"github.com/writeout/writeout/offheap"

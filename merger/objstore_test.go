@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/writeout/writeout/bench/gen"
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/objstore"
-	"github.com/writeout/writeout/columns/objstore/s3test"
+	"github.com/writeout/writeout/internal/gen"
+	"github.com/writeout/writeout/internal/s3test"
 )
 
 const s3Bucket = "segments"

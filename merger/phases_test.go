@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/writeout/writeout/bench/gen"
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/gen"
 	"github.com/writeout/writeout/medium"
 )
 

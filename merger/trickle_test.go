@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/writeout/writeout/bench/gen"
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/gen"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/internal/sys/systrace"
 	"github.com/writeout/writeout/medium"

@@ -20,8 +20,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/writeout/writeout/bench/gen"
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/gen"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns/objstore"
-	"github.com/writeout/writeout/columns/objstore/s3test"
+	"github.com/writeout/writeout/internal/s3test"
 	"github.com/writeout/writeout/merger"
 )
 

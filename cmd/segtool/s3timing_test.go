@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/writeout/writeout/columns/objstore/s3test"
+	"github.com/writeout/writeout/internal/s3test"
 )
 
 // TestS3MergeTiming is issue 15's bar 4 as a measurement (WRITEOUT_BIG=1 only: it takes a

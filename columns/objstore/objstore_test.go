@@ -19,7 +19,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/objstore"
-	"github.com/writeout/writeout/columns/objstore/s3test"
+	"github.com/writeout/writeout/internal/s3test"
 )
 
 const bucket = "segments"

@@ -25,7 +25,7 @@
 // The file's key/value metadata holds the segment's schema under SchemaKey ("writeout.schema"),
 // as columns.Schema's JSON. Rows stream: parquet-go is given 256 rows at a time and closes a
 // row group every Options.RowGroupRows rows, so the writer holds one row group's pages (in
-// memory, or in Options.Medium through medium/parquetpool) and never the whole segment.
+// memory, or in Options.Medium through internal/parquetpool) and never the whole segment.
 //
 // # Reading it back into a segment
 //

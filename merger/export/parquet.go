@@ -13,8 +13,8 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/internal/parquetpool"
 	"github.com/writeout/writeout/medium"
-	"github.com/writeout/writeout/medium/parquetpool"
 )
 
 // SchemaKey is the key of the Parquet file's key/value metadata that holds the exported

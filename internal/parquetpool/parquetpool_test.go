@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/afero"
 	"github.com/stretchr/testify/require"
 
+	"github.com/writeout/writeout/internal/parquetpool"
 	"github.com/writeout/writeout/medium"
-	"github.com/writeout/writeout/medium/parquetpool"
 	"github.com/writeout/writeout/offheap"
 	"github.com/writeout/writeout/tmpfile"
 )
