@@ -35,7 +35,7 @@ func requireEmptyDir(t *testing.T, dir string) {
 
 // opener returns a mediumtest.Open for opts, with each medium's directory checked empty at the
 // end of the test.
-func opener(opts mmapfile.Options) mediumtest.Open {
+func opener(opts mmapfile.Options) mediumtest.Open[*testing.T] {
 	return func(t *testing.T) medium.Medium {
 		o := opts
 		o.Dir = t.TempDir()

@@ -41,7 +41,7 @@ func leftovers(t *testing.T, fsys afero.Fs, dir string) []string {
 
 // openIn returns an Open for the suite that also checks, when the test ends, that the
 // directory holds no file of the medium's.
-func openIn(opts Options, calls *sys.Calls) mediumtest.Open {
+func openIn(opts Options, calls *sys.Calls) mediumtest.Open[*testing.T] {
 	return func(t *testing.T) medium.Medium {
 		o := opts
 		if o.Fs == nil {

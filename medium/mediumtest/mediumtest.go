@@ -8,6 +8,7 @@ package mediumtest
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -15,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"testing"
 	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
@@ -24,29 +24,43 @@ import (
 	"github.com/writeout/writeout/medium"
 )
 
-// Open returns a fresh, empty medium for one test. The suite closes it; open may also register
-// a t.Cleanup of its own (for example to check that no file is left behind).
-type Open func(t *testing.T) medium.Medium
-
-// Run runs the whole conformance suite against the backend that open makes.
-func Run(t *testing.T, open Open) {
-	t.Run("Empty", func(t *testing.T) { testEmpty(t, open) })
-	t.Run("RandomWrites", func(t *testing.T) { testRandomWrites(t, open) })
-	t.Run("LargeWrites", func(t *testing.T) { testLargeWrites(t, open) })
-	t.Run("Interleaved", func(t *testing.T) { testInterleaved(t, open) })
-	t.Run("NoRetain", func(t *testing.T) { testNoRetain(t, open) })
-	t.Run("ReadAt", func(t *testing.T) { testReadAt(t, open) })
-	t.Run("ReadFrom", func(t *testing.T) { testReadFrom(t, open) })
-	t.Run("WriteToFailing", func(t *testing.T) { testWriteToFailing(t, open) })
-	t.Run("WriteToFile", func(t *testing.T) { testWriteToFile(t, open) })
-	t.Run("Closed", func(t *testing.T) { testClosed(t, open) })
-	t.Run("Children", func(t *testing.T) { testChildren(t, open) })
-	t.Run("OnClose", func(t *testing.T) { testOnClose(t, open) })
-	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
-	t.Run("Discard", func(t *testing.T) { testDiscard(t, open) })
+// TB is the part of *testing.T the suite uses; T is the test type itself (*testing.T satisfies
+// TB[*testing.T]). The suite takes it rather than *testing.T so that this package, which is
+// not a test file, does not import package testing.
+type TB[T any] interface {
+	Helper()
+	Errorf(format string, args ...any)
+	FailNow()
+	Logf(format string, args ...any)
+	Skip(args ...any)
+	Cleanup(func())
+	TempDir() string
+	Run(name string, f func(T)) bool
 }
 
-func seed(t *testing.T) uint64 {
+// Open returns a fresh, empty medium for one test. The suite closes it; open may also register
+// a t.Cleanup of its own (for example to check that no file is left behind).
+type Open[T any] func(t T) medium.Medium
+
+// Run runs the whole conformance suite against the backend that open makes.
+func Run[T TB[T]](t T, open Open[T]) {
+	t.Run("Empty", func(t T) { testEmpty(t, open) })
+	t.Run("RandomWrites", func(t T) { testRandomWrites(t, open) })
+	t.Run("LargeWrites", func(t T) { testLargeWrites(t, open) })
+	t.Run("Interleaved", func(t T) { testInterleaved(t, open) })
+	t.Run("NoRetain", func(t T) { testNoRetain(t, open) })
+	t.Run("ReadAt", func(t T) { testReadAt(t, open) })
+	t.Run("ReadFrom", func(t T) { testReadFrom(t, open) })
+	t.Run("WriteToFailing", func(t T) { testWriteToFailing(t, open) })
+	t.Run("WriteToFile", func(t T) { testWriteToFile(t, open) })
+	t.Run("Closed", func(t T) { testClosed(t, open) })
+	t.Run("Children", func(t T) { testChildren(t, open) })
+	t.Run("OnClose", func(t T) { testOnClose(t, open) })
+	t.Run("Concurrent", func(t T) { testConcurrent(t, open) })
+	t.Run("Discard", func(t T) { testDiscard(t, open) })
+}
+
+func seed[T TB[T]](t T) uint64 {
 	t.Helper()
 	if s := os.Getenv("WRITEOUT_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
@@ -63,7 +77,7 @@ func seed(t *testing.T) uint64 {
 // the detector needs the interleavings, not the volume).
 func scaled(n int) int {
 	switch {
-	case raceEnabled && testing.Short():
+	case raceEnabled && short():
 		return max(n/10, 1)
 	case raceEnabled:
 		return max(n/3, 1)
@@ -71,7 +85,13 @@ func scaled(n int) int {
 	return n
 }
 
-func openMedium(t *testing.T, open Open) medium.Medium {
+// short reports whether the test binary runs with -short (the flag package testing registers).
+func short() bool {
+	f := flag.Lookup("test.short")
+	return f != nil && f.Value.String() == "true"
+}
+
+func openMedium[T TB[T]](t T, open Open[T]) medium.Medium {
 	t.Helper()
 	m := open(t)
 	require.NotNil(t, m)
@@ -79,7 +99,7 @@ func openMedium(t *testing.T, open Open) medium.Medium {
 	return m
 }
 
-func newBytes(t *testing.T, m medium.Medium) medium.Bytes {
+func newBytes[T TB[T]](t T, m medium.Medium) medium.Bytes {
 	t.Helper()
 	b, err := m.NewBytes()
 	require.NoError(t, err)
@@ -123,7 +143,7 @@ func writeSize(r *rand.Rand) int {
 }
 
 // appendRandom appends one random write through a random write method to b and to the model.
-func appendRandom(t *testing.T, r *rand.Rand, b medium.Bytes, model *bytes.Buffer) {
+func appendRandom[T TB[T]](t T, r *rand.Rand, b medium.Bytes, model *bytes.Buffer) {
 	t.Helper()
 	p := randomBytes(r, writeSize(r))
 	before := b.Size()
@@ -158,7 +178,7 @@ func appendRandom(t *testing.T, r *rand.Rand, b medium.Bytes, model *bytes.Buffe
 }
 
 // checkContents checks Size, WriteTo (twice) and ReadAt of b against want.
-func checkContents(t *testing.T, r *rand.Rand, b medium.Bytes, want []byte) {
+func checkContents[T TB[T]](t T, r *rand.Rand, b medium.Bytes, want []byte) {
 	t.Helper()
 	require.Equal(t, int64(len(want)), b.Size(), "Size")
 	for i := range 2 {
@@ -188,7 +208,7 @@ func checkContents(t *testing.T, r *rand.Rand, b medium.Bytes, want []byte) {
 }
 
 // checkReadAtEnd checks ReadAt across, at and past the end.
-func checkReadAtEnd(t *testing.T, b medium.Bytes, want []byte) {
+func checkReadAtEnd[T TB[T]](t T, b medium.Bytes, want []byte) {
 	t.Helper()
 	size := int64(len(want))
 	// A read that runs past the end returns what there is and io.EOF.
@@ -227,7 +247,7 @@ func firstDiff(want, got []byte) string {
 	return "equal"
 }
 
-func testEmpty(t *testing.T, open Open) {
+func testEmpty[T TB[T]](t T, open Open[T]) {
 	m := openMedium(t, open)
 	b := newBytes(t, m)
 	require.Zero(t, b.Size())
@@ -245,7 +265,7 @@ func testEmpty(t *testing.T, open Open) {
 	checkContents(t, rand.New(rand.NewPCG(1, 2)), b, nil)
 }
 
-func testRandomWrites(t *testing.T, open Open) {
+func testRandomWrites[T TB[T]](t T, open Open[T]) {
 	s := seed(t)
 	r := rand.New(rand.NewPCG(s, 1))
 	m := openMedium(t, open)
@@ -264,7 +284,7 @@ func testRandomWrites(t *testing.T, open Open) {
 	}
 }
 
-func testLargeWrites(t *testing.T, open Open) {
+func testLargeWrites[T TB[T]](t T, open Open[T]) {
 	r := rand.New(rand.NewPCG(seed(t), 2))
 	m := openMedium(t, open)
 	b := newBytes(t, m)
@@ -280,7 +300,7 @@ func testLargeWrites(t *testing.T, open Open) {
 	checkContents(t, r, b, model.Bytes())
 }
 
-func testInterleaved(t *testing.T, open Open) {
+func testInterleaved[T TB[T]](t T, open Open[T]) {
 	r := rand.New(rand.NewPCG(seed(t), 3))
 	m := openMedium(t, open)
 	const n = 40
@@ -301,7 +321,7 @@ func testInterleaved(t *testing.T, open Open) {
 	}
 }
 
-func testNoRetain(t *testing.T, open Open) {
+func testNoRetain[T TB[T]](t T, open Open[T]) {
 	m := openMedium(t, open)
 	b := newBytes(t, m)
 	for _, n := range []int{3, 5000, 300 << 10} {
@@ -319,7 +339,7 @@ func testNoRetain(t *testing.T, open Open) {
 	require.Equal(t, -1, bytes.IndexByte(got.Bytes(), 'X'), "Bytes retained and saw a later change of p")
 }
 
-func testReadAt(t *testing.T, open Open) {
+func testReadAt[T TB[T]](t T, open Open[T]) {
 	r := rand.New(rand.NewPCG(seed(t), 4))
 	m := openMedium(t, open)
 	b := newBytes(t, m)
@@ -379,11 +399,11 @@ func (s *shortReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func testReadFrom(t *testing.T, open Open) {
+func testReadFrom[T TB[T]](t T, open Open[T]) {
 	r := rand.New(rand.NewPCG(seed(t), 5))
 	m := openMedium(t, open)
 
-	t.Run("ShortReadsThenError", func(t *testing.T) {
+	t.Run("ShortReadsThenError", func(t T) {
 		b := newBytes(t, m)
 		_, err := b.WriteString("prefix")
 		require.NoError(t, err)
@@ -398,7 +418,7 @@ func testReadFrom(t *testing.T, open Open) {
 		require.NoError(t, err)
 		checkContents(t, r, b, append(want, "suffix"...))
 	})
-	t.Run("DataWithEOF", func(t *testing.T) {
+	t.Run("DataWithEOF", func(t T) {
 		b := newBytes(t, m)
 		data := randomBytes(r, 70<<10)
 		n, err := b.ReadFrom(iotest.DataErrReader(bytes.NewReader(data)))
@@ -406,7 +426,7 @@ func testReadFrom(t *testing.T, open Open) {
 		require.Equal(t, int64(len(data)), n)
 		checkContents(t, r, b, data)
 	})
-	t.Run("OneByte", func(t *testing.T) {
+	t.Run("OneByte", func(t T) {
 		b := newBytes(t, m)
 		data := randomBytes(r, 10<<10)
 		n, err := b.ReadFrom(iotest.OneByteReader(bytes.NewReader(data)))
@@ -414,14 +434,14 @@ func testReadFrom(t *testing.T, open Open) {
 		require.Equal(t, int64(len(data)), n)
 		checkContents(t, r, b, data)
 	})
-	t.Run("ImmediateError", func(t *testing.T) {
+	t.Run("ImmediateError", func(t T) {
 		b := newBytes(t, m)
 		n, err := b.ReadFrom(iotest.ErrReader(errReader))
 		require.ErrorIs(t, err, errReader)
 		require.Zero(t, n)
 		require.Zero(t, b.Size())
 	})
-	t.Run("InvalidCount", func(t *testing.T) {
+	t.Run("InvalidCount", func(t T) {
 		for _, bad := range []int{-1, 1 << 40} {
 			b := newBytes(t, m)
 			_, err := b.WriteString("kept")
@@ -433,7 +453,7 @@ func testReadFrom(t *testing.T, open Open) {
 			checkContents(t, r, b, []byte("kept"))
 		}
 	})
-	t.Run("Large", func(t *testing.T) {
+	t.Run("Large", func(t T) {
 		b := newBytes(t, m)
 		data := randomBytes(r, 3<<20+17)
 		n, err := b.ReadFrom(bytes.NewReader(data))
@@ -477,7 +497,7 @@ type badCountWriter int
 
 func (n badCountWriter) Write([]byte) (int, error) { return int(n), nil }
 
-func testWriteToFailing(t *testing.T, open Open) {
+func testWriteToFailing[T TB[T]](t T, open Open[T]) {
 	r := rand.New(rand.NewPCG(seed(t), 6))
 	m := openMedium(t, open)
 	b := newBytes(t, m)
@@ -507,7 +527,7 @@ func testWriteToFailing(t *testing.T, open Open) {
 	checkContents(t, r, b, model.Bytes())
 }
 
-func testWriteToFile(t *testing.T, open Open) {
+func testWriteToFile[T TB[T]](t T, open Open[T]) {
 	r := rand.New(rand.NewPCG(seed(t), 7))
 	m := openMedium(t, open)
 	const n = 5
@@ -551,7 +571,7 @@ func testWriteToFile(t *testing.T, open Open) {
 	}
 }
 
-func testClosed(t *testing.T, open Open) {
+func testClosed[T TB[T]](t T, open Open[T]) {
 	m := open(t)
 	b := newBytes(t, m)
 	_, err := b.WriteString("some bytes")
@@ -586,7 +606,7 @@ func testClosed(t *testing.T, open Open) {
 	require.True(t, ran, "OnClose on a closed medium")
 }
 
-func testChildren(t *testing.T, open Open) {
+func testChildren[T TB[T]](t T, open Open[T]) {
 	r := rand.New(rand.NewPCG(seed(t), 8))
 	m := openMedium(t, open)
 	pb := newBytes(t, m)
@@ -636,7 +656,7 @@ func testChildren(t *testing.T, open Open) {
 	require.NoError(t, early.Close(), "a second Close of a child")
 }
 
-func testOnClose(t *testing.T, open Open) {
+func testOnClose[T TB[T]](t T, open Open[T]) {
 	m := open(t)
 	var order []int
 	errA := errors.New("hook A failed")
@@ -665,7 +685,7 @@ func testOnClose(t *testing.T, open Open) {
 	require.ErrorIs(t, err, medium.ErrClosed)
 }
 
-func testConcurrent(t *testing.T, open Open) {
+func testConcurrent[T TB[T]](t T, open Open[T]) {
 	s := seed(t)
 	m := openMedium(t, open)
 	const workers = 8
@@ -742,7 +762,7 @@ func concurrentWorker(m medium.Medium, s uint64, w int) error {
 }
 
 // requireGone checks that every call on x but Size fails with ErrClosed.
-func requireGone(t *testing.T, x medium.Bytes, what string) {
+func requireGone[T TB[T]](t T, x medium.Bytes, what string) {
 	t.Helper()
 	_, err := x.Write([]byte("x"))
 	require.ErrorIs(t, err, medium.ErrClosed, "%s: Write", what)
@@ -761,7 +781,7 @@ func requireGone(t *testing.T, x medium.Bytes, what string) {
 // every call but Size, a second Discard does nothing, the other Bytes (written before and
 // after, on the medium and a child) keep their bytes while new ones take the space given back,
 // and a Discard after Close fails with ErrClosed.
-func testDiscard(t *testing.T, open Open) {
+func testDiscard[T TB[T]](t T, open Open[T]) {
 	r := rand.New(rand.NewPCG(seed(t), 9))
 	m := openMedium(t, open)
 	if _, ok := newBytes(t, m).(medium.Discarder); !ok {
