@@ -29,6 +29,8 @@ package medium
 import (
 	"errors"
 	"io"
+
+	"github.com/writeout/writeout/internal/invalid"
 )
 
 // Sentinel errors. Backends wrap them with context; match them with errors.Is.
@@ -37,8 +39,11 @@ var (
 	ErrClosed = errors.New("medium: closed")
 	// ErrSync wraps a failed fsync, fdatasync or msync. Such a failure is never retried.
 	ErrSync = errors.New("medium: sync failed")
-	// ErrInvalid marks an invalid argument or option (a negative offset, a bad size).
-	ErrInvalid = errors.New("medium: invalid argument")
+	// ErrInvalid marks an invalid argument or option (a negative offset, a bad size). It is the
+	// root of every package's invalid-argument error: each package's own ErrInvalid (columns,
+	// merger, query, ingest, export, objstore) wraps it, so errors.Is(err, ErrInvalid) holds
+	// for a bad argument given to any of them.
+	ErrInvalid = invalid.Err
 )
 
 // Bytes is an append-only byte sequence staged on a Medium. One Bytes is used by one goroutine

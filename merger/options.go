@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/invalid"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger/internal/schema"
 )
@@ -26,7 +27,8 @@ var ErrSchemaConflict = schema.ErrConflict
 var ErrUnsorted = errors.New("merger: input rows out of time order")
 
 // ErrInvalid marks a bad argument or option.
-var ErrInvalid = errors.New("merger: invalid argument")
+// It wraps medium.ErrInvalid.
+var ErrInvalid = invalid.Sentinel("merger: invalid argument")
 
 // Options configure Merge. The zero value is the default: a tmpfile medium in the output's
 // directory, output synced once (medium.SyncOutput), no rollup, the union of the inputs'

@@ -11,10 +11,13 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/writeout/writeout/internal/invalid"
 )
 
 // ErrInvalid marks a bad argument: a malformed s3:// URL, a missing endpoint, a bad option.
-var ErrInvalid = errors.New("objstore: invalid argument")
+// It wraps medium.ErrInvalid.
+var ErrInvalid = invalid.Sentinel("objstore: invalid argument")
 
 // ErrNotFound marks a missing bucket or object.
 var ErrNotFound = errors.New("objstore: not found")

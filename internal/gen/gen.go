@@ -1,12 +1,14 @@
 package gen
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/writeout/writeout/internal/invalid"
 )
 
-// ErrInvalid is wrapped by every error about a bad argument or option.
-var ErrInvalid = errors.New("gen: invalid argument")
+// ErrInvalid is wrapped by every error about a bad argument or option. It wraps
+// medium.ErrInvalid (internal/invalid.Err: gen imports nothing else of writeout's).
+var ErrInvalid = invalid.Sentinel("gen: invalid argument")
 
 // MaxRows is the largest row count a generator accepts (where int is
 // 32 bits wide, every non-negative int is accepted).

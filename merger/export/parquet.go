@@ -12,6 +12,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/invalid"
 	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/parquetpool"
 	"github.com/writeout/writeout/medium"
@@ -25,8 +26,8 @@ const SchemaKey = "writeout.schema"
 // (122,880 rows), a size readers handle well while the writer's memory stays bounded.
 const DefaultRowGroupRows = 1 << 17
 
-// ErrInvalid marks invalid options.
-var ErrInvalid = errors.New("export: invalid options")
+// ErrInvalid marks invalid options. It wraps medium.ErrInvalid.
+var ErrInvalid = invalid.Sentinel("export: invalid options")
 
 // Options configure an export. The zero value writes row groups of DefaultRowGroupRows rows
 // and stages parquet-go's column pages in memory.

@@ -1,6 +1,10 @@
 package ingest
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/writeout/writeout/internal/invalid"
+)
 
 // Sentinels, matched with errors.Is.
 var (
@@ -11,8 +15,8 @@ var (
 	// ErrInput marks an input that cannot be read as its format at all (a CSV header that
 	// lacks a field the spec needs, a line too long): reading it stops.
 	ErrInput = errors.New("ingest: unreadable input")
-	// ErrInvalid marks invalid options or inputs given to Run.
-	ErrInvalid = errors.New("ingest: invalid argument")
+	// ErrInvalid marks invalid options or inputs given to Run. It wraps medium.ErrInvalid.
+	ErrInvalid = invalid.Sentinel("ingest: invalid argument")
 )
 
 // wrapped is an error whose message is its own text and which also matches the sentinel kind

@@ -3,7 +3,6 @@ package query
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -15,6 +14,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/invalid"
 	"github.com/writeout/writeout/merger/internal/parallel"
 	"github.com/writeout/writeout/merger/internal/schema"
 	"github.com/writeout/writeout/merger/internal/source"
@@ -24,7 +24,8 @@ import (
 // ErrInvalid marks a bad query: an input that is not a segment or builder, an unknown
 // granularity, a group-by dimension listed twice, a group-by or filter dimension in no input
 // or that is a metric, a metric in no input.
-var ErrInvalid = errors.New("query: invalid argument")
+// It wraps medium.ErrInvalid.
+var ErrInvalid = invalid.Sentinel("query: invalid argument")
 
 // ErrSchemaConflict marks inputs whose schemas conflict. It is merger.ErrSchemaConflict, the
 // same value: queries and merges reject the same inputs.
