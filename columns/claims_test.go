@@ -100,7 +100,7 @@ func TestWriterInterval(t *testing.T) {
 	f(hour, nil, Interval{})
 
 	var buf bytes.Buffer
-	w, err := NewWriter(hour, WriterOptions{})
+	w, err := newRowsWriter(hour, WriterOptions{})
 	require.NoError(t, err)
 	require.NoError(t, w.AddRow(Row{Time: hourAt(10, 0)}))
 	info, err := w.FinishTo(&buf)
@@ -109,7 +109,7 @@ func TestWriterInterval(t *testing.T) {
 
 	// No room for the end: a time past MaxTime is refused when it comes.
 	for _, s := range []Schema{{}, hour} {
-		w, err := NewWriter(s, WriterOptions{})
+		w, err := newRowsWriter(s, WriterOptions{})
 		require.NoError(t, err)
 		err = w.AddRow(Row{Time: s.Granularity.Truncate(math.MaxInt64)})
 		require.ErrorIs(t, err, medium.ErrInvalid)
@@ -120,19 +120,20 @@ func TestWriterInterval(t *testing.T) {
 }
 
 // TestWriterRefusesUntruncatedTime: under a granularity, a time not truncated to it is refused
-// by AddRow and by the __time column writer, naming the column and the row.
+// by the __time column writer (fed row by row or a column at a time), naming the column and
+// the row.
 func TestWriterRefusesUntruncatedTime(t *testing.T) {
 	s := Schema{Dimensions: []Dimension{{Name: "page"}}, Granularity: GranularityHour}
-	w, err := NewWriter(s, WriterOptions{})
+	rw, err := newRowsWriter(s, WriterOptions{})
 	require.NoError(t, err)
-	require.NoError(t, w.AddRow(Row{Time: hourAt(10, 0), Dims: [][]string{{"a"}}}))
-	err = w.AddRow(Row{Time: hourAt(10, 17), Dims: [][]string{{"a"}}})
+	require.NoError(t, rw.AddRow(Row{Time: hourAt(10, 0), Dims: [][]string{{"a"}}}))
+	err = rw.AddRow(Row{Time: hourAt(10, 17), Dims: [][]string{{"a"}}})
 	require.ErrorIs(t, err, medium.ErrInvalid)
 	require.ErrorContains(t, err, `column "__time": row 1: time 946721820000 not truncated to the granularity hour`)
-	_, err = w.FinishTo(io.Discard)
+	_, err = rw.FinishTo(io.Discard)
 	require.ErrorIs(t, err, medium.ErrInvalid, "the error is sticky")
 
-	w, err = NewWriter(s, WriterOptions{})
+	w, err := NewWriter(s, WriterOptions{})
 	require.NoError(t, err)
 	tw, err := w.Time()
 	require.NoError(t, err)
@@ -149,19 +150,6 @@ func TestWriterRefusesUntruncatedTime(t *testing.T) {
 	lw, err := w.Long("n")
 	require.NoError(t, err)
 	require.NoError(t, lw.Append(hourAt(10, 17)))
-	require.NoError(t, w.Abort())
-}
-
-// TestAddRowRefusesRollup: AddRow does not roll rows up, so it refuses a rollup schema rather
-// than stamp rollup on rows it did not combine.
-func TestAddRowRefusesRollup(t *testing.T) {
-	s := Schema{Dimensions: []Dimension{{Name: "page"}}, Rollup: true}
-	w, err := NewWriter(s, WriterOptions{})
-	require.NoError(t, err)
-	err = w.AddRow(Row{Time: 1, Dims: [][]string{{"a"}}})
-	require.ErrorIs(t, err, ErrState)
-	require.ErrorContains(t, err, "AddRow on a rollup schema")
-	require.ErrorContains(t, err, "merger.Builder")
 	require.NoError(t, w.Abort())
 }
 

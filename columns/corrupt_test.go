@@ -175,7 +175,7 @@ func TestFlipLargeSegment(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seedFor(t, 99), 0))
 	s := millionSchema()
 	gen := newMillionGen(3)
-	w, err := NewWriter(s, WriterOptions{})
+	w, err := newRowsWriter(s, WriterOptions{})
 	require.NoError(t, err)
 	var r Row
 	for i := 0; i < 100_000; i++ {

@@ -13,13 +13,13 @@
 // # Writing
 //
 // A Writer stages every part of every column in its own medium.Bytes, computing the part's
-// CRC-32C and size as it is staged. It is fed a row at a time (AddRow, building dictionaries
-// and bitmaps itself) or a column at a time (Time, Dim, Raw, Long, Double, Sketch: the merger's
-// way, which never holds more than one bitmap). Finish writes an unnamed file (O_TMPFILE on
-// Linux; elsewhere a temp file, TempPattern) in the destination directory, copies each part out
-// of its stage with WriteTo while checking the bytes against the staged CRC, syncs per
-// medium.Durability, links or renames it into place (never over an existing file unless
-// asked) and syncs the directory. Abort discards everything.
+// CRC-32C and size as it is staged. It is fed a column at a time (Time, Dim, Raw, Long,
+// Double, Sketch), never holding more than one bitmap; rows reach it through merger.Builder.
+// Finish writes an unnamed file (O_TMPFILE on Linux; elsewhere a temp file, TempPattern) in the
+// destination directory, copies each part out of its stage with WriteTo while checking the
+// bytes against the staged CRC, syncs per medium.Durability, links or renames it into place
+// (never over an existing file unless asked) and syncs the directory. Abort discards
+// everything.
 //
 // # Reading
 //

@@ -17,7 +17,7 @@ import (
 // ErrState and medium.ErrClosed.
 func TestErrorConvention(t *testing.T) {
 	schema := Schema{Dimensions: []Dimension{{Name: "d"}}, Metrics: []Metric{{Name: "n", Type: MetricLong, Aggregator: AggLongSum}}}
-	w, err := NewWriter(schema, WriterOptions{})
+	w, err := newRowsWriter(schema, WriterOptions{})
 	require.NoError(t, err)
 	for i := range 10 {
 		require.NoError(t, w.AddRow(Row{Time: int64(i), Dims: [][]string{{"v" + itoa(i%3)}}, Metrics: []Value{{Long: int64(i)}}}))
@@ -46,7 +46,7 @@ func TestErrorConvention(t *testing.T) {
 	f("ChunkRows", err, invalid...)
 	_, err = NewWriter(schema, WriterOptions{ChunkRows: 1 << 20})
 	f("ChunkRows too large", err, invalid...)
-	_, err = NewWriter(schema, WriterOptions{Compression: 99})
+	_, err = newRowsWriter(schema, WriterOptions{Compression: 99})
 	f("Compression", err, invalid...)
 	f("Validate", WriterOptions{Compression: 99}.Validate(), invalid...)
 	require.NoError(t, WriterOptions{}.Validate())
@@ -69,11 +69,6 @@ func TestErrorConvention(t *testing.T) {
 	f("unknown column", err, ErrSchema)
 
 	// Writers fed bad values, or out of order.
-	w2, err := NewWriter(schema, WriterOptions{})
-	require.NoError(t, err)
-	f("AddRow: two values in a single-value dimension", w2.AddRow(Row{Dims: [][]string{{"a", "b"}}, Metrics: []Value{{}}}), invalid...)
-	require.NoError(t, w2.Abort())
-	f("AddRow after Abort", w2.AddRow(Row{Dims: [][]string{{"a"}}, Metrics: []Value{{}}}), ErrState)
 	w3, err := NewWriter(schema, WriterOptions{})
 	require.NoError(t, err)
 	tw, err := w3.Time()
@@ -93,7 +88,6 @@ func TestErrorConvention(t *testing.T) {
 	_, err = dw.AddValue("a")
 	require.NoError(t, err)
 	f("id past the cardinality", dw.AppendID(1), invalid...)
-	f("AddRow on a writer fed column by column", w4.AddRow(Row{}), ErrState)
 	require.NoError(t, w4.Abort())
 	require.NoError(t, w3.Abort())
 

@@ -8,8 +8,9 @@ import (
 	"github.com/writeout/writeout/columns"
 )
 
-// Rows written one at a time (AddRow, for schemas without rollup; rolled-up segments come
-// from merger.Builder), streamed to a buffer, and read back.
+// A segment written a column at a time (merger.Builder writes rows this way), streamed to a
+// buffer, and read back. A dictionary dimension takes its sorted dictionary first, then each
+// row's ids, then one bitmap per id.
 func Example() {
 	schema := columns.Schema{
 		Dimensions: []columns.Dimension{{Name: "page"}, {Name: "tags", MultiValue: true}},
@@ -22,16 +23,42 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	for i, page := range []string{"Main", "Talk", "Main"} {
-		row := columns.Row{
-			Time:    int64(1000 * i),
-			Dims:    [][]string{{page}, {"a", "b"}},
-			Metrics: []columns.Value{{Long: int64(10 * (i + 1))}, {Double: 0.5 * float64(i)}},
-		}
-		if err := w.AddRow(row); err != nil {
+	check := func(err error) {
+		if err != nil {
 			log.Fatal(err)
 		}
 	}
+	tw, err := w.Time()
+	check(err)
+	page, err := w.Dim("page")
+	check(err)
+	tags, err := w.Dim("tags")
+	check(err)
+	added, err := w.Long("added")
+	check(err)
+	delta, err := w.Double("firstDelta")
+	check(err)
+
+	main, err := page.AddValue("Main") // id 0
+	check(err)
+	talk, err := page.AddValue("Talk") // id 1
+	check(err)
+	a, err := tags.AddValue("a")
+	check(err)
+	b, err := tags.AddValue("b")
+	check(err)
+	for i, p := range []uint32{main, talk, main} {
+		t := int64(1000 * i)
+		check(tw.Append(t))
+		check(page.AppendID(p))
+		check(tags.AppendIDs([]uint32{a, b}))
+		check(added.Append(int64(10 * (i + 1))))
+		check(delta.AppendTimed(0.5*float64(i), t)) // first/last metrics keep each value's time
+	}
+	check(page.WriteBitmapRows(main, []uint32{0, 2}))
+	check(page.WriteBitmapRows(talk, []uint32{1}))
+	check(tags.WriteBitmapRows(a, []uint32{0, 1, 2}))
+	check(tags.WriteBitmapRows(b, []uint32{0, 1, 2}))
 	var buf bytes.Buffer
 	info, err := w.FinishTo(&buf)
 	if err != nil {

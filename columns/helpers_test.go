@@ -100,7 +100,8 @@ func randSchema(rng *rand.Rand) Schema {
 }
 
 // allSchema has every kind of column and every aggregator, and an hour granularity; rollup is
-// off, so that AddRow writes it (TestRoundTrip writes rollup schemas through rollupRows).
+// off, so that the test row writer (rowsWriter) writes it (TestRoundTrip writes rollup schemas
+// through rollupRows).
 func allSchema() Schema {
 	s := Schema{
 		Dimensions: []Dimension{

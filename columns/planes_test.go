@@ -402,7 +402,7 @@ func TestSegmentVersion4(t *testing.T) {
 		opts := WriterOptions{Compression: comp, ChunkRows: 700}
 		byRows := writeRows(t, s, rows, opts)
 		byCols := writeColumns(t, s, rows, opts)
-		require.Equal(t, byRows, byCols, "%s: AddRow and the column writers write the same bytes", comp)
+		require.Equal(t, byRows, byCols, "%s: rows and the column writers write the same bytes", comp)
 		seg, err := NewSegmentBytes(byRows)
 		require.NoError(t, err)
 		checkSegment(t, seg, s, rows, sketches)

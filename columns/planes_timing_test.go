@@ -49,7 +49,7 @@ func BenchmarkEventRead(b *testing.B) {
 	const n = 300_000
 	s, rows := eventRows(n)
 	for _, c := range []Compression{CompressionNone, CompressionS2, CompressionZstd} {
-		w, err := NewWriter(s, WriterOptions{Compression: c})
+		w, err := newRowsWriter(s, WriterOptions{Compression: c})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -35,12 +35,13 @@ func publishRows(t testing.TB, n int) (Schema, []Row) {
 }
 
 func filledWriter(t testing.TB, s Schema, rows []Row, opts WriterOptions) *Writer {
-	w, err := NewWriter(s, opts)
+	w, err := newRowsWriter(s, opts)
 	require.NoError(t, err)
 	for _, r := range rows {
 		require.NoError(t, w.AddRow(r))
 	}
-	return w
+	require.NoError(t, w.flush())
+	return w.Writer
 }
 
 // listDir returns the names in dir, sorted.
@@ -362,9 +363,10 @@ func TestAbort(t *testing.T) {
 	require.NoError(t, w.Abort())
 	require.True(t, closed, "the stages' child medium is closed")
 	require.NoError(t, w.Abort(), "a second Abort")
-	require.ErrorIs(t, w.AddRow(rows[0]), ErrState)
+	_, err := w.Time()
+	require.ErrorIs(t, err, ErrState)
 	dir := t.TempDir()
-	_, err := w.Finish(filepath.Join(dir, "seg"), PublishOptions{})
+	_, err = w.Finish(filepath.Join(dir, "seg"), PublishOptions{})
 	require.ErrorIs(t, err, ErrState)
 	require.Empty(t, listDir(t, afero.NewOsFs(), dir))
 	b, err := m.NewBytes()
@@ -388,7 +390,6 @@ func TestWriterMisuse(t *testing.T) {
 	require.NoError(t, err)
 	d, err := w.Dim("d")
 	require.NoError(t, err)
-	require.ErrorIs(t, w.AddRow(Row{}), ErrState, "AddRow after column writers")
 	_, err = w.Dim("r")
 	require.ErrorIs(t, err, ErrSchema)
 	_, err = w.Raw("d")

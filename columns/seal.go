@@ -20,11 +20,6 @@ func (w *Writer) seal() (*footer, error) {
 		return nil, fmt.Errorf("columns: writer finished or aborted: %w", ErrState)
 	}
 	w.done = true
-	if w.mode == modeRows {
-		if err := w.flushRows(); err != nil {
-			return nil, w.fail(err)
-		}
-	}
 	rows := w.time.rows
 	if rows > maxRows {
 		return nil, w.fail(fmt.Errorf("columns: %d rows, at most %d in a segment: %w", rows, maxRows, ErrInvalid))

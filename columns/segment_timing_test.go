@@ -98,7 +98,7 @@ func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); retur
 // out is nil).
 func writeGen(b testing.TB, newGen func() gen.Generator, opts WriterOptions, out io.Writer) Info {
 	t := newGenTable(newGen())
-	w, err := NewWriter(t.schema, opts)
+	w, err := newRowsWriter(t.schema, opts)
 	if err != nil {
 		b.Fatal(err)
 	}

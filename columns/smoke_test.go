@@ -12,7 +12,7 @@ func TestSmoke(t *testing.T) {
 		Dimensions: []Dimension{{Name: "page"}, {Name: "tags", MultiValue: true}, {Name: "body", Raw: true}},
 		Metrics:    []Metric{{Name: "count", Aggregator: AggCount}, {Name: "added", Aggregator: AggDoubleSum}, {Name: "u", Aggregator: AggHyperUnique}},
 	}
-	w, err := NewWriter(schema, WriterOptions{})
+	w, err := newRowsWriter(schema, WriterOptions{})
 	require.NoError(t, err)
 	rows := []Row{
 		{Time: 10, Dims: [][]string{{"b"}, {"x", "y"}, {"hello"}}, Metrics: []Value{{Long: 1}, {Double: 1.5}, {}}},

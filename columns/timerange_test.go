@@ -57,7 +57,7 @@ func TestWriterRejectsTimesOutOfRange(t *testing.T) {
 	}
 	s.Granularity = GranularityNone
 	for _, bad := range []int64{math.MinInt64, MinTime - 1, MaxTime + 1, math.MaxInt64} {
-		w, err := NewWriter(s, WriterOptions{})
+		w, err := newRowsWriter(s, WriterOptions{})
 		require.NoError(t, err)
 		err = w.AddRow(Row{Time: bad, Metrics: []Value{{Long: 1}}})
 		require.ErrorIs(t, err, ErrInvalid, "time %d", bad)

@@ -47,7 +47,7 @@ func (o *WriterOptions) ensureDefaults() error {
 	return nil
 }
 
-// Row is one row for Writer.AddRow and Segment.ReadRow.
+// Row is one row: what Segment.ReadRow returns and merger.Builder takes.
 type Row struct {
 	Time int64
 	// Dims holds one entry per schema dimension, in schema order: the row's values, nil (or
@@ -113,14 +113,11 @@ func (s *stage) fail(err error) error {
 // Writer builds one segment: parts are staged in a medium, then Finish publishes them as one
 // file (or FinishTo streams them to any io.Writer).
 //
-// It is fed one of two ways, not both:
-//   - AddRow, a row at a time: the writer builds dictionaries and bitmaps itself, holding the
-//     dimension ids of every row in memory until Finish. Not for a Rollup schema: AddRow does
-//     not roll rows up.
-//   - Column at a time, through the writers Time, Dim, Raw, Long, Double and Sketch return, for
-//     the merger: memory stays bounded; see DimWriter for the order dictionary dimensions take.
-//     Distinct column writers may be used from different goroutines at the same time; one
-//     column writer is used by one goroutine at a time.
+// It is fed a column at a time, through the writers Time, Dim, Raw, Long, Double and Sketch
+// return: memory stays bounded; see DimWriter for the order dictionary dimensions take.
+// Distinct column writers may be used from different goroutines at the same time; one column
+// writer is used by one goroutine at a time. Rows reach a segment through merger.Builder, which
+// feeds this writer.
 //
 // Rows must come in non-decreasing time order, each time truncated to the schema's granularity.
 // The segment's interval is Granularity.Interval of the first and last times (the zero
@@ -138,18 +135,10 @@ type Writer struct {
 	longs   []*LongWriter
 	doubles []*DoubleWriter
 	sketch  []*SketchWriter
-	rowDims []*rowDim // AddRow buffers, one per dictionary dimension
-	mode    int       // 0 unused, 1 rows, 2 columns
 	err     error
 	done    bool
 	calls   *sys.Calls
 }
-
-const (
-	modeNone = iota
-	modeRows
-	modeColumns
-)
 
 // NewWriter returns a writer for segments of the schema, which it validates.
 func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
@@ -249,10 +238,6 @@ func (w *Writer) columnMode() error {
 	if w.done {
 		return fmt.Errorf("columns: writer finished or aborted: %w", ErrState)
 	}
-	if w.mode == modeRows {
-		return fmt.Errorf("columns: writer fed by AddRow cannot hand out column writers: %w", ErrState)
-	}
-	w.mode = modeColumns
 	return nil
 }
 

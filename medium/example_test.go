@@ -1,6 +1,7 @@
 package medium_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"os"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/tmpfile"
 )
 
@@ -37,8 +39,9 @@ func Example() {
 	// hello, medium
 }
 
-// Stage the column parts of a segment in a temp-file medium and publish the segment: the
-// medium keeps the parts out of the Go heap until they are copied into the file.
+// Build a segment from rows with merger.Builder, stage its column parts in a temp-file medium
+// and publish it: the medium keeps the parts out of the Go heap until they are copied into the
+// file.
 func Example_segment() {
 	dir, err := os.MkdirTemp("", "example")
 	if err != nil {
@@ -56,23 +59,25 @@ func Example_segment() {
 		Dimensions: []columns.Dimension{{Name: "page"}},
 		Metrics:    []columns.Metric{{Name: "added", Aggregator: columns.AggLongSum}},
 	}
-	w, err := columns.NewWriter(schema, columns.WriterOptions{Medium: m})
+	b, err := merger.NewBuilder(schema, merger.BuilderOptions{}) // rows into an in-memory index
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer b.Close()
 	for i, page := range []string{"Main", "Talk", "Main"} {
 		row := columns.Row{Time: int64(i) * 1000, Dims: [][]string{{page}}, Metrics: []columns.Value{{Long: 10}}}
-		if err := w.AddRow(row); err != nil {
+		if err := b.Add(row); err != nil {
 			log.Fatal(err)
 		}
 	}
-	info, err := w.Finish(filepath.Join(dir, "pages.seg"), columns.PublishOptions{
+	res, err := b.Persist(context.Background(), filepath.Join(dir, "pages.seg"), merger.PersistOptions{
+		Medium:     m,                                          // the column parts are staged here
 		Durability: medium.Durability{Sync: medium.SyncOutput}, // fdatasync the file, fsync the directory
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(info.Rows, "rows")
+	fmt.Println(res.RowsOut, "rows")
 	// Output:
 	// 3 rows
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/merger"
 )
 
 // countWriter counts the bytes written to it.
@@ -17,25 +18,31 @@ type countWriter struct{ n int64 }
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
 // writeOneSegment writes events (in order) as one segment with the given bitmap indexes and
-// compression, through columns.Writer.AddRow, and returns its bytes.
+// compression, through a merger.Builder (rollup off) persisted without sync, and returns its
+// bytes.
 func writeOneSegment(tb testing.TB, ev []Event, bitmaps bool, comp columns.Compression) []byte {
 	tb.Helper()
 	s := Schema()
 	for i := range s.Dimensions {
 		s.Dimensions[i].NoBitmapIndex = !bitmaps
 	}
-	w, err := columns.NewWriter(s, columns.WriterOptions{Compression: comp})
+	bld, err := merger.NewBuilder(s, merger.BuilderOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := eachRow(ev, w.AddRow); err != nil {
+	defer bld.Close()
+	if err := eachRow(ev, bld.Add); err != nil {
 		tb.Fatal(err)
 	}
-	var buf strings.Builder
-	if _, err := w.FinishTo(&buf); err != nil {
+	dst := filepath.Join(tb.TempDir(), "one.seg")
+	if _, err := bld.Persist(context.Background(), dst, merger.PersistOptions{Compression: comp, Durability: noSync}); err != nil {
 		tb.Fatal(err)
 	}
-	return []byte(buf.String())
+	data, err := os.ReadFile(dst)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
 }
 
 // TestSizes (WRITEOUT_PEERS_SIZES=1; rows from WRITEOUT_PEERS_ROWS, else 3,000,000) prints the

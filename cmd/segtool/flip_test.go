@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger"
 )
 
 // flipSchema has every part kind: dictionary dimensions with bitmaps (single- and multi-value,
@@ -43,8 +45,9 @@ func writeFlipSegment(t *testing.T, n, seed int, opts columns.WriterOptions) []b
 	pages := []string{"Paris", "Berlin", "Rome"}
 	tags := [][]string{{"a", "b"}, nil, {"c"}, {"b", "c", "a"}}
 	countries := []string{"de", "fr", "it"}
-	w, err := columns.NewWriter(flipSchema(), opts)
+	b, err := merger.NewBuilder(flipSchema(), merger.BuilderOptions{})
 	require.NoError(t, err)
+	defer b.Close()
 	for i := 0; i < n; i++ {
 		k := i + seed
 		r := columns.Row{Time: 1_700_000_000_000 + int64(i/2)*60_000, Dims: make([][]string, 4), Metrics: make([]columns.Value, 6)}
@@ -64,12 +67,15 @@ func writeFlipSegment(t *testing.T, n, seed int, opts columns.WriterOptions) []b
 		sk := hyperloglog.New()
 		sk.Insert(fmt.Appendf(nil, "user%d", k%6))
 		r.Metrics[5].Sketch = sk
-		require.NoError(t, w.AddRow(r))
+		require.NoError(t, b.Add(r))
 	}
-	var buf bytes.Buffer
-	_, err = w.FinishTo(&buf)
+	dst := filepath.Join(t.TempDir(), "flip.seg")
+	_, err = b.Persist(context.Background(), dst, merger.PersistOptions{ChunkRows: opts.ChunkRows, Compression: opts.Compression,
+		Durability: medium.Durability{Sync: medium.SyncNone}})
 	require.NoError(t, err)
-	return buf.Bytes()
+	data, err := os.ReadFile(dst)
+	require.NoError(t, err)
+	return data
 }
 
 // flipOutcome counts what the flips did to one command.

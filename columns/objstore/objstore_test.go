@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -20,6 +22,8 @@ import (
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/objstore"
 	"github.com/writeout/writeout/internal/s3test"
+	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger"
 )
 
 const bucket = "segments"
@@ -46,8 +50,9 @@ func segmentBytes(t *testing.T, seed uint64, n, chunkRows int) []byte {
 			{Name: "delta", Aggregator: columns.AggDoubleSum},
 		},
 	}
-	w, err := columns.NewWriter(schema, columns.WriterOptions{ChunkRows: chunkRows})
+	b, err := merger.NewBuilder(schema, merger.BuilderOptions{})
 	require.NoError(t, err)
+	defer b.Close()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	for i := range n {
 		row := columns.Row{
@@ -56,12 +61,14 @@ func segmentBytes(t *testing.T, seed uint64, n, chunkRows int) []byte {
 				{strings.Repeat(string(rune('a'+rng.IntN(26))), 1+rng.IntN(40))}},
 			Metrics: []columns.Value{{Long: rng.Int64N(1000)}, {Double: rng.Float64()}},
 		}
-		require.NoError(t, w.AddRow(row))
+		require.NoError(t, b.Add(row))
 	}
-	var buf bytes.Buffer
-	_, err = w.FinishTo(&buf)
+	dst := filepath.Join(t.TempDir(), "in.seg")
+	_, err = b.Persist(context.Background(), dst, merger.PersistOptions{ChunkRows: chunkRows, Durability: medium.Durability{Sync: medium.SyncNone}})
 	require.NoError(t, err)
-	return buf.Bytes()
+	data, err := os.ReadFile(dst)
+	require.NoError(t, err)
+	return data
 }
 
 func TestParseURL(t *testing.T) {

@@ -421,7 +421,7 @@ func TestBuilderQueries(t *testing.T) {
 			}
 			builders[live] = b
 		}
-		// The same rows as a segment, through columns' row writer, unrolled.
+		// The same rows as a segment, through fixture's row writer, unrolled.
 		plain := schema
 		plain.Rollup, plain.Granularity = false, columns.GranularityNone
 		sorted := slices.Clone(rows)

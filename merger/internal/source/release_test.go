@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/merger/internal/fixture"
 )
 
 // TestRelease: Release hands every reader a segment source gave out back its buffers, forgets
@@ -17,7 +18,7 @@ func TestRelease(t *testing.T) {
 		Dimensions: []columns.Dimension{{Name: "d"}, {Name: "r", Raw: true}},
 		Metrics:    []columns.Metric{{Name: "n", Aggregator: columns.AggLongSum, Field: "n"}},
 	}
-	w, err := columns.NewWriter(schema, columns.WriterOptions{ChunkRows: 64, Compression: columns.CompressionZstd})
+	w, err := fixture.NewRowWriter(schema, columns.WriterOptions{ChunkRows: 64, Compression: columns.CompressionZstd})
 	require.NoError(t, err)
 	const rows = 1000
 	for i := range rows {
