@@ -81,207 +81,280 @@ func flipSegments(t testing.TB) map[string][]byte {
 // readEveryColumn reads every column of seg fully through the public API and describes what it
 // read; the first error stops it.
 func readEveryColumn(seg *Segment) (string, error) {
-	var b strings.Builder
-	rows := seg.Rows()
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	longs := func(c *LongColumn) error {
-		cur := c.Cursor()
-		for r := 0; r < rows; r++ {
-			v, err := cur.At(r)
-			if err != nil {
-				return err
-			}
-			p("%d ", v)
-		}
-		if rows > 0 {
-			first, vals, err := cur.Chunk(rows - 1)
-			if err != nil {
-				return err
-			}
-			p("chunk %d %v\n", first, vals)
-		}
-		return nil
+	rd := &everyColumn{seg: seg, rows: seg.Rows()}
+	err := rd.read()
+	return rd.b.String(), err
+}
+
+// everyColumn is readEveryColumn's reader: b describes what it read so far.
+type everyColumn struct {
+	seg  *Segment
+	rows int
+	b    strings.Builder
+}
+
+func (rd *everyColumn) p(format string, args ...any) { fmt.Fprintf(&rd.b, format, args...) }
+
+func (rd *everyColumn) read() error {
+	if err := rd.longs(rd.seg.Time()); err != nil {
+		return err
 	}
-	if err := longs(seg.Time()); err != nil {
-		return b.String(), err
-	}
-	sc := seg.Schema()
+	sc := rd.seg.Schema()
 	for _, d := range sc.Dimensions {
-		p("dim %s\n", d.Name)
-		nulls, err := seg.Nulls(d.Name)
+		rd.p("dim %s\n", d.Name)
+		nulls, err := rd.seg.Nulls(d.Name)
 		if err != nil {
-			return b.String(), err
+			return err
 		}
-		p("nulls %v\n", nulls.ToArray())
+		rd.p("nulls %v\n", nulls.ToArray())
 		if d.Raw {
-			c, err := seg.Raw(d.Name)
-			if err != nil {
-				return b.String(), err
-			}
-			n, err := c.Nulls()
-			if err != nil {
-				return b.String(), err
-			}
-			p("nulls %v\n", n.ToArray())
-			cur := c.Cursor()
-			for r := 0; r < rows; r++ {
-				v, ok, err := cur.At(r)
-				if err != nil {
-					return b.String(), err
-				}
-				p("%q %v ", v, ok)
-			}
-			continue
+			err = rd.raw(d.Name)
+		} else {
+			err = rd.dim(d.Name)
 		}
-		c, err := seg.Dim(d.Name)
 		if err != nil {
-			return b.String(), err
-		}
-		p("card %d null %v bitmaps %v\n", c.Cardinality(), c.HasNull(), c.HasBitmaps())
-		it := c.Dictionary()
-		for it.Next() {
-			p("%d=%q ", it.ID(), it.Value())
-			if it.IsNull() {
-				continue
-			}
-			id, ok, err := c.Lookup(it.Value())
-			if err != nil {
-				return b.String(), err
-			}
-			p("(%d %v) ", id, ok)
-		}
-		if err := it.Err(); err != nil {
-			return b.String(), err
-		}
-		if _, ok, err := c.Lookup("absent"); err != nil || ok {
-			return b.String(), fmt.Errorf("lookup of an absent value: %v %v", ok, err)
-		}
-		for id := uint32(0); id < uint32(c.Cardinality()); id++ {
-			v, err := c.Value(id)
-			if err != nil {
-				return b.String(), err
-			}
-			p("%q ", v)
-			if !c.HasBitmaps() {
-				continue
-			}
-			bm, err := c.Bitmap(id)
-			if err != nil {
-				return b.String(), err
-			}
-			p("%v ", bm.ToArray())
-			bm2, err := seg.Bitmap(d.Name, id)
-			if err != nil {
-				return b.String(), err
-			}
-			p("%v ", bm2.ToArray())
-			err = c.EachBitmapRows(id, make([]uint32, 2), func(rows []uint32) error { p("%v", rows); return nil })
-			if err != nil {
-				return b.String(), err
-			}
-		}
-		n, err := c.Nulls()
-		if err != nil {
-			return b.String(), err
-		}
-		p("\nnulls %v\n", n.ToArray())
-		cur := c.Cursor()
-		for r := 0; r < rows; r++ {
-			ids, err := cur.IDs(r)
-			if err != nil {
-				return b.String(), err
-			}
-			p("%v ", ids)
-			vs, err := cur.Values(r)
-			if err != nil {
-				return b.String(), err
-			}
-			p("%q ", vs)
-		}
-		if rows > 0 {
-			first, ids, offs, err := c.Cursor().Chunk(rows - 1)
-			if err != nil {
-				return b.String(), err
-			}
-			p("chunk %d %v %v\n", first, ids, offs)
+			return err
 		}
 	}
 	for _, m := range sc.Metrics {
-		p("\nmetric %s\n", m.Name)
+		rd.p("\nmetric %s\n", m.Name)
+		var err error
 		switch m.ValueType() {
 		case MetricLong:
-			c, err := seg.Long(m.Name)
-			if err != nil {
-				return b.String(), err
-			}
-			if err := longs(c); err != nil {
-				return b.String(), err
-			}
-			if c.Times() != nil {
-				if err := longs(c.Times()); err != nil {
-					return b.String(), err
-				}
-			}
+			err = rd.long(m.Name)
 		case MetricDouble:
-			c, err := seg.Double(m.Name)
-			if err != nil {
-				return b.String(), err
-			}
-			cur := c.Cursor()
-			for r := 0; r < rows; r++ {
-				v, err := cur.At(r)
-				if err != nil {
-					return b.String(), err
-				}
-				p("%v ", v)
-			}
-			if rows > 0 {
-				first, vals, err := cur.Chunk(0)
-				if err != nil {
-					return b.String(), err
-				}
-				p("chunk %d %v\n", first, vals)
-			}
-			if c.Times() != nil {
-				if err := longs(c.Times()); err != nil {
-					return b.String(), err
-				}
-			}
-			if c.Tails() != nil {
-				tc := c.Tails().Cursor()
-				for r := 0; r < rows; r++ {
-					tail, err := tc.Tail(r, nil)
-					if err != nil {
-						return b.String(), err
-					}
-					p("%v ", tail)
-				}
-			}
+			err = rd.double(m.Name)
 		case MetricHyperUnique:
-			c, err := seg.Sketch(m.Name)
-			if err != nil {
-				return b.String(), err
-			}
-			cur := c.Cursor()
-			for r := 0; r < rows; r++ {
-				raw, err := cur.Bytes(r)
-				if err != nil {
-					return b.String(), err
-				}
-				p("%x ", raw)
-				sk, err := cur.Sketch(r)
-				if err != nil {
-					return b.String(), err
-				}
-				p("%d ", sk.Estimate())
-			}
+			err = rd.sketch(m.Name)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	rr := seg.RowReader()
+	return rd.wholeRows()
+}
+
+func (rd *everyColumn) longs(c *LongColumn) error {
+	rows, p := rd.rows, rd.p
+	cur := c.Cursor()
+	for r := 0; r < rows; r++ {
+		v, err := cur.At(r)
+		if err != nil {
+			return err
+		}
+		p("%d ", v)
+	}
+	if rows > 0 {
+		first, vals, err := cur.Chunk(rows - 1)
+		if err != nil {
+			return err
+		}
+		p("chunk %d %v\n", first, vals)
+	}
+	return nil
+}
+
+func (rd *everyColumn) raw(name string) error {
+	rows, p := rd.rows, rd.p
+	c, err := rd.seg.Raw(name)
+	if err != nil {
+		return err
+	}
+	n, err := c.Nulls()
+	if err != nil {
+		return err
+	}
+	p("nulls %v\n", n.ToArray())
+	cur := c.Cursor()
+	for r := 0; r < rows; r++ {
+		v, ok, err := cur.At(r)
+		if err != nil {
+			return err
+		}
+		p("%q %v ", v, ok)
+	}
+	return nil
+}
+
+func (rd *everyColumn) dim(name string) error {
+	rows, p := rd.rows, rd.p
+	c, err := rd.seg.Dim(name)
+	if err != nil {
+		return err
+	}
+	p("card %d null %v bitmaps %v\n", c.Cardinality(), c.HasNull(), c.HasBitmaps())
+	if err := rd.dictionary(c); err != nil {
+		return err
+	}
+	if err := rd.bitmaps(name, c); err != nil {
+		return err
+	}
+	n, err := c.Nulls()
+	if err != nil {
+		return err
+	}
+	p("\nnulls %v\n", n.ToArray())
+	cur := c.Cursor()
+	for r := 0; r < rows; r++ {
+		ids, err := cur.IDs(r)
+		if err != nil {
+			return err
+		}
+		p("%v ", ids)
+		vs, err := cur.Values(r)
+		if err != nil {
+			return err
+		}
+		p("%q ", vs)
+	}
+	if rows > 0 {
+		first, ids, offs, err := c.Cursor().Chunk(rows - 1)
+		if err != nil {
+			return err
+		}
+		p("chunk %d %v %v\n", first, ids, offs)
+	}
+	return nil
+}
+
+func (rd *everyColumn) dictionary(c *DimColumn) error {
+	p := rd.p
+	it := c.Dictionary()
+	for it.Next() {
+		p("%d=%q ", it.ID(), it.Value())
+		if it.IsNull() {
+			continue
+		}
+		id, ok, err := c.Lookup(it.Value())
+		if err != nil {
+			return err
+		}
+		p("(%d %v) ", id, ok)
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	if _, ok, err := c.Lookup("absent"); err != nil || ok {
+		return fmt.Errorf("lookup of an absent value: %v %v", ok, err)
+	}
+	return nil
+}
+
+// bitmaps reads every value of c by id, and its bitmap three ways.
+func (rd *everyColumn) bitmaps(name string, c *DimColumn) error {
+	p := rd.p
+	for id := uint32(0); id < uint32(c.Cardinality()); id++ {
+		v, err := c.Value(id)
+		if err != nil {
+			return err
+		}
+		p("%q ", v)
+		if !c.HasBitmaps() {
+			continue
+		}
+		bm, err := c.Bitmap(id)
+		if err != nil {
+			return err
+		}
+		p("%v ", bm.ToArray())
+		bm2, err := rd.seg.Bitmap(name, id)
+		if err != nil {
+			return err
+		}
+		p("%v ", bm2.ToArray())
+		err = c.EachBitmapRows(id, make([]uint32, 2), func(rows []uint32) error { p("%v", rows); return nil })
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (rd *everyColumn) long(name string) error {
+	c, err := rd.seg.Long(name)
+	if err != nil {
+		return err
+	}
+	if err := rd.longs(c); err != nil {
+		return err
+	}
+	if c.Times() != nil {
+		if err := rd.longs(c.Times()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (rd *everyColumn) double(name string) error {
+	rows, p := rd.rows, rd.p
+	c, err := rd.seg.Double(name)
+	if err != nil {
+		return err
+	}
+	cur := c.Cursor()
+	for r := 0; r < rows; r++ {
+		v, err := cur.At(r)
+		if err != nil {
+			return err
+		}
+		p("%v ", v)
+	}
+	if rows > 0 {
+		first, vals, err := cur.Chunk(0)
+		if err != nil {
+			return err
+		}
+		p("chunk %d %v\n", first, vals)
+	}
+	if c.Times() != nil {
+		if err := rd.longs(c.Times()); err != nil {
+			return err
+		}
+	}
+	if c.Tails() != nil {
+		tc := c.Tails().Cursor()
+		for r := 0; r < rows; r++ {
+			tail, err := tc.Tail(r, nil)
+			if err != nil {
+				return err
+			}
+			p("%v ", tail)
+		}
+	}
+	return nil
+}
+
+func (rd *everyColumn) sketch(name string) error {
+	rows, p := rd.rows, rd.p
+	c, err := rd.seg.Sketch(name)
+	if err != nil {
+		return err
+	}
+	cur := c.Cursor()
+	for r := 0; r < rows; r++ {
+		raw, err := cur.Bytes(r)
+		if err != nil {
+			return err
+		}
+		p("%x ", raw)
+		sk, err := cur.Sketch(r)
+		if err != nil {
+			return err
+		}
+		p("%d ", sk.Estimate())
+	}
+	return nil
+}
+
+// wholeRows reads every row through a RowReader.
+func (rd *everyColumn) wholeRows() error {
+	rows, p := rd.rows, rd.p
+	rr := rd.seg.RowReader()
 	var row Row
 	for r := 0; r < rows; r++ {
 		if err := rr.Read(r, &row); err != nil {
-			return b.String(), err
+			return err
 		}
 		p("\nrow %d %v", row.Time, row.Dims)
 		for _, v := range row.Metrics {
@@ -291,7 +364,7 @@ func readEveryColumn(seg *Segment) (string, error) {
 			}
 		}
 	}
-	return b.String(), nil
+	return nil
 }
 
 // region says where byte i of a segment lies: a part (its index in parts), or -1 for the

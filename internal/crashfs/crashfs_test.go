@@ -84,7 +84,16 @@ func appendTo(t *testing.T, fsys afero.Fs, name, data string, sync bool) {
 // TestCrashModel runs sequences of operations, crashes, and checks what survived; it also
 // checks that before the crash everything is visible.
 func TestCrashModel(t *testing.T) {
-	f := func(name string, steps func(t *testing.T, fsys afero.Fs), before, after map[string]string) {
+	crashModelWrites(t)
+	crashModelRenames(t)
+	crashModelRemovesAndDirs(t)
+}
+
+// crashCase returns f, which runs one case of TestCrashModel as a subtest of t: in a file
+// system holding the synced directory /d, steps, then the tree before (unless nil) and after
+// a crash, and after a second crash.
+func crashCase(t *testing.T) func(name string, steps func(t *testing.T, fsys afero.Fs), before, after map[string]string) {
+	return func(name string, steps func(t *testing.T, fsys afero.Fs), before, after map[string]string) {
 		t.Helper()
 		t.Run(name, func(t *testing.T) {
 			fsys := crashfs.New()
@@ -101,15 +110,20 @@ func TestCrashModel(t *testing.T) {
 			require.Equal(t, after, tree(t, fsys), "after a second crash")
 		})
 	}
-	d := map[string]string{"/d/": ""}
-	with := func(kv ...string) map[string]string {
-		out := map[string]string{"/d/": ""}
-		for i := 0; i < len(kv); i += 2 {
-			out[kv[i]] = kv[i+1]
-		}
-		return out
-	}
+}
 
+// with returns the tree of /d holding the paths and contents kv.
+func with(kv ...string) map[string]string {
+	out := map[string]string{"/d/": ""}
+	for i := 0; i < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}
+
+// crashModelWrites: creating, writing, truncating and syncing files.
+func crashModelWrites(t *testing.T) {
+	f, d := crashCase(t), with()
 	f("nothing", func(*testing.T, afero.Fs) {}, d, d)
 	f("create+write, no sync", func(t *testing.T, fsys afero.Fs) {
 		write(t, fsys, "/d/a", "hello", false)
@@ -165,6 +179,11 @@ func TestCrashModel(t *testing.T) {
 		require.NoError(t, g.Sync())
 		require.NoError(t, g.Close())
 	}, with("/d/a", "he\x00\x00"), with("/d/a", "he\x00\x00"))
+}
+
+// crashModelRenames: renames within and across directories.
+func crashModelRenames(t *testing.T) {
+	f := crashCase(t)
 	f("rename without dir sync is undone", func(t *testing.T, fsys afero.Fs) {
 		write(t, fsys, "/d/a", "hello", true)
 		syncDir(t, fsys, "/d")
@@ -214,6 +233,11 @@ func TestCrashModel(t *testing.T) {
 		syncDir(t, fsys, "/d")
 	}, map[string]string{"/d/": "", "/e/": "", "/e/b": "hello"},
 		map[string]string{"/d/": "", "/e/": ""})
+}
+
+// crashModelRemovesAndDirs: removes, new directories, writes past the end.
+func crashModelRemovesAndDirs(t *testing.T) {
+	f, d := crashCase(t), with()
 	f("remove unsynced comes back", func(t *testing.T, fsys afero.Fs) {
 		write(t, fsys, "/d/a", "hello", true)
 		syncDir(t, fsys, "/d")

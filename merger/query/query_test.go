@@ -72,6 +72,44 @@ func rowMatches(f filter.Filter, s columns.Schema, r columns.Row) bool {
 
 // oracleQuery runs spec on rows naively.
 func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec Spec) Result {
+	metrics := oracleMetrics(schemas, spec)
+	groups := map[string]*oracleGroup{}
+	for i, s := range schemas {
+		for _, r := range rows[i] {
+			if !rowMatches(spec.Filter, s, r) {
+				continue
+			}
+			bucket := spec.Granularity.Truncate(r.Time)
+			if spec.All {
+				bucket = 0
+			}
+			for _, c := range oracleCombos(spec, s, r) {
+				key := strconv.FormatInt(bucket, 10) + fmt.Sprint(c)
+				g, ok := groups[key]
+				if !ok {
+					g = newOracleGroup(bucket, c, metrics, spec.All)
+					groups[key] = g
+				}
+				if spec.All {
+					g.row.Time = min(g.row.Time, r.Time)
+				}
+				g.row.Rows++
+				g.add(metrics, s, r)
+			}
+		}
+	}
+	res := Result{GroupBy: spec.GroupBy, Metrics: metrics}
+	for _, g := range groups {
+		g.finish(metrics)
+		res.Rows = append(res.Rows, g.row)
+	}
+	sort.Slice(res.Rows, func(i, j int) bool { return cmpResultRows(res.Rows[i], res.Rows[j]) < 0 })
+	return res
+}
+
+// oracleMetrics returns the metrics spec aggregates: every metric of the schemas (the first
+// of each name), or spec.Metrics.
+func oracleMetrics(schemas []columns.Schema, spec Spec) []columns.Metric {
 	var metrics []columns.Metric
 	seen := map[string]bool{}
 	for _, s := range schemas {
@@ -94,145 +132,135 @@ func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec Spec) Resu
 		}
 		metrics = sel
 	}
-	type group struct {
-		row   Row
-		sums  []*big.Float
-		sks   []*hyperloglog.Sketch
-		first bool
-		seen  []bool // per metric: a non-null value came
-	}
-	groups := map[string]*group{}
-	for i, s := range schemas {
-		for _, r := range rows[i] {
-			if !rowMatches(spec.Filter, s, r) {
-				continue
+	return metrics
+}
+
+// oracleCombos returns the exploded combinations of r's group values.
+func oracleCombos(spec Spec, s columns.Schema, r columns.Row) [][]GroupValue {
+	combos := [][]GroupValue{{}}
+	for _, g := range spec.GroupBy {
+		var vs []GroupValue
+		if k := s.Dimension(g); k >= 0 && len(r.Dims[k]) > 0 {
+			for _, v := range r.Dims[k] {
+				vs = append(vs, GroupValue{Value: v})
 			}
-			bucket := spec.Granularity.Truncate(r.Time)
-			if spec.All {
-				bucket = 0
-			}
-			// Exploded combinations of group values.
-			combos := [][]GroupValue{{}}
-			for _, g := range spec.GroupBy {
-				var vs []GroupValue
-				if k := s.Dimension(g); k >= 0 && len(r.Dims[k]) > 0 {
-					for _, v := range r.Dims[k] {
-						vs = append(vs, GroupValue{Value: v})
-					}
-				} else {
-					vs = []GroupValue{{Null: true}}
-				}
-				var next [][]GroupValue
-				for _, c := range combos {
-					for _, v := range vs {
-						next = append(next, append(slices.Clone(c), v))
-					}
-				}
-				combos = next
-			}
-			for _, c := range combos {
-				key := strconv.FormatInt(bucket, 10) + fmt.Sprint(c)
-				g, ok := groups[key]
-				if !ok {
-					g = &group{row: Row{Time: bucket, Groups: c, Values: make([]AggValue, len(metrics))}, sums: make([]*big.Float, len(metrics)), sks: make([]*hyperloglog.Sketch, len(metrics)), first: true, seen: make([]bool, len(metrics))}
-					if spec.All {
-						g.row.Time = math.MaxInt64
-					}
-					for m, met := range metrics {
-						g.row.Values[m].Type = met.ValueType()
-						switch ag := met.Agg(); ag.Kind {
-						case agg.Min:
-							if ag.Type == agg.Double {
-								g.row.Values[m].Double = math.Inf(1)
-							} else {
-								g.row.Values[m].Long = math.MaxInt64
-							}
-						case agg.Max:
-							if ag.Type == agg.Double {
-								g.row.Values[m].Double = math.Inf(-1)
-							} else {
-								g.row.Values[m].Long = math.MinInt64
-							}
-						case agg.Sum, agg.Union: // from zero
-						case agg.First, agg.Last:
-							// Rows here carry no stored times; merger/ingest's differential test
-							// checks these.
-							panic("oracleQuery: first and last are not modelled (fixture.PoolMetrics has none)")
-						}
-						g.sums[m] = new(big.Float).SetPrec(2200)
-					}
-					groups[key] = g
-				}
-				if spec.All {
-					g.row.Time = min(g.row.Time, r.Time)
-				}
-				g.row.Rows++
-				for m, met := range metrics {
-					v := columns.Value{Null: met.ValueType() != columns.MetricHyperUnique} // a metric the input lacks is null
-					if k := s.Metric(met.Name); k >= 0 {
-						v = r.Metrics[k]
-					}
-					if v.Null {
-						continue // nulls are skipped
-					}
-					g.seen[m] = true
-					a := &g.row.Values[m]
-					ag := met.Agg()
-					double := ag.Type == agg.Double
-					switch ag.Kind {
-					case agg.Sum:
-						if double {
-							g.sums[m].Add(g.sums[m], new(big.Float).SetPrec(2200).SetFloat64(v.Double))
-						} else {
-							a.Long += v.Long
-						}
-					case agg.Min:
-						if double {
-							a.Double = math.Min(a.Double, v.Double)
-						} else {
-							a.Long = min(a.Long, v.Long)
-						}
-					case agg.Max:
-						if double {
-							a.Double = math.Max(a.Double, v.Double)
-						} else {
-							a.Long = max(a.Long, v.Long)
-						}
-					case agg.Union:
-						if g.sks[m] == nil {
-							g.sks[m] = hyperloglog.New()
-						}
-						if v.Sketch != nil {
-							_ = g.sks[m].Merge(v.Sketch)
-						}
-					case agg.First, agg.Last: // refused when the group was made
-					}
-				}
+		} else {
+			vs = []GroupValue{{Null: true}}
+		}
+		var next [][]GroupValue
+		for _, c := range combos {
+			for _, v := range vs {
+				next = append(next, append(slices.Clone(c), v))
 			}
 		}
+		combos = next
 	}
-	res := Result{GroupBy: spec.GroupBy, Metrics: metrics}
-	for _, g := range groups {
-		for m, met := range metrics {
-			switch ag := met.Agg(); ag.Kind {
-			case agg.Sum:
-				if ag.Type == agg.Double {
-					g.row.Values[m].Double, _ = g.sums[m].Float64()
-				}
-			case agg.Union:
-				if g.sks[m] != nil {
-					g.row.Values[m].Long = int64(g.sks[m].Estimate())
-				}
-			case agg.Min, agg.Max, agg.First, agg.Last: // as accumulated
+	return combos
+}
+
+// oracleGroup is one group of oracleQuery.
+type oracleGroup struct {
+	row   Row
+	sums  []*big.Float
+	sks   []*hyperloglog.Sketch
+	first bool
+	seen  []bool // per metric: a non-null value came
+}
+
+func newOracleGroup(bucket int64, c []GroupValue, metrics []columns.Metric, all bool) *oracleGroup {
+	g := &oracleGroup{row: Row{Time: bucket, Groups: c, Values: make([]AggValue, len(metrics))}, sums: make([]*big.Float, len(metrics)), sks: make([]*hyperloglog.Sketch, len(metrics)), first: true, seen: make([]bool, len(metrics))}
+	if all {
+		g.row.Time = math.MaxInt64
+	}
+	for m, met := range metrics {
+		g.row.Values[m].Type = met.ValueType()
+		switch ag := met.Agg(); ag.Kind {
+		case agg.Min:
+			if ag.Type == agg.Double {
+				g.row.Values[m].Double = math.Inf(1)
+			} else {
+				g.row.Values[m].Long = math.MaxInt64
 			}
-			if !g.seen[m] && met.Agg().Nullable() {
-				g.row.Values[m] = AggValue{Type: met.ValueType(), Null: true} // all null
+		case agg.Max:
+			if ag.Type == agg.Double {
+				g.row.Values[m].Double = math.Inf(-1)
+			} else {
+				g.row.Values[m].Long = math.MinInt64
 			}
+		case agg.Sum, agg.Union: // from zero
+		case agg.First, agg.Last:
+			// Rows here carry no stored times; merger/ingest's differential test
+			// checks these.
+			panic("oracleQuery: first and last are not modelled (fixture.PoolMetrics has none)")
 		}
-		res.Rows = append(res.Rows, g.row)
+		g.sums[m] = new(big.Float).SetPrec(2200)
 	}
-	sort.Slice(res.Rows, func(i, j int) bool { return cmpResultRows(res.Rows[i], res.Rows[j]) < 0 })
-	return res
+	return g
+}
+
+// add aggregates the metrics of r (of schema s) into g.
+func (g *oracleGroup) add(metrics []columns.Metric, s columns.Schema, r columns.Row) {
+	for m, met := range metrics {
+		v := columns.Value{Null: met.ValueType() != columns.MetricHyperUnique} // a metric the input lacks is null
+		if k := s.Metric(met.Name); k >= 0 {
+			v = r.Metrics[k]
+		}
+		if v.Null {
+			continue // nulls are skipped
+		}
+		g.seen[m] = true
+		a := &g.row.Values[m]
+		ag := met.Agg()
+		double := ag.Type == agg.Double
+		switch ag.Kind {
+		case agg.Sum:
+			if double {
+				g.sums[m].Add(g.sums[m], new(big.Float).SetPrec(2200).SetFloat64(v.Double))
+			} else {
+				a.Long += v.Long
+			}
+		case agg.Min:
+			if double {
+				a.Double = math.Min(a.Double, v.Double)
+			} else {
+				a.Long = min(a.Long, v.Long)
+			}
+		case agg.Max:
+			if double {
+				a.Double = math.Max(a.Double, v.Double)
+			} else {
+				a.Long = max(a.Long, v.Long)
+			}
+		case agg.Union:
+			if g.sks[m] == nil {
+				g.sks[m] = hyperloglog.New()
+			}
+			if v.Sketch != nil {
+				_ = g.sks[m].Merge(v.Sketch)
+			}
+		case agg.First, agg.Last: // refused when the group was made
+		}
+	}
+}
+
+// finish sets g's row values from what add accumulated.
+func (g *oracleGroup) finish(metrics []columns.Metric) {
+	for m, met := range metrics {
+		switch ag := met.Agg(); ag.Kind {
+		case agg.Sum:
+			if ag.Type == agg.Double {
+				g.row.Values[m].Double, _ = g.sums[m].Float64()
+			}
+		case agg.Union:
+			if g.sks[m] != nil {
+				g.row.Values[m].Long = int64(g.sks[m].Estimate())
+			}
+		case agg.Min, agg.Max, agg.First, agg.Last: // as accumulated
+		}
+		if !g.seen[m] && met.Agg().Nullable() {
+			g.row.Values[m] = AggValue{Type: met.ValueType(), Null: true} // all null
+		}
+	}
 }
 
 func cmpResultRows(a, b Row) int {
