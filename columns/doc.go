@@ -218,9 +218,9 @@
 // so each bitmap has exactly one form, and the writer picks the smallest (Elias-Fano only when
 // strictly smaller than roaring). Rows that hold a value n times in a segment of N rows, spread
 // in time order, cost about log2(N/n) + 2 bits each as Elias-Fano against 16 in a roaring array
-// container; runs and dense bitmaps stay roaring. On the generated 3,000,000-row event table
-// (bench/peers) the three dimensions' bitmap indexes take 10.1 MiB instead of 18.4 MiB
-// (bench/RESULTS.md, "Issue 14 bar 3: bitmap index").
+// container; runs and dense bitmaps stay roaring. On the generated event table (bench/peers)
+// the dimensions' bitmap indexes take about half the bytes they take as roaring
+// (bench/RESULTS.md has the measurements).
 //
 // The writer uses this encoding under every Compression but CompressionNone (which keeps the
 // layout of versions 2 and 3), for a part where some bitmap is empty or Elias-Fano: otherwise

@@ -244,10 +244,9 @@ func (pd *planeDecoder) plane1(src []byte, n int) (plane, rest []byte, err error
 // planesFor reports whether a writer of chunks compressed with c uses the version 4 chunk
 // forms (the planes form, ranked ids), wherever they make a chunk smaller: under zstd, the
 // choice for size. Never under CompressionNone, which means no coding beyond bit-packing; and
-// not under s2, the default, the choice for speed: on an event table (BenchmarkEventRead) the
-// version 4 forms are 16% smaller but a cursor scan of every column costs about three times
-// the CPU (34 against 11 ns a row), and a 3,000,000-row merge about a third more (bench/
-// RESULTS.md, "Issue 14 bar 3: size").
+// not under s2, the default, the choice for speed: the version 4 forms make chunks smaller,
+// but a cursor scan of a column in them costs about three times the CPU, and a merge about a
+// third more (BenchmarkEventRead; bench/RESULTS.md has the measurements).
 func planesFor(c Compression) bool {
 	switch c {
 	case CompressionZstd:

@@ -60,11 +60,10 @@ type Durability struct {
 	TrickleBytes int64
 }
 
-// DefaultTrickleBytes is the recommended TrickleBytes: 8 MiB. Measured (bench/RESULTS.md,
-// issue 12) on a 405 MB wide merge staged in the default tmpfile medium, it keeps the page
-// cache's Dirty+Writeback under 20 MiB where no pacing peaks at about 760 MiB, with the final
-// fdatasync finding almost nothing left to write and no loss of merge time; intervals of 1 to
-// 16 MiB did as well, and 8 MiB keeps the number of calls low (one per 8 MiB written).
+// DefaultTrickleBytes is the recommended TrickleBytes, and segtool's default: 8 MiB, one
+// sync_file_range call per 8 MiB written. It keeps the file's dirty and writeback pages in the
+// page cache to a few intervals while the file is written, so the final fdatasync finds almost
+// nothing left to write; bench/RESULTS.md has the measurements.
 const DefaultTrickleBytes = 8 << 20
 
 // Validate reports an invalid setting.

@@ -102,11 +102,9 @@ type Options struct {
 	// fails the merge rather than become a valid-looking output. The pass covers the rest (the
 	// bitmap indexes of single-value dimensions, say, which a merge rebuilds from the ids), so
 	// that a merge fails on any damage in its inputs, as a copy would; it reads only those
-	// parts, can be cancelled, and counts in Result.Publish. Skip it for inputs just verified.
-	//
-	// The pass used to run first, over every part: it found damage before any work, but it
-	// read every input through a second copy (a pread) before the merge read it again through
-	// the mapping, and that was a seventh of the peers' contiguous merge.
+	// parts, can be cancelled, runs after the row merge and before the output is published,
+	// and counts in Result.Publish. The default (false) runs it; skip it for inputs just
+	// verified.
 	SkipChecksums bool
 
 	// verifyInputs, when set, is the pass above: runCore calls it before the final publish.

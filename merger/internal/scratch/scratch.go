@@ -5,13 +5,13 @@
 // Every Array must be Freed; Free of the zero Array, and a second Free, do nothing.
 //
 // The mappings are not advised MADV_HUGEPAGE: they get the pages the system's transparent huge
-// page policy gives them (small ones in its usual "madvise" mode). Advised, each 2 MiB cost one
-// fault instead of 512, but a huge page must come from a free block of 2 MiB, and on a virtual
-// machine with free page reporting those are the blocks handed back to the host when another
-// process exited: zeroing one made the host fault its memory back in, about 5 ms each. Right
-// after a DuckDB run (which frees ~500 MiB), the peers' contiguous merge spent 22% of its CPU
-// zeroing huge pages; with small pages, 1% zeroing and 12% in faults, 444 -> 366 ms of CPU and
-// 0.25 -> 0.20 s of wall time (medians of 6, bench/RESULTS.md, issue 14's eighth session).
+// page policy gives them (small ones in its usual "madvise" mode). Advised, each 2 MiB would
+// cost one fault instead of 512, but a huge page must come from a free block of 2 MiB, and on a
+// virtual machine with free page reporting those are the blocks handed back to the host when
+// another process exited: zeroing one makes the host fault its memory back in, milliseconds
+// each, so a merge right after a process that freed much memory would spend its time zeroing
+// huge pages. Small pages cost more faults and less time (bench/RESULTS.md has the
+// measurements).
 //
 // Mappings are whole multiples of 2 MiB. A freed one goes to a process-wide pool of at most
 // PoolLimit bytes, kept resident, which the next array of at most its size takes: a process
