@@ -25,9 +25,8 @@ import (
 // TB[*testing.T]). The suite takes it rather than *testing.T so that this package, which is
 // not a test file, does not import package testing.
 type TB[T any] interface {
+	require.TestingT // Errorf, FailNow
 	Helper()
-	Errorf(format string, args ...any)
-	FailNow()
 	Logf(format string, args ...any)
 	Skip(args ...any)
 	Cleanup(func())
