@@ -84,7 +84,7 @@ that a glob such as day-*.seg never mixes the two.
 	fl := cmd.Flags()
 	fl.StringVar(&f.spec, "spec", "", "ingestion spec: the schema JSON plus the input mapping (required)")
 	fl.StringVar(&f.out, "out", "", "output segment file (required)")
-	fl.StringVar(&f.format, "format", "", "input format, csv, ndjson or parquet (default: the spec's, else by extension; a Parquet file by its magic bytes)")
+	fl.StringVar(&f.format, "format", "", "input format, "+ingest.FormatNames()+" (default: the spec's, else by extension; a Parquet file by its magic bytes)")
 	fl.IntVar(&f.maxParseErrors, "max-parse-errors", 0, "rows that do not parse to skip before failing")
 	fl.IntVar(&f.rowsPerSegment, "rows-per-segment", 0, "split the output: this many input rows per segment (0: one segment)")
 	fl.IntVar(&f.maxRowsInMemory, "max-rows-in-memory", ingest.DefaultMaxRowsInMemory, "rows held in memory (after rollup) before an intermediate segment is written")
@@ -116,8 +116,10 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	case f.maxRecordBytes < 1:
 		return usagef("--max-record-bytes must be positive")
 	}
-	if f.format != "" && f.format != "csv" && f.format != "ndjson" && f.format != "parquet" {
-		return usagef("--format %q: want csv, ndjson or parquet", f.format)
+	if f.format != "" {
+		if _, err := ingest.ParseFormat(f.format); err != nil {
+			return usagef("--format %q: want %s", f.format, ingest.FormatNames())
+		}
 	}
 	dur, err := parseDurability(f.durability)
 	if err != nil {
@@ -162,11 +164,11 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 			return usagef("standard input: say its format with --format csv or --format ndjson")
 		}
 		if in.Format == "" {
-			if _, ok := ingest.FormatOf(p); !ok && !isParquetFile(p) {
-				return usagef("%s: cannot tell the format from the extension (.csv, .ndjson, .jsonl, .json, .parquet) nor from the content: use --format", p)
+			// The content or the extension decides, as ingest.Run reads it: a Parquet file
+			// by its magic bytes whatever its name.
+			if _, ok := ingest.FormatOfFile(p); !ok {
+				return usagef("%s: cannot tell the format from the name nor from the content: use --format (%s)", p, ingest.FormatNames())
 			}
-			// Else the extension or the content decides, as ingest.Run reads it: a Parquet
-			// file by its magic bytes whatever its name.
 		}
 		if p == "-" && in.Format == ingest.Parquet {
 			return usagef("standard input: a Parquet file is read from its end, so it cannot come from standard input; give its path")
@@ -236,18 +238,6 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 			res.InputRows, len(files), res.Skipped, len(res.Segments), rows, humanDuration(el), rate(res.InputRows, el))
 	}
 	return nil
-}
-
-// isParquetFile reports whether the file at path starts with Parquet's magic bytes; a file
-// that cannot be read is not (ingest reports why when it opens it).
-func isParquetFile(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer func() { _ = f.Close() }()
-	ok, _, err := ingest.IsParquet(f)
-	return err == nil && ok
 }
 
 // sameFile reports whether paths a and b name one existing file (through symbolic or hard

@@ -13,7 +13,7 @@ func TestNullsNullAsZero(t *testing.T) {
 	in := "ts,page,tags,body,added,d,user\n5,p,,,,,\n6,p,,,NULL,2,\n"
 	read := func(sp *Spec) []string {
 		t.Helper()
-		rr, err := NewCSVReader(sp, "n.csv", strings.NewReader(in))
+		rr, err := openCSV(sp, "n.csv", strings.NewReader(in))
 		require.NoError(t, err)
 		rows, bad, end := readAll(t, sp, rr)
 		require.NoError(t, end)

@@ -15,10 +15,33 @@ import (
 	"github.com/writeout/writeout/columns"
 )
 
-// ParquetMagic is the first (and last) four bytes of a Parquet file.
-const ParquetMagic = "PAR1"
+// The name of the Parquet format.
+const Parquet Format = "parquet"
 
-// ParquetReader reads the rows of a Parquet file (see SpecHelp), with
+// parquetMagic is the first (and last) four bytes of a Parquet file.
+const parquetMagic = "PAR1"
+
+var parquetFormat = inputFormat{
+	name:     Parquet,
+	title:    "Parquet",
+	exts:     []string{".parquet"},
+	magic:    parquetMagic,
+	seekable: true,
+	newReader: func(pl *plan, name string, src io.Reader, opts readerOptions) (reader, error) {
+		ra, size, err := readerAtSize("Parquet", name, src)
+		if err != nil {
+			return nil, err
+		}
+		return newParquetReader(pl, name, ra, size, opts)
+	},
+	help: `Parquet: columns by the names of top-level fields; the time from INT64 TIMESTAMP (millis,
+micros, nanos), INT32 DATE, an integer in the unit of timestamp.format, or a string;
+dimensions from strings, integers and booleans (their CSV text), a LIST (or repeated field)
+giving multi-value cells (an empty list is null); metrics from integers, floating-point
+numbers and strings; a null is null. A column of another type is an error naming it.`,
+}
+
+// parquetReader reads the rows of a Parquet file (see SpecHelp), with
 // github.com/parquet-go/parquet-go: one row group at a time and, within it, one page of each
 // column read at a time, so that the memory it holds is a page (and a dictionary) per column
 // read, whatever the size of the file. Only the columns the spec reads are read.
@@ -40,10 +63,10 @@ const ParquetMagic = "PAR1"
 //   - hyperUnique over an input field: the value's text (strings, integers, booleans).
 //
 // Any other type is an error wrapping ErrInput naming the file, the column and its type, from
-// NewParquetReader. A file that is not Parquet, or a corrupt one, is an error wrapping
+// newParquetReader. A file that is not Parquet, or a corrupt one, is an error wrapping
 // ErrInput (never a panic). A row's errors (*RowError) name its row number, from 1, in place
 // of a line.
-type ParquetReader struct {
+type parquetReader struct {
 	fieldParser
 	ctx     context.Context
 	pf      *parquet.File
@@ -58,18 +81,12 @@ type ParquetReader struct {
 	scratch []byte
 }
 
-// NewParquetReader returns a reader of the Parquet file in r, of size bytes, named name in
+// newParquetReader returns a reader of the Parquet file in r, of size bytes, named name in
 // messages. It reads the file's footer and checks that every column the spec reads is in the
-// file with a type it can map; errors wrap ErrInput (or ErrSpec). Call Close when done.
-func NewParquetReader(sp *Spec, name string, r io.ReaderAt, size int64) (*ParquetReader, error) {
-	return newParquetReader(sp, name, r, size, ReaderOptions{})
-}
-
-func newParquetReader(sp *Spec, name string, r io.ReaderAt, size int64, opts ReaderOptions) (x *ParquetReader, err error) {
-	p, err := newFieldParser(sp, name, opts)
-	if err != nil {
-		return nil, err
-	}
+// file with a type it can map; errors wrap ErrInput. Call Close when done.
+func newParquetReader(pl *plan, name string, r io.ReaderAt, size int64, opts readerOptions) (x *parquetReader, err error) {
+	p := newFieldParser(pl, name, opts)
+	sp := pl.sp
 	defer func() {
 		if v := recover(); v != nil {
 			x, err = nil, inputErr("%s: not a readable Parquet file: %v", name, v)
@@ -80,7 +97,7 @@ func newParquetReader(sp *Spec, name string, r io.ReaderAt, size int64, opts Rea
 	if err != nil {
 		return nil, inputErr("%s: not a readable Parquet file: %v", name, err)
 	}
-	x = &ParquetReader{fieldParser: p, ctx: opts.Context, pf: pf, groups: pf.RowGroups()}
+	x = &parquetReader{fieldParser: p, ctx: opts.Context, pf: pf, groups: pf.RowGroups()}
 	byField := map[string]*pqColumn{}
 	column := func(what, field string) (*pqColumn, error) {
 		if c := byField[field]; c != nil {
@@ -139,7 +156,7 @@ func newParquetReader(sp *Spec, name string, r io.ReaderAt, size int64, opts Rea
 const pqReadBuffer = 64 << 10
 
 // findColumn returns the column of a top-level field of the file.
-func (x *ParquetReader) findColumn(what, field string) (*pqColumn, error) {
+func (x *parquetReader) findColumn(what, field string) (*pqColumn, error) {
 	var names []string
 	for _, top := range x.pf.Root().Columns() {
 		if top.Name() != field {
@@ -180,7 +197,7 @@ func (x *ParquetReader) findColumn(what, field string) (*pqColumn, error) {
 }
 
 // check is the error of column c that cannot be what, or nil when ok.
-func (x *ParquetReader) check(c *pqColumn, what string, ok bool) error {
+func (x *parquetReader) check(c *pqColumn, what string, ok bool) error {
 	if ok {
 		return nil
 	}
@@ -192,7 +209,7 @@ func (x *ParquetReader) check(c *pqColumn, what string, ok bool) error {
 }
 
 // checkTime decides how the time column is read.
-func (x *ParquetReader) checkTime(c *pqColumn) error {
+func (x *parquetReader) checkTime(c *pqColumn) error {
 	c.wantScalar = true
 	if c.maxRep == 0 && c.logical == nil || c.maxRep == 0 && c.intType {
 		switch c.kind {
@@ -250,7 +267,7 @@ func (x *ParquetReader) checkTime(c *pqColumn) error {
 }
 
 // Close releases the pages the reader holds. The io.ReaderAt stays the caller's.
-func (x *ParquetReader) Close() error {
+func (x *parquetReader) Close() error {
 	for _, c := range x.cols {
 		c.closePages()
 	}
@@ -258,7 +275,7 @@ func (x *ParquetReader) Close() error {
 }
 
 // Read implements Reader.
-func (x *ParquetReader) Read(row *columns.Row) (err error) {
+func (x *parquetReader) Read(row *columns.Row) (err error) {
 	if x.err != nil {
 		return x.err
 	}
@@ -312,14 +329,14 @@ func (x *ParquetReader) Read(row *columns.Row) (err error) {
 }
 
 // corrupt makes err the reader's sticky error: the file cannot be read on.
-func (x *ParquetReader) corrupt(err error) error {
+func (x *parquetReader) corrupt(err error) error {
 	_ = x.Close()
 	x.err = inputErr("%s: row %d: corrupt Parquet file: %v", x.file, x.line, err)
 	return x.err
 }
 
 // openGroup starts reading the next row group.
-func (x *ParquetReader) openGroup() error {
+func (x *parquetReader) openGroup() error {
 	g := x.groups[x.group]
 	x.group++
 	chunks := g.ColumnChunks()
@@ -339,7 +356,7 @@ func (x *ParquetReader) openGroup() error {
 }
 
 // readTime sets the row's time from the time column.
-func (x *ParquetReader) readTime(row *columns.Row) error {
+func (x *parquetReader) readTime(row *columns.Row) error {
 	c := x.timeCol
 	if c.null {
 		return x.errf(x.timeField, "missing time")
@@ -363,7 +380,7 @@ func (x *ParquetReader) readTime(row *columns.Row) error {
 }
 
 // readMetric sets metric i from column c.
-func (x *ParquetReader) readMetric(row *columns.Row, i int, c *pqColumn) error {
+func (x *parquetReader) readMetric(row *columns.Row, i int, c *pqColumn) error {
 	v := &row.Metrics[i]
 	sk := v.Sketch // the row's own sketch, reused from row to row
 	*v = columns.Value{}

@@ -173,7 +173,7 @@ func TestReadAheadBlockReuse(t *testing.T) {
 	}
 	defer func(n int) { chunkBytes = n }(chunkBytes)
 	chunkBytes = 512 // many chunks in flight: a chunk recycled too early is overwritten while its rows are
-	rr, err := NewCSVReader(sp, "r.csv", &chunkReader{r: strings.NewReader(body.String()), rng: rng})
+	rr, err := openCSV(sp, "r.csv", &chunkReader{r: strings.NewReader(body.String()), rng: rng})
 	require.NoError(t, err)
 	ahead := newReadAhead(sp)
 	ahead.start(context.Background(), rr, true)

@@ -179,12 +179,12 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 	if len(inputs) == 0 {
 		return res, fmt.Errorf("%w: no inputs", ErrInvalid)
 	}
-	formats := make([]Format, len(inputs))
+	given := make([]*inputFormat, len(inputs))
 	for i, in := range inputs {
 		if in.Reader == nil && in.Open == nil {
 			return res, fmt.Errorf("%w: input %q has neither a Reader nor Open", ErrInvalid, in.Name)
 		}
-		if formats[i], err = inputFormat(sp, in); err != nil {
+		if given[i], _, err = inputFormatOf(sp, in); err != nil {
 			return res, err
 		}
 	}
@@ -195,7 +195,11 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 	if err := checkPaths(inputs, existing, opts.Replace); err != nil {
 		return res, err
 	}
-	r := &runner{ctx: ctx, sp: sp, opts: opts, med: opts.Medium, limit: opts.MemoryLimit}
+	pl, err := newPlan(sp)
+	if err != nil {
+		return res, err
+	}
+	r := &runner{ctx: ctx, sp: sp, plan: pl, opts: opts, med: opts.Medium, limit: opts.MemoryLimit}
 	if r.limit > 0 {
 		r.limit = max(r.limit/2, 1) // two builders: see MemoryLimit
 	}
@@ -239,7 +243,7 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 		}
 	}()
 	for i, in := range inputs {
-		if err := r.readInput(in, formats[i]); err != nil {
+		if err := r.readInput(in, given[i]); err != nil {
 			return r.res, err
 		}
 	}
@@ -309,59 +313,11 @@ func typedSchema(s columns.Schema) columns.Schema {
 	return s
 }
 
-// inputFormat decides an input's format: its own, else the spec's, else its name's, else
-// (formatByContent) its content's: a Parquet file is known by its magic bytes whatever its
-// name.
-func inputFormat(sp *Spec, in Input) (Format, error) {
-	f := in.Format
-	if f == "" {
-		f = sp.Input.Format
-	}
-	if f == "" {
-		f, _ = FormatOf(in.Name)
-		if f == "" {
-			return formatByContent, nil
-		}
-	}
-	if f != CSV && f != NDJSON && f != Parquet {
-		return "", fmt.Errorf("%w: %s: unknown input format %q (want csv, ndjson or parquet)", ErrInvalid, in.Name, f)
-	}
-	return f, nil
-}
-
-// formatByContent is the format of an input whose name does not tell it: Parquet if it has
-// the magic bytes, else an error.
-const formatByContent Format = "?"
-
-// sniffFormat checks the format decided for an input against its content: a Parquet file
-// (by its magic bytes) is read as Parquet when its format came from its name (or nothing), and
-// is an error when it was given as CSV or NDJSON. It returns the reader to read from.
-func sniffFormat(sp *Spec, in Input, format Format, src io.Reader) (Format, io.Reader, error) {
-	if format == Parquet && (in.Format != "" || sp.Input.Format != "") {
-		return format, src, nil
-	}
-	pq, src, err := IsParquet(src)
-	if err != nil {
-		return format, src, readErr(in.Name, err)
-	}
-	explicit := in.Format != "" || sp.Input.Format != ""
-	switch {
-	case pq && format != Parquet && explicit:
-		return format, src, inputErr("%s is a Parquet file; read it as parquet, not %s", in.Name, format)
-	case pq:
-		return Parquet, src, nil
-	case format == formatByContent:
-		return format, src, fmt.Errorf("%w: %s: cannot tell the format from the name (.csv, .ndjson, .jsonl, .json, .parquet) nor from the content", ErrInvalid, in.Name)
-	case format == Parquet:
-		return format, src, inputErr("%s: not a Parquet file (it does not start with %q)", in.Name, ParquetMagic)
-	}
-	return format, src, nil
-}
-
 // runner is the state of one Run.
 type runner struct {
 	ctx    context.Context
 	sp     *Spec
+	plan   *plan
 	opts   Options
 	med    medium.Medium
 	b      *merger.Builder
@@ -394,7 +350,7 @@ type runner struct {
 }
 
 // readInput feeds the rows of one input to the Builder.
-func (r *runner) readInput(in Input, format Format) (err error) {
+func (r *runner) readInput(in Input, format *inputFormat) (err error) {
 	src := in.Reader
 	if src == nil {
 		rc, err := in.Open()
@@ -408,11 +364,11 @@ func (r *runner) readInput(in Input, format Format) (err error) {
 		}()
 		src = rc
 	}
-	if format, src, err = sniffFormat(r.sp, in, format, src); err != nil {
+	if format, src, err = chooseFormat(in, format, src); err != nil {
 		return err
 	}
 	ahead := newReadAhead(r.sp)
-	rr, err := NewReaderOptions(r.sp, format, in.Name, src, ReaderOptions{Context: r.ctx, OnWarning: ahead.warn})
+	rr, err := newReader(format, r.plan, in.Name, src, readerOptions{Context: r.ctx, OnWarning: ahead.warn})
 	if err != nil {
 		r.warn(ahead.takeWarns())
 		return err

@@ -38,20 +38,10 @@ type TimestampSpec struct {
 	Format string `json:"format,omitempty"`
 }
 
-// Format is an input format.
-type Format string
-
-// The input formats.
-const (
-	CSV     Format = "csv"
-	NDJSON  Format = "ndjson"
-	Parquet Format = "parquet"
-)
-
 // InputSpec says how input fields are read.
 type InputSpec struct {
-	// Format is csv, ndjson or parquet; empty means by the input's content (a Parquet file's
-	// magic bytes) and name (FormatOf).
+	// Format is one of FormatNames; empty means by the input's content (a format's magic
+	// bytes, as a Parquet file's) and name (its extension).
 	Format Format `json:"format,omitempty"`
 	// Delimiter separates CSV fields: one character; empty means ",".
 	Delimiter string `json:"delimiter,omitempty"`
@@ -130,23 +120,9 @@ exactly, rounded once; count and longSum exactly: a sum that does not fit a 64-b
 fails the ingest, naming the metric, never wraps), min and max keep the extreme, first and last keep the value of the
 earliest or latest row by its time (ties: the first or last row read), sketches merge.
 
-input.format is csv, ndjson or parquet; without it each file's extension decides (.csv,
-.ndjson, .jsonl, .json, optionally followed by .gz, .parquet); --format overrides both. A
-Parquet file is known by its magic bytes (PAR1) whatever its name; read as CSV or NDJSON it is
-an error.
-CSV: the first line is the header of field names; input.delimiter separates fields (default
-","); a multi-value cell is split on input.multiValueDelimiter (default "|"); a field equal
-to input.nullValue (default: the empty field) is null. An empty element of a multi-value cell
-is the empty string.
-Parquet: columns by the names of top-level fields; the time from INT64 TIMESTAMP (millis,
-micros, nanos), INT32 DATE, an integer in the unit of timestamp.format, or a string;
-dimensions from strings, integers and booleans (their CSV text), a LIST (or repeated field)
-giving multi-value cells (an empty list is null); metrics from integers, floating-point
-numbers and strings; a null is null. A column of another type is an error naming it.
-NDJSON: one object per line; a string, number or boolean is a value (numbers and booleans
-as their JSON text); null or a missing key is null; an array is a multi-value cell (a single-
-value dimension takes an array of at most one element); a null element of an array is stored
-as the empty string, since a segment has no null inside a list; an empty array is null.`
+input.format is ` + FormatNames() + `; without it each file's extension decides (` + extNames() + `,
+the extensions of ` + gzipNames() + ` optionally followed by .gz); --format overrides both.` + magicHelp() + `
+` + formatHelp()
 
 // ParseSpec decodes and validates a spec's JSON. Unknown keys under "timestamp" and "input"
 // are errors, and so are unknown schema keys. The defaults are filled in: the time field
@@ -346,12 +322,8 @@ func (s *Spec) validate() error {
 	if _, err := timeParser(s.Timestamp.Format); err != nil {
 		return err
 	}
-	switch s.Input.Format {
-	case "", CSV, NDJSON, Parquet:
-	case formatByContent:
-		return fmt.Errorf("input.format %q: want csv, ndjson or parquet", s.Input.Format)
-	default:
-		return fmt.Errorf("input.format %q: want csv, ndjson or parquet", s.Input.Format)
+	if f := s.Input.Format; f != "" && lookupFormat(f) == nil {
+		return fmt.Errorf("input.format %q: want %s", f, FormatNames())
 	}
 	if d := s.Input.Delimiter; d != "" {
 		r, n := utf8.DecodeRuneInString(d)
@@ -384,9 +356,9 @@ func (s *Spec) validate() error {
 	return nil
 }
 
-// NullAsZero reports whether metric m's missing values read as 0 (InputSpec.NullAsZero)
+// nullAsZero reports whether metric m's missing values read as 0 (InputSpec.NullAsZero)
 // rather than null.
-func (s *Spec) NullAsZero(m columns.Metric) bool {
+func (s *Spec) nullAsZero(m columns.Metric) bool {
 	for _, name := range s.Input.NullAsZero {
 		if name == m.Name {
 			return true
@@ -395,23 +367,23 @@ func (s *Spec) NullAsZero(m columns.Metric) bool {
 	return false
 }
 
-// NewRow returns a row shaped for the spec's schema, for a Reader's Read.
-func (s *Spec) NewRow() columns.Row {
+// newRow returns a row shaped for the spec's schema, for a Reader's Read.
+func (s *Spec) newRow() columns.Row {
 	return columns.Row{Dims: make([][]string, len(s.Schema.Dimensions)), Metrics: make([]columns.Value, len(s.Schema.Metrics))}
 }
 
-// DimensionField returns the input field dimension d is read from.
-func (s *Spec) DimensionField(d columns.Dimension) string {
+// dimensionField returns the input field dimension d is read from.
+func (s *Spec) dimensionField(d columns.Dimension) string {
 	if f, ok := s.Input.Fields[d.Name]; ok && f != "" {
 		return f
 	}
 	return d.Name
 }
 
-// MetricField returns the input field metric m is read from, or "" when it reads none: count,
+// metricField returns the input field metric m is read from, or "" when it reads none: count,
 // and hyperUnique over a dimension (its fieldName names a dimension of the schema, whose values
 // the merger's Builder adds to the row's sketch).
-func (s *Spec) MetricField(m columns.Metric) string {
+func (s *Spec) metricField(m columns.Metric) string {
 	if m.Agg().CountsRows {
 		return ""
 	}

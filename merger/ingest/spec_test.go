@@ -67,7 +67,7 @@ func TestParseSpec(t *testing.T) {
 	  "rollup": true, "granularity": "minute"}`))
 	require.NoError(t, err)
 	require.Equal(t, "ts", sp.Timestamp.Field)
-	require.Equal(t, "title", sp.DimensionField(sp.Schema.Dimensions[0]))
+	require.Equal(t, "title", sp.dimensionField(sp.Schema.Dimensions[0]))
 	require.Equal(t, "|", sp.Input.MultiValueDelimiter)
 	require.Equal(t, `\N`, *sp.Input.NullValue)
 	require.True(t, sp.Schema.Rollup)
@@ -79,7 +79,7 @@ func TestParseSpec(t *testing.T) {
 	bom, err := ParseSpec([]byte("\ufeff" + `{"dimensions": [{"name": "page"}], "metrics": []}`))
 	require.NoError(t, err, "a spec saved with a byte-order mark")
 	require.Equal(t, sp, bom)
-	require.Equal(t, "page", sp.DimensionField(sp.Schema.Dimensions[0]))
+	require.Equal(t, "page", sp.dimensionField(sp.Schema.Dimensions[0]))
 
 	bad := func(js, want string) {
 		t.Helper()
@@ -159,7 +159,7 @@ func TestMetricField(t *testing.T) {
 	}}
 	var got []string
 	for _, m := range sp.Schema.Metrics {
-		got = append(got, sp.MetricField(m))
+		got = append(got, sp.metricField(m))
 	}
 	require.Equal(t, []string{"", "added", "d", "", "ip"}, got)
 }
