@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -87,15 +86,16 @@ that a glob such as day-*.seg never mixes the two.
 	fl.StringVar(&f.format, "format", "", "input format, "+ingest.FormatNames()+" (default: the spec's, else by extension; a Parquet file by its magic bytes)")
 	fl.IntVar(&f.maxParseErrors, "max-parse-errors", 0, "rows that do not parse to skip before failing")
 	fl.IntVar(&f.rowsPerSegment, "rows-per-segment", 0, "split the output: this many input rows per segment (0: one segment)")
-	fl.IntVar(&f.maxRowsInMemory, "max-rows-in-memory", ingest.DefaultMaxRowsInMemory, "rows held in memory (after rollup) before an intermediate segment is written")
-	fl.Int64Var(&f.maxBytesInMem, "max-bytes-in-memory", ingest.DefaultMemoryLimit, "estimated bytes of the rows held in memory, by the builder taking rows and the one being written together (-1: no limit)")
+	def := ingest.DefaultOptions()
+	fl.IntVar(&f.maxRowsInMemory, "max-rows-in-memory", def.MaxRowsInMemory, "rows held in memory (after rollup) before an intermediate segment is written")
+	fl.Int64Var(&f.maxBytesInMem, "max-bytes-in-memory", def.MemoryLimit, "estimated bytes of the rows held in memory, by the builder taking rows and the one being written together (-1: no limit)")
 	fl.BoolVar(&f.replace, "replace", false, "replace existing output files")
 	fl.StringVar(&f.medium, "medium", "tmpfile", "staging medium: heap, offheap, tmpfile or mmapfile")
 	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of temp files (default: the output's directory)")
 	fl.StringVar(&f.durability, "durability", "output", "none, output (sync the published file) or all (also read it back from the disk and check it)")
 	fl.BoolVar(&f.quiet, "quiet", false, "print no summary")
-	fl.IntVar(&f.maxFanIn, "max-fan-in", ingest.DefaultMaxFanIn, "intermediate segments merged at once (at least 2)")
-	fl.Int64Var(&f.maxRecordBytes, "max-record-bytes", ingest.DefaultMaxRecordBytes, "longest CSV record (all its lines) or NDJSON line, in bytes; when not given, the spec's input.maxRecordBytes if set")
+	fl.IntVar(&f.maxFanIn, "max-fan-in", def.MaxFanIn, "intermediate segments merged at once (at least 2)")
+	fl.Int64Var(&f.maxRecordBytes, "max-record-bytes", def.MaxRecordBytes, "longest CSV record (all its lines) or NDJSON line, in bytes; when not given, the spec's input.maxRecordBytes if set")
 	addMemoryLimitFlag(cmd, &f.memoryLimitMiB)
 	return cmd
 }
@@ -134,9 +134,6 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	if err != nil {
 		return fmt.Errorf("spec %s: %w", f.spec, err)
 	}
-	if cmd.Flags().Changed("max-record-bytes") || sp.Input.MaxRecordBytes == 0 {
-		sp.Input.MaxRecordBytes = f.maxRecordBytes
-	}
 	first := f.out
 	if f.rowsPerSegment > 0 {
 		first = ingest.SegmentName(f.out, 0)
@@ -156,20 +153,9 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	stdinUsed := 0
 	inputs := make([]ingest.Input, len(files))
 	for i, p := range files {
+		// Without --format, the spec's input.format, else the content or the extension
+		// decides (ingest.Run checks that one of them does before it reads anything).
 		in := ingest.Input{Name: p, Format: ingest.Format(f.format)}
-		if in.Format == "" {
-			in.Format = sp.Input.Format
-		}
-		if in.Format == "" && p == "-" {
-			return usagef("standard input: say its format with --format csv or --format ndjson")
-		}
-		if in.Format == "" {
-			// The content or the extension decides, as ingest.Run reads it: a Parquet file
-			// by its magic bytes whatever its name.
-			if _, ok := ingest.FormatOfFile(p); !ok {
-				return usagef("%s: cannot tell the format from the name nor from the content: use --format (%s)", p, ingest.FormatNames())
-			}
-		}
 		if p == "-" && in.Format == ingest.Parquet {
 			return usagef("standard input: a Parquet file is read from its end, so it cannot come from standard input; give its path")
 		}
@@ -178,7 +164,6 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 			in.Name = "<stdin>"
 			in.Reader = cmd.InOrStdin()
 		} else {
-			in.Open = func() (io.ReadCloser, error) { return ingest.OpenFile(p) }
 			in.Path = p
 		}
 		inputs[i] = in
@@ -199,6 +184,10 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		undo()
 		return err
 	}
+	var maxRecordBytes int64 // the spec's, else the default
+	if cmd.Flags().Changed("max-record-bytes") {
+		maxRecordBytes = f.maxRecordBytes
+	}
 	stderr := cmd.ErrOrStderr()
 	res, err := ingest.Run(ctx, sp, inputs, ingest.Options{
 		Out:             f.out,
@@ -213,10 +202,14 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		Replace:         f.replace,
 		TmpDir:          tmpDir,
 		MaxFanIn:        f.maxFanIn,
+		MaxRecordBytes:  maxRecordBytes,
 	})
 	err = errors.Join(err, med.Close())
 	if err != nil {
 		undo()
+		if errors.Is(err, ingest.ErrInvalid) {
+			return usageError{err}
+		}
 		var re *ingest.RowError
 		if f.maxParseErrors > 0 && errors.As(err, &re) {
 			return fmt.Errorf("%w (more than --max-parse-errors %d rows do not parse)", err, f.maxParseErrors)

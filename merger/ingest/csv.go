@@ -60,10 +60,10 @@ func newCSVReader(pl *plan, name string, r io.Reader, opts readerOptions) (*csvR
 	p := newFieldParser(pl, name, opts)
 	sp := pl.sp
 	comma := ","
-	if sp.Input.Delimiter != "" {
-		comma = string([]rune(sp.Input.Delimiter)[0])
+	if sp.input.Delimiter != "" {
+		comma = string([]rune(sp.input.Delimiter)[0])
 	}
-	x := &csvReader{fieldParser: p, multi: sp.Input.MultiValueDelimiter,
+	x := &csvReader{fieldParser: p, multi: sp.input.MultiValueDelimiter,
 		sc: csvScanner{br: newInput(opts.Context, r), file: name, comma: []byte(comma), commaS: comma, max: pl.maxRecord}}
 	header, err := x.sc.next()
 	if err != nil {
@@ -101,8 +101,8 @@ func newCSVReader(pl *plan, name string, r io.Reader, opts readerOptions) (*csvR
 	if x.multi == "" {
 		x.multi = "|"
 	}
-	if sp.Input.NullValue != nil {
-		x.null = *sp.Input.NullValue
+	if sp.input.NullValue != nil {
+		x.null = *sp.input.NullValue
 	}
 	if x.timeIdx, err = find("timestamp", p.timeField); err != nil {
 		return nil, err
@@ -177,7 +177,7 @@ func (x *csvReader) Read(row *columns.Row) error {
 				}
 				v = append(v, s[:j])
 				s = s[j+len(x.multi):]
-				if len(v) > MaxRowValues {
+				if len(v) > maxRowValues {
 					break
 				}
 			}

@@ -15,7 +15,7 @@
 // CSV header lacks, an NDJSON null, "" or missing key) is null by default, as in SQL and in
 // Druid's SQL-compatible null handling (its default from Druid 28): a missing delay must not
 // make a longMin 0. The rows keep columns.Value.Null, and what it means to an aggregator is
-// decided in columns/agg alone. InputSpec.NullAsZero names metrics whose missing values read
+// decided in columns/agg alone. inputSpec.NullAsZero names metrics whose missing values read
 // as 0 instead.
 //
 // # Readers
@@ -24,7 +24,7 @@
 // columns.Row values ready for merger.Builder.Add. A row that does not parse is a *RowError,
 // whose message is FILE:LINE: column NAME: reason, and reading goes on after it; an input that
 // cannot be read at all (a CSV header without the time or a dimension field, a line over
-// InputSpec.MaxRecordBytes) is an error wrapping ErrInput. A malformed CSV record is a
+// inputSpec.MaxRecordBytes) is an error wrapping ErrInput. A malformed CSV record is a
 // *RowError naming the line where it starts, and reading goes on at the line after it.
 //
 // # Run

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -31,17 +32,21 @@ type plan struct {
 	metFields []string // "" for count and hyperUnique over a dimension
 	kinds     []metricKind
 	zero      []bool // per metric: a missing value reads as 0 (Spec.nullAsZero), not null
-	maxRecord int    // InputSpec.MaxRecordBytes, defaulted
+	maxRecord int    // inputSpec.MaxRecordBytes, defaulted
 }
 
-// newPlan returns the plan of sp, which has been validated (ParseSpec, Spec.Validate).
-func newPlan(sp *Spec) (*plan, error) {
-	pl := &plan{sp: sp, timeField: sp.Timestamp.Field, maxRecord: sp.maxRecordBytes()}
+// newPlan returns the plan of sp, which has been validated (ParseSpec, Spec.Validate);
+// maxRecord, when positive, overrides the spec's input.maxRecordBytes.
+func newPlan(sp *Spec, maxRecord int64) (*plan, error) {
+	pl := &plan{sp: sp, timeField: sp.timestamp.Field, maxRecord: sp.maxRecordBytes()}
+	if maxRecord > 0 {
+		pl.maxRecord = int(min(maxRecord, math.MaxInt32))
+	}
 	if pl.timeField == "" {
 		pl.timeField = columns.TimeColumn
 	}
 	var err error
-	if pl.parseTime, err = timeParser(sp.Timestamp.Format); err != nil {
+	if pl.parseTime, err = timeParser(sp.timestamp.Format); err != nil {
 		return nil, specErr(err)
 	}
 	for _, d := range sp.Schema.Dimensions {
@@ -139,7 +144,7 @@ func (p *fieldParser) warn(s string, t int64) {
 	if p.onWarning == nil {
 		return
 	}
-	format := strings.ToLower(p.sp.Timestamp.Format)
+	format := strings.ToLower(p.sp.timestamp.Format)
 	switch format {
 	case "":
 		format = "millis"
@@ -169,8 +174,8 @@ func (p *fieldParser) warn(s string, t int64) {
 // checkValues rejects a dimension value longer than a segment holds, and a multi-value row
 // of more values than a segment holds.
 func (p *fieldParser) checkValues(d int, v []string) error {
-	if len(v) > MaxRowValues {
-		return p.errf(p.sp.Schema.Dimensions[d].Name, "%d values, at most %d", len(v), MaxRowValues)
+	if len(v) > maxRowValues {
+		return p.errf(p.sp.Schema.Dimensions[d].Name, "%d values, at most %d", len(v), maxRowValues)
 	}
 	for _, s := range v {
 		if len(s) > columns.MaxValueBytes {
@@ -180,9 +185,9 @@ func (p *fieldParser) checkValues(d int, v []string) error {
 	return nil
 }
 
-// MaxRowValues is the most values a multi-value dimension holds in one row (the columns
+// maxRowValues is the most values a multi-value dimension holds in one row (the columns
 // package's limit on the values of one row, which it does not export).
-const MaxRowValues = 1 << 20
+const maxRowValues = 1 << 20
 
 // setMetric parses metric i from its field's text; empty (or null) is null, or 0 for a
 // metric of Spec.NullAsZero (a sketch adds nothing).

@@ -111,10 +111,10 @@ func formatOfName(name string) *inputFormat {
 	return nil
 }
 
-// FormatOfFile returns the format of the file at path as Run decides it without a format
+// formatOfFile returns the format of the file at path as Run decides it without a format
 // given: by the magic bytes of its content (a Parquet file whatever its name), else by the
 // extension of its name. ok is false when neither tells.
-func FormatOfFile(path string) (f Format, ok bool) {
+func formatOfFile(path string) (f Format, ok bool) {
 	if file, err := os.Open(path); err == nil {
 		x, _, err := formatOfContent(file)
 		_ = file.Close()
@@ -204,7 +204,7 @@ func readerAtSize(title, name string, r io.Reader) (io.ReaderAt, int64, error) {
 func inputFormatOf(sp *Spec, in Input) (f *inputFormat, explicit bool, err error) {
 	name := in.Format
 	if name == "" {
-		name = sp.Input.Format
+		name = sp.input.Format
 	}
 	if name == "" {
 		return nil, false, nil
@@ -242,7 +242,7 @@ func chooseFormat(in Input, given *inputFormat, src io.Reader) (*inputFormat, io
 		}
 		return f, src, nil
 	}
-	return nil, src, fmt.Errorf("%w: %s: cannot tell the format from the name (%s) nor from the content", ErrInvalid, in.Name, extNames())
+	return nil, src, cannotTell(in.Name)
 }
 
 // newReader returns the reader of format f over src.
@@ -268,4 +268,9 @@ func formatHelp() string {
 		parts[i] = f.help
 	}
 	return strings.Join(parts, "\n")
+}
+
+// cannotTell is the error of an input whose format nothing says.
+func cannotTell(name string) error {
+	return fmt.Errorf("%w: %s: cannot tell the format from the name (%s) nor from the content; say it (%s)", ErrInvalid, name, extNames(), FormatNames())
 }

@@ -48,14 +48,14 @@ func FuzzParseSpec(f *testing.F) {
 		back, err := ParseSpec(js)
 		require.NoError(t, err, "%s", js)
 		require.True(t, back.Schema.Equal(sp.Schema))
-		require.Equal(t, sp.Timestamp, back.Timestamp)
-		require.Equal(t, sp.Input.Format, back.Input.Format)
-		require.Equal(t, sp.Input.Delimiter, back.Input.Delimiter)
-		require.Equal(t, sp.Input.MultiValueDelimiter, back.Input.MultiValueDelimiter)
-		require.Equal(t, sp.Input.NullValue, back.Input.NullValue)
-		require.Equal(t, len(sp.Input.Fields), len(back.Input.Fields))
-		for k, v := range sp.Input.Fields {
-			require.Equal(t, v, back.Input.Fields[k])
+		require.Equal(t, sp.timestamp, back.timestamp)
+		require.Equal(t, sp.input.Format, back.input.Format)
+		require.Equal(t, sp.input.Delimiter, back.input.Delimiter)
+		require.Equal(t, sp.input.MultiValueDelimiter, back.input.MultiValueDelimiter)
+		require.Equal(t, sp.input.NullValue, back.input.NullValue)
+		require.Equal(t, len(sp.input.Fields), len(back.input.Fields))
+		for k, v := range sp.input.Fields {
+			require.Equal(t, v, back.input.Fields[k])
 		}
 	})
 }
@@ -99,7 +99,7 @@ func fuzzRows(t *testing.T, sp *Spec, rr reader, name string, data []byte) {
 			if !d.MultiValue {
 				require.LessOrEqual(t, len(row.Dims[i]), 1)
 			}
-			require.LessOrEqual(t, len(row.Dims[i]), MaxRowValues)
+			require.LessOrEqual(t, len(row.Dims[i]), maxRowValues)
 			for _, v := range row.Dims[i] {
 				require.LessOrEqual(t, len(v), columns.MaxValueBytes)
 			}
@@ -131,12 +131,12 @@ func fuzzSpecs(t testing.TB) []*Spec {
 	return []*Spec{
 		testSpec(t, nil),
 		testSpec(t, func(sp *Spec) {
-			sp.Input.Delimiter = "\t"
-			sp.Input.MultiValueDelimiter = ";"
-			sp.Input.NullValue = &null
-			sp.Timestamp.Format = "seconds"
+			sp.input.Delimiter = "\t"
+			sp.input.MultiValueDelimiter = ";"
+			sp.input.NullValue = &null
+			sp.timestamp.Format = "seconds"
 		}),
-		testSpec(t, func(sp *Spec) { sp.Input.MaxRecordBytes = 40 }),
+		testSpec(t, func(sp *Spec) { sp.input.MaxRecordBytes = 40 }),
 	}
 }
 

@@ -10,7 +10,7 @@ func testPlan(sp *Spec) (*plan, error) {
 	if err := sp.Validate(); err != nil {
 		return nil, err
 	}
-	return newPlan(sp)
+	return newPlan(sp, 0)
 }
 
 // openReaderOptions returns the reader of format over r as Run makes it.

@@ -115,10 +115,10 @@ func TestMaxRecordBytes(t *testing.T) {
 		src := &endless{c: c}
 		_, err := openCSV(sp, "zero.csv", src)
 		require.ErrorIs(t, err, ErrInput)
-		require.EqualError(t, err, fmt.Sprintf("zero.csv:1: line longer than %d bytes (input.maxRecordBytes, --max-record-bytes)", DefaultMaxRecordBytes))
-		require.Less(t, src.n, int64(DefaultMaxRecordBytes+256<<10))
+		require.EqualError(t, err, fmt.Sprintf("zero.csv:1: line longer than %d bytes (input.maxRecordBytes, --max-record-bytes)", defaultMaxRecordBytes))
+		require.Less(t, src.n, int64(defaultMaxRecordBytes+256<<10))
 
-		sp.Input.MaxRecordBytes = 1000
+		sp.input.MaxRecordBytes = 1000
 		src = &endless{c: c}
 		rr, err := openCSV(sp, "z.csv", io.MultiReader(strings.NewReader(csvHeader+"1,A,a,b,1,1,u\n"), src))
 		require.NoError(t, err)
@@ -140,7 +140,7 @@ func TestMaxRecordBytes(t *testing.T) {
 
 	// A record of several lines over the limit (an unmatched quote) is a row error at its
 	// first line; reading goes on at the next line.
-	sp := testSpec(t, func(sp *Spec) { sp.Input.MaxRecordBytes = 100 })
+	sp := testSpec(t, func(sp *Spec) { sp.input.MaxRecordBytes = 100 })
 	long := strings.Repeat("2,A,a,b,1,1,u\n", 20)
 	rr, err := openCSV(sp, "q.csv", strings.NewReader(csvHeader+"1,\"A,a,b,1,1,u\n"+long))
 	require.NoError(t, err)
@@ -158,7 +158,7 @@ func TestMaxRecordBytes(t *testing.T) {
 	require.EqualError(t, err, "p.csv:1: malformed CSV: record longer than 100 bytes (input.maxRecordBytes, --max-record-bytes): is a quote unmatched? (line 2)")
 
 	// Exactly at the limit is fine.
-	sp = testSpec(t, func(sp *Spec) { sp.Input.MaxRecordBytes = int64(len(csvHeader)) })
+	sp = testSpec(t, func(sp *Spec) { sp.input.MaxRecordBytes = int64(len(csvHeader)) })
 	rr, err = openCSV(sp, "e.csv", strings.NewReader(csvHeader+"1,A,a,b,1,1,u\n"))
 	require.NoError(t, err)
 	rows, _, end = readAll(t, sp, rr)
@@ -166,11 +166,11 @@ func TestMaxRecordBytes(t *testing.T) {
 	require.Len(t, rows, 1)
 
 	// The spec's limit is validated and round-trips.
-	sp.Input.MaxRecordBytes = -1
+	sp.input.MaxRecordBytes = -1
 	require.ErrorIs(t, sp.Validate(), ErrSpec)
 	sp2, err := ParseSpec([]byte(`{"input": {"maxRecordBytes": 5000}, "dimensions": []}`))
 	require.NoError(t, err)
-	require.Equal(t, int64(5000), sp2.Input.MaxRecordBytes)
+	require.Equal(t, int64(5000), sp2.input.MaxRecordBytes)
 }
 
 // cancelAfter reads c, cancelling its context once it has given n bytes.
@@ -212,7 +212,7 @@ func TestReaderContext(t *testing.T) {
 // MaxParseErrors can skip.
 func TestValueLimits(t *testing.T) {
 	sp := testSpec(t, nil)
-	many := strings.Repeat("x|", MaxRowValues) + "x" // one value too many
+	many := strings.Repeat("x|", maxRowValues) + "x" // one value too many
 	long := strings.Repeat("y", columns.MaxValueBytes+1)
 	in := csvHeader + "1,A," + many + ",b,1,1,u\n" + "2," + long + ",a,b,1,1,u\n" + "3,A,a," + long + ",1,1,u\n" + "4,A,a,b,1,1,u\n"
 	rr, err := openCSV(sp, "v.csv", strings.NewReader(in))
@@ -221,20 +221,20 @@ func TestValueLimits(t *testing.T) {
 	require.NoError(t, end)
 	require.Len(t, rows, 1)
 	require.Equal(t, []string{
-		fmt.Sprintf("v.csv:2: column tags: %d values, at most %d", MaxRowValues+1, MaxRowValues),
+		fmt.Sprintf("v.csv:2: column tags: %d values, at most %d", maxRowValues+1, maxRowValues),
 		fmt.Sprintf("v.csv:3: column page: value of %d bytes, at most %d", len(long), columns.MaxValueBytes),
 		fmt.Sprintf("v.csv:4: column body: value of %d bytes, at most %d", len(long), columns.MaxValueBytes),
 	}, bad)
 
-	// Exactly MaxRowValues values are fine.
-	ok := strings.Repeat("x|", MaxRowValues-1) + "x"
-	nd := `{"ts": 1, "tags": ["` + strings.Repeat(`x", "`, MaxRowValues) + `x"]}` + "\n" + `{"ts": 2, "tags": "` + ok + `"}` + "\n"
+	// Exactly maxRowValues values are fine.
+	ok := strings.Repeat("x|", maxRowValues-1) + "x"
+	nd := `{"ts": 1, "tags": ["` + strings.Repeat(`x", "`, maxRowValues) + `x"]}` + "\n" + `{"ts": 2, "tags": "` + ok + `"}` + "\n"
 	nr, err := openNDJSON(sp, "v.ndjson", strings.NewReader(nd))
 	require.NoError(t, err)
 	rows, bad, end = readAll(t, sp, nr)
 	require.NoError(t, end)
 	require.Len(t, rows, 1)
-	require.Equal(t, []string{fmt.Sprintf("v.ndjson:1: column tags: %d values, at most %d", MaxRowValues+1, MaxRowValues)}, bad)
+	require.Equal(t, []string{fmt.Sprintf("v.ndjson:1: column tags: %d values, at most %d", maxRowValues+1, maxRowValues)}, bad)
 
 	dir := t.TempDir()
 	res, err := Run(context.Background(), sp, []Input{csvInput("v.csv", in)}, Options{
@@ -355,7 +355,7 @@ func TestTimeRangeAndWarning(t *testing.T) {
 	require.Equal(t, 4, warns[0].Line)
 
 	// Seconds given on millisecond data: year 56300, once per input.
-	sp = testSpec(t, func(sp *Spec) { sp.Timestamp.Format = "seconds" })
+	sp = testSpec(t, func(sp *Spec) { sp.timestamp.Format = "seconds" })
 	for _, format := range []Format{CSV, NDJSON} {
 		warns = nil
 		in := csvHeader + "1714564800,A,a,b,1,1,u\n1714564800123,A,a,b,1,1,u\n1714564800124,A,a,b,1,1,u\n"
@@ -381,12 +381,12 @@ func TestTimeRangeAndWarning(t *testing.T) {
 	res, err := Run(context.Background(), sp, []Input{csvInput("a.csv", csvHeader+"1714564800123,A,a,b,1,1,u\n"), csvInput("b.csv", csvHeader+"-2714564800,A,a,b,1,1,u\n")},
 		Options{Out: filepath.Join(dir, "w.seg"), Durability: noSync, OnWarning: func(w Warning) { got = append(got, w) }})
 	require.NoError(t, err)
-	require.Len(t, res.Warnings, 2)
-	require.Equal(t, res.Warnings, got)
+	require.Len(t, res.warnings, 2)
+	require.Equal(t, res.warnings, got)
 	require.Equal(t, "b.csv:2: column ts: time \"-2714564800\" read as seconds is in year 1883, outside 1900..2199: are the times in millis? (set timestamp.format); this warning is given once per input", got[1].String())
 
 	// A layout: no unit to suggest.
-	sp = testSpec(t, func(sp *Spec) { sp.Timestamp.Format = "rfc3339" })
+	sp = testSpec(t, func(sp *Spec) { sp.timestamp.Format = "rfc3339" })
 	warns = nil
 	rr, err = openReaderOptions(sp, CSV, "r.csv", strings.NewReader(csvHeader+"2024-05-01T00:00:00Z,A,a,b,1,1,u\n1800-01-01T00:00:00Z,A,a,b,1,1,u\n"),
 		readerOptions{OnWarning: func(w Warning) { warns = append(warns, w) }})

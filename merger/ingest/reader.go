@@ -125,10 +125,10 @@ func readErr(name string, err error) error {
 	return fmt.Errorf("%s: %w", name, err)
 }
 
-// OpenFile opens the file at path for reading, through gzip when its name ends in .gz. Its
+// openFile opens the file at path for reading, through gzip when its name ends in .gz. Its
 // errors are os.Open's, or name the file. Unless gzipped, what it returns is also an
 // io.ReaderAt with a Stat method, as a Parquet input needs.
-func OpenFile(path string) (io.ReadCloser, error) {
+func openFile(path string) (io.ReadCloser, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

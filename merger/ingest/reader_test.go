@@ -109,11 +109,11 @@ func TestCSVReader(t *testing.T) {
 func TestCSVReaderOptions(t *testing.T) {
 	null := `\N`
 	sp := testSpec(t, func(sp *Spec) {
-		sp.Input.Delimiter = ";"
-		sp.Input.MultiValueDelimiter = "::"
-		sp.Input.NullValue = &null
-		sp.Input.Fields = map[string]string{"page": "title"}
-		sp.Timestamp.Format = "rfc3339"
+		sp.input.Delimiter = ";"
+		sp.input.MultiValueDelimiter = "::"
+		sp.input.NullValue = &null
+		sp.input.Fields = map[string]string{"page": "title"}
+		sp.timestamp.Format = "rfc3339"
 	})
 	in := "ts;title;tags;body;added;d;user\n" +
 		"2024-05-01T12:00:00Z;Main;a::b;;1;2;u\n" +
@@ -194,7 +194,7 @@ func TestCSVReaderHeader(t *testing.T) {
 	require.Equal(t, []string{`h.csv:1: column added: field "added" is not in the header: every value of metric added is missing`}, warnings)
 
 	// An invalid spec is the spec's error.
-	_, err = openCSV(&Spec{Input: InputSpec{Delimiter: "ab"}}, "h.csv", strings.NewReader("ts\n"))
+	_, err = openCSV(&Spec{input: inputSpec{Delimiter: "ab"}}, "h.csv", strings.NewReader("ts\n"))
 	require.ErrorIs(t, err, ErrSpec)
 	// The reader's own error ends the input, naming it.
 	_, err = openCSV(sp, "h.csv", io.MultiReader(strings.NewReader("ts,"), errReader{}))
@@ -286,13 +286,13 @@ func globs(msgs []string) []string {
 
 func TestNDJSONReaderLongLine(t *testing.T) {
 	sp := testSpec(t, nil)
-	in := `{"ts": 1}` + "\n" + `{"ts": 2, "body": "` + strings.Repeat("x", DefaultMaxRecordBytes) + `"}` + "\n"
+	in := `{"ts": 1}` + "\n" + `{"ts": 2, "body": "` + strings.Repeat("x", defaultMaxRecordBytes) + `"}` + "\n"
 	rr, err := openNDJSON(sp, "long.ndjson", strings.NewReader(in))
 	require.NoError(t, err)
 	rows, _, end := readAll(t, sp, rr)
 	require.Len(t, rows, 1)
 	require.ErrorIs(t, end, ErrInput)
-	require.EqualError(t, end, fmt.Sprintf("long.ndjson:2: line longer than %d bytes (input.maxRecordBytes, --max-record-bytes)", DefaultMaxRecordBytes))
+	require.EqualError(t, end, fmt.Sprintf("long.ndjson:2: line longer than %d bytes (input.maxRecordBytes, --max-record-bytes)", defaultMaxRecordBytes))
 
 	// The underlying reader's error ends the input, naming it.
 	rr, err = openNDJSON(sp, "e.ndjson", io.MultiReader(strings.NewReader(`{"ts": 1}`+"\n"), errReader{}))
@@ -361,17 +361,17 @@ func TestOpenFile(t *testing.T) {
 	gz := filepath.Join(dir, "a.csv.gz")
 	require.NoError(t, os.WriteFile(gz, zb.Bytes(), 0o644))
 	for path, want := range map[string]string{plain: "x\n", gz: "y\n"} {
-		rc, err := OpenFile(path)
+		rc, err := openFile(path)
 		require.NoError(t, err)
 		got, err := io.ReadAll(rc)
 		require.NoError(t, err)
 		require.Equal(t, want, string(got))
 		require.NoError(t, rc.Close())
 	}
-	_, err = OpenFile(filepath.Join(dir, "missing.csv"))
+	_, err = openFile(filepath.Join(dir, "missing.csv"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 	notGz := filepath.Join(dir, "b.csv.gz")
 	require.NoError(t, os.WriteFile(notGz, []byte("plain text, not gzip"), 0o644))
-	_, err = OpenFile(notGz)
+	_, err = openFile(notGz)
 	require.ErrorContains(t, err, "b.csv.gz: gzip: invalid header")
 }

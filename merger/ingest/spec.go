@@ -20,17 +20,24 @@ import (
 // (ParseSpec, MarshalJSON) is the schema's JSON at the top level with two more keys,
 // "timestamp" and "input"; SpecHelp describes it for users.
 //
-// A Spec built in Go needs no defaults filled in: the zero TimestampSpec reads epoch
-// milliseconds from the field "__time", the zero InputSpec reads CSV's or NDJSON's defaults.
-// Readers and Run validate the spec they are given (Validate).
+// A Spec is made by ParseSpec (which validates it), or in Go from a schema alone (NewSpec, or
+// a Spec with only its Schema set): the time then is epoch milliseconds in the field "__time",
+// and the inputs are read with each format's defaults. Run validates the spec it is given once,
+// before it reads anything; its readers take it as valid.
 type Spec struct {
 	Schema    columns.Schema
-	Timestamp TimestampSpec
-	Input     InputSpec
+	timestamp timestampSpec
+	input     inputSpec
 }
 
-// TimestampSpec says where the time of a row is and how it is written.
-type TimestampSpec struct {
+// NewSpec returns the spec of schema whose time is epoch milliseconds in the field "__time",
+// written out (MarshalJSON gives its "timestamp" key), the rest the defaults.
+func NewSpec(schema columns.Schema) *Spec {
+	return &Spec{Schema: schema, timestamp: timestampSpec{Field: columns.TimeColumn, Format: "millis"}}
+}
+
+// timestampSpec says where the time of a row is and how it is written.
+type timestampSpec struct {
 	// Field is the input field of the time; empty means "__time".
 	Field string `json:"field,omitempty"`
 	// Format is one of seconds (or posix), millis (the default, also when empty), micros,
@@ -38,8 +45,8 @@ type TimestampSpec struct {
 	Format string `json:"format,omitempty"`
 }
 
-// InputSpec says how input fields are read.
-type InputSpec struct {
+// inputSpec says how input fields are read.
+type inputSpec struct {
 	// Format is one of FormatNames; empty means by the input's content (a format's magic
 	// bytes, as a Parquet file's) and name (its extension).
 	Format Format `json:"format,omitempty"`
@@ -62,20 +69,20 @@ type InputSpec struct {
 	// does mean zero.
 	NullAsZero []string `json:"nullAsZero,omitempty"`
 	// MaxRecordBytes bounds the bytes of one record: a CSV record (all its lines) or an NDJSON
-	// line; 0 means DefaultMaxRecordBytes. A longer record is an error naming its line, and
+	// line; 0 means defaultMaxRecordBytes (Options.MaxRecordBytes overrides it). A longer record is an error naming its line, and
 	// the memory a reader holds stays within a few times this bound.
 	MaxRecordBytes int64 `json:"maxRecordBytes,omitempty"`
 }
 
-// DefaultMaxRecordBytes is the default of InputSpec.MaxRecordBytes: 64 MiB.
-const DefaultMaxRecordBytes = 64 << 20
+// defaultMaxRecordBytes is the default of inputSpec.MaxRecordBytes: 64 MiB.
+const defaultMaxRecordBytes = 64 << 20
 
 // maxRecordBytes returns the record size limit of the spec.
 func (s *Spec) maxRecordBytes() int {
-	n := s.Input.MaxRecordBytes
+	n := s.input.MaxRecordBytes
 	switch {
 	case n <= 0:
-		return DefaultMaxRecordBytes
+		return defaultMaxRecordBytes
 	case n > math.MaxInt32:
 		return math.MaxInt32
 	}
@@ -166,10 +173,10 @@ func decodeSpec(data []byte) (*Spec, error) {
 		}
 		return nil
 	}
-	if err := strict("timestamp", &sp.Timestamp); err != nil {
+	if err := strict("timestamp", &sp.timestamp); err != nil {
 		return nil, err
 	}
-	if err := strict("input", &sp.Input); err != nil {
+	if err := strict("input", &sp.input); err != nil {
 		return nil, err
 	}
 	rest, err := json.Marshal(top)
@@ -180,11 +187,11 @@ func decodeSpec(data []byte) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sp.Timestamp.Field == "" {
-		sp.Timestamp.Field = columns.TimeColumn
+	if sp.timestamp.Field == "" {
+		sp.timestamp.Field = columns.TimeColumn
 	}
-	if sp.Input.MultiValueDelimiter == "" {
-		sp.Input.MultiValueDelimiter = "|"
+	if sp.input.MultiValueDelimiter == "" {
+		sp.input.MultiValueDelimiter = "|"
 	}
 	if err := sp.validate(); err != nil {
 		return nil, err
@@ -294,12 +301,12 @@ func (s Spec) MarshalJSON() ([]byte, error) {
 	if err := json.Unmarshal(schema, &top); err != nil {
 		return nil, fmt.Errorf("ingest: spec: %w", err)
 	}
-	if s.Timestamp != (TimestampSpec{}) {
-		if top["timestamp"], err = json.Marshal(s.Timestamp); err != nil {
+	if s.timestamp != (timestampSpec{}) {
+		if top["timestamp"], err = json.Marshal(s.timestamp); err != nil {
 			return nil, fmt.Errorf("ingest: spec: %w", err)
 		}
 	}
-	in := s.Input
+	in := s.input
 	if in.Format != "" || in.Delimiter != "" || in.MultiValueDelimiter != "" || in.NullValue != nil || len(in.Fields) > 0 || len(in.NullAsZero) > 0 || in.MaxRecordBytes != 0 {
 		if top["input"], err = json.Marshal(in); err != nil {
 			return nil, fmt.Errorf("ingest: spec: %w", err)
@@ -319,28 +326,28 @@ func (s *Spec) Validate() error {
 }
 
 func (s *Spec) validate() error {
-	if _, err := timeParser(s.Timestamp.Format); err != nil {
+	if _, err := timeParser(s.timestamp.Format); err != nil {
 		return err
 	}
-	if f := s.Input.Format; f != "" && lookupFormat(f) == nil {
+	if f := s.input.Format; f != "" && lookupFormat(f) == nil {
 		return fmt.Errorf("input.format %q: want %s", f, FormatNames())
 	}
-	if d := s.Input.Delimiter; d != "" {
+	if d := s.input.Delimiter; d != "" {
 		r, n := utf8.DecodeRuneInString(d)
 		if n != len(d) || r == '"' || r == '\r' || r == '\n' || r == utf8.RuneError || r == 0 {
 			return fmt.Errorf("input.delimiter %q: want one character other than a quote or newline", d)
 		}
 	}
-	if s.Input.MaxRecordBytes < 0 {
-		return fmt.Errorf("input.maxRecordBytes %d: want a positive number of bytes (0: the default)", s.Input.MaxRecordBytes)
+	if s.input.MaxRecordBytes < 0 {
+		return fmt.Errorf("input.maxRecordBytes %d: want a positive number of bytes (0: the default)", s.input.MaxRecordBytes)
 	}
-	for col := range s.Input.Fields {
+	for col := range s.input.Fields {
 		if s.Schema.Dimension(col) < 0 {
 			return fmt.Errorf("input.fields: %q is not a dimension of the schema", col)
 		}
 	}
 	seen := map[string]bool{}
-	for _, name := range s.Input.NullAsZero {
+	for _, name := range s.input.NullAsZero {
 		i := s.Schema.Metric(name)
 		if i < 0 {
 			return fmt.Errorf("input.nullAsZero: %q is not a metric of the schema", name)
@@ -356,10 +363,10 @@ func (s *Spec) validate() error {
 	return nil
 }
 
-// nullAsZero reports whether metric m's missing values read as 0 (InputSpec.NullAsZero)
+// nullAsZero reports whether metric m's missing values read as 0 (inputSpec.NullAsZero)
 // rather than null.
 func (s *Spec) nullAsZero(m columns.Metric) bool {
-	for _, name := range s.Input.NullAsZero {
+	for _, name := range s.input.NullAsZero {
 		if name == m.Name {
 			return true
 		}
@@ -374,7 +381,7 @@ func (s *Spec) newRow() columns.Row {
 
 // dimensionField returns the input field dimension d is read from.
 func (s *Spec) dimensionField(d columns.Dimension) string {
-	if f, ok := s.Input.Fields[d.Name]; ok && f != "" {
+	if f, ok := s.input.Fields[d.Name]; ok && f != "" {
 		return f
 	}
 	return d.Name
