@@ -10,7 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/writeout/writeout/columns/objstore"
+	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger/ingest"
+	"github.com/writeout/writeout/merger/location"
 )
 
 type ingestFlags struct {
@@ -29,10 +32,11 @@ type ingestFlags struct {
 	memoryLimitMiB  int
 	maxFanIn        int
 	maxRecordBytes  int64
+	s3              *s3Flags
 }
 
 func newIngestCmd() *cobra.Command {
-	var f ingestFlags
+	f := ingestFlags{s3: &s3Flags{}}
 	cmd := &cobra.Command{
 		Use:   "ingest --spec SPEC.json --out SEG.seg FILE...",
 		Short: "Build segments from CSV, NDJSON or Parquet files",
@@ -65,6 +69,10 @@ input that is one of the outputs (the same file under any name) is refused. With
 old one whole, and old members numbered past the new count are removed (each is reported), so
 that a glob such as day-*.seg never mixes the two.
 
+An s3://BUCKET/KEY --out is written in --tmp-dir (default: the system's temp directory) and
+uploaded once the whole ingest has succeeded, each segment as one multipart upload that
+appears whole or not at all. ` + s3Help + `
+
 ` + ingest.SpecHelp,
 		Example: `  segtool ingest --spec spec.json --out events.seg events.csv
   segtool ingest --spec spec.json --out edits.seg edits.parquet
@@ -82,7 +90,7 @@ that a glob such as day-*.seg never mixes the two.
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.spec, "spec", "", "ingestion spec: the schema JSON plus the input mapping (required)")
-	fl.StringVar(&f.out, "out", "", "output segment file (required)")
+	fl.StringVar(&f.out, "out", "", "output segment file, or s3://BUCKET/KEY (required)")
 	fl.StringVar(&f.format, "format", "", "input format, "+ingest.FormatNames()+" (default: the spec's, else by extension; a Parquet file by its magic bytes)")
 	fl.IntVar(&f.maxParseErrors, "max-parse-errors", 0, "rows that do not parse to skip before failing")
 	fl.IntVar(&f.rowsPerSegment, "rows-per-segment", 0, "split the output: this many input rows per segment (0: one segment)")
@@ -97,6 +105,7 @@ that a glob such as day-*.seg never mixes the two.
 	fl.IntVar(&f.maxFanIn, "max-fan-in", def.MaxFanIn, "intermediate segments merged at once (at least 2)")
 	fl.Int64Var(&f.maxRecordBytes, "max-record-bytes", def.MaxRecordBytes, "longest CSV record (all its lines) or NDJSON line, in bytes; when not given, the spec's input.maxRecordBytes if set")
 	addMemoryLimitFlag(cmd, &f.memoryLimitMiB)
+	addS3Flags(cmd, f.s3)
 	return cmd
 }
 
@@ -134,19 +143,12 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	if err != nil {
 		return fmt.Errorf("spec %s: %w", f.spec, err)
 	}
-	first := f.out
-	if f.rowsPerSegment > 0 {
-		first = ingest.SegmentName(f.out, 0)
-	}
-	if err := checkOutput(first, f.replace); err != nil {
-		return err
-	}
-	existing, err := ingest.ExistingOutputs(f.out, f.rowsPerSegment)
+	out, err := location.Parse(f.out)
 	if err != nil {
-		return err
+		return usageError{fmt.Errorf("--out: %w", err)}
 	}
-	for _, p := range existing {
-		if err := checkOutput(p, f.replace); err != nil {
+	if !out.IsS3() {
+		if err := checkOutputs(f); err != nil {
 			return err
 		}
 	}
@@ -171,11 +173,7 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	if stdinUsed > 1 {
 		return usagef("'-' (standard input) given more than once")
 	}
-	tmpDir := f.tmpDir
-	if tmpDir == "" {
-		tmpDir = filepath.Dir(f.out)
-	}
-	undo, err := makeOutputDir(filepath.Dir(f.out), dur)
+	tmpDir, client, undo, err := ingestPlaces(f, out, dur)
 	if err != nil {
 		return err
 	}
@@ -191,6 +189,7 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	stderr := cmd.ErrOrStderr()
 	res, err := ingest.Run(ctx, sp, inputs, ingest.Options{
 		Out:             f.out,
+		S3:              client,
 		RowsPerSegment:  f.rowsPerSegment,
 		MaxParseErrors:  f.maxParseErrors,
 		OnSkip:          func(e *ingest.RowError) { fmt.Fprintf(stderr, "segtool: skipped %v\n", e) },
@@ -231,6 +230,46 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 			res.InputRows, len(files), res.Skipped, len(res.Segments), rows, humanDuration(el), rate(res.InputRows, el))
 	}
 	return nil
+}
+
+// checkOutputs checks the local outputs of an ingest: with --rows-per-segment, every member
+// of the series that exists.
+func checkOutputs(f ingestFlags) error {
+	first := f.out
+	if f.rowsPerSegment > 0 {
+		first = ingest.SegmentName(f.out, 0)
+	}
+	if err := checkOutput(first, f.replace); err != nil {
+		return err
+	}
+	existing, err := ingest.ExistingOutputs(f.out, f.rowsPerSegment)
+	if err != nil {
+		return err
+	}
+	for _, p := range existing {
+		if err := checkOutput(p, f.replace); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ingestPlaces returns the temp directory of an ingest to out, the S3 client of an s3:// out,
+// and for a local out creates its directory (undo removes it if it was created).
+func ingestPlaces(f ingestFlags, out location.Location, dur medium.Durability) (tmpDir string, client *objstore.Client, undo func(), err error) {
+	tmpDir = f.tmpDir
+	if out.IsS3() {
+		if tmpDir == "" {
+			tmpDir = os.TempDir()
+		}
+		client, err = f.s3.clientFor()
+		return tmpDir, client, func() {}, err
+	}
+	if tmpDir == "" {
+		tmpDir = filepath.Dir(f.out)
+	}
+	undo, err = makeOutputDir(filepath.Dir(f.out), dur)
+	return tmpDir, nil, undo, err
 }
 
 // sameFile reports whether paths a and b name one existing file (through symbolic or hard

@@ -3,11 +3,14 @@ package ingest
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/objstore"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger/location"
 )
 
 // TempPattern names the temp directory (in Options.TmpDir) that holds an ingestion's runs while
@@ -63,9 +66,18 @@ type Input struct {
 
 // Options configure Run. The zero value of each field is its default.
 type Options struct {
-	// Out is the output segment's path. With RowsPerSegment, the segments are named by
+	// Out is the output segment's location: a path, or s3://bucket/key for an object uploaded
+	// through S3 (merger/location). With RowsPerSegment, the segments are named by
 	// SegmentName(Out, k) instead: day.seg gives day-0000.seg, day-0001.seg, ...
+	//
+	// The segments of an s3:// Out are written in TmpDir, then each is uploaded once the whole
+	// ingest has succeeded, as one multipart upload: an object appears whole or not at all,
+	// but a failure part way through a series leaves the objects uploaded before it. Without
+	// Replace an existing object (with RowsPerSegment, an existing member numbered below the
+	// new count) is an error; with it, members past the new count are left as they are.
 	Out string
+	// S3 is the client of an s3:// Out.
+	S3 *objstore.Client
 	// RowsPerSegment, when positive, ends a segment after that many input rows (rows added,
 	// before rollup) and starts the next; there is one segment at least, even when empty.
 	RowsPerSegment int
@@ -105,7 +117,7 @@ type Options struct {
 	// each, until MaxFanIn or fewer are left. 0 means 64; 1 is invalid.
 	MaxFanIn int
 	// TmpDir holds the runs' directory (TempPattern) and the default medium's file; empty means
-	// Out's directory.
+	// Out's directory (for an s3:// Out, os.TempDir()).
 	TmpDir string
 	// MaxRecordBytes, when positive, bounds the bytes of one CSV record or NDJSON line in
 	// place of the spec's input.maxRecordBytes.
@@ -154,23 +166,29 @@ func SegmentName(out string, k int) string {
 	return fmt.Sprintf("%s-%04d%s", strings.TrimSuffix(out, ext), k, ext)
 }
 
-func (o *Options) ensureDefaults() error {
+func (o *Options) ensureDefaults() (location.Location, error) {
+	if o.Out == "" {
+		return location.Location{}, fmt.Errorf("%w: no output path", ErrInvalid)
+	}
+	out, err := location.Parse(o.Out)
 	switch {
-	case o.Out == "":
-		return fmt.Errorf("%w: no output path", ErrInvalid)
+	case err != nil:
+		return out, fmt.Errorf("%w: output: %w", ErrInvalid, err)
+	case out.IsS3() && o.S3 == nil:
+		return out, fmt.Errorf("%w: output %s: no S3 client (Options.S3)", ErrInvalid, o.Out)
 	case o.RowsPerSegment < 0:
-		return fmt.Errorf("%w: RowsPerSegment %d", ErrInvalid, o.RowsPerSegment)
+		return out, fmt.Errorf("%w: RowsPerSegment %d", ErrInvalid, o.RowsPerSegment)
 	case o.MaxParseErrors < 0:
-		return fmt.Errorf("%w: MaxParseErrors %d", ErrInvalid, o.MaxParseErrors)
+		return out, fmt.Errorf("%w: MaxParseErrors %d", ErrInvalid, o.MaxParseErrors)
 	case o.MaxRowsInMemory < 0:
-		return fmt.Errorf("%w: MaxRowsInMemory %d", ErrInvalid, o.MaxRowsInMemory)
+		return out, fmt.Errorf("%w: MaxRowsInMemory %d", ErrInvalid, o.MaxRowsInMemory)
 	case o.MaxRecordBytes < 0:
-		return fmt.Errorf("%w: MaxRecordBytes %d", ErrInvalid, o.MaxRecordBytes)
+		return out, fmt.Errorf("%w: MaxRecordBytes %d", ErrInvalid, o.MaxRecordBytes)
 	case o.MaxFanIn < 0 || o.MaxFanIn == 1:
-		return fmt.Errorf("%w: MaxFanIn %d (want 0 for the default, or at least 2)", ErrInvalid, o.MaxFanIn)
+		return out, fmt.Errorf("%w: MaxFanIn %d (want 0 for the default, or at least 2)", ErrInvalid, o.MaxFanIn)
 	}
 	if err := o.Durability.Validate(); err != nil {
-		return fmt.Errorf("ingest: %w", err)
+		return out, fmt.Errorf("ingest: %w", err)
 	}
 	if o.MaxRowsInMemory == 0 {
 		o.MaxRowsInMemory = defaultMaxRowsInMemory
@@ -181,11 +199,13 @@ func (o *Options) ensureDefaults() error {
 	if o.MaxFanIn == 0 {
 		o.MaxFanIn = defaultMaxFanIn
 	}
-	if o.TmpDir == "" {
+	if o.TmpDir == "" && out.IsS3() {
+		o.TmpDir = os.TempDir()
+	} else if o.TmpDir == "" {
 		o.TmpDir = filepath.Dir(o.Out)
 	}
 	if o.progressRows <= 0 {
 		o.progressRows = 1 << 16
 	}
-	return nil
+	return out, nil
 }

@@ -43,7 +43,8 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 	if err := sp.Validate(); err != nil {
 		return res, err
 	}
-	if err := opts.ensureDefaults(); err != nil {
+	out, err := opts.ensureDefaults()
+	if err != nil {
 		return res, err
 	}
 	if len(inputs) == 0 {
@@ -67,18 +68,24 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 			}
 		}
 	}
-	existing, err := ExistingOutputs(opts.Out, opts.RowsPerSegment)
-	if err != nil {
-		return res, err
-	}
-	if err := checkPaths(inputs, existing, opts.Replace); err != nil {
-		return res, err
+	var existing []string
+	if out.IsS3() {
+		if err := checkObject(ctx, opts); err != nil {
+			return res, err
+		}
+	} else {
+		if existing, err = ExistingOutputs(opts.Out, opts.RowsPerSegment); err != nil {
+			return res, err
+		}
+		if err := checkPaths(inputs, existing, opts.Replace); err != nil {
+			return res, err
+		}
 	}
 	pl, err := newPlan(sp, opts.MaxRecordBytes)
 	if err != nil {
 		return res, err
 	}
-	r := &runner{ctx: ctx, sp: sp, plan: pl, opts: opts, med: opts.Medium, limit: opts.MemoryLimit}
+	r := &runner{ctx: ctx, sp: sp, plan: pl, opts: opts, remote: out.IsS3(), med: opts.Medium, limit: opts.MemoryLimit}
 	if r.limit > 0 {
 		r.limit = max(r.limit/2, 1) // two builders: see MemoryLimit
 	}
@@ -145,6 +152,7 @@ type runner struct {
 	ctx    context.Context
 	sp     *Spec
 	plan   *plan
+	remote bool // Out is an object: the outputs are staged in TmpDir and uploaded
 	opts   Options
 	med    medium.Medium
 	b      *merger.Builder
