@@ -36,7 +36,7 @@ type csvReader struct {
 	nfields   int
 }
 
-// The name of the CSV format.
+// CSV is the name of the CSV format.
 const CSV Format = "csv"
 
 var csvFormat = inputFormat{

@@ -190,7 +190,7 @@ func (p *fieldParser) checkValues(d int, v []string) error {
 const maxRowValues = 1 << 20
 
 // setMetric parses metric i from its field's text; empty (or null) is null, or 0 for a
-// metric of Spec.NullAsZero (a sketch adds nothing).
+// metric of input.nullAsZero (a sketch adds nothing).
 func (p *fieldParser) setMetric(row *columns.Row, i int, s string, null bool) error {
 	v := &row.Metrics[i]
 	sk := v.Sketch // the row's own sketch, reused from row to row

@@ -22,7 +22,7 @@ type inputFormat struct {
 	title string // the name in prose: "CSV"
 	// exts are the extensions (lower case, with their dot) of the names of its files.
 	exts []string
-	// gzip: the extensions may be followed by .gz (OpenFile decompresses such a file); a
+	// gzip: the extensions may be followed by .gz (openFile decompresses such a file); a
 	// format that reads from a stream.
 	gzip bool
 	// magic, when set, is the bytes a file of the format starts with (and, seekable, ends
@@ -67,17 +67,6 @@ func extNames() string {
 		exts = append(exts, f.exts...)
 	}
 	return strings.Join(exts, ", ")
-}
-
-// gzipNames lists the formats whose files may be gzipped.
-func gzipNames() string {
-	var names []string
-	for _, f := range formats {
-		if f.gzip {
-			names = append(names, string(f.name))
-		}
-	}
-	return orList(names)
 }
 
 func orList(s []string) string {
@@ -199,20 +188,21 @@ func readerAtSize(title, name string, r io.Reader) (io.ReaderAt, int64, error) {
 	return nil, 0, inputErr("%s: a %s file is read from its end: it needs a file, not a stream (a pipe, standard input or a compressed file)", name, title)
 }
 
-// inputFormatOf decides an input's format: its own, else the spec's (explicit: its content
-// must agree), else nil, for its name's or content's (chooseFormat).
-func inputFormatOf(sp *Spec, in Input) (f *inputFormat, explicit bool, err error) {
+// inputFormatOf returns the format given for an input: its own, else the spec's, else nil
+// (its content's or its name's: chooseFormat).
+func inputFormatOf(sp *Spec, in Input) (*inputFormat, error) {
 	name := in.Format
 	if name == "" {
 		name = sp.input.Format
 	}
 	if name == "" {
-		return nil, false, nil
+		return nil, nil
 	}
-	if f = lookupFormat(name); f == nil {
-		return nil, false, fmt.Errorf("%w: %s: unknown input format %q (want %s)", ErrInvalid, in.Name, name, FormatNames())
+	f := lookupFormat(name)
+	if f == nil {
+		return nil, fmt.Errorf("%w: %s: unknown input format %q (want %s)", ErrInvalid, in.Name, name, FormatNames())
 	}
-	return f, true, nil
+	return f, nil
 }
 
 // chooseFormat checks the format decided for an input (nil: none given) against its content:
@@ -250,13 +240,19 @@ func newReader(f *inputFormat, pl *plan, name string, src io.Reader, opts reader
 	return f.newReader(pl, name, src, opts)
 }
 
-// magicHelp is SpecHelp's sentences on the formats known by their content.
-func magicHelp() string {
+// recognitionHelp is SpecHelp's table of how an input's format is told, one line a format.
+func recognitionHelp() string {
 	var b strings.Builder
 	for _, f := range formats {
-		if f.magic != "" {
-			fmt.Fprintf(&b, " A %s file is known by its magic bytes (%s) whatever its name; read as another format it is an error.", f.title, f.magic)
+		fmt.Fprintf(&b, "  %-8s %s", f.name, strings.Join(f.exts, ", "))
+		if f.gzip {
+			b.WriteString(", each optionally followed by .gz")
 		}
+		if f.magic != "" {
+			fmt.Fprintf(&b, "; or whatever its name, a file with its magic bytes (%s), which read as\n"+
+				"           another format is an error", f.magic)
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }

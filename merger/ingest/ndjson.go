@@ -18,7 +18,7 @@ type ndjsonReader struct {
 	maxLine int
 }
 
-// The name of the NDJSON format.
+// NDJSON is the name of the NDJSON format.
 const NDJSON Format = "ndjson"
 
 var ndjsonFormat = inputFormat{

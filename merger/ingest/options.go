@@ -87,7 +87,7 @@ type Options struct {
 	// OnSkip, when set, is called with each row skipped.
 	OnSkip func(*RowError)
 	// OnWarning, when set, is called with each warning of the readers (see
-	// ReaderOptions.OnWarning), from Run's goroutine, before the row it came with is added;
+	// readerOptions.OnWarning), from Run's goroutine, before the row it came with is added;
 	// Result.warnings lists them too.
 	OnWarning func(Warning)
 	// MaxRowsInMemory bounds the rows the Builder holds (after rollup): when it holds that many,

@@ -14,7 +14,7 @@ import (
 	"github.com/writeout/writeout/columns"
 )
 
-// The name of the Parquet format.
+// Parquet is the name of the Parquet format.
 const Parquet Format = "parquet"
 
 // parquetMagic is the first (and last) four bytes of a Parquet file.

@@ -59,7 +59,7 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 		if in.Name == "" {
 			inputs[i].Name = in.Path
 		}
-		if given[i], _, err = inputFormatOf(sp, in); err != nil {
+		if given[i], err = inputFormatOf(sp, in); err != nil {
 			return res, err
 		}
 		if given[i] == nil && in.Reader == nil && in.open == nil {

@@ -127,9 +127,9 @@ exactly, rounded once; count and longSum exactly: a sum that does not fit a 64-b
 fails the ingest, naming the metric, never wraps), min and max keep the extreme, first and last keep the value of the
 earliest or latest row by its time (ties: the first or last row read), sketches merge.
 
-input.format is ` + FormatNames() + `; without it each file's extension decides (` + extNames() + `,
-the extensions of ` + gzipNames() + ` optionally followed by .gz); --format overrides both.` + magicHelp() + `
-` + formatHelp()
+input.format is ` + FormatNames() + `; --format overrides it. Without either, an input's content
+or name decides:
+` + recognitionHelp() + formatHelp()
 
 // ParseSpec decodes and validates a spec's JSON. Unknown keys under "timestamp" and "input"
 // are errors, and so are unknown schema keys. The defaults are filled in: the time field
