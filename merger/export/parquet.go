@@ -60,7 +60,7 @@ func (o *Options) ensureDefaults() error {
 
 // Info describes an export.
 type Info struct {
-	// Path is the published file (ParquetFile); empty for WriteParquet.
+	// Path is the published file or object (ParquetFile, ParquetTo); empty for WriteParquet.
 	Path string
 	// Rows and RowGroups count what the file holds; Size is its bytes.
 	Rows      int

@@ -28,7 +28,8 @@ import (
 //
 // Outputs are staged in the output's directory and put in place together once every input is
 // read and every segment written (see Options.Replace): an existing output is replaced only
-// by a complete ingest. An input whose Path is one of the outputs is refused.
+// by a complete ingest. An input whose Path is one of the outputs is refused. An s3:// Out is
+// staged in TmpDir and each segment uploaded as merger.MergeTo publishes (see Options.Out).
 //
 // A row that does not parse is skipped while MaxParseErrors allows; the next one fails the run
 // with its *RowError, whose message is FILE:LINE: column NAME: reason. On any failure, or when
