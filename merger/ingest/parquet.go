@@ -457,3 +457,134 @@ func (x *parquetReader) readMetric(row *columns.Row, i int, c *pqColumn) error {
 	}
 	return nil
 }
+
+// How the time column is read.
+type timeHow uint8
+
+const (
+	timeNone   timeHow = iota
+	timeEpoch          // an integer: value*timeMul/timeDiv milliseconds
+	timeString         // text, parsed by timestamp.format
+)
+
+// pqColumn is one column read: its type, and its cursor in the current row group.
+type pqColumn struct {
+	name     string // the field
+	leaf     *parquet.Column
+	index    int // the leaf's column index in a row group
+	kind     parquet.Kind
+	logical  *format.LogicalType
+	typeName string
+	intType  bool // an integer logical type (or none)
+	unsigned bool
+	isFloat  bool
+	maxDef   byte
+	maxRep   byte
+	elemDef  byte // for a list: the definition level at which an element exists
+
+	wantStr    bool // dimensions read it: strs
+	wantScalar bool // the time or a metric reads it: i64/u64/f64/raw
+
+	timeHow          timeHow
+	timeMul, timeDiv int64
+
+	// The current page.
+	pages parquet.Pages
+	page  parquet.Page
+	def   []byte
+	rep   []byte
+	li, n int // the next level, and the levels of the page
+	vi    int // the next value
+	nvals int // the values of the page
+	// Its values (or, when idx is set, the dictionary's values, indexed by idx).
+	idx   []int32
+	bools []byte
+	i32   []int32
+	i64s  []int64
+	f32   []float32
+	f64s  []float64
+	ba    []byte
+	offs  []uint32
+	vlen  int // the number of values in the arrays above
+	dict  parquet.Dictionary
+	dstrs []string // the dictionary's values as strings, filled as they are used
+	dhave []bool
+
+	intern map[string]string
+
+	// The current row.
+	null bool
+	strs []string
+	i64  int64
+	u64  uint64
+	big  bool // an unsigned value past int64: u64
+	f64  float64
+	raw  []byte // the bytes of a BYTE_ARRAY value, valid until the next row
+}
+
+// setType records the column's type.
+func (c *pqColumn) setType(t parquet.Type) {
+	c.kind = t.Kind()
+	c.logical = t.LogicalType()
+	if c.logical != nil && c.logical.Value == nil {
+		c.logical = nil
+	}
+	c.typeName = c.kind.String()
+	if c.logical != nil {
+		c.typeName += " " + c.logical.String()
+	}
+	c.intType = true
+	if c.logical != nil {
+		switch lt := c.logical.Value.(type) {
+		case *format.IntType:
+			c.unsigned = !lt.IsSigned
+		default:
+			c.intType = false
+		}
+	}
+	c.isFloat = c.kind == parquet.Float || c.kind == parquet.Double
+}
+
+// isString reports whether the column holds text: a BYTE_ARRAY with no logical type, or a
+// STRING or ENUM one.
+func (c *pqColumn) isString() bool {
+	if c.kind != parquet.ByteArray {
+		return false
+	}
+	if c.logical == nil {
+		return true
+	}
+	switch c.logical.Value.(type) {
+	case *format.StringType, *format.EnumType:
+		return true
+	}
+	return false
+}
+
+func (c *pqColumn) isInt() bool {
+	return (c.kind == parquet.Int32 || c.kind == parquet.Int64) && c.intType
+}
+
+func (c *pqColumn) dimOK() bool {
+	return c.isString() || c.isInt() || c.kind == parquet.Boolean && c.intType
+}
+
+func (c *pqColumn) numberOK() bool {
+	return c.isString() || c.isInt() || c.isFloat && c.intType
+}
+
+func (c *pqColumn) sketchOK() bool {
+	return c.isString() || c.isInt() || c.kind == parquet.Boolean && c.intType
+}
+
+func (c *pqColumn) closePages() {
+	if c.page != nil {
+		parquet.Release(c.page)
+		c.page = nil
+	}
+	if c.pages != nil {
+		_ = c.pages.Close()
+		c.pages = nil
+	}
+	c.li, c.n = 0, 0
+}
