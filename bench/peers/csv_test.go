@@ -1,7 +1,6 @@
 package peers
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -72,7 +71,7 @@ func BenchmarkIngestCSV(b *testing.B) {
 	run("writeout", ".seg", func(dst string) (int64, error) {
 		inputs := make([]ingest.Input, len(paths))
 		for i, p := range paths {
-			inputs[i] = ingest.Input{Name: p, Path: p, Open: func() (io.ReadCloser, error) { return ingest.OpenFile(p) }}
+			inputs[i] = ingest.Input{Path: p}
 		}
 		res, err := ingest.Run(bg, sp, inputs, ingest.Options{Out: dst, Durability: noSync})
 		if err != nil {

@@ -15,7 +15,10 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/merger/export"
+	"github.com/writeout/writeout/merger/location"
 )
 
 type exportFlags struct {
@@ -28,10 +31,11 @@ type exportFlags struct {
 	tmpDir       string
 	durability   string
 	quiet        bool
+	s3           *s3Flags
 }
 
 func newExportCmd() *cobra.Command {
-	var f exportFlags
+	f := exportFlags{s3: &s3Flags{}}
 	cmd := &cobra.Command{
 		Use:   "export --format parquet --out FILE [--spec-out SPEC.json] SEG",
 		Short: "Write a segment's rows as a Parquet file",
@@ -52,7 +56,8 @@ written. The package documentation of merger/export lists what a round trip keep
 
 The file is written under a temp name next to --out, synced per --durability and renamed into
 place; an existing --out or --spec-out is an error unless --replace. On failure nothing is left
-behind.`,
+behind. An s3://BUCKET/KEY --out or --spec-out is uploaded as one multipart upload that appears
+whole or not at all; an existing object is an error unless --replace. ` + s3Help,
 		Example: `  segtool export --format parquet --out events.parquet events.seg
   segtool export --format parquet --out basic.parquet --spec-out basic-spec.json data/basic-0000.seg`,
 		Args: usageArgs(cobra.ExactArgs(1)),
@@ -67,7 +72,7 @@ behind.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.format, "format", "", "output format: parquet (required)")
-	fl.StringVar(&f.out, "out", "", "output file (required)")
+	fl.StringVar(&f.out, "out", "", "output file, or s3://BUCKET/KEY (required)")
 	fl.StringVar(&f.specOut, "spec-out", "", "also write the ingestion spec that reads the output back")
 	fl.BoolVar(&f.replace, "replace", false, "replace existing output files")
 	fl.IntVar(&f.rowGroupRows, "row-group-rows", export.DefaultRowGroupRows, "rows per Parquet row group")
@@ -75,6 +80,7 @@ behind.`,
 	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of the tmpfile and mmapfile media (default: the output's directory)")
 	fl.StringVar(&f.durability, "durability", "output", "none, output (sync the published files) or all (also read them back from the disk and check them)")
 	fl.BoolVar(&f.quiet, "quiet", false, "print no summary")
+	addS3Flags(cmd, f.s3)
 	return cmd
 }
 
@@ -90,20 +96,9 @@ func runExport(ctx context.Context, cmd *cobra.Command, f exportFlags, segPath s
 	if err != nil {
 		return err
 	}
-	outs := []string{f.out}
-	if f.specOut != "" {
-		outs = append(outs, f.specOut)
-		if filepath.Clean(f.specOut) == filepath.Clean(f.out) || sameFile(f.specOut, f.out) {
-			return usagef("--spec-out and --out name the same file")
-		}
-	}
-	for _, o := range outs {
-		if sameFile(o, segPath) {
-			return fmt.Errorf("%s: is the input segment: exporting would overwrite it", o)
-		}
-		if err := checkOutput(o, f.replace); err != nil {
-			return err
-		}
+	out, specOut, err := exportOutputs(f, segPath)
+	if err != nil {
+		return err
 	}
 	seg, err := columns.Open(segPath)
 	if err != nil {
@@ -117,21 +112,17 @@ func runExport(ctx context.Context, cmd *cobra.Command, f exportFlags, segPath s
 		}
 	}
 	existed := false
-	if _, err := os.Lstat(f.out); err == nil {
+	if _, err := os.Lstat(f.out); err == nil && !out.IsS3() {
 		existed = true
 	}
-	undo := func() {}
-	for _, o := range outs {
-		u, err := makeOutputDir(filepath.Dir(o), dur)
-		if err != nil {
-			undo()
-			return err
-		}
-		prev := undo
-		undo = func() { u(); prev() }
+	sinks, undo, err := exportSinks(f, dur, out, specOut)
+	if err != nil {
+		return err
 	}
 	tmpDir := f.tmpDir
-	if tmpDir == "" {
+	if tmpDir == "" && out.IsS3() {
+		tmpDir = os.TempDir()
+	} else if tmpDir == "" {
 		tmpDir = filepath.Dir(f.out)
 	}
 	med, err := openMedium(f.medium, tmpDir, dur)
@@ -139,18 +130,20 @@ func runExport(ctx context.Context, cmd *cobra.Command, f exportFlags, segPath s
 		undo()
 		return err
 	}
-	publish := columns.PublishOptions{Durability: dur, Replace: f.replace}
-	info, err := export.ParquetFile(ctx, f.out, seg, export.Options{RowGroupRows: f.rowGroupRows, Medium: med}, publish)
+	info, err := export.ParquetTo(ctx, sinks[0], seg, export.Options{RowGroupRows: f.rowGroupRows, Medium: med})
 	if err := multierr.Join(err, med.Close()); err != nil {
 		if info.Path == "" {
 			undo()
+		}
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s: output exists (use --replace to overwrite it)", f.out)
 		}
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
 	if f.specOut != "" {
-		if err := writeSpec(ctx, f.specOut, info, publish); err != nil {
-			if !existed {
+		if err := writeSpec(ctx, sinks[1], info); err != nil {
+			if !existed && !out.IsS3() {
 				// Both outputs or neither: the Parquet file is new, remove it.
 				err = multierr.Join(err, os.Remove(f.out))
 				undo()
@@ -163,19 +156,86 @@ func runExport(ctx context.Context, cmd *cobra.Command, f exportFlags, segPath s
 		}
 	}
 	if !f.quiet {
-		out := cmd.OutOrStdout()
+		w := cmd.OutOrStdout()
 		el := time.Since(start)
-		fmt.Fprintf(out, "exported %s: %d rows in %d row group(s), %s, to %s in %s (%s)\n",
+		fmt.Fprintf(w, "exported %s: %d rows in %d row group(s), %s, to %s in %s (%s)\n",
 			segPath, info.Rows, info.RowGroups, humanBytes(info.Size), f.out, humanDuration(el), rate(int64(info.Rows), el))
 		if f.specOut != "" {
-			fmt.Fprintf(out, "wrote %s: the ingestion spec that reads %s back\n", f.specOut, f.out)
+			fmt.Fprintf(w, "wrote %s: the ingestion spec that reads %s back\n", f.specOut, f.out)
 		}
 	}
 	return nil
 }
 
-// writeSpec publishes the ingestion spec of an export at path, as the export is published.
-func writeSpec(ctx context.Context, path string, info export.Info, publish columns.PublishOptions) error {
+// exportOutputs parses --out and --spec-out (a zero Location when not given) and checks the
+// local ones: not the input, not each other, not existing unless --replace.
+func exportOutputs(f exportFlags, segPath string) (out, specOut location.Location, err error) {
+	if out, err = location.Parse(f.out); err != nil {
+		return out, specOut, usageError{fmt.Errorf("--out: %w", err)}
+	}
+	locs := []location.Location{out}
+	if f.specOut != "" {
+		if specOut, err = location.Parse(f.specOut); err != nil {
+			return out, specOut, usageError{fmt.Errorf("--spec-out: %w", err)}
+		}
+		if specOut.String() == out.String() || !out.IsS3() && !specOut.IsS3() &&
+			(filepath.Clean(f.specOut) == filepath.Clean(f.out) || sameFile(f.specOut, f.out)) {
+			return out, specOut, usagef("--spec-out and --out name the same file")
+		}
+		locs = append(locs, specOut)
+	}
+	for _, l := range locs {
+		if l.IsS3() {
+			continue // the upload checks
+		}
+		if sameFile(l.Path(), segPath) {
+			return out, specOut, fmt.Errorf("%s: is the input segment: exporting would overwrite it", l)
+		}
+		if err := checkOutput(l.Path(), f.replace); err != nil {
+			return out, specOut, err
+		}
+	}
+	return out, specOut, nil
+}
+
+// exportSinks returns the outputs of an export (--out, then --spec-out if given), creating
+// the directories of local ones (undo removes those it created).
+func exportSinks(f exportFlags, dur medium.Durability, locs ...location.Location) ([]merger.Output, func(), error) {
+	undo := func() {}
+	var sinks []merger.Output
+	for _, l := range locs {
+		if l == (location.Location{}) {
+			continue
+		}
+		o := location.OutputOptions{Replace: f.replace, Durability: dur}
+		if l.IsS3() {
+			c, err := f.s3.clientFor()
+			if err != nil {
+				undo()
+				return nil, nil, err
+			}
+			o.S3 = c
+		} else {
+			u, err := makeOutputDir(filepath.Dir(l.Path()), dur)
+			if err != nil {
+				undo()
+				return nil, nil, err
+			}
+			prev := undo
+			undo = func() { u(); prev() }
+		}
+		sink, err := l.Output(o)
+		if err != nil {
+			undo()
+			return nil, nil, usageError{err}
+		}
+		sinks = append(sinks, sink)
+	}
+	return sinks, undo, nil
+}
+
+// writeSpec publishes the ingestion spec of an export to out, as the export is published.
+func writeSpec(ctx context.Context, out merger.Output, info export.Info) error {
 	sp, err := info.IngestSpec()
 	if err != nil {
 		return err
@@ -185,12 +245,12 @@ func writeSpec(ctx context.Context, path string, info export.Info, publish colum
 		return err
 	}
 	data = append(data, '\n')
-	_, err = columns.PublishFile(ctx, path, func(w io.Writer) error {
+	err = out.Publish(ctx, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
-	}, publish)
+	})
 	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("%s: output exists (use --replace to overwrite it)", path)
+		return fmt.Errorf("%s: output exists (use --replace to overwrite it)", out.Name())
 	}
 	return err
 }

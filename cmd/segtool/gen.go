@@ -175,7 +175,7 @@ func (m *genMapping) convert(src *gen.Row, r *columns.Row) {
 
 // specJSON returns the ingestion spec of the generator's CSV or NDJSON output.
 func (m *genMapping) specJSON() ([]byte, error) {
-	sp := ingest.Spec{Schema: m.schema, Timestamp: ingest.TimestampSpec{Field: columns.TimeColumn, Format: "millis"}}
+	sp := ingest.NewSpec(m.schema)
 	return json.MarshalIndent(sp, "", "  ")
 }
 

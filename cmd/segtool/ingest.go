@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/writeout/writeout/columns/objstore"
+	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger/ingest"
+	"github.com/writeout/writeout/merger/location"
 )
 
 type ingestFlags struct {
@@ -30,10 +32,11 @@ type ingestFlags struct {
 	memoryLimitMiB  int
 	maxFanIn        int
 	maxRecordBytes  int64
+	s3              *s3Flags
 }
 
 func newIngestCmd() *cobra.Command {
-	var f ingestFlags
+	f := ingestFlags{s3: &s3Flags{}}
 	cmd := &cobra.Command{
 		Use:   "ingest --spec SPEC.json --out SEG.seg FILE...",
 		Short: "Build segments from CSV, NDJSON or Parquet files",
@@ -66,6 +69,10 @@ input that is one of the outputs (the same file under any name) is refused. With
 old one whole, and old members numbered past the new count are removed (each is reported), so
 that a glob such as day-*.seg never mixes the two.
 
+An s3://BUCKET/KEY --out is written in --tmp-dir (default: the system's temp directory) and
+uploaded once the whole ingest has succeeded, each segment as one multipart upload that
+appears whole or not at all. ` + s3Help + `
+
 ` + ingest.SpecHelp,
 		Example: `  segtool ingest --spec spec.json --out events.seg events.csv
   segtool ingest --spec spec.json --out edits.seg edits.parquet
@@ -83,20 +90,22 @@ that a glob such as day-*.seg never mixes the two.
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.spec, "spec", "", "ingestion spec: the schema JSON plus the input mapping (required)")
-	fl.StringVar(&f.out, "out", "", "output segment file (required)")
-	fl.StringVar(&f.format, "format", "", "input format, csv, ndjson or parquet (default: the spec's, else by extension; a Parquet file by its magic bytes)")
+	fl.StringVar(&f.out, "out", "", "output segment file, or s3://BUCKET/KEY (required)")
+	fl.StringVar(&f.format, "format", "", "input format, "+ingest.FormatNames()+" (default: the spec's, else by extension; a Parquet file by its magic bytes)")
 	fl.IntVar(&f.maxParseErrors, "max-parse-errors", 0, "rows that do not parse to skip before failing")
 	fl.IntVar(&f.rowsPerSegment, "rows-per-segment", 0, "split the output: this many input rows per segment (0: one segment)")
-	fl.IntVar(&f.maxRowsInMemory, "max-rows-in-memory", ingest.DefaultMaxRowsInMemory, "rows held in memory (after rollup) before an intermediate segment is written")
-	fl.Int64Var(&f.maxBytesInMem, "max-bytes-in-memory", ingest.DefaultMemoryLimit, "estimated bytes of the rows held in memory, by the builder taking rows and the one being written together (-1: no limit)")
+	def := ingest.DefaultOptions()
+	fl.IntVar(&f.maxRowsInMemory, "max-rows-in-memory", def.MaxRowsInMemory, "rows held in memory (after rollup) before an intermediate segment is written")
+	fl.Int64Var(&f.maxBytesInMem, "max-bytes-in-memory", def.MemoryLimit, "estimated bytes of the rows held in memory, by the builder taking rows and the one being written together (-1: no limit)")
 	fl.BoolVar(&f.replace, "replace", false, "replace existing output files")
 	fl.StringVar(&f.medium, "medium", "tmpfile", "staging medium: heap, offheap, tmpfile or mmapfile")
 	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of temp files (default: the output's directory)")
 	fl.StringVar(&f.durability, "durability", "output", "none, output (sync the published file) or all (also read it back from the disk and check it)")
 	fl.BoolVar(&f.quiet, "quiet", false, "print no summary")
-	fl.IntVar(&f.maxFanIn, "max-fan-in", ingest.DefaultMaxFanIn, "intermediate segments merged at once (at least 2)")
-	fl.Int64Var(&f.maxRecordBytes, "max-record-bytes", ingest.DefaultMaxRecordBytes, "longest CSV record (all its lines) or NDJSON line, in bytes; when not given, the spec's input.maxRecordBytes if set")
+	fl.IntVar(&f.maxFanIn, "max-fan-in", def.MaxFanIn, "intermediate segments merged at once (at least 2)")
+	fl.Int64Var(&f.maxRecordBytes, "max-record-bytes", def.MaxRecordBytes, "longest CSV record (all its lines) or NDJSON line, in bytes; when not given, the spec's input.maxRecordBytes if set")
 	addMemoryLimitFlag(cmd, &f.memoryLimitMiB)
+	addS3Flags(cmd, f.s3)
 	return cmd
 }
 
@@ -116,8 +125,10 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	case f.maxRecordBytes < 1:
 		return usagef("--max-record-bytes must be positive")
 	}
-	if f.format != "" && f.format != "csv" && f.format != "ndjson" && f.format != "parquet" {
-		return usagef("--format %q: want csv, ndjson or parquet", f.format)
+	if f.format != "" {
+		if _, err := ingest.ParseFormat(f.format); err != nil {
+			return usagef("--format %q: want %s", f.format, ingest.FormatNames())
+		}
 	}
 	dur, err := parseDurability(f.durability)
 	if err != nil {
@@ -132,42 +143,21 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	if err != nil {
 		return fmt.Errorf("spec %s: %w", f.spec, err)
 	}
-	if cmd.Flags().Changed("max-record-bytes") || sp.Input.MaxRecordBytes == 0 {
-		sp.Input.MaxRecordBytes = f.maxRecordBytes
-	}
-	first := f.out
-	if f.rowsPerSegment > 0 {
-		first = ingest.SegmentName(f.out, 0)
-	}
-	if err := checkOutput(first, f.replace); err != nil {
-		return err
-	}
-	existing, err := ingest.ExistingOutputs(f.out, f.rowsPerSegment)
+	out, err := location.Parse(f.out)
 	if err != nil {
-		return err
+		return usageError{fmt.Errorf("--out: %w", err)}
 	}
-	for _, p := range existing {
-		if err := checkOutput(p, f.replace); err != nil {
+	if !out.IsS3() {
+		if err := checkOutputs(f); err != nil {
 			return err
 		}
 	}
 	stdinUsed := 0
 	inputs := make([]ingest.Input, len(files))
 	for i, p := range files {
+		// Without --format, the spec's input.format, else the content or the extension
+		// decides (ingest.Run checks that one of them does before it reads anything).
 		in := ingest.Input{Name: p, Format: ingest.Format(f.format)}
-		if in.Format == "" {
-			in.Format = sp.Input.Format
-		}
-		if in.Format == "" && p == "-" {
-			return usagef("standard input: say its format with --format csv or --format ndjson")
-		}
-		if in.Format == "" {
-			if _, ok := ingest.FormatOf(p); !ok && !isParquetFile(p) {
-				return usagef("%s: cannot tell the format from the extension (.csv, .ndjson, .jsonl, .json, .parquet) nor from the content: use --format", p)
-			}
-			// Else the extension or the content decides, as ingest.Run reads it: a Parquet
-			// file by its magic bytes whatever its name.
-		}
 		if p == "-" && in.Format == ingest.Parquet {
 			return usagef("standard input: a Parquet file is read from its end, so it cannot come from standard input; give its path")
 		}
@@ -176,7 +166,6 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 			in.Name = "<stdin>"
 			in.Reader = cmd.InOrStdin()
 		} else {
-			in.Open = func() (io.ReadCloser, error) { return ingest.OpenFile(p) }
 			in.Path = p
 		}
 		inputs[i] = in
@@ -184,11 +173,7 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	if stdinUsed > 1 {
 		return usagef("'-' (standard input) given more than once")
 	}
-	tmpDir := f.tmpDir
-	if tmpDir == "" {
-		tmpDir = filepath.Dir(f.out)
-	}
-	undo, err := makeOutputDir(filepath.Dir(f.out), dur)
+	tmpDir, client, undo, err := ingestPlaces(f, out, dur)
 	if err != nil {
 		return err
 	}
@@ -197,9 +182,14 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		undo()
 		return err
 	}
+	var maxRecordBytes int64 // the spec's, else the default
+	if cmd.Flags().Changed("max-record-bytes") {
+		maxRecordBytes = f.maxRecordBytes
+	}
 	stderr := cmd.ErrOrStderr()
 	res, err := ingest.Run(ctx, sp, inputs, ingest.Options{
 		Out:             f.out,
+		S3:              client,
 		RowsPerSegment:  f.rowsPerSegment,
 		MaxParseErrors:  f.maxParseErrors,
 		OnSkip:          func(e *ingest.RowError) { fmt.Fprintf(stderr, "segtool: skipped %v\n", e) },
@@ -211,10 +201,14 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		Replace:         f.replace,
 		TmpDir:          tmpDir,
 		MaxFanIn:        f.maxFanIn,
+		MaxRecordBytes:  maxRecordBytes,
 	})
 	err = errors.Join(err, med.Close())
 	if err != nil {
 		undo()
+		if errors.Is(err, ingest.ErrInvalid) {
+			return usageError{err}
+		}
 		var re *ingest.RowError
 		if f.maxParseErrors > 0 && errors.As(err, &re) {
 			return fmt.Errorf("%w (more than --max-parse-errors %d rows do not parse)", err, f.maxParseErrors)
@@ -238,16 +232,44 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	return nil
 }
 
-// isParquetFile reports whether the file at path starts with Parquet's magic bytes; a file
-// that cannot be read is not (ingest reports why when it opens it).
-func isParquetFile(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
+// checkOutputs checks the local outputs of an ingest: with --rows-per-segment, every member
+// of the series that exists.
+func checkOutputs(f ingestFlags) error {
+	first := f.out
+	if f.rowsPerSegment > 0 {
+		first = ingest.SegmentName(f.out, 0)
 	}
-	defer func() { _ = f.Close() }()
-	ok, _, err := ingest.IsParquet(f)
-	return err == nil && ok
+	if err := checkOutput(first, f.replace); err != nil {
+		return err
+	}
+	existing, err := ingest.ExistingOutputs(f.out, f.rowsPerSegment)
+	if err != nil {
+		return err
+	}
+	for _, p := range existing {
+		if err := checkOutput(p, f.replace); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ingestPlaces returns the temp directory of an ingest to out, the S3 client of an s3:// out,
+// and for a local out creates its directory (undo removes it if it was created).
+func ingestPlaces(f ingestFlags, out location.Location, dur medium.Durability) (tmpDir string, client *objstore.Client, undo func(), err error) {
+	tmpDir = f.tmpDir
+	if out.IsS3() {
+		if tmpDir == "" {
+			tmpDir = os.TempDir()
+		}
+		client, err = f.s3.clientFor()
+		return tmpDir, client, func() {}, err
+	}
+	if tmpDir == "" {
+		tmpDir = filepath.Dir(f.out)
+	}
+	undo, err = makeOutputDir(filepath.Dir(f.out), dur)
+	return tmpDir, nil, undo, err
 }
 
 // sameFile reports whether paths a and b name one existing file (through symbolic or hard

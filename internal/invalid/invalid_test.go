@@ -16,6 +16,7 @@ import (
 	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/merger/export"
 	"github.com/writeout/writeout/merger/ingest"
+	"github.com/writeout/writeout/merger/location"
 	"github.com/writeout/writeout/merger/query"
 )
 
@@ -31,6 +32,7 @@ func TestOneRoot(t *testing.T) {
 		"export":   export.ErrInvalid,
 		"ingest":   ingest.ErrInvalid,
 		"query":    query.ErrInvalid,
+		"location": location.ErrInvalid,
 	}
 	for name, s := range sentinels {
 		require.ErrorIs(t, s, medium.ErrInvalid, name)

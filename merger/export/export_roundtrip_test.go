@@ -4,7 +4,6 @@ package export
 
 import (
 	"bytes"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -32,7 +31,6 @@ func reingest(t *testing.T, seg *columns.Segment, groupRows int) (string, Info) 
 		Name:   pq,
 		Path:   pq,
 		Format: ingest.Parquet,
-		Open:   func() (io.ReadCloser, error) { return ingest.OpenFile(pq) },
 	}}, ingest.Options{Out: out, Durability: medium.Durability{Sync: medium.SyncNone}, TmpDir: dir})
 	require.NoError(t, err)
 	return out, info

@@ -16,6 +16,8 @@ import (
 	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/parquetpool"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger"
+	"github.com/writeout/writeout/merger/location"
 )
 
 // SchemaKey is the key of the Parquet file's key/value metadata that holds the exported
@@ -59,7 +61,7 @@ func (o *Options) ensureDefaults() error {
 
 // Info describes an export.
 type Info struct {
-	// Path is the published file (ParquetFile); empty for WriteParquet.
+	// Path is the published file or object (ParquetFile, ParquetTo); empty for WriteParquet.
 	Path string
 	// Rows and RowGroups count what the file holds; Size is its bytes.
 	Rows      int
@@ -103,8 +105,16 @@ func WriteParquet(ctx context.Context, w io.Writer, seg *columns.Segment, opts O
 // ParquetFile writes the rows of seg as WriteParquet does into a file published at dst with
 // columns.PublishFile: written under a temp name (or unnamed) in dst's directory, synced per
 // publish.Durability, then named dst, never replacing an existing file unless publish.Replace.
-// On failure nothing is left behind and an existing dst is as it was.
+// On failure nothing is left behind and an existing dst is as it was. It is ParquetTo a
+// location.File.
 func ParquetFile(ctx context.Context, dst string, seg *columns.Segment, opts Options, publish columns.PublishOptions) (Info, error) {
+	return ParquetTo(ctx, &location.File{Path: dst, Options: publish}, seg, opts)
+}
+
+// ParquetTo writes the rows of seg as WriteParquet does into out, published as
+// merger.MergeTo publishes a merge: a local file or an S3 object (merger/location). out.Check
+// runs first; on failure out leaves nothing (merger.Output.Publish). Info.Path is out's name.
+func ParquetTo(ctx context.Context, out merger.Output, seg *columns.Segment, opts Options) (Info, error) {
 	if err := opts.ensureDefaults(); err != nil {
 		return Info{}, err
 	}
@@ -112,21 +122,29 @@ func ParquetFile(ctx context.Context, dst string, seg *columns.Segment, opts Opt
 	if err != nil {
 		return Info{}, err
 	}
+	if err := out.Check(ctx); err != nil {
+		return Info{}, fmt.Errorf("export: %w", err)
+	}
 	var (
 		info   Info
 		runErr error
 	)
-	pi, err := columns.PublishFile(ctx, dst, func(w io.Writer) error {
-		info, runErr = x.run(ctx, w, opts)
+	err = out.Publish(ctx, func(w io.Writer) error {
+		cw := &countingWriter{w: w}
+		info, runErr = x.run(ctx, cw, opts)
+		info.Size = cw.n
 		return runErr
-	}, publish)
+	})
 	if err != nil {
 		if runErr != nil && errors.Is(err, runErr) {
 			return Info{}, err // names the segment already
 		}
 		return Info{}, fmt.Errorf("export: %w", err)
 	}
-	info.Path, info.Size, info.Syncs = pi.Path, pi.Size, pi.Syncs
+	info.Path = out.Name()
+	if f, ok := out.(*location.File); ok {
+		info.Path, info.Size, info.Syncs = f.Info.Path, f.Info.Size, f.Info.Syncs
+	}
 	return info, nil
 }
 

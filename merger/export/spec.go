@@ -47,10 +47,7 @@ func (i Info) IngestSpec() (*ingest.Spec, error) {
 			}
 		}
 	}
-	sp := &ingest.Spec{
-		Schema:    s,
-		Timestamp: ingest.TimestampSpec{Field: columns.TimeColumn, Format: "millis"},
-	}
+	sp := ingest.NewSpec(s)
 	if err := sp.Validate(); err != nil {
 		return nil, fmt.Errorf("export: ingestion spec: %w", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/writeout/writeout/columns"
 )
 
-// CSVReader reads CSV whose first line is a header of field names (see SpecHelp).
+// csvReader reads CSV whose first line is a header of field names (see SpecHelp).
 //
 // Its syntax is RFC 4180's, as encoding/csv reads it without LazyQuotes: fields separated by
 // the delimiter, quoted fields ("" is a quote) that may hold delimiters and newlines, \r\n
@@ -25,7 +25,7 @@ import (
 // that one: an unmatched quote costs its own line, not the rest of the input. A record is
 // at most the spec's input.maxRecordBytes long (all its lines, line endings included): a longer record of several
 // lines is a *RowError as above, a single line that long ends the input (ErrInput).
-type CSVReader struct {
+type csvReader struct {
 	fieldParser
 	sc        csvScanner
 	timeIdx   int
@@ -36,25 +36,35 @@ type CSVReader struct {
 	nfields   int
 }
 
-// NewCSVReader returns a reader of the CSV in r, named name in messages, and reads its header
-// line: a header that is missing, malformed, names a field twice or lacks a field the spec
-// reads is an error wrapping ErrInput (or the spec's error, wrapping ErrSpec). A byte-order
-// mark at the start is skipped.
-func NewCSVReader(sp *Spec, name string, r io.Reader) (*CSVReader, error) {
-	return newCSVReader(sp, name, r, ReaderOptions{})
+// CSV is the name of the CSV format.
+const CSV Format = "csv"
+
+var csvFormat = inputFormat{
+	name:  CSV,
+	title: "CSV",
+	exts:  []string{".csv"},
+	gzip:  true,
+	newReader: func(pl *plan, name string, src io.Reader, opts readerOptions) (reader, error) {
+		return newCSVReader(pl, name, src, opts)
+	},
+	help: `CSV: the first line is the header of field names; input.delimiter separates fields (default
+","); a multi-value cell is split on input.multiValueDelimiter (default "|"); a field equal
+to input.nullValue (default: the empty field) is null. An empty element of a multi-value cell
+is the empty string.`,
 }
 
-func newCSVReader(sp *Spec, name string, r io.Reader, opts ReaderOptions) (*CSVReader, error) {
-	p, err := newFieldParser(sp, name, opts)
-	if err != nil {
-		return nil, err
-	}
+// newCSVReader returns a reader of the CSV in r, named name in messages, and reads its header
+// line: a header that is missing, malformed, names a field twice or lacks a field the spec
+// reads is an error wrapping ErrInput. A byte-order mark at the start is skipped.
+func newCSVReader(pl *plan, name string, r io.Reader, opts readerOptions) (*csvReader, error) {
+	p := newFieldParser(pl, name, opts)
+	sp := pl.sp
 	comma := ","
-	if sp.Input.Delimiter != "" {
-		comma = string([]rune(sp.Input.Delimiter)[0])
+	if sp.input.Delimiter != "" {
+		comma = string([]rune(sp.input.Delimiter)[0])
 	}
-	x := &CSVReader{fieldParser: p, multi: sp.Input.MultiValueDelimiter,
-		sc: csvScanner{br: newInput(opts.Context, r), file: name, comma: []byte(comma), commaS: comma, max: sp.maxRecordBytes()}}
+	x := &csvReader{fieldParser: p, multi: sp.input.MultiValueDelimiter,
+		sc: csvScanner{br: newInput(opts.Context, r), file: name, comma: []byte(comma), commaS: comma, max: pl.maxRecord}}
 	header, err := x.sc.next()
 	if err != nil {
 		var re *RowError
@@ -91,8 +101,8 @@ func newCSVReader(sp *Spec, name string, r io.Reader, opts ReaderOptions) (*CSVR
 	if x.multi == "" {
 		x.multi = "|"
 	}
-	if sp.Input.NullValue != nil {
-		x.null = *sp.Input.NullValue
+	if sp.input.NullValue != nil {
+		x.null = *sp.input.NullValue
 	}
 	if x.timeIdx, err = find("timestamp", p.timeField); err != nil {
 		return nil, err
@@ -124,7 +134,7 @@ func newCSVReader(sp *Spec, name string, r io.Reader, opts ReaderOptions) (*CSVR
 }
 
 // Read implements Reader.
-func (x *CSVReader) Read(row *columns.Row) error {
+func (x *csvReader) Read(row *columns.Row) error {
 	rec, err := x.sc.next()
 	if err != nil {
 		var re *RowError
@@ -167,7 +177,7 @@ func (x *CSVReader) Read(row *columns.Row) error {
 				}
 				v = append(v, s[:j])
 				s = s[j+len(x.multi):]
-				if len(v) > MaxRowValues {
+				if len(v) > maxRowValues {
 					break
 				}
 			}
@@ -293,14 +303,14 @@ func (r *blockRing) releaseBefore(seq uint64) {
 // when it read the row. This breaks Reader's promise that strings may be kept, so only a
 // user that copies what it keeps may ask for it (the read-ahead for a Builder without raw
 // dimensions, which copies every new dictionary value).
-func (x *CSVReader) reuseBlocks() { x.sc.ring.on = true }
+func (x *csvReader) reuseBlocks() { x.sc.ring.on = true }
 
 // blockSeq is the number of the block the strings of the row read last point into (at most).
-func (x *CSVReader) blockSeq() uint64 { return x.sc.ring.seq }
+func (x *csvReader) blockSeq() uint64 { return x.sc.ring.seq }
 
 // releaseBefore lets the reader overwrite the blocks numbered below seq: no string of the rows
 // read from them is used any more.
-func (x *CSVReader) releaseBefore(seq uint64) { x.sc.ring.releaseBefore(seq) }
+func (x *csvReader) releaseBefore(seq uint64) { x.sc.ring.releaseBefore(seq) }
 
 // errTooLong is a record over the limit, as readLine returns it.
 var errTooLong = errors.New("record too long")

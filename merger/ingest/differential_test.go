@@ -318,12 +318,32 @@ func (c *diffCase) finish() {
 			}
 		}
 	}
-	null := "NULL"
-	c.spec = &ingest.Spec{Schema: c.schema, Input: ingest.InputSpec{NullValue: &null}}
+	// The spec as users write it: the schema's JSON plus the "input" key.
+	var top map[string]any
+	schema, err := json.Marshal(c.schema)
+	if err == nil {
+		err = json.Unmarshal(schema, &top)
+	}
+	if err != nil {
+		panic(err)
+	}
+	input := map[string]any{"nullValue": "NULL"}
+	var zero []string
 	for _, name := range c.metricFields() {
 		if c.nullAsZero[name] {
-			c.spec.Input.NullAsZero = append(c.spec.Input.NullAsZero, name)
+			zero = append(zero, name)
 		}
+	}
+	if len(zero) > 0 {
+		input["nullAsZero"] = zero
+	}
+	top["input"] = input
+	data, err := json.Marshal(top)
+	if err == nil {
+		c.spec, err = ingest.ParseSpec(data)
+	}
+	if err != nil {
+		panic(err)
 	}
 }
 

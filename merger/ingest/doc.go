@@ -1,5 +1,5 @@
-// Package ingest turns CSV and NDJSON rows into segments, through the one way rows become a
-// segment: a merger.Builder.
+// Package ingest turns the rows of input files (CSV, NDJSON, Parquet: the registry of input
+// formats) into segments, through the one way rows become a segment: a merger.Builder.
 //
 // # Spec
 //
@@ -7,7 +7,17 @@
 // column's values are in the input: the time field and its format (epoch seconds, millis,
 // micros, nanos, RFC 3339 or a Go layout), the input format, CSV's delimiter, multi-value
 // delimiter and null text, and a mapping of dimensions to input fields. SpecHelp describes
-// the JSON for users.
+// the JSON for users. A spec is validated once: by ParseSpec, or by Run for one built in Go;
+// Run then works out what every reader needs from it (a plan) once for all its inputs.
+//
+// # Formats
+//
+// An input format is a value (format.go): its name, the extensions of its files, the magic
+// bytes its content starts with (if any), how its reader is made, and its paragraph of
+// SpecHelp. Each lives in a file of its own (csv.go, ndjson.go, parquet.go) and is listed in
+// the registry, formats; the spec's validation, the choice of an input's format, FormatNames,
+// SpecHelp and the error messages all read the registry. Adding a format is one file and its
+// line in the registry.
 //
 // # Nulls
 //
@@ -15,16 +25,16 @@
 // CSV header lacks, an NDJSON null, "" or missing key) is null by default, as in SQL and in
 // Druid's SQL-compatible null handling (its default from Druid 28): a missing delay must not
 // make a longMin 0. The rows keep columns.Value.Null, and what it means to an aggregator is
-// decided in columns/agg alone. InputSpec.NullAsZero names metrics whose missing values read
-// as 0 instead.
+// decided in columns/agg alone. The spec's input.nullAsZero names metrics whose missing values
+// read as 0 instead.
 //
 // # Readers
 //
-// NewCSVReader and NewNDJSONReader read one input (an io.Reader and a name for messages) into
+// Each format's reader reads one input (an io.Reader and a name for messages) into
 // columns.Row values ready for merger.Builder.Add. A row that does not parse is a *RowError,
 // whose message is FILE:LINE: column NAME: reason, and reading goes on after it; an input that
 // cannot be read at all (a CSV header without the time or a dimension field, a line over
-// InputSpec.MaxRecordBytes) is an error wrapping ErrInput. A malformed CSV record is a
+// input.maxRecordBytes) is an error wrapping ErrInput. A malformed CSV record is a
 // *RowError naming the line where it starts, and reading goes on at the line after it.
 //
 // # Run

@@ -48,14 +48,14 @@ func FuzzParseSpec(f *testing.F) {
 		back, err := ParseSpec(js)
 		require.NoError(t, err, "%s", js)
 		require.True(t, back.Schema.Equal(sp.Schema))
-		require.Equal(t, sp.Timestamp, back.Timestamp)
-		require.Equal(t, sp.Input.Format, back.Input.Format)
-		require.Equal(t, sp.Input.Delimiter, back.Input.Delimiter)
-		require.Equal(t, sp.Input.MultiValueDelimiter, back.Input.MultiValueDelimiter)
-		require.Equal(t, sp.Input.NullValue, back.Input.NullValue)
-		require.Equal(t, len(sp.Input.Fields), len(back.Input.Fields))
-		for k, v := range sp.Input.Fields {
-			require.Equal(t, v, back.Input.Fields[k])
+		require.Equal(t, sp.timestamp, back.timestamp)
+		require.Equal(t, sp.input.Format, back.input.Format)
+		require.Equal(t, sp.input.Delimiter, back.input.Delimiter)
+		require.Equal(t, sp.input.MultiValueDelimiter, back.input.MultiValueDelimiter)
+		require.Equal(t, sp.input.NullValue, back.input.NullValue)
+		require.Equal(t, len(sp.input.Fields), len(back.input.Fields))
+		for k, v := range sp.input.Fields {
+			require.Equal(t, v, back.input.Fields[k])
 		}
 	})
 }
@@ -65,8 +65,8 @@ func FuzzParseSpec(f *testing.F) {
 // input; the lines of rows and row errors strictly increase, never past the input's lines (no
 // record read twice, none skipped as a whole after a bad one); other errors wrap ErrInput.
 // It never loops forever.
-func fuzzRows(t *testing.T, sp *Spec, rr Reader, name string, data []byte) {
-	row := sp.NewRow()
+func fuzzRows(t *testing.T, sp *Spec, rr reader, name string, data []byte) {
+	row := sp.newRow()
 	lines := bytes.Count(data, []byte{'\n'}) + 1
 	last := 0
 	for range 1 << 16 {
@@ -99,7 +99,7 @@ func fuzzRows(t *testing.T, sp *Spec, rr Reader, name string, data []byte) {
 			if !d.MultiValue {
 				require.LessOrEqual(t, len(row.Dims[i]), 1)
 			}
-			require.LessOrEqual(t, len(row.Dims[i]), MaxRowValues)
+			require.LessOrEqual(t, len(row.Dims[i]), maxRowValues)
 			for _, v := range row.Dims[i] {
 				require.LessOrEqual(t, len(v), columns.MaxValueBytes)
 			}
@@ -114,11 +114,11 @@ func fuzzRows(t *testing.T, sp *Spec, rr Reader, name string, data []byte) {
 }
 
 // lineOf returns the line of the row rr read last.
-func lineOf(rr Reader) int {
+func lineOf(rr reader) int {
 	switch x := rr.(type) {
-	case *CSVReader:
+	case *csvReader:
 		return x.line
-	case *NDJSONReader:
+	case *ndjsonReader:
 		return x.line
 	}
 	return 0
@@ -131,12 +131,12 @@ func fuzzSpecs(t testing.TB) []*Spec {
 	return []*Spec{
 		testSpec(t, nil),
 		testSpec(t, func(sp *Spec) {
-			sp.Input.Delimiter = "\t"
-			sp.Input.MultiValueDelimiter = ";"
-			sp.Input.NullValue = &null
-			sp.Timestamp.Format = "seconds"
+			sp.input.Delimiter = "\t"
+			sp.input.MultiValueDelimiter = ";"
+			sp.input.NullValue = &null
+			sp.timestamp.Format = "seconds"
 		}),
-		testSpec(t, func(sp *Spec) { sp.Input.MaxRecordBytes = 40 }),
+		testSpec(t, func(sp *Spec) { sp.input.MaxRecordBytes = 40 }),
 	}
 }
 
@@ -179,7 +179,7 @@ func FuzzCSVReader(f *testing.F) {
 	specs := fuzzSpecs(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, sp := range specs {
-			rr, err := NewCSVReader(sp, "f.csv", bytes.NewReader(data))
+			rr, err := openCSV(sp, "f.csv", bytes.NewReader(data))
 			if err != nil {
 				require.ErrorIs(t, err, ErrInput)
 				continue
@@ -284,7 +284,7 @@ func FuzzNDJSONReader(f *testing.F) {
 	specs := fuzzSpecs(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, sp := range specs {
-			rr, err := NewNDJSONReader(sp, "f.ndjson", bytes.NewReader(data))
+			rr, err := openNDJSON(sp, "f.ndjson", bytes.NewReader(data))
 			require.NoError(t, err)
 			fuzzRows(t, sp, rr, "f.ndjson", data)
 		}
@@ -296,9 +296,9 @@ func FuzzNDJSONReader(f *testing.F) {
 // and the long and double metrics: the test spec's columns but the sketches), reads back as
 // the same row.
 func ndjsonRoundTrip(t *testing.T, sp *Spec, data []byte) {
-	rr, err := NewNDJSONReader(sp, "f.ndjson", bytes.NewReader(data))
+	rr, err := openNDJSON(sp, "f.ndjson", bytes.NewReader(data))
 	require.NoError(t, err)
-	row, back := sp.NewRow(), sp.NewRow()
+	row, back := sp.newRow(), sp.newRow()
 	for range 1 << 16 {
 		err := rr.Read(&row)
 		if err == io.EOF {
@@ -312,22 +312,22 @@ func ndjsonRoundTrip(t *testing.T, sp *Spec, data []byte) {
 		}
 		obj := map[string]any{"ts": row.Time}
 		for i, d := range sp.Schema.Dimensions {
-			obj[sp.DimensionField(d)] = row.Dims[i]
+			obj[sp.dimensionField(d)] = row.Dims[i]
 		}
 		for i, m := range sp.Schema.Metrics {
 			switch m.ValueType() {
 			case columns.MetricLong:
-				if f := sp.MetricField(m); f != "" {
+				if f := sp.metricField(m); f != "" {
 					obj[f] = row.Metrics[i].Long
 				}
 			case columns.MetricDouble:
-				obj[sp.MetricField(m)] = json.Number(strconv.FormatFloat(row.Metrics[i].Double, 'g', -1, 64))
+				obj[sp.metricField(m)] = json.Number(strconv.FormatFloat(row.Metrics[i].Double, 'g', -1, 64))
 			case columns.MetricHyperUnique:
 			}
 		}
 		line, err := json.Marshal(obj)
 		require.NoError(t, err)
-		br, err := NewNDJSONReader(sp, "back.ndjson", bytes.NewReader(line))
+		br, err := openNDJSON(sp, "back.ndjson", bytes.NewReader(line))
 		require.NoError(t, err)
 		require.NoError(t, br.Read(&back), "%s", line)
 		require.Equal(t, row.Time, back.Time, "%s", line)

@@ -49,9 +49,9 @@ func BenchmarkAdd(b *testing.B) {
 				for b.Loop() {
 					bl, err := merger.NewBuilder(typedSchema(sp.Schema), merger.BuilderOptions{})
 					require.NoError(b, err)
-					rr, err := NewCSVReader(sp, "b.csv", strings.NewReader(data))
+					rr, err := openCSV(sp, "b.csv", strings.NewReader(data))
 					require.NoError(b, err)
-					row := sp.NewRow()
+					row := sp.newRow()
 					for {
 						err := rr.Read(&row)
 						if err == io.EOF {
@@ -110,9 +110,9 @@ func BenchmarkCSVRead(b *testing.B) {
 	data := body.String()
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
-	row := sp.NewRow()
+	row := sp.newRow()
 	for b.Loop() {
-		rr, err := NewCSVReader(sp, "e.csv", strings.NewReader(data))
+		rr, err := openCSV(sp, "e.csv", strings.NewReader(data))
 		require.NoError(b, err)
 		n := 0
 		for ; ; n++ {

@@ -40,7 +40,7 @@ func TestCSVUnmatchedQuote(t *testing.T) {
 			`q.csv:5: malformed CSV: bare " in non-quoted-field`},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
-			rr, err := NewCSVReader(sp, "q.csv", strings.NewReader(c.in))
+			rr, err := openCSV(sp, "q.csv", strings.NewReader(c.in))
 			require.NoError(t, err)
 			rows, bad, end := readAll(t, sp, rr)
 			require.NoError(t, end)
@@ -58,7 +58,7 @@ func TestCSVUnmatchedQuote(t *testing.T) {
 	}
 
 	// A quoted field over several lines is still one record; the line numbers count its lines.
-	rr, err := NewCSVReader(sp, "m.csv", strings.NewReader(csvHeader+"1,\"A\r\nB\",a,b,1,1,u\r\n\r\n2,A,a,\"x\"\"y\",lots,1,u\n3,A,a,b,1,1,u"))
+	rr, err := openCSV(sp, "m.csv", strings.NewReader(csvHeader+"1,\"A\r\nB\",a,b,1,1,u\r\n\r\n2,A,a,\"x\"\"y\",lots,1,u\n3,A,a,b,1,1,u"))
 	require.NoError(t, err)
 	rows, bad, end := readAll(t, sp, rr)
 	require.NoError(t, end)
@@ -113,14 +113,14 @@ func TestMaxRecordBytes(t *testing.T) {
 	for _, c := range []byte{0, 'a'} {
 		sp := testSpec(t, nil)
 		src := &endless{c: c}
-		_, err := NewCSVReader(sp, "zero.csv", src)
+		_, err := openCSV(sp, "zero.csv", src)
 		require.ErrorIs(t, err, ErrInput)
-		require.EqualError(t, err, fmt.Sprintf("zero.csv:1: line longer than %d bytes (input.maxRecordBytes, --max-record-bytes)", DefaultMaxRecordBytes))
-		require.Less(t, src.n, int64(DefaultMaxRecordBytes+256<<10))
+		require.EqualError(t, err, fmt.Sprintf("zero.csv:1: line longer than %d bytes (input.maxRecordBytes, --max-record-bytes)", defaultMaxRecordBytes))
+		require.Less(t, src.n, int64(defaultMaxRecordBytes+256<<10))
 
-		sp.Input.MaxRecordBytes = 1000
+		sp.input.MaxRecordBytes = 1000
 		src = &endless{c: c}
-		rr, err := NewCSVReader(sp, "z.csv", io.MultiReader(strings.NewReader(csvHeader+"1,A,a,b,1,1,u\n"), src))
+		rr, err := openCSV(sp, "z.csv", io.MultiReader(strings.NewReader(csvHeader+"1,A,a,b,1,1,u\n"), src))
 		require.NoError(t, err)
 		rows, _, end := readAll(t, sp, rr)
 		require.Len(t, rows, 1)
@@ -129,7 +129,7 @@ func TestMaxRecordBytes(t *testing.T) {
 		require.Less(t, src.n, int64(256<<10))
 
 		src = &endless{c: c}
-		nr, err := NewNDJSONReader(sp, "z.ndjson", io.MultiReader(strings.NewReader(`{"ts": 1}`+"\n"), src))
+		nr, err := openNDJSON(sp, "z.ndjson", io.MultiReader(strings.NewReader(`{"ts": 1}`+"\n"), src))
 		require.NoError(t, err)
 		rows, _, end = readAll(t, sp, nr)
 		require.Len(t, rows, 1)
@@ -140,9 +140,9 @@ func TestMaxRecordBytes(t *testing.T) {
 
 	// A record of several lines over the limit (an unmatched quote) is a row error at its
 	// first line; reading goes on at the next line.
-	sp := testSpec(t, func(sp *Spec) { sp.Input.MaxRecordBytes = 100 })
+	sp := testSpec(t, func(sp *Spec) { sp.input.MaxRecordBytes = 100 })
 	long := strings.Repeat("2,A,a,b,1,1,u\n", 20)
-	rr, err := NewCSVReader(sp, "q.csv", strings.NewReader(csvHeader+"1,\"A,a,b,1,1,u\n"+long))
+	rr, err := openCSV(sp, "q.csv", strings.NewReader(csvHeader+"1,\"A,a,b,1,1,u\n"+long))
 	require.NoError(t, err)
 	rows, bad, end := readAll(t, sp, rr)
 	require.NoError(t, end)
@@ -158,19 +158,19 @@ func TestMaxRecordBytes(t *testing.T) {
 	require.EqualError(t, err, "p.csv:1: malformed CSV: record longer than 100 bytes (input.maxRecordBytes, --max-record-bytes): is a quote unmatched? (line 2)")
 
 	// Exactly at the limit is fine.
-	sp = testSpec(t, func(sp *Spec) { sp.Input.MaxRecordBytes = int64(len(csvHeader)) })
-	rr, err = NewCSVReader(sp, "e.csv", strings.NewReader(csvHeader+"1,A,a,b,1,1,u\n"))
+	sp = testSpec(t, func(sp *Spec) { sp.input.MaxRecordBytes = int64(len(csvHeader)) })
+	rr, err = openCSV(sp, "e.csv", strings.NewReader(csvHeader+"1,A,a,b,1,1,u\n"))
 	require.NoError(t, err)
 	rows, _, end = readAll(t, sp, rr)
 	require.NoError(t, end)
 	require.Len(t, rows, 1)
 
 	// The spec's limit is validated and round-trips.
-	sp.Input.MaxRecordBytes = -1
+	sp.input.MaxRecordBytes = -1
 	require.ErrorIs(t, sp.Validate(), ErrSpec)
 	sp2, err := ParseSpec([]byte(`{"input": {"maxRecordBytes": 5000}, "dimensions": []}`))
 	require.NoError(t, err)
-	require.Equal(t, int64(5000), sp2.Input.MaxRecordBytes)
+	require.Equal(t, int64(5000), sp2.input.MaxRecordBytes)
 }
 
 // cancelAfter reads c, cancelling its context once it has given n bytes.
@@ -197,9 +197,9 @@ func TestReaderContext(t *testing.T) {
 		if format == NDJSON {
 			head = `{"ts": 1, "page": "`
 		}
-		rr, err := NewReaderOptions(sp, format, "c", io.MultiReader(strings.NewReader(head), src), ReaderOptions{Context: ctx})
+		rr, err := openReaderOptions(sp, format, "c", io.MultiReader(strings.NewReader(head), src), readerOptions{Context: ctx})
 		require.NoError(t, err)
-		row := sp.NewRow()
+		row := sp.newRow()
 		err = rr.Read(&row)
 		require.ErrorIs(t, err, context.Canceled)
 		require.EqualError(t, err, "ingest: context canceled")
@@ -212,29 +212,29 @@ func TestReaderContext(t *testing.T) {
 // MaxParseErrors can skip.
 func TestValueLimits(t *testing.T) {
 	sp := testSpec(t, nil)
-	many := strings.Repeat("x|", MaxRowValues) + "x" // one value too many
+	many := strings.Repeat("x|", maxRowValues) + "x" // one value too many
 	long := strings.Repeat("y", columns.MaxValueBytes+1)
 	in := csvHeader + "1,A," + many + ",b,1,1,u\n" + "2," + long + ",a,b,1,1,u\n" + "3,A,a," + long + ",1,1,u\n" + "4,A,a,b,1,1,u\n"
-	rr, err := NewCSVReader(sp, "v.csv", strings.NewReader(in))
+	rr, err := openCSV(sp, "v.csv", strings.NewReader(in))
 	require.NoError(t, err)
 	rows, bad, end := readAll(t, sp, rr)
 	require.NoError(t, end)
 	require.Len(t, rows, 1)
 	require.Equal(t, []string{
-		fmt.Sprintf("v.csv:2: column tags: %d values, at most %d", MaxRowValues+1, MaxRowValues),
+		fmt.Sprintf("v.csv:2: column tags: %d values, at most %d", maxRowValues+1, maxRowValues),
 		fmt.Sprintf("v.csv:3: column page: value of %d bytes, at most %d", len(long), columns.MaxValueBytes),
 		fmt.Sprintf("v.csv:4: column body: value of %d bytes, at most %d", len(long), columns.MaxValueBytes),
 	}, bad)
 
-	// Exactly MaxRowValues values are fine.
-	ok := strings.Repeat("x|", MaxRowValues-1) + "x"
-	nd := `{"ts": 1, "tags": ["` + strings.Repeat(`x", "`, MaxRowValues) + `x"]}` + "\n" + `{"ts": 2, "tags": "` + ok + `"}` + "\n"
-	nr, err := NewNDJSONReader(sp, "v.ndjson", strings.NewReader(nd))
+	// Exactly maxRowValues values are fine.
+	ok := strings.Repeat("x|", maxRowValues-1) + "x"
+	nd := `{"ts": 1, "tags": ["` + strings.Repeat(`x", "`, maxRowValues) + `x"]}` + "\n" + `{"ts": 2, "tags": "` + ok + `"}` + "\n"
+	nr, err := openNDJSON(sp, "v.ndjson", strings.NewReader(nd))
 	require.NoError(t, err)
 	rows, bad, end = readAll(t, sp, nr)
 	require.NoError(t, end)
 	require.Len(t, rows, 1)
-	require.Equal(t, []string{fmt.Sprintf("v.ndjson:1: column tags: %d values, at most %d", MaxRowValues+1, MaxRowValues)}, bad)
+	require.Equal(t, []string{fmt.Sprintf("v.ndjson:1: column tags: %d values, at most %d", maxRowValues+1, maxRowValues)}, bad)
 
 	dir := t.TempDir()
 	res, err := Run(context.Background(), sp, []Input{csvInput("v.csv", in)}, Options{
@@ -322,7 +322,7 @@ func TestStrictNumbers(t *testing.T) {
 	sp := testSpec(t, nil)
 	in := csvHeader + "1,A,a,b,1_000,1,u\n2,A,a,b,-9223372036854775809,1,u\n3,A,a,b,1,0x1p4,u\n" +
 		"4,A,a,b,9007199254740993.0,1_0.5,u\n5,A,a,b,9007199254740993.0,1,u\n"
-	rr, err := NewCSVReader(sp, "n.csv", strings.NewReader(in))
+	rr, err := openCSV(sp, "n.csv", strings.NewReader(in))
 	require.NoError(t, err)
 	rows, bad, end := readAll(t, sp, rr)
 	require.NoError(t, end)
@@ -342,7 +342,7 @@ func TestTimeRangeAndWarning(t *testing.T) {
 	in := csvHeader + "-9223372036854775808,A,a,b,1,1,u\n9223372036854775807,A,a,b,1,1,u\n" +
 		fmt.Sprint(columns.MaxTime) + ",A,a,b,1,1,u\n1714564800123,A,a,b,1,1,u\n"
 	var warns []Warning
-	rr, err := NewReaderOptions(sp, CSV, "t.csv", strings.NewReader(in), ReaderOptions{OnWarning: func(w Warning) { warns = append(warns, w) }})
+	rr, err := openReaderOptions(sp, CSV, "t.csv", strings.NewReader(in), readerOptions{OnWarning: func(w Warning) { warns = append(warns, w) }})
 	require.NoError(t, err)
 	rows, bad, end := readAll(t, sp, rr)
 	require.NoError(t, end)
@@ -355,14 +355,14 @@ func TestTimeRangeAndWarning(t *testing.T) {
 	require.Equal(t, 4, warns[0].Line)
 
 	// Seconds given on millisecond data: year 56300, once per input.
-	sp = testSpec(t, func(sp *Spec) { sp.Timestamp.Format = "seconds" })
+	sp = testSpec(t, func(sp *Spec) { sp.timestamp.Format = "seconds" })
 	for _, format := range []Format{CSV, NDJSON} {
 		warns = nil
 		in := csvHeader + "1714564800,A,a,b,1,1,u\n1714564800123,A,a,b,1,1,u\n1714564800124,A,a,b,1,1,u\n"
 		if format == NDJSON {
 			in = `{"ts": 1714564800}` + "\n" + `{"ts": 1714564800123}` + "\n" + `{"ts": 1714564800124}` + "\n"
 		}
-		rr, err = NewReaderOptions(sp, format, "w", strings.NewReader(in), ReaderOptions{OnWarning: func(w Warning) { warns = append(warns, w) }})
+		rr, err = openReaderOptions(sp, format, "w", strings.NewReader(in), readerOptions{OnWarning: func(w Warning) { warns = append(warns, w) }})
 		require.NoError(t, err)
 		rows, bad, end = readAll(t, sp, rr)
 		require.NoError(t, end)
@@ -381,15 +381,15 @@ func TestTimeRangeAndWarning(t *testing.T) {
 	res, err := Run(context.Background(), sp, []Input{csvInput("a.csv", csvHeader+"1714564800123,A,a,b,1,1,u\n"), csvInput("b.csv", csvHeader+"-2714564800,A,a,b,1,1,u\n")},
 		Options{Out: filepath.Join(dir, "w.seg"), Durability: noSync, OnWarning: func(w Warning) { got = append(got, w) }})
 	require.NoError(t, err)
-	require.Len(t, res.Warnings, 2)
-	require.Equal(t, res.Warnings, got)
+	require.Len(t, res.warnings, 2)
+	require.Equal(t, res.warnings, got)
 	require.Equal(t, "b.csv:2: column ts: time \"-2714564800\" read as seconds is in year 1883, outside 1900..2199: are the times in millis? (set timestamp.format); this warning is given once per input", got[1].String())
 
 	// A layout: no unit to suggest.
-	sp = testSpec(t, func(sp *Spec) { sp.Timestamp.Format = "rfc3339" })
+	sp = testSpec(t, func(sp *Spec) { sp.timestamp.Format = "rfc3339" })
 	warns = nil
-	rr, err = NewReaderOptions(sp, CSV, "r.csv", strings.NewReader(csvHeader+"2024-05-01T00:00:00Z,A,a,b,1,1,u\n1800-01-01T00:00:00Z,A,a,b,1,1,u\n"),
-		ReaderOptions{OnWarning: func(w Warning) { warns = append(warns, w) }})
+	rr, err = openReaderOptions(sp, CSV, "r.csv", strings.NewReader(csvHeader+"2024-05-01T00:00:00Z,A,a,b,1,1,u\n1800-01-01T00:00:00Z,A,a,b,1,1,u\n"),
+		readerOptions{OnWarning: func(w Warning) { warns = append(warns, w) }})
 	require.NoError(t, err)
 	rows, _, end = readAll(t, sp, rr)
 	require.NoError(t, end)
@@ -405,14 +405,14 @@ func TestBOM(t *testing.T) {
 		"\ufeff\"ts\",\"page\",\"tags\",\"body\",\"added\",\"d\",\"user\"\n1,A,a,b,1,1,u\n",
 		"\ufeffts,page,tags,body,added,d,user\n1,A,a,b,1,1,u\n",
 	} {
-		rr, err := NewCSVReader(sp, "b.csv", strings.NewReader(in))
+		rr, err := openCSV(sp, "b.csv", strings.NewReader(in))
 		require.NoError(t, err, in)
 		rows, bad, end := readAll(t, sp, rr)
 		require.NoError(t, end)
 		require.Empty(t, bad)
 		require.Equal(t, []string{`1 ["A"] ["a"] ["b"] 1 1 1 ~1 0`}, rows)
 	}
-	rr, err := NewNDJSONReader(sp, "b.ndjson", strings.NewReader("\ufeff"+`{"ts": 1, "page": "A"}`+"\n"+"\ufeff"+`{"ts": 2}`+"\n"))
+	rr, err := openNDJSON(sp, "b.ndjson", strings.NewReader("\ufeff"+`{"ts": 1, "page": "A"}`+"\n"+"\ufeff"+`{"ts": 2}`+"\n"))
 	require.NoError(t, err)
 	rows, bad, end := readAll(t, sp, rr)
 	require.NoError(t, end)

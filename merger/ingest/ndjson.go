@@ -9,8 +9,8 @@ import (
 	"github.com/writeout/writeout/columns"
 )
 
-// NDJSONReader reads one JSON object per line (see SpecHelp). Blank lines are skipped.
-type NDJSONReader struct {
+// ndjsonReader reads one JSON object per line (see SpecHelp). Blank lines are skipped.
+type ndjsonReader struct {
 	fieldParser
 	br      *bufio.Reader
 	obj     map[string]json.RawMessage
@@ -18,24 +18,33 @@ type NDJSONReader struct {
 	maxLine int
 }
 
-// NewNDJSONReader returns a reader of the NDJSON in r, named name in messages. A byte-order
-// mark at the start is skipped. A line longer than the spec's input.maxRecordBytes ends the
-// input with an error wrapping ErrInput.
-func NewNDJSONReader(sp *Spec, name string, r io.Reader) (*NDJSONReader, error) {
-	return newNDJSONReader(sp, name, r, ReaderOptions{})
+// NDJSON is the name of the NDJSON format.
+const NDJSON Format = "ndjson"
+
+var ndjsonFormat = inputFormat{
+	name:  NDJSON,
+	title: "NDJSON",
+	exts:  []string{".ndjson", ".jsonl", ".json"},
+	gzip:  true,
+	newReader: func(pl *plan, name string, src io.Reader, opts readerOptions) (reader, error) {
+		return newNDJSONReader(pl, name, src, opts), nil
+	},
+	help: `NDJSON: one object per line; a string, number or boolean is a value (numbers and booleans
+as their JSON text); null or a missing key is null; an array is a multi-value cell (a single-
+value dimension takes an array of at most one element); a null element of an array is stored
+as the empty string, since a segment has no null inside a list; an empty array is null.`,
 }
 
-func newNDJSONReader(sp *Spec, name string, r io.Reader, opts ReaderOptions) (*NDJSONReader, error) {
-	p, err := newFieldParser(sp, name, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &NDJSONReader{fieldParser: p, br: newInput(opts.Context, r), obj: map[string]json.RawMessage{},
-		maxLine: sp.maxRecordBytes()}, nil
+// newNDJSONReader returns a reader of the NDJSON in r, named name in messages. A byte-order
+// mark at the start is skipped. A line longer than the spec's input.maxRecordBytes ends the
+// input with an error wrapping ErrInput.
+func newNDJSONReader(pl *plan, name string, r io.Reader, opts readerOptions) *ndjsonReader {
+	return &ndjsonReader{fieldParser: newFieldParser(pl, name, opts), br: newInput(opts.Context, r), obj: map[string]json.RawMessage{},
+		maxLine: pl.maxRecord}
 }
 
 // nextLine returns the next non-blank line.
-func (x *NDJSONReader) nextLine() ([]byte, error) {
+func (x *ndjsonReader) nextLine() ([]byte, error) {
 	for {
 		x.buf = x.buf[:0]
 		for {
@@ -67,7 +76,7 @@ func (x *NDJSONReader) nextLine() ([]byte, error) {
 }
 
 // Read implements Reader.
-func (x *NDJSONReader) Read(row *columns.Row) error {
+func (x *ndjsonReader) Read(row *columns.Row) error {
 	line, err := x.nextLine()
 	if err != nil {
 		return err
@@ -115,7 +124,7 @@ func (x *NDJSONReader) Read(row *columns.Row) error {
 
 // scalar returns the text of a JSON scalar: a string's value, a number's or boolean's text;
 // null (or absent) reports null.
-func (x *NDJSONReader) scalar(column string, raw json.RawMessage) (string, bool, error) {
+func (x *ndjsonReader) scalar(column string, raw json.RawMessage) (string, bool, error) {
 	if len(raw) == 0 {
 		return "", true, nil
 	}
@@ -135,7 +144,7 @@ func (x *NDJSONReader) scalar(column string, raw json.RawMessage) (string, bool,
 }
 
 // values appends the values of a dimension cell to v.
-func (x *NDJSONReader) values(d columns.Dimension, v []string, raw json.RawMessage) ([]string, error) {
+func (x *ndjsonReader) values(d columns.Dimension, v []string, raw json.RawMessage) ([]string, error) {
 	if len(raw) == 0 || raw[0] != '[' {
 		s, null, err := x.scalar(d.Name, raw)
 		if err != nil || null {

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger"
+	"github.com/writeout/writeout/merger/location"
 )
 
 // How a Run puts its outputs in place
@@ -114,7 +117,11 @@ func checkPaths(inputs []Input, existing []string, replace bool) error {
 // staging directory on first use.
 func (r *runner) stagedPath(dst string) (string, error) {
 	if r.stageDir == "" {
-		d, err := os.MkdirTemp(filepath.Dir(r.opts.Out), TempPattern)
+		dir := filepath.Dir(r.opts.Out)
+		if r.remote {
+			dir = r.opts.TmpDir
+		}
+		d, err := os.MkdirTemp(dir, TempPattern)
 		if err != nil {
 			return "", fmt.Errorf("ingest: staging the outputs: %w", err)
 		}
@@ -140,6 +147,9 @@ func hookMove(path string) error {
 // even that fails, the old outputs are still in the staging directory, and the error says so
 // (r.keepStage then tells the cleanup not to remove it).
 func (r *runner) commit(existing []string) (err error) {
+	if r.remote {
+		return r.upload()
+	}
 	var undo []func() error
 	defer func() {
 		if err == nil {
@@ -260,4 +270,45 @@ func syncDir(dir string) error {
 		return err
 	}
 	return errors.Join(d.Sync(), d.Close())
+}
+
+// output returns the sink of the output at dst, an s3:// URL (merger/location).
+func output(dst string, opts Options) (merger.Output, error) {
+	loc, err := location.Parse(dst)
+	if err != nil {
+		return nil, fmt.Errorf("%w: output: %w", ErrInvalid, err)
+	}
+	return loc.Output(location.OutputOptions{Replace: opts.Replace, S3: opts.S3})
+}
+
+// checkObject fails, before any work, when the first object Run would upload exists and may
+// not be replaced.
+func checkObject(ctx context.Context, opts Options) error {
+	dst := opts.Out
+	if opts.RowsPerSegment > 0 {
+		dst = SegmentName(opts.Out, 0)
+	}
+	out, err := output(dst, opts)
+	if err != nil {
+		return err
+	}
+	if err := out.Check(ctx); err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	return nil
+}
+
+// upload publishes each staged output to its object, in order, each through one multipart
+// upload (location.PublishFile), as merger.MergeTo publishes a merge's.
+func (r *runner) upload() error {
+	for i, s := range r.res.Segments {
+		out, err := output(s.Path, r.opts)
+		if err != nil {
+			return err
+		}
+		if err := location.PublishFile(r.ctx, out, r.staged[i]); err != nil {
+			return fmt.Errorf("ingest: %w", err)
+		}
+	}
+	return nil
 }

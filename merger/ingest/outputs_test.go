@@ -104,7 +104,7 @@ func TestRunReplaceSeries(t *testing.T) {
 	require.Equal(t, []string{out}, existing)
 
 	// Without Replace, any member of the series is an error, before anything is read.
-	_, err = Run(context.Background(), sp, []Input{{Name: "a.csv", Open: func() (io.ReadCloser, error) { panic("read") }}},
+	_, err = Run(context.Background(), sp, []Input{{Name: "a.csv", open: func() (io.ReadCloser, error) { panic("read") }}},
 		Options{Out: out, RowsPerSegment: 2, Durability: noSync})
 	require.ErrorIs(t, err, fs.ErrExist)
 	require.ErrorContains(t, err, "day-0000.seg")
@@ -131,7 +131,7 @@ func TestRunInputIsOutput(t *testing.T) {
 	require.NoError(t, os.Symlink("a.csv", filepath.Join(dir, "link.seg")))
 	require.NoError(t, os.Link(in, filepath.Join(dir, "hard.seg")))
 	require.NoError(t, os.Link(in, filepath.Join(dir, "day-0002.seg")))
-	input := []Input{{Name: "a.csv", Path: in, Format: CSV, Open: func() (io.ReadCloser, error) { return OpenFile(in) }}}
+	input := []Input{{Name: "a.csv", Path: in, Format: CSV, open: func() (io.ReadCloser, error) { return openFile(in) }}}
 	for _, o := range []Options{
 		{Out: in}, {Out: filepath.Join(dir, "link.seg")}, {Out: filepath.Join(dir, "hard.seg")},
 		{Out: filepath.Join(dir, "day.seg"), RowsPerSegment: 1},

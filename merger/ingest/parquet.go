@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -15,10 +14,33 @@ import (
 	"github.com/writeout/writeout/columns"
 )
 
-// ParquetMagic is the first (and last) four bytes of a Parquet file.
-const ParquetMagic = "PAR1"
+// Parquet is the name of the Parquet format.
+const Parquet Format = "parquet"
 
-// ParquetReader reads the rows of a Parquet file (see SpecHelp), with
+// parquetMagic is the first (and last) four bytes of a Parquet file.
+const parquetMagic = "PAR1"
+
+var parquetFormat = inputFormat{
+	name:     Parquet,
+	title:    "Parquet",
+	exts:     []string{".parquet"},
+	magic:    parquetMagic,
+	seekable: true,
+	newReader: func(pl *plan, name string, src io.Reader, opts readerOptions) (reader, error) {
+		ra, size, err := readerAtSize("Parquet", name, src)
+		if err != nil {
+			return nil, err
+		}
+		return newParquetReader(pl, name, ra, size, opts)
+	},
+	help: `Parquet: columns by the names of top-level fields; the time from INT64 TIMESTAMP (millis,
+micros, nanos), INT32 DATE, an integer in the unit of timestamp.format, or a string;
+dimensions from strings, integers and booleans (their CSV text), a LIST (or repeated field)
+giving multi-value cells (an empty list is null); metrics from integers, floating-point
+numbers and strings; a null is null. A column of another type is an error naming it.`,
+}
+
+// parquetReader reads the rows of a Parquet file (see SpecHelp), with
 // github.com/parquet-go/parquet-go: one row group at a time and, within it, one page of each
 // column read at a time, so that the memory it holds is a page (and a dictionary) per column
 // read, whatever the size of the file. Only the columns the spec reads are read.
@@ -40,10 +62,10 @@ const ParquetMagic = "PAR1"
 //   - hyperUnique over an input field: the value's text (strings, integers, booleans).
 //
 // Any other type is an error wrapping ErrInput naming the file, the column and its type, from
-// NewParquetReader. A file that is not Parquet, or a corrupt one, is an error wrapping
+// newParquetReader. A file that is not Parquet, or a corrupt one, is an error wrapping
 // ErrInput (never a panic). A row's errors (*RowError) name its row number, from 1, in place
 // of a line.
-type ParquetReader struct {
+type parquetReader struct {
 	fieldParser
 	ctx     context.Context
 	pf      *parquet.File
@@ -58,18 +80,12 @@ type ParquetReader struct {
 	scratch []byte
 }
 
-// NewParquetReader returns a reader of the Parquet file in r, of size bytes, named name in
+// newParquetReader returns a reader of the Parquet file in r, of size bytes, named name in
 // messages. It reads the file's footer and checks that every column the spec reads is in the
-// file with a type it can map; errors wrap ErrInput (or ErrSpec). Call Close when done.
-func NewParquetReader(sp *Spec, name string, r io.ReaderAt, size int64) (*ParquetReader, error) {
-	return newParquetReader(sp, name, r, size, ReaderOptions{})
-}
-
-func newParquetReader(sp *Spec, name string, r io.ReaderAt, size int64, opts ReaderOptions) (x *ParquetReader, err error) {
-	p, err := newFieldParser(sp, name, opts)
-	if err != nil {
-		return nil, err
-	}
+// file with a type it can map; errors wrap ErrInput. Call Close when done.
+func newParquetReader(pl *plan, name string, r io.ReaderAt, size int64, opts readerOptions) (x *parquetReader, err error) {
+	p := newFieldParser(pl, name, opts)
+	sp := pl.sp
 	defer func() {
 		if v := recover(); v != nil {
 			x, err = nil, inputErr("%s: not a readable Parquet file: %v", name, v)
@@ -80,7 +96,7 @@ func newParquetReader(sp *Spec, name string, r io.ReaderAt, size int64, opts Rea
 	if err != nil {
 		return nil, inputErr("%s: not a readable Parquet file: %v", name, err)
 	}
-	x = &ParquetReader{fieldParser: p, ctx: opts.Context, pf: pf, groups: pf.RowGroups()}
+	x = &parquetReader{fieldParser: p, ctx: opts.Context, pf: pf, groups: pf.RowGroups()}
 	byField := map[string]*pqColumn{}
 	column := func(what, field string) (*pqColumn, error) {
 		if c := byField[field]; c != nil {
@@ -139,7 +155,7 @@ func newParquetReader(sp *Spec, name string, r io.ReaderAt, size int64, opts Rea
 const pqReadBuffer = 64 << 10
 
 // findColumn returns the column of a top-level field of the file.
-func (x *ParquetReader) findColumn(what, field string) (*pqColumn, error) {
+func (x *parquetReader) findColumn(what, field string) (*pqColumn, error) {
 	var names []string
 	for _, top := range x.pf.Root().Columns() {
 		if top.Name() != field {
@@ -180,7 +196,7 @@ func (x *ParquetReader) findColumn(what, field string) (*pqColumn, error) {
 }
 
 // check is the error of column c that cannot be what, or nil when ok.
-func (x *ParquetReader) check(c *pqColumn, what string, ok bool) error {
+func (x *parquetReader) check(c *pqColumn, what string, ok bool) error {
 	if ok {
 		return nil
 	}
@@ -192,7 +208,7 @@ func (x *ParquetReader) check(c *pqColumn, what string, ok bool) error {
 }
 
 // checkTime decides how the time column is read.
-func (x *ParquetReader) checkTime(c *pqColumn) error {
+func (x *parquetReader) checkTime(c *pqColumn) error {
 	c.wantScalar = true
 	if c.maxRep == 0 && c.logical == nil || c.maxRep == 0 && c.intType {
 		switch c.kind {
@@ -201,7 +217,7 @@ func (x *ParquetReader) checkTime(c *pqColumn) error {
 			return nil
 		case parquet.Int32, parquet.Int64:
 			c.timeMul, c.timeDiv = 1, 1
-			switch strings.ToLower(x.sp.Timestamp.Format) {
+			switch strings.ToLower(x.sp.timestamp.Format) {
 			case "", "millis":
 				c.timeHow, c.timeDiv = timeEpoch, 1
 			case "seconds", "posix":
@@ -211,7 +227,7 @@ func (x *ParquetReader) checkTime(c *pqColumn) error {
 			case "nanos":
 				c.timeHow, c.timeDiv = timeEpoch, 1_000_000
 			default:
-				return inputErr("%s: timestamp: column %q is %s, and timestamp.format %q reads strings (integers are read by seconds, millis, micros or nanos)", x.file, c.name, c.typeName, x.sp.Timestamp.Format)
+				return inputErr("%s: timestamp: column %q is %s, and timestamp.format %q reads strings (integers are read by seconds, millis, micros or nanos)", x.file, c.name, c.typeName, x.sp.timestamp.Format)
 			}
 			return nil
 		case parquet.Boolean, parquet.Int96, parquet.Float, parquet.Double, parquet.FixedLenByteArray:
@@ -250,7 +266,7 @@ func (x *ParquetReader) checkTime(c *pqColumn) error {
 }
 
 // Close releases the pages the reader holds. The io.ReaderAt stays the caller's.
-func (x *ParquetReader) Close() error {
+func (x *parquetReader) Close() error {
 	for _, c := range x.cols {
 		c.closePages()
 	}
@@ -258,7 +274,7 @@ func (x *ParquetReader) Close() error {
 }
 
 // Read implements Reader.
-func (x *ParquetReader) Read(row *columns.Row) (err error) {
+func (x *parquetReader) Read(row *columns.Row) (err error) {
 	if x.err != nil {
 		return x.err
 	}
@@ -312,14 +328,14 @@ func (x *ParquetReader) Read(row *columns.Row) (err error) {
 }
 
 // corrupt makes err the reader's sticky error: the file cannot be read on.
-func (x *ParquetReader) corrupt(err error) error {
+func (x *parquetReader) corrupt(err error) error {
 	_ = x.Close()
 	x.err = inputErr("%s: row %d: corrupt Parquet file: %v", x.file, x.line, err)
 	return x.err
 }
 
 // openGroup starts reading the next row group.
-func (x *ParquetReader) openGroup() error {
+func (x *parquetReader) openGroup() error {
 	g := x.groups[x.group]
 	x.group++
 	chunks := g.ColumnChunks()
@@ -339,7 +355,7 @@ func (x *ParquetReader) openGroup() error {
 }
 
 // readTime sets the row's time from the time column.
-func (x *ParquetReader) readTime(row *columns.Row) error {
+func (x *parquetReader) readTime(row *columns.Row) error {
 	c := x.timeCol
 	if c.null {
 		return x.errf(x.timeField, "missing time")
@@ -363,7 +379,7 @@ func (x *ParquetReader) readTime(row *columns.Row) error {
 }
 
 // readMetric sets metric i from column c.
-func (x *ParquetReader) readMetric(row *columns.Row, i int, c *pqColumn) error {
+func (x *parquetReader) readMetric(row *columns.Row, i int, c *pqColumn) error {
 	v := &row.Metrics[i]
 	sk := v.Sketch // the row's own sketch, reused from row to row
 	*v = columns.Value{}
@@ -571,267 +587,4 @@ func (c *pqColumn) closePages() {
 		c.pages = nil
 	}
 	c.li, c.n = 0, 0
-}
-
-// errCorrupt is a column chunk whose levels and values do not agree.
-var errCorrupt = errors.New("levels and values do not agree")
-
-// load reads the next page of the column chunk: io.EOF at its end.
-func (c *pqColumn) load() error {
-	if c.page != nil {
-		parquet.Release(c.page)
-		c.page = nil
-	}
-	if c.pages == nil {
-		return io.EOF
-	}
-	pg, err := c.pages.ReadPage()
-	if err != nil {
-		return err
-	}
-	c.page = pg
-	c.li, c.vi = 0, 0
-	c.def, c.rep = pg.DefinitionLevels(), pg.RepetitionLevels()
-	if c.maxDef > 0 {
-		c.n = len(c.def)
-		c.nvals = 0
-		for _, d := range c.def {
-			if d > c.maxDef {
-				return fmt.Errorf("definition level %d, at most %d", d, c.maxDef)
-			}
-			if d == c.maxDef {
-				c.nvals++
-			}
-		}
-	} else {
-		c.n = int(pg.NumValues())
-		c.nvals = c.n
-	}
-	if c.maxRep > 0 {
-		if len(c.rep) != c.n {
-			return fmt.Errorf("%d repetition levels, %d definition levels", len(c.rep), c.n)
-		}
-		for _, r := range c.rep {
-			if r > c.maxRep {
-				return fmt.Errorf("repetition level %d, at most %d", r, c.maxRep)
-			}
-		}
-	}
-	data := pg.Data()
-	c.idx = nil
-	values := data
-	if d := pg.Dictionary(); d != nil {
-		c.idx = data.Int32()
-		if len(c.idx) < c.nvals {
-			return errCorrupt
-		}
-		if d != c.dict {
-			c.dict = d
-			c.dstrs, c.dhave = c.dstrs[:0], c.dhave[:0]
-		}
-		values = d.Page().Data()
-	} else if len(c.dstrs) > 0 {
-		c.dict, c.dstrs, c.dhave = nil, c.dstrs[:0], c.dhave[:0]
-	}
-	switch c.kind {
-	case parquet.Boolean:
-		c.bools = values.Boolean()
-		c.vlen = 8 * len(c.bools)
-	case parquet.Int32:
-		c.i32 = values.Int32()
-		c.vlen = len(c.i32)
-	case parquet.Int64:
-		c.i64s = values.Int64()
-		c.vlen = len(c.i64s)
-	case parquet.Float:
-		c.f32 = values.Float()
-		c.vlen = len(c.f32)
-	case parquet.Double:
-		c.f64s = values.Double()
-		c.vlen = len(c.f64s)
-	case parquet.ByteArray:
-		c.ba, c.offs = values.ByteArray()
-		c.vlen = max(len(c.offs)-1, 0)
-	case parquet.Int96, parquet.FixedLenByteArray:
-		return fmt.Errorf("values of type %s", c.kind)
-	default:
-		return fmt.Errorf("values of type %s", c.kind)
-	}
-	if c.idx != nil {
-		if c.dict.Len() > c.vlen {
-			return errCorrupt
-		}
-		c.vlen = c.dict.Len()
-		if c.wantStr && len(c.dstrs) < c.vlen {
-			c.dstrs = append(c.dstrs[:0], make([]string, c.vlen)...)
-			c.dhave = append(c.dhave[:0], make([]bool, c.vlen)...)
-		}
-	} else if c.vlen < c.nvals {
-		return errCorrupt
-	}
-	return nil
-}
-
-// ensure loads pages until one has a level left.
-func (c *pqColumn) ensure() error {
-	for c.li == c.n {
-		if err := c.load(); err != nil {
-			if err == io.EOF {
-				return errors.New("fewer values than the row group has rows")
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-// next reads the column's value(s) of the next row.
-func (c *pqColumn) next() error {
-	c.strs = c.strs[:0]
-	c.null = true
-	if err := c.ensure(); err != nil {
-		return err
-	}
-	if c.maxRep == 0 {
-		present := c.maxDef == 0 || c.def[c.li] == c.maxDef
-		c.li++
-		if present {
-			c.null = false
-			return c.take()
-		}
-		return nil
-	}
-	if c.rep[c.li] != 0 {
-		return errors.New("a row starts with a repetition level other than 0")
-	}
-	for first := true; ; first = false {
-		if c.li == c.n {
-			if err := c.load(); err == io.EOF {
-				return nil
-			} else if err != nil {
-				return err
-			}
-			if c.n == 0 {
-				continue
-			}
-		}
-		if !first && c.rep[c.li] == 0 {
-			return nil
-		}
-		d := c.def[c.li]
-		c.li++
-		switch {
-		case d == c.maxDef:
-			c.null = false
-			if err := c.take(); err != nil {
-				return err
-			}
-		case d >= c.elemDef:
-			c.null = false
-			c.strs = append(c.strs, "") // a null element
-		}
-	}
-}
-
-// take reads the next value.
-func (c *pqColumn) take() error {
-	j := c.vi
-	c.vi++
-	if j >= c.nvals {
-		return errCorrupt
-	}
-	if c.idx != nil {
-		j = int(c.idx[j])
-	}
-	if j < 0 || j >= c.vlen {
-		return fmt.Errorf("value %d of %d", j, c.vlen)
-	}
-	c.big = false
-	switch c.kind {
-	case parquet.Boolean:
-		c.i64 = int64(c.bools[j>>3] >> (j & 7) & 1)
-	case parquet.Int32:
-		if c.unsigned {
-			c.i64 = int64(uint32(c.i32[j]))
-		} else {
-			c.i64 = int64(c.i32[j])
-		}
-	case parquet.Int64:
-		c.i64 = c.i64s[j]
-		if c.unsigned && c.i64 < 0 {
-			c.big, c.u64 = true, uint64(c.i64)
-		}
-	case parquet.Float:
-		c.f64 = float64(c.f32[j])
-	case parquet.Double:
-		c.f64 = c.f64s[j]
-	case parquet.ByteArray:
-		a, b := c.offs[j], c.offs[j+1]
-		if a > b || int(b) > len(c.ba) {
-			return fmt.Errorf("value %d at bytes %d..%d of %d", j, a, b, len(c.ba))
-		}
-		c.raw = c.ba[a:b:b]
-	case parquet.Int96, parquet.FixedLenByteArray:
-		return fmt.Errorf("values of type %s", c.kind)
-	default:
-		return fmt.Errorf("values of type %s", c.kind)
-	}
-	if c.wantStr {
-		if c.idx != nil {
-			if !c.dhave[j] {
-				c.dstrs[j], c.dhave[j] = c.str(), true
-			}
-			c.strs = append(c.strs, c.dstrs[j])
-		} else {
-			c.strs = append(c.strs, c.str())
-		}
-	}
-	return nil
-}
-
-// maxIntern is the most strings a column interns before it starts afresh.
-const maxIntern = 1 << 16
-
-// str returns the current value as text, interned: a string repeated in the column is
-// allocated once.
-func (c *pqColumn) str() string {
-	var buf [24]byte
-	b := c.raw
-	if c.kind != parquet.ByteArray {
-		b = c.appendText(buf[:0])
-	}
-	if s, ok := c.intern[string(b)]; ok {
-		return s
-	}
-	if c.intern == nil || len(c.intern) >= maxIntern {
-		c.intern = make(map[string]string)
-	}
-	s := string(b)
-	c.intern[s] = s
-	return s
-}
-
-// text returns the current value as text (not interned).
-func (c *pqColumn) text() string {
-	if c.kind == parquet.ByteArray {
-		return string(c.raw)
-	}
-	return string(c.appendText(nil))
-}
-
-// appendText appends the current value's text: as CSV would give it.
-func (c *pqColumn) appendText(dst []byte) []byte {
-	switch {
-	case c.kind == parquet.ByteArray:
-		return append(dst, c.raw...)
-	case c.kind == parquet.Boolean:
-		return strconv.AppendBool(dst, c.i64 != 0)
-	case c.big:
-		return strconv.AppendUint(dst, c.u64, 10)
-	case c.kind == parquet.Float:
-		return strconv.AppendFloat(dst, c.f64, 'g', -1, 32)
-	case c.isFloat:
-		return strconv.AppendFloat(dst, c.f64, 'g', -1, 64)
-	}
-	return strconv.AppendInt(dst, c.i64, 10)
 }

@@ -247,7 +247,7 @@ func TestParquetSameAsCSV(t *testing.T) {
 				var inputs []Input
 				for _, in := range ins {
 					inputs = append(inputs, Input{Name: in, Path: in,
-						Open: func() (io.ReadCloser, error) { return OpenFile(in) }})
+						open: func() (io.ReadCloser, error) { return openFile(in) }})
 				}
 				out := filepath.Join(dir, filepath.Base(ins[0])+".seg")
 				res, err := Run(context.Background(), sp, inputs, Options{Out: out, Replace: true, MaxRowsInMemory: 300_000})
@@ -279,18 +279,18 @@ type pqSums struct {
 // row by row and requires the same rows; it returns the totals.
 func compareReaders(t *testing.T, sp *Spec, pqs []string, csvPath, ndjson string) pqSums {
 	t.Helper()
-	open := func(p string) Reader {
-		f, err := OpenFile(p)
+	open := func(p string) reader {
+		f, err := openFile(p)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = f.Close() })
-		format, _ := FormatOf(p)
-		r, err := NewReader(sp, format, p, f)
+		format, _ := formatOf(p)
+		r, err := openReader(sp, format, p, f)
 		require.NoError(t, err)
 		return r
 	}
 	pqr := &chainReader{open: open, names: pqs}
-	readers := []Reader{pqr, open(csvPath), open(ndjson)}
-	rows := []columns.Row{sp.NewRow(), sp.NewRow(), sp.NewRow()}
+	readers := []reader{pqr, open(csvPath), open(ndjson)}
+	rows := []columns.Row{sp.newRow(), sp.newRow(), sp.newRow()}
 	var sums pqSums
 	ai, di := sp.Schema.Metric("added"), sp.Schema.Metric("delta")
 	for {
@@ -343,9 +343,9 @@ func compareReaders(t *testing.T, sp *Spec, pqs []string, csvPath, ndjson string
 
 // chainReader reads files one after the other, each opened when the one before it ends.
 type chainReader struct {
-	open  func(string) Reader
+	open  func(string) reader
 	names []string
-	cur   Reader
+	cur   reader
 }
 
 func (c *chainReader) Read(row *columns.Row) error {
@@ -406,7 +406,7 @@ func TestParquetErrors(t *testing.T) {
 	open := func(spec string) error {
 		sp, err := ParseSpec([]byte(spec))
 		require.NoError(t, err)
-		_, err = NewParquetReader(sp, "x.parquet", bytes.NewReader(data), int64(len(data)))
+		_, err = openParquet(sp, "x.parquet", bytes.NewReader(data), int64(len(data)))
 		return err
 	}
 	f := func(spec, want string) {
@@ -431,17 +431,17 @@ func TestParquetErrors(t *testing.T) {
 	// Not Parquet at all, and cut short.
 	sp, err := ParseSpec([]byte(pqSpecJSON))
 	require.NoError(t, err)
-	_, err = NewParquetReader(sp, "x.parquet", strings.NewReader("ts,page\n1,a\n"), 12)
+	_, err = openParquet(sp, "x.parquet", strings.NewReader("ts,page\n1,a\n"), 12)
 	require.ErrorIs(t, err, ErrInput)
 	require.ErrorContains(t, err, "x.parquet: not a readable Parquet file")
-	_, err = NewParquetReader(sp, "x.parquet", bytes.NewReader(data[:len(data)/2]), int64(len(data)/2))
+	_, err = openParquet(sp, "x.parquet", bytes.NewReader(data[:len(data)/2]), int64(len(data)/2))
 	require.ErrorIs(t, err, ErrInput)
 
 	// The format: by magic over the extension; an explicit csv is an error saying what it is.
 	named := filepath.Join(dir, "rows.csv")
 	require.NoError(t, os.WriteFile(named, data, 0o644))
 	input := func(format Format) []Input {
-		return []Input{{Name: named, Format: format, Open: func() (io.ReadCloser, error) { return OpenFile(named) }}}
+		return []Input{{Name: named, Format: format, open: func() (io.ReadCloser, error) { return openFile(named) }}}
 	}
 	res, err := Run(context.Background(), sp, input(""), Options{Out: filepath.Join(dir, "a.seg")})
 	require.NoError(t, err)
@@ -457,7 +457,7 @@ func TestParquetErrors(t *testing.T) {
 	// A .parquet name on CSV text.
 	fake := filepath.Join(dir, "fake.parquet")
 	require.NoError(t, os.WriteFile(fake, []byte("ts\n1\n"), 0o644))
-	_, err = Run(context.Background(), sp, []Input{{Name: fake, Open: func() (io.ReadCloser, error) { return OpenFile(fake) }}},
+	_, err = Run(context.Background(), sp, []Input{{Name: fake, open: func() (io.ReadCloser, error) { return openFile(fake) }}},
 		Options{Out: filepath.Join(dir, "d.seg")})
 	require.ErrorIs(t, err, ErrInput)
 	require.ErrorContains(t, err, `not a Parquet file (it does not start with "PAR1")`)
@@ -494,12 +494,12 @@ func TestParquetTypes(t *testing.T) {
 		t.Helper()
 		sp, err := ParseSpec([]byte(spec))
 		require.NoError(t, err)
-		r, err := NewParquetReader(sp, "t.parquet", bytes.NewReader(data), int64(len(data)))
+		r, err := openParquet(sp, "t.parquet", bytes.NewReader(data), int64(len(data)))
 		require.NoError(t, err)
 		var out []columns.Row
 		var errs []error
 		for {
-			row := sp.NewRow()
+			row := sp.newRow()
 			err := r.Read(&row)
 			if err == io.EOF {
 				return out, errs
@@ -569,13 +569,13 @@ func TestParquetCorrupt(t *testing.T) {
 // readAllParquet reads data as Parquet to its end or first input error; its errors must wrap
 // ErrInput or ErrRow.
 func readAllParquet(t *testing.T, sp *Spec, data []byte) {
-	r, err := NewParquetReader(sp, "f.parquet", bytes.NewReader(data), int64(len(data)))
+	r, err := openParquet(sp, "f.parquet", bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		require.ErrorIs(t, err, ErrInput)
 		return
 	}
 	defer r.Close()
-	row := sp.NewRow()
+	row := sp.newRow()
 	for range 1_000_000 {
 		err := r.Read(&row)
 		switch {
@@ -645,7 +645,7 @@ func BenchmarkParquetVsCSV(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				_, err := Run(context.Background(), sp, []Input{{Name: in.path, Path: in.path,
-					Open: func() (io.ReadCloser, error) { return OpenFile(in.path) }}},
+					open: func() (io.ReadCloser, error) { return openFile(in.path) }}},
 					Options{Out: filepath.Join(dir, "out.seg"), Replace: true, Durability: medium.Durability{Sync: medium.SyncNone}})
 				require.NoError(b, err)
 			}

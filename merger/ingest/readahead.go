@@ -71,7 +71,7 @@ func newReadAhead(sp *Spec) *readAhead {
 	for range aheadBatches {
 		b := &aheadBatch{rows: make([]columns.Row, aheadRows), items: make([]aheadItem, aheadRows)}
 		for i := range b.rows {
-			b.rows[i] = sp.NewRow()
+			b.rows[i] = sp.newRow()
 		}
 		a.free <- b
 	}
@@ -90,7 +90,7 @@ func (a *readAhead) takeWarns() []Warning {
 // start reads rr on a new goroutine until the input ends, ctx is done or close is called.
 // With reuse, a reader that can (blockReuser) recycles the memory of its rows' strings once
 // their batch is recycled: the user must copy any string it keeps past recycle.
-func (a *readAhead) start(ctx context.Context, rr Reader, reuse bool) {
+func (a *readAhead) start(ctx context.Context, rr reader, reuse bool) {
 	ru, _ := rr.(blockReuser)
 	if ru != nil && reuse {
 		ru.reuseBlocks()

@@ -20,7 +20,7 @@ import (
 // around them, progress after each row, across batch boundaries and inputs. (Run with -race:
 // a callback called from the reading goroutine would race with the others on events.)
 func TestReadAheadOrder(t *testing.T) {
-	sp := testSpec(t, func(sp *Spec) { sp.Timestamp.Format = "seconds" })
+	sp := testSpec(t, func(sp *Spec) { sp.timestamp.Format = "seconds" })
 	good := func(i int) string { return fmt.Sprintf("%d,A,a,b,%d,1,u%d\n", 1714564800+i, i, i%7) }
 	input := func(n, warnAt, badAt int) (string, []string) {
 		var b strings.Builder
@@ -48,10 +48,10 @@ func TestReadAheadOrder(t *testing.T) {
 	var events []string
 	added := int64(0)
 	_, err := Run(context.Background(), sp, []Input{csvInput("a.csv", a), csvInput("b.csv", b)}, Options{
-		Out: filepath.Join(t.TempDir(), "o.seg"), Durability: noSync, MaxParseErrors: 2, ProgressRows: 1,
+		Out: filepath.Join(t.TempDir(), "o.seg"), Durability: noSync, MaxParseErrors: 2, progressRows: 1,
 		OnWarning: func(w Warning) { events = append(events, fmt.Sprintf("warn %d", w.Line)) },
 		OnSkip:    func(e *RowError) { events = append(events, fmt.Sprintf("skip %d", e.Line)) },
-		Progress: func(p Progress) {
+		progress: func(p progressReport) {
 			if p.InputRows > added {
 				added = p.InputRows
 				events = append(events, "row")
@@ -95,7 +95,7 @@ func TestReadAheadStops(t *testing.T) {
 	}
 	// Slow reads, so that the reading goroutine is busy when Run stops.
 	slow := func(in *closeCheck) Input {
-		return Input{Name: "s.csv", Open: func() (io.ReadCloser, error) { return in, nil }}
+		return Input{Name: "s.csv", open: func() (io.ReadCloser, error) { return in, nil }}
 	}
 	before := runtime.NumGoroutine()
 
@@ -111,7 +111,7 @@ func TestReadAheadStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	in = &closeCheck{r: &slowReader{r: strings.NewReader(strings.Replace(body.String(), ",x,", ",1,", 1))}}
 	_, err = Run(ctx, sp, []Input{slow(in)}, Options{Out: filepath.Join(t.TempDir(), "o.seg"), Durability: noSync,
-		ProgressRows: 100, Progress: func(p Progress) {
+		progressRows: 100, progress: func(p progressReport) {
 			if p.InputRows >= 1000 {
 				cancel()
 			}
@@ -173,7 +173,7 @@ func TestReadAheadBlockReuse(t *testing.T) {
 	}
 	defer func(n int) { chunkBytes = n }(chunkBytes)
 	chunkBytes = 512 // many chunks in flight: a chunk recycled too early is overwritten while its rows are
-	rr, err := NewCSVReader(sp, "r.csv", &chunkReader{r: strings.NewReader(body.String()), rng: rng})
+	rr, err := openCSV(sp, "r.csv", &chunkReader{r: strings.NewReader(body.String()), rng: rng})
 	require.NoError(t, err)
 	ahead := newReadAhead(sp)
 	ahead.start(context.Background(), rr, true)

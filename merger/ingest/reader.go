@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,14 +17,14 @@ import (
 	"github.com/writeout/writeout/columns"
 )
 
-// A Reader reads the rows of one input as columns.Row values shaped by a spec's schema, ready
-// for merger.Builder.Add.
-type Reader interface {
+// A reader reads the rows of one input as columns.Row values shaped by a spec's schema, ready
+// for merger.Builder.Add. Each format of the registry (formats) makes its own.
+type reader interface {
 	// Read parses the next row into row: nil, io.EOF at the end, a *RowError (wrapping ErrRow)
 	// for a row that does not parse, after which reading can go on, or another error, which
 	// ends the input (wrapping ErrInput, or the underlying reader's error).
 	//
-	// row should come from Spec.NewRow (Read reshapes it otherwise). Read reuses its slices
+	// row should come from Spec.newRow (Read reshapes it otherwise). Read reuses its slices
 	// and its sketches from row to row; the strings it stores are never overwritten and may be
 	// kept. Time is the input's time in epoch milliseconds, not truncated to the granularity
 	// (the Builder truncates it). Metrics hold Long for count (1) and the long aggregators,
@@ -60,109 +59,8 @@ func inputErr(format string, args ...any) error {
 	return &wrapped{msg: e.Error(), kind: ErrInput, cause: errors.Unwrap(e)}
 }
 
-// FormatOf returns the format an input's name says by its extension: .csv is CSV, .ndjson,
-// .jsonl and .json are NDJSON, each optionally followed by .gz, .parquet is Parquet (case does
-// not matter).
-func FormatOf(name string) (Format, bool) {
-	if strings.HasSuffix(strings.ToLower(name), ".parquet") {
-		return Parquet, true
-	}
-	p := strings.TrimSuffix(strings.ToLower(name), ".gz")
-	switch {
-	case strings.HasSuffix(p, ".csv"):
-		return CSV, true
-	case strings.HasSuffix(p, ".ndjson"), strings.HasSuffix(p, ".jsonl"), strings.HasSuffix(p, ".json"):
-		return NDJSON, true
-	}
-	return "", false
-}
-
-// NewReader returns the reader of format (csv, ndjson or parquet) over r; name names the
-// input in messages. It validates the spec first. A CSV reader reads the header line at once:
-// its errors come from here. A Parquet reader needs r to be an io.ReaderAt with a size (a
-// Size() int64 or Stat method, as *os.File, *bytes.Reader and *io.SectionReader have), and
-// reads the file's footer at once.
-func NewReader(sp *Spec, format Format, name string, r io.Reader) (Reader, error) {
-	return NewReaderOptions(sp, format, name, r, ReaderOptions{})
-}
-
-// NewReaderOptions is NewReader with options.
-func NewReaderOptions(sp *Spec, format Format, name string, r io.Reader, opts ReaderOptions) (Reader, error) {
-	switch format {
-	case CSV:
-		return newCSVReader(sp, name, r, opts)
-	case NDJSON:
-		return newNDJSONReader(sp, name, r, opts)
-	case Parquet:
-		ra, size, err := readerAtSize(name, r)
-		if err != nil {
-			return nil, err
-		}
-		return newParquetReader(sp, name, ra, size, opts)
-	case formatByContent:
-	}
-	return nil, fmt.Errorf("%w: unknown input format %q (want csv, ndjson or parquet)", ErrInvalid, format)
-}
-
-// readerAtSize returns r as an io.ReaderAt and its size, for a Parquet file.
-func readerAtSize(name string, r io.Reader) (io.ReaderAt, int64, error) {
-	ra, ok := r.(io.ReaderAt)
-	if ok {
-		switch s := r.(type) {
-		case interface{ Size() int64 }:
-			return ra, s.Size(), nil
-		case interface{ Stat() (os.FileInfo, error) }:
-			fi, err := s.Stat()
-			if err != nil {
-				return nil, 0, fmt.Errorf("%s: %w", name, err)
-			}
-			return ra, fi.Size(), nil
-		}
-	}
-	return nil, 0, inputErr("%s: a Parquet file is read from its end: it needs a file, not a stream (a pipe, standard input or a compressed file)", name)
-}
-
-// IsParquet reports whether the input in r starts with Parquet's magic bytes "PAR1" (and,
-// when r is an io.ReaderAt of known size, also ends with them). It returns the reader to read
-// the input from: r itself when r is an io.ReaderAt (its ReadAt does not move the stream),
-// else r through a buffer that kept the bytes peeked.
-func IsParquet(r io.Reader) (bool, io.Reader, error) {
-	if ra, ok := r.(io.ReaderAt); ok {
-		var b [4]byte
-		n, err := ra.ReadAt(b[:], 0)
-		switch {
-		case n == len(b):
-		case err == io.EOF || err == nil:
-			return false, r, nil
-		default:
-			// Not a file one can read at offsets (a pipe, standard input): peek below.
-			return peekParquet(r)
-		}
-		if string(b[:]) != ParquetMagic {
-			return false, r, nil
-		}
-		if _, size, err := readerAtSize("", r); err == nil && size >= 8 {
-			if n, _ := ra.ReadAt(b[:], size-4); n == len(b) && string(b[:]) != ParquetMagic {
-				return false, r, nil
-			}
-		}
-		return true, r, nil
-	}
-	return peekParquet(r)
-}
-
-// peekParquet is IsParquet on a stream.
-func peekParquet(r io.Reader) (bool, io.Reader, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	b, err := br.Peek(len(ParquetMagic))
-	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
-		return false, br, err
-	}
-	return string(b) == ParquetMagic, br, nil
-}
-
-// ReaderOptions configure a Reader beyond its spec. The zero value is the default.
-type ReaderOptions struct {
+// readerOptions configure a reader beyond its spec. The zero value is the default.
+type readerOptions struct {
 	// Context, when set, is checked each time the reader reads from its input (every 64 KiB
 	// at most), so that a cancellation is noticed within a long record too: the read then
 	// fails with an error wrapping the context's error.
@@ -231,10 +129,10 @@ func readErr(name string, err error) error {
 	return fmt.Errorf("%s: %w", name, err)
 }
 
-// OpenFile opens the file at path for reading, through gzip when its name ends in .gz. Its
+// openFile opens the file at path for reading, through gzip when its name ends in .gz. Its
 // errors are os.Open's, or name the file. Unless gzipped, what it returns is also an
 // io.ReaderAt with a Stat method, as a Parquet input needs.
-func OpenFile(path string) (io.ReadCloser, error) {
+func openFile(path string) (io.ReadCloser, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -279,39 +177,39 @@ const (
 	metNone   // hyperUnique over a dimension: the Builder fills it
 )
 
-// fieldParser turns the text of fields into a row, shared by the formats.
-type fieldParser struct {
+// plan is what every reader of a spec needs, worked out once from a validated spec (newPlan):
+// the readers of a Run share it, and none validates the spec again.
+type plan struct {
 	sp        *Spec
-	file      string
-	line      int
 	parseTime func(string) (int64, error)
 	timeField string
 	dimFields []string
 	metFields []string // "" for count and hyperUnique over a dimension
 	kinds     []metricKind
-	zero      []bool // per metric: a missing value reads as 0 (Spec.NullAsZero), not null
-	onWarning func(Warning)
-	warned    bool // a time was implausible: the input's one warning is given
+	zero      []bool // per metric: a missing value reads as 0 (Spec.nullAsZero), not null
+	maxRecord int    // inputSpec.MaxRecordBytes, defaulted
 }
 
-func newFieldParser(sp *Spec, name string, opts ReaderOptions) (fieldParser, error) {
-	if err := sp.Validate(); err != nil {
-		return fieldParser{}, err
+// newPlan returns the plan of sp, which has been validated (ParseSpec, Spec.Validate);
+// maxRecord, when positive, overrides the spec's input.maxRecordBytes.
+func newPlan(sp *Spec, maxRecord int64) (*plan, error) {
+	pl := &plan{sp: sp, timeField: sp.timestamp.Field, maxRecord: sp.maxRecordBytes()}
+	if maxRecord > 0 {
+		pl.maxRecord = int(min(maxRecord, math.MaxInt32))
 	}
-	p := fieldParser{sp: sp, file: name, timeField: sp.Timestamp.Field, onWarning: opts.OnWarning}
-	if p.timeField == "" {
-		p.timeField = columns.TimeColumn
+	if pl.timeField == "" {
+		pl.timeField = columns.TimeColumn
 	}
 	var err error
-	if p.parseTime, err = timeParser(sp.Timestamp.Format); err != nil {
-		return fieldParser{}, specErr(err)
+	if pl.parseTime, err = timeParser(sp.timestamp.Format); err != nil {
+		return nil, specErr(err)
 	}
 	for _, d := range sp.Schema.Dimensions {
-		p.dimFields = append(p.dimFields, sp.DimensionField(d))
+		pl.dimFields = append(pl.dimFields, sp.dimensionField(d))
 	}
 	for _, m := range sp.Schema.Metrics {
-		f := sp.MetricField(m)
-		p.metFields = append(p.metFields, f)
+		f := sp.metricField(m)
+		pl.metFields = append(pl.metFields, f)
 		k := metCount
 		switch {
 		case m.Agg().CountsRows:
@@ -324,10 +222,24 @@ func newFieldParser(sp *Spec, name string, opts ReaderOptions) (fieldParser, err
 		default:
 			k = metSketch
 		}
-		p.kinds = append(p.kinds, k)
-		p.zero = append(p.zero, sp.NullAsZero(m))
+		pl.kinds = append(pl.kinds, k)
+		pl.zero = append(pl.zero, sp.nullAsZero(m))
 	}
-	return p, nil
+	return pl, nil
+}
+
+// fieldParser turns the text of fields into a row, shared by the formats: the plan, and the
+// state of one input.
+type fieldParser struct {
+	plan
+	file      string
+	line      int
+	onWarning func(Warning)
+	warned    bool // a time was implausible: the input's one warning is given
+}
+
+func newFieldParser(pl *plan, name string, opts readerOptions) fieldParser {
+	return fieldParser{plan: *pl, file: name, onWarning: opts.OnWarning}
 }
 
 // shape makes row fit the schema.
@@ -387,7 +299,7 @@ func (p *fieldParser) warn(s string, t int64) {
 	if p.onWarning == nil {
 		return
 	}
-	format := strings.ToLower(p.sp.Timestamp.Format)
+	format := strings.ToLower(p.sp.timestamp.Format)
 	switch format {
 	case "":
 		format = "millis"
@@ -417,8 +329,8 @@ func (p *fieldParser) warn(s string, t int64) {
 // checkValues rejects a dimension value longer than a segment holds, and a multi-value row
 // of more values than a segment holds.
 func (p *fieldParser) checkValues(d int, v []string) error {
-	if len(v) > MaxRowValues {
-		return p.errf(p.sp.Schema.Dimensions[d].Name, "%d values, at most %d", len(v), MaxRowValues)
+	if len(v) > maxRowValues {
+		return p.errf(p.sp.Schema.Dimensions[d].Name, "%d values, at most %d", len(v), maxRowValues)
 	}
 	for _, s := range v {
 		if len(s) > columns.MaxValueBytes {
@@ -428,12 +340,12 @@ func (p *fieldParser) checkValues(d int, v []string) error {
 	return nil
 }
 
-// MaxRowValues is the most values a multi-value dimension holds in one row (the columns
+// maxRowValues is the most values a multi-value dimension holds in one row (the columns
 // package's limit on the values of one row, which it does not export).
-const MaxRowValues = 1 << 20
+const maxRowValues = 1 << 20
 
 // setMetric parses metric i from its field's text; empty (or null) is null, or 0 for a
-// metric of Spec.NullAsZero (a sketch adds nothing).
+// metric of input.nullAsZero (a sketch adds nothing).
 func (p *fieldParser) setMetric(row *columns.Row, i int, s string, null bool) error {
 	v := &row.Metrics[i]
 	sk := v.Sketch // the row's own sketch, reused from row to row
@@ -479,156 +391,4 @@ func rowSketch(sk *hyperloglog.Sketch) *hyperloglog.Sketch {
 	}
 	sk.Reset()
 	return sk
-}
-
-// The number syntax of metrics and epoch times is decimal only: an optional sign, digits with
-// an optional fraction (digits on at least one side of the point), an optional exponent
-// (e or E, an optional sign, digits). Go's literal forms (1_000, 0x10, 0x1p4, 0b1, 0o7), inf
-// and nan are not numbers.
-
-// decimal is a number in that syntax: ±digits × 10^exp, exactly.
-type decimal struct {
-	neg    bool
-	digits string // significant digits: no leading or trailing zero; "" for zero
-	exp    int64  // clamped to ±(1<<40) for huge exponents
-}
-
-func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-
-// parseDecimal parses s in the decimal syntax; ok is false when s is not in it.
-func parseDecimal(s string) (d decimal, ok bool) {
-	i := 0
-	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		d.neg = s[i] == '-'
-		i++
-	}
-	start := i
-	for i < len(s) && isDigit(s[i]) {
-		i++
-	}
-	intPart, frac := s[start:i], ""
-	if i < len(s) && s[i] == '.' {
-		i++
-		k := i
-		for i < len(s) && isDigit(s[i]) {
-			i++
-		}
-		frac = s[k:i]
-	}
-	if intPart == "" && frac == "" {
-		return d, false
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		neg := false
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			neg = s[i] == '-'
-			i++
-		}
-		k := i
-		for i < len(s) && isDigit(s[i]) {
-			if d.exp < 1<<40 {
-				d.exp = d.exp*10 + int64(s[i]-'0')
-			}
-			i++
-		}
-		if i == k {
-			return d, false
-		}
-		if neg {
-			d.exp = -d.exp
-		}
-	}
-	if i != len(s) {
-		return d, false
-	}
-	digits := strings.TrimLeft(intPart+frac, "0")
-	d.exp -= int64(len(frac))
-	t := strings.TrimRight(digits, "0")
-	d.exp += int64(len(digits) - len(t))
-	d.digits = t
-	if t == "" {
-		d.exp = 0
-	}
-	return d, true
-}
-
-// int64 returns the decimal's value when it is an integer within int64.
-func (d decimal) int64() (n int64, isInt, inRange bool) {
-	if d.digits == "" {
-		return 0, true, true
-	}
-	if d.exp < 0 {
-		return 0, false, true
-	}
-	if int64(len(d.digits))+d.exp > 19 {
-		return 0, true, false
-	}
-	s := d.digits + strings.Repeat("0", int(d.exp))
-	if d.neg {
-		s = "-" + s
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, true, err == nil
-}
-
-// parseLong parses the text of a long metric: a decimal integer, or a decimal number whose
-// value is an integer (1.0, 1e3), exactly; never through float64, never clamped.
-func parseLong(s string) (int64, error) {
-	if n, ok := parseInt10(s); ok {
-		return n, nil
-	}
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return n, nil
-	}
-	d, ok := parseDecimal(s)
-	if !ok {
-		return 0, fmt.Errorf("not an integer: %q", s)
-	}
-	n, isInt, inRange := d.int64()
-	switch {
-	case !isInt:
-		return 0, fmt.Errorf("not an integer: %q", s)
-	case !inRange:
-		return 0, fmt.Errorf("integer out of range: %q", s)
-	}
-	return n, nil
-}
-
-// parseInt10 parses s when it is an optional sign and 1 to 18 decimal digits, the common case
-// of metrics and epoch times, which cannot overflow: the value strconv.ParseInt(s, 10, 64)
-// gives, with less work. Anything else is left to strconv (ok false).
-func parseInt10(s string) (n int64, ok bool) {
-	neg := false
-	if len(s) > 0 && (s[0] == '-' || s[0] == '+') {
-		neg = s[0] == '-'
-		s = s[1:]
-	}
-	if len(s) == 0 || len(s) > 18 {
-		return 0, false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i] - '0'
-		if c > 9 {
-			return 0, false
-		}
-		n = n*10 + int64(c)
-	}
-	if neg {
-		n = -n
-	}
-	return n, true
-}
-
-// parseDouble parses the text of a double metric: a decimal number, rounded to the nearest
-// float64; one past the float64 range, inf and nan are errors.
-func parseDouble(s string) (float64, error) {
-	if _, ok := parseDecimal(s); !ok {
-		return 0, fmt.Errorf("not a finite number: %q", s)
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return 0, fmt.Errorf("number out of range: %q", s)
-	}
-	return f, nil
 }

@@ -63,9 +63,9 @@ func rowString(r columns.Row) string {
 
 // readAll reads every row of rr: the rows and the errors of rows that did not parse, in
 // order, and the error that ended reading (nil at EOF).
-func readAll(t testing.TB, sp *Spec, rr Reader) (rows, bad []string, end error) {
+func readAll(t testing.TB, sp *Spec, rr reader) (rows, bad []string, end error) {
 	t.Helper()
-	row := sp.NewRow()
+	row := sp.newRow()
 	for range 10000 {
 		err := rr.Read(&row)
 		if err == io.EOF {
@@ -93,7 +93,7 @@ func TestCSVReader(t *testing.T) {
 		"6,,,,,,,\n" + // nulls (metrics too)
 		"7,\"Talk, page\",|c||,\"multi\nline\",-4,1e3,u2,\n" + // quoted comma and newline; empty elements
 		"8,Main,solo,x,2.0,-0.25,u1,\n"
-	rr, err := NewCSVReader(sp, "in.csv", strings.NewReader(in))
+	rr, err := openCSV(sp, "in.csv", strings.NewReader(in))
 	require.NoError(t, err)
 	rows, bad, end := readAll(t, sp, rr)
 	require.NoError(t, end)
@@ -109,16 +109,16 @@ func TestCSVReader(t *testing.T) {
 func TestCSVReaderOptions(t *testing.T) {
 	null := `\N`
 	sp := testSpec(t, func(sp *Spec) {
-		sp.Input.Delimiter = ";"
-		sp.Input.MultiValueDelimiter = "::"
-		sp.Input.NullValue = &null
-		sp.Input.Fields = map[string]string{"page": "title"}
-		sp.Timestamp.Format = "rfc3339"
+		sp.input.Delimiter = ";"
+		sp.input.MultiValueDelimiter = "::"
+		sp.input.NullValue = &null
+		sp.input.Fields = map[string]string{"page": "title"}
+		sp.timestamp.Format = "rfc3339"
 	})
 	in := "ts;title;tags;body;added;d;user\n" +
 		"2024-05-01T12:00:00Z;Main;a::b;;1;2;u\n" +
 		`2024-05-01T12:00:00.5Z;\N;\N;\N;\N;\N;\N` + "\n"
-	rr, err := NewCSVReader(sp, "in.csv", strings.NewReader(in))
+	rr, err := openCSV(sp, "in.csv", strings.NewReader(in))
 	require.NoError(t, err)
 	rows, bad, end := readAll(t, sp, rr)
 	require.NoError(t, end)
@@ -146,7 +146,7 @@ func TestCSVReaderBadRows(t *testing.T) {
 		"12," + long + ",a,b,1,1,u\n" + // 12
 		"13,Main,a|" + long + ",b,1,1,u\n" + // 13
 		"14,Main,a,b,1,1,u\n" // 14: good
-	rr, err := NewCSVReader(sp, "bad.csv", strings.NewReader(in))
+	rr, err := openCSV(sp, "bad.csv", strings.NewReader(in))
 	require.NoError(t, err)
 	rows, bad, end := readAll(t, sp, rr)
 	require.NoError(t, end)
@@ -171,7 +171,7 @@ func TestCSVReaderHeader(t *testing.T) {
 	sp := testSpec(t, nil)
 	bad := func(in, want string) {
 		t.Helper()
-		_, err := NewCSVReader(sp, "h.csv", strings.NewReader(in))
+		_, err := openCSV(sp, "h.csv", strings.NewReader(in))
 		require.EqualError(t, err, want)
 		require.ErrorIs(t, err, ErrInput)
 	}
@@ -184,8 +184,8 @@ func TestCSVReaderHeader(t *testing.T) {
 
 	// A metric column the header lacks is a missing value in every row: null, with a warning.
 	var warnings []string
-	rr, err := NewReaderOptions(sp, CSV, "h.csv", strings.NewReader("ts,page,tags,body,d,user\n5,p,,,1,\n"),
-		ReaderOptions{OnWarning: func(w Warning) { warnings = append(warnings, w.String()) }})
+	rr, err := openReaderOptions(sp, CSV, "h.csv", strings.NewReader("ts,page,tags,body,d,user\n5,p,,,1,\n"),
+		readerOptions{OnWarning: func(w Warning) { warnings = append(warnings, w.String()) }})
 	require.NoError(t, err)
 	rows, badRows, end := readAll(t, sp, rr)
 	require.NoError(t, end)
@@ -194,10 +194,10 @@ func TestCSVReaderHeader(t *testing.T) {
 	require.Equal(t, []string{`h.csv:1: column added: field "added" is not in the header: every value of metric added is missing`}, warnings)
 
 	// An invalid spec is the spec's error.
-	_, err = NewCSVReader(&Spec{Input: InputSpec{Delimiter: "ab"}}, "h.csv", strings.NewReader("ts\n"))
+	_, err = openCSV(&Spec{input: inputSpec{Delimiter: "ab"}}, "h.csv", strings.NewReader("ts\n"))
 	require.ErrorIs(t, err, ErrSpec)
 	// The reader's own error ends the input, naming it.
-	_, err = NewCSVReader(sp, "h.csv", io.MultiReader(strings.NewReader("ts,"), errReader{}))
+	_, err = openCSV(sp, "h.csv", io.MultiReader(strings.NewReader("ts,"), errReader{}))
 	require.ErrorIs(t, err, errBoom)
 	require.ErrorContains(t, err, "h.csv: header: ")
 }
@@ -215,7 +215,7 @@ func TestNDJSONReader(t *testing.T) {
 		`{"ts": "6"}` + "\n" + // all missing: null
 		`{"ts": 7, "page": true, "tags": [null, 1.5, "c"], "body": null, "added": -4, "d": "1e3", "user": 17}` + "\r\n" +
 		`{"ts": 8, "page": ["Main"], "tags": [], "body": "", "added": 2.0, "d": null, "user": ""}` // no final newline
-	rr, err := NewNDJSONReader(sp, "in.ndjson", strings.NewReader(in))
+	rr, err := openNDJSON(sp, "in.ndjson", strings.NewReader(in))
 	require.NoError(t, err)
 	rows, bad, end := readAll(t, sp, rr)
 	require.NoError(t, end)
@@ -248,7 +248,7 @@ func TestNDJSONReaderBadRows(t *testing.T) {
 		`{"ts": 14, "page": "bad \u00zz escape"}`,        // 14
 		`{"ts": 15, "page": "Main", "tags": ["a", "b"]}`, // 15: good
 	}
-	rr, err := NewNDJSONReader(sp, "bad.ndjson", strings.NewReader(strings.Join(lines, "\n")))
+	rr, err := openNDJSON(sp, "bad.ndjson", strings.NewReader(strings.Join(lines, "\n")))
 	require.NoError(t, err)
 	rows, bad, end := readAll(t, sp, rr)
 	require.NoError(t, end)
@@ -286,16 +286,16 @@ func globs(msgs []string) []string {
 
 func TestNDJSONReaderLongLine(t *testing.T) {
 	sp := testSpec(t, nil)
-	in := `{"ts": 1}` + "\n" + `{"ts": 2, "body": "` + strings.Repeat("x", DefaultMaxRecordBytes) + `"}` + "\n"
-	rr, err := NewNDJSONReader(sp, "long.ndjson", strings.NewReader(in))
+	in := `{"ts": 1}` + "\n" + `{"ts": 2, "body": "` + strings.Repeat("x", defaultMaxRecordBytes) + `"}` + "\n"
+	rr, err := openNDJSON(sp, "long.ndjson", strings.NewReader(in))
 	require.NoError(t, err)
 	rows, _, end := readAll(t, sp, rr)
 	require.Len(t, rows, 1)
 	require.ErrorIs(t, end, ErrInput)
-	require.EqualError(t, end, fmt.Sprintf("long.ndjson:2: line longer than %d bytes (input.maxRecordBytes, --max-record-bytes)", DefaultMaxRecordBytes))
+	require.EqualError(t, end, fmt.Sprintf("long.ndjson:2: line longer than %d bytes (input.maxRecordBytes, --max-record-bytes)", defaultMaxRecordBytes))
 
 	// The underlying reader's error ends the input, naming it.
-	rr, err = NewNDJSONReader(sp, "e.ndjson", io.MultiReader(strings.NewReader(`{"ts": 1}`+"\n"), errReader{}))
+	rr, err = openNDJSON(sp, "e.ndjson", io.MultiReader(strings.NewReader(`{"ts": 1}`+"\n"), errReader{}))
 	require.NoError(t, err)
 	rows, _, end = readAll(t, sp, rr)
 	require.Len(t, rows, 1)
@@ -307,9 +307,9 @@ func TestNDJSONReaderLongLine(t *testing.T) {
 // sketch); one over an input field gets a sketch of the field's value, reused from row to row.
 func TestReaderSketches(t *testing.T) {
 	sp := testSpec(t, nil)
-	rr, err := NewCSVReader(sp, "s.csv", strings.NewReader("ts,page,tags,body,added,d,user\n1,p,,,,,u1\n2,p,,,,,u2\n"))
+	rr, err := openCSV(sp, "s.csv", strings.NewReader("ts,page,tags,body,added,d,user\n1,p,,,,,u1\n2,p,,,,,u2\n"))
 	require.NoError(t, err)
-	row := sp.NewRow()
+	row := sp.newRow()
 	require.NoError(t, rr.Read(&row))
 	sk := row.Metrics[3].Sketch
 	require.NotNil(t, sk)
@@ -322,20 +322,20 @@ func TestReaderSketches(t *testing.T) {
 // Read reshapes a row that does not fit the schema.
 func TestReaderReshapes(t *testing.T) {
 	sp := testSpec(t, nil)
-	rr, err := NewReader(sp, NDJSON, "r.ndjson", strings.NewReader(`{"ts": 1, "page": "p"}`))
+	rr, err := openReader(sp, NDJSON, "r.ndjson", strings.NewReader(`{"ts": 1, "page": "p"}`))
 	require.NoError(t, err)
 	var row columns.Row
 	require.NoError(t, rr.Read(&row))
 	require.Len(t, row.Dims, 3)
 	require.Len(t, row.Metrics, 5)
-	_, err = NewReader(sp, "xml", "r.xml", strings.NewReader(""))
+	_, err = openReader(sp, "xml", "r.xml", strings.NewReader(""))
 	require.ErrorIs(t, err, ErrInvalid)
 }
 
-func TestFormatOf(t *testing.T) {
+func TestFormatOfName(t *testing.T) {
 	f := func(name string, want Format, ok bool) {
 		t.Helper()
-		got, gotOK := FormatOf(name)
+		got, gotOK := formatOf(name)
 		require.Equal(t, want, got, name)
 		require.Equal(t, ok, gotOK, name)
 	}
@@ -361,17 +361,17 @@ func TestOpenFile(t *testing.T) {
 	gz := filepath.Join(dir, "a.csv.gz")
 	require.NoError(t, os.WriteFile(gz, zb.Bytes(), 0o644))
 	for path, want := range map[string]string{plain: "x\n", gz: "y\n"} {
-		rc, err := OpenFile(path)
+		rc, err := openFile(path)
 		require.NoError(t, err)
 		got, err := io.ReadAll(rc)
 		require.NoError(t, err)
 		require.Equal(t, want, string(got))
 		require.NoError(t, rc.Close())
 	}
-	_, err = OpenFile(filepath.Join(dir, "missing.csv"))
+	_, err = openFile(filepath.Join(dir, "missing.csv"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 	notGz := filepath.Join(dir, "b.csv.gz")
 	require.NoError(t, os.WriteFile(notGz, []byte("plain text, not gzip"), 0o644))
-	_, err = OpenFile(notGz)
+	_, err = openFile(notGz)
 	require.ErrorContains(t, err, "b.csv.gz: gzip: invalid header")
 }

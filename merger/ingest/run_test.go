@@ -107,11 +107,11 @@ func TestRunOneSegment(t *testing.T) {
 	require.NoError(t, os.WriteFile(ndPath, []byte(hourNDJSON), 0o644))
 	out := filepath.Join(dir, "out", "a.seg")
 	require.NoError(t, os.Mkdir(filepath.Dir(out), 0o755))
-	var progress []Progress
+	var progress []progressReport
 	res, err := Run(context.Background(), sp, []Input{
 		csvInput("a.csv", hourCSV),
-		{Name: ndPath, Open: func() (io.ReadCloser, error) { return OpenFile(ndPath) }},
-	}, Options{Out: out, Durability: noSync, Progress: func(p Progress) { progress = append(progress, p) }, ProgressRows: 4})
+		{Name: ndPath, open: func() (io.ReadCloser, error) { return openFile(ndPath) }},
+	}, Options{Out: out, Durability: noSync, progress: func(p progressReport) { progress = append(progress, p) }, progressRows: 4})
 	require.NoError(t, err)
 	require.Equal(t, int64(6), res.InputRows)
 	require.Zero(t, res.Skipped)
@@ -132,7 +132,7 @@ func TestRunOneSegment(t *testing.T) {
 		`1714568400000 <nil> ["c"] <nil> 1 2 ~0`,
 	}, segRows(t, out))
 	require.Equal(t, []string{"a.seg"}, dirNames(t, filepath.Dir(out)))
-	require.Equal(t, []Progress{
+	require.Equal(t, []progressReport{
 		{Input: "a.csv", InputRows: 1},
 		{Input: ndPath, InputRows: 5},
 		{Input: ndPath, InputRows: 6, Segments: 1},
@@ -288,7 +288,7 @@ func TestRunKeptArraysRuns(t *testing.T) {
 	var ends []int64 // input rows at the end of each run
 	res, err := Run(context.Background(), sp, []Input{csvInput("a.csv", b.String())}, Options{
 		Out: filepath.Join(t.TempDir(), "o.seg"), Durability: noSync, MemoryLimit: 128 << 10,
-		Progress: func(p Progress) {
+		progress: func(p progressReport) {
 			if p.Runs > len(ends) {
 				ends = append(ends, p.InputRows)
 			}
@@ -487,7 +487,7 @@ func TestRunLeavesNothing(t *testing.T) {
 			require.ErrorIs(t, err, context.Canceled)
 		}},
 		{"input fails to open", func(context.CancelFunc) []Input {
-			return []Input{csvInput("a.csv", data), {Name: "b.csv", Open: func() (io.ReadCloser, error) { return nil, errBoom }}}
+			return []Input{csvInput("a.csv", data), {Name: "b.csv", open: func() (io.ReadCloser, error) { return nil, errBoom }}}
 		}, Options{MaxRowsInMemory: 500}, func(t *testing.T, err error) {
 			require.ErrorIs(t, err, errBoom)
 		}},
@@ -521,14 +521,14 @@ func TestRunInvalid(t *testing.T) {
 		require.Empty(t, dirNames(t, dir))
 	}
 	bad(nil, in, Options{Out: out}, "nil spec")
-	bad(&Spec{Input: InputSpec{Format: "xml"}}, in, Options{Out: out}, `input.format "xml"`)
+	bad(&Spec{input: inputSpec{Format: "xml"}}, in, Options{Out: out}, `input.format "xml"`)
 	bad(sp, in, Options{}, "no output path")
 	bad(sp, nil, Options{Out: out}, "no inputs")
 	bad(sp, in, Options{Out: out, RowsPerSegment: -1}, "RowsPerSegment -1")
 	bad(sp, in, Options{Out: out, MaxParseErrors: -1}, "MaxParseErrors -1")
 	bad(sp, in, Options{Out: out, MaxRowsInMemory: -1}, "MaxRowsInMemory -1")
 	bad(sp, in, Options{Out: out, Durability: medium.Durability{Sync: 9}}, "ingest: ")
-	bad(sp, []Input{{Name: "a.csv"}}, Options{Out: out}, `input "a.csv" has neither a Reader nor Open`)
+	bad(sp, []Input{{Name: "a.csv"}}, Options{Out: out}, `input "a.csv" has neither a Reader nor a Path`)
 	bad(sp, []Input{{Name: "a.txt", Reader: strings.NewReader("")}}, Options{Out: out}, "a.txt: cannot tell the format from the name")
 	bad(sp, []Input{{Name: "a.csv", Format: "xml", Reader: strings.NewReader("")}}, Options{Out: out}, `a.csv: unknown input format "xml"`)
 	_, err = Run(context.Background(), nil, in, Options{Out: out})
@@ -536,7 +536,7 @@ func TestRunInvalid(t *testing.T) {
 
 	// The spec's format wins over the name; the input's own over both.
 	nd := *sp
-	nd.Input.Format = NDJSON
+	nd.input.Format = NDJSON
 	_, err = Run(context.Background(), &nd, []Input{{Name: "a.csv", Reader: strings.NewReader(hourNDJSON)}}, Options{Out: out, Durability: noSync})
 	require.NoError(t, err)
 	_, err = Run(context.Background(), &nd, []Input{{Name: "a.txt", Format: CSV, Reader: strings.NewReader(hourCSV)}}, Options{Out: out, Durability: noSync, Replace: true})

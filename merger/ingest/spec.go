@@ -20,17 +20,24 @@ import (
 // (ParseSpec, MarshalJSON) is the schema's JSON at the top level with two more keys,
 // "timestamp" and "input"; SpecHelp describes it for users.
 //
-// A Spec built in Go needs no defaults filled in: the zero TimestampSpec reads epoch
-// milliseconds from the field "__time", the zero InputSpec reads CSV's or NDJSON's defaults.
-// Readers and Run validate the spec they are given (Validate).
+// A Spec is made by ParseSpec (which validates it), or in Go from a schema alone (NewSpec, or
+// a Spec with only its Schema set): the time then is epoch milliseconds in the field "__time",
+// and the inputs are read with each format's defaults. Run validates the spec it is given once,
+// before it reads anything; its readers take it as valid.
 type Spec struct {
 	Schema    columns.Schema
-	Timestamp TimestampSpec
-	Input     InputSpec
+	timestamp timestampSpec
+	input     inputSpec
 }
 
-// TimestampSpec says where the time of a row is and how it is written.
-type TimestampSpec struct {
+// NewSpec returns the spec of schema whose time is epoch milliseconds in the field "__time",
+// written out (MarshalJSON gives its "timestamp" key), the rest the defaults.
+func NewSpec(schema columns.Schema) *Spec {
+	return &Spec{Schema: schema, timestamp: timestampSpec{Field: columns.TimeColumn, Format: "millis"}}
+}
+
+// timestampSpec says where the time of a row is and how it is written.
+type timestampSpec struct {
 	// Field is the input field of the time; empty means "__time".
 	Field string `json:"field,omitempty"`
 	// Format is one of seconds (or posix), millis (the default, also when empty), micros,
@@ -38,20 +45,10 @@ type TimestampSpec struct {
 	Format string `json:"format,omitempty"`
 }
 
-// Format is an input format.
-type Format string
-
-// The input formats.
-const (
-	CSV     Format = "csv"
-	NDJSON  Format = "ndjson"
-	Parquet Format = "parquet"
-)
-
-// InputSpec says how input fields are read.
-type InputSpec struct {
-	// Format is csv, ndjson or parquet; empty means by the input's content (a Parquet file's
-	// magic bytes) and name (FormatOf).
+// inputSpec says how input fields are read.
+type inputSpec struct {
+	// Format is one of FormatNames; empty means by the input's content (a format's magic
+	// bytes, as a Parquet file's) and name (its extension).
 	Format Format `json:"format,omitempty"`
 	// Delimiter separates CSV fields: one character; empty means ",".
 	Delimiter string `json:"delimiter,omitempty"`
@@ -72,20 +69,20 @@ type InputSpec struct {
 	// does mean zero.
 	NullAsZero []string `json:"nullAsZero,omitempty"`
 	// MaxRecordBytes bounds the bytes of one record: a CSV record (all its lines) or an NDJSON
-	// line; 0 means DefaultMaxRecordBytes. A longer record is an error naming its line, and
+	// line; 0 means defaultMaxRecordBytes (Options.MaxRecordBytes overrides it). A longer record is an error naming its line, and
 	// the memory a reader holds stays within a few times this bound.
 	MaxRecordBytes int64 `json:"maxRecordBytes,omitempty"`
 }
 
-// DefaultMaxRecordBytes is the default of InputSpec.MaxRecordBytes: 64 MiB.
-const DefaultMaxRecordBytes = 64 << 20
+// defaultMaxRecordBytes is the default of inputSpec.MaxRecordBytes: 64 MiB.
+const defaultMaxRecordBytes = 64 << 20
 
 // maxRecordBytes returns the record size limit of the spec.
 func (s *Spec) maxRecordBytes() int {
-	n := s.Input.MaxRecordBytes
+	n := s.input.MaxRecordBytes
 	switch {
 	case n <= 0:
-		return DefaultMaxRecordBytes
+		return defaultMaxRecordBytes
 	case n > math.MaxInt32:
 		return math.MaxInt32
 	}
@@ -130,23 +127,9 @@ exactly, rounded once; count and longSum exactly: a sum that does not fit a 64-b
 fails the ingest, naming the metric, never wraps), min and max keep the extreme, first and last keep the value of the
 earliest or latest row by its time (ties: the first or last row read), sketches merge.
 
-input.format is csv, ndjson or parquet; without it each file's extension decides (.csv,
-.ndjson, .jsonl, .json, optionally followed by .gz, .parquet); --format overrides both. A
-Parquet file is known by its magic bytes (PAR1) whatever its name; read as CSV or NDJSON it is
-an error.
-CSV: the first line is the header of field names; input.delimiter separates fields (default
-","); a multi-value cell is split on input.multiValueDelimiter (default "|"); a field equal
-to input.nullValue (default: the empty field) is null. An empty element of a multi-value cell
-is the empty string.
-Parquet: columns by the names of top-level fields; the time from INT64 TIMESTAMP (millis,
-micros, nanos), INT32 DATE, an integer in the unit of timestamp.format, or a string;
-dimensions from strings, integers and booleans (their CSV text), a LIST (or repeated field)
-giving multi-value cells (an empty list is null); metrics from integers, floating-point
-numbers and strings; a null is null. A column of another type is an error naming it.
-NDJSON: one object per line; a string, number or boolean is a value (numbers and booleans
-as their JSON text); null or a missing key is null; an array is a multi-value cell (a single-
-value dimension takes an array of at most one element); a null element of an array is stored
-as the empty string, since a segment has no null inside a list; an empty array is null.`
+input.format is ` + FormatNames() + `; --format overrides it. Without either, an input's content
+or name decides:
+` + recognitionHelp() + formatHelp()
 
 // ParseSpec decodes and validates a spec's JSON. Unknown keys under "timestamp" and "input"
 // are errors, and so are unknown schema keys. The defaults are filled in: the time field
@@ -190,10 +173,10 @@ func decodeSpec(data []byte) (*Spec, error) {
 		}
 		return nil
 	}
-	if err := strict("timestamp", &sp.Timestamp); err != nil {
+	if err := strict("timestamp", &sp.timestamp); err != nil {
 		return nil, err
 	}
-	if err := strict("input", &sp.Input); err != nil {
+	if err := strict("input", &sp.input); err != nil {
 		return nil, err
 	}
 	rest, err := json.Marshal(top)
@@ -204,11 +187,11 @@ func decodeSpec(data []byte) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sp.Timestamp.Field == "" {
-		sp.Timestamp.Field = columns.TimeColumn
+	if sp.timestamp.Field == "" {
+		sp.timestamp.Field = columns.TimeColumn
 	}
-	if sp.Input.MultiValueDelimiter == "" {
-		sp.Input.MultiValueDelimiter = "|"
+	if sp.input.MultiValueDelimiter == "" {
+		sp.input.MultiValueDelimiter = "|"
 	}
 	if err := sp.validate(); err != nil {
 		return nil, err
@@ -318,12 +301,12 @@ func (s Spec) MarshalJSON() ([]byte, error) {
 	if err := json.Unmarshal(schema, &top); err != nil {
 		return nil, fmt.Errorf("ingest: spec: %w", err)
 	}
-	if s.Timestamp != (TimestampSpec{}) {
-		if top["timestamp"], err = json.Marshal(s.Timestamp); err != nil {
+	if s.timestamp != (timestampSpec{}) {
+		if top["timestamp"], err = json.Marshal(s.timestamp); err != nil {
 			return nil, fmt.Errorf("ingest: spec: %w", err)
 		}
 	}
-	in := s.Input
+	in := s.input
 	if in.Format != "" || in.Delimiter != "" || in.MultiValueDelimiter != "" || in.NullValue != nil || len(in.Fields) > 0 || len(in.NullAsZero) > 0 || in.MaxRecordBytes != 0 {
 		if top["input"], err = json.Marshal(in); err != nil {
 			return nil, fmt.Errorf("ingest: spec: %w", err)
@@ -343,32 +326,28 @@ func (s *Spec) Validate() error {
 }
 
 func (s *Spec) validate() error {
-	if _, err := timeParser(s.Timestamp.Format); err != nil {
+	if _, err := timeParser(s.timestamp.Format); err != nil {
 		return err
 	}
-	switch s.Input.Format {
-	case "", CSV, NDJSON, Parquet:
-	case formatByContent:
-		return fmt.Errorf("input.format %q: want csv, ndjson or parquet", s.Input.Format)
-	default:
-		return fmt.Errorf("input.format %q: want csv, ndjson or parquet", s.Input.Format)
+	if f := s.input.Format; f != "" && lookupFormat(f) == nil {
+		return fmt.Errorf("input.format %q: want %s", f, FormatNames())
 	}
-	if d := s.Input.Delimiter; d != "" {
+	if d := s.input.Delimiter; d != "" {
 		r, n := utf8.DecodeRuneInString(d)
 		if n != len(d) || r == '"' || r == '\r' || r == '\n' || r == utf8.RuneError || r == 0 {
 			return fmt.Errorf("input.delimiter %q: want one character other than a quote or newline", d)
 		}
 	}
-	if s.Input.MaxRecordBytes < 0 {
-		return fmt.Errorf("input.maxRecordBytes %d: want a positive number of bytes (0: the default)", s.Input.MaxRecordBytes)
+	if s.input.MaxRecordBytes < 0 {
+		return fmt.Errorf("input.maxRecordBytes %d: want a positive number of bytes (0: the default)", s.input.MaxRecordBytes)
 	}
-	for col := range s.Input.Fields {
+	for col := range s.input.Fields {
 		if s.Schema.Dimension(col) < 0 {
 			return fmt.Errorf("input.fields: %q is not a dimension of the schema", col)
 		}
 	}
 	seen := map[string]bool{}
-	for _, name := range s.Input.NullAsZero {
+	for _, name := range s.input.NullAsZero {
 		i := s.Schema.Metric(name)
 		if i < 0 {
 			return fmt.Errorf("input.nullAsZero: %q is not a metric of the schema", name)
@@ -384,10 +363,10 @@ func (s *Spec) validate() error {
 	return nil
 }
 
-// NullAsZero reports whether metric m's missing values read as 0 (InputSpec.NullAsZero)
+// nullAsZero reports whether metric m's missing values read as 0 (inputSpec.NullAsZero)
 // rather than null.
-func (s *Spec) NullAsZero(m columns.Metric) bool {
-	for _, name := range s.Input.NullAsZero {
+func (s *Spec) nullAsZero(m columns.Metric) bool {
+	for _, name := range s.input.NullAsZero {
 		if name == m.Name {
 			return true
 		}
@@ -395,23 +374,23 @@ func (s *Spec) NullAsZero(m columns.Metric) bool {
 	return false
 }
 
-// NewRow returns a row shaped for the spec's schema, for a Reader's Read.
-func (s *Spec) NewRow() columns.Row {
+// newRow returns a row shaped for the spec's schema, for a Reader's Read.
+func (s *Spec) newRow() columns.Row {
 	return columns.Row{Dims: make([][]string, len(s.Schema.Dimensions)), Metrics: make([]columns.Value, len(s.Schema.Metrics))}
 }
 
-// DimensionField returns the input field dimension d is read from.
-func (s *Spec) DimensionField(d columns.Dimension) string {
-	if f, ok := s.Input.Fields[d.Name]; ok && f != "" {
+// dimensionField returns the input field dimension d is read from.
+func (s *Spec) dimensionField(d columns.Dimension) string {
+	if f, ok := s.input.Fields[d.Name]; ok && f != "" {
 		return f
 	}
 	return d.Name
 }
 
-// MetricField returns the input field metric m is read from, or "" when it reads none: count,
+// metricField returns the input field metric m is read from, or "" when it reads none: count,
 // and hyperUnique over a dimension (its fieldName names a dimension of the schema, whose values
 // the merger's Builder adds to the row's sketch).
-func (s *Spec) MetricField(m columns.Metric) string {
+func (s *Spec) metricField(m columns.Metric) string {
 	if m.Agg().CountsRows {
 		return ""
 	}

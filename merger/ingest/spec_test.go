@@ -66,20 +66,20 @@ func TestParseSpec(t *testing.T) {
 	  "dimensions": [{"name": "page"}], "metrics": [{"name": "n", "aggregator": "count"}],
 	  "rollup": true, "granularity": "minute"}`))
 	require.NoError(t, err)
-	require.Equal(t, "ts", sp.Timestamp.Field)
-	require.Equal(t, "title", sp.DimensionField(sp.Schema.Dimensions[0]))
-	require.Equal(t, "|", sp.Input.MultiValueDelimiter)
-	require.Equal(t, `\N`, *sp.Input.NullValue)
+	require.Equal(t, "ts", sp.timestamp.Field)
+	require.Equal(t, "title", sp.dimensionField(sp.Schema.Dimensions[0]))
+	require.Equal(t, "|", sp.input.MultiValueDelimiter)
+	require.Equal(t, `\N`, *sp.input.NullValue)
 	require.True(t, sp.Schema.Rollup)
 	require.Equal(t, columns.GranularityMinute, sp.Schema.Granularity)
 
 	sp, err = ParseSpec([]byte(`{"dimensions": [{"name": "page"}], "metrics": []}`))
 	require.NoError(t, err)
-	require.Equal(t, "__time", sp.Timestamp.Field)
+	require.Equal(t, "__time", sp.timestamp.Field)
 	bom, err := ParseSpec([]byte("\ufeff" + `{"dimensions": [{"name": "page"}], "metrics": []}`))
 	require.NoError(t, err, "a spec saved with a byte-order mark")
 	require.Equal(t, sp, bom)
-	require.Equal(t, "page", sp.DimensionField(sp.Schema.Dimensions[0]))
+	require.Equal(t, "page", sp.dimensionField(sp.Schema.Dimensions[0]))
 
 	bad := func(js, want string) {
 		t.Helper()
@@ -117,8 +117,8 @@ func TestSpecJSONRoundTrip(t *testing.T) {
 			Metrics:    []columns.Metric{{Name: "n", Aggregator: columns.AggCount}, {Name: "u", Aggregator: columns.AggHyperUnique, Field: "user"}},
 			Rollup:     true, Granularity: columns.GranularityHour,
 		},
-		Timestamp: TimestampSpec{Field: "ts", Format: "rfc3339"},
-		Input:     InputSpec{Format: CSV, Delimiter: ";", MultiValueDelimiter: ",", NullValue: &null, Fields: map[string]string{"page": "title"}},
+		timestamp: timestampSpec{Field: "ts", Format: "rfc3339"},
+		input:     inputSpec{Format: CSV, Delimiter: ";", MultiValueDelimiter: ",", NullValue: &null, Fields: map[string]string{"page": "title"}},
 	}
 	js, err := json.Marshal(sp)
 	require.NoError(t, err)
@@ -136,7 +136,7 @@ func TestSpecJSONRoundTrip(t *testing.T) {
 func TestSpecValidate(t *testing.T) {
 	sp := &Spec{Schema: columns.Schema{Dimensions: []columns.Dimension{{Name: "a"}}}}
 	require.NoError(t, sp.Validate())
-	sp.Input.Fields = map[string]string{"b": "x"}
+	sp.input.Fields = map[string]string{"b": "x"}
 	require.ErrorIs(t, sp.Validate(), ErrSpec)
 	sp = &Spec{Schema: columns.Schema{Dimensions: []columns.Dimension{{Name: ""}}}}
 	err := sp.Validate()
@@ -159,7 +159,7 @@ func TestMetricField(t *testing.T) {
 	}}
 	var got []string
 	for _, m := range sp.Schema.Metrics {
-		got = append(got, sp.MetricField(m))
+		got = append(got, sp.metricField(m))
 	}
 	require.Equal(t, []string{"", "added", "d", "", "ip"}, got)
 }

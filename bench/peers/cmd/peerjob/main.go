@@ -140,7 +140,7 @@ func (j job) ingestCSV() (func(ctx context.Context, out string) (int64, error), 
 		return func(ctx context.Context, out string) (int64, error) {
 			inputs := make([]ingest.Input, len(paths))
 			for i, p := range paths {
-				inputs[i] = ingest.Input{Name: p, Path: p, Open: func() (io.ReadCloser, error) { return ingest.OpenFile(p) }}
+				inputs[i] = ingest.Input{Path: p}
 			}
 			res, err := ingest.Run(ctx, sp, inputs, ingest.Options{Out: out, Durability: medium.Durability{Sync: medium.SyncNone}})
 			return res.InputRows, err
