@@ -18,6 +18,13 @@ const cursorBatch = 1024
 // group whose rows are not in key order (equal times in a different dimension order, or
 // several times that one granularity bucket joins) is sorted, stably, before it is emitted.
 // Memory is therefore bounded by the largest group, not by the source.
+//
+// Its state comes in parts, embedded so that their fields read as the cursor's: the window
+// of rows loaded and its emission order (window), the rows' packed keys (packState), where
+// it reads its source (sourceReader), its pre-aggregated groups (preAggState) and the check
+// of a segment's times (segCheck). Files: cursor.go (loading, the stand-in row, advancing),
+// fillrange.go (a window of a source read in row order), windoworder.go (re-sorting groups,
+// packed keys, comparisons), preagg.go (pre-aggregation).
 type cursor struct {
 	in   int    // the input's place in the merge's sources: ties of keys break by it
 	name string // the input's name, for errors
