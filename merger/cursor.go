@@ -1,15 +1,11 @@
 package merger
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
-	"math/bits"
-	"slices"
 
 	"github.com/writeout/writeout/columns"
-	"github.com/writeout/writeout/internal/slicesx"
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
@@ -22,54 +18,87 @@ const cursorBatch = 1024
 // group whose rows are not in key order (equal times in a different dimension order, or
 // several times that one granularity bucket joins) is sorted, stably, before it is emitted.
 // Memory is therefore bounded by the largest group, not by the source.
+//
+// Its state comes in parts, embedded so that their fields read as the cursor's: the window
+// of rows loaded and its emission order (window), the rows' packed keys (packState), where
+// it reads its source (sourceReader), its pre-aggregated groups (preAggState) and the check
+// of a segment's times (segCheck). Files: cursor.go (loading, the stand-in row, advancing),
+// fillrange.go (a window of a source read in row order), windoworder.go (re-sorting groups,
+// packed keys, comparisons), preagg.go (pre-aggregation).
 type cursor struct {
-	in       int
-	name     string
-	n        int // source rows
-	order    []uint32
-	gran     columns.Granularity
-	next     int // next position in order to load
-	times    source.LongCache
-	ids      []*source.IDCache  // per output dimension; nil when the source lacks it or it is raw
-	maps     [][]uint32         // per output dimension: source id -> merged id
-	raws     []source.RawReader // per output dimension; nil unless raw and present
-	w        keys               // the loaded rows
-	dimNames []string           // output dimension names, for errors
-	perm     []int32            // emission order over w; nil is identity
-	pbuf     []int32            // perm's memory
+	in   int    // the input's place in the merge's sources: ties of keys break by it
+	name string // the input's name, for errors
+	window
+	packState
+	sourceReader
+	preAggState
+	segCheck
+}
+
+// window is the rows a cursor holds (loaded from its source, or its stand-in row) and where
+// it stands in their emission order.
+type window struct {
+	w    keys    // the loaded rows
+	perm []int32 // emission order over w; nil is identity
+	pbuf []int32 // perm's memory
+	cur  int     // position in the emission order
+	npos int     // emission positions in the window: its rows, or fewer with pre-aggregation
+	// lazy: the window holds one stand-in row, not yet rows of the source (see wait).
+	lazy bool
 	// For the rows of re-sorted groups of a source read in row order: the group's source
 	// rows [glo, ghi), so that readers of other columns load the group once, in order,
 	// instead of a chunk per row (ghi 0: not in a re-sorted group).
 	glo, ghi []uint32
+	// With rollup, same[p] tells whether the row at position p of the emission order has the
+	// key of the row at p-1 (false at a window's first position and a group's).
+	rollup bool
+	same   []bool
+}
+
+// packState is the packed keys of a cursor: a row's merged ids of every dimension in one
+// word, most significant dimension first, packBits[j] bits for dimension j (see foldKeys).
+// They exist when every output dimension is single-value and the ids fit a word.
+//
+// With pre-aggregation, fillRange packs the window rows' ids (wkeys[i] for row i, as
+// packKeys does) chunk by chunk as it decodes them: packed says wkeys holds the window's.
+// Without pre-aggregation, a window whose rows the merge compares often (inputs that
+// interleave) is packed too, once cmps of its rows' comparisons went through the rows'
+// columns (see cmpHeads): a comparison is then of a time and a word.
+type packState struct {
+	wkeys  []uint64
+	packed bool
+	cmps   int
+	// hot: a window of the cursor was packed so (its input interleaves with others): the
+	// next windows are packed as they load.
+	hot bool
 	// packBits[j] is the bits of output dimension j's merged ids (a group re-sorts on packed
 	// keys, see sortPacked); nil when a dimension is not single-value.
 	packBits []uint8
 	idBits   int      // the sum of packBits
 	kbuf     []uint64 // sortPacked's keys
 	kbuf2    []uint64 // and its radix sort's scratch
-	// With pre-aggregation, fillRange packs the window rows' ids (wkeys[i] for row i, as
-	// packKeys does) chunk by chunk as it decodes them: packed says wkeys holds the window's.
-	// Without pre-aggregation, a window whose rows the merge compares often (inputs that
-	// interleave) is packed too, once cmps of its rows' comparisons went through the rows'
-	// columns (see cmpHeads): a comparison is then of a time and a word.
-	// hot: a window of the cursor was packed so (its input interleaves with others): the
-	// next windows are packed as they load.
-	wkeys  []uint64
-	packed bool
-	cmps   int
-	hot    bool
-	cur    int   // position in the emission order
-	lastT  int64 // truncated time of the last loaded row
-	fresh  bool  // nothing loaded yet
-	// lazy: the window holds one stand-in row, not yet rows of the source (see wait).
-	lazy bool
-	// With rollup, same[p] tells whether the row at position p of the emission order has the
-	// key of the row at p-1 (false at a window's first position and a group's).
-	rollup bool
-	same   []bool
-	npos   int // emission positions in the window: its rows, or fewer with pre-aggregation
-	// Pre-aggregation (see preagg.go): nil when off. aggs are the window's pre-aggregated
-	// groups, slot[i] and weight[i] the slot at window row i and the rows it stands for.
+}
+
+// sourceReader is where a cursor reads its source: the source's columns, the maps of its
+// dimensions' ids to merged ids, and how far it has read.
+type sourceReader struct {
+	n        int      // source rows
+	order    []uint32 // the source rows in time order; nil: row order (see srcRow)
+	gran     columns.Granularity
+	next     int // next position in order to load
+	times    source.LongCache
+	ids      []*source.IDCache  // per output dimension; nil when the source lacks it or it is raw
+	maps     [][]uint32         // per output dimension: source id -> merged id
+	raws     []source.RawReader // per output dimension; nil unless raw and present
+	dimNames []string           // output dimension names, for errors
+	lastT    int64              // truncated time of the last loaded row
+	fresh    bool               // nothing loaded yet
+}
+
+// preAggState is a cursor's pre-aggregation (see preagg.go): pre is nil when it is off. aggs
+// are the window's pre-aggregated groups, slot[i] and weight[i] the slot at window row i and
+// the rows it stands for.
+type preAggState struct {
 	pre           *preAgg
 	aggs          []*groupAgg
 	slot, weight  []int32
@@ -78,8 +107,12 @@ type cursor struct {
 	aggLast       *groupAgg
 	aggSeq        int64   // the batch aggLast was last added to
 	count         []int32 // preAggregate's memory
-	// A segment's times, read in row order, must lie in [tlo, thi] (its interval, within
-	// columns.MinTime and MaxTime) and be in order: else the segment is corrupt.
+}
+
+// segCheck is the check of a segment's times as a cursor reads them: they must lie in
+// [tlo, thi] (its interval, within columns.MinTime and MaxTime) and be in order: else the
+// segment is corrupt. A Builder's rows are not checked (seg false, [tlo, thi] every time).
+type segCheck struct {
 	seg      bool
 	tlo, thi int64
 	ivl      columns.Interval
@@ -359,461 +392,6 @@ func (c *cursor) load(p int) error {
 		}
 	}
 	return nil
-}
-
-// sortGroups sorts, stably, every group of the window that is not in key order, and sets the
-// emission order (perm, nil while it is the identity) and npos. With pre-aggregation, a group
-// that would re-sort instead emits one position per distinct key (see preAggregate).
-func (c *cursor) sortGroups() {
-	w := &c.w
-	c.aggs = c.aggs[:0]
-	if !c.rollup && c.inKeyOrder() {
-		// Every group in key order, as inputs written sorted are: the identity order.
-		c.npos = w.n
-		return
-	}
-	if c.rollup {
-		c.same = sized(c.same, w.n)
-	}
-	q := 0 // the next emission position: q <= start
-	start := 0
-	for start < w.n {
-		end := start + 1
-		sorted := true
-		for end < w.n && w.time[end] == w.time[start] {
-			if sorted {
-				var x int
-				if c.packed {
-					x = cmp.Compare(c.wkeys[end-1], c.wkeys[end])
-				} else {
-					x = cmpDims(w, end-1, w, end)
-				}
-				if x > 0 {
-					sorted = false
-				} else if c.rollup {
-					c.same[q+end-start] = x == 0
-				}
-			}
-			end++
-		}
-		if c.rollup {
-			c.same[q] = false
-		}
-		if sorted {
-			if c.perm != nil {
-				for i := start; i < end; i++ {
-					c.perm[q+i-start] = int32(i)
-				}
-			}
-			q += end - start
-			start = end
-			continue
-		}
-		if c.perm == nil { // the groups before are in order, a position a row: q == start
-			c.pbuf = sized(c.pbuf, w.n)
-			c.perm = c.pbuf
-			for i := range start {
-				c.perm[i] = int32(i)
-			}
-		}
-		if c.order == nil && len(c.glo) == 0 {
-			c.glo = sized(c.glo, w.n)
-			c.ghi = sized(c.ghi, w.n)
-			clear(c.ghi)
-		}
-		if c.pre != nil && c.order == nil {
-			if g := c.preAggregate(start, end, q); g > 0 {
-				q += g
-				start = end
-				continue
-			}
-		}
-		if !c.sortPacked(start, end) {
-			// perm[start:end] holds start..end-1 in order: ties broken by position give
-			// the stable order at an unstable sort's cost (SortStableFunc's merges compared
-			// O(n log² n) times, most of a rollup merge's CPU when an hour's rows re-sort).
-			for i := start; i < end; i++ {
-				c.perm[i] = int32(i)
-			}
-			slices.SortFunc(c.perm[start:end], func(a, b int32) int {
-				if c := cmpDims(w, int(a), w, int(b)); c != 0 {
-					return c
-				}
-				return cmp.Compare(a, b)
-			})
-			if c.rollup {
-				for p := start + 1; p < end; p++ {
-					c.same[p] = cmpDims(w, int(c.perm[p-1]), w, int(c.perm[p])) == 0
-				}
-			}
-		}
-		if q < start { // earlier groups took fewer positions than rows
-			copy(c.perm[q:], c.perm[start:end])
-			if c.rollup {
-				copy(c.same[q+1:], c.same[start+1:end])
-			}
-		}
-		if c.order == nil {
-			lo, hi := w.src[start], w.src[end-1]+1
-			for i := start; i < end; i++ {
-				c.glo[i], c.ghi[i] = lo, hi
-			}
-		}
-		q += end - start
-		start = end
-	}
-	c.npos = q
-}
-
-// inKeyOrder reports whether every row of the window that has the time of the row before it
-// comes after that row by key (or ties it). Rows of equal times are few where times are fine
-// (milliseconds): one comparison of times a row, not a step of the groups' loop.
-func (c *cursor) inKeyOrder() bool {
-	w := &c.w
-	times := w.time[:w.n]
-	if c.packed { // the common case, without a call a tie
-		keys := c.wkeys[:len(times)]
-		for i := 1; i < len(times); i++ {
-			if times[i] == times[i-1] && keys[i-1] > keys[i] {
-				return false
-			}
-		}
-		return true
-	}
-	for i := 1; i < len(times); i++ {
-		if times[i] == times[i-1] && cmpDims(w, i-1, w, i) > 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// packAfter is the comparisons through a window's columns after which cmpHeads packs the
-// window's keys: inputs that interleave row by row compare every row several times, inputs
-// that follow one another a few times a window (where packing would cost more than it saves).
-const packAfter = 32
-
-// cmpHeads compares window row i of c with window row j of o (rows of another cursor, or of
-// c), by key: on packed keys when both windows hold them, else through the rows' columns.
-func (c *cursor) cmpHeads(i int, o *cursor, j int) int {
-	if c.packed && o.packed {
-		if x := cmp.Compare(c.w.time[i], o.w.time[j]); x != 0 {
-			return x
-		}
-		return cmp.Compare(c.wkeys[i], o.wkeys[j])
-	}
-	c.countCmp()
-	o.countCmp()
-	return cmpRows(&c.w, i, &o.w, j)
-}
-
-// countCmp counts a comparison through the window's columns, and packs the window's keys at
-// the packAfter-th when they fit a word.
-func (c *cursor) countCmp() {
-	if c.packed || c.lazy || c.packBits == nil || c.idBits > 64 {
-		return // a stand-in is compared with every window that comes before it
-	}
-	if c.cmps++; c.cmps < packAfter {
-		return
-	}
-	c.pack()
-}
-
-// pack packs the window's keys (every dimension is single-value, and the ids fit a word).
-func (c *cursor) pack() {
-	n := c.w.n
-	c.wkeys = sized(c.wkeys, n)
-	for j := range c.w.dims {
-		foldKeys(c.wkeys, c.w.dims[j].ids[:n], c.packBits[j], j == 0)
-	}
-	c.packed = true
-}
-
-// setPacking makes groups re-sort on packed keys when every output dimension is single-value:
-// cards[j] is dimension j's merged cardinality.
-func (c *cursor) setPacking(kinds []dimKind, cards []int) {
-	c.packBits = make([]uint8, len(kinds))
-	for j, k := range kinds {
-		if k != kindSingle {
-			c.packBits, c.idBits = nil, 0
-			return
-		}
-		c.packBits[j] = uint8(bits.Len(uint(max(cards[j]-1, 0))))
-		c.idBits += int(c.packBits[j])
-	}
-}
-
-// sortPacked sorts perm[start:end] (the group's rows, in position order) by the rows' ids and
-// then position, as sortGroups' comparison does, through one uint64 a row (the ids, most
-// significant dimension first, then the position): a sort of integers, not of rows through a
-// comparison function. It reports false, having done nothing, when the keys do not fit.
-func (c *cursor) sortPacked(start, end int) bool {
-	n := end - start
-	posBits := bits.Len(uint(n - 1))
-	if c.packBits == nil || c.idBits+posBits > 64 {
-		return false
-	}
-	src := c.packKeys(start, end)
-	keys := sized(c.kbuf, n) // src's memory unless src is the window's keys
-	for i, k := range src {
-		keys[i] = k<<posBits | uint64(i)
-	}
-	c.kbuf2 = radixSort(keys, sized(c.kbuf2, n), c.idBits+posBits)
-	mask := uint64(1)<<posBits - 1
-	perm := c.perm[start:end]
-	for i, k := range keys {
-		perm[i] = int32(start + int(k&mask))
-	}
-	if c.rollup {
-		same := c.same[start:end]
-		for i := 1; i < len(keys); i++ {
-			same[i] = keys[i]>>posBits == keys[i-1]>>posBits
-		}
-	}
-	c.kbuf = keys
-	return true
-}
-
-// packKeys returns the packed ids of window rows [start, end) (most significant dimension
-// first, packBits each): the window's keys when fillRange packed them (not to be written),
-// else packed into kbuf's memory.
-func (c *cursor) packKeys(start, end int) []uint64 {
-	if c.packed {
-		return c.wkeys[start:end]
-	}
-	w := &c.w
-	keys := sized(c.kbuf, end-start)
-	c.kbuf = keys
-	clear(keys)
-	for j := range w.dims {
-		b := c.packBits[j]
-		for i, id := range w.dims[j].ids[start:end] {
-			keys[i] = keys[i]<<b | uint64(id)
-		}
-	}
-	return keys
-}
-
-// radixSort sorts keys, whose values are below 2^width, by least significant digit first (11
-// bits a pass, the passes a key's width needs), through tmp (of keys' length); it returns tmp
-// for reuse. Small slices go to slices.Sort.
-func radixSort(keys, tmp []uint64, width int) []uint64 {
-	if len(keys) < 256 {
-		slices.Sort(keys)
-		return tmp
-	}
-	const digit = 11
-	var count [1 << digit]int
-	src, dst := keys, tmp
-	for shift := 0; shift < width; shift += digit {
-		clear(count[:])
-		for _, k := range src {
-			count[k>>shift&(1<<digit-1)]++
-		}
-		sum := 0
-		for i, n := range count {
-			count[i] = sum
-			sum += n
-		}
-		for _, k := range src {
-			d := k >> shift & (1<<digit - 1)
-			dst[count[d]] = k
-			count[d]++
-		}
-		src, dst = dst, src
-	}
-	if &src[0] != &keys[0] {
-		copy(keys, src)
-		return src
-	}
-	return dst
-}
-
-// fillRange loads the next batch of whole groups of a source read in row order, column by
-// column: times first (which say where the batch ends), then each dimension chunk by chunk.
-func (c *cursor) fillRange(ctx context.Context) error {
-	w := &c.w
-	p0 := c.next
-	p := p0
-	// The bucket of the last time truncated, [bucket, bucketEnd) (empty at first): a valid
-	// time's bucket ends by MaxTime + a day, which fits an int64.
-	width := c.gran.Millis()
-	bucket, bucketEnd := int64(0), int64(0)
-	// The loop keeps the cursor's fields and the window's times in locals, stored back after
-	// it (an error ends the merge; unsorted reads lastT): as fields, each row loaded and
-	// stored them.
-	lastT, fresh, tlo, thi := c.lastT, c.fresh, c.tlo, c.thi
-	times := w.time
-	for p < c.n {
-		first, vals, err := c.times.C.Chunk(p)
-		if err != nil {
-			return fmt.Errorf("merger: %s: __time: %w", c.name, err)
-		}
-		if k := p - first; k < 0 || k >= len(vals) {
-			return fmt.Errorf("merger: %s: __time: chunk at %d does not hold row %d: %w", c.name, first, p, columns.ErrCorrupt)
-		}
-		full := false
-		times = grown(times, len(vals)-(p-first))
-		for _, t := range vals[p-first:] {
-			if t < tlo || t > thi {
-				return c.badTime(p, t)
-			}
-			if t >= bucket && t < bucketEnd {
-				// Sorted times are mostly in the last row's bucket: its start is lastT, the
-				// batch goes on and the order holds.
-				t = bucket
-			} else {
-				if width > 1 {
-					t = c.gran.Truncate(t)
-				}
-				if p-p0 >= cursorBatch && t != lastT {
-					full = true // stop at a group boundary only
-					break
-				}
-				if !fresh && t < lastT {
-					c.lastT = lastT
-					return c.unsorted(p, t)
-				}
-				fresh = false
-				lastT = t
-				bucket, bucketEnd = t, t+width
-			}
-			times = append(times, t)
-			p++
-			if (p-p0)&0xffff == 0 {
-				if err := ctx.Err(); err != nil {
-					return fmt.Errorf("merger: %w", err)
-				}
-			}
-		}
-		if full {
-			break
-		}
-	}
-	c.lastT, c.fresh, w.time = lastT, fresh, times
-	n := p - p0
-	w.n = n
-	w.src = grown(w.src, n)[:n] // the window was empty
-	for i := range w.src {
-		w.src[i] = uint32(p0 + i)
-	}
-	// Packed keys for pre-aggregation (every dimension is single-value then), folded in a
-	// chunk at a time while its ids are at hand.
-	c.packed = c.pre != nil && c.packBits != nil && c.idBits <= maxSlotBits && !preAggOff
-	if c.packed {
-		c.wkeys = sized(c.wkeys, n) // the first dimension sets them
-	}
-	for j := range w.dims {
-		d := &w.dims[j]
-		if d.kind == kindSingle {
-			d.ids = grown(d.ids, n)
-		}
-		switch d.kind {
-		case kindSingle, kindMulti:
-			ic := c.ids[j]
-			if ic == nil { // the source lacks the dimension: null
-				for range n {
-					d.ids = append(d.ids, 0)
-					if d.kind == kindMulti {
-						d.offs = append(d.offs, uint32(len(d.ids)))
-					}
-				}
-				if c.packed {
-					foldKeys(c.wkeys, d.ids, c.packBits[j], j == 0)
-				}
-				continue
-			}
-			m := c.maps[j]
-			for r := p0; r < p; {
-				first, ids, offs, err := ic.C.Chunk(r)
-				if err != nil {
-					return fmt.Errorf("merger: %s: dimension %q: %w", c.name, c.dimName(j), err)
-				}
-				rows := len(ids)
-				if offs != nil {
-					rows = len(offs) - 1
-				}
-				if k := r - first; k < 0 || k >= rows {
-					return fmt.Errorf("merger: %s: dimension %q: chunk at %d does not hold row %d: %w", c.name, c.dimName(j), first, r, columns.ErrCorrupt)
-				}
-				end := min(p, first+rows)
-				if offs == nil {
-					if d.kind == kindMulti {
-						for _, id := range ids[r-first : end-first] {
-							if int(id) >= len(m) {
-								return c.badID(j, id, len(m))
-							}
-							d.ids = append(d.ids, m[id])
-							d.offs = append(d.offs, uint32(len(d.ids)))
-						}
-					} else {
-						// The check of each id is the map's bounds check (one compare, and no
-						// other pass over the ids).
-						src := ids[r-first : end-first]
-						dst := slicesx.Extend(&d.ids, len(src))[:len(src)]
-						for i, id := range src {
-							if int(id) >= len(m) {
-								return c.badID(j, id, len(m)) // the first, as the reading order meets it
-							}
-							dst[i] = m[id]
-						}
-					}
-				} else {
-					for k := r - first; k < end-first; k++ {
-						row := ids[offs[k]:offs[k+1]]
-						if d.kind == kindSingle && len(row) != 1 {
-							return fmt.Errorf("merger: internal error: %s: row %d holds %d ids in a single-value dimension", c.name, first+k, len(row))
-						}
-						for _, id := range row {
-							if int(id) >= len(m) {
-								return c.badID(j, id, len(m))
-							}
-							d.ids = append(d.ids, m[id])
-						}
-						if d.kind == kindMulti {
-							d.offs = append(d.offs, uint32(len(d.ids)))
-						}
-					}
-				}
-				if c.packed {
-					foldKeys(c.wkeys[r-p0:end-p0], d.ids[r-p0:end-p0], c.packBits[j], j == 0)
-				}
-				r = end
-			}
-		case kindRaw:
-			rr := c.raws[j]
-			for r := p0; r < p; r++ {
-				null := true
-				if rr != nil {
-					b, ok, err := rr.Bytes(r)
-					if err != nil {
-						return fmt.Errorf("merger: %s: dimension %q: %w", c.name, c.dimName(j), err)
-					}
-					null = !ok
-					d.data = appendBytes(d.data, b)
-				}
-				d.null = append(d.null, null)
-				d.offs = append(d.offs, uint32(len(d.data)))
-			}
-		}
-	}
-	c.next = p
-	return nil
-}
-
-// foldKeys shifts each key b bits up and sets the id of its row below them; first: sets
-// each key to its row's id.
-func foldKeys(keys []uint64, ids []uint32, b uint8, first bool) {
-	ids = ids[:len(keys)]
-	if first {
-		for i, id := range ids {
-			keys[i] = uint64(id)
-		}
-		return
-	}
-	for i, id := range ids {
-		keys[i] = keys[i]<<b | uint64(id)
-	}
 }
 
 func (c *cursor) badID(j int, id uint32, card int) error {

@@ -158,4 +158,54 @@
 // or the complete old file with Replace) or, past the naming, the complete new file: never a
 // torn one. SyncNone promises less (see medium.SyncNone). TestMergeCrash checks this after every
 // file-system operation of a merge on a crash-simulating file system (internal/crashfs).
+//
+// # Glossary
+//
+// The words the merge's code uses, in the order a row meets them:
+//
+//   - input, source: one segment (or a Builder's rows) being merged; inputs are numbered in
+//     the order given, and rows of equal keys from several inputs come out in that order.
+//   - phase: one merge of at most MaxFanIn sources into one segment (core, runCore); a merge of
+//     more inputs runs phases into intermediate segments, the last one writing dst.
+//   - key: a row's truncated time, then its merged dimension values, compared dimension by
+//     dimension (cmpRows); the output is sorted by key, and with rollup one row a key.
+//   - group: the rows of one source of equal truncated time. A source promises only
+//     non-decreasing time, so a group whose rows are not in key order is re-sorted
+//     (a re-sorted group) before it is emitted; a cursor loads whole groups.
+//   - cursor: reads one source's rows in key order, a window at a time (cursor.go).
+//   - window: the rows a cursor holds (keys, in cursor.w): a batch of whole groups, about
+//     cursorBatch rows; emission positions (npos) walk it through perm, its emission order.
+//   - stand-in row: the one row a lazy cursor's window holds before the merge reaches it: the
+//     source's first truncated time with the least dimension values. It comes before or ties
+//     every row of its source, so the heap orders the cursor right without loading it.
+//   - heap: the binary heap of cursors by (head key, input), cursorHeap (heap.go).
+//   - rival: the least cursor but the heap's top. The top emits its rows without touching the
+//     heap while they come before the rival's head, then the heap is fixed once.
+//   - packed key: a row's merged ids of every dimension in one uint64, most significant
+//     dimension first (packState, foldKeys); two rows of equal time then compare as words.
+//   - interleave step: inputs whose windows overlap row by row go a step of windows at a time,
+//     merged on packed keys instead of through the heap (interleave.go).
+//   - pre-aggregation: with rollup of long metrics, a re-sorted group emits one position per
+//     distinct key, a slot, instead of one per row (preagg.go).
+//   - slot: a distinct key of a pre-aggregated group (groupAgg); its weight is the rows it
+//     stands for, and the metric tasks combine those rows into one accumulator per slot.
+//   - output row: a row of the merged segment; outRow is the last one started.
+//   - ref: a source row (input, row) that an output row combines (batch.refIn, refRow;
+//     refEnd bounds each output row's refs); one ref a row without rollup. A ref into a
+//     re-sorted group also names the group's rows (refLo, refHi); a ref into a
+//     pre-aggregated group names its slot.
+//   - run: output rows each of one ref, consecutive rows of one source (batch.run): the
+//     column tasks copy them in bulk.
+//   - batch: a run of output rows (their keys and refs) handed to the column tasks at once,
+//     about batchRows rows.
+//   - emitter: takes rows off the heap into batches (emit.go).
+//   - pipeline: carries batches to the workers, each owning some column tasks, and back
+//     (pipeline.go); the first error of any task stops it.
+//   - column task (colTask): writes one column's values of every batch, in order.
+//   - retired: inputs whose cursors are done; a batch lists those done since the last one,
+//     so that a column task can reuse the memory it held for them.
+//   - row map: per input, source row -> output row, kept only when a multi-value dimension's
+//     bitmaps are rebuilt from the inputs' bitmaps (core.rowMaps).
+//   - id log: a single-value dimension's output ids, staged, from which its bitmaps are built
+//     (idlog.go).
 package merger

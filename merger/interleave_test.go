@@ -131,8 +131,8 @@ func TestMerge2(t *testing.T) {
 // rows go over in runs by the heap loop, not one by one through steps, however hot the
 // window (packed keys).
 func TestInterleavesTwoWindows(t *testing.T) {
-	loaded := func() *cursor { return &cursor{packed: true} }
-	lazy := func() *cursor { return &cursor{lazy: true} }
+	loaded := func() *cursor { return &cursor{packState: packState{packed: true}} }
+	lazy := func() *cursor { return &cursor{window: window{lazy: true}} }
 	require.False(t, interleaves([]*cursor{loaded(), lazy(), lazy()}))
 	require.False(t, interleaves([]*cursor{lazy(), lazy(), loaded()}))
 	require.True(t, interleaves([]*cursor{loaded(), lazy(), loaded()}))

@@ -1,0 +1,230 @@
+package merger
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/slicesx"
+)
+
+// The loading of a window of a source read in row order (cursor.fillRange): a column at a
+// time, a chunk at a time.
+
+// fillRange loads the next batch of whole groups of a source read in row order, column by
+// column: times first (which say where the batch ends), then each dimension chunk by chunk.
+func (c *cursor) fillRange(ctx context.Context) error {
+	w := &c.w
+	p0 := c.next
+	p, err := c.fillTimes(ctx)
+	if err != nil {
+		return err
+	}
+	n := p - p0
+	w.n = n
+	w.src = grown(w.src, n)[:n] // the window was empty
+	for i := range w.src {
+		w.src[i] = uint32(p0 + i)
+	}
+	// Packed keys for pre-aggregation (every dimension is single-value then), folded in a
+	// chunk at a time while its ids are at hand.
+	c.packed = c.pre != nil && c.packBits != nil && c.idBits <= maxSlotBits && !preAggOff
+	if c.packed {
+		c.wkeys = sized(c.wkeys, n) // the first dimension sets them
+	}
+	for j := range w.dims {
+		d := &w.dims[j]
+		switch d.kind {
+		case kindSingle, kindMulti:
+			err = c.fillIDs(j, p0, p)
+		case kindRaw:
+			err = c.fillRaw(j, p0, p)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	c.next = p
+	return nil
+}
+
+// fillTimes appends the truncated times of the rows from c.next on to the window, up to the
+// end of the group that passes cursorBatch rows, and returns the position after the last.
+func (c *cursor) fillTimes(ctx context.Context) (int, error) {
+	w := &c.w
+	p0 := c.next
+	p := p0
+	// The bucket of the last time truncated, [bucket, bucketEnd) (empty at first): a valid
+	// time's bucket ends by MaxTime + a day, which fits an int64.
+	width := c.gran.Millis()
+	bucket, bucketEnd := int64(0), int64(0)
+	// The loop keeps the cursor's fields and the window's times in locals, stored back after
+	// it (an error ends the merge; unsorted reads lastT): as fields, each row loaded and
+	// stored them.
+	lastT, fresh, tlo, thi := c.lastT, c.fresh, c.tlo, c.thi
+	times := w.time
+	for p < c.n {
+		first, vals, err := c.times.C.Chunk(p)
+		if err != nil {
+			return 0, fmt.Errorf("merger: %s: __time: %w", c.name, err)
+		}
+		if k := p - first; k < 0 || k >= len(vals) {
+			return 0, fmt.Errorf("merger: %s: __time: chunk at %d does not hold row %d: %w", c.name, first, p, columns.ErrCorrupt)
+		}
+		full := false
+		times = grown(times, len(vals)-(p-first))
+		for _, t := range vals[p-first:] {
+			if t < tlo || t > thi {
+				return 0, c.badTime(p, t)
+			}
+			if t >= bucket && t < bucketEnd {
+				// Sorted times are mostly in the last row's bucket: its start is lastT, the
+				// batch goes on and the order holds.
+				t = bucket
+			} else {
+				if width > 1 {
+					t = c.gran.Truncate(t)
+				}
+				if p-p0 >= cursorBatch && t != lastT {
+					full = true // stop at a group boundary only
+					break
+				}
+				if !fresh && t < lastT {
+					c.lastT = lastT
+					return 0, c.unsorted(p, t)
+				}
+				fresh = false
+				lastT = t
+				bucket, bucketEnd = t, t+width
+			}
+			times = append(times, t)
+			p++
+			if (p-p0)&0xffff == 0 {
+				if err := ctx.Err(); err != nil {
+					return 0, fmt.Errorf("merger: %w", err)
+				}
+			}
+		}
+		if full {
+			break
+		}
+	}
+	c.lastT, c.fresh, w.time = lastT, fresh, times
+	return p, nil
+}
+
+// fillIDs appends the merged ids of dictionary dimension j of source rows [p0, p) to the
+// window, chunk by chunk, folding them into the packed keys when the window is packed.
+func (c *cursor) fillIDs(j, p0, p int) error {
+	d := &c.w.dims[j]
+	n := p - p0
+	if d.kind == kindSingle {
+		d.ids = grown(d.ids, n)
+	}
+	ic := c.ids[j]
+	if ic == nil { // the source lacks the dimension: null
+		for range n {
+			d.ids = append(d.ids, 0)
+			if d.kind == kindMulti {
+				d.offs = append(d.offs, uint32(len(d.ids)))
+			}
+		}
+		if c.packed {
+			foldKeys(c.wkeys, d.ids, c.packBits[j], j == 0)
+		}
+		return nil
+	}
+	m := c.maps[j]
+	for r := p0; r < p; {
+		first, ids, offs, err := ic.C.Chunk(r)
+		if err != nil {
+			return fmt.Errorf("merger: %s: dimension %q: %w", c.name, c.dimName(j), err)
+		}
+		rows := len(ids)
+		if offs != nil {
+			rows = len(offs) - 1
+		}
+		if k := r - first; k < 0 || k >= rows {
+			return fmt.Errorf("merger: %s: dimension %q: chunk at %d does not hold row %d: %w", c.name, c.dimName(j), first, r, columns.ErrCorrupt)
+		}
+		end := min(p, first+rows)
+		if offs == nil {
+			err = c.mapIDs(j, d, m, ids[r-first:end-first])
+		} else {
+			err = c.mapLists(j, d, m, r, ids, offs[r-first:end-first+1])
+		}
+		if err != nil {
+			return err
+		}
+		if c.packed {
+			foldKeys(c.wkeys[r-p0:end-p0], d.ids[r-p0:end-p0], c.packBits[j], j == 0)
+		}
+		r = end
+	}
+	return nil
+}
+
+// mapIDs appends the merged ids of src, one id a row, through m to d (dimension j).
+func (c *cursor) mapIDs(j int, d *dimKeys, m []uint32, src []uint32) error {
+	if d.kind == kindMulti {
+		for _, id := range src {
+			if int(id) >= len(m) {
+				return c.badID(j, id, len(m))
+			}
+			d.ids = append(d.ids, m[id])
+			d.offs = append(d.offs, uint32(len(d.ids)))
+		}
+		return nil
+	}
+	// The check of each id is the map's bounds check (one compare, and no other pass over
+	// the ids).
+	dst := slicesx.Extend(&d.ids, len(src))[:len(src)]
+	for i, id := range src {
+		if int(id) >= len(m) {
+			return c.badID(j, id, len(m)) // the first, as the reading order meets it
+		}
+		dst[i] = m[id]
+	}
+	return nil
+}
+
+// mapLists appends the merged ids of source rows r.. through m to d (dimension j): row r+k's
+// ids are ids[offs[k]:offs[k+1]].
+func (c *cursor) mapLists(j int, d *dimKeys, m []uint32, r int, ids, offs []uint32) error {
+	for k := range len(offs) - 1 {
+		row := ids[offs[k]:offs[k+1]]
+		if d.kind == kindSingle && len(row) != 1 {
+			return fmt.Errorf("merger: internal error: %s: row %d holds %d ids in a single-value dimension", c.name, r+k, len(row))
+		}
+		for _, id := range row {
+			if int(id) >= len(m) {
+				return c.badID(j, id, len(m))
+			}
+			d.ids = append(d.ids, m[id])
+		}
+		if d.kind == kindMulti {
+			d.offs = append(d.offs, uint32(len(d.ids)))
+		}
+	}
+	return nil
+}
+
+// fillRaw appends the bytes of raw dimension j of source rows [p0, p) to the window.
+func (c *cursor) fillRaw(j, p0, p int) error {
+	d := &c.w.dims[j]
+	rr := c.raws[j]
+	for r := p0; r < p; r++ {
+		null := true
+		if rr != nil {
+			b, ok, err := rr.Bytes(r)
+			if err != nil {
+				return fmt.Errorf("merger: %s: dimension %q: %w", c.name, c.dimName(j), err)
+			}
+			null = !ok
+			d.data = appendBytes(d.data, b)
+		}
+		d.null = append(d.null, null)
+		d.offs = append(d.offs, uint32(len(d.data)))
+	}
+	return nil
+}

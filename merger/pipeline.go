@@ -1,0 +1,124 @@
+package merger
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/writeout/writeout/merger/internal/parallel"
+)
+
+// pipelineBatches is the batches in flight: one filled by the merge while the column writers
+// write the others.
+const pipelineBatches = 3
+
+// pipeline carries batches of output rows from the merge to the column tasks. Every task stays
+// with one worker goroutine (a column writer takes its batches in order); every worker takes
+// every batch; the last worker done with a batch hands it back to free, where the merge takes
+// it again. The first error of any task is kept (errs): the workers then skip their tasks, and
+// stop returns it.
+//
+// Use: take a batch, fill it, send it; take the next...; put back a batch not sent; stop once.
+type pipeline struct {
+	free chan *batch   // batches no worker holds
+	work []chan *batch // per worker: the batches sent, in order
+	wg   sync.WaitGroup
+	errs parallel.FirstError
+	// retired: inputs whose cursors were done since the last batch was sent (see
+	// batch.retired).
+	retired []int32
+}
+
+// newPipeline starts the workers, at most par, for tasks, with batches of the dimensions of
+// kinds that hold rows rows (rawPerRow: the raw dimensions' bytes a row, to reserve).
+func newPipeline(tasks []colTask, par int, kinds []dimKind, rows int, rawPerRow []int) *pipeline {
+	p := max(1, min(par, len(tasks)))
+	pl := &pipeline{free: make(chan *batch, pipelineBatches), work: make([]chan *batch, p)}
+	for range pipelineBatches {
+		b := &batch{keys: newKeys(kinds)}
+		b.keys.reserve(rows, rawPerRow)
+		pl.free <- b
+	}
+	for g, mine := range dealTasks(tasks, p) {
+		pl.work[g] = make(chan *batch, pipelineBatches)
+		pl.wg.Add(1)
+		go pl.worker(pl.work[g], mine)
+	}
+	return pl
+}
+
+// dealTasks deals tasks out to p workers by estimated cost (taskCost), the dearest first,
+// each to the least loaded worker.
+func dealTasks(tasks []colTask, p int) [][]colTask {
+	owned := make([][]colTask, p)
+	load := make([]int, p)
+	order := make([]int, len(tasks))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return taskCost(tasks[b]) - taskCost(tasks[a]) })
+	for _, t := range order {
+		g := slices.Index(load, slices.Min(load))
+		owned[g] = append(owned[g], tasks[t])
+		load[g] += taskCost(tasks[t])
+	}
+	return owned
+}
+
+// worker writes every batch of work with its tasks, until work is closed.
+func (pl *pipeline) worker(work <-chan *batch, mine []colTask) {
+	defer pl.wg.Done()
+	for b := range work {
+		for _, t := range mine {
+			if pl.errs.Get() != nil {
+				break // the merge failed or was cancelled: skip the rest
+			}
+			if err := t.write(b); err != nil {
+				pl.errs.Report(err)
+			}
+		}
+		if b.pending.Add(-1) == 0 {
+			pl.free <- b
+		}
+	}
+}
+
+// take returns a free batch, reset, waiting for the workers to hand one back.
+func (pl *pipeline) take() *batch {
+	b := <-pl.free
+	b.reset()
+	return b
+}
+
+// put hands back a batch taken and not sent.
+func (pl *pipeline) put(b *batch) { pl.free <- b }
+
+// retire notes that input in's cursor is done: the next batch sent says so.
+func (pl *pipeline) retire(in int) { pl.retired = append(pl.retired, int32(in)) }
+
+// send hands b to every worker; b belongs to them until they hand it back.
+func (pl *pipeline) send(b *batch) {
+	if !b.runsSet {
+		b.findRuns()
+	}
+	b.retired = append(b.retired[:0], pl.retired...)
+	pl.retired = pl.retired[:0]
+	b.pending.Store(int32(len(pl.work)))
+	for _, w := range pl.work {
+		w <- b
+	}
+}
+
+// err returns the first error reported, or nil.
+func (pl *pipeline) err() error { return pl.errs.Get() }
+
+// fail reports err, unless an error came first.
+func (pl *pipeline) fail(err error) { pl.errs.Report(err) }
+
+// stop waits for the workers to write every batch sent and returns the first error.
+func (pl *pipeline) stop() error {
+	for _, w := range pl.work {
+		close(w)
+	}
+	pl.wg.Wait()
+	return pl.errs.Get()
+}
