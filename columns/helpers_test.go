@@ -16,7 +16,9 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/axiomhq/hyperloglog"
+
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/columns/agg"
 
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
@@ -189,7 +191,7 @@ func (g *rowGen) next() Row {
 						sk.Insert(fmt.Appendf(nil, "u%d", k))
 					}
 				}
-				r.Metrics[i].Sketch = sk
+				r.Metrics[i].Sketch = hllOf(sk)
 			}
 		}
 	}
@@ -232,13 +234,31 @@ func randDouble(rng *rand.Rand) float64 {
 }
 
 // sketchBytes marshals a sketch as the writer does (nil is an empty sketch).
-func sketchBytes(t testing.TB, sk *hyperloglog.Sketch) []byte {
+func sketchBytes(t testing.TB, sk agg.Sketch) []byte {
 	if sk == nil {
-		sk = hyperloglog.New()
+		sk = hllOf(hyperloglog.New())
 	}
-	b, err := sk.MarshalBinary()
+	b, err := sk.AppendBinary(nil)
 	require.NoError(t, err)
 	return b
+}
+
+// hllOf returns the hyperUnique sketch of the library's sketch h, as it is represented.
+func hllOf(h *hyperloglog.Sketch) agg.Sketch {
+	b, err := h.MarshalBinary()
+	if err != nil {
+		panic(err)
+	}
+	a, _ := agg.Lookup("hyperUnique")
+	sks, err := a.SketchesOf(nil)
+	if err != nil {
+		panic(err)
+	}
+	sk, err := sks.Decode(b)
+	if err != nil {
+		panic(err)
+	}
+	return sk
 }
 
 // requireRowEqual compares a row read back with the one written (sketch bytes given apart).

@@ -103,7 +103,7 @@ func (w *Writer) AddRow(r Row) error {
 		var err error
 		v := r.Metrics[i]
 		timed := m.Agg().Timed()
-		switch m.ValueType() {
+		switch m.column() {
 		case MetricLong:
 			if v.Null {
 				err = w.longs[i].AppendNull()

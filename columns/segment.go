@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
-	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/internal/sys"
 )
@@ -240,7 +239,7 @@ func (s *Segment) parseColumns() error {
 		if p := s.part(c, PartNulls); p != nil {
 			nulls = s.checkOf(p)
 		}
-		switch m.ValueType() {
+		switch m.column() {
 		case MetricLong:
 			l = &LongColumn{seg: s, name: m.Name, ix: ix, times: times, nulls: nulls}
 		case MetricDouble:
@@ -253,7 +252,11 @@ func (s *Segment) parseColumns() error {
 				d.tails = &TailColumn{seg: s, name: m.Name, ix: tix}
 			}
 		case MetricHyperUnique:
-			sk = &SketchColumn{seg: s, name: m.Name, ix: ix}
+			sks, err := m.Sketches()
+			if err != nil {
+				return fmt.Errorf("metric %q: %w: %w", m.Name, ErrCorrupt, err)
+			}
+			sk = &SketchColumn{seg: s, name: m.Name, ix: ix, sks: sks}
 		}
 		s.longs, s.doubles, s.sketches = append(s.longs, l), append(s.doubles, d), append(s.sketches, sk)
 	}
@@ -338,7 +341,7 @@ func (s *Segment) Double(name string) (*DoubleColumn, error) {
 	return s.doubles[i], nil
 }
 
-// Sketch returns a hyperUnique metric.
+// Sketch returns a sketch metric.
 func (s *Segment) Sketch(name string) (*SketchColumn, error) {
 	i := s.f.schema.Metric(name)
 	if i < 0 || s.sketches[i] == nil {
@@ -698,51 +701,6 @@ func (c *blobCursor) Release() {
 	intPool.Put(c.offs)
 	int64Pool.Put(c.lens)
 	c.offs, c.lens, c.data = nil, nil, nil
-}
-
-// SketchColumn is a hyperUnique metric: one HyperLogLog sketch per row.
-type SketchColumn struct {
-	seg  *Segment
-	name string
-	ix   *chunkIndex
-}
-
-// Name returns the column's name.
-func (c *SketchColumn) Name() string { return c.name }
-
-// Cursor returns a new cursor over the column.
-func (c *SketchColumn) Cursor() *SketchCursor {
-	return &SketchCursor{blobCursor{name: c.name, cr: newChunkReader(&c.seg.src, c.ix)}}
-}
-
-// SketchCursor reads a hyperUnique column chunk by chunk; one goroutine at a time.
-type SketchCursor struct{ blobCursor }
-
-// Bytes returns the serialized sketch of row (as SketchWriter.AppendBytes takes it), valid
-// until the cursor's next call.
-func (c *SketchCursor) Bytes(row int) ([]byte, error) { return c.at(row) }
-
-// Sketch returns the sketch of row, decoded.
-func (c *SketchCursor) Sketch(row int) (*hyperloglog.Sketch, error) {
-	b, err := c.at(row)
-	if err != nil {
-		return nil, err
-	}
-	return decodeSketch(c.name, row, b)
-}
-
-func decodeSketch(name string, row int, b []byte) (*hyperloglog.Sketch, error) {
-	sk := new(hyperloglog.Sketch)
-	err := safely("hyperloglog", func() error {
-		if err := sk.UnmarshalBinary(b); err != nil {
-			return corruptf("row %d: sketch: %v", row, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, partError(name, PartValues, err)
-	}
-	return sk, nil
 }
 
 // RawColumn is a raw string dimension.

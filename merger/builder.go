@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
-	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
@@ -216,9 +215,10 @@ type bmet struct {
 	sums  map[uint32]*agg.ExactSum // doubleSum: rows combined from several, exactly
 	carry map[uint32]int64         // count, longSum: rows whose exact sum is longs[row] + carry*2^64
 	nulls *roaring.Bitmap          // long and double metrics: the null rows (value and time 0), nil when none
-	src   int                      // hyperUnique: the dimension a row's own sketch derives from, or -1
-	sks   map[uint32]*hyperloglog.Sketch
-	arrs  metArrays // the owners of longs, dbls and times with ScratchArrays
+	src   int                      // sketches: the dimension a row's own sketch derives from, or -1
+	kind  agg.Sketches             // sketches: the metric's kind with its parameters
+	sks   map[uint32]agg.Sketch    // sketches: the rows' own sketches
+	arrs  metArrays                // the owners of longs, dbls and times with ScratchArrays
 }
 
 // NewBuilder returns an empty builder of rows of schema, which it validates.
@@ -291,7 +291,8 @@ func (b *Builder) resetKeep(keep int64) {
 			if k := b.schema.Dimension(field); k >= 0 {
 				bm.src = k
 			}
-			bm.sks = map[uint32]*hyperloglog.Sketch{}
+			bm.sks = map[uint32]agg.Sketch{}
+			bm.kind, _ = m.Sketches() // the schema is validated
 		}
 		b.mets[i] = bm
 	}
@@ -489,7 +490,7 @@ func (b *Builder) add(r *columns.Row) error {
 			m.longs = append(m.longs, v.Long)
 		case agg.Double:
 			m.dbls = append(m.dbls, v.Double)
-		case agg.Sketch:
+		case agg.SketchType:
 			if v.Sketch != nil {
 				m.sks[row] = v.Sketch.Clone() // one row's sketch: stored as it came
 			}
@@ -511,7 +512,7 @@ func (m *bmet) input(v columns.Value) columns.Value {
 	switch {
 	case m.agg.CountsRows:
 		return columns.Value{Long: 1}
-	case m.agg.Type == agg.Sketch:
+	case m.agg.Type == agg.SketchType:
 		v.Null = false
 	}
 	return v
@@ -615,27 +616,29 @@ func (b *Builder) combine(old uint32, r columns.Row) error {
 				m.times[old] = acc.Time()
 			}
 			m.setNull(old, !acc.Set)
-		case agg.Sketch:
+		case agg.SketchType:
 			// A row's sketch is the one given, or the sketch of its values of the source
 			// dimension: those equal the stored row's, whose dimensions are equal.
 			// The row is now combined from several: its sketch is materialized and kept in
 			// canonical form (agg.Canonicalize), as a merge of the rows' sketches would be.
 			sk := m.sks[old]
 			if sk == nil {
-				sk = hyperloglog.New()
-				if m.src >= 0 {
-					b.insertValues(sk, old, m.src)
+				sk = m.kind.New()
+				if err := b.insertValues(sk, old, m.src); err != nil {
+					return fmt.Errorf("%w: builder: metric %q: %w", ErrInvalid, m.met.Name, err)
 				}
 				m.sks[old] = sk
 			}
+			var err error
 			if v.Sketch == nil {
-				if m.src >= 0 {
-					b.insertValues(sk, old, m.src)
-				}
-			} else if err := agg.MergeSketch(sk, v.Sketch); err != nil {
+				err = b.insertValues(sk, old, m.src)
+			} else {
+				err = sk.Merge(v.Sketch)
+			}
+			if err != nil {
 				return fmt.Errorf("%w: builder: metric %q: %w", ErrInvalid, m.met.Name, err)
 			}
-			agg.Canonicalize(sk)
+			sk.Compact()
 		}
 	}
 	return nil
@@ -754,21 +757,27 @@ func (d *bdim) rowIDs(row int) []uint32 {
 	return d.multi[d.offs[row]:d.offs[row+1]]
 }
 
-// insertValues adds row's values of dimension k to sk.
-func (b *Builder) insertValues(sk *hyperloglog.Sketch, row uint32, k int) {
+// insertValues adds row's values of dimension k to sk; k < 0 adds nothing.
+func (b *Builder) insertValues(sk agg.Sketch, row uint32, k int) error {
+	if k < 0 {
+		return nil
+	}
 	d := b.dims[k]
 	switch d.kind {
 	case kindRaw:
 		if d.rawOK[row] {
-			sk.Insert([]byte(d.raw[row]))
+			return sk.Insert([]byte(d.raw[row]))
 		}
 	case kindSingle, kindMulti:
 		for _, id := range d.rowIDs(int(row)) {
 			if id != 0 {
-				sk.Insert([]byte(d.vals[id]))
+				if err := sk.Insert([]byte(d.vals[id])); err != nil {
+					return err
+				}
 			}
 		}
 	}
+	return nil
 }
 
 // PersistOptions configure Builder.Persist: the subset of Options that applies to writing one

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
-	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
@@ -30,13 +29,13 @@ type accs struct {
 	minTime  []int64
 	longs    [][]agg.LongAcc   // long metrics
 	dbls     [][]agg.DoubleAcc // double metrics
-	sks      [][]*hyperloglog.Sketch
+	sks      [][]agg.Sketch
 }
 
 func newAccs(metrics []columns.Metric) *accs {
 	n := len(metrics)
 	a := &accs{metrics: metrics, aggs: make([]agg.Agg, n), types: make([]columns.MetricType, n), longs: make([][]agg.LongAcc, n),
-		dbls: make([][]agg.DoubleAcc, n), sks: make([][]*hyperloglog.Sketch, n)}
+		dbls: make([][]agg.DoubleAcc, n), sks: make([][]agg.Sketch, n)}
 	a.kinds, a.nullable = make([]agg.Type, n), make([]bool, n)
 	for m, met := range metrics {
 		a.aggs[m], a.types[m] = met.Agg(), met.ValueType()
@@ -51,7 +50,7 @@ func (a *accs) grow() {
 	a.minTime = append(a.minTime, math.MaxInt64)
 	for m, x := range a.aggs {
 		switch x.Type {
-		case agg.Sketch:
+		case agg.SketchType:
 			a.sks[m] = append(a.sks[m], nil)
 		case agg.Long:
 			a.longs[m] = append(a.longs[m], agg.NewLongAcc(x.Kind))
@@ -72,7 +71,7 @@ func (a *accs) growN(n int) {
 	}
 	for m, x := range a.aggs {
 		switch x.Type {
-		case agg.Sketch:
+		case agg.SketchType:
 			clear(slicesx.Extend(&a.sks[m], n))
 		case agg.Long:
 			acc := agg.NewLongAcc(x.Kind)
@@ -106,12 +105,11 @@ func (a *accs) mergeGroup(i int, o *accs, j int) error {
 	a.minTime[i] = min(a.minTime[i], o.minTime[j])
 	for m, x := range a.aggs {
 		switch x.Type {
-		case agg.Sketch:
+		case agg.SketchType:
 			if sk := o.sks[m][j]; sk != nil {
 				if a.sks[m][i] == nil {
-					a.sks[m][i] = &hyperloglog.Sketch{}
-				}
-				if err := agg.MergeSketch(a.sks[m][i], sk); err != nil {
+					a.sks[m][i] = sk.Clone()
+				} else if err := a.sks[m][i].Merge(sk); err != nil {
 					return fmt.Errorf("metric %q: %w", a.metrics[m].Name, err)
 				}
 			}
@@ -164,10 +162,10 @@ func (a *accs) valuesInto(out []AggValue, lo, hi int) {
 	for m, kind := range a.kinds {
 		typ, nullable := a.types[m], a.nullable[m]
 		switch kind {
-		case agg.Sketch:
+		case agg.SketchType:
 			for j, sk := range a.sks[m][lo:hi] {
 				o := &out[j*nm+m]
-				o.Type, o.Long, o.Double, o.Null = typ, 0, 0, false
+				o.Type, o.Long, o.Double, o.Null, o.Sketch = typ, 0, 0, false, sk
 				if sk != nil {
 					o.Long = int64(sk.Estimate())
 				}
@@ -232,10 +230,10 @@ func newMetricReaders(src source.Source, metrics []columns.Metric) ([]metricRead
 			if x.Exact() {
 				rd.tails = src.Tails(met.Name)
 			}
-		case agg.Sketch:
+		case agg.SketchType:
 			rd.sketch = src.SketchMerger(met.Name)
 		}
-		if x.Type != agg.Sketch {
+		if x.Type != agg.SketchType {
 			bm, err := src.MetricNulls(met.Name)
 			if err != nil {
 				return nil, fmt.Errorf("metric %q: %w", met.Name, err)
@@ -320,7 +318,7 @@ func (a *accs) addBatch(m int, rd *metricReader, rows []uint32, gid []int32, t [
 			}
 			acc[gid[i]].Add(k, v, times[i], sc.tail, rd.null(rows[i]))
 		}
-	case agg.Sketch:
+	case agg.SketchType:
 		if rd.sketch == nil {
 			return nil
 		}
@@ -334,12 +332,7 @@ func (a *accs) addBatch(m int, rd *metricReader, rows []uint32, gid []int32, t [
 }
 
 func (a *accs) mergeSketchRow(m int, rd *metricReader, g, row int) error {
-	sk := a.sks[m][g]
-	if sk == nil {
-		sk = &hyperloglog.Sketch{}
-		a.sks[m][g] = sk
-	}
-	return rd.sketch.MergeRow(row, sk)
+	return rd.sketch.MergeRow(row, &a.sks[m][g])
 }
 
 // addRow aggregates metric m of one row, whose time is t, into group g.
@@ -380,7 +373,7 @@ func (a *accs) addRow(m int, rd *metricReader, g, row int, t int64) error {
 			}
 		}
 		a.dbls[m][g].Add(x.Kind, v, t, tail, null)
-	case agg.Sketch:
+	case agg.SketchType:
 		if rd.sketch == nil {
 			return nil
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/merger/internal/parallel"
 	"github.com/writeout/writeout/merger/internal/schema"
 	"github.com/writeout/writeout/merger/internal/source"
@@ -101,12 +102,14 @@ func (g GroupValue) String() string {
 	return g.Value
 }
 
-// AggValue is an aggregated metric: Long for count and long aggregators and for hyperUnique
-// (the cardinality estimate), Double for double aggregators.
+// AggValue is an aggregated metric: Long for count and long aggregators, Double for double
+// aggregators; for a sketch aggregator the group's Sketch (nil when no row had one: empty)
+// and, in Long, its estimate rounded down (agg.Sketch.Estimate: hyperUnique's distinct count).
 type AggValue struct {
 	Type   columns.MetricType
 	Long   int64
 	Double float64
+	Sketch agg.Sketch
 	// Null: every input of the group was null (a long or double metric other than count; see
 	// columns/agg); Long and Double are then 0.
 	Null bool

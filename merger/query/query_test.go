@@ -17,7 +17,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/axiomhq/hyperloglog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
@@ -97,7 +96,7 @@ func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec Spec) Resu
 	type group struct {
 		row   Row
 		sums  []*big.Float
-		sks   []*hyperloglog.Sketch
+		sks   []agg.Sketch
 		first bool
 		seen  []bool // per metric: a non-null value came
 	}
@@ -134,7 +133,7 @@ func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec Spec) Resu
 				key := strconv.FormatInt(bucket, 10) + fmt.Sprint(c)
 				g, ok := groups[key]
 				if !ok {
-					g = &group{row: Row{Time: bucket, Groups: c, Values: make([]AggValue, len(metrics))}, sums: make([]*big.Float, len(metrics)), sks: make([]*hyperloglog.Sketch, len(metrics)), first: true, seen: make([]bool, len(metrics))}
+					g = &group{row: Row{Time: bucket, Groups: c, Values: make([]AggValue, len(metrics))}, sums: make([]*big.Float, len(metrics)), sks: make([]agg.Sketch, len(metrics)), first: true, seen: make([]bool, len(metrics))}
 					if spec.All {
 						g.row.Time = math.MaxInt64
 					}
@@ -199,10 +198,11 @@ func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec Spec) Resu
 							a.Long = max(a.Long, v.Long)
 						}
 					case agg.Union:
-						if g.sks[m] == nil {
-							g.sks[m] = hyperloglog.New()
-						}
-						if v.Sketch != nil {
+						switch {
+						case v.Sketch == nil:
+						case g.sks[m] == nil:
+							g.sks[m] = v.Sketch.Clone()
+						default:
 							_ = g.sks[m].Merge(v.Sketch)
 						}
 					case agg.First, agg.Last: // refused when the group was made
