@@ -143,8 +143,10 @@ func (a Agg) Nullable() bool { return a.Type != SketchType && !a.CountsRows }
 // Exact reports whether the aggregator's values are stored with an exactness tail (doubleSum).
 func (a Agg) Exact() bool { return a.Type == Double && a.Kind == Sum }
 
-// table lists every aggregator, in a fixed order. Adding one is a line here and its name's
-// constant in package columns.
+// table lists every aggregator: the long and double ones below, in a fixed order, then the
+// sketch aggregators, each added by its kind's own file (registerSketch, called from that
+// file's init) in the order of the files' names. Adding a long or double aggregator is a line
+// here; adding a sketch aggregator is one new file.
 var table = []Agg{
 	{Name: "count", Type: Long, Kind: Sum, CountsRows: true},
 	{Name: "longSum", Type: Long, Kind: Sum},
@@ -157,7 +159,6 @@ var table = []Agg{
 	{Name: "doubleMax", Type: Double, Kind: Max},
 	{Name: "doubleFirst", Type: Double, Kind: First},
 	{Name: "doubleLast", Type: Double, Kind: Last},
-	{Name: "hyperUnique", Type: SketchType, Kind: Union, Sketch: hllKind{}},
 }
 
 var byName = func() map[string]Agg {
@@ -167,6 +168,16 @@ var byName = func() map[string]Agg {
 	}
 	return m
 }()
+
+// registerSketch adds the sketch aggregator a to the table. It is called from the init of the
+// file of a's kind; a name given twice is a programmer's error.
+func registerSketch(a Agg) {
+	if _, dup := byName[a.Name]; dup || a.Type != SketchType || a.Sketch == nil {
+		panic(fmt.Sprintf("agg: bad sketch aggregator registration %q", a.Name))
+	}
+	table = append(table, a)
+	byName[a.Name] = a
+}
 
 // Lookup returns the aggregator of a name (case-sensitive, as Druid's).
 func Lookup(name string) (Agg, bool) {

@@ -18,6 +18,10 @@ import (
 // and so were the segments written before this seam.
 type hllKind struct{}
 
+func init() {
+	registerSketch(Agg{Name: "hyperUnique", Type: SketchType, Kind: Union, Sketch: hllKind{}})
+}
+
 func (hllKind) Sketches(params map[string]json.RawMessage) (Sketches, error) {
 	if k := firstKey(params); k != "" {
 		return nil, fmt.Errorf("hyperUnique takes no parameter %q", k)
