@@ -128,8 +128,8 @@ type Agg struct {
 	Kind Kind
 	// CountsRows: at ingestion every input row contributes 1, whatever its value (count).
 	CountsRows bool
-	// Sketch is the kind of a sketch aggregator's sketches (Type SketchType); nil for the others.
-	Sketch SketchKind
+	// sketch is the kind of a sketch aggregator's sketches (Type SketchType); nil for the others.
+	sketch sketchKind
 }
 
 // Timed reports whether the aggregator's values are stored with a time.
@@ -172,7 +172,7 @@ var byName = func() map[string]Agg {
 // registerSketch adds the sketch aggregator a to the table. It is called from the init of the
 // file of a's kind; a name given twice is a programmer's error.
 func registerSketch(a Agg) {
-	if _, dup := byName[a.Name]; dup || a.Type != SketchType || a.Sketch == nil {
+	if _, dup := byName[a.Name]; dup || a.Type != SketchType || a.sketch == nil {
 		panic(fmt.Sprintf("agg: bad sketch aggregator registration %q", a.Name))
 	}
 	table = append(table, a)

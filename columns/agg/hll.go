@@ -19,7 +19,7 @@ import (
 type hllKind struct{}
 
 func init() {
-	registerSketch(Agg{Name: "hyperUnique", Type: SketchType, Kind: Union, Sketch: hllKind{}})
+	registerSketch(Agg{Name: "hyperUnique", Type: SketchType, Kind: Union, sketch: hllKind{}})
 }
 
 func (hllKind) Sketches(params map[string]json.RawMessage) (Sketches, error) {
@@ -61,7 +61,7 @@ type hll struct{ sk hyperloglog.Sketch }
 func (s *hll) unmarshal(b []byte) error {
 	return decodeSafely("hyperloglog", func() error {
 		if err := s.sk.UnmarshalBinary(b); err != nil {
-			return fmt.Errorf("%w: %w", ErrSketch, err)
+			return fmt.Errorf("%w: %w", errSketch, err)
 		}
 		return nil
 	})

@@ -36,7 +36,7 @@ import (
 type quantilesKind struct{}
 
 func init() {
-	registerSketch(Agg{Name: "quantiles", Type: SketchType, Kind: Union, Sketch: quantilesKind{}})
+	registerSketch(Agg{Name: "quantiles", Type: SketchType, Kind: Union, sketch: quantilesKind{}})
 }
 
 const (
@@ -89,10 +89,10 @@ func (s *ddSketches) Check(b []byte) error {
 
 func (s *ddSketches) Decode(b []byte) (Sketch, error) {
 	if len(b) < 9 || b[0] != quantilesVersion {
-		return nil, fmt.Errorf("%w: quantiles: bad header", ErrSketch)
+		return nil, fmt.Errorf("%w: quantiles: bad header", errSketch)
 	}
 	if acc := math.Float64frombits(binary.LittleEndian.Uint64(b[1:9])); acc != s.acc {
-		return nil, fmt.Errorf("%w: quantiles: a sketch of accuracy %v, the metric's is %v", ErrSketch, acc, s.acc)
+		return nil, fmt.Errorf("%w: quantiles: a sketch of accuracy %v, the metric's is %v", errSketch, acc, s.acc)
 	}
 	q := s.New().(*ddq)
 	d := ddDecoder{b: b[9:]}
@@ -146,7 +146,7 @@ func (s *ddSketches) Decode(b []byte) (Sketch, error) {
 		d.fail("trailing bytes")
 	}
 	if d.err != nil {
-		return nil, fmt.Errorf("%w: quantiles: %v", ErrSketch, d.err)
+		return nil, fmt.Errorf("%w: quantiles: %v", errSketch, d.err)
 	}
 	return q, nil
 }

@@ -165,13 +165,13 @@ func TestQuantilesParams(t *testing.T) {
 	s1, s2 := quantileSketches(t, ""), quantileSketches(t, `{"accuracy": 0.05}`)
 	b := sketchBytes(t, s1.New())
 	_, err = s2.Decode(b)
-	require.ErrorIs(t, err, ErrSketch)
+	require.ErrorIs(t, err, errSketch)
 	require.Error(t, s2.New().Merge(s1.New()))
 	require.Error(t, s1.New().Insert([]byte("NaN")))
 	require.Error(t, s1.New().Insert([]byte("abc")))
 }
 
-// TestQuantilesBadBytes: damaged bytes are an error wrapping ErrSketch, never a panic; what
+// TestQuantilesBadBytes: damaged bytes are an error wrapping errSketch, never a panic; what
 // decodes encodes back to the same bytes (the encoding is canonical).
 func TestQuantilesBadBytes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 9))
@@ -181,7 +181,7 @@ func TestQuantilesBadBytes(t *testing.T) {
 	good := sketchBytes(t, sk)
 	for _, b := range [][]byte{nil, {1}, good[:9], good[:len(good)-1], append(slices.Clone(good), 0)} {
 		_, err := sks.Decode(b)
-		require.ErrorIs(t, err, ErrSketch, "%x", b)
+		require.ErrorIs(t, err, errSketch, "%x", b)
 	}
 	for i := 0; i < 20000; i++ {
 		b := slices.Clone(good)
@@ -195,7 +195,7 @@ func TestQuantilesBadBytes(t *testing.T) {
 func checkDecode(t *testing.T, sks Sketches, b []byte) {
 	d, err := sks.Decode(b)
 	if err != nil {
-		require.True(t, errors.Is(err, ErrSketch), "%v", err)
+		require.True(t, errors.Is(err, errSketch), "%v", err)
 		require.Error(t, sks.Check(b))
 		return
 	}

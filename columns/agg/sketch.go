@@ -6,14 +6,15 @@ import (
 	"fmt"
 )
 
-// A sketch aggregator (Type SketchType, Kind Union) keeps one sketch per row: a summary of a set of
-// input values that merges with others of its metric. What a sketch is lives behind the
-// interfaces below, one file per kind (hll.go: HyperLogLog, for hyperUnique); the table entry
-// of a sketch aggregator holds its SketchKind (Agg.Sketch). Every caller (the merger's
-// Builder and merges, queries, ingestion, export) goes through them and names no library.
+// A sketch aggregator (Type SketchType, Kind Union) keeps one sketch per row: a summary of a
+// set of input values that merges with others of its metric. What a sketch is lives behind
+// the interfaces below, one file per kind (hll.go: HyperLogLog, for hyperUnique; quantiles.go:
+// DDSketch); the table entry of a sketch aggregator holds its sketchKind, and Agg.SketchesOf
+// is the way in. Every caller (the merger's Builder and merges, queries, ingestion, export)
+// goes through them and names no library. A new kind is one file and one table entry.
 
-// SketchKind is one kind of sketch.
-type SketchKind interface {
+// sketchKind is one kind of sketch.
+type sketchKind interface {
 	// Sketches checks a metric's parameters (the keys of its schema entry that the schema
 	// itself does not define; nil when there are none) and returns the sketches of that
 	// metric. An unknown parameter or a bad value is an error.
@@ -62,19 +63,20 @@ type Quantiler interface {
 	Quantile(q float64) (float64, error)
 }
 
-// ErrSketch marks bytes that do not decode as a sketch of the metric.
-var ErrSketch = errors.New("agg: bad sketch")
+// errSketch marks bytes that do not decode as a sketch of the metric (a reader of a segment
+// wraps it in columns.ErrCorrupt).
+var errSketch = errors.New("agg: bad sketch")
 
 // SketchesOf returns the sketches of a metric of aggregator a with parameters params. A
 // non-sketch aggregator takes no parameters: it gives nil, or an error naming the first.
 func (a Agg) SketchesOf(params map[string]json.RawMessage) (Sketches, error) {
-	if a.Sketch == nil {
+	if a.sketch == nil {
 		if k := firstKey(params); k != "" {
 			return nil, fmt.Errorf("aggregator %s takes no parameter %q", a.Name, k)
 		}
 		return nil, nil
 	}
-	return a.Sketch.Sketches(params)
+	return a.sketch.Sketches(params)
 }
 
 // firstKey returns the smallest key of m, or "".
@@ -92,7 +94,7 @@ func firstKey(m map[string]json.RawMessage) string {
 func decodeSafely(what string, fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s decoder panicked: %v", ErrSketch, what, r)
+			err = fmt.Errorf("%w: %s decoder panicked: %v", errSketch, what, r)
 		}
 	}()
 	return fn()
