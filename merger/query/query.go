@@ -9,13 +9,11 @@ import (
 	"runtime"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/writeout/writeout/columns"
-	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/merger/internal/parallel"
 	"github.com/writeout/writeout/merger/internal/schema"
 	"github.com/writeout/writeout/merger/internal/source"
@@ -70,61 +68,6 @@ func ParseGranularity(s string) (g columns.Granularity, all bool, err error) {
 	}
 	g, err = columns.ParseGranularity(s)
 	return g, false, err
-}
-
-// Result holds a query's groups in a defined order: by time, then by group values
-// (dimension by dimension, null first, then in byte order).
-type Result struct {
-	GroupBy []string
-	Metrics []columns.Metric
-	Rows    []Row
-}
-
-// Row is one group.
-type Row struct {
-	Time   int64
-	Groups []GroupValue // parallel to Result.GroupBy
-	Rows   int64        // stored rows counted in the group
-	Values []AggValue   // parallel to Result.Metrics
-}
-
-// GroupValue is a group's value of one GroupBy dimension.
-type GroupValue struct {
-	Null  bool
-	Value string
-}
-
-// String returns the value, or "null".
-func (g GroupValue) String() string {
-	if g.Null {
-		return "null"
-	}
-	return g.Value
-}
-
-// AggValue is an aggregated metric: Long for count and long aggregators, Double for double
-// aggregators; for a sketch aggregator the group's Sketch (nil when no row had one: empty)
-// and, in Long, its estimate rounded down (agg.Sketch.Estimate: hyperUnique's distinct count).
-type AggValue struct {
-	Type   columns.MetricType
-	Long   int64
-	Double float64
-	Sketch agg.Sketch
-	// Null: every input of the group was null (a long or double metric other than count; see
-	// columns/agg); Long and Double are then 0.
-	Null bool
-}
-
-// String formats the value: an integer, or the shortest decimal that reads back as Double;
-// "null" for a null.
-func (v AggValue) String() string {
-	if v.Null {
-		return "null"
-	}
-	if v.Type == columns.MetricDouble {
-		return strconv.FormatFloat(v.Double, 'g', -1, 64)
-	}
-	return strconv.FormatInt(v.Long, 10)
 }
 
 // Run runs spec on one segment or builder.
@@ -725,104 +668,6 @@ func (r *runner) do(rows []uint32) error {
 		}
 	}
 	return nil
-}
-
-// batchAgg aggregates a batch of rows column by column; every group-by dimension has one
-// value a row.
-type batchAgg struct {
-	r       *runner
-	times   *source.LongCache
-	readers []metricReader
-	t       []int64
-	gid     []int32
-	ids     [][]uint32
-	scratch batchScratch
-	key     []byte
-	// the group of the last bucket, when there is no group-by dimension
-	lastBucket int64
-	lastGroup  int32
-}
-
-func (b *batchAgg) run(rows []uint32) error {
-	r := b.r
-	n := len(rows)
-	b.t = slices.Grow(b.t[:0], n)[:n]
-	if err := b.times.Gather(rows, b.t); err != nil {
-		return fmt.Errorf("__time: %w", err)
-	}
-	if len(b.ids) != len(r.gdims) {
-		b.ids = make([][]uint32, len(r.gdims))
-	}
-	for k := range r.gdims {
-		b.ids[k] = slices.Grow(b.ids[k][:0], n)[:n]
-		g := &r.gdims[k]
-		if g.ids == nil {
-			clear(b.ids[k]) // the source lacks the dimension: null
-			continue
-		}
-		for i, row := range rows {
-			ids, err := g.ids.At(int(row))
-			if err != nil {
-				return fmt.Errorf("dimension %q: %w", r.spec.GroupBy[k], err)
-			}
-			b.ids[k][i] = ids[0]
-		}
-	}
-	if r.ordered {
-		for i, t := range b.t {
-			if err := r.inOrder(int(rows[i]), t); err != nil {
-				return err
-			}
-		}
-	}
-	b.gid = slices.Grow(b.gid[:0], n)[:n]
-	if r.dense != nil {
-		if err := r.dense.groups(r, b); err != nil {
-			return err
-		}
-	} else {
-		b.mapGroups()
-	}
-	a := r.acc
-	for m := range r.metrics {
-		if err := a.addBatch(m, &b.readers[m], rows, b.gid, b.t, &b.scratch); err != nil {
-			return fmt.Errorf("metric %q: %w", r.metrics[m].Name, err)
-		}
-	}
-	return nil
-}
-
-// mapGroups finds (or makes) the groups of the batch's rows through the runner's maps.
-func (b *batchAgg) mapGroups() {
-	r := b.r
-	gran, all := r.spec.Granularity, r.spec.All
-	a := r.acc
-	for i := range b.gid {
-		bucket := int64(0)
-		if !all {
-			bucket = gran.Truncate(b.t[i])
-		}
-		if len(r.gdims) == 0 && len(r.times) > 0 && bucket == b.lastBucket {
-			b.gid[i] = b.lastGroup
-		} else {
-			b.key = binary.LittleEndian.AppendUint64(b.key[:0], uint64(bucket))
-			for k := range r.gdims {
-				b.key = binary.LittleEndian.AppendUint32(b.key, b.ids[k][i])
-			}
-			gi, isNew := r.groupOf(b.key)
-			if isNew {
-				r.times = append(r.times, bucket)
-				for k := range r.gdims {
-					r.keys = append(r.keys, b.ids[k][i])
-				}
-				a.grow()
-			}
-			b.gid[i], b.lastBucket, b.lastGroup = gi, bucket, gi
-		}
-		g := b.gid[i]
-		a.rows[g]++
-		a.minTime[g] = min(a.minTime[g], b.t[i])
-	}
 }
 
 func (r *runner) aggregate(g, row int, t int64, readers []metricReader) error {
