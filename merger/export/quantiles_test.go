@@ -2,6 +2,7 @@ package export_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -288,4 +289,45 @@ func TestQuantilesCorrupt(t *testing.T) {
 	require.ErrorIs(t, err, columns.ErrCorrupt)
 	_, err = query.Run(ctx, seg, query.Spec{All: true})
 	require.ErrorIs(t, err, columns.ErrCorrupt)
+}
+
+// TestQuantilesInputSketchText: CSV and NDJSON carry input sketches in base64; ingested, the
+// rows hold those sketches, and rollup merges them.
+func TestQuantilesInputSketchText(t *testing.T) {
+	dir := t.TempDir()
+	spec := `{"timestamp": {"field": "ts", "format": "millis"}, "dimensions": [{"name": "svc"}],
+	  "metrics": [{"name": "q", "aggregator": "quantiles", "fieldName": "s", "isInputSketch": true}],
+	  "rollup": true, "granularity": "hour"}`
+	sp, err := ingest.ParseSpec([]byte(spec))
+	require.NoError(t, err)
+	sks, err := sp.Schema.Metrics[0].Sketches()
+	require.NoError(t, err)
+	enc := func(vals ...string) (string, agg.Sketch) {
+		sk := sks.New()
+		for _, v := range vals {
+			require.NoError(t, sk.Insert([]byte(v)))
+		}
+		b, err := sk.AppendBinary(nil)
+		require.NoError(t, err)
+		return base64.StdEncoding.EncodeToString(b), sk
+	}
+	a, want := enc("1", "2", "300")
+	b, other := enc("7", "2")
+	require.NoError(t, want.Merge(other))
+	wantBytes, err := want.AppendBinary(nil)
+	require.NoError(t, err)
+	csv := "ts,svc,s\n1000,x," + a + "\n2000,x," + b + "\n"
+	nd := `{"ts": 1000, "svc": "x", "s": "` + a + `"}` + "\n" + `{"ts": 2000, "svc": "x", "s": "` + b + `"}` + "\n"
+	for _, in := range []ingest.Input{{Name: "s.csv", Reader: strings.NewReader(csv)}, {Name: "s.ndjson", Reader: strings.NewReader(nd)}} {
+		seg := qIngestSpec(t, sp, filepath.Join(dir, in.Name+".seg"), in)
+		require.Equal(t, 1, seg.Rows())
+		r, err := seg.ReadRow(0)
+		require.NoError(t, err)
+		got, err := r.Metrics[0].Sketch.AppendBinary(nil)
+		require.NoError(t, err)
+		require.Equal(t, wantBytes, got, in.Name)
+	}
+	_, err = ingest.Run(context.Background(), sp, []ingest.Input{{Name: "bad.csv", Reader: strings.NewReader("ts,svc,s\n1000,x,AAAA\n")}},
+		ingest.Options{Out: filepath.Join(dir, "bad.seg"), Durability: noSync})
+	require.ErrorContains(t, err, "quantiles: bad header")
 }
