@@ -3,6 +3,7 @@ module github.com/writeout/writeout
 go 1.26.8
 
 require (
+	github.com/DataDog/sketches-go v1.4.8
 	github.com/RoaringBitmap/roaring/v2 v2.30.0
 	github.com/axiomhq/hyperloglog v0.3.0
 	github.com/johannesboyne/gofakes3 v1.2.0

@@ -195,7 +195,7 @@ func layout(s Schema, version uint8) []partSpec {
 	for i, m := range s.Metrics {
 		c := 1 + len(s.Dimensions) + i
 		enc := EncLongChunks
-		switch m.ValueType() {
+		switch m.column() {
 		case MetricDouble:
 			enc = EncDoubleChunks
 		case MetricHyperUnique:
@@ -225,7 +225,7 @@ func metricNullsColumn(s Schema, c int) bool {
 	if i < 0 || i >= len(s.Metrics) {
 		return false
 	}
-	t := s.Metrics[i].ValueType()
+	t := s.Metrics[i].column()
 	return t == MetricLong || t == MetricDouble
 }
 

@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/axiomhq/hyperloglog"
+
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/columns/agg"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden.seg and the fuzz seeds")
@@ -34,12 +36,12 @@ func goldenRows() (Schema, []Row) {
 		Rollup:      true,
 		Granularity: GranularityHour,
 	}
-	sk := func(vals ...string) *hyperloglog.Sketch {
+	sk := func(vals ...string) agg.Sketch {
 		h := hyperloglog.New()
 		for _, v := range vals {
 			h.Insert([]byte(v))
 		}
-		return h
+		return hllOf(h)
 	}
 	const hour = 3_600_000
 	t0 := int64(946_684_800_000) // 2000-01-01

@@ -16,7 +16,7 @@ import (
 // nulls), and a dimension.
 func nullsSchema() Schema {
 	s := Schema{Dimensions: []Dimension{{Name: "d"}}, Granularity: GranularityHour}
-	for _, a := range Aggregators {
+	for _, a := range testAggregators() {
 		s.Metrics = append(s.Metrics, Metric{Name: string(a) + "_m", Aggregator: a})
 	}
 	return s

@@ -524,7 +524,7 @@ func v4FlipSegment(t testing.TB) []byte {
 		rows[i].Metrics[4].Double = float64(sparse())
 		sk := hyperloglog.New()
 		sk.Insert(fmt.Appendf(nil, "u%d", i%3))
-		rows[i].Metrics[5].Sketch = sk
+		rows[i].Metrics[5].Sketch = hllOf(sk)
 	}
 	return writeRows(t, s, rows, WriterOptions{ChunkRows: 70, Compression: CompressionZstd})
 }

@@ -60,7 +60,7 @@ func flipRows(n, seed int) []Row {
 		r.Metrics[4].Double = float64(k) / 3
 		sk := hyperloglog.New()
 		sk.Insert(fmt.Appendf(nil, "user%d", k%6))
-		r.Metrics[5].Sketch = sk
+		r.Metrics[5].Sketch = hllOf(sk)
 		rows[i] = r
 	}
 	return rows
@@ -342,7 +342,7 @@ func (rd *everyColumn) sketch(name string) error {
 		if err != nil {
 			return err
 		}
-		p("%d ", sk.Estimate())
+		p("%d ", uint64(sk.Estimate()))
 	}
 	return nil
 }
@@ -360,7 +360,7 @@ func (rd *everyColumn) wholeRows() error {
 		for _, v := range row.Metrics {
 			p(" %d %v", v.Long, v.Double)
 			if v.Sketch != nil {
-				p(" %d", v.Sketch.Estimate())
+				p(" %d", uint64(v.Sketch.Estimate()))
 			}
 		}
 	}

@@ -68,7 +68,7 @@ func newRowsWriter(schema Schema, opts WriterOptions) (*rowsWriter, error) {
 		}
 	}
 	for i, mt := range rw.schema.Metrics {
-		switch mt.ValueType() {
+		switch mt.column() {
 		case MetricLong:
 			rw.longs[i], err = w.Long(mt.Name)
 		case MetricDouble:
@@ -132,7 +132,7 @@ func (w *rowsWriter) AddRow(r Row) error {
 		var err error
 		v := r.Metrics[i]
 		timed := m.Agg().Timed()
-		switch m.ValueType() {
+		switch m.column() {
 		case MetricLong:
 			if v.Null {
 				err = w.longs[i].AppendNull()

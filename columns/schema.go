@@ -52,7 +52,8 @@ type Dimension struct {
 // MetricType is the type of a metric's values.
 type MetricType string
 
-// The metric types. HyperUnique metrics store one serialized HyperLogLog sketch per row.
+// The metric types. A sketch aggregator's metrics are of its own type, its name (hyperUnique:
+// MetricHyperUnique), and store one serialized sketch per row (see sketch.go).
 const (
 	MetricLong        MetricType = "long"
 	MetricDouble      MetricType = "double"
@@ -63,7 +64,8 @@ const (
 // does is defined in one place, package columns/agg; Spec returns its entry there.
 type Aggregator string
 
-// The aggregators. Adding one is a constant here and an entry in columns/agg's table.
+// The aggregators. Adding one is an entry in columns/agg's table (and a constant here, for
+// callers that name it in Go).
 const (
 	AggCount       Aggregator = "count"
 	AggLongSum     Aggregator = "longSum"
@@ -98,6 +100,9 @@ func (a Aggregator) ValueType() MetricType {
 	if !ok {
 		return ""
 	}
+	if s.Type == agg.SketchType {
+		return MetricType(s.Name) // a sketch aggregator's values are its own type
+	}
 	return metricType(s.Type)
 }
 
@@ -107,7 +112,7 @@ func metricType(t agg.Type) MetricType {
 		return MetricLong
 	case agg.Double:
 		return MetricDouble
-	case agg.Sketch:
+	case agg.SketchType:
 		return MetricHyperUnique
 	}
 	return ""
@@ -115,13 +120,21 @@ func metricType(t agg.Type) MetricType {
 
 // Metric is a numeric or sketch column with the aggregator that combines it. Type may be left
 // empty: it then follows from the aggregator. Field names the input field the metric is computed
-// from at ingestion (for hyperUnique, the dimension value added to the sketch); empty means Name.
+// from at ingestion (for a sketch, the values added to it, or a dimension); empty means Name.
 // The columns package stores Field but does not use it.
 type Metric struct {
 	Name       string     `json:"name"`
 	Type       MetricType `json:"type,omitempty"`
 	Aggregator Aggregator `json:"aggregator"`
 	Field      string     `json:"fieldName,omitempty"`
+	// InputSketch: at ingestion the input field holds serialized sketches of this metric
+	// (as Parquet export writes them), merged as they are, not values to insert (Druid's
+	// isInputSketch). Stored, not used, by this package.
+	InputSketch bool `json:"isInputSketch,omitempty"`
+	// Params are a sketch aggregator's parameters, the keys of the metric's JSON besides the
+	// ones above (quantiles: "accuracy"), which its sketch kind interprets (Sketches). nil
+	// for none; other aggregators take none.
+	Params map[string]json.RawMessage `json:"-"`
 }
 
 // Agg returns the metric's aggregator entry in columns/agg (the zero Agg for an unknown
@@ -185,6 +198,12 @@ func (s Schema) Validate() error {
 		want := m.Aggregator.ValueType()
 		if want == "" {
 			return fmt.Errorf("columns: schema: metric %q: unknown aggregator %q (want one of %s): %w", m.Name, m.Aggregator, aggregatorList(), ErrSchema)
+		}
+		if _, err := m.Sketches(); err != nil {
+			return fmt.Errorf("columns: schema: metric %q: %w: %w", m.Name, err, ErrSchema)
+		}
+		if m.InputSketch && m.Agg().Type != agg.SketchType {
+			return fmt.Errorf("columns: schema: metric %q: isInputSketch is for sketch aggregators: %w", m.Name, ErrSchema)
 		}
 		switch m.Type {
 		case "", want:
@@ -273,7 +292,8 @@ func (s Schema) Equal(o Schema) bool {
 	}
 	for i, m := range s.Metrics {
 		e := o.Metrics[i]
-		if m.Name != e.Name || m.Aggregator != e.Aggregator || m.ValueType() != e.ValueType() || m.Field != e.Field {
+		if m.Name != e.Name || m.Aggregator != e.Aggregator || m.ValueType() != e.ValueType() || m.Field != e.Field ||
+			m.InputSketch != e.InputSketch || !equalParams(m.Params, e.Params) {
 			return false
 		}
 	}

@@ -41,7 +41,7 @@ func (w *Writer) seal() (*footer, error) {
 		}
 	}
 	for i, m := range w.schema.Metrics {
-		switch m.ValueType() {
+		switch m.column() {
 		case MetricLong:
 			check(m.Name, w.longs[i].rows, w.longs[i].finish())
 		case MetricDouble:
@@ -97,7 +97,7 @@ func (w *Writer) stageMetricNulls() (uint8, error) {
 	for i, m := range w.schema.Metrics {
 		c := 1 + len(w.schema.Dimensions) + i
 		var bm *roaring.Bitmap
-		switch m.ValueType() {
+		switch m.column() {
 		case MetricLong:
 			bm = w.longs[i].nulls
 		case MetricDouble:

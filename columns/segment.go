@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
-	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/internal/sys"
 )
@@ -240,7 +239,7 @@ func (s *Segment) parseColumns() error {
 		if p := s.part(c, PartNulls); p != nil {
 			nulls = s.checkOf(p)
 		}
-		switch m.ValueType() {
+		switch m.column() {
 		case MetricLong:
 			l = &LongColumn{seg: s, name: m.Name, ix: ix, times: times, nulls: nulls}
 		case MetricDouble:
@@ -253,7 +252,11 @@ func (s *Segment) parseColumns() error {
 				d.tails = &TailColumn{seg: s, name: m.Name, ix: tix}
 			}
 		case MetricHyperUnique:
-			sk = &SketchColumn{seg: s, name: m.Name, ix: ix}
+			sks, err := m.Sketches()
+			if err != nil {
+				return fmt.Errorf("metric %q: %w: %w", m.Name, ErrCorrupt, err)
+			}
+			sk = &SketchColumn{seg: s, name: m.Name, ix: ix, sks: sks}
 		}
 		s.longs, s.doubles, s.sketches = append(s.longs, l), append(s.doubles, d), append(s.sketches, sk)
 	}
@@ -338,7 +341,7 @@ func (s *Segment) Double(name string) (*DoubleColumn, error) {
 	return s.doubles[i], nil
 }
 
-// Sketch returns a hyperUnique metric.
+// Sketch returns a sketch metric.
 func (s *Segment) Sketch(name string) (*SketchColumn, error) {
 	i := s.f.schema.Metric(name)
 	if i < 0 || s.sketches[i] == nil {
@@ -641,158 +644,4 @@ func partOr(k PartKind) PartKind {
 		return PartValues
 	}
 	return k
-}
-
-// blobCursor reads blob chunks.
-type blobCursor struct {
-	name string
-	part PartKind // PartValues or PartTails, for errors
-	cr   chunkReader
-	offs []int   // value k of the chunk is data[offs[k]:offs[k+1]]
-	lens []int64 // decodeBlobs' scratch
-	data []byte  // the chunk's raw bytes
-}
-
-func (c *blobCursor) at(row int) ([]byte, error) {
-	// The current chunk may be a view of the mapping: never touch it after Close.
-	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 || c.cr.src.closed {
-		if err := c.load(row); err != nil {
-			return nil, err
-		}
-	}
-	k := row - c.cr.lo
-	return c.data[c.offs[k]:c.offs[k+1]:c.offs[k+1]], nil
-}
-
-func (c *blobCursor) load(row int) error {
-	if err := c.cr.seg(row); err != nil {
-		return err
-	}
-	i := c.cr.next(row)
-	raw, err := c.cr.load(i, maxChunkBytes)
-	if err == nil {
-		var rest []byte
-		n := c.cr.ix.first[i+1] - c.cr.ix.first[i]
-		c.offs = intPool.Regrow(c.offs, n+1)
-		c.lens = int64Pool.Regrow(c.lens, n)
-		c.offs, rest, err = decodeBlobs(c.offs, raw, n, &c.lens)
-		if err == nil && len(rest) != 0 {
-			err = corruptf("blob chunk: lengths add up to %d, have %d bytes", c.offs[len(c.offs)-1]-c.offs[0], len(raw)-c.offs[0])
-		}
-		c.data = raw
-		if err != nil {
-			err = fmt.Errorf("chunk %d: %w", i, err)
-		}
-	}
-	if err != nil {
-		c.cr.cur = -1
-		return partError(c.name, partOr(c.part), err)
-	}
-	c.cr.cur = i
-	return nil
-}
-
-// Release gives the cursor's buffers back to the package's pools, as LongCursor.Release.
-func (c *blobCursor) Release() {
-	c.cr.release()
-	intPool.Put(c.offs)
-	int64Pool.Put(c.lens)
-	c.offs, c.lens, c.data = nil, nil, nil
-}
-
-// SketchColumn is a hyperUnique metric: one HyperLogLog sketch per row.
-type SketchColumn struct {
-	seg  *Segment
-	name string
-	ix   *chunkIndex
-}
-
-// Name returns the column's name.
-func (c *SketchColumn) Name() string { return c.name }
-
-// Cursor returns a new cursor over the column.
-func (c *SketchColumn) Cursor() *SketchCursor {
-	return &SketchCursor{blobCursor{name: c.name, cr: newChunkReader(&c.seg.src, c.ix)}}
-}
-
-// SketchCursor reads a hyperUnique column chunk by chunk; one goroutine at a time.
-type SketchCursor struct{ blobCursor }
-
-// Bytes returns the serialized sketch of row (as SketchWriter.AppendBytes takes it), valid
-// until the cursor's next call.
-func (c *SketchCursor) Bytes(row int) ([]byte, error) { return c.at(row) }
-
-// Sketch returns the sketch of row, decoded.
-func (c *SketchCursor) Sketch(row int) (*hyperloglog.Sketch, error) {
-	b, err := c.at(row)
-	if err != nil {
-		return nil, err
-	}
-	return decodeSketch(c.name, row, b)
-}
-
-func decodeSketch(name string, row int, b []byte) (*hyperloglog.Sketch, error) {
-	sk := new(hyperloglog.Sketch)
-	err := safely("hyperloglog", func() error {
-		if err := sk.UnmarshalBinary(b); err != nil {
-			return corruptf("row %d: sketch: %v", row, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, partError(name, PartValues, err)
-	}
-	return sk, nil
-}
-
-// RawColumn is a raw string dimension.
-type RawColumn struct {
-	seg   *Segment
-	dim   Dimension
-	ix    *chunkIndex
-	nulls *partCheck
-}
-
-// Dimension returns the column's schema entry.
-func (c *RawColumn) Dimension() Dimension { return c.dim }
-
-// Nulls returns the null rows.
-func (c *RawColumn) Nulls() (*roaring.Bitmap, error) { return c.seg.readNulls(c.dim.Name, c.nulls) }
-
-// Cursor returns a new cursor over the column.
-func (c *RawColumn) Cursor() *RawCursor {
-	return &RawCursor{blobCursor: blobCursor{name: c.dim.Name, cr: newChunkReader(&c.seg.src, c.ix)}, col: c}
-}
-
-// RawCursor reads a raw dimension chunk by chunk; one goroutine at a time.
-type RawCursor struct {
-	blobCursor
-	col   *RawColumn
-	nulls *roaring.Bitmap
-}
-
-// Bytes returns the value of row, valid until the cursor's next call, and whether it is
-// non-null.
-func (c *RawCursor) Bytes(row int) ([]byte, bool, error) {
-	if c.nulls == nil {
-		bm, err := c.col.Nulls()
-		if err != nil {
-			return nil, false, err
-		}
-		c.nulls = bm
-	}
-	b, err := c.at(row)
-	if err != nil {
-		return nil, false, err
-	}
-	if c.nulls.Contains(uint32(row)) {
-		return nil, false, nil
-	}
-	return b, true, nil
-}
-
-// At returns the value of row and whether it is non-null.
-func (c *RawCursor) At(row int) (string, bool, error) {
-	b, ok, err := c.Bytes(row)
-	return string(b), ok, err
 }

@@ -79,10 +79,11 @@ func (t *genTable) next(gr *gen.Row, r *Row) bool {
 		case gen.AggDoubleSum, gen.AggDoubleMin:
 			v.Double = gr.Doubles[src.Slot]
 		case gen.AggHyperUnique:
-			v.Sketch = hyperloglog.New()
+			h := hyperloglog.New()
 			for _, s := range gr.Strings[src.Slot].Values {
-				v.Sketch.Insert([]byte(s))
+				h.Insert([]byte(s))
 			}
+			v.Sketch = hllOf(h)
 		}
 		r.Metrics[i] = v
 	}

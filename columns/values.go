@@ -6,7 +6,6 @@ import (
 	"math"
 
 	"github.com/RoaringBitmap/roaring/v2"
-	"github.com/axiomhq/hyperloglog"
 )
 
 // LongWriter appends int64 values: __time or a long metric.
@@ -552,35 +551,3 @@ func (r *RawWriter) finish() error {
 	r.nulls = nil
 	return r.err
 }
-
-// SketchWriter appends the HyperLogLog sketches of a hyperUnique metric.
-type SketchWriter struct {
-	blobWriter
-	buf []byte
-}
-
-// Append appends the next row's sketch as it is represented; nil appends an empty sketch. A
-// caller that combined several rows' sketches puts the result in its canonical representation
-// first (agg.Canonicalize), so that the same rows store the same bytes however they were
-// combined.
-func (s *SketchWriter) Append(sk *hyperloglog.Sketch) error {
-	if sk == nil {
-		sk = hyperloglog.New()
-	}
-	var err error
-	s.buf, err = sk.AppendBinary(s.buf[:0])
-	if err != nil {
-		if s.err == nil {
-			s.err = fmt.Errorf("columns: column %q: row %d: %w", s.cw.st.name, s.rows, err)
-		}
-		return s.err
-	}
-	return s.append(s.buf)
-}
-
-// AppendBytes appends the next row's sketch in its serialized form, as SketchCursor.Bytes
-// returns it. The bytes are not checked here (Segment.Verify checks them); they must come from
-// a sketch's MarshalBinary.
-func (s *SketchWriter) AppendBytes(b []byte) error { return s.append(b) }
-
-func (s *SketchWriter) finish() error { return s.finishBlobs() }

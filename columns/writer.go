@@ -7,8 +7,8 @@ import (
 	"io"
 
 	"github.com/RoaringBitmap/roaring/v2"
-	"github.com/axiomhq/hyperloglog"
 
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
@@ -58,15 +58,15 @@ type Row struct {
 }
 
 // Value is one metric value: Long for long metrics (count included), Double for double metrics,
-// Sketch for hyperUnique metrics (nil is written as an empty sketch).
+// Sketch for sketch metrics (nil is written as an empty sketch).
 //
 // Null marks a missing long or double value (SQL-compatible null handling, as Druid's): Long and
-// Double are then ignored and should be zero. A hyperUnique metric has no null: its missing
+// Double are then ignored and should be zero. A sketch metric has no null: its missing
 // value is a nil Sketch.
 type Value struct {
 	Long   int64
 	Double float64
-	Sketch *hyperloglog.Sketch
+	Sketch agg.Sketch
 	Null   bool
 }
 
@@ -212,7 +212,7 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 		if m.Agg().Timed() {
 			times = &LongWriter{cw: chunkedWriter{st: find(c, PartTimes), comp: opts.Compression}, chunkRows: opts.ChunkRows, pc: pcs()}
 		}
-		switch m.ValueType() {
+		switch m.column() {
 		case MetricLong:
 			w.longs = append(w.longs, &LongWriter{cw: cw(c), chunkRows: opts.ChunkRows, times: times, metric: true, pc: pcs()})
 			w.doubles, w.sketch = append(w.doubles, nil), append(w.sketch, nil)
@@ -224,7 +224,11 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 			w.doubles = append(w.doubles, dw)
 			w.longs, w.sketch = append(w.longs, nil), append(w.sketch, nil)
 		case MetricHyperUnique:
-			w.sketch = append(w.sketch, &SketchWriter{blobWriter: blobWriter{cw: cw(c), chunkRows: opts.ChunkRows}})
+			sks, err := m.Sketches()
+			if err != nil {
+				return nil, fmt.Errorf("columns: writer: metric %q: %w: %w", m.Name, ErrSchema, err)
+			}
+			w.sketch = append(w.sketch, &SketchWriter{blobWriter: blobWriter{cw: cw(c), chunkRows: opts.ChunkRows}, sks: sks})
 			w.longs, w.doubles = append(w.longs, nil), append(w.doubles, nil)
 		}
 	}
@@ -278,7 +282,7 @@ func (w *Writer) metric(name string, t MetricType) (int, error) {
 		return 0, err
 	}
 	i := w.schema.Metric(name)
-	if i < 0 || w.schema.Metrics[i].ValueType() != t {
+	if i < 0 || w.schema.Metrics[i].column() != t {
 		return 0, fmt.Errorf("columns: writer: no %s metric %q: %w", t, name, ErrSchema)
 	}
 	return i, nil
@@ -302,7 +306,7 @@ func (w *Writer) Double(name string) (*DoubleWriter, error) {
 	return w.doubles[i], nil
 }
 
-// Sketch returns the writer of a hyperUnique metric.
+// Sketch returns the writer of a sketch metric.
 func (w *Writer) Sketch(name string) (*SketchWriter, error) {
 	i, err := w.metric(name, MetricHyperUnique)
 	if err != nil {

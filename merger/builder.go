@@ -1,23 +1,17 @@
 package merger
 
 import (
-	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
-	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
-	"github.com/writeout/writeout/merger/internal/source"
 )
 
 // BuilderOptions configure a Builder. The zero value is the default: no live bitmaps.
@@ -93,66 +87,6 @@ type bdim struct {
 
 const pendBatch = 16
 
-// liveWindow gathers the rows of a frequent id that share their high 16 bits (the rows of one
-// roaring container) as a bitset: a bit set per row instead of roaring's per-value insert.
-type liveWindow struct {
-	key    uint32 // row >> 16 of the rows held
-	lo, hi int    // the words in use are [lo, hi]; lo > hi when empty
-	words  [1024]uint64
-}
-
-// flush adds the window's rows to bm and empties it.
-func (w *liveWindow) flush(bm *roaring.Bitmap) {
-	if w.lo > w.hi {
-		return
-	}
-	c := roaring.New()
-	c.FromDense(w.words[:], false) // shares words: AddOffset64 copies them
-	bm.Or(roaring.AddOffset64(c, int64(w.key)<<16))
-	clear(w.words[w.lo : w.hi+1])
-	w.lo, w.hi = len(w.words), -1
-}
-
-// addLive records that row holds local id.
-func (d *bdim) addLive(id, row uint32) {
-	if id < bigIDs && d.wins[id] != nil {
-		w := d.wins[id]
-		if row>>16 != w.key {
-			w.flush(d.live[id])
-			w.key = row >> 16
-		}
-		k := int(row&0xffff) >> 6
-		w.words[k] |= 1 << (row & 63)
-		w.lo, w.hi = min(w.lo, k), max(w.hi, k)
-		return
-	}
-	k := d.npend[id]
-	slot := d.slot(id)
-	slot[k] = row
-	k++
-	if int(k) == len(slot) {
-		bm := d.live[id]
-		if bm == nil {
-			bm = roaring.New()
-			d.live[id] = bm
-		}
-		if id < bigIDs && slot[0]>>16 == slot[k-1]>>16 {
-			// bigBatch rows within one container's rows: frequent enough for a window.
-			w := &liveWindow{key: slot[0] >> 16, lo: len(liveWindow{}.words), hi: -1}
-			for _, r := range slot {
-				k := int(r&0xffff) >> 6
-				w.words[k] |= 1 << (r & 63)
-				w.lo, w.hi = min(w.lo, k), max(w.hi, k)
-			}
-			d.wins[id] = w
-		} else {
-			bm.AddMany(slot)
-		}
-		k = 0
-	}
-	d.npend[id] = k
-}
-
 // The first bigIDs ids of a dimension get slots of bigBatch rows, the others of pendBatch:
 // frequent values (most often seen early) go to their bitmaps in larger batches, and rare ones
 // (of which there may be millions) hold little memory.
@@ -161,50 +95,6 @@ const (
 	bigIDs   = 256
 	bigBatch = 128
 )
-
-// slot returns id's pending rows' slot.
-func (d *bdim) slot(id uint32) []uint32 {
-	if id < bigIDs {
-		o := int(id) * bigBatch
-		return d.big[o : o+bigBatch : o+bigBatch]
-	}
-	id -= bigIDs
-	o := int(id%pendIDs) * pendBatch
-	return d.pend[id/pendIDs][o : o+pendBatch : o+pendBatch]
-}
-
-// newLive adds an empty live bitmap for the next id (created when it first gets rows).
-func (d *bdim) newLive() {
-	switch n := len(d.live); {
-	case n == 0:
-		d.big = make([]uint32, bigIDs*bigBatch)
-		d.wins = make([]*liveWindow, bigIDs)
-	case n >= bigIDs && (n-bigIDs)%pendIDs == 0:
-		d.pend = append(d.pend, make([]uint32, pendIDs*pendBatch))
-	}
-	d.live = append(d.live, nil)
-	d.npend = append(d.npend, 0)
-}
-
-// liveBitmap returns the live bitmap of local id, up to date. Readers hold the builder's read
-// lock: once flushed, a bitmap does not change until the next Add.
-func (d *bdim) liveBitmap(id uint32) *roaring.Bitmap {
-	d.pmu.Lock()
-	defer d.pmu.Unlock()
-	bm := d.live[id]
-	if bm == nil {
-		bm = roaring.New()
-		d.live[id] = bm
-	}
-	if k := d.npend[id]; k > 0 {
-		bm.AddMany(d.slot(id)[:k])
-		d.npend[id] = 0
-	}
-	if id < bigIDs && d.wins[id] != nil {
-		d.wins[id].flush(bm)
-	}
-	return bm
-}
 
 // bmet holds one metric's rows.
 type bmet struct {
@@ -216,9 +106,10 @@ type bmet struct {
 	sums  map[uint32]*agg.ExactSum // doubleSum: rows combined from several, exactly
 	carry map[uint32]int64         // count, longSum: rows whose exact sum is longs[row] + carry*2^64
 	nulls *roaring.Bitmap          // long and double metrics: the null rows (value and time 0), nil when none
-	src   int                      // hyperUnique: the dimension a row's own sketch derives from, or -1
-	sks   map[uint32]*hyperloglog.Sketch
-	arrs  metArrays // the owners of longs, dbls and times with ScratchArrays
+	src   int                      // sketches: the dimension a row's own sketch derives from, or -1
+	kind  agg.Sketches             // sketches: the metric's kind with its parameters
+	sks   map[uint32]agg.Sketch    // sketches: the rows' own sketches
+	arrs  metArrays                // the owners of longs, dbls and times with ScratchArrays
 }
 
 // NewBuilder returns an empty builder of rows of schema, which it validates.
@@ -291,7 +182,8 @@ func (b *Builder) resetKeep(keep int64) {
 			if k := b.schema.Dimension(field); k >= 0 {
 				bm.src = k
 			}
-			bm.sks = map[uint32]*hyperloglog.Sketch{}
+			bm.sks = map[uint32]agg.Sketch{}
+			bm.kind, _ = m.Sketches() // the schema is validated
 		}
 		b.mets[i] = bm
 	}
@@ -489,7 +381,7 @@ func (b *Builder) add(r *columns.Row) error {
 			m.longs = append(m.longs, v.Long)
 		case agg.Double:
 			m.dbls = append(m.dbls, v.Double)
-		case agg.Sketch:
+		case agg.SketchType:
 			if v.Sketch != nil {
 				m.sks[row] = v.Sketch.Clone() // one row's sketch: stored as it came
 			}
@@ -511,7 +403,7 @@ func (m *bmet) input(v columns.Value) columns.Value {
 	switch {
 	case m.agg.CountsRows:
 		return columns.Value{Long: 1}
-	case m.agg.Type == agg.Sketch:
+	case m.agg.Type == agg.SketchType:
 		v.Null = false
 	}
 	return v
@@ -531,138 +423,6 @@ func (m *bmet) setNull(row uint32, null bool) {
 	case m.nulls != nil:
 		m.nulls.Remove(row)
 	}
-}
-
-// rowKey returns the rollup key of a row: its truncated time and dimension values.
-func (b *Builder) rowKey(t int64, r columns.Row) []byte {
-	k := binary.LittleEndian.AppendUint64(b.keyBuf[:0], uint64(t))
-	for i, vals := range r.Dims {
-		if b.dims[i].kind == kindMulti && len(vals) > 1 {
-			b.sorted = append(b.sorted[:0], vals...)
-			sort.Strings(b.sorted)
-			vals = b.sorted
-		}
-		k = binary.AppendUvarint(k, uint64(len(vals)))
-		for _, v := range vals {
-			k = binary.AppendUvarint(k, uint64(len(v)))
-			k = append(k, v...)
-		}
-	}
-	b.keyBuf = k
-	return k
-}
-
-// combine rolls row r into stored row old, through each metric's accumulator of columns/agg
-// (which alone decides what a null means), resumed from the stored row.
-func (b *Builder) combine(old uint32, r columns.Row) error {
-	for i, m := range b.mets {
-		v := m.input(r.Metrics[i])
-		k := m.agg.Kind
-		var t int64
-		if m.agg.Timed() {
-			t = m.times[old]
-		}
-		wasNull := m.isNull(old)
-		switch m.agg.Type {
-		case agg.Long:
-			acc := agg.LongAccOf(k, m.longs[old], m.carry[old], t, wasNull)
-			acc.Add(k, v.Long, r.Time, v.Null)
-			m.longs[old] = acc.V
-			if !acc.Set {
-				m.longs[old] = 0
-			}
-			if c := acc.C - m.carry[old]; c != 0 {
-				m.addCarry(old, c)
-			}
-			if m.agg.Timed() {
-				m.times[old] = acc.Time()
-			}
-			m.setNull(old, !acc.Set)
-		case agg.Double:
-			if v.Null && !wasNull {
-				// agg skips a null: the stored row stays as it is, bytes included (one
-				// value's -0 is not rounded through an exact sum to +0).
-				continue
-			}
-			if k == agg.Sum && wasNull && !v.Null {
-				// The row's one value so far: stored as it came (as a merge stores one value).
-				m.dbls[old] = v.Double
-				m.setNull(old, false)
-				continue
-			}
-			acc := agg.NewDoubleAcc(k)
-			if !wasNull {
-				if s := m.sums[old]; s != nil {
-					acc.Sum = *s
-					acc.Set = true
-				} else {
-					acc.Add(k, m.dbls[old], t, nil, false)
-				}
-			}
-			acc.Add(k, v.Double, r.Time, nil, v.Null)
-			if k == agg.Sum && !wasNull && !v.Null {
-				// Combined from several: its exact sum is kept.
-				if m.sums == nil {
-					m.sums = map[uint32]*agg.ExactSum{}
-				}
-				if m.sums[old] == nil {
-					m.sums[old] = &agg.ExactSum{}
-				}
-				*m.sums[old] = acc.Sum
-			}
-			m.dbls[old] = acc.Value(k)
-			if m.agg.Timed() {
-				m.times[old] = acc.Time()
-			}
-			m.setNull(old, !acc.Set)
-		case agg.Sketch:
-			// A row's sketch is the one given, or the sketch of its values of the source
-			// dimension: those equal the stored row's, whose dimensions are equal.
-			// The row is now combined from several: its sketch is materialized and kept in
-			// canonical form (agg.Canonicalize), as a merge of the rows' sketches would be.
-			sk := m.sks[old]
-			if sk == nil {
-				sk = hyperloglog.New()
-				if m.src >= 0 {
-					b.insertValues(sk, old, m.src)
-				}
-				m.sks[old] = sk
-			}
-			if v.Sketch == nil {
-				if m.src >= 0 {
-					b.insertValues(sk, old, m.src)
-				}
-			} else if err := agg.MergeSketch(sk, v.Sketch); err != nil {
-				return fmt.Errorf("%w: builder: metric %q: %w", ErrInvalid, m.met.Name, err)
-			}
-			agg.Canonicalize(sk)
-		}
-	}
-	return nil
-}
-
-// addCarry adds c to the carries out of int64 of row's sum (agg.AddLong). A row whose carries
-// add up to 0 again holds its exact sum.
-func (m *bmet) addCarry(row uint32, c int64) {
-	if m.carry == nil {
-		m.carry = map[uint32]int64{}
-	}
-	if m.carry[row] += c; m.carry[row] == 0 {
-		delete(m.carry, row)
-	}
-}
-
-// overflow returns, when some row's exact sum does not fit an int64, an error wrapping
-// agg.ErrOverflow naming the first such row (in the order rows were added) and its time.
-func (b *Builder) overflow(m *bmet) error {
-	if len(m.carry) == 0 {
-		return nil
-	}
-	row := uint32(math.MaxUint32)
-	for r := range m.carry {
-		row = min(row, r)
-	}
-	return fmt.Errorf("row %d (time %d, truncated): %w", row, b.times[row], agg.OverflowError(m.longs[row], m.carry[row]))
 }
 
 func (b *Builder) addDim(d *bdim, row uint32, vals []string) {
@@ -752,140 +512,6 @@ func (d *bdim) rowIDs(row int) []uint32 {
 		return d.ids[row : row+1]
 	}
 	return d.multi[d.offs[row]:d.offs[row+1]]
-}
-
-// insertValues adds row's values of dimension k to sk.
-func (b *Builder) insertValues(sk *hyperloglog.Sketch, row uint32, k int) {
-	d := b.dims[k]
-	switch d.kind {
-	case kindRaw:
-		if d.rawOK[row] {
-			sk.Insert([]byte(d.raw[row]))
-		}
-	case kindSingle, kindMulti:
-		for _, id := range d.rowIDs(int(row)) {
-			if id != 0 {
-				sk.Insert([]byte(d.vals[id]))
-			}
-		}
-	}
-}
-
-// PersistOptions configure Builder.Persist: the subset of Options that applies to writing one
-// segment from the builder's rows (whose schema, rollup and granularity are the builder's).
-type PersistOptions struct {
-	Medium      medium.Medium
-	Durability  medium.Durability
-	Replace     bool
-	Parallelism int
-	Progress    func(Progress)
-	Compression columns.Compression
-	ChunkRows   int
-	// InputNames name the segments of PersistAfter in error messages (see Options.InputNames).
-	InputNames []string
-	// Runs marks ingestion's intermediate segments. Persist then writes no bitmap index for
-	// single-value dimensions: a merge builds their bitmaps from the merged ids, never from
-	// its inputs' bitmaps, so those of a segment only merged again are never read (multi-value
-	// dimensions keep theirs: a merge reads them). PersistAfter then takes each dimension's
-	// bitmap index from the builder's schema, where the union of the schemas would drop the
-	// indexes its runs lack. A segment persisted with Runs is for merging, not for queries.
-	Runs bool
-}
-
-// runSchema is the schema of a run: s without the bitmap indexes of single-value dictionary
-// dimensions.
-func runSchema(s columns.Schema) columns.Schema {
-	s = s.Clone()
-	for i, d := range s.Dimensions {
-		if !d.Raw && !d.MultiValue {
-			s.Dimensions[i].NoBitmapIndex = true
-		}
-	}
-	return s
-}
-
-// Persist writes the builder's rows as a segment at dst, through the merge's write path (the
-// builder is its one input): rows sorted by (time, dimensions), dictionaries sorted, bitmaps
-// rebuilt one value at a time, parts staged in the medium and published per Durability. The
-// rows stay in the builder (Reset drops them); Add waits while Persist runs, queries do not.
-func (b *Builder) Persist(ctx context.Context, dst string, opts PersistOptions) (res Result, err error) {
-	start := time.Now()
-	mo := Options{Medium: opts.Medium, Durability: opts.Durability, Replace: opts.Replace, Parallelism: opts.Parallelism,
-		Progress: opts.Progress, Compression: opts.Compression, ChunkRows: opts.ChunkRows,
-		Rollup: b.schema.Rollup, Granularity: b.schema.Granularity}
-	if err := mo.ensureDefaults(); err != nil {
-		return Result{}, err
-	}
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if b.closed {
-		return Result{}, fmt.Errorf("merger: builder: persist: %w", medium.ErrClosed)
-	}
-	src := b.persistView()
-	defer func() {
-		if rerr := src.release(); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-	}()
-	out := b.schema
-	if opts.Runs {
-		out = runSchema(out)
-	}
-	return mergeSources(ctx, []source.Source{src}, []string{"builder"}, out, target{path: dst}, mo, start)
-}
-
-// PersistAfter is Persist merging segments before the builder's rows: the segments' rows come
-// first, in order, then the builder's, as if the builder's rows had been persisted as one
-// more segment and merged with Merge after them (same rollup, same bytes), without writing
-// and reading back that segment. Ingestion merges its runs with the rows still in memory
-// this way. The segments' checksums are verified as Merge does them (before the output is
-// published); the segments stay open and the caller's.
-func (b *Builder) PersistAfter(ctx context.Context, before []*columns.Segment, dst string, opts PersistOptions) (res Result, err error) {
-	start := time.Now()
-	mo := Options{Medium: opts.Medium, Durability: opts.Durability, Replace: opts.Replace, Parallelism: opts.Parallelism,
-		Progress: opts.Progress, Compression: opts.Compression, ChunkRows: opts.ChunkRows,
-		Rollup: b.schema.Rollup, Granularity: b.schema.Granularity, InputNames: opts.InputNames}
-	if err := mo.ensureDefaults(); err != nil {
-		return Result{}, err
-	}
-	srcs := make([]source.Source, 0, len(before)+1)
-	schemas := make([]columns.Schema, 0, len(before)+1)
-	names := make([]string, 0, len(before)+1)
-	for i, in := range before {
-		if in == nil {
-			return Result{}, fmt.Errorf("%w: input %d is nil", ErrInvalid, i)
-		}
-		srcs = append(srcs, source.OfSegment(in))
-		schemas = append(schemas, in.Schema())
-		names = append(names, mo.inputNameOf(i, in))
-	}
-	mo.verifyInputs = verifier(before, names, mo.Parallelism)
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if b.closed {
-		return Result{}, fmt.Errorf("merger: builder: persist: %w", medium.ErrClosed)
-	}
-	view := b.persistView()
-	defer func() {
-		if rerr := view.release(); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-	}()
-	srcs = append(srcs, view)
-	schemas = append(schemas, b.schema)
-	names = append(names, "builder")
-	out, err := outputSchema(schemas, func(i int) string { return names[i] }, nil, mo.Rollup, mo.Granularity)
-	if err != nil {
-		return Result{}, err
-	}
-	if opts.Runs {
-		for i, d := range out.Dimensions {
-			if k := b.schema.Dimension(d.Name); k >= 0 {
-				out.Dimensions[i].NoBitmapIndex = b.schema.Dimensions[k].NoBitmapIndex
-			}
-		}
-	}
-	return mergeSources(ctx, srcs, names, out, target{path: dst}, mo, start)
 }
 
 // MemBytes returns an estimate of the memory the builder's rows hold, in bytes: its row arrays

@@ -131,7 +131,7 @@ func (b *Builder) reserveRows(n int) {
 		case agg.Double:
 			errs = append(errs, reserve(&m.dbls, dbls, n))
 			room = min(room, cap(m.dbls)-len(m.dbls))
-		case agg.Sketch:
+		case agg.SketchType:
 		}
 		if m.agg.Timed() {
 			errs = append(errs, reserve(&m.times, times, n))

@@ -10,7 +10,6 @@ import (
 	"github.com/writeout/writeout/merger/internal/scratch"
 
 	"github.com/RoaringBitmap/roaring/v2"
-	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/merger/internal/source"
@@ -191,7 +190,7 @@ func (v *bview) Sketch(name string) source.SketchReader {
 
 func (v *bview) SketchMerger(name string) source.SketchMerger {
 	if m := v.metric(name); m != nil && m.agg.Kind == agg.Union {
-		return &bSketches{b: v.b, m: m, pending: map[*hyperloglog.Sketch]*roaring.Bitmap{}}
+		return &bSketches{b: v.b, m: m, pending: map[agg.Sketch]*roaring.Bitmap{}}
 	}
 	return nil
 }
@@ -227,37 +226,44 @@ type bSketches struct {
 	// Queries: the source dimension's ids of the derived rows merged into each accumulator,
 	// inserted once each at flush (inserting a value twice changes nothing, and costs a
 	// sparse sketch insertion).
-	pending map[*hyperloglog.Sketch]*roaring.Bitmap
+	pending map[agg.Sketch]*roaring.Bitmap
 }
 
-func (s *bSketches) rowSketch(row int) *hyperloglog.Sketch {
+func (s *bSketches) rowSketch(row int) (agg.Sketch, error) {
 	if sk := s.m.sks[uint32(row)]; sk != nil {
-		return sk
+		return sk, nil
 	}
-	sk := hyperloglog.New()
-	if s.m.src >= 0 {
-		s.b.insertValues(sk, uint32(row), s.m.src)
-	}
-	return sk
+	sk := s.m.kind.New()
+	return sk, s.b.insertValues(sk, uint32(row), s.m.src)
 }
 
 func (s *bSketches) Bytes(row int) ([]byte, error) {
-	var err error
-	s.buf, err = s.rowSketch(row).AppendBinary(s.buf[:0])
+	sk, err := s.rowSketch(row)
+	if err != nil {
+		return nil, err
+	}
+	s.buf, err = sk.AppendBinary(s.buf[:0])
 	return s.buf, err
 }
 
-func (s *bSketches) MergeRow(row int, acc *hyperloglog.Sketch) error {
+func (s *bSketches) MergeRow(row int, accp *agg.Sketch) error {
 	if sk := s.m.sks[uint32(row)]; sk != nil {
-		return acc.Merge(sk)
+		if *accp == nil {
+			*accp = sk.Clone()
+			return nil
+		}
+		return (*accp).Merge(sk)
 	}
 	if s.m.src < 0 {
 		return nil
 	}
+	if *accp == nil {
+		*accp = s.m.kind.New()
+	}
+	acc := *accp
 	d := s.b.dims[s.m.src]
 	if d.kind == kindRaw {
-		s.b.insertValues(acc, uint32(row), s.m.src)
-		return nil
+		return s.b.insertValues(acc, uint32(row), s.m.src)
 	}
 	ids := s.pending[acc]
 	if ids == nil {
@@ -278,7 +284,9 @@ func (s *bSketches) Flush() error {
 	for acc, ids := range s.pending {
 		it := ids.Iterator()
 		for it.HasNext() {
-			acc.Insert([]byte(d.vals[it.Next()]))
+			if err := acc.Insert([]byte(d.vals[it.Next()])); err != nil {
+				return err
+			}
 		}
 	}
 	clear(s.pending)

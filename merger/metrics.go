@@ -5,8 +5,6 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
-	"github.com/axiomhq/hyperloglog"
-
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/merger/internal/source"
@@ -53,16 +51,8 @@ func (c *core) metricTask(w *columns.Writer, m columns.Metric) (colTask, error) 
 			}
 		}
 		return t, nil
-	case agg.Sketch:
-		sw, err := w.Sketch(m.Name)
-		if err != nil {
-			return nil, err
-		}
-		t := &sketchTask{name: m.Name, w: sw, r: make([]source.SketchReader, len(c.srcs)), names: c.names}
-		for i, s := range c.srcs {
-			t.r[i] = s.Sketch(m.Name)
-		}
-		return t, nil
+	case agg.SketchType:
+		return c.sketchTask(w, m)
 	}
 	return nil, fmt.Errorf("metric %q: aggregator %s of no known type: %w", m.Name, m.Aggregator, ErrInvalid)
 }
@@ -537,106 +527,6 @@ func (t *doubleTask) oneValue(b *batch, start, end int32) bool {
 func (t *doubleTask) appended(err error) error {
 	if err != nil {
 		return fmt.Errorf("merger: metric %q: %w", t.name, err)
-	}
-	return nil
-}
-
-type sketchTask struct {
-	name    string
-	w       *columns.SketchWriter
-	r       []source.SketchReader
-	names   []string
-	scratch hyperloglog.Sketch
-	win     []blobRange
-}
-
-// blobRange holds a sketch column's bytes of source rows [lo, hi).
-type blobRange struct {
-	lo, hi uint32
-	offs   []uint32
-	data   []byte
-}
-
-// read returns the serialized sketch of ref k of b (nil when its source lacks the metric),
-// valid until the next read.
-func (t *sketchTask) read(b *batch, k int32) ([]byte, error) {
-	in, row := b.refIn[k], b.refRow[k]
-	sr := t.r[in]
-	if sr == nil {
-		return nil, nil
-	}
-	if hi := b.refHi[k]; hi > 0 {
-		if t.win == nil {
-			t.win = make([]blobRange, len(t.r))
-		}
-		w := &t.win[in]
-		if lo := b.refLo[k]; w.lo != lo || w.hi != hi {
-			w.offs, w.data = append(w.offs[:0], 0), w.data[:0]
-			for r := lo; r < hi; r++ {
-				raw, err := sr.Bytes(int(r))
-				if err != nil {
-					return nil, fmt.Errorf("merger: %s: metric %q: %w", t.names[in], t.name, err)
-				}
-				w.data = append(w.data, raw...)
-				w.offs = append(w.offs, uint32(len(w.data)))
-			}
-			w.lo, w.hi = lo, hi
-		}
-		i := row - w.lo
-		return w.data[w.offs[i]:w.offs[i+1]], nil
-	}
-	raw, err := sr.Bytes(int(row))
-	if err != nil {
-		return nil, fmt.Errorf("merger: %s: metric %q: %w", t.names[in], t.name, err)
-	}
-	return raw, nil
-}
-
-func (t *sketchTask) write(b *batch) error {
-	start := int32(0)
-	for _, end := range b.refEnd {
-		var err error
-		if end-start == 1 {
-			var raw []byte
-			if raw, err = t.read(b, start); err != nil {
-				return err
-			}
-			if raw == nil && t.r[b.refIn[start]] == nil {
-				err = t.w.Append(nil)
-			} else {
-				// Copied as it is: it must decode (Verify decodes every sketch).
-				if err := source.CheckSketch(raw, &t.scratch); err != nil {
-					return fmt.Errorf("merger: %s: metric %q: row %d: %w: %w", t.names[b.refIn[start]], t.name, b.refRow[start], columns.ErrCorrupt, err)
-				}
-				err = t.w.AppendBytes(raw)
-			}
-		} else {
-			var acc *hyperloglog.Sketch // nil: every source lacked the metric; written empty
-			for k := start; k < end; k++ {
-				if t.r[b.refIn[k]] == nil {
-					continue
-				}
-				raw, err := t.read(b, k)
-				if err != nil {
-					return err
-				}
-				if err := agg.UnmarshalSketch(&t.scratch, raw); err != nil {
-					return fmt.Errorf("merger: %s: metric %q: row %d: %w: %w", t.names[b.refIn[k]], t.name, b.refRow[k], columns.ErrCorrupt, err)
-				}
-				if acc == nil {
-					acc = &hyperloglog.Sketch{}
-				}
-				if err := agg.MergeSketch(acc, &t.scratch); err != nil {
-					return fmt.Errorf("merger: %s: metric %q: %w", t.names[b.refIn[k]], t.name, err)
-				}
-			}
-			agg.Canonicalize(acc) // combined from several rows: the one form of its set
-			err = t.w.Append(acc)
-		}
-		if err != nil {
-			return fmt.Errorf("merger: metric %q: %w", t.name, err)
-		}
-		start = end
 	}
 	return nil
 }

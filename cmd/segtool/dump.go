@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/multierr"
 )
 
@@ -362,17 +363,17 @@ func dump(out io.Writer, path string, o textOptions, cols []string) (err error) 
 			default:
 				m := s.Metrics[p-1-nd]
 				v := row.Metrics[p-1-nd]
-				switch m.ValueType() {
-				case columns.MetricLong:
-					c = cell{kind: cellLong, i: v.Long, isNull: v.Null}
-				case columns.MetricDouble:
-					c = cell{kind: cellDouble, f: v.Double, isNull: v.Null}
-				case columns.MetricHyperUnique:
-					var est uint64
+				switch {
+				case m.Agg().Type == agg.SketchType: // its estimate (agg.Sketch.Estimate)
+					var est float64
 					if v.Sketch != nil {
 						est = v.Sketch.Estimate()
 					}
 					c = cell{kind: cellLong, i: int64(est)}
+				case m.ValueType() == columns.MetricLong:
+					c = cell{kind: cellLong, i: v.Long, isNull: v.Null}
+				case m.ValueType() == columns.MetricDouble:
+					c = cell{kind: cellDouble, f: v.Double, isNull: v.Null}
 				}
 			}
 			cells[k] = c

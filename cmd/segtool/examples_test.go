@@ -201,6 +201,12 @@ func exampleFixtures(t *testing.T) string {
 	segtool("ingest", "--quiet", "--spec", spec, "--out", at("day3.seg"), filepath.Join(tour, "edits-2.csv"))
 	segtool("merge", "--quiet", "--out", at("all.seg"), at("day1.seg"), at("day2.seg"))
 	segtool("merge", "--quiet", "--out", at("merged.seg"), at("day1.seg"), at("day2.seg"))
+	lat := "ts,service,latency\n1700000000000,api,12\n1700000001000,api,250\n1700000002000,db,3\n"
+	require.NoError(t, os.WriteFile(at("latencies.csv"), []byte(lat), 0o644))
+	require.NoError(t, os.WriteFile(at("latencies-spec.json"), []byte(`{"timestamp": {"field": "ts", "format": "millis"},
+		"dimensions": [{"name": "service"}],
+		"metrics": [{"name": "latency_q", "aggregator": "quantiles", "fieldName": "latency"}]}`), 0o644))
+	segtool("ingest", "--quiet", "--spec", at("latencies-spec.json"), "--out", at("latencies.seg"), at("latencies.csv"))
 	segtool("gen", "--schema", "basic", "--rows", "2000", "--segments", "3", "--out", at("data"))
 	segtool("gen", "--schema", "basic", "--rows", "200", "--segments", "10", "--out", at("parts"))
 	require.NoError(t, os.Mkdir(at("scratch"), 0o755))

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/axiomhq/hyperloglog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 )
@@ -48,6 +48,9 @@ func writeFlipSegment(t *testing.T, n, seed int, opts columns.WriterOptions) []b
 	b, err := merger.NewBuilder(flipSchema(), merger.BuilderOptions{})
 	require.NoError(t, err)
 	defer b.Close()
+	hllAgg, _ := agg.Lookup("hyperUnique")
+	hll, err := hllAgg.SketchesOf(nil)
+	require.NoError(t, err)
 	for i := 0; i < n; i++ {
 		k := i + seed
 		r := columns.Row{Time: 1_700_000_000_000 + int64(i/2)*60_000, Dims: make([][]string, 4), Metrics: make([]columns.Value, 6)}
@@ -64,8 +67,8 @@ func writeFlipSegment(t *testing.T, n, seed int, opts columns.WriterOptions) []b
 		r.Metrics[2].Long = int64(k * 3)
 		r.Metrics[3].Double = float64(k)*0.1 + 1e-3
 		r.Metrics[4].Double = float64(k) / 3
-		sk := hyperloglog.New()
-		sk.Insert(fmt.Appendf(nil, "user%d", k%6))
+		sk := hll.New()
+		require.NoError(t, sk.Insert(fmt.Appendf(nil, "user%d", k%6)))
 		r.Metrics[5].Sketch = sk
 		require.NoError(t, b.Add(r))
 	}

@@ -133,8 +133,6 @@ func inspectWith(ctx context.Context, path string, s3 *s3Flags) (_ *segmentRepor
 		var err error
 		var nulls *roaring.Bitmap
 		switch m.ValueType() {
-		case columns.MetricHyperUnique:
-			c.PlainBytes, err = sketchPlainBytes(seg, m.Name)
 		case columns.MetricLong:
 			var lc *columns.LongColumn
 			if lc, err = seg.Long(m.Name); err == nil {
@@ -145,6 +143,10 @@ func inspectWith(ctx context.Context, path string, s3 *s3Flags) (_ *segmentRepor
 			if dc, err = seg.Double(m.Name); err == nil {
 				nulls, err = dc.Nulls()
 			}
+		case columns.MetricHyperUnique:
+			c.PlainBytes, err = sketchPlainBytes(seg, m.Name)
+		default: // another sketch aggregator, of its own type
+			c.PlainBytes, err = sketchPlainBytes(seg, m.Name)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
+	"slices"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/merger/query"
 	"github.com/writeout/writeout/merger/query/filter"
 )
@@ -33,6 +36,7 @@ type queryFlags struct {
 	granularity string
 	groupBy     string
 	metrics     string
+	quantiles   string
 	text        textOptions
 }
 
@@ -46,7 +50,11 @@ groups them by time bucket (--granularity none, second, minute, hour, day, or al
 and by the values of the --group-by dimensions, and writes one line per group: __time (the
 bucket's start; with all, the earliest time in the group), the group-by values, __rows (the
 segment rows in the group) and every metric aggregated with its aggregator (hyperUnique: the
-estimated number of distinct values); --metrics picks metrics. Several segments are queried as
+estimated number of distinct values; quantiles: the number of values); --metrics picks metrics.
+--quantiles 0.5,0.9,0.99 adds, after each metric whose sketch gives quantiles (quantiles), one
+column per quantile named after the metric and the quantile in percent (delay_q_p50,
+delay_q_p90, delay_q_p99; 0.999 gives delay_q_p99.9): the estimated value at that quantile
+(lower quantile, within the metric's relative accuracy), null for a group without values. Several segments are queried as
 one table. Groups come out ordered by time, then by group values (null first, then byte order).
 A multi-value dimension in --group-by counts a row once in the group of each of its values.
 Null metric values are skipped: sums add the others, min, max, first and last ignore them, and
@@ -60,7 +68,8 @@ schemas conflict as merge would refuse them, are errors, found before any row is
 ` + textConventionsHelp,
 		Example: `  segtool query --filter "page = 'Paris' and language in ('fr', 'de')" --group-by language events.seg
   segtool query --granularity hour --format ndjson day1.seg day2.seg
-  segtool query --filter "tags is null or not tags = 'bot'" --metrics added,editors merged.seg`,
+  segtool query --filter "tags is null or not tags = 'bot'" --metrics added,editors merged.seg
+  segtool query --group-by service --quantiles 0.5,0.99 latencies.seg`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.text.validate(); err != nil {
@@ -70,7 +79,11 @@ schemas conflict as merge would refuse them, are errors, found before any row is
 			if err != nil {
 				return err
 			}
-			return runQuery(cmd.Context(), cmd.OutOrStdout(), args, spec, f.text)
+			qs, err := parseQuantiles(f.quantiles)
+			if err != nil {
+				return err
+			}
+			return runQuery(cmd.Context(), cmd.OutOrStdout(), args, spec, f.text, qs)
 		},
 	}
 	fl := cmd.Flags()
@@ -78,6 +91,7 @@ schemas conflict as merge would refuse them, are errors, found before any row is
 	fl.StringVar(&f.granularity, "granularity", "all", "time buckets: none, second, minute, hour, day or all")
 	fl.StringVar(&f.groupBy, "group-by", "", "comma-separated dimensions to group by")
 	fl.StringVar(&f.metrics, "metrics", "", "comma-separated metrics to aggregate (default: all)")
+	fl.StringVar(&f.quantiles, "quantiles", "", "comma-separated quantiles in [0, 1] of the metrics whose sketches give them (quantiles)")
 	addTextFlags(cmd, &f.text)
 	return cmd
 }
@@ -122,12 +136,12 @@ func querySegments(ctx context.Context, paths []string, spec query.Spec, each fu
 
 // runQuery writes the groups as they come: memory holds one window's groups (query.RunEach),
 // not the whole result.
-func runQuery(ctx context.Context, out io.Writer, paths []string, spec query.Spec, o textOptions) error {
+func runQuery(ctx context.Context, out io.Writer, paths []string, spec query.Spec, o textOptions, qs quantiles) error {
 	var w *queryWriter
 	err := querySegments(ctx, paths, spec, func(part query.Result) error {
 		if w == nil {
 			var err error
-			if w, err = newQueryWriter(out, part, o); err != nil {
+			if w, err = newQueryWriter(out, part, o, qs); err != nil {
 				return err
 			}
 		}
@@ -147,6 +161,8 @@ type queryWriter struct {
 	csv  bool
 	buf  []byte   // lines not yet written
 	keys [][]byte // NDJSON: each column's `"name":`
+	qs   quantiles
+	ofQ  []bool // per result metric: its sketch gives quantiles (columns for qs follow it)
 	// the text of the last time written: a window's groups share a few bucket times
 	lastTime int64
 	timeText []byte
@@ -157,17 +173,26 @@ type queryWriter struct {
 const queryFlushBytes = 256 << 10
 
 // newQueryWriter writes the header of a result's columns.
-func newQueryWriter(out io.Writer, res query.Result, o textOptions) (*queryWriter, error) {
+func newQueryWriter(out io.Writer, res query.Result, o textOptions, qs quantiles) (*queryWriter, error) {
 	names := append([]string{columns.TimeColumn}, res.GroupBy...)
 	names = append(names, "__rows")
-	for _, m := range res.Metrics {
+	ofQ := make([]bool, len(res.Metrics))
+	for i, m := range res.Metrics {
 		names = append(names, m.Name)
+		if ofQ[i] = len(qs.q) > 0 && givesQuantiles(m); ofQ[i] {
+			for _, n := range qs.names {
+				names = append(names, m.Name+"_"+n)
+			}
+		}
+	}
+	if len(qs.q) > 0 && !slices.Contains(ofQ, true) {
+		return nil, usagef("--quantiles: no metric of the query is a quantile sketch")
 	}
 	tw := newTableWriter(out, o, names)
 	if err := tw.header(); err != nil {
 		return nil, err
 	}
-	w := &queryWriter{tw: tw, csv: o.format == "csv"}
+	w := &queryWriter{tw: tw, csv: o.format == "csv", qs: qs, ofQ: ofQ}
 	if !w.csv {
 		w.keys = make([][]byte, len(names))
 		for i, n := range names {
@@ -248,6 +273,16 @@ func (w *queryWriter) appendCSV(b []byte, r *query.Row) []byte {
 		default:
 			b = appendInt(b, v.Long)
 		}
+		if w.ofQ[i] {
+			for _, q := range w.qs.q {
+				b = append(b, ',')
+				if f, ok := quantile(v, q); ok {
+					b = strconv.AppendFloat(b, f, 'g', -1, 64)
+				} else {
+					b = appendCSVField(b, null)
+				}
+			}
+		}
 	}
 	return append(b, '\n')
 }
@@ -285,6 +320,62 @@ func (w *queryWriter) appendJSON(b []byte, r *query.Row) []byte {
 		default:
 			b = appendInt(b, v.Long)
 		}
+		if w.ofQ[i] {
+			for _, q := range w.qs.q {
+				b = append(b, ',')
+				b = append(b, w.keys[k]...)
+				k++
+				if f, ok := quantile(v, q); ok {
+					b = w.tw.appendJSON(b, cell{kind: cellDouble, f: f})
+				} else {
+					b = append(b, "null"...)
+				}
+			}
+		}
 	}
 	return append(b, '}', '\n')
+}
+
+// quantiles are the --quantiles: each in [0, 1], with its column suffix (p50, p99.9).
+type quantiles struct {
+	q     []float64
+	names []string
+}
+
+// parseQuantiles parses --quantiles.
+func parseQuantiles(s string) (quantiles, error) {
+	var qs quantiles
+	for _, f := range splitList(s) {
+		q, err := strconv.ParseFloat(f, 64)
+		if err != nil || !(q >= 0 && q <= 1) {
+			return qs, usagef("--quantiles: %q is not a quantile in [0, 1]", f)
+		}
+		// The percent, to 4 decimals: 0.99 is p99, not p98.99999999999999.
+		n := "p" + strconv.FormatFloat(math.Round(q*1e6)/1e4, 'f', -1, 64)
+		if slices.Contains(qs.names, n) {
+			return qs, usagef("--quantiles: %s given twice", n)
+		}
+		qs.q, qs.names = append(qs.q, q), append(qs.names, n)
+	}
+	return qs, nil
+}
+
+// givesQuantiles reports whether metric m's sketches estimate quantiles (agg.Quantiler).
+func givesQuantiles(m columns.Metric) bool {
+	sks, err := m.Sketches()
+	if err != nil || sks == nil {
+		return false
+	}
+	_, ok := sks.New().(agg.Quantiler)
+	return ok
+}
+
+// quantile returns the estimate at q of v's sketch; false for a group without values.
+func quantile(v *query.AggValue, q float64) (float64, bool) {
+	qr, ok := v.Sketch.(agg.Quantiler)
+	if !ok {
+		return 0, false
+	}
+	f, err := qr.Quantile(q)
+	return f, err == nil
 }

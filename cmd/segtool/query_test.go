@@ -89,7 +89,7 @@ func TestQueryWriterMatchesCells(t *testing.T) {
 			rows := randRows(rng.IntN(3000))
 			if w == nil {
 				var err error
-				w, err = newQueryWriter(&got, res, o)
+				w, err = newQueryWriter(&got, res, o, quantiles{})
 				require.NoError(t, err)
 				names = append([]string(nil), w.tw.names...)
 				ref = newTableWriter(&want, o, names)

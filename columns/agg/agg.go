@@ -16,7 +16,7 @@
 //	       times, the first in input order. Stored with the row's time.
 //	Last   longLast, doubleLast: the value of the latest row in time; of rows with equal
 //	       times, the last in input order. Stored with the row's time.
-//	Union  hyperUnique: the union of HyperLogLog sketches
+//	Union  hyperUnique and every sketch aggregator: the merge of sketches (see sketch.go)
 //
 // "Input order" is the order rows reach the combiner: rows added to a builder in the order they
 // were added; the inputs of a merge in the order given, each in its row order; the inputs of a
@@ -61,8 +61,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-
-	"github.com/axiomhq/hyperloglog"
 )
 
 // Type is the type of the values an aggregator works on.
@@ -72,7 +70,7 @@ type Type uint8
 const (
 	Long Type = iota + 1
 	Double
-	Sketch
+	SketchType
 )
 
 // String returns the type's name as a segment schema spells it: long, double, hyperUnique.
@@ -82,7 +80,7 @@ func (t Type) String() string {
 		return "long"
 	case Double:
 		return "double"
-	case Sketch:
+	case SketchType:
 		return "hyperUnique"
 	}
 	return fmt.Sprintf("Type(%d)", uint8(t))
@@ -130,6 +128,8 @@ type Agg struct {
 	Kind Kind
 	// CountsRows: at ingestion every input row contributes 1, whatever its value (count).
 	CountsRows bool
+	// sketch is the kind of a sketch aggregator's sketches (Type SketchType); nil for the others.
+	sketch sketchKind
 }
 
 // Timed reports whether the aggregator's values are stored with a time.
@@ -138,13 +138,15 @@ func (a Agg) Timed() bool { return a.Kind.Timed() }
 // Nullable reports whether the aggregator's value can be null: every long and double
 // aggregator but count, whose value over rows whose inputs were all null is still a count
 // (each row counts, see CountsRows). A sketch has no null: its identity is the empty sketch.
-func (a Agg) Nullable() bool { return a.Type != Sketch && !a.CountsRows }
+func (a Agg) Nullable() bool { return a.Type != SketchType && !a.CountsRows }
 
 // Exact reports whether the aggregator's values are stored with an exactness tail (doubleSum).
 func (a Agg) Exact() bool { return a.Type == Double && a.Kind == Sum }
 
-// table lists every aggregator, in a fixed order. Adding one is a line here and its name's
-// constant in package columns.
+// table lists every aggregator: the long and double ones below, in a fixed order, then the
+// sketch aggregators, each added by its kind's own file (registerSketch, called from that
+// file's init) in the order of the files' names. Adding a long or double aggregator is a line
+// here; adding a sketch aggregator is one new file.
 var table = []Agg{
 	{Name: "count", Type: Long, Kind: Sum, CountsRows: true},
 	{Name: "longSum", Type: Long, Kind: Sum},
@@ -157,7 +159,6 @@ var table = []Agg{
 	{Name: "doubleMax", Type: Double, Kind: Max},
 	{Name: "doubleFirst", Type: Double, Kind: First},
 	{Name: "doubleLast", Type: Double, Kind: Last},
-	{Name: "hyperUnique", Type: Sketch, Kind: Union},
 }
 
 var byName = func() map[string]Agg {
@@ -167,6 +168,16 @@ var byName = func() map[string]Agg {
 	}
 	return m
 }()
+
+// registerSketch adds the sketch aggregator a to the table. It is called from the init of the
+// file of a's kind; a name given twice is a programmer's error.
+func registerSketch(a Agg) {
+	if _, dup := byName[a.Name]; dup || a.Type != SketchType || a.sketch == nil {
+		panic(fmt.Sprintf("agg: bad sketch aggregator registration %q", a.Name))
+	}
+	table = append(table, a)
+	byName[a.Name] = a
+}
 
 // Lookup returns the aggregator of a name (case-sensitive, as Druid's).
 func Lookup(name string) (Agg, bool) {
@@ -425,36 +436,6 @@ func (a *DoubleAcc) Time() int64 {
 func (a *DoubleAcc) Reset(k Kind) {
 	a.Sum.Reset()
 	a.V, a.T, a.Set = k.DoubleIdentity(), 0, false
-}
-
-// UnmarshalSketch decodes a serialized HyperLogLog sketch into sk. Bad bytes are an error,
-// never a panic: a panic of the library's decoder is turned into one.
-func UnmarshalSketch(sk *hyperloglog.Sketch, b []byte) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("agg: hyperloglog decoder panicked: %v", r)
-		}
-	}()
-	return sk.UnmarshalBinary(b)
-}
-
-// Canonicalize puts sk in the one representation its set of hashes has: the library keeps
-// recent insertions in an unsorted side set until it decides to compact, so equal sketches
-// reached by different orders of inserts and merges could serialize differently. After
-// Canonicalize the side set is empty and the sparse list sorted (or the registers dense when
-// the list outgrew them), so equal sketches serialize to equal bytes. It changes no estimate.
-func Canonicalize(sk *hyperloglog.Sketch) {
-	if sk != nil {
-		sk.Estimate() // compacts the side set into the sorted list, converting to dense past m
-	}
-}
-
-// MergeSketch adds the union of src into dst (the Union kind).
-func MergeSketch(dst, src *hyperloglog.Sketch) error {
-	if err := dst.Merge(src); err != nil {
-		return fmt.Errorf("agg: merge sketches: %w", err)
-	}
-	return nil
 }
 
 // AddLongs adds vals[i] (stored with times[i], read by First and Last only; times may be nil

@@ -23,7 +23,7 @@ func TestTableNamesUniqueAndLookup(t *testing.T) {
 		require.NotZero(t, a.Type, a.Name)
 		require.NotZero(t, a.Kind, a.Name)
 		if a.Kind == Union {
-			require.Equal(t, Sketch, a.Type, a.Name)
+			require.Equal(t, SketchType, a.Type, a.Name)
 		}
 	}
 	_, ok := Lookup("LongSum")

@@ -168,7 +168,7 @@ func TestNullsDouble(t *testing.T) {
 func TestNullsBatch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	for _, x := range All() {
-		if x.Type == Sketch {
+		if x.Type == SketchType {
 			continue
 		}
 		k := x.Kind

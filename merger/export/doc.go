@@ -13,7 +13,7 @@
 //	multi-value dimension          optional LIST of required BYTE_ARRAY STRING, RLE_DICTIONARY
 //	long metric (count included)   optional INT64; a null metric value is null
 //	double metric                  optional DOUBLE; a null metric value is null
-//	hyperUnique metric             optional BYTE_ARRAY: the sketch as the segment stores it
+//	sketch metric (hyperUnique...)  optional BYTE_ARRAY: the sketch as the segment stores it
 //	                               (SketchCursor.Bytes; never null: a missing sketch is empty)
 //
 // A multi-value dimension's null row (a segment does not tell a null row from one with no
@@ -46,10 +46,10 @@
 //   - doubleSum: a rolled-up segment stores beside a sum the rounding remainder that keeps
 //     later merges exact; the export holds the rounded double only, so a re-ingested sum has
 //     no remainder and a later merge may differ in its last bit.
-//   - hyperUnique: the export holds the sketch's bytes, which ingestion does not read (it adds
-//     values to a sketch). A sketch made from a dimension is made again from that dimension's
-//     exported values, the same when the segment was not rolled up; one made from any other
-//     input field cannot be re-ingested (Info.IngestSpec fails with ErrNotReingestable).
+//   - sketches (hyperUnique, quantiles): the export holds each sketch's bytes. A sketch made
+//     from a dimension is made again from that dimension's exported values, the same when the
+//     segment was not rolled up; one made from any other input field is read back as it is
+//     (the spec marks it isInputSketch), so a later rollup merges the same sketches.
 //   - fieldName: a long or double metric is exported under its name, so the spec reads it
 //     from there; a schema whose metric had another fieldName re-ingests with the name.
 //   - raw dimensions re-ingest as raw dimensions (the spec keeps the schema), and a

@@ -12,6 +12,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/invalid"
 	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/parquetpool"
@@ -205,7 +206,7 @@ func (x *exporter) columns() ([]column, error) {
 	for i, m := range s.Metrics {
 		c := column{index: 1 + len(s.Dimensions) + i, count: m.Agg().CountsRows}
 		var err error
-		switch m.ValueType() {
+		switch storedType(m) {
 		case columns.MetricLong:
 			var lc *columns.LongColumn
 			if lc, err = x.seg.Long(m.Name); err == nil {
@@ -236,7 +237,7 @@ func (x *exporter) columns() ([]column, error) {
 // so for segments before format version 3). Every long and double metric's nulls come through
 // here.
 func metricNulls(seg *columns.Segment, m columns.Metric) (*roaring.Bitmap, error) {
-	switch m.ValueType() {
+	switch storedType(m) {
 	case columns.MetricLong:
 		c, err := seg.Long(m.Name)
 		if err != nil {
@@ -415,7 +416,7 @@ func parquetSchema(s columns.Schema) *parquet.Schema {
 		}
 	}
 	for _, m := range s.Metrics {
-		switch m.ValueType() {
+		switch storedType(m) {
 		case columns.MetricLong:
 			add(m.Name, parquet.Optional(parquet.Leaf(parquet.Int64Type)))
 		case columns.MetricDouble:
@@ -454,4 +455,13 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// storedType returns how metric m is stored: long, double, or, for every sketch aggregator,
+// hyperUnique's form (one sketch's bytes per row).
+func storedType(m columns.Metric) columns.MetricType {
+	if m.Agg().Type == agg.SketchType {
+		return columns.MetricHyperUnique
+	}
+	return m.ValueType()
 }

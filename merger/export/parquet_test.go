@@ -511,9 +511,10 @@ func TestIngestSpec(t *testing.T) {
 	require.Equal(t, "rows", sp.Schema.Metrics[0].Field)
 
 	s.Metrics[5].Field = "user"
-	_, err = Info{Schema: s}.IngestSpec()
-	require.ErrorIs(t, err, ErrNotReingestable)
-	require.ErrorContains(t, err, `"pages"`)
+	sp, err = Info{Schema: s}.IngestSpec()
+	require.NoError(t, err)
+	require.True(t, sp.Schema.Metrics[5].InputSketch, "a sketch of another field is read as sketches")
+	require.Equal(t, s.Metrics[5].Name, sp.Schema.Metrics[5].Field)
 }
 
 func ingestParse(data []byte) (*ingest.Spec, error) { return ingest.ParseSpec(data) }

@@ -8,19 +8,15 @@ import (
 	"github.com/writeout/writeout/merger/ingest"
 )
 
-// ErrNotReingestable marks an export that no ingestion spec reads back: one with a
-// hyperUnique metric computed from an input field that is not a dimension (the file holds the
-// sketch's bytes; ingestion reads the values a sketch is made of).
-var ErrNotReingestable = fmt.Errorf("export: cannot be re-ingested")
-
 // IngestSpec returns the ingestion spec that reads the exported file back: the segment's schema,
 // the time from __time in milliseconds, each dimension from its column, each long and double
 // metric from its column (fieldName set to the metric's name), with these changes where a
 // spec cannot say what the segment holds:
 //   - a count metric that held a value other than 1 (Info.CountsAbove1) becomes a longSum of
 //     its column: ingestion counts input rows, and each exported row is one;
-//   - a hyperUnique metric keeps its fieldName when that names a dimension (the sketch is made
-//     again from the dimension's values); any other is an error wrapping ErrNotReingestable.
+//   - a sketch metric (hyperUnique, quantiles, ...) keeps its fieldName when that names a
+//     dimension (the sketch is made again from the dimension's values); any other reads its
+//     column's sketch bytes as they are (isInputSketch, fieldName set to the metric's name).
 //
 // The input format is left to the file's name and bytes.
 func (i Info) IngestSpec() (*ingest.Spec, error) {
@@ -37,9 +33,8 @@ func (i Info) IngestSpec() (*ingest.Spec, error) {
 				m.Aggregator, m.Type, m.Field = columns.AggLongSum, "", m.Name
 			}
 		case m.Agg().Kind == agg.Union:
-			if s.Dimension(m.Field) < 0 {
-				return nil, fmt.Errorf("%w: metric %q is a hyperUnique sketch of the input field %q, which the export does not hold (it holds the sketches' bytes)",
-					ErrNotReingestable, m.Name, fieldOr(m))
+			if m.Field == "" || s.Dimension(m.Field) < 0 {
+				m.Field, m.InputSketch = m.Name, true
 			}
 		default:
 			if m.Field != "" {
@@ -52,11 +47,4 @@ func (i Info) IngestSpec() (*ingest.Spec, error) {
 		return nil, fmt.Errorf("export: ingestion spec: %w", err)
 	}
 	return sp, nil
-}
-
-func fieldOr(m *columns.Metric) string {
-	if m.Field == "" {
-		return m.Name
-	}
-	return m.Field
 }

@@ -17,7 +17,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/axiomhq/hyperloglog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
@@ -245,7 +244,7 @@ func newDiffCase(seed, i uint64) *diffCase {
 		}
 		for _, a := range agg.All() {
 			name := "m_" + a.Name
-			if a.CountsRows || a.Type == agg.Sketch {
+			if a.CountsRows || a.Type == agg.SketchType {
 				continue
 			}
 			if rng.Float64() < nullRate[name] {
@@ -267,7 +266,7 @@ func newDiffCase(seed, i uint64) *diffCase {
 					v = math.Round(rng.NormFloat64()*1e6) / 64
 				}
 				row.doubles[name] = v
-			case agg.Sketch:
+			case agg.SketchType:
 			}
 		}
 		if rng.IntN(5) > 0 {
@@ -374,8 +373,9 @@ func (c *diffCase) columnsRow(r diffRow) columns.Row {
 			out.Metrics[i].Double = r.doubles[name]
 		case columns.MetricHyperUnique:
 			if r.user != "" && m.Field == "user" { // over a dimension: the Builder derives it
-				sk := hyperloglog.New()
-				sk.Insert([]byte(r.user))
+				sks, _ := m.Sketches()
+				sk := sks.New()
+				_ = sk.Insert([]byte(r.user))
 				out.Metrics[i].Sketch = sk
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 )
 
 // Parquet is the name of the Parquet format.
@@ -138,7 +139,7 @@ func newParquetReader(pl *plan, name string, r io.ReaderAt, size int64, opts rea
 			case metLong, metDouble:
 				ok = c.numberOK()
 			case metSketch:
-				ok = c.sketchOK()
+				ok = c.sketchOK(m.InputSketch, agg.NumericInput(x.sks[i]))
 			case metCount, metNone:
 			}
 			if err := x.check(c, "metric "+m.Name, ok && c.maxRep == 0); err != nil {
@@ -445,14 +446,15 @@ func (x *parquetReader) readMetric(row *columns.Row, i int, c *pqColumn) error {
 			v.Double = float64(c.i64)
 		}
 	case metSketch:
-		sk = rowSketch(sk)
-		if c.kind == parquet.ByteArray {
-			sk.Insert(c.raw)
-		} else {
+		b := c.raw // an input sketch's bytes as they are
+		if c.kind != parquet.ByteArray {
 			x.scratch = c.appendText(x.scratch[:0])
-			sk.Insert(x.scratch)
+			b = x.scratch
 		}
-		v.Sketch = sk
+		var err error
+		if v.Sketch, err = x.sketch(i, sk, b, false); err != nil {
+			return x.errf(name, "%v", err)
+		}
 	case metCount, metNone:
 	}
 	return nil
@@ -573,8 +575,14 @@ func (c *pqColumn) numberOK() bool {
 	return c.isString() || c.isInt() || c.isFloat && c.intType
 }
 
-func (c *pqColumn) sketchOK() bool {
-	return c.isString() || c.isInt() || c.kind == parquet.Boolean && c.intType
+// sketchOK reports whether the column fits a sketch metric: bytes or text, an integer or a
+// boolean, inserted as their text; a float too for a kind over numbers (agg.NumericInput);
+// bytes or text for an input sketch.
+func (c *pqColumn) sketchOK(input, numeric bool) bool {
+	if input {
+		return c.kind == parquet.ByteArray
+	}
+	return c.isString() || c.isInt() || c.kind == parquet.Boolean && c.intType || numeric && c.isFloat
 }
 
 func (c *pqColumn) closePages() {

@@ -324,8 +324,8 @@ func compareReaders(t *testing.T, sp *Spec, pqs []string, csvPath, ndjson string
 				require.Equal(t, p.Metrics[m].Null, q.Metrics[m].Null, "row %d metric %d", sums.Rows, m)
 				require.Equal(t, p.Metrics[m].Sketch == nil, q.Metrics[m].Sketch == nil)
 				if p.Metrics[m].Sketch != nil {
-					a, _ := p.Metrics[m].Sketch.MarshalBinary()
-					b, _ := q.Metrics[m].Sketch.MarshalBinary()
+					a, _ := p.Metrics[m].Sketch.AppendBinary(nil)
+					b, _ := q.Metrics[m].Sketch.AppendBinary(nil)
 					require.Equal(t, a, b, "row %d metric %d", sums.Rows, m)
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -12,9 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/axiomhq/hyperloglog"
-
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 )
 
 // A reader reads the rows of one input as columns.Row values shaped by a spec's schema, ready
@@ -173,8 +173,8 @@ const (
 	metCount metricKind = iota
 	metLong
 	metDouble
-	metSketch // hyperUnique from an input field
-	metNone   // hyperUnique over a dimension: the Builder fills it
+	metSketch // a sketch from an input field: its value inserted, or its sketch (isInputSketch)
+	metNone   // a sketch over a dimension: the Builder fills it
 )
 
 // plan is what every reader of a spec needs, worked out once from a validated spec (newPlan):
@@ -186,8 +186,9 @@ type plan struct {
 	dimFields []string
 	metFields []string // "" for count and hyperUnique over a dimension
 	kinds     []metricKind
-	zero      []bool // per metric: a missing value reads as 0 (Spec.nullAsZero), not null
-	maxRecord int    // inputSpec.MaxRecordBytes, defaulted
+	sks       []agg.Sketches // per metric: a sketch metric's kind, else nil
+	zero      []bool         // per metric: a missing value reads as 0 (Spec.nullAsZero), not null
+	maxRecord int            // inputSpec.MaxRecordBytes, defaulted
 }
 
 // newPlan returns the plan of sp, which has been validated (ParseSpec, Spec.Validate);
@@ -222,7 +223,12 @@ func newPlan(sp *Spec, maxRecord int64) (*plan, error) {
 		default:
 			k = metSketch
 		}
+		sks, err := m.Sketches()
+		if err != nil {
+			return nil, specErr(err)
+		}
 		pl.kinds = append(pl.kinds, k)
+		pl.sks = append(pl.sks, sks)
 		pl.zero = append(pl.zero, sp.nullAsZero(m))
 	}
 	return pl, nil
@@ -376,19 +382,37 @@ func (p *fieldParser) setMetric(row *columns.Row, i int, s string, null bool) er
 		}
 		v.Double = f
 	case metSketch:
-		v.Sketch = rowSketch(sk)
-		v.Sketch.Insert([]byte(s))
+		var err error
+		if v.Sketch, err = p.sketch(i, sk, []byte(s), true); err != nil {
+			return p.errf(p.sp.Schema.Metrics[i].Name, "%v", err)
+		}
 	case metCount, metNone: // set above
 	}
 	return nil
 }
 
-// rowSketch returns sk emptied, or a new sketch when sk is nil: each row keeps its own sketch
-// (rows are parsed ahead of the Builder, which clones a row's sketch when it adds the row).
-func rowSketch(sk *hyperloglog.Sketch) *hyperloglog.Sketch {
-	if sk == nil {
-		return hyperloglog.New()
+// sketch returns the sketch of metric i from one input value b: the row's sketch sk (reused
+// from row to row: rows are parsed ahead of the Builder, which clones a row's sketch when it
+// adds the row; nil makes a new one), emptied, with b inserted; or, for a metric whose input
+// holds sketches (isInputSketch), the sketch b holds, base64 (standard encoding) in text
+// formats.
+func (p *fieldParser) sketch(i int, sk agg.Sketch, b []byte, text bool) (agg.Sketch, error) {
+	sks := p.sks[i]
+	if p.sp.Schema.Metrics[i].InputSketch {
+		if text {
+			raw := make([]byte, base64.StdEncoding.DecodedLen(len(b)))
+			n, err := base64.StdEncoding.Decode(raw, b)
+			if err != nil {
+				return nil, fmt.Errorf("isInputSketch: not base64: %w", err)
+			}
+			b = raw[:n]
+		}
+		return sks.Decode(b)
 	}
-	sk.Reset()
-	return sk
+	if sk == nil {
+		sk = sks.New()
+	} else {
+		sk.Reset()
+	}
+	return sk, sk.Insert(b)
 }

@@ -51,7 +51,7 @@ func rowString(r columns.Row) string {
 		case m.Null:
 			b.WriteString(" null")
 		case m.Sketch != nil:
-			fmt.Fprintf(&b, " ~%d", m.Sketch.Estimate())
+			fmt.Fprintf(&b, " ~%d", uint64(m.Sketch.Estimate()))
 		case m.Double != 0:
 			fmt.Fprintf(&b, " %g", m.Double)
 		default:

@@ -116,8 +116,10 @@ Times are truncated to the granularity (none, second, minute, hour, day; default
 dimensions: string columns, read from the input field of the same name unless input.fields
 maps the column to another field. metrics: each computed from its fieldName (default: its
 name): count counts input rows (no field); ` + aggNames(agg.Long) + ` read integers;
-` + aggNames(agg.Double) + ` read numbers; hyperUnique adds the field's value to a
-HyperLogLog sketch, or, when its fieldName names a dimension, that dimension's values. An
+` + aggNames(agg.Double) + ` read numbers; the sketches (` + aggNames(agg.SketchType) + `) add the field's
+value to the row's sketch, or, when its fieldName names a dimension, that dimension's values;
+a sketch metric may take parameters of its kind, and with "isInputSketch": true its field
+holds serialized sketches (as segtool export writes them; base64 in CSV and NDJSON). An
 empty, null or missing metric field is null (SQL's and Druid's null handling): sums and
 counts skip it, min, max, first and last ignore it, and a row or query group whose values
 were all null is null, not 0 (count still counts the row; hyperUnique adds nothing);
@@ -398,7 +400,7 @@ func (s *Spec) metricField(m columns.Metric) string {
 	if f == "" {
 		f = m.Name
 	}
-	if m.Agg().Kind == agg.Union && s.Schema.Dimension(f) >= 0 {
+	if m.Agg().Kind == agg.Union && !m.InputSketch && s.Schema.Dimension(f) >= 0 {
 		return ""
 	}
 	return f

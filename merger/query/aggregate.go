@@ -1,13 +1,13 @@
 package query
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
-	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
@@ -30,13 +30,13 @@ type accs struct {
 	minTime  []int64
 	longs    [][]agg.LongAcc   // long metrics
 	dbls     [][]agg.DoubleAcc // double metrics
-	sks      [][]*hyperloglog.Sketch
+	sks      [][]agg.Sketch
 }
 
 func newAccs(metrics []columns.Metric) *accs {
 	n := len(metrics)
 	a := &accs{metrics: metrics, aggs: make([]agg.Agg, n), types: make([]columns.MetricType, n), longs: make([][]agg.LongAcc, n),
-		dbls: make([][]agg.DoubleAcc, n), sks: make([][]*hyperloglog.Sketch, n)}
+		dbls: make([][]agg.DoubleAcc, n), sks: make([][]agg.Sketch, n)}
 	a.kinds, a.nullable = make([]agg.Type, n), make([]bool, n)
 	for m, met := range metrics {
 		a.aggs[m], a.types[m] = met.Agg(), met.ValueType()
@@ -51,7 +51,7 @@ func (a *accs) grow() {
 	a.minTime = append(a.minTime, math.MaxInt64)
 	for m, x := range a.aggs {
 		switch x.Type {
-		case agg.Sketch:
+		case agg.SketchType:
 			a.sks[m] = append(a.sks[m], nil)
 		case agg.Long:
 			a.longs[m] = append(a.longs[m], agg.NewLongAcc(x.Kind))
@@ -72,7 +72,7 @@ func (a *accs) growN(n int) {
 	}
 	for m, x := range a.aggs {
 		switch x.Type {
-		case agg.Sketch:
+		case agg.SketchType:
 			clear(slicesx.Extend(&a.sks[m], n))
 		case agg.Long:
 			acc := agg.NewLongAcc(x.Kind)
@@ -106,12 +106,11 @@ func (a *accs) mergeGroup(i int, o *accs, j int) error {
 	a.minTime[i] = min(a.minTime[i], o.minTime[j])
 	for m, x := range a.aggs {
 		switch x.Type {
-		case agg.Sketch:
+		case agg.SketchType:
 			if sk := o.sks[m][j]; sk != nil {
 				if a.sks[m][i] == nil {
-					a.sks[m][i] = &hyperloglog.Sketch{}
-				}
-				if err := agg.MergeSketch(a.sks[m][i], sk); err != nil {
+					a.sks[m][i] = sk.Clone()
+				} else if err := a.sks[m][i].Merge(sk); err != nil {
 					return fmt.Errorf("metric %q: %w", a.metrics[m].Name, err)
 				}
 			}
@@ -164,10 +163,10 @@ func (a *accs) valuesInto(out []AggValue, lo, hi int) {
 	for m, kind := range a.kinds {
 		typ, nullable := a.types[m], a.nullable[m]
 		switch kind {
-		case agg.Sketch:
+		case agg.SketchType:
 			for j, sk := range a.sks[m][lo:hi] {
 				o := &out[j*nm+m]
-				o.Type, o.Long, o.Double, o.Null = typ, 0, 0, false
+				o.Type, o.Long, o.Double, o.Null, o.Sketch = typ, 0, 0, false, sk
 				if sk != nil {
 					o.Long = int64(sk.Estimate())
 				}
@@ -232,10 +231,10 @@ func newMetricReaders(src source.Source, metrics []columns.Metric) ([]metricRead
 			if x.Exact() {
 				rd.tails = src.Tails(met.Name)
 			}
-		case agg.Sketch:
+		case agg.SketchType:
 			rd.sketch = src.SketchMerger(met.Name)
 		}
-		if x.Type != agg.Sketch {
+		if x.Type != agg.SketchType {
 			bm, err := src.MetricNulls(met.Name)
 			if err != nil {
 				return nil, fmt.Errorf("metric %q: %w", met.Name, err)
@@ -320,7 +319,7 @@ func (a *accs) addBatch(m int, rd *metricReader, rows []uint32, gid []int32, t [
 			}
 			acc[gid[i]].Add(k, v, times[i], sc.tail, rd.null(rows[i]))
 		}
-	case agg.Sketch:
+	case agg.SketchType:
 		if rd.sketch == nil {
 			return nil
 		}
@@ -334,12 +333,7 @@ func (a *accs) addBatch(m int, rd *metricReader, rows []uint32, gid []int32, t [
 }
 
 func (a *accs) mergeSketchRow(m int, rd *metricReader, g, row int) error {
-	sk := a.sks[m][g]
-	if sk == nil {
-		sk = &hyperloglog.Sketch{}
-		a.sks[m][g] = sk
-	}
-	return rd.sketch.MergeRow(row, sk)
+	return rd.sketch.MergeRow(row, &a.sks[m][g])
 }
 
 // addRow aggregates metric m of one row, whose time is t, into group g.
@@ -380,11 +374,109 @@ func (a *accs) addRow(m int, rd *metricReader, g, row int, t int64) error {
 			}
 		}
 		a.dbls[m][g].Add(x.Kind, v, t, tail, null)
-	case agg.Sketch:
+	case agg.SketchType:
 		if rd.sketch == nil {
 			return nil
 		}
 		return a.mergeSketchRow(m, rd, g, row)
 	}
 	return nil
+}
+
+// batchAgg aggregates a batch of rows column by column; every group-by dimension has one
+// value a row.
+type batchAgg struct {
+	r       *runner
+	times   *source.LongCache
+	readers []metricReader
+	t       []int64
+	gid     []int32
+	ids     [][]uint32
+	scratch batchScratch
+	key     []byte
+	// the group of the last bucket, when there is no group-by dimension
+	lastBucket int64
+	lastGroup  int32
+}
+
+func (b *batchAgg) run(rows []uint32) error {
+	r := b.r
+	n := len(rows)
+	b.t = slices.Grow(b.t[:0], n)[:n]
+	if err := b.times.Gather(rows, b.t); err != nil {
+		return fmt.Errorf("__time: %w", err)
+	}
+	if len(b.ids) != len(r.gdims) {
+		b.ids = make([][]uint32, len(r.gdims))
+	}
+	for k := range r.gdims {
+		b.ids[k] = slices.Grow(b.ids[k][:0], n)[:n]
+		g := &r.gdims[k]
+		if g.ids == nil {
+			clear(b.ids[k]) // the source lacks the dimension: null
+			continue
+		}
+		for i, row := range rows {
+			ids, err := g.ids.At(int(row))
+			if err != nil {
+				return fmt.Errorf("dimension %q: %w", r.spec.GroupBy[k], err)
+			}
+			b.ids[k][i] = ids[0]
+		}
+	}
+	if r.ordered {
+		for i, t := range b.t {
+			if err := r.inOrder(int(rows[i]), t); err != nil {
+				return err
+			}
+		}
+	}
+	b.gid = slices.Grow(b.gid[:0], n)[:n]
+	if r.dense != nil {
+		if err := r.dense.groups(r, b); err != nil {
+			return err
+		}
+	} else {
+		b.mapGroups()
+	}
+	a := r.acc
+	for m := range r.metrics {
+		if err := a.addBatch(m, &b.readers[m], rows, b.gid, b.t, &b.scratch); err != nil {
+			return fmt.Errorf("metric %q: %w", r.metrics[m].Name, err)
+		}
+	}
+	return nil
+}
+
+// mapGroups finds (or makes) the groups of the batch's rows through the runner's maps.
+func (b *batchAgg) mapGroups() {
+	r := b.r
+	gran, all := r.spec.Granularity, r.spec.All
+	a := r.acc
+	for i := range b.gid {
+		bucket := int64(0)
+		if !all {
+			bucket = gran.Truncate(b.t[i])
+		}
+		if len(r.gdims) == 0 && len(r.times) > 0 && bucket == b.lastBucket {
+			b.gid[i] = b.lastGroup
+		} else {
+			b.key = binary.LittleEndian.AppendUint64(b.key[:0], uint64(bucket))
+			for k := range r.gdims {
+				b.key = binary.LittleEndian.AppendUint32(b.key, b.ids[k][i])
+			}
+			gi, isNew := r.groupOf(b.key)
+			if isNew {
+				r.times = append(r.times, bucket)
+				for k := range r.gdims {
+					r.keys = append(r.keys, b.ids[k][i])
+				}
+				a.grow()
+			}
+			b.gid[i], b.lastBucket, b.lastGroup = gi, bucket, gi
+		}
+		g := b.gid[i]
+		a.rows[g]++
+		a.minTime[g] = min(a.minTime[g], b.t[i])
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"strconv"
 	"strings"
 
 	"github.com/writeout/writeout/columns"
@@ -65,59 +64,6 @@ func ParseGranularity(s string) (g columns.Granularity, all bool, err error) {
 	}
 	g, err = columns.ParseGranularity(s)
 	return g, false, err
-}
-
-// Result holds a query's groups in a defined order: by time, then by group values
-// (dimension by dimension, null first, then in byte order).
-type Result struct {
-	GroupBy []string
-	Metrics []columns.Metric
-	Rows    []Row
-}
-
-// Row is one group.
-type Row struct {
-	Time   int64
-	Groups []GroupValue // parallel to Result.GroupBy
-	Rows   int64        // stored rows counted in the group
-	Values []AggValue   // parallel to Result.Metrics
-}
-
-// GroupValue is a group's value of one GroupBy dimension.
-type GroupValue struct {
-	Null  bool
-	Value string
-}
-
-// String returns the value, or "null".
-func (g GroupValue) String() string {
-	if g.Null {
-		return "null"
-	}
-	return g.Value
-}
-
-// AggValue is an aggregated metric: Long for count and long aggregators and for hyperUnique
-// (the cardinality estimate), Double for double aggregators.
-type AggValue struct {
-	Type   columns.MetricType
-	Long   int64
-	Double float64
-	// Null: every input of the group was null (a long or double metric other than count; see
-	// columns/agg); Long and Double are then 0.
-	Null bool
-}
-
-// String formats the value: an integer, or the shortest decimal that reads back as Double;
-// "null" for a null.
-func (v AggValue) String() string {
-	if v.Null {
-		return "null"
-	}
-	if v.Type == columns.MetricDouble {
-		return strconv.FormatFloat(v.Double, 'g', -1, 64)
-	}
-	return strconv.FormatInt(v.Long, 10)
 }
 
 // Run runs spec on one segment or builder.

@@ -17,7 +17,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/axiomhq/hyperloglog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
@@ -162,13 +161,13 @@ func oracleCombos(spec Spec, s columns.Schema, r columns.Row) [][]GroupValue {
 type oracleGroup struct {
 	row   Row
 	sums  []*big.Float
-	sks   []*hyperloglog.Sketch
+	sks   []agg.Sketch
 	first bool
 	seen  []bool // per metric: a non-null value came
 }
 
 func newOracleGroup(bucket int64, c []GroupValue, metrics []columns.Metric, all bool) *oracleGroup {
-	g := &oracleGroup{row: Row{Time: bucket, Groups: c, Values: make([]AggValue, len(metrics))}, sums: make([]*big.Float, len(metrics)), sks: make([]*hyperloglog.Sketch, len(metrics)), first: true, seen: make([]bool, len(metrics))}
+	g := &oracleGroup{row: Row{Time: bucket, Groups: c, Values: make([]AggValue, len(metrics))}, sums: make([]*big.Float, len(metrics)), sks: make([]agg.Sketch, len(metrics)), first: true, seen: make([]bool, len(metrics))}
 	if all {
 		g.row.Time = math.MaxInt64
 	}
@@ -232,10 +231,11 @@ func (g *oracleGroup) add(metrics []columns.Metric, s columns.Schema, r columns.
 				a.Long = max(a.Long, v.Long)
 			}
 		case agg.Union:
-			if g.sks[m] == nil {
-				g.sks[m] = hyperloglog.New()
-			}
-			if v.Sketch != nil {
+			switch {
+			case v.Sketch == nil:
+			case g.sks[m] == nil:
+				g.sks[m] = v.Sketch.Clone()
+			default:
 				_ = g.sks[m].Merge(v.Sketch)
 			}
 		case agg.First, agg.Last: // refused when the group was made

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -261,104 +260,6 @@ func (r *runner) do(rows []uint32) error {
 		}
 	}
 	return nil
-}
-
-// batchAgg aggregates a batch of rows column by column; every group-by dimension has one
-// value a row.
-type batchAgg struct {
-	r       *runner
-	times   *source.LongCache
-	readers []metricReader
-	t       []int64
-	gid     []int32
-	ids     [][]uint32
-	scratch batchScratch
-	key     []byte
-	// the group of the last bucket, when there is no group-by dimension
-	lastBucket int64
-	lastGroup  int32
-}
-
-func (b *batchAgg) run(rows []uint32) error {
-	r := b.r
-	n := len(rows)
-	b.t = slices.Grow(b.t[:0], n)[:n]
-	if err := b.times.Gather(rows, b.t); err != nil {
-		return fmt.Errorf("__time: %w", err)
-	}
-	if len(b.ids) != len(r.gdims) {
-		b.ids = make([][]uint32, len(r.gdims))
-	}
-	for k := range r.gdims {
-		b.ids[k] = slices.Grow(b.ids[k][:0], n)[:n]
-		g := &r.gdims[k]
-		if g.ids == nil {
-			clear(b.ids[k]) // the source lacks the dimension: null
-			continue
-		}
-		for i, row := range rows {
-			ids, err := g.ids.At(int(row))
-			if err != nil {
-				return fmt.Errorf("dimension %q: %w", r.spec.GroupBy[k], err)
-			}
-			b.ids[k][i] = ids[0]
-		}
-	}
-	if r.ordered {
-		for i, t := range b.t {
-			if err := r.inOrder(int(rows[i]), t); err != nil {
-				return err
-			}
-		}
-	}
-	b.gid = slices.Grow(b.gid[:0], n)[:n]
-	if r.dense != nil {
-		if err := r.dense.groups(r, b); err != nil {
-			return err
-		}
-	} else {
-		b.mapGroups()
-	}
-	a := r.acc
-	for m := range r.metrics {
-		if err := a.addBatch(m, &b.readers[m], rows, b.gid, b.t, &b.scratch); err != nil {
-			return fmt.Errorf("metric %q: %w", r.metrics[m].Name, err)
-		}
-	}
-	return nil
-}
-
-// mapGroups finds (or makes) the groups of the batch's rows through the runner's maps.
-func (b *batchAgg) mapGroups() {
-	r := b.r
-	gran, all := r.spec.Granularity, r.spec.All
-	a := r.acc
-	for i := range b.gid {
-		bucket := int64(0)
-		if !all {
-			bucket = gran.Truncate(b.t[i])
-		}
-		if len(r.gdims) == 0 && len(r.times) > 0 && bucket == b.lastBucket {
-			b.gid[i] = b.lastGroup
-		} else {
-			b.key = binary.LittleEndian.AppendUint64(b.key[:0], uint64(bucket))
-			for k := range r.gdims {
-				b.key = binary.LittleEndian.AppendUint32(b.key, b.ids[k][i])
-			}
-			gi, isNew := r.groupOf(b.key)
-			if isNew {
-				r.times = append(r.times, bucket)
-				for k := range r.gdims {
-					r.keys = append(r.keys, b.ids[k][i])
-				}
-				a.grow()
-			}
-			b.gid[i], b.lastBucket, b.lastGroup = gi, bucket, gi
-		}
-		g := b.gid[i]
-		a.rows[g]++
-		a.minTime[g] = min(a.minTime[g], b.t[i])
-	}
 }
 
 func (r *runner) aggregate(g, row int, t int64, readers []metricReader) error {

@@ -71,6 +71,9 @@ func Union(schemas []columns.Schema, name func(int) string) (columns.Schema, err
 				return columns.Schema{}, fmt.Errorf("%w: metric %q is %s(%s) in %s and %s(%s) in %s", ErrConflict, m.Name,
 					o.Aggregator, o.ValueType(), name(metFrom[m.Name]), m.Aggregator, m.ValueType(), name(i))
 			}
+			if ob, mb := metricJSON(o), metricJSON(m); ob != mb { // a sketch's parameters
+				return columns.Schema{}, fmt.Errorf("%w: metric %q is %s in %s and %s in %s", ErrConflict, m.Name, ob, name(metFrom[m.Name]), mb, name(i))
+			}
 		}
 	}
 	return out, nil
@@ -81,4 +84,15 @@ func rawOrDict(d columns.Dimension) string {
 		return "raw"
 	}
 	return "dictionary-encoded"
+}
+
+// metricJSON returns m's schema entry without its name and type, as JSON: what two inputs'
+// metrics of one name must agree on besides the aggregator (Field aside: it names the input).
+func metricJSON(m columns.Metric) string {
+	m.Name, m.Type, m.Field, m.InputSketch = "", "", "", false
+	b, err := m.MarshalJSON()
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
 }

@@ -14,7 +14,6 @@ import (
 	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
-	"github.com/axiomhq/hyperloglog"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
@@ -48,7 +47,7 @@ type Source interface {
 	// part), nil when it has none or lacks the metric; the caller must not change it. A
 	// metric a source lacks reads as null everywhere (agg decides what a null means).
 	MetricNulls(name string) (*roaring.Bitmap, error)
-	// SketchMerger returns a hyperUnique metric's reader for queries, or nil.
+	// SketchMerger returns a sketch metric's reader for queries, or nil.
 	SketchMerger(name string) SketchMerger
 }
 
@@ -113,10 +112,11 @@ type DimSource interface {
 	Nulls() (*roaring.Bitmap, error)
 }
 
-// SketchMerger adds a row's sketch to an accumulator. A reader that defers work may also
-// have a Flush() error method, which queries call once their rows are read.
+// SketchMerger adds a row's sketch to an accumulator: *acc nil is an empty one, which
+// MergeRow may replace with a sketch of its own. A reader that defers work may also have a
+// Flush() error method, which queries call once their rows are read.
 type SketchMerger interface {
-	MergeRow(row int, acc *hyperloglog.Sketch) error
+	MergeRow(row int, acc *agg.Sketch) error
 }
 
 // OfSegment returns seg as a Source. The readers it hands out keep their chunk buffers until
@@ -266,10 +266,12 @@ func (s *segSource) Sketch(name string) SketchReader {
 }
 
 func (s *segSource) SketchMerger(name string) SketchMerger {
-	if r := s.Sketch(name); r != nil {
-		return &segSketches{r: r}
+	c, err := s.seg.Sketch(name)
+	if err != nil {
+		return nil
 	}
-	return nil
+	cur := c.Cursor()
+	return &segSketches{r: track(s, cur), sks: cur.Sketches()}
 }
 
 type segDim struct {
@@ -303,19 +305,24 @@ func (d segDim) Value(id uint32) (string, bool, error) {
 
 // segSketches merges a segment's serialized sketches.
 type segSketches struct {
-	r       SketchReader
-	scratch hyperloglog.Sketch
+	r   SketchReader
+	sks agg.Sketches
 }
 
-func (s *segSketches) MergeRow(row int, acc *hyperloglog.Sketch) error {
+func (s *segSketches) MergeRow(row int, acc *agg.Sketch) error {
 	b, err := s.r.Bytes(row)
 	if err != nil {
 		return err
 	}
-	if err := agg.UnmarshalSketch(&s.scratch, b); err != nil {
+	sk, err := s.sks.Decode(b)
+	if err != nil {
 		return fmt.Errorf("row %d: %w: %w", row, columns.ErrCorrupt, err)
 	}
-	return agg.MergeSketch(acc, &s.scratch)
+	if *acc == nil {
+		*acc = sk
+		return nil
+	}
+	return (*acc).Merge(sk)
 }
 
 // RowSink takes a bitmap's rows piece by piece.

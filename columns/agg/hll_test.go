@@ -1,4 +1,4 @@
-package source
+package agg
 
 import (
 	"math/rand/v2"
@@ -7,13 +7,11 @@ import (
 
 	"github.com/axiomhq/hyperloglog"
 	"github.com/stretchr/testify/require"
-
-	"github.com/writeout/writeout/columns/agg"
 )
 
 // TestCheckSketch: the in-place check accepts every sketch the library writes (sparse and
 // dense, any precision, canonical or not), and accepts a damaged sketch only when the decoder
-// does too: it never says yes where agg.UnmarshalSketch says no.
+// does too: it never says yes where the decoder says no.
 func TestCheckSketch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 2))
 	var written [][]byte
@@ -26,17 +24,16 @@ func TestCheckSketch(t *testing.T) {
 			}
 			for _, canon := range []bool{false, true} {
 				if canon {
-					agg.Canonicalize(sk)
+					sk.Estimate() // compacts, as hll.Compact
 				}
 				b, err := sk.MarshalBinary()
 				require.NoError(t, err)
 				require.True(t, sketchDecodes(b), "p %d, %d values, canonical %v: the check rejects a sketch the library wrote", p, n, canon)
-				require.NoError(t, CheckSketch(b, &hyperloglog.Sketch{}))
+				require.NoError(t, hllSketches{}.Check(b))
 				written = append(written, b)
 			}
 		}
 	}
-	var scratch hyperloglog.Sketch
 	agree, fallback := 0, 0
 	for i := 0; i < 60000; i++ {
 		b := append([]byte(nil), written[rng.IntN(len(written))]...)
@@ -55,7 +52,8 @@ func TestCheckSketch(t *testing.T) {
 			}
 		}
 		fast := sketchDecodes(b)
-		lib := agg.UnmarshalSketch(&scratch, b) == nil
+		_, lerr := hllSketches{}.Decode(b)
+		lib := lerr == nil
 		if fast {
 			require.True(t, lib, "the check accepts %x, the decoder rejects it", b)
 		}
@@ -76,11 +74,10 @@ func BenchmarkCheckSketch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var scratch hyperloglog.Sketch
 	b.Run("check", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := CheckSketch(raw, &scratch); err != nil {
+			if err := (hllSketches{}).Check(raw); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -88,7 +85,7 @@ func BenchmarkCheckSketch(b *testing.B) {
 	b.Run("decode", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := agg.UnmarshalSketch(&scratch, raw); err != nil {
+			if _, err := (hllSketches{}).Decode(raw); err != nil {
 				b.Fatal(err)
 			}
 		}

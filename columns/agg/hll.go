@@ -1,31 +1,95 @@
-package source
+package agg
 
 import (
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"math/bits"
 
 	"github.com/axiomhq/hyperloglog"
-
-	"github.com/writeout/writeout/columns/agg"
 )
 
-// CheckSketch reports whether b is a serialized sketch that decodes (as Segment.Verify
-// decodes it, with agg.UnmarshalSketch): nil, or the decoder's error. A merge that copies a
-// sketch as it is checks it first, so that its output verifies.
+// hllKind is the HyperLogLog sketch of hyperUnique (github.com/axiomhq/hyperloglog): an input
+// value is hashed as its text; the estimate is the distinct count. It takes no parameters.
 //
-// Decoding a sketch allocates (the sketch, its sparse set and list): about seven allocations a
-// row, which a merge copying millions of sketches cannot afford. So the forms the library
-// writes, sparse and version 2 dense, are first checked in place, without allocating, by the
-// rules of the library's decoder (hyperloglog v0.3.0, UnmarshalBinary); whatever that check
-// does not accept (version 1 dense, or bytes it finds bad) goes to the decoder, whose answer
-// is the one returned, decoded into scratch. The check only ever says yes where the decoder
-// would (TestCheckSketch compares them on damaged sketches of every form).
-func CheckSketch(b []byte, scratch *hyperloglog.Sketch) error {
+// The library keeps recent insertions in an unsorted side set until it compacts, so its bytes
+// depend on the order of inserts until Compact (which merges the side set into the sorted
+// list, or the dense registers); a row's sketch as it came is written as it is represented,
+// and so were the segments written before this seam.
+type hllKind struct{}
+
+func init() {
+	registerSketch(Agg{Name: "hyperUnique", Type: SketchType, Kind: Union, sketch: hllKind{}})
+}
+
+func (hllKind) Sketches(params map[string]json.RawMessage) (Sketches, error) {
+	if k := firstKey(params); k != "" {
+		return nil, fmt.Errorf("hyperUnique takes no parameter %q", k)
+	}
+	return hllSketches{}, nil
+}
+
+type hllSketches struct{}
+
+func (hllSketches) New() Sketch { return &hll{*hyperloglog.New()} }
+
+func (hllSketches) Decode(b []byte) (Sketch, error) {
+	s := &hll{}
+	if err := s.unmarshal(b); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Check checks the forms the library writes, sparse and version 2 dense, in place without
+// allocating (decoding allocates about seven times a sketch, which a merge copying millions of
+// sketches cannot afford), by the rules of the library's decoder (hyperloglog v0.3.0,
+// UnmarshalBinary); whatever that check does not accept (version 1 dense, or bytes it finds
+// bad) goes to the decoder, whose answer is the one returned. The check only ever says yes
+// where the decoder would (TestCheckSketch compares them on damaged sketches of every form).
+func (hllSketches) Check(b []byte) error {
 	if sketchDecodes(b) {
 		return nil
 	}
-	return agg.UnmarshalSketch(scratch, b)
+	var s hll
+	return s.unmarshal(b)
 }
+
+// hll is one HyperLogLog sketch.
+type hll struct{ sk hyperloglog.Sketch }
+
+func (s *hll) unmarshal(b []byte) error {
+	return decodeSafely("hyperloglog", func() error {
+		if err := s.sk.UnmarshalBinary(b); err != nil {
+			return fmt.Errorf("%w: %w", errSketch, err)
+		}
+		return nil
+	})
+}
+
+func (s *hll) Insert(v []byte) error { s.sk.Insert(v); return nil }
+
+func (s *hll) Merge(o Sketch) error {
+	h, ok := o.(*hll)
+	if !ok {
+		return fmt.Errorf("agg: merge a %T into a HyperLogLog sketch", o)
+	}
+	if err := s.sk.Merge(&h.sk); err != nil {
+		return fmt.Errorf("agg: merge sketches: %w", err)
+	}
+	return nil
+}
+
+// Compact compacts the side set into the sorted list (converting to dense past m).
+func (s *hll) Compact() { s.sk.Estimate() }
+
+func (s *hll) AppendBinary(dst []byte) ([]byte, error) {
+	return s.sk.AppendBinary(dst)
+}
+
+func (s *hll) Estimate() float64 { return float64(s.sk.Estimate()) }
+func (s *hll) Clone() Sketch     { return &hll{*s.sk.Clone()} }
+func (s *hll) Reset()            { s.sk.Reset() }
 
 // The library's constants: the sparse precision, and its register count.
 const (
