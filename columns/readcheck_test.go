@@ -84,7 +84,7 @@ func readEveryColumn(seg *Segment) (string, error) {
 	var b strings.Builder
 	rows := seg.Rows()
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	longs := func(c *LongColumn) error {
+	longs := func(c *Column[int64]) error {
 		cur := c.Cursor()
 		for r := 0; r < rows; r++ {
 			v, err := cur.At(r)
@@ -463,7 +463,7 @@ func TestReadCheckOnce(t *testing.T) {
 	require.NoError(t, err)
 	var b []byte
 	var bad *Segment
-	var bc *LongColumn
+	var bc *Column[int64]
 	for i := p.Offset; i < p.Offset+c.ix.offs[1] && bad == nil; i++ { // a flip in chunk 0 that decodes
 		b = append(b[:0], good...)
 		b[i] ^= 0x01
@@ -563,9 +563,9 @@ func TestReadCheckEveryEntry(t *testing.T) {
 		require.ErrorIs(t, err, ErrCorrupt, what)
 		require.ErrorContains(t, err, fmt.Sprintf("column %q part %s: CRC ", col, kind), what)
 	}
-	f(TimeColumn, PartValues, "LongCursor.At", func(s *Segment) error { _, err := s.Time().Cursor().At(2); return err })
-	f(TimeColumn, PartValues, "LongCursor.Chunk", func(s *Segment) error { _, _, err := s.Time().Cursor().Chunk(9); return err })
-	f(TimeColumn, PartValues, "LongColumn.Get", func(s *Segment) error { _, err := s.Time().Get(5); return err })
+	f(TimeColumn, PartValues, "Cursor[int64].At", func(s *Segment) error { _, err := s.Time().Cursor().At(2); return err })
+	f(TimeColumn, PartValues, "Cursor[int64].Chunk", func(s *Segment) error { _, _, err := s.Time().Cursor().Chunk(9); return err })
+	f(TimeColumn, PartValues, "Column[int64].Get", func(s *Segment) error { _, err := s.Time().Get(5); return err })
 	f(TimeColumn, PartValues, "RowReader", func(s *Segment) error { _, err := s.ReadRow(4); return err })
 	f("added", PartValues, "long metric", func(s *Segment) error {
 		c, err := s.Long("added")
@@ -579,13 +579,13 @@ func TestReadCheckEveryEntry(t *testing.T) {
 		_, _, err = c.Times().Cursor().Chunk(0)
 		return err
 	})
-	f("delta", PartValues, "DoubleColumn.Get", func(s *Segment) error {
+	f("delta", PartValues, "Column[float64].Get", func(s *Segment) error {
 		c, err := s.Double("delta")
 		require.NoError(t, err)
 		_, err = c.Get(3)
 		return err
 	})
-	f("lastDelta", PartValues, "DoubleCursor.Chunk", func(s *Segment) error {
+	f("lastDelta", PartValues, "Cursor[float64].Chunk", func(s *Segment) error {
 		c, err := s.Double("lastDelta")
 		require.NoError(t, err)
 		_, _, err = c.Cursor().Chunk(3)

@@ -89,7 +89,7 @@ func (s *Segment) verifyMetricNulls(i int) error {
 		nulls  *roaring.Bitmap
 		err    error
 		name   string
-		times  *LongColumn
+		times  *Column[int64]
 		isZero func(row int) (bool, error)
 		tails  *TailColumn
 	)
@@ -115,7 +115,7 @@ func (s *Segment) verifyMetricNulls(i int) error {
 	if nulls.IsEmpty() {
 		return partError(name, PartNulls, corruptf("empty (a metric without null rows has no nulls part)"))
 	}
-	var tcur *LongCursor
+	var tcur *Cursor[int64]
 	if times != nil {
 		tcur = times.Cursor()
 	}
@@ -156,7 +156,7 @@ func (s *Segment) verifyMetricNulls(i int) error {
 
 // verifyMetricTimes decodes the times stored with a first/last metric's values.
 func (s *Segment) verifyMetricTimes(i int) error {
-	var tc *LongColumn
+	var tc *Column[int64]
 	switch {
 	case s.longs[i] != nil:
 		tc = s.longs[i].Times()

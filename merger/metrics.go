@@ -197,7 +197,7 @@ type longTask struct {
 	pend  []int64    // write's values waiting to be appended
 	name  string
 	agg   agg.Agg
-	w     *columns.LongWriter
+	w     *columns.NumWriter[int64]
 	vals  valReader[int64]
 	times *valReader[int64] // first/last only
 	nulls nullsReader
@@ -377,7 +377,7 @@ type doubleTask struct {
 	kind    agg.Kind
 	agg     agg.Agg
 	nulls   nullsReader
-	w       *columns.DoubleWriter
+	w       *columns.NumWriter[float64]
 	vals    valReader[float64]
 	times   *valReader[int64]   // first/last only
 	tails   []source.TailReader // doubleSum only: per source, nil where it has none

@@ -136,12 +136,12 @@ func inspectWith(ctx context.Context, path string, s3 *s3Flags) (_ *segmentRepor
 		case columns.MetricHyperUnique:
 			c.PlainBytes, err = sketchPlainBytes(seg, m.Name)
 		case columns.MetricLong:
-			var lc *columns.LongColumn
+			var lc *columns.Column[int64]
 			if lc, err = seg.Long(m.Name); err == nil {
 				nulls, err = lc.Nulls()
 			}
 		case columns.MetricDouble:
-			var dc *columns.DoubleColumn
+			var dc *columns.Column[float64]
 			if dc, err = seg.Double(m.Name); err == nil {
 				nulls, err = dc.Nulls()
 			}
