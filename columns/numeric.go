@@ -27,17 +27,14 @@ type Column[T Number] struct {
 	nulls *partCheck     // a metric's nulls part (version 3), nil when it has no null row
 }
 
-// Name returns the column's name.
-func (c *Column[T]) Name() string { return c.name }
-
-// HasNulls reports whether the column is a metric with at least one null row (a segment of
+// hasNulls reports whether the column is a metric with at least one null row (a segment of
 // format version 3 with the metric's nulls part). It reads nothing.
-func (c *Column[T]) HasNulls() bool { return c.nulls != nil }
+func (c *Column[T]) hasNulls() bool { return c.nulls != nil }
 
 // Nulls returns a metric's null rows, newly decoded (the caller may change it), or nil when it
-// has none (HasNulls is false: always so for __time, the times of a first/last metric, and
-// segments before format version 3). A null row stores 0 (+0 for a double), with the time 0
-// for a first/last metric and an empty tail for a doubleSum.
+// has none: always so for __time, the times of a first/last metric, and segments before format
+// version 3. A null row stores 0 (+0 for a double), with the time 0 for a first/last metric and
+// an empty tail for a doubleSum.
 func (c *Column[T]) Nulls() (*roaring.Bitmap, error) {
 	if c.nulls == nil {
 		return nil, nil

@@ -213,8 +213,8 @@ func (w *NumWriter[T]) AppendNull() error {
 	return nil
 }
 
-// Nulls returns the number of null rows appended so far.
-func (w *NumWriter[T]) Nulls() int {
+// nullCount returns the number of null rows appended so far.
+func (w *NumWriter[T]) nullCount() int {
 	if w.nulls == nil {
 		return 0
 	}
@@ -287,12 +287,6 @@ func (w *NumWriter[T]) flush() error {
 	w.vals = w.vals[:0]
 	return w.err
 }
-
-// Rows returns the rows appended so far.
-func (w *NumWriter[T]) Rows() int { return w.rows }
-
-// Size returns the bytes staged so far for the column's part; after Finish, the part's size.
-func (w *NumWriter[T]) Size() int64 { return w.cw.st.n }
 
 func (w *NumWriter[T]) finish() error {
 	if w.finished {

@@ -84,126 +84,14 @@ func readEveryColumn(seg *Segment) (string, error) {
 	var b strings.Builder
 	rows := seg.Rows()
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	longs := func(c *Column[int64]) error {
-		cur := c.Cursor()
-		for r := 0; r < rows; r++ {
-			v, err := cur.At(r)
-			if err != nil {
-				return err
-			}
-			p("%d ", v)
-		}
-		if rows > 0 {
-			first, vals, err := cur.Chunk(rows - 1)
-			if err != nil {
-				return err
-			}
-			p("chunk %d %v\n", first, vals)
-		}
-		return nil
-	}
+	longs := func(c *Column[int64]) error { return readNumbers(c, rows, rows-1, p) }
 	if err := longs(seg.Time()); err != nil {
 		return b.String(), err
 	}
 	sc := seg.Schema()
 	for _, d := range sc.Dimensions {
-		p("dim %s\n", d.Name)
-		nulls, err := seg.Nulls(d.Name)
-		if err != nil {
+		if err := readDim(seg, d, p); err != nil {
 			return b.String(), err
-		}
-		p("nulls %v\n", nulls.ToArray())
-		if d.Raw {
-			c, err := seg.Raw(d.Name)
-			if err != nil {
-				return b.String(), err
-			}
-			n, err := c.Nulls()
-			if err != nil {
-				return b.String(), err
-			}
-			p("nulls %v\n", n.ToArray())
-			cur := c.Cursor()
-			for r := 0; r < rows; r++ {
-				v, ok, err := cur.At(r)
-				if err != nil {
-					return b.String(), err
-				}
-				p("%q %v ", v, ok)
-			}
-			continue
-		}
-		c, err := seg.Dim(d.Name)
-		if err != nil {
-			return b.String(), err
-		}
-		p("card %d null %v bitmaps %v\n", c.Cardinality(), c.HasNull(), c.HasBitmaps())
-		it := c.Dictionary()
-		for it.Next() {
-			p("%d=%q ", it.ID(), it.Value())
-			if it.IsNull() {
-				continue
-			}
-			id, ok, err := c.Lookup(it.Value())
-			if err != nil {
-				return b.String(), err
-			}
-			p("(%d %v) ", id, ok)
-		}
-		if err := it.Err(); err != nil {
-			return b.String(), err
-		}
-		if _, ok, err := c.Lookup("absent"); err != nil || ok {
-			return b.String(), fmt.Errorf("lookup of an absent value: %v %v", ok, err)
-		}
-		for id := uint32(0); id < uint32(c.Cardinality()); id++ {
-			v, err := c.Value(id)
-			if err != nil {
-				return b.String(), err
-			}
-			p("%q ", v)
-			if !c.HasBitmaps() {
-				continue
-			}
-			bm, err := c.Bitmap(id)
-			if err != nil {
-				return b.String(), err
-			}
-			p("%v ", bm.ToArray())
-			bm2, err := seg.Bitmap(d.Name, id)
-			if err != nil {
-				return b.String(), err
-			}
-			p("%v ", bm2.ToArray())
-			err = c.EachBitmapRows(id, make([]uint32, 2), func(rows []uint32) error { p("%v", rows); return nil })
-			if err != nil {
-				return b.String(), err
-			}
-		}
-		n, err := c.Nulls()
-		if err != nil {
-			return b.String(), err
-		}
-		p("\nnulls %v\n", n.ToArray())
-		cur := c.Cursor()
-		for r := 0; r < rows; r++ {
-			ids, err := cur.IDs(r)
-			if err != nil {
-				return b.String(), err
-			}
-			p("%v ", ids)
-			vs, err := cur.Values(r)
-			if err != nil {
-				return b.String(), err
-			}
-			p("%q ", vs)
-		}
-		if rows > 0 {
-			first, ids, offs, err := c.Cursor().Chunk(rows - 1)
-			if err != nil {
-				return b.String(), err
-			}
-			p("chunk %d %v %v\n", first, ids, offs)
 		}
 	}
 	for _, m := range sc.Metrics {
@@ -227,20 +115,8 @@ func readEveryColumn(seg *Segment) (string, error) {
 			if err != nil {
 				return b.String(), err
 			}
-			cur := c.Cursor()
-			for r := 0; r < rows; r++ {
-				v, err := cur.At(r)
-				if err != nil {
-					return b.String(), err
-				}
-				p("%v ", v)
-			}
-			if rows > 0 {
-				first, vals, err := cur.Chunk(0)
-				if err != nil {
-					return b.String(), err
-				}
-				p("chunk %d %v\n", first, vals)
+			if err := readNumbers(c, rows, 0, p); err != nil {
+				return b.String(), err
 			}
 			if c.Times() != nil {
 				if err := longs(c.Times()); err != nil {
@@ -292,6 +168,131 @@ func readEveryColumn(seg *Segment) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// readDim is readEveryColumn for dimension d.
+func readDim(seg *Segment, d Dimension, p func(format string, args ...any)) error {
+	rows := seg.Rows()
+	p("dim %s\n", d.Name)
+	nulls, err := seg.Nulls(d.Name)
+	if err != nil {
+		return err
+	}
+	p("nulls %v\n", nulls.ToArray())
+	if d.Raw {
+		c, err := seg.Raw(d.Name)
+		if err != nil {
+			return err
+		}
+		n, err := c.Nulls()
+		if err != nil {
+			return err
+		}
+		p("nulls %v\n", n.ToArray())
+		cur := c.Cursor()
+		for r := 0; r < rows; r++ {
+			v, ok, err := cur.At(r)
+			if err != nil {
+				return err
+			}
+			p("%q %v ", v, ok)
+		}
+		return nil
+	}
+	c, err := seg.Dim(d.Name)
+	if err != nil {
+		return err
+	}
+	p("card %d null %v bitmaps %v\n", c.Cardinality(), c.HasNull(), c.HasBitmaps())
+	it := c.Dictionary()
+	for it.Next() {
+		p("%d=%q ", it.ID(), it.Value())
+		if it.IsNull() {
+			continue
+		}
+		id, ok, err := c.Lookup(it.Value())
+		if err != nil {
+			return err
+		}
+		p("(%d %v) ", id, ok)
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	if _, ok, err := c.Lookup("absent"); err != nil || ok {
+		return fmt.Errorf("lookup of an absent value: %v %v", ok, err)
+	}
+	for id := uint32(0); id < uint32(c.Cardinality()); id++ {
+		v, err := c.Value(id)
+		if err != nil {
+			return err
+		}
+		p("%q ", v)
+		if !c.HasBitmaps() {
+			continue
+		}
+		bm, err := c.Bitmap(id)
+		if err != nil {
+			return err
+		}
+		p("%v ", bm.ToArray())
+		bm2, err := seg.Bitmap(d.Name, id)
+		if err != nil {
+			return err
+		}
+		p("%v ", bm2.ToArray())
+		err = c.EachBitmapRows(id, make([]uint32, 2), func(rows []uint32) error { p("%v", rows); return nil })
+		if err != nil {
+			return err
+		}
+	}
+	n, err := c.Nulls()
+	if err != nil {
+		return err
+	}
+	p("\nnulls %v\n", n.ToArray())
+	cur := c.Cursor()
+	for r := 0; r < rows; r++ {
+		ids, err := cur.IDs(r)
+		if err != nil {
+			return err
+		}
+		p("%v ", ids)
+		vs, err := cur.Values(r)
+		if err != nil {
+			return err
+		}
+		p("%q ", vs)
+	}
+	if rows > 0 {
+		first, ids, offs, err := c.Cursor().Chunk(rows - 1)
+		if err != nil {
+			return err
+		}
+		p("chunk %d %v %v\n", first, ids, offs)
+	}
+	return nil
+}
+
+// readNumbers is readEveryColumn for a numeric column: every value by row, then the chunk
+// holding chunkRow.
+func readNumbers[T Number](c *Column[T], rows, chunkRow int, p func(format string, args ...any)) error {
+	cur := c.Cursor()
+	for r := 0; r < rows; r++ {
+		v, err := cur.At(r)
+		if err != nil {
+			return err
+		}
+		p("%v ", v)
+	}
+	if rows > 0 {
+		first, vals, err := cur.Chunk(chunkRow)
+		if err != nil {
+			return err
+		}
+		p("chunk %d %v\n", first, vals)
+	}
+	return nil
 }
 
 // region says where byte i of a segment lies: a part (its index in parts), or -1 for the
