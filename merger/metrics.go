@@ -28,7 +28,7 @@ func (c *core) metricTask(w *columns.Writer, m columns.Metric) (colTask, error) 
 		if err != nil {
 			return nil, err
 		}
-		t := &longTask{numTask: &numTask[int64]{name: m.Name, agg: a, w: lw, names: c.names, times: times}}
+		t := &longTask{numTask: numTask[int64]{name: m.Name, agg: a, w: lw, names: c.names, times: times}}
 		t.rows = t
 		t.vals.init(len(c.srcs), func(i int) source.LongChunker { return c.srcs[i].Long(m.Name) })
 		t.asIs = make([]bool, len(c.srcs))
@@ -38,13 +38,13 @@ func (c *core) metricTask(w *columns.Writer, m columns.Metric) (colTask, error) 
 		if err := t.nulls.init(c, m.Name); err != nil {
 			return nil, err
 		}
-		return t.numTask, nil
+		return &t.numTask, nil
 	case agg.Double:
 		dw, err := w.Double(m.Name)
 		if err != nil {
 			return nil, err
 		}
-		t := &doubleTask{numTask: &numTask[float64]{name: m.Name, agg: a, w: dw, names: c.names, times: times}}
+		t := &doubleTask{numTask: numTask[float64]{name: m.Name, agg: a, w: dw, names: c.names, times: times}}
 		t.rows = t
 		t.vals.init(len(c.srcs), func(i int) source.DoubleChunker { return c.srcs[i].Double(m.Name) })
 		if err := t.nulls.init(c, m.Name); err != nil {
@@ -61,7 +61,7 @@ func (c *core) metricTask(w *columns.Writer, m columns.Metric) (colTask, error) 
 		for i := range t.asIs {
 			t.asIs[i] = a.Kind == agg.Sum && (t.tails == nil || t.tails[i] == nil)
 		}
-		return t.numTask, nil
+		return &t.numTask, nil
 	case agg.Sketch:
 		sw, err := w.Sketch(m.Name)
 		if err != nil {

@@ -103,12 +103,43 @@ func (t *numTask[T]) write(b *batch) error {
 			}
 		}
 		end := b.refEnd[r]
+		if end-start == 1 && (b.refHi[start] == 0 || len(b.aggs) == 0) && t.plain[b.refIn[start]] {
+			// One value of a plain source, outside a pre-aggregated group: as it is.
+			ok, err := t.single(b, start)
+			if err != nil {
+				return err
+			}
+			if ok {
+				start = end
+				continue
+			}
+		}
 		if err := t.rows.row(b, r, start, end); err != nil {
 			return err
 		}
 		start = end
 	}
 	return t.flush()
+}
+
+// single adds to pend the value of ref k of b, one output row's one ref, of a plain source: from
+// the re-sorted group loaded or the chunk. It reports false, having added nothing, for a ref in
+// a re-sorted group not loaded: the kernel reads it.
+func (t *numTask[T]) single(b *batch, k int32) (bool, error) {
+	in := b.refIn[k]
+	if hi := b.refHi[k]; hi > 0 {
+		if w := &t.vals.win[in]; w.hi == hi && w.lo == b.refLo[k] {
+			t.pend = append(t.pend, w.vals[b.refRow[k]-w.lo])
+			return true, nil
+		}
+		return false, nil
+	}
+	v, err := t.vals.r[in].At(int(b.refRow[k]))
+	if err != nil {
+		return false, t.fail(b, k, err)
+	}
+	t.pend = append(t.pend, v)
+	return true, nil
 }
 
 // singles appends to pend the values of output rows r.. of b (whose refs start at k) while
@@ -291,7 +322,7 @@ func readRef[T columns.Number](vals *valReader[T], times *valReader[int64], null
 // longTask is a long metric's numRows: the kernel, and the slots of pre-aggregated groups
 // (see preagg.go).
 type longTask struct {
-	*numTask[int64]
+	numTask[int64]
 	slots     []slotAccs // per source: its pre-aggregated group loaded last
 	lastSlots *slotAccs  // the slots of the last single-slot row's group, in this batch
 }
@@ -318,21 +349,11 @@ func (t *longTask) row(b *batch, r int, start, end int32) error {
 			return nil
 		}
 	}
-	if in := b.refIn[start]; end-start == 1 && t.plain[in] {
+	if end-start == 1 && t.plain[b.refIn[start]] {
 		// One value, of a source without nulls here: the row's value as it is, whatever
-		// the kind (as copyRun takes it), from the re-sorted group loaded or the chunk.
-		if hi := b.refHi[start]; hi > 0 {
-			if w := &t.vals.win[in]; w.hi == hi && w.lo == b.refLo[start] {
-				t.pend = append(t.pend, w.vals[b.refRow[start]-w.lo])
-				return nil
-			}
-		} else {
-			v, err := t.vals.r[in].At(int(b.refRow[start]))
-			if err != nil {
-				return t.fail(b, start, err)
-			}
-			t.pend = append(t.pend, v)
-			return nil
+		// the kind (as copyRun takes it).
+		if ok, err := t.single(b, start); ok || err != nil {
+			return err
 		}
 	}
 	kind := t.agg.Kind
@@ -381,7 +402,7 @@ func (t *longTask) row(b *batch, r int, start, end int32) error {
 
 // doubleTask is a double metric's numRows: the kernel, with doubleSum's exactness tails.
 type doubleTask struct {
-	*numTask[float64]
+	numTask[float64]
 	tails   []source.TailReader // doubleSum only: per source, nil where it has none
 	acc     agg.DoubleAcc
 	tail    []float64
