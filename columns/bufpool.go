@@ -18,7 +18,7 @@ var (
 )
 
 // numPool returns the pool of int64 or float64 slices.
-func numPool[T int64 | float64]() *bufpool.Pool[T] {
+func numPool[T Number]() *bufpool.Pool[T] {
 	var zero T
 	switch any(zero).(type) {
 	case int64:

@@ -21,7 +21,7 @@ func readCursors(t testing.TB, seg *Segment, release bool) string {
 			rel.Release()
 		}
 	}
-	longs := func(c *LongColumn) {
+	longs := func(c *Column[int64]) {
 		cur := c.Cursor()
 		for r := 0; r < rows; r++ {
 			half(r, cur)

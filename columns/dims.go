@@ -370,7 +370,7 @@ func (c *DimCursor) load(row int) error {
 	return nil
 }
 
-// Release gives the cursor's buffers back to the package's pools, as LongCursor.Release.
+// Release gives the cursor's buffers back to the package's pools, as Cursor.Release.
 func (c *DimCursor) Release() {
 	c.cr.release()
 	uint32Pool.Put(c.ids)

@@ -89,7 +89,7 @@
 //	                                    little-endian float64s; empty when the value is exact
 //
 // From version 3, a long or double metric (count included) that has at least one null row (a
-// missing value, as Druid's SQL-compatible null handling; Value.Null, LongWriter.AppendNull)
+// missing value, as Druid's SQL-compatible null handling; Value.Null, NumWriter.AppendNull)
 // has one more part, listed right after its other parts:
 //
 //	long or double metric   nulls       roaring (8), kind 5: the null rows, never empty

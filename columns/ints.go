@@ -501,3 +501,33 @@ func decodeFloat64sInts(dst []float64, src []byte, want int, ints []int64, pd *p
 	}
 	return dst, src, ints, corruptf("float64 chunk: unknown encoding %d", enc)
 }
+
+// numDecoder returns the chunk decoder of T's values, decodeInt64sV or decodeFloat64sV, in
+// the shape of Cursor.decode.
+func numDecoder[T Number]() func(dst []T, src []byte, n int, scratch *[]int64, pd *planeDecoder) ([]T, []byte, error) {
+	var zero T
+	if _, ok := any(zero).(int64); ok {
+		return any(decodeLongChunk).(func([]T, []byte, int, *[]int64, *planeDecoder) ([]T, []byte, error))
+	}
+	return any(decodeFloat64sV).(func([]T, []byte, int, *[]int64, *planeDecoder) ([]T, []byte, error))
+}
+
+// decodeLongChunk is decodeInt64sV in the shape of Cursor.decode.
+func decodeLongChunk(dst []int64, src []byte, n int, _ *[]int64, pd *planeDecoder) ([]int64, []byte, error) {
+	return decodeInt64sV(dst, src, n, pd)
+}
+
+// numEncoder returns the chunk encoder of T's values, appendInt64sV or appendFloat64sV, in the
+// shape of NumWriter.encode, and the version 4 encoding its planes form takes.
+func numEncoder[T Number]() (func(dst []byte, vals []T, scratch *[]int64, pc *planeCoder) ([]byte, bool), Encoding) {
+	var zero T
+	if _, ok := any(zero).(int64); ok {
+		return any(encodeLongChunk).(func([]byte, []T, *[]int64, *planeCoder) ([]byte, bool)), EncLongChunksV4
+	}
+	return any(appendFloat64sV).(func([]byte, []T, *[]int64, *planeCoder) ([]byte, bool)), EncDoubleChunksV4
+}
+
+// encodeLongChunk is appendInt64sV in the shape of NumWriter.encode.
+func encodeLongChunk(dst []byte, vals []int64, _ *[]int64, pc *planeCoder) ([]byte, bool) {
+	return appendInt64sV(dst, vals, pc)
+}

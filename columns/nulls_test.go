@@ -90,7 +90,7 @@ func TestNullsRoundTrip(t *testing.T) {
 					require.NoError(t, err)
 					bm, err := c.Nulls()
 					require.NoError(t, err)
-					has = c.HasNulls()
+					has = c.hasNulls()
 					require.Equal(t, has, bm != nil)
 					if bm != nil {
 						nulls = bm
@@ -100,7 +100,7 @@ func TestNullsRoundTrip(t *testing.T) {
 					require.NoError(t, err)
 					bm, err := c.Nulls()
 					require.NoError(t, err)
-					has = c.HasNulls()
+					has = c.hasNulls()
 					require.Equal(t, has, bm != nil)
 					if bm != nil {
 						nulls = bm
@@ -156,7 +156,7 @@ func TestNullsV2Identical(t *testing.T) {
 	require.NoError(t, err)
 	for _, m := range s.Metrics {
 		if c, err := seg.Long(m.Name); err == nil {
-			require.False(t, c.HasNulls(), m.Name)
+			require.False(t, c.hasNulls(), m.Name)
 		}
 	}
 	var got Row
@@ -186,7 +186,7 @@ func TestNullsAppendErrors(t *testing.T) {
 	lw, err := w.Long("f")
 	require.NoError(t, err)
 	require.NoError(t, lw.AppendNull())
-	require.Equal(t, 1, lw.Nulls())
+	require.Equal(t, 1, lw.nullCount())
 	require.ErrorIs(t, lw.times.AppendNull(), ErrState)
 }
 

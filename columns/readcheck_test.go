@@ -134,7 +134,7 @@ func (rd *everyColumn) read() error {
 	return rd.wholeRows()
 }
 
-func (rd *everyColumn) longs(c *LongColumn) error {
+func (rd *everyColumn) longs(c *Column[int64]) error {
 	rows, p := rd.rows, rd.p
 	cur := c.Cursor()
 	for r := 0; r < rows; r++ {
@@ -367,6 +367,131 @@ func (rd *everyColumn) wholeRows() error {
 	return nil
 }
 
+// readDim is readEveryColumn for dimension d.
+func readDim(seg *Segment, d Dimension, p func(format string, args ...any)) error {
+	rows := seg.Rows()
+	p("dim %s\n", d.Name)
+	nulls, err := seg.Nulls(d.Name)
+	if err != nil {
+		return err
+	}
+	p("nulls %v\n", nulls.ToArray())
+	if d.Raw {
+		c, err := seg.Raw(d.Name)
+		if err != nil {
+			return err
+		}
+		n, err := c.Nulls()
+		if err != nil {
+			return err
+		}
+		p("nulls %v\n", n.ToArray())
+		cur := c.Cursor()
+		for r := 0; r < rows; r++ {
+			v, ok, err := cur.At(r)
+			if err != nil {
+				return err
+			}
+			p("%q %v ", v, ok)
+		}
+		return nil
+	}
+	c, err := seg.Dim(d.Name)
+	if err != nil {
+		return err
+	}
+	p("card %d null %v bitmaps %v\n", c.Cardinality(), c.HasNull(), c.HasBitmaps())
+	it := c.Dictionary()
+	for it.Next() {
+		p("%d=%q ", it.ID(), it.Value())
+		if it.IsNull() {
+			continue
+		}
+		id, ok, err := c.Lookup(it.Value())
+		if err != nil {
+			return err
+		}
+		p("(%d %v) ", id, ok)
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	if _, ok, err := c.Lookup("absent"); err != nil || ok {
+		return fmt.Errorf("lookup of an absent value: %v %v", ok, err)
+	}
+	for id := uint32(0); id < uint32(c.Cardinality()); id++ {
+		v, err := c.Value(id)
+		if err != nil {
+			return err
+		}
+		p("%q ", v)
+		if !c.HasBitmaps() {
+			continue
+		}
+		bm, err := c.Bitmap(id)
+		if err != nil {
+			return err
+		}
+		p("%v ", bm.ToArray())
+		bm2, err := seg.Bitmap(d.Name, id)
+		if err != nil {
+			return err
+		}
+		p("%v ", bm2.ToArray())
+		err = c.EachBitmapRows(id, make([]uint32, 2), func(rows []uint32) error { p("%v", rows); return nil })
+		if err != nil {
+			return err
+		}
+	}
+	n, err := c.Nulls()
+	if err != nil {
+		return err
+	}
+	p("\nnulls %v\n", n.ToArray())
+	cur := c.Cursor()
+	for r := 0; r < rows; r++ {
+		ids, err := cur.IDs(r)
+		if err != nil {
+			return err
+		}
+		p("%v ", ids)
+		vs, err := cur.Values(r)
+		if err != nil {
+			return err
+		}
+		p("%q ", vs)
+	}
+	if rows > 0 {
+		first, ids, offs, err := c.Cursor().Chunk(rows - 1)
+		if err != nil {
+			return err
+		}
+		p("chunk %d %v %v\n", first, ids, offs)
+	}
+	return nil
+}
+
+// readNumbers is readEveryColumn for a numeric column: every value by row, then the chunk
+// holding chunkRow.
+func readNumbers[T Number](c *Column[T], rows, chunkRow int, p func(format string, args ...any)) error {
+	cur := c.Cursor()
+	for r := 0; r < rows; r++ {
+		v, err := cur.At(r)
+		if err != nil {
+			return err
+		}
+		p("%v ", v)
+	}
+	if rows > 0 {
+		first, vals, err := cur.Chunk(chunkRow)
+		if err != nil {
+			return err
+		}
+		p("chunk %d %v\n", first, vals)
+	}
+	return nil
+}
+
 // region says where byte i of a segment lies: a part (its index in parts), or -1 for the
 // header, the footer or the trailer.
 func region(parts []PartInfo, i int) int {
@@ -536,7 +661,7 @@ func TestReadCheckOnce(t *testing.T) {
 	require.NoError(t, err)
 	var b []byte
 	var bad *Segment
-	var bc *LongColumn
+	var bc *Column[int64]
 	for i := p.Offset; i < p.Offset+c.ix.offs[1] && bad == nil; i++ { // a flip in chunk 0 that decodes
 		b = append(b[:0], good...)
 		b[i] ^= 0x01
@@ -636,9 +761,9 @@ func TestReadCheckEveryEntry(t *testing.T) {
 		require.ErrorIs(t, err, ErrCorrupt, what)
 		require.ErrorContains(t, err, fmt.Sprintf("column %q part %s: CRC ", col, kind), what)
 	}
-	f(TimeColumn, PartValues, "LongCursor.At", func(s *Segment) error { _, err := s.Time().Cursor().At(2); return err })
-	f(TimeColumn, PartValues, "LongCursor.Chunk", func(s *Segment) error { _, _, err := s.Time().Cursor().Chunk(9); return err })
-	f(TimeColumn, PartValues, "LongColumn.Get", func(s *Segment) error { _, err := s.Time().Get(5); return err })
+	f(TimeColumn, PartValues, "Cursor[int64].At", func(s *Segment) error { _, err := s.Time().Cursor().At(2); return err })
+	f(TimeColumn, PartValues, "Cursor[int64].Chunk", func(s *Segment) error { _, _, err := s.Time().Cursor().Chunk(9); return err })
+	f(TimeColumn, PartValues, "Column[int64].Get", func(s *Segment) error { _, err := s.Time().Get(5); return err })
 	f(TimeColumn, PartValues, "RowReader", func(s *Segment) error { _, err := s.ReadRow(4); return err })
 	f("added", PartValues, "long metric", func(s *Segment) error {
 		c, err := s.Long("added")
@@ -652,13 +777,13 @@ func TestReadCheckEveryEntry(t *testing.T) {
 		_, _, err = c.Times().Cursor().Chunk(0)
 		return err
 	})
-	f("delta", PartValues, "DoubleColumn.Get", func(s *Segment) error {
+	f("delta", PartValues, "Column[float64].Get", func(s *Segment) error {
 		c, err := s.Double("delta")
 		require.NoError(t, err)
 		_, err = c.Get(3)
 		return err
 	})
-	f("lastDelta", PartValues, "DoubleCursor.Chunk", func(s *Segment) error {
+	f("lastDelta", PartValues, "Cursor[float64].Chunk", func(s *Segment) error {
 		c, err := s.Double("lastDelta")
 		require.NoError(t, err)
 		_, _, err = c.Cursor().Chunk(3)

@@ -589,7 +589,7 @@ func TestRoundTripMillion(t *testing.T) {
 func checkMetricTimes(t testing.TB, seg *Segment, s Schema, rows []Row) {
 	t.Helper()
 	for _, m := range s.Metrics {
-		var times *LongColumn
+		var times *Column[int64]
 		switch m.ValueType() {
 		case MetricLong:
 			c, err := seg.Long(m.Name)

@@ -6,11 +6,11 @@ import "github.com/RoaringBitmap/roaring/v2"
 // each chunk once. Use it from one goroutine at a time.
 type RowReader struct {
 	seg      *Segment
-	time     *LongCursor
+	time     *Cursor[int64]
 	dims     []*DimCursor
 	raws     []*RawCursor
-	longs    []*LongCursor
-	doubles  []*DoubleCursor
+	longs    []*Cursor[int64]
+	doubles  []*Cursor[float64]
 	sketches []*SketchCursor
 	nulls    []*roaring.Bitmap // per metric: its null rows, nil when none (or not read yet)
 	nullsOK  bool
@@ -31,8 +31,8 @@ func (s *Segment) RowReader() *RowReader {
 	}
 	for i := range s.f.schema.Metrics {
 		var (
-			l *LongCursor
-			d *DoubleCursor
+			l *Cursor[int64]
+			d *Cursor[float64]
 			k *SketchCursor
 		)
 		switch {

@@ -21,11 +21,11 @@ import (
 type rowsWriter struct {
 	*Writer
 	schema  Schema
-	time    *LongWriter
+	time    *NumWriter[int64]
 	dims    []*DimWriter // nil for raw dimensions
 	raws    []*RawWriter // nil for dictionary dimensions
-	longs   []*LongWriter
-	doubles []*DoubleWriter
+	longs   []*NumWriter[int64]
+	doubles []*NumWriter[float64]
 	sketch  []*SketchWriter
 	buf     []*rowDim // one per dictionary dimension
 	rows    int
@@ -52,7 +52,7 @@ func newRowsWriter(schema Schema, opts WriterOptions) (*rowsWriter, error) {
 	rw := &rowsWriter{Writer: w, schema: w.Schema()}
 	n, m := len(rw.schema.Dimensions), len(rw.schema.Metrics)
 	rw.dims, rw.raws, rw.buf = make([]*DimWriter, n), make([]*RawWriter, n), make([]*rowDim, n)
-	rw.longs, rw.doubles, rw.sketch = make([]*LongWriter, m), make([]*DoubleWriter, m), make([]*SketchWriter, m)
+	rw.longs, rw.doubles, rw.sketch = make([]*NumWriter[int64], m), make([]*NumWriter[float64], m), make([]*SketchWriter, m)
 	if rw.time, err = w.Time(); err != nil {
 		return nil, err
 	}

@@ -2,10 +2,8 @@ package columns
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
-	"math"
 	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -15,9 +13,9 @@ import (
 
 // Segment is an open segment file.
 //
-// A Segment and its column handles (LongColumn, DimColumn, ...) are safe for concurrent use by
+// A Segment and its column handles (Column, DimColumn, ...) are safe for concurrent use by
 // many goroutines: their only mutable state is each part's checksum state (atomic), and reads
-// go through a mapping or an io.ReaderAt. Cursors (LongCursor, DimCursor, ...) and dictionary iterators keep the chunk
+// go through a mapping or an io.ReaderAt. Cursors (Cursor, DimCursor, ...) and dictionary iterators keep the chunk
 // they decoded last and are used by one goroutine at a time; take one per goroutine. Close must
 // not run while other calls are in progress; after it, calls fail.
 //
@@ -42,11 +40,11 @@ type Segment struct {
 	// crcPasses counts the parts whose CRC was computed (for tests: each once).
 	crcPasses atomic.Int64
 
-	time     *LongColumn
+	time     *Column[int64]
 	dims     []*DimColumn // nil for raw dimensions
 	raws     []*RawColumn // nil for dictionary dimensions
-	longs    []*LongColumn
-	doubles  []*DoubleColumn
+	longs    []*Column[int64]
+	doubles  []*Column[float64]
 	sketches []*SketchColumn
 }
 
@@ -145,7 +143,7 @@ func (s *Segment) parseColumns() error {
 	if err != nil {
 		return err
 	}
-	s.time = &LongColumn{seg: s, name: TimeColumn, ix: ix}
+	s.time = &Column[int64]{seg: s, name: TimeColumn, ix: ix}
 	s.dims = make([]*DimColumn, len(sc.Dimensions))
 	s.raws = make([]*RawColumn, len(sc.Dimensions))
 	for i, d := range sc.Dimensions {
@@ -223,17 +221,17 @@ func (s *Segment) parseColumns() error {
 			return err
 		}
 		var (
-			l  *LongColumn
-			d  *DoubleColumn
+			l  *Column[int64]
+			d  *Column[float64]
 			sk *SketchColumn
 		)
-		var times *LongColumn
+		var times *Column[int64]
 		if p := s.part(c, PartTimes); p != nil {
 			tix, err := chunked(p)
 			if err != nil {
 				return err
 			}
-			times = &LongColumn{seg: s, name: m.Name, ix: tix, part: PartTimes}
+			times = &Column[int64]{seg: s, name: m.Name, ix: tix, part: PartTimes}
 		}
 		var nulls *partCheck
 		if p := s.part(c, PartNulls); p != nil {
@@ -241,9 +239,9 @@ func (s *Segment) parseColumns() error {
 		}
 		switch m.column() {
 		case MetricLong:
-			l = &LongColumn{seg: s, name: m.Name, ix: ix, times: times, nulls: nulls}
+			l = &Column[int64]{seg: s, name: m.Name, ix: ix, times: times, nulls: nulls}
 		case MetricDouble:
-			d = &DoubleColumn{seg: s, name: m.Name, ix: ix, times: times, nulls: nulls}
+			d = &Column[float64]{seg: s, name: m.Name, ix: ix, times: times, nulls: nulls}
 			if p := s.part(c, PartTails); p != nil {
 				tix, err := chunked(p)
 				if err != nil {
@@ -299,7 +297,7 @@ func (s *Segment) Parts() []PartInfo { return append([]PartInfo(nil), s.f.parts.
 func (s *Segment) Info() Info { return s.f.info(s.src.size) }
 
 // Time returns the __time column.
-func (s *Segment) Time() *LongColumn { return s.time }
+func (s *Segment) Time() *Column[int64] { return s.time }
 
 // Dim returns a dictionary dimension.
 func (s *Segment) Dim(name string) (*DimColumn, error) {
@@ -324,7 +322,7 @@ func (s *Segment) Raw(name string) (*RawColumn, error) {
 }
 
 // Long returns a long metric.
-func (s *Segment) Long(name string) (*LongColumn, error) {
+func (s *Segment) Long(name string) (*Column[int64], error) {
 	i := s.f.schema.Metric(name)
 	if i < 0 || s.longs[i] == nil {
 		return nil, fmt.Errorf("columns: no long metric %q: %w", name, ErrSchema)
@@ -333,7 +331,7 @@ func (s *Segment) Long(name string) (*LongColumn, error) {
 }
 
 // Double returns a double metric.
-func (s *Segment) Double(name string) (*DoubleColumn, error) {
+func (s *Segment) Double(name string) (*Column[float64], error) {
 	i := s.f.schema.Metric(name)
 	if i < 0 || s.doubles[i] == nil {
 		return nil, fmt.Errorf("columns: no double metric %q: %w", name, ErrSchema)
@@ -384,74 +382,6 @@ func (s *Segment) readNulls(name string, pc *partCheck) (*roaring.Bitmap, error)
 	return bm, partError(name, p.Kind, err)
 }
 
-// chunkRaw bounds for the chunk kinds, from their row counts.
-func numericMaxRaw(rows int) int { return 32 + 8*rows }
-
-// LongColumn is __time, a long metric, or the times stored with a first/last metric's values.
-type LongColumn struct {
-	seg   *Segment
-	name  string
-	ix    *chunkIndex
-	part  PartKind    // PartValues, or PartTimes
-	times *LongColumn // a first/last metric's times
-	nulls *partCheck  // a long metric's nulls part (version 3), nil when it has no null row
-}
-
-// Name returns the column's name.
-func (c *LongColumn) Name() string { return c.name }
-
-// HasNulls reports whether the column is a long metric with at least one null row (a segment
-// of format version 3 with the metric's nulls part). It reads nothing.
-func (c *LongColumn) HasNulls() bool { return c.nulls != nil }
-
-// Nulls returns the null rows of a long metric, newly decoded (the caller may change it), or
-// nil when it has none (HasNulls is false: always so for __time, the times of a first/last
-// metric, and segments before format version 3). A null row stores the value 0 (and the time
-// 0 with a first/last metric's value).
-func (c *LongColumn) Nulls() (*roaring.Bitmap, error) {
-	if c.nulls == nil {
-		return nil, nil
-	}
-	return c.seg.readNulls(c.name, c.nulls)
-}
-
-// Times returns the times stored with a first/last metric's values (PartTimes), row by row;
-// nil for other columns.
-func (c *LongColumn) Times() *LongColumn { return c.times }
-
-// Cursor returns a new cursor over the column.
-func (c *LongColumn) Cursor() *LongCursor {
-	return &LongCursor{longCore{name: c.name, part: c.part, cr: newChunkReader(&c.seg.src, c.ix), decode: decodeLongChunk, pd: planesOf(c.ix)}}
-}
-
-// Get returns one row's value, decoding its chunk; use a cursor for more than a few rows.
-func (c *LongColumn) Get(row int) (int64, error) { return c.Cursor().At(row) }
-
-// LongCursor reads a long column, keeping the last chunk it decoded: sequential reads decode
-// each chunk once. Use it from one goroutine at a time.
-type LongCursor struct{ longCore }
-
-// At returns the value of row.
-func (c *LongCursor) At(row int) (int64, error) { return c.at(row) }
-
-// Chunk returns the values of the chunk holding row, and the row of its first value. The slice
-// is valid until the cursor's next call.
-func (c *LongCursor) Chunk(row int) (first int, vals []int64, err error) { return c.chunk(row) }
-
-// decodeLongChunk is decodeInt64sV in the shape of numCursor.decode.
-func decodeLongChunk(dst []int64, src []byte, n int, _ *[]int64, pd *planeDecoder) ([]int64, []byte, error) {
-	return decodeInt64sV(dst, src, n, pd)
-}
-
-// planesOf returns a plane decoder for a part in a version 4 encoding, else nil: the planes
-// form is then refused as an unknown encoding.
-func planesOf(ix *chunkIndex) *planeDecoder {
-	if isV4Encoding(ix.part.Encoding) {
-		return newPlaneDecoder()
-	}
-	return nil
-}
-
 // seg checks the segment is open, row within it, and the part's CRC (once).
 func (c *chunkReader) seg(row int) error {
 	if c.src.closed {
@@ -470,172 +400,6 @@ func (c *chunkReader) next(row int) int {
 		return c.cur + 1
 	}
 	return c.ix.find(row)
-}
-
-// DoubleColumn is a double metric.
-type DoubleColumn struct {
-	seg   *Segment
-	name  string
-	ix    *chunkIndex
-	times *LongColumn
-	tails *TailColumn
-	nulls *partCheck // the metric's nulls part (version 3), nil when it has no null row
-}
-
-// Name returns the column's name.
-func (c *DoubleColumn) Name() string { return c.name }
-
-// HasNulls reports whether the metric has at least one null row (a segment of format version 3
-// with the metric's nulls part). It reads nothing.
-func (c *DoubleColumn) HasNulls() bool { return c.nulls != nil }
-
-// Nulls returns the metric's null rows, newly decoded (the caller may change it), or nil when
-// it has none (HasNulls is false). A null row stores +0, with an empty tail (doubleSum) or the
-// time 0 (first/last).
-func (c *DoubleColumn) Nulls() (*roaring.Bitmap, error) {
-	if c.nulls == nil {
-		return nil, nil
-	}
-	return c.seg.readNulls(c.name, c.nulls)
-}
-
-// Times returns the times stored with a first/last metric's values (PartTimes), row by row;
-// nil for other metrics.
-func (c *DoubleColumn) Times() *LongColumn { return c.times }
-
-// Tails returns a doubleSum metric's exactness tails (PartTails); nil for other metrics and
-// for segments of format version 1, whose sums were stored rounded only.
-func (c *DoubleColumn) Tails() *TailColumn { return c.tails }
-
-// TailColumn holds, for each row of a doubleSum metric, the terms that, added to the row's
-// value, give the exact sum it was rounded from: empty when the value is exact (see
-// columns/agg, ExactSum.Tail). Each row's bytes are its terms as little-endian float64s.
-type TailColumn struct {
-	seg  *Segment
-	name string
-	ix   *chunkIndex
-}
-
-// Cursor returns a new cursor over the column.
-func (c *TailColumn) Cursor() *TailCursor {
-	return &TailCursor{blobCursor{name: c.name, part: PartTails, cr: newChunkReader(&c.seg.src, c.ix)}}
-}
-
-// TailCursor reads a tail column chunk by chunk; one goroutine at a time.
-type TailCursor struct{ blobCursor }
-
-// Tail appends row's terms to dst. Bad bytes (a length not a multiple of 8, a term that is
-// zero or not finite) are an error wrapping ErrCorrupt.
-func (c *TailCursor) Tail(row int, dst []float64) ([]float64, error) {
-	b, err := c.at(row)
-	if err != nil {
-		return dst, err
-	}
-	if len(b)%8 != 0 {
-		return dst, partError(c.name, PartTails, corruptf("row %d: tail of %d bytes, not whole float64s", row, len(b)))
-	}
-	for ; len(b) > 0; b = b[8:] {
-		x := math.Float64frombits(binary.LittleEndian.Uint64(b))
-		if x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
-			return dst, partError(c.name, PartTails, corruptf("row %d: tail term %v", row, x))
-		}
-		dst = append(dst, x)
-	}
-	return dst, nil
-}
-
-// Cursor returns a new cursor over the column.
-func (c *DoubleColumn) Cursor() *DoubleCursor {
-	return &DoubleCursor{doubleCore{name: c.name, part: PartValues, cr: newChunkReader(&c.seg.src, c.ix), decode: decodeFloat64sV, pd: planesOf(c.ix)}}
-}
-
-// Get returns one row's value; use a cursor for more than a few rows.
-func (c *DoubleColumn) Get(row int) (float64, error) { return c.Cursor().At(row) }
-
-// DoubleCursor reads a double column chunk by chunk; one goroutine at a time.
-type DoubleCursor struct{ doubleCore }
-
-// At returns the value of row.
-func (c *DoubleCursor) At(row int) (float64, error) { return c.at(row) }
-
-// Chunk returns the values of the chunk holding row and the row of its first value; valid
-// until the cursor's next call.
-func (c *DoubleCursor) Chunk(row int) (first int, vals []float64, err error) { return c.chunk(row) }
-
-// numCursor is the body of LongCursor and DoubleCursor: a chunk reader and the decoded values
-// of its current chunk.
-type numCursor[T int64 | float64] struct {
-	name string
-	part PartKind // PartValues or PartTimes, for errors
-	cr   chunkReader
-	vals []T
-	ints []int64 // decode's scratch
-	// decode appends the n values of a chunk's raw bytes to dst and returns the bytes after
-	// them; pd decodes the planes form of a version 4 part (nil for other parts).
-	decode func(dst []T, src []byte, n int, scratch *[]int64, pd *planeDecoder) ([]T, []byte, error)
-	pd     *planeDecoder
-}
-
-// The bodies of LongCursor and DoubleCursor, named so that go doc hides them as it does any
-// unexported field (it shows an embedded numCursor[int64]).
-type (
-	longCore   = numCursor[int64]
-	doubleCore = numCursor[float64]
-)
-
-func (c *numCursor[T]) at(row int) (T, error) {
-	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {
-		if err := c.load(row); err != nil {
-			return 0, err
-		}
-	}
-	return c.vals[row-c.cr.lo], nil
-}
-
-func (c *numCursor[T]) chunk(row int) (first int, vals []T, err error) {
-	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {
-		if err := c.load(row); err != nil {
-			return 0, nil, err
-		}
-	}
-	return c.cr.lo, c.vals, nil
-}
-
-func (c *numCursor[T]) load(row int) error {
-	if err := c.cr.seg(row); err != nil {
-		return err
-	}
-	i := c.cr.next(row)
-	n := c.cr.ix.first[i+1] - c.cr.ix.first[i]
-	raw, err := c.cr.load(i, numericMaxRaw(n))
-	if err == nil {
-		var rest []byte
-		c.vals = numPool[T]().Regrow(c.vals, n)
-		c.vals, rest, err = c.decode(c.vals, raw, n, &c.ints, c.pd)
-		if err == nil && len(rest) != 0 {
-			err = corruptf("%d trailing bytes", len(rest))
-		}
-		if err != nil {
-			err = fmt.Errorf("chunk %d: %w", i, err)
-		}
-	}
-	if err != nil {
-		c.cr.cur = -1
-		return partError(c.name, partOr(c.part), err)
-	}
-	c.cr.cur = i
-	return nil
-}
-
-// Release gives the cursor's buffers back to the package's pools, for the next cursor of any
-// segment to reuse: call it when done with a cursor that read many rows (a merge's). Every
-// slice the cursor returned is invalid after; the cursor itself stays usable (it takes new
-// buffers), and a second Release does nothing more.
-func (c *numCursor[T]) Release() {
-	c.cr.release()
-	numPool[T]().Put(c.vals)
-	int64Pool.Put(c.ints)
-	c.vals, c.ints = nil, nil
 }
 
 // partOr returns k, or PartValues for the zero kind.

@@ -8,8 +8,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-
-	"github.com/RoaringBitmap/roaring/v2"
 )
 
 // Verify checks the whole segment: the CRC-32C of every part, then every structural invariant
@@ -85,52 +83,46 @@ func (s *Segment) Verify() error {
 // every null row stored as the writer stores it: value 0 (+0 for doubles), time 0 for a
 // first/last metric, an empty tail for doubleSum.
 func (s *Segment) verifyMetricNulls(i int) error {
-	var (
-		nulls  *roaring.Bitmap
-		err    error
-		name   string
-		times  *LongColumn
-		isZero func(row int) (bool, error)
-		tails  *TailColumn
-	)
 	switch {
-	case s.longs[i] != nil && s.longs[i].HasNulls():
-		c := s.longs[i]
-		name, times = c.name, c.times
-		nulls, err = c.Nulls()
-		cur := c.Cursor()
-		isZero = func(row int) (bool, error) { v, err := cur.At(row); return v == 0, err }
-	case s.doubles[i] != nil && s.doubles[i].HasNulls():
-		c := s.doubles[i]
-		name, times, tails = c.name, c.times, c.tails
-		nulls, err = c.Nulls()
-		cur := c.Cursor()
-		isZero = func(row int) (bool, error) { v, err := cur.At(row); return math.Float64bits(v) == 0, err }
-	default:
+	case s.longs[i] != nil:
+		return verifyNulls(s.longs[i])
+	case s.doubles[i] != nil:
+		return verifyNulls(s.doubles[i])
+	}
+	return nil
+}
+
+// verifyNulls is verifyMetricNulls for one metric's column.
+func verifyNulls[T Number](c *Column[T]) error {
+	if !c.hasNulls() {
 		return nil
 	}
+	nulls, err := c.Nulls()
 	if err != nil {
 		return err
 	}
+	name := c.name
 	if nulls.IsEmpty() {
 		return partError(name, PartNulls, corruptf("empty (a metric without null rows has no nulls part)"))
 	}
-	var tcur *LongCursor
-	if times != nil {
-		tcur = times.Cursor()
+	cur := c.Cursor()
+	var tcur *Cursor[int64]
+	if c.times != nil {
+		tcur = c.times.Cursor()
 	}
 	var tl *TailCursor
-	if tails != nil {
-		tl = tails.Cursor()
+	if c.tails != nil {
+		tl = c.tails.Cursor()
 	}
 	var buf []float64
 	for it := nulls.Iterator(); it.HasNext(); {
 		row := int(it.Next())
-		ok, err := isZero(row)
+		v, err := cur.At(row)
 		if err != nil {
 			return err
 		}
-		if !ok {
+		// 0, and for a double +0: the bits of float64(v) are all zero for both.
+		if math.Float64bits(float64(v)) != 0 {
 			return partError(name, PartNulls, corruptf("null row %d stores a value other than 0", row))
 		}
 		if tcur != nil {
@@ -156,7 +148,7 @@ func (s *Segment) verifyMetricNulls(i int) error {
 
 // verifyMetricTimes decodes the times stored with a first/last metric's values.
 func (s *Segment) verifyMetricTimes(i int) error {
-	var tc *LongColumn
+	var tc *Column[int64]
 	switch {
 	case s.longs[i] != nil:
 		tc = s.longs[i].Times()

@@ -129,11 +129,11 @@ type Writer struct {
 	med     medium.Medium
 	owned   bool // med is the writer's own heap, not a child
 	stages  []*stage
-	time    *LongWriter
+	time    *NumWriter[int64]
 	dims    []*DimWriter // nil for raw dimensions
 	raws    []*RawWriter // nil for dictionary dimensions
-	longs   []*LongWriter
-	doubles []*DoubleWriter
+	longs   []*NumWriter[int64]
+	doubles []*NumWriter[float64]
 	sketch  []*SketchWriter
 	err     error
 	done    bool
@@ -182,7 +182,8 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 		}
 		return nil
 	}
-	w.time = &LongWriter{cw: cw(0), chunkRows: opts.ChunkRows, isTime: true, gran: w.schema.Granularity, pc: pcs()}
+	w.time = newNumWriter[int64](cw(0), opts.ChunkRows, pcs())
+	w.time.isTime, w.time.gran = true, w.schema.Granularity
 	w.dims = make([]*DimWriter, len(schema.Dimensions))
 	w.raws = make([]*RawWriter, len(schema.Dimensions))
 	for i, d := range w.schema.Dimensions {
@@ -208,16 +209,19 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 	}
 	for i, m := range w.schema.Metrics {
 		c := 1 + len(schema.Dimensions) + i
-		var times *LongWriter
+		var times *NumWriter[int64]
 		if m.Agg().Timed() {
-			times = &LongWriter{cw: chunkedWriter{st: find(c, PartTimes), comp: opts.Compression}, chunkRows: opts.ChunkRows, pc: pcs()}
+			times = newNumWriter[int64](chunkedWriter{st: find(c, PartTimes), comp: opts.Compression}, opts.ChunkRows, pcs())
 		}
 		switch m.column() {
 		case MetricLong:
-			w.longs = append(w.longs, &LongWriter{cw: cw(c), chunkRows: opts.ChunkRows, times: times, metric: true, pc: pcs()})
+			lw := newNumWriter[int64](cw(c), opts.ChunkRows, pcs())
+			lw.times, lw.metric = times, true
+			w.longs = append(w.longs, lw)
 			w.doubles, w.sketch = append(w.doubles, nil), append(w.sketch, nil)
 		case MetricDouble:
-			dw := &DoubleWriter{cw: cw(c), chunkRows: opts.ChunkRows, times: times, pc: pcs()}
+			dw := newNumWriter[float64](cw(c), opts.ChunkRows, pcs())
+			dw.times, dw.metric = times, true
 			if m.Agg().Exact() {
 				dw.tails = &blobWriter{cw: chunkedWriter{st: find(c, PartTails), comp: opts.Compression}, chunkRows: opts.ChunkRows}
 			}
@@ -246,7 +250,7 @@ func (w *Writer) columnMode() error {
 }
 
 // Time returns the writer of the __time column.
-func (w *Writer) Time() (*LongWriter, error) {
+func (w *Writer) Time() (*NumWriter[int64], error) {
 	if err := w.columnMode(); err != nil {
 		return nil, err
 	}
@@ -289,7 +293,7 @@ func (w *Writer) metric(name string, t MetricType) (int, error) {
 }
 
 // Long returns the writer of a long metric.
-func (w *Writer) Long(name string) (*LongWriter, error) {
+func (w *Writer) Long(name string) (*NumWriter[int64], error) {
 	i, err := w.metric(name, MetricLong)
 	if err != nil {
 		return nil, err
@@ -298,7 +302,7 @@ func (w *Writer) Long(name string) (*LongWriter, error) {
 }
 
 // Double returns the writer of a double metric.
-func (w *Writer) Double(name string) (*DoubleWriter, error) {
+func (w *Writer) Double(name string) (*NumWriter[float64], error) {
 	i, err := w.metric(name, MetricDouble)
 	if err != nil {
 		return nil, err

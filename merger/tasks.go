@@ -65,7 +65,7 @@ func taskCost(t colTask) int {
 	return 1
 }
 
-type timeTask struct{ w *columns.LongWriter }
+type timeTask struct{ w *columns.NumWriter[int64] }
 
 func (t *timeTask) write(b *batch) error {
 	if err := t.w.AppendValues(b.keys.time); err != nil {

@@ -134,12 +134,12 @@ func inspectWith(ctx context.Context, path string, s3 *s3Flags) (_ *segmentRepor
 		var nulls *roaring.Bitmap
 		switch m.ValueType() {
 		case columns.MetricLong:
-			var lc *columns.LongColumn
+			var lc *columns.Column[int64]
 			if lc, err = seg.Long(m.Name); err == nil {
 				nulls, err = lc.Nulls()
 			}
 		case columns.MetricDouble:
-			var dc *columns.DoubleColumn
+			var dc *columns.Column[float64]
 			if dc, err = seg.Double(m.Name); err == nil {
 				nulls, err = dc.Nulls()
 			}

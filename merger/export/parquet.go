@@ -175,8 +175,8 @@ type column struct {
 	multi  bool
 	dim    *columns.DimCursor
 	raw    *columns.RawCursor
-	long   *columns.LongCursor
-	double *columns.DoubleCursor
+	long   *columns.Cursor[int64]
+	double *columns.Cursor[float64]
 	sketch *columns.SketchCursor
 	nulls  *roaring.Bitmap // metric nulls; nil: none
 	count  bool            // a count metric
@@ -208,13 +208,13 @@ func (x *exporter) columns() ([]column, error) {
 		var err error
 		switch storedType(m) {
 		case columns.MetricLong:
-			var lc *columns.LongColumn
+			var lc *columns.Column[int64]
 			if lc, err = x.seg.Long(m.Name); err == nil {
 				c.long = lc.Cursor()
 				c.nulls, err = metricNulls(x.seg, m)
 			}
 		case columns.MetricDouble:
-			var dc *columns.DoubleColumn
+			var dc *columns.Column[float64]
 			if dc, err = x.seg.Double(m.Name); err == nil {
 				c.double = dc.Cursor()
 				c.nulls, err = metricNulls(x.seg, m)

@@ -529,7 +529,7 @@ func readSegment(t *testing.T, path string) *readSeg {
 		out.rows = append(out.rows, r)
 	}
 	for _, m := range seg.Schema().Metrics {
-		var tc *columns.LongColumn
+		var tc *columns.Column[int64]
 		switch m.ValueType() {
 		case columns.MetricLong:
 			c, err := seg.Long(m.Name)

@@ -14,7 +14,7 @@ type (
 )
 
 // ChunkCache reads a long or double column by row, keeping the chunk it read last.
-type ChunkCache[T int64 | float64] struct {
+type ChunkCache[T columns.Number] struct {
 	C     Chunker[T]
 	first int
 	vals  []T

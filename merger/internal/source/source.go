@@ -60,7 +60,7 @@ type Source interface {
 var BuilderView func(q any) (open func() (src Source, release func()), ok bool)
 
 // Chunker reads a long or double column a chunk at a time.
-type Chunker[T int64 | float64] interface {
+type Chunker[T columns.Number] interface {
 	Chunk(row int) (first int, vals []T, err error)
 }
 
