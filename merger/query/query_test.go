@@ -692,7 +692,7 @@ func TestQueryWindowEdges(t *testing.T) {
 		fixture.WriteSegment(t, dir, "a.seg", rc.Schemas[0], rc.Rows[0]),
 		fixture.WriteSegment(t, dir, "b.seg", rc.Schemas[1], rc.Rows[1]),
 	}
-	for _, w := range []int{2, 700, WindowRows} {
+	for _, w := range []int{2, 700, defaultWindowRows} {
 		windowRows = w
 		for _, g := range []columns.Granularity{columns.GranularityHour, columns.GranularityMinute} {
 			spec := Spec{Granularity: g}
