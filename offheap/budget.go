@@ -19,9 +19,6 @@ func NewBudget(max int64) *Budget {
 	return &Budget{max: max}
 }
 
-// Max returns the budget's maximum in bytes.
-func (b *Budget) Max() int64 { return b.max }
-
 // Used returns the bytes the media using the budget hold now (a multiple of the 2 MiB chunk).
 func (b *Budget) Used() int64 { return b.used.Load() }
 

@@ -223,8 +223,8 @@ func (m *Medium) Trickles() int64 {
 // freeBytes says how much of it is free now).
 func (m *Medium) FileBytes() int64 { return m.store.end.Load() }
 
-// Name returns the file's path, or "" for an unnamed (O_TMPFILE) file.
-func (m *Medium) Name() string { return m.store.name }
+// fileName returns the file's path, or "" for an unnamed (O_TMPFILE) file.
+func (m *Medium) fileName() string { return m.store.name }
 
 func (m *Medium) release() error {
 	m.mu.Lock()
