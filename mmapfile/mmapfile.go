@@ -124,8 +124,8 @@ import (
 	"github.com/writeout/writeout/medium"
 )
 
-// DefaultWindowSize is the size of a mapping window when Options.WindowSize is zero.
-const DefaultWindowSize = 64 << 20
+// defaultWindowSize is the size of a mapping window when Options.WindowSize is zero.
+const defaultWindowSize = 64 << 20
 
 // backendIO names this backend in the errors of the ReadAt, ReadFrom and WriteTo steps every
 // backend shares.
@@ -147,7 +147,7 @@ type Options struct {
 	// Pacing in the package doc). Durability.Sync is not used: no mode syncs a stage (the file is
 	// an unnamed temp file; syncing it can never help after a crash).
 	Durability medium.Durability
-	// WindowSize is the length of one mapping of the file; zero means DefaultWindowSize. It must be
+	// WindowSize is the length of one mapping of the file; zero means 64 MiB. It must be
 	// a positive multiple of the page size (os.Getpagesize()).
 	WindowSize int64
 }
@@ -164,7 +164,7 @@ func (o *Options) ensureDefaults(page int64) error {
 		return fmt.Errorf("mmapfile: %w", err)
 	}
 	if o.WindowSize == 0 {
-		o.WindowSize = DefaultWindowSize
+		o.WindowSize = defaultWindowSize
 	}
 	if o.WindowSize < 0 || o.WindowSize%page != 0 || o.WindowSize > math.MaxInt {
 		return fmt.Errorf("mmapfile: Options.WindowSize %d is not a positive multiple of the page size %d: %w",

@@ -12,17 +12,14 @@ type Budget struct {
 	used atomic.Int64
 }
 
-// NewBudget returns a budget of max bytes, counted in whole chunks of ChunkSize. A max below
-// ChunkSize (zero or negative included) lets nothing stay in memory: every Bytes of a medium
+// NewBudget returns a budget of max bytes, counted in whole chunks of 2 MiB. A max below
+// a chunk (zero or negative included) lets nothing stay in memory: every Bytes of a medium
 // using it spills at its first write, or fails without a spill medium.
 func NewBudget(max int64) *Budget {
 	return &Budget{max: max}
 }
 
-// Max returns the budget's maximum in bytes.
-func (b *Budget) Max() int64 { return b.max }
-
-// Used returns the bytes the media using the budget hold now (a multiple of ChunkSize).
+// Used returns the bytes the media using the budget hold now (a multiple of the 2 MiB chunk).
 func (b *Budget) Used() int64 { return b.used.Load() }
 
 func (b *Budget) reserve(n int64) error {

@@ -11,14 +11,14 @@ import (
 // mapChunk maps one anonymous private chunk and advises huge pages for it. A failed madvise is
 // not an error: the chunk works with small pages.
 func mapChunk(calls *sys.Calls) ([]byte, error) {
-	c, err := calls.Mmap(-1, 0, ChunkSize, sys.ProtRead|sys.ProtWrite, sys.MapPrivate|sys.MapAnon)
+	c, err := calls.Mmap(-1, 0, chunkSize, sys.ProtRead|sys.ProtWrite, sys.MapPrivate|sys.MapAnon)
 	if err != nil {
-		return nil, fmt.Errorf("offheap: mmap %d bytes: %w", ChunkSize, err)
+		return nil, fmt.Errorf("offheap: mmap %d bytes: %w", chunkSize, err)
 	}
-	if len(c) != ChunkSize || cap(c) != ChunkSize {
+	if len(c) != chunkSize || cap(c) != chunkSize {
 		// Only a broken sys layer (or a test's stand-in for it) gets here: no sentinel and no
 		// system error fits, so the message says what happened.
-		err := fmt.Errorf("offheap: mmap returned %d bytes, want %d", len(c), ChunkSize)
+		err := fmt.Errorf("offheap: mmap returned %d bytes, want %d", len(c), chunkSize)
 		if len(c) > 0 {
 			if uerr := calls.Munmap(c); uerr != nil {
 				err = fmt.Errorf("%w (and munmap: %v)", err, uerr)

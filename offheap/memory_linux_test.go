@@ -108,10 +108,10 @@ func settled(t *testing.T) (int, [][2]uintptr) {
 // TestMapsReturn (bar 3): after Close and after trimming the pool to zero, /proc/self/maps has
 // as many lines as before, and no chunk address is mapped any more.
 func TestMapsReturn(t *testing.T) {
-	prevLimit, err := SetPoolLimit(16 * ChunkSize)
+	prevLimit, err := setPoolLimit(16 * chunkSize)
 	require.NoError(t, err)
-	t.Cleanup(func() { _, err := SetPoolLimit(prevLimit); require.NoError(t, err) })
-	require.NoError(t, TrimPool())
+	t.Cleanup(func() { _, err := setPoolLimit(prevLimit); require.NoError(t, err) })
+	require.NoError(t, trimPool())
 
 	// scenario makes media with children, tiny and large Bytes, spills some, closes them all
 	// (the pool keeps up to 16 chunks, the rest is unmapped) and trims the pool. It returns the
@@ -122,7 +122,7 @@ func TestMapsReturn(t *testing.T) {
 		var chunks []uintptr
 		var ms []*Medium
 		for i := range 3 {
-			m, err := New(Options{MaxBytes: 12 * ChunkSize, Spill: spill})
+			m, err := New(Options{MaxBytes: 12 * chunkSize, Spill: spill})
 			require.NoError(t, err)
 			child, err := m.NewChild()
 			require.NoError(t, err)
@@ -132,7 +132,7 @@ func TestMapsReturn(t *testing.T) {
 					require.NoError(t, err)
 					n := 10 + j*1000
 					if j%7 == 0 {
-						n = (i + 1) * ChunkSize
+						n = (i + 1) * chunkSize
 					}
 					_, err = b.Write(make([]byte, n))
 					require.NoError(t, err)
@@ -149,9 +149,9 @@ func TestMapsReturn(t *testing.T) {
 		for _, m := range ms {
 			require.NoError(t, m.Close())
 		}
-		require.Positive(t, PooledBytes())
-		require.NoError(t, TrimPool())
-		require.Zero(t, PooledBytes())
+		require.Positive(t, pooledBytes())
+		require.NoError(t, trimPool())
+		require.Zero(t, pooledBytes())
 		return chunks, during
 	}
 
@@ -168,7 +168,7 @@ func TestMapsReturn(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("attempt %d: %d mapping lines before, %d with %d chunks mapped, %d after Close and TrimPool; %d chunk addresses still mapped",
+		t.Logf("attempt %d: %d mapping lines before, %d with %d chunks mapped, %d after Close and trimPool; %d chunk addresses still mapped",
 			attempt, before, during, len(chunks), after, len(stillMapped))
 		if after == before && len(stillMapped) == 0 {
 			return
@@ -286,7 +286,7 @@ func TestBudgetSpill1GiB(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, spill.Close()) }()
 
-	require.NoError(t, TrimPool()) // pooled chunks are resident: start without any
+	require.NoError(t, trimPool()) // pooled chunks are resident: start without any
 	runtime.GC()
 	debug.FreeOSMemory()
 	base := statusKB(t, "RssAnon")
@@ -326,7 +326,7 @@ func TestBudgetSpill1GiB(t *testing.T) {
 		checkPattern(t, p, i, b, buf)
 		sample()
 	}
-	limit := base + maxBytes + ChunkSize + overhead
+	limit := base + maxBytes + chunkSize + overhead
 	t.Logf("RssAnon: base %.1f MiB, peak %.1f MiB (+%.1f MiB), limit %.1f MiB; budget used %d MiB; %d of %d Bytes spilled; spill file %d MiB",
 		mib(base), mib(peak), mib(peak-base), mib(limit), m.budgets[0].Used()>>20, spilled, nbytes, spill.FileBytes()>>20)
 	if !raceEnabled {

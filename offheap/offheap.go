@@ -4,7 +4,7 @@
 //
 // # Chunks
 //
-// Memory comes in chunks of [ChunkSize] (2 MiB, the x86-64 and arm64-with-4K-pages huge page
+// Memory comes in chunks of [chunkSize] (2 MiB, the x86-64 and arm64-with-4K-pages huge page
 // size), each one mmap(MAP_PRIVATE|MAP_ANON) of exactly that size and advised MADV_HUGEPAGE, so
 // that with transparent huge pages in "madvise" mode the kernel backs it with one huge page: one
 // page fault per 2 MiB instead of 512. Recent Linux kernels (6.7 on) place mappings whose length is a
@@ -27,11 +27,9 @@
 //
 // Closing a medium returns its chunks to a process-wide pool, kept hot: the pages stay mapped and
 // resident (no MADV_DONTNEED), so that the next medium writes into them without a page fault.
-// The pool holds at most its limit ([DefaultPoolLimit], 64 MiB, changed with [SetPoolLimit]);
-// chunks that do not fit are unmapped at Close. [TrimPool] (or SetPoolLimit(0)) unmaps every
-// pooled chunk. Memory therefore goes back to the system with munmap only: at Close for what
-// passes the limit, and at TrimPool or SetPoolLimit for the rest. Nothing is unmapped while a
-// medium that holds it is open.
+// The pool holds at most 64 MiB; chunks that do not fit are unmapped at Close. Memory therefore
+// goes back to the system with munmap only, at Close for what passes the limit. Nothing is
+// unmapped while a medium that holds it is open.
 //
 // # Budget and spill
 //
@@ -81,8 +79,8 @@ import (
 	"github.com/writeout/writeout/medium"
 )
 
-// ChunkSize is the size of every mapping the package makes.
-const ChunkSize = 2 << 20
+// chunkSize is the size of every mapping the package makes.
+const chunkSize = 2 << 20
 
 // Segment sizes: the segments of a Bytes double from minSegment up to maxSegment (a large write
 // skips ahead to the size it needs). Every segment is carved from the medium's current chunk.
@@ -98,7 +96,7 @@ var ErrBudget = errors.New("offheap: memory budget exceeded")
 // Options configure a Medium. The zero value is an unlimited medium with no spill.
 type Options struct {
 	// MaxBytes caps the chunk memory held by the medium and its children; 0 means no cap. It is
-	// counted in whole chunks of ChunkSize: a value below ChunkSize lets nothing stay in memory.
+	// counted in whole chunks of chunkSize: a value below chunkSize lets nothing stay in memory.
 	MaxBytes int64
 	// Budget, if set, is shared with other media; the medium and its children count against it
 	// as well as against MaxBytes.
@@ -205,7 +203,7 @@ func (m *Medium) release() error {
 	}
 	errs = append(errs, m.pool.put(chunks)...)
 	for _, bud := range m.budgets {
-		bud.release(int64(len(chunks)) * ChunkSize)
+		bud.release(int64(len(chunks)) * chunkSize)
 	}
 	return multierr.Join(errs...)
 }
@@ -228,13 +226,13 @@ func (m *Medium) chunkLocked() ([]byte, error) {
 	if m.released {
 		return nil, medium.ErrClosed
 	}
-	if err := m.reserve(ChunkSize); err != nil {
+	if err := m.reserve(chunkSize); err != nil {
 		return nil, err
 	}
 	c, err := m.pool.get()
 	if err != nil {
 		for _, bud := range m.budgets {
-			bud.release(ChunkSize)
+			bud.release(chunkSize)
 		}
 		return nil, err
 	}

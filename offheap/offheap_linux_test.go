@@ -17,32 +17,32 @@ import (
 	"github.com/writeout/writeout/medium"
 )
 
-// TestPoolLimit: Close pools chunks up to the limit and unmaps the rest; TrimPool empties it.
+// TestPoolLimit: Close pools chunks up to the limit and unmaps the rest; trimPool empties it.
 func TestPoolLimit(t *testing.T) {
 	calls := countingCalls()
-	p := &chunkPool{calls: &calls.Calls, limit: 3 * ChunkSize}
+	p := &chunkPool{calls: &calls.Calls, limit: 3 * chunkSize}
 	m := newMedium(nil, nil, p)
 	b, err := m.NewBytes()
 	require.NoError(t, err)
-	_, err = b.Write(make([]byte, 5*ChunkSize))
+	_, err = b.Write(make([]byte, 5*chunkSize))
 	require.NoError(t, err)
 	require.Equal(t, 5, calls.mmaps)
 	require.NoError(t, m.Close())
-	require.Equal(t, int64(3*ChunkSize), p.pooled())
+	require.Equal(t, int64(3*chunkSize), p.pooled())
 	require.Equal(t, 2, calls.munmaps)
 
 	m2 := newMedium(nil, nil, p)
 	b, err = m2.NewBytes()
 	require.NoError(t, err)
-	_, err = b.Write(make([]byte, 2*ChunkSize))
+	_, err = b.Write(make([]byte, 2*chunkSize))
 	require.NoError(t, err)
 	require.Equal(t, 5, calls.mmaps, "chunks came from the pool")
 	require.NoError(t, m2.Close())
 
-	prev, err := p.setLimit(ChunkSize)
+	prev, err := p.setLimit(chunkSize)
 	require.NoError(t, err)
-	require.Equal(t, int64(3*ChunkSize), prev)
-	require.Equal(t, int64(ChunkSize), p.pooled())
+	require.Equal(t, int64(3*chunkSize), prev)
+	require.Equal(t, int64(chunkSize), p.pooled())
 	require.NoError(t, p.trim(0))
 	require.Zero(t, p.pooled())
 	require.Equal(t, calls.mmaps, calls.munmaps, "every chunk unmapped")
@@ -92,7 +92,7 @@ func TestMmapFails(t *testing.T) {
 
 	t.Run("first", func(t *testing.T) {
 		mmaps, failAt = 0, 1
-		bud := NewBudget(10 * ChunkSize)
+		bud := NewBudget(10 * chunkSize)
 		m := newMedium([]*Budget{bud}, heapSpill(t), p)
 		b, err := m.NewBytes()
 		require.NoError(t, err)
@@ -124,10 +124,10 @@ func TestMmapFails(t *testing.T) {
 		m := newMedium(nil, nil, p)
 		b, err := m.NewBytes()
 		require.NoError(t, err)
-		want := bytes.Repeat([]byte("0123456789abcdef"), 3*ChunkSize/16)
+		want := bytes.Repeat([]byte("0123456789abcdef"), 3*chunkSize/16)
 		n, err := b.Write(want)
 		require.ErrorIs(t, err, errInjected)
-		require.Equal(t, 2*ChunkSize, n, "two chunks were filled before the third failed")
+		require.Equal(t, 2*chunkSize, n, "two chunks were filled before the third failed")
 		got := make([]byte, n)
 		_, err = b.ReadAt(got, 0)
 		require.NoError(t, err)
@@ -155,7 +155,7 @@ func TestMadviseFailsIsNotAnError(t *testing.T) {
 	m := newMedium(nil, nil, p)
 	b, err := m.NewBytes()
 	require.NoError(t, err)
-	_, err = b.Write(make([]byte, ChunkSize+1))
+	_, err = b.Write(make([]byte, chunkSize+1))
 	require.NoError(t, err)
 	require.Equal(t, 2, advised)
 	require.NoError(t, m.Close())
@@ -194,7 +194,7 @@ func TestMunmapFailsAtClose(t *testing.T) {
 	}
 	errHook := errors.New("hook failed")
 	spill := &spyMedium{Medium: heapSpill(t)}
-	bud := NewBudget(6 * ChunkSize)
+	bud := NewBudget(6 * chunkSize)
 	m := newMedium([]*Budget{bud}, spill, p)
 	hookRan := false
 	m.OnClose(func() error { hookRan = true; return errHook })
@@ -204,7 +204,7 @@ func TestMunmapFailsAtClose(t *testing.T) {
 	for _, x := range []medium.Medium{m, child, m} {
 		b, err := x.NewBytes()
 		require.NoError(t, err)
-		_, err = b.Write(make([]byte, 3*ChunkSize)) // the third spills
+		_, err = b.Write(make([]byte, 3*chunkSize)) // the third spills
 		require.NoError(t, err)
 		bs = append(bs, b)
 	}
@@ -230,7 +230,7 @@ func TestMunmapFailsAtClose(t *testing.T) {
 }
 
 func TestTrimPoolMunmapFails(t *testing.T) {
-	p, calls := faultPool(8 * ChunkSize)
+	p, calls := faultPool(8 * chunkSize)
 	realMunmap := calls.Munmap
 	n := 0
 	calls.Munmap = func(b []byte) error {
@@ -244,10 +244,10 @@ func TestTrimPoolMunmapFails(t *testing.T) {
 	m := newMedium(nil, nil, p)
 	b, err := m.NewBytes()
 	require.NoError(t, err)
-	_, err = b.Write(make([]byte, 3*ChunkSize))
+	_, err = b.Write(make([]byte, 3*chunkSize))
 	require.NoError(t, err)
 	require.NoError(t, m.Close())
-	require.Equal(t, int64(3*ChunkSize), p.pooled())
+	require.Equal(t, int64(3*chunkSize), p.pooled())
 	err = p.trim(0)
 	require.ErrorIs(t, err, errInjected)
 	require.Equal(t, 3, n, "every pooled chunk was unmapped")
@@ -260,7 +260,7 @@ func TestWritevFails(t *testing.T) {
 	defer func() { require.NoError(t, m.Close()) }()
 	b, err := m.NewBytes()
 	require.NoError(t, err)
-	want := bytes.Repeat([]byte("abc"), ChunkSize)
+	want := bytes.Repeat([]byte("abc"), chunkSize)
 	_, err = b.Write(want)
 	require.NoError(t, err)
 	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
@@ -294,13 +294,13 @@ func TestWritevFails(t *testing.T) {
 func TestSpillMediumClosed(t *testing.T) {
 	spill := medium.NewHeap()
 	require.NoError(t, spill.Close())
-	m, err := New(Options{MaxBytes: ChunkSize, Spill: spill})
+	m, err := New(Options{MaxBytes: chunkSize, Spill: spill})
 	require.NoError(t, err)
 	b, err := m.NewBytes()
 	require.NoError(t, err)
 	_, err = b.WriteString("fits in the chunk")
 	require.NoError(t, err)
-	_, err = b.Write(make([]byte, ChunkSize))
+	_, err = b.Write(make([]byte, chunkSize))
 	require.ErrorIs(t, err, medium.ErrClosed, "the spill medium is closed")
 	_, err = b.Write([]byte("x"))
 	require.ErrorIs(t, err, medium.ErrClosed, "sticky")
@@ -320,10 +320,10 @@ func TestChunksAligned(t *testing.T) {
 	for range n {
 		c, err := p.get()
 		require.NoError(t, err)
-		if uintptr(unsafe.Pointer(&c[0]))%ChunkSize == 0 {
+		if uintptr(unsafe.Pointer(&c[0]))%chunkSize == 0 {
 			aligned++
 		}
 		require.Empty(t, p.put([][]byte{c}))
 	}
-	t.Logf("%d of %d chunks aligned on %d bytes", aligned, n, ChunkSize)
+	t.Logf("%d of %d chunks aligned on %d bytes", aligned, n, chunkSize)
 }

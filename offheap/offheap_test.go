@@ -51,7 +51,7 @@ func TestConformance(t *testing.T) {
 	})
 	// Budgets of a few chunks: Bytes spill in the middle of their content, at small segments and
 	// at large ones, and (at MaxBytes 1) at their first byte.
-	for _, max := range []int64{1, 3 * ChunkSize} {
+	for _, max := range []int64{1, 3 * chunkSize} {
 		t.Run("spill=heap/max="+itoa(max), func(t *testing.T) {
 			if raceEnabled && max > 1 {
 				// Spills in the middle of content run under -race in budget=shared and
@@ -67,7 +67,7 @@ func TestConformance(t *testing.T) {
 		})
 	}
 	t.Run("spill=heap/budget=shared", func(t *testing.T) {
-		bud := NewBudget(6 * ChunkSize)
+		bud := NewBudget(6 * chunkSize)
 		t.Cleanup(func() { assert.Zero(t, bud.Used(), "shared budget in use after every medium closed") })
 		mediumtest.Run(t, func(t *testing.T) medium.Medium {
 			m, err := New(Options{Budget: bud, Spill: heapSpill(t)})
@@ -77,15 +77,15 @@ func TestConformance(t *testing.T) {
 			require.NoError(t, err)
 			ob, err := other.NewBytes()
 			require.NoError(t, err)
-			_, err = ob.Write(make([]byte, ChunkSize))
+			_, err = ob.Write(make([]byte, chunkSize))
 			require.NoError(t, err)
 			t.Cleanup(func() { assert.NoError(t, other.Close()) })
 			return m
 		})
 	})
-	t.Run("spill=tmpfile/max="+itoa(3*ChunkSize), func(t *testing.T) {
+	t.Run("spill=tmpfile/max="+itoa(3*chunkSize), func(t *testing.T) {
 		mediumtest.Run(t, func(t *testing.T) medium.Medium {
-			m, err := New(Options{MaxBytes: 3 * ChunkSize, Spill: tmpfileSpill(t)})
+			m, err := New(Options{MaxBytes: 3 * chunkSize, Spill: tmpfileSpill(t)})
 			require.NoError(t, err)
 			checkReleased(t, m)
 			return m
@@ -113,7 +113,7 @@ func TestNewInvalid(t *testing.T) {
 // ErrBudget; what fitted stays readable and every later write fails the same way.
 func TestBudgetNoSpill(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
-	m, err := New(Options{MaxBytes: 4 * ChunkSize})
+	m, err := New(Options{MaxBytes: 4 * chunkSize})
 	require.NoError(t, err)
 	checkReleased(t, m)
 	defer func() { require.NoError(t, m.Close()) }()
@@ -144,7 +144,7 @@ func TestBudgetNoSpill(t *testing.T) {
 	require.ErrorIs(t, failed, ErrBudget)
 	t.Logf("budget error after %d bytes: %v", model.Len(), failed)
 	require.Equal(t, int64(model.Len()), b.Size())
-	require.Greater(t, model.Len(), 4*ChunkSize-5*minSegment, "chunks are filled, whoever writes")
+	require.Greater(t, model.Len(), 4*chunkSize-5*minSegment, "chunks are filled, whoever writes")
 
 	// Sticky, on every write method, empty writes included.
 	_, err = b.Write([]byte("x"))
@@ -188,10 +188,10 @@ func TestBudgetNoSpill(t *testing.T) {
 // TestBudgetSharedAndReleased: several media on one Budget never hold more than it, children
 // count against it, and Close gives it back.
 func TestBudgetSharedAndReleased(t *testing.T) {
-	bud := NewBudget(5 * ChunkSize)
+	bud := NewBudget(5 * chunkSize)
 	a, err := New(Options{Budget: bud})
 	require.NoError(t, err)
-	bm, err := New(Options{Budget: bud, MaxBytes: 2 * ChunkSize})
+	bm, err := New(Options{Budget: bud, MaxBytes: 2 * chunkSize})
 	require.NoError(t, err)
 	child, err := bm.NewChild()
 	require.NoError(t, err)
@@ -199,20 +199,20 @@ func TestBudgetSharedAndReleased(t *testing.T) {
 	fill := func(m medium.Medium) (int64, error) {
 		x, err := m.NewBytes()
 		require.NoError(t, err)
-		_, err = x.Write(make([]byte, 20*ChunkSize))
+		_, err = x.Write(make([]byte, 20*chunkSize))
 		return x.Size(), err
 	}
 	_, err = fill(child)
 	require.ErrorIs(t, err, ErrBudget, "child: its parent's MaxBytes")
-	require.Equal(t, int64(2*ChunkSize), bud.Used())
+	require.Equal(t, int64(2*chunkSize), bud.Used())
 	_, err = fill(a)
 	require.ErrorIs(t, err, ErrBudget, "a: the shared budget")
-	require.Equal(t, int64(5*ChunkSize), bud.Used())
+	require.Equal(t, int64(5*chunkSize), bud.Used())
 	require.NoError(t, bm.Close())
-	require.Equal(t, int64(3*ChunkSize), bud.Used())
+	require.Equal(t, int64(3*chunkSize), bud.Used())
 	n, err := fill(a)
 	require.ErrorIs(t, err, ErrBudget)
-	require.Greater(t, n, int64(ChunkSize), "a new Bytes of a gets what bm gave back")
+	require.Greater(t, n, int64(chunkSize), "a new Bytes of a gets what bm gave back")
 	require.NoError(t, a.Close())
 	require.Zero(t, bud.Used())
 }
@@ -220,12 +220,12 @@ func TestBudgetSharedAndReleased(t *testing.T) {
 // TestSpillSequence: a Bytes spilling in the middle of a write is one sequence to every reader.
 func TestSpillSequence(t *testing.T) {
 	spill := heapSpill(t)
-	m, err := New(Options{MaxBytes: 2 * ChunkSize, Spill: spill})
+	m, err := New(Options{MaxBytes: 2 * chunkSize, Spill: spill})
 	require.NoError(t, err)
 	checkReleased(t, m)
 	b, err := m.NewBytes()
 	require.NoError(t, err)
-	want := make([]byte, 5*ChunkSize+12345)
+	want := make([]byte, 5*chunkSize+12345)
 	for i := range want {
 		want[i] = byte(i * 7 >> 3)
 	}
@@ -284,7 +284,7 @@ func TestSmallBytesCheap(t *testing.T) {
 	m.mu.Lock()
 	chunks := len(m.chunks)
 	m.mu.Unlock()
-	require.LessOrEqual(t, chunks, n*minSegment/ChunkSize+1, "%d tiny Bytes took %d chunks", n, chunks)
+	require.LessOrEqual(t, chunks, n*minSegment/chunkSize+1, "%d tiny Bytes took %d chunks", n, chunks)
 	for i, b := range bs {
 		p := make([]byte, b.Size())
 		_, err := b.ReadAt(p, 0)
@@ -301,16 +301,16 @@ func TestWholeChunkSegments(t *testing.T) {
 	defer func() { require.NoError(t, m.Close()) }()
 	x, err := m.NewBytes()
 	require.NoError(t, err)
-	for range 5 * ChunkSize / 1000 {
+	for range 5 * chunkSize / 1000 {
 		_, err := x.Write(make([]byte, 1000))
 		require.NoError(t, err)
 	}
 	ob := x.(*offBytes)
 	require.Len(t, ob.segs, 4)
 	for _, s := range ob.segs {
-		require.Len(t, s, ChunkSize)
+		require.Len(t, s, chunkSize)
 	}
-	require.Equal(t, int64(len(m.chunks)), (x.Size()+ChunkSize-1)/ChunkSize)
+	require.Equal(t, int64(len(m.chunks)), (x.Size()+chunkSize-1)/chunkSize)
 
 	// Two Bytes side by side fill the same chunks.
 	y, err := m.NewBytes()
@@ -318,7 +318,7 @@ func TestWholeChunkSegments(t *testing.T) {
 	z, err := m.NewBytes()
 	require.NoError(t, err)
 	before := len(m.chunks)
-	for range 2 * ChunkSize / 1000 {
+	for range 2 * chunkSize / 1000 {
 		_, err := y.Write(make([]byte, 500))
 		require.NoError(t, err)
 		_, err = z.Write(make([]byte, 500))
@@ -334,13 +334,13 @@ func TestAfterCloseNoSlices(t *testing.T) {
 	require.NoError(t, err)
 	b, err := m.NewBytes()
 	require.NoError(t, err)
-	_, err = b.Write(make([]byte, 3*ChunkSize))
+	_, err = b.Write(make([]byte, 3*chunkSize))
 	require.NoError(t, err)
 	require.NoError(t, m.Close())
 	ob := b.(*offBytes)
 	require.Nil(t, ob.segs)
 	require.Nil(t, ob.tail)
-	require.Equal(t, int64(3*ChunkSize), b.Size(), "Size still answers")
+	require.Equal(t, int64(3*chunkSize), b.Size(), "Size still answers")
 	_, err = b.WriteTo(io.Discard)
 	require.ErrorIs(t, err, medium.ErrClosed)
 }

@@ -45,25 +45,25 @@ func BenchmarkWrite(b *testing.B) {
 		}
 
 		b.Run("write="+w.name+"/sink=offheap-fresh", func(b *testing.B) {
-			prev, err := SetPoolLimit(0)
+			prev, err := setPoolLimit(0)
 			require.NoError(b, err)
-			defer func() { _, err := SetPoolLimit(prev); require.NoError(b, err) }()
+			defer func() { _, err := setPoolLimit(prev); require.NoError(b, err) }()
 			b.SetBytes(total)
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				require.NoError(b, TrimPool())
+				require.NoError(b, trimPool())
 				b.StartTimer()
 				stage(b)
 			}
 		})
 		b.Run("write="+w.name+"/sink=offheap-pooled", func(b *testing.B) {
-			prev, err := SetPoolLimit(total + 8*ChunkSize)
+			prev, err := setPoolLimit(total + 8*chunkSize)
 			require.NoError(b, err)
 			defer func() {
-				_, err := SetPoolLimit(prev)
+				_, err := setPoolLimit(prev)
 				require.NoError(b, err)
-				require.NoError(b, TrimPool())
+				require.NoError(b, trimPool())
 			}()
 			stage(b) // fills the pool
 			b.SetBytes(total)

@@ -7,15 +7,15 @@ import (
 	"github.com/writeout/writeout/internal/sys"
 )
 
-// DefaultPoolLimit is the pool's limit until SetPoolLimit changes it.
-const DefaultPoolLimit = 64 << 20
+// defaultPoolLimit is the pool's limit until setPoolLimit changes it.
+const defaultPoolLimit = 64 << 20
 
 // chunkPool keeps chunks of closed media mapped and resident, up to a limit, for later media.
 //
 // With readahead on, a pool that has to map a fresh chunk also prepares the next one on another
 // goroutine: it maps it and touches its pages, so that the kernel zeroes them while the writer
 // fills the chunk it just got. At most one such spare chunk exists; it counts against no limit
-// and TrimPool unmaps it too.
+// and trimPool unmaps it too.
 type chunkPool struct {
 	calls     *sys.Calls
 	readahead bool
@@ -29,22 +29,22 @@ type chunkPool struct {
 	halts    int  // trims waiting for the spare being prepared: no new one starts meanwhile
 }
 
-var defaultPool = &chunkPool{calls: &sys.Default, limit: DefaultPoolLimit, readahead: readaheadDefault}
+var defaultPool = &chunkPool{calls: &sys.Default, limit: defaultPoolLimit, readahead: readaheadDefault}
 
-// SetPoolLimit sets how many bytes of free chunks the process-wide pool keeps mapped for reuse
+// setPoolLimit sets how many bytes of free chunks the process-wide pool keeps mapped for reuse
 // and returns the previous limit. Pooled chunks past the new limit are unmapped at once; the
 // error joins the failed unmaps (the chunks are dropped from the pool either way). A limit
-// below ChunkSize, 0 included, disables pooling: media unmap their chunks at Close.
-func SetPoolLimit(limit int64) (previous int64, err error) {
+// below chunkSize, 0 included, disables pooling: media unmap their chunks at Close.
+func setPoolLimit(limit int64) (previous int64, err error) {
 	return defaultPool.setLimit(limit)
 }
 
-// TrimPool unmaps every chunk in the process-wide pool, leaving its limit as it is. Chunks held
+// trimPool unmaps every chunk in the process-wide pool, leaving its limit as it is. Chunks held
 // by open media are not touched.
-func TrimPool() error { return defaultPool.trim(0) }
+func trimPool() error { return defaultPool.trim(0) }
 
-// PooledBytes returns the bytes of free chunks in the process-wide pool.
-func PooledBytes() int64 { return defaultPool.pooled() }
+// pooledBytes returns the bytes of free chunks in the process-wide pool.
+func pooledBytes() int64 { return defaultPool.pooled() }
 
 func (p *chunkPool) setLimit(limit int64) (int64, error) {
 	p.mu.Lock()
@@ -57,7 +57,7 @@ func (p *chunkPool) setLimit(limit int64) (int64, error) {
 func (p *chunkPool) pooled() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return int64(len(p.free)) * ChunkSize
+	return int64(len(p.free)) * chunkSize
 }
 
 // trim unmaps pooled chunks until at most keep bytes are pooled. It waits for a spare being
@@ -71,7 +71,7 @@ func (p *chunkPool) trim(keep int64) error {
 	p.inflight.Wait()
 	p.mu.Lock()
 	p.halts--
-	n := int(max(keep, 0) / ChunkSize)
+	n := int(max(keep, 0) / chunkSize)
 	var drop [][]byte
 	if len(p.free) > n {
 		drop = append(drop, p.free[n:]...)
@@ -144,7 +144,7 @@ func (p *chunkPool) put(chunks [][]byte) []error {
 		return nil
 	}
 	p.mu.Lock()
-	room := max(int(p.limit/ChunkSize)-len(p.free), 0)
+	room := max(int(p.limit/chunkSize)-len(p.free), 0)
 	k := min(room, len(chunks))
 	p.free = append(p.free, chunks[:k]...)
 	p.mu.Unlock()

@@ -84,13 +84,13 @@ func TestSpareAhead(t *testing.T) {
 
 	spare, err := p.get()
 	require.NoError(t, err)
-	require.Equal(t, make([]byte, ChunkSize), spare, "a spare reads as zeros")
+	require.Equal(t, make([]byte, chunkSize), spare, "a spare reads as zeros")
 	require.True(t, hasSpare(p), "taking the spare prepares the next")
 	_, mmaps, _ = calls.counts()
 	require.Equal(t, 3, mmaps)
 
 	// A positive limit keeps the spare; pooled chunks are used before it.
-	_, err = p.setLimit(2 * ChunkSize)
+	_, err = p.setLimit(2 * chunkSize)
 	require.NoError(t, err)
 	require.True(t, hasSpare(p))
 	require.Empty(t, p.put([][]byte{first, spare}))
@@ -141,9 +141,9 @@ func TestSpareMmapFails(t *testing.T) {
 // (Before trims held spares back, a get could Add to the WaitGroup a trim was waiting on.)
 func TestTrimWhileWriting(t *testing.T) {
 	p, calls := readaheadPool()
-	_, err := p.setLimit(2 * ChunkSize)
+	_, err := p.setLimit(2 * chunkSize)
 	require.NoError(t, err)
-	want := bytes.Repeat([]byte("0123456789abcdef"), (3*ChunkSize+100)/16)
+	want := bytes.Repeat([]byte("0123456789abcdef"), (3*chunkSize+100)/16)
 	rounds := 40
 	if raceEnabled {
 		rounds = 10

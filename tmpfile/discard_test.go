@@ -42,8 +42,8 @@ func osMedium(t *testing.T, calls *sys.Calls) *Medium {
 // the space over once its hole is punched).
 func waitFree(t *testing.T, m *Medium, want int64) {
 	t.Helper()
-	require.Eventually(t, func() bool { return m.FreeBytes() == want }, 5*time.Second, time.Millisecond,
-		"free space %d, want %d", m.FreeBytes(), want)
+	require.Eventually(t, func() bool { return m.freeBytes() == want }, 5*time.Second, time.Millisecond,
+		"free space %d, want %d", m.freeBytes(), want)
 }
 
 // allocated returns the bytes of the medium's file that hold blocks on the device.
@@ -117,7 +117,7 @@ func TestDiscardPunchesThenFrees(t *testing.T) {
 	require.NoError(t, err)
 	_, err = late.Write([]byte{'l'}) // to the buffer
 	require.NoError(t, err)
-	require.Zero(t, m.FreeBytes(), "space freed before its hole was punched")
+	require.Zero(t, m.freeBytes(), "space freed before its hole was punched")
 	require.Equal(t, size+4<<10, m.FileBytes())
 	close(release)
 	waitFree(t, m, 64<<10)
@@ -136,7 +136,7 @@ func TestDiscardPunchesThenFrees(t *testing.T) {
 	_, err = next.Write([]byte{'!'}) // to the buffer
 	require.NoError(t, err)
 	require.Equal(t, size+4<<10, m.FileBytes(), "the file grew past the freed space")
-	require.Zero(t, m.FreeBytes())
+	require.Zero(t, m.freeBytes())
 	readBack(t, next, append(want, '!'))
 	readBack(t, kept, bytes.Repeat([]byte{'k'}, 64<<10))
 	readBack(t, late, append(bytes.Repeat([]byte{'l'}, 4<<10), 'l'))

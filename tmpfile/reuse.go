@@ -151,9 +151,9 @@ func (st *store) release(extents []extent) {
 	f.spans = out
 }
 
-// FreeBytes returns how many bytes of the medium's file are free: held by Bytes of closed child
+// freeBytes returns how many bytes of the medium's file are free: held by Bytes of closed child
 // media, and reused by the next extents before the file grows.
-func (m *Medium) FreeBytes() int64 {
+func (m *Medium) freeBytes() int64 {
 	f := &m.store.free
 	f.mu.Lock()
 	defer f.mu.Unlock()

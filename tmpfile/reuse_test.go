@@ -225,11 +225,11 @@ func TestFreeSpaceReused(t *testing.T) {
 			cycleChild(t, m, 0)
 			size := m.FileBytes()
 			require.Positive(t, size)
-			require.Equal(t, size, m.FreeBytes(), "a closed child frees all its space")
+			require.Equal(t, size, m.freeBytes(), "a closed child frees all its space")
 			for round := 1; round < 10; round++ {
 				cycleChild(t, m, round)
 				require.Equal(t, size, m.FileBytes(), "round %d: the file did not grow", round)
-				require.Equal(t, size, m.FreeBytes())
+				require.Equal(t, size, m.freeBytes())
 			}
 			if m.store.osFile != nil {
 				fi, err := m.store.osFile.Stat()
@@ -311,7 +311,7 @@ func TestPiecesAcrossFreeSpans(t *testing.T) {
 	require.Equal(t, int64(12*64), m.FileBytes())
 	require.NoError(t, cs[0].Close())
 	require.NoError(t, cs[2].Close())
-	require.Equal(t, int64(8*64), m.FreeBytes())
+	require.Equal(t, int64(8*64), m.freeBytes())
 	require.Len(t, m.store.free.spans, 5, "the spans of two children, coalesced where adjacent")
 
 	c, err := m.NewChild()
@@ -322,7 +322,7 @@ func TestPiecesAcrossFreeSpans(t *testing.T) {
 	fillPattern(want, 7, 0)
 	_, err = b.Write(want) // larger than a buffer: straight to the file
 	require.NoError(t, err)
-	require.Zero(t, m.FreeBytes(), "every free span was used")
+	require.Zero(t, m.freeBytes(), "every free span was used")
 	require.Equal(t, int64(12*64+2*64+3), m.FileBytes(), "the rest at the end")
 	require.Greater(t, len(b.(*tmpBytes).extents), 4)
 	readBack(t, b, want)
@@ -388,9 +388,9 @@ func TestReuseWriteFails(t *testing.T) {
 			readBack(t, b, want[:kept])
 			_, err = b.Write([]byte("x"))
 			require.ErrorIs(t, err, syscall.ENOSPC, "sticky")
-			require.Equal(t, m.FileBytes()-128, m.FreeBytes(), "the failed piece's space is free again")
+			require.Equal(t, m.FileBytes()-128, m.freeBytes(), "the failed piece's space is free again")
 			require.NoError(t, c.Close())
-			require.Equal(t, m.FileBytes(), m.FreeBytes())
+			require.Equal(t, m.FileBytes(), m.freeBytes())
 		})
 	}
 }

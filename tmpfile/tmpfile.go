@@ -78,9 +78,9 @@ const (
 
 // Defaults for the zero Options.
 const (
-	DefaultMinBufferSize = 4 << 10
-	DefaultBufferSize    = 1 << 20
-	DefaultBufferBudget  = 64 << 20
+	defaultMinBufferSize = 4 << 10
+	defaultBufferSize    = 1 << 20
+	defaultBufferBudget  = 64 << 20
 )
 
 // Options configure a Medium. The zero value means: the OS file system, the system temp
@@ -91,13 +91,13 @@ type Options struct {
 	// Dir is the directory of the temp file; "" means os.TempDir(). It must exist and be
 	// writable: New fails otherwise.
 	Dir string
-	// MinBufferSize is the first buffer of a Bytes; 0 means DefaultMinBufferSize.
+	// MinBufferSize is the first buffer of a Bytes; 0 means 4 KiB.
 	MinBufferSize int
 	// BufferSize is the largest buffer of a Bytes, and so the size of most file writes;
-	// 0 means DefaultBufferSize.
+	// 0 means 1 MiB.
 	BufferSize int
 	// BufferBudget caps the memory of all buffers of the medium and its children; buffers stop
-	// growing at the cap (they never shrink below MinBufferSize). 0 means DefaultBufferBudget.
+	// growing at the cap (they never shrink below MinBufferSize). 0 means 64 MiB.
 	BufferBudget int64
 	// Durability: only TrickleBytes is used. Durability.Sync is not: the file is a stage, an
 	// unnamed temp file that no mode syncs (syncing it can never help after a crash; the
@@ -117,13 +117,13 @@ func (o *Options) ensureDefaults() error {
 		o.Dir = os.TempDir()
 	}
 	if o.MinBufferSize == 0 {
-		o.MinBufferSize = DefaultMinBufferSize
+		o.MinBufferSize = defaultMinBufferSize
 	}
 	if o.BufferSize == 0 {
-		o.BufferSize = DefaultBufferSize
+		o.BufferSize = defaultBufferSize
 	}
 	if o.BufferBudget == 0 {
-		o.BufferBudget = DefaultBufferBudget
+		o.BufferBudget = defaultBufferBudget
 	}
 	switch {
 	case o.MinBufferSize < 0 || o.BufferSize < 0 || o.BufferBudget < 0:
@@ -220,11 +220,11 @@ func (m *Medium) Trickles() int64 {
 
 // FileBytes returns the size of the medium's file: how many bytes have been written to it,
 // less those rewritten in place (the space of closed children is reused before the file grows;
-// FreeBytes says how much of it is free now).
+// freeBytes says how much of it is free now).
 func (m *Medium) FileBytes() int64 { return m.store.end.Load() }
 
-// Name returns the file's path, or "" for an unnamed (O_TMPFILE) file.
-func (m *Medium) Name() string { return m.store.name }
+// fileName returns the file's path, or "" for an unnamed (O_TMPFILE) file.
+func (m *Medium) fileName() string { return m.store.name }
 
 func (m *Medium) release() error {
 	m.mu.Lock()

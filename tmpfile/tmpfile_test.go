@@ -119,7 +119,7 @@ func TestUsesUnnamedFileOnLinux(t *testing.T) {
 	m, err := New(Options{Dir: dir})
 	require.NoError(t, err)
 	defer m.Close()
-	require.Empty(t, m.Name())
+	require.Empty(t, m.fileName())
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, entries, "an unnamed file has no directory entry")

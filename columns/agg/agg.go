@@ -86,12 +86,12 @@ func (t Type) String() string {
 	return fmt.Sprintf("Type(%d)", uint8(t))
 }
 
-// Kind says how an aggregator combines values.
-type Kind uint8
+// kind says how an aggregator combines values.
+type kind uint8
 
 // The kinds of aggregation.
 const (
-	Sum Kind = iota + 1
+	Sum kind = iota + 1
 	Min
 	Max
 	First
@@ -100,7 +100,7 @@ const (
 )
 
 // String returns the kind's name.
-func (k Kind) String() string {
+func (k kind) String() string {
 	switch k {
 	case Sum:
 		return "sum"
@@ -119,13 +119,13 @@ func (k Kind) String() string {
 }
 
 // Timed reports whether values of this kind are stored with a time (First and Last).
-func (k Kind) Timed() bool { return k == First || k == Last }
+func (k kind) Timed() bool { return k == First || k == Last }
 
 // Agg is one aggregator: its name, value type and kind.
 type Agg struct {
 	Name string
 	Type Type
-	Kind Kind
+	Kind kind
 	// CountsRows: at ingestion every input row contributes 1, whatever its value (count).
 	CountsRows bool
 	// sketch is the kind of a sketch aggregator's sketches (Type SketchType); nil for the others.
@@ -191,7 +191,7 @@ func All() []Agg { return append([]Agg(nil), table...) }
 // LongIdentity returns the value a group of this kind starts from before any row: 0 for Sum (and
 // for First and Last, whose accumulators also record that no row came yet), the largest value
 // for Min, the smallest for Max.
-func (k Kind) LongIdentity() int64 {
+func (k kind) LongIdentity() int64 {
 	switch k {
 	case Min:
 		return math.MaxInt64
@@ -203,7 +203,7 @@ func (k Kind) LongIdentity() int64 {
 }
 
 // DoubleIdentity is LongIdentity for doubles: +Inf for Min, -Inf for Max, else 0.
-func (k Kind) DoubleIdentity() float64 {
+func (k kind) DoubleIdentity() float64 {
 	switch k {
 	case Min:
 		return math.Inf(1)
@@ -235,7 +235,7 @@ func AddLong(a, b int64) (sum, carry int64) {
 
 // CombineLong combines two long values of an untimed kind: the sum (wrapped, with its carry:
 // see AddLong), the minimum or the maximum (carry 0). For First and Last use Takes.
-func (k Kind) CombineLong(a, b int64) (v, carry int64) {
+func (k kind) CombineLong(a, b int64) (v, carry int64) {
 	switch k {
 	case Min:
 		return min(a, b), 0
@@ -248,7 +248,7 @@ func (k Kind) CombineLong(a, b int64) (v, carry int64) {
 
 // CombineDouble combines two double values of Min or Max (Sum goes through ExactSum, First
 // and Last through Takes): math.Min or math.Max.
-func (k Kind) CombineDouble(a, b float64) float64 {
+func (k kind) CombineDouble(a, b float64) float64 {
 	switch k {
 	case Min:
 		return math.Min(a, b)
@@ -263,7 +263,7 @@ func (k Kind) CombineDouble(a, b float64) float64 {
 // held value (stored with time held) in input order replaces it: First takes strictly earlier
 // times (the first of equal times stays), Last takes equal or later times (the last of equal
 // times wins).
-func (k Kind) Takes(held, t int64) bool {
+func (k kind) Takes(held, t int64) bool {
 	if k == First {
 		return t < held
 	}
@@ -275,32 +275,32 @@ func (k Kind) Takes(held, t int64) bool {
 type LongAcc struct {
 	V   int64 // the value so far (for Sum wrapped: read it through Value)
 	C   int64 // Sum: the carries out of int64 (AddLong); the exact sum is V + C*2^64
-	T   int64 // First and Last: the time stored with V
+	t   int64 // First and Last: the time stored with V
 	Set bool  // a non-null value came (see Nulls in the package documentation)
 }
 
 // NewLongAcc returns an empty accumulator of kind k.
-func NewLongAcc(k Kind) LongAcc { return LongAcc{V: k.LongIdentity()} }
+func NewLongAcc(k kind) LongAcc { return LongAcc{V: k.LongIdentity()} }
 
 // LongAccOf returns the accumulator of a stored value (a row that may already combine several,
 // with the carries of its sum and, for First and Last, its time), or of a stored null: more
 // values combine into it as into the rows it stands for.
-func LongAccOf(k Kind, v, carry, t int64, null bool) LongAcc {
+func LongAccOf(k kind, v, carry, t int64, null bool) LongAcc {
 	if null {
 		return NewLongAcc(k)
 	}
-	return LongAcc{V: v, C: carry, T: t, Set: true}
+	return LongAcc{V: v, C: carry, t: t, Set: true}
 }
 
 // Add combines a value stored with time t (used by First and Last only) into a. A null value
 // is skipped: no kind combines it, whatever it holds.
-func (a *LongAcc) Add(k Kind, v, t int64, null bool) {
+func (a *LongAcc) Add(k kind, v, t int64, null bool) {
 	if null {
 		return
 	}
 	if k.Timed() {
-		if !a.Set || k.Takes(a.T, t) {
-			a.V, a.T, a.Set = v, t, true
+		if !a.Set || k.Takes(a.t, t) {
+			a.V, a.t, a.Set = v, t, true
 		}
 		return
 	}
@@ -311,12 +311,12 @@ func (a *LongAcc) Add(k Kind, v, t int64, null bool) {
 }
 
 // Merge combines o, which holds values that come after a's in input order, into a.
-func (a *LongAcc) Merge(k Kind, o *LongAcc) {
+func (a *LongAcc) Merge(k kind, o *LongAcc) {
 	if !o.Set {
 		return // only nulls, or nothing
 	}
 	if k.Timed() {
-		a.Add(k, o.V, o.T, false)
+		a.Add(k, o.V, o.t, false)
 		return
 	}
 	var c int64
@@ -348,7 +348,7 @@ func (a *LongAcc) Time() int64 {
 	if !a.Set {
 		return 0
 	}
-	return a.T
+	return a.t
 }
 
 // OverflowError describes the exact sum v + carries*2^64, which does not fit an int64, as an
@@ -363,29 +363,29 @@ func OverflowError(v, carries int64) error {
 // NewDoubleAcc.
 type DoubleAcc struct {
 	V   float64 // Min, Max, First, Last: the value so far
-	T   int64   // First and Last: the time stored with V
+	t   int64   // First and Last: the time stored with V
 	Set bool    // a non-null value came (see Nulls in the package documentation)
 	Sum ExactSum
 }
 
 // NewDoubleAcc returns an empty accumulator of kind k.
-func NewDoubleAcc(k Kind) DoubleAcc { return DoubleAcc{V: k.DoubleIdentity()} }
+func NewDoubleAcc(k kind) DoubleAcc { return DoubleAcc{V: k.DoubleIdentity()} }
 
 // Add combines a value stored with time t (used by First and Last only) and, for Sum, the
 // exactness tail stored with it, into a. A null value is skipped: no kind combines it.
-func (a *DoubleAcc) Add(k Kind, v float64, t int64, tail []float64, null bool) {
+func (a *DoubleAcc) Add(k kind, v float64, t int64, tail []float64, null bool) {
 	if null {
 		return
 	}
 	switch k {
 	case Sum:
-		a.Sum.Add(v)
-		a.Sum.AddAll(tail)
+		a.Sum.add(v)
+		a.Sum.addAll(tail)
 	case First, Last:
-		if a.Set && !k.Takes(a.T, t) {
+		if a.Set && !k.Takes(a.t, t) {
 			return
 		}
-		a.V, a.T = v, t
+		a.V, a.t = v, t
 	case Min, Max, Union:
 		a.V = k.CombineDouble(a.V, v)
 	}
@@ -393,15 +393,15 @@ func (a *DoubleAcc) Add(k Kind, v float64, t int64, tail []float64, null bool) {
 }
 
 // Merge combines o, which holds values that come after a's in input order, into a.
-func (a *DoubleAcc) Merge(k Kind, o *DoubleAcc) {
+func (a *DoubleAcc) Merge(k kind, o *DoubleAcc) {
 	if !o.Set {
 		return // only nulls, or nothing
 	}
 	switch k {
 	case Sum:
-		a.Sum.Merge(&o.Sum)
+		a.Sum.merge(&o.Sum)
 	case First, Last:
-		a.Add(k, o.V, o.T, nil, false)
+		a.Add(k, o.V, o.t, nil, false)
 	case Min, Max, Union:
 		a.V = k.CombineDouble(a.V, o.V)
 	}
@@ -414,7 +414,7 @@ func (a *DoubleAcc) Null(x Agg) bool { return !a.Set && x.Nullable() }
 
 // Value returns the accumulated value: for Sum the exact sum rounded once; +0 without a
 // non-null value (what a null row stores).
-func (a *DoubleAcc) Value(k Kind) float64 {
+func (a *DoubleAcc) Value(k kind) float64 {
 	if !a.Set {
 		return 0
 	}
@@ -429,20 +429,20 @@ func (a *DoubleAcc) Time() int64 {
 	if !a.Set {
 		return 0
 	}
-	return a.T
+	return a.t
 }
 
 // Reset empties a for kind k, keeping the memory of its exact sum.
-func (a *DoubleAcc) Reset(k Kind) {
-	a.Sum.Reset()
-	a.V, a.T, a.Set = k.DoubleIdentity(), 0, false
+func (a *DoubleAcc) Reset(k kind) {
+	a.Sum.reset()
+	a.V, a.t, a.Set = k.DoubleIdentity(), 0, false
 }
 
 // AddLongs adds vals[i] (stored with times[i], read by First and Last only; times may be nil
 // for other kinds) into accs[gid[i]], skipping i where null is non-nil and null[i] is true: the
 // batch form of LongAcc.Add, with the same meaning, for callers that aggregate a column a
 // chunk at a time (queries). The kind's loop is chosen once per batch.
-func AddLongs(k Kind, accs []LongAcc, gid []int32, vals, times []int64, null []bool) {
+func AddLongs(k kind, accs []LongAcc, gid []int32, vals, times []int64, null []bool) {
 	if null != nil || k.Timed() {
 		for i, v := range vals {
 			var t int64
@@ -475,7 +475,7 @@ func AddLongs(k Kind, accs []LongAcc, gid []int32, vals, times []int64, null []b
 
 // AddDoubles is AddLongs for doubles without tails (a doubleSum's tails go through
 // DoubleAcc.Add, row by row).
-func AddDoubles(k Kind, accs []DoubleAcc, gid []int32, vals []float64, times []int64, null []bool) {
+func AddDoubles(k kind, accs []DoubleAcc, gid []int32, vals []float64, times []int64, null []bool) {
 	if null != nil || k.Timed() {
 		for i, v := range vals {
 			var t int64
@@ -500,7 +500,7 @@ func AddDoubles(k Kind, accs []DoubleAcc, gid []int32, vals []float64, times []i
 	case Sum, First, Last, Union:
 		for i, v := range vals {
 			a := &accs[gid[i]]
-			a.Sum.Add(v)
+			a.Sum.add(v)
 			a.Set = true
 		}
 	}

@@ -35,13 +35,13 @@ func TestTableNamesUniqueAndLookup(t *testing.T) {
 func TestFirstLastTies(t *testing.T) {
 	type row struct{ v, t int64 }
 	rows := []row{{5, 100}, {6, 50}, {7, 50}, {8, 200}, {9, 200}, {1, 120}}
-	f := func(k Kind, want row) {
+	f := func(k kind, want row) {
 		t.Helper()
 		a := NewLongAcc(k)
 		for _, r := range rows {
 			a.Add(k, r.v, r.t, false)
 		}
-		assert.Equal(t, want, row{a.V, a.T}, "%s by Add", k)
+		assert.Equal(t, want, row{a.V, a.t}, "%s by Add", k)
 		// Every split into two consecutive parts merges to the same answer.
 		for cut := 0; cut <= len(rows); cut++ {
 			x, y := NewLongAcc(k), NewLongAcc(k)
@@ -52,7 +52,7 @@ func TestFirstLastTies(t *testing.T) {
 				y.Add(k, r.v, r.t, false)
 			}
 			x.Merge(k, &y)
-			assert.Equal(t, want, row{x.V, x.T}, "%s split at %d", k, cut)
+			assert.Equal(t, want, row{x.V, x.t}, "%s split at %d", k, cut)
 		}
 		d := NewDoubleAcc(k)
 		for _, r := range rows {
@@ -65,7 +65,7 @@ func TestFirstLastTies(t *testing.T) {
 }
 
 func TestLongKinds(t *testing.T) {
-	f := func(k Kind, vals []int64, want int64) {
+	f := func(k kind, vals []int64, want int64) {
 		t.Helper()
 		a := NewLongAcc(k)
 		for _, v := range vals {
@@ -103,7 +103,7 @@ func TestTailKeepsSumsExact(t *testing.T) {
 	stored := func(xs []float64) (float64, []float64) {
 		var s ExactSum
 		for _, x := range xs {
-			s.Add(x)
+			s.add(x)
 		}
 		return s.Value(), s.Tail(nil)
 	}
@@ -133,10 +133,10 @@ func TestTailKeepsSumsExact(t *testing.T) {
 			continue // a partial sum past the float64 range is stored as an infinity: lossy by nature
 		}
 		var s ExactSum
-		s.Add(v2)
-		s.AddAll(t2)
-		s.Add(v1)
-		s.AddAll(t1)
+		s.add(v2)
+		s.addAll(t2)
+		s.add(v1)
+		s.addAll(t1)
 		require.Equal(t, math.Float64bits(v), math.Float64bits(s.Value()), "round %d", round)
 		require.Equal(t, tail, s.Tail(nil), "round %d", round)
 	}
@@ -152,15 +152,15 @@ func TestTailKeepsSumsExact(t *testing.T) {
 // again, as merges do.
 func ExampleExactSum_Tail() {
 	var a, b ExactSum
-	a.Add(1e16)
-	a.Add(1) // 1e16 + 1 rounds to 1e16: the 1 is kept in the tail
-	b.Add(-1e16)
+	a.add(1e16)
+	a.add(1) // 1e16 + 1 rounds to 1e16: the 1 is kept in the tail
+	b.add(-1e16)
 	fmt.Println(a.Value(), a.Tail(nil))
 
 	var merged ExactSum
-	merged.Add(a.Value())
-	merged.AddAll(a.Tail(nil))
-	merged.Add(b.Value())
+	merged.add(a.Value())
+	merged.addAll(a.Tail(nil))
+	merged.add(b.Value())
 	fmt.Println(merged.Value())
 	// Output:
 	// 1e+16 [1]
@@ -173,7 +173,7 @@ func ExampleLongAcc() {
 	acc.Add(First, 7, 200, false)
 	acc.Add(First, 8, 100, false)
 	acc.Add(First, 9, 100, false)
-	fmt.Println(acc.V, acc.T)
+	fmt.Println(acc.V, acc.t)
 	// Output: 8 100
 }
 
@@ -222,10 +222,10 @@ func TestLongSumExactOrError(t *testing.T) {
 		check(x, "shuffled, split and merged")
 	}
 	// Min and Max never carry.
-	for _, k := range []Kind{Min, Max} {
+	for _, k := range []kind{Min, Max} {
 		v, c := k.CombineLong(math.MaxInt64, math.MinInt64)
 		require.Zero(t, c)
-		require.Equal(t, map[Kind]int64{Min: math.MinInt64, Max: math.MaxInt64}[k], v)
+		require.Equal(t, map[kind]int64{Min: math.MinInt64, Max: math.MaxInt64}[k], v)
 	}
 	s, c := AddLong(math.MaxInt64, 1)
 	require.Equal(t, [2]int64{math.MinInt64, 1}, [2]int64{s, c})

@@ -23,8 +23,8 @@ type ExactSum struct {
 	count uint32 // additions into acc since it was last normalised
 }
 
-// Add adds x.
-func (s *ExactSum) Add(x float64) {
+// add adds x.
+func (s *ExactSum) add(x float64) {
 	if math.IsInf(x, 0) || x != x {
 		switch {
 		case x != x:
@@ -54,8 +54,8 @@ func (s *ExactSum) Add(x float64) {
 	}
 }
 
-// Merge adds everything o holds.
-func (s *ExactSum) Merge(o *ExactSum) {
+// merge adds everything o holds.
+func (s *ExactSum) merge(o *ExactSum) {
 	s.nan = s.nan || o.nan
 	s.pinf += o.pinf
 	s.ninf += o.ninf
@@ -71,7 +71,7 @@ func (s *ExactSum) Merge(o *ExactSum) {
 		s.acc.normalize()
 		s.count = 0
 	}
-	s.Add(o.hi)
+	s.add(o.hi)
 }
 
 func (s *ExactSum) spill(x float64) {
@@ -127,15 +127,15 @@ func (s *ExactSum) Tail(dst []float64) []float64 {
 	}
 }
 
-// AddAll adds every value of xs (a stored Tail, for instance).
-func (s *ExactSum) AddAll(xs []float64) {
+// addAll adds every value of xs (a stored Tail, for instance).
+func (s *ExactSum) addAll(xs []float64) {
 	for _, x := range xs {
-		s.Add(x)
+		s.add(x)
 	}
 }
 
-// Reset empties s, keeping its accumulator's memory.
-func (s *ExactSum) Reset() {
+// reset empties s, keeping its accumulator's memory.
+func (s *ExactSum) reset() {
 	acc := s.acc
 	*s = ExactSum{}
 	if acc != nil {

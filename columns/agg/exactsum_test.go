@@ -41,7 +41,7 @@ func TestExactSum(t *testing.T) {
 		}
 		var s ExactSum
 		for _, x := range xs {
-			s.Add(x)
+			s.add(x)
 		}
 		got := s.Value()
 		want := bigSumSpecial(xs)
@@ -55,12 +55,12 @@ func TestExactSum(t *testing.T) {
 		var a, b ExactSum
 		k := rng.IntN(len(xs) + 1)
 		for _, x := range xs[:k] {
-			a.Add(x)
+			a.add(x)
 		}
 		for _, x := range xs[k:] {
-			b.Add(x)
+			b.add(x)
 		}
-		a.Merge(&b)
+		a.merge(&b)
 		require.Equal(t, math.Float64bits(got), math.Float64bits(a.Value()), "round %d shuffled", round)
 	}
 }
@@ -94,7 +94,7 @@ func bigSumSpecial(xs []float64) float64 {
 		// big.Float gives -0 for a sum of -0s only; ExactSum gives +0 unless hi stays -0.
 		var s ExactSum
 		for _, x := range fin {
-			s.Add(x)
+			s.add(x)
 		}
 		if s.Value() == 0 {
 			return s.Value()

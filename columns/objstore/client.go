@@ -115,8 +115,8 @@ func IsURL(s string) bool { return strings.HasPrefix(s, "s3://") }
 // URL names an object as "s3://bucket/key".
 func URL(bucket, key string) string { return "s3://" + bucket + "/" + key }
 
-// Stat returns an object's size, or an error wrapping ErrNotFound if it does not exist.
-func (c *Client) Stat(ctx context.Context, bucket, key string) (int64, error) {
+// stat returns an object's size, or an error wrapping ErrNotFound if it does not exist.
+func (c *Client) stat(ctx context.Context, bucket, key string) (int64, error) {
 	info, err := c.core.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("objstore: stat %s: %w", URL(bucket, key), notFound(err))
@@ -126,7 +126,7 @@ func (c *Client) Stat(ctx context.Context, bucket, key string) (int64, error) {
 
 // exists reports whether an object exists.
 func (c *Client) exists(ctx context.Context, bucket, key string) (bool, error) {
-	_, err := c.Stat(ctx, bucket, key)
+	_, err := c.stat(ctx, bucket, key)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
@@ -137,8 +137,8 @@ func (c *Client) exists(ctx context.Context, bucket, key string) (bool, error) {
 // started and neither completed nor aborted. An upload of this package leaves none behind
 // when it can reach the service; one killed mid-way can, and a bucket lifecycle rule
 // (AbortIncompleteMultipartUpload) or AbortUploads removes them.
-func (c *Client) PendingUploads(ctx context.Context, bucket, prefix string) ([]Pending, error) {
-	var out []Pending
+func (c *Client) PendingUploads(ctx context.Context, bucket, prefix string) ([]pending, error) {
+	var out []pending
 	keyMarker, idMarker := "", ""
 	for {
 		res, err := c.core.ListMultipartUploads(ctx, bucket, prefix, keyMarker, idMarker, "", 1000)
@@ -146,7 +146,7 @@ func (c *Client) PendingUploads(ctx context.Context, bucket, prefix string) ([]P
 			return nil, fmt.Errorf("objstore: list multipart uploads of %s: %w", bucket, notFound(err))
 		}
 		for _, u := range res.Uploads {
-			out = append(out, Pending{Key: u.Key, UploadID: u.UploadID})
+			out = append(out, pending{Key: u.Key, UploadID: u.UploadID})
 		}
 		if !res.IsTruncated {
 			return out, nil
@@ -155,13 +155,13 @@ func (c *Client) PendingUploads(ctx context.Context, bucket, prefix string) ([]P
 	}
 }
 
-// Pending is a multipart upload started and neither completed nor aborted.
-type Pending struct {
+// pending is a multipart upload started and neither completed nor aborted.
+type pending struct {
 	Key, UploadID string
 }
 
 // AbortUploads aborts the pending uploads given.
-func (c *Client) AbortUploads(ctx context.Context, bucket string, ups []Pending) error {
+func (c *Client) AbortUploads(ctx context.Context, bucket string, ups []pending) error {
 	var errs []error
 	for _, u := range ups {
 		if err := c.core.AbortMultipartUpload(ctx, bucket, u.Key, u.UploadID); err != nil {

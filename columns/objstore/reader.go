@@ -18,12 +18,12 @@ import (
 	"github.com/writeout/writeout/internal/sys"
 )
 
-// DefaultRangeSize is the largest GET of a Reader when ReaderOptions.RangeSize is 0.
-const DefaultRangeSize = 8 << 20
+// defaultRangeSize is the largest GET of a Reader when ReaderOptions.RangeSize is 0.
+const defaultRangeSize = 8 << 20
 
-// DefaultReadAhead is the number of ranges a Reader fetches ahead of the one read when
+// defaultReadAhead is the number of ranges a Reader fetches ahead of the one read when
 // ReaderOptions.ReadAhead is 0.
-const DefaultReadAhead = 2
+const defaultReadAhead = 2
 
 // tailSize is what a Reader fetches at once for its first read near the object's end: the
 // trailer and, in one request, a footer of that size or less.
@@ -35,10 +35,10 @@ const copyBufSize = 256 << 10
 // ReaderOptions configure a Reader. The zero value reads ranges of up to 8 MiB, two ahead,
 // with a cache file in os.TempDir().
 type ReaderOptions struct {
-	// RangeSize is the largest GET; 0 means DefaultRangeSize.
+	// RangeSize is the largest GET; 0 means 8 MiB.
 	RangeSize int64
 	// ReadAhead is the number of planned ranges fetched, in the background, past the one a
-	// read needs; 0 means DefaultReadAhead, negative none. At most ReadAhead+1 GETs are in
+	// read needs; 0 means 2, negative none. At most ReadAhead+1 GETs are in
 	// flight at once.
 	ReadAhead int
 	// CacheDir is the directory of the cache file; "" means os.TempDir().
@@ -48,7 +48,7 @@ type ReaderOptions struct {
 	Progress func(n int64)
 }
 
-// Reader reads an object with ranged GETs, as an io.ReaderAt for columns.NewSegment.
+// reader reads an object with ranged GETs, as an io.ReaderAt for columns.NewSegment.
 //
 // Reads are planned: once Plan is given the segment's parts (OpenSegment does that), the
 // object is cut into ranges of whole neighbouring parts up to RangeSize (a part larger than
@@ -58,16 +58,16 @@ type ReaderOptions struct {
 // and the footer).
 //
 // Every byte fetched is written to a cache file (unnamed: removed from its directory as soon
-// as it is created, gone with the Reader; mapped, so that a read is a copy) and never fetched
+// as it is created, gone with the reader; mapped, so that a read is a copy) and never fetched
 // again: a merge reads each part
 // more than once (the checksum pass, then the merge itself), in an order no plan foresees,
 // and the cache makes the bytes fetched equal the object's size, however many times and in
 // whatever order they are read. Memory holds only the copy buffers of the GETs in flight
-// (256 KiB each); the cache file's pages are the kernel's. The Reader checks no checksum:
+// (256 KiB each); the cache file's pages are the kernel's. The reader checks no checksum:
 // the Segment on top checks each part's CRC-32C as it does for a local file.
 //
 // ReadAt is safe for concurrent use. Close cancels the GETs in flight and removes the cache.
-type Reader struct {
+type reader struct {
 	c           *Client
 	bucket, key string
 	size        int64
@@ -99,18 +99,18 @@ type fetch struct {
 
 // NewReader returns a Reader of bucket/key. ctx bounds its life: once ctx is done its GETs
 // fail. It asks the service for the object's size (a HEAD request).
-func (c *Client) NewReader(ctx context.Context, bucket, key string, opts ReaderOptions) (*Reader, error) {
+func (c *Client) NewReader(ctx context.Context, bucket, key string, opts ReaderOptions) (*reader, error) {
 	if opts.RangeSize == 0 {
-		opts.RangeSize = DefaultRangeSize
+		opts.RangeSize = defaultRangeSize
 	}
 	if opts.RangeSize < 0 {
 		return nil, fmt.Errorf("%w: range size %d", ErrInvalid, opts.RangeSize)
 	}
 	if opts.ReadAhead == 0 {
-		opts.ReadAhead = DefaultReadAhead
+		opts.ReadAhead = defaultReadAhead
 	}
 	opts.ReadAhead = max(opts.ReadAhead, 0)
-	size, err := c.Stat(ctx, bucket, key)
+	size, err := c.stat(ctx, bucket, key)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (c *Client) NewReader(ctx context.Context, bucket, key string, opts ReaderO
 	if err := os.Remove(f.Name()); err != nil {
 		return nil, multierr.Join(fmt.Errorf("objstore: cache file for %s: %w", URL(bucket, key), err), f.Close(), os.Remove(f.Name()))
 	}
-	r := &Reader{c: c, bucket: bucket, key: key, size: size, opts: opts, cache: f,
+	r := &reader{c: c, bucket: bucket, key: key, size: size, opts: opts, cache: f,
 		sem: make(chan struct{}, opts.ReadAhead+1), inflight: map[int]*fetch{}}
 	if err := r.mapCache(); err != nil {
 		return nil, multierr.Join(fmt.Errorf("objstore: cache file for %s: %w", URL(bucket, key), err), f.Close())
@@ -137,7 +137,7 @@ func (c *Client) NewReader(ctx context.Context, bucket, key string, opts ReaderO
 // mapCache sizes the cache file to the object (sparse) and maps it read-only, so that reads
 // of cached bytes are copies from memory rather than system calls: a merge reads bitmaps of
 // a few bytes by the hundred thousand. Where mmap is missing, reads use pread.
-func (r *Reader) mapCache() error {
+func (r *reader) mapCache() error {
 	if err := r.cache.Truncate(r.size); err != nil {
 		return err
 	}
@@ -156,17 +156,17 @@ func (r *Reader) mapCache() error {
 }
 
 // Size returns the object's size.
-func (r *Reader) Size() int64 { return r.size }
+func (r *reader) Size() int64 { return r.size }
 
 // Name returns the object's URL, s3://bucket/key.
-func (r *Reader) Name() string { return URL(r.bucket, r.key) }
+func (r *reader) Name() string { return URL(r.bucket, r.key) }
 
 // Stats returns the GETs sent and the bytes of their bodies received so far.
-func (r *Reader) Stats() (gets, bytes int64) { return r.gets.Load(), r.fetched.Load() }
+func (r *reader) Stats() (gets, bytes int64) { return r.gets.Load(), r.fetched.Load() }
 
 // Plan sets the read plan from the parts of the segment the object holds: reads from now on
 // fetch whole planned ranges. Parts outside the object are an error wrapping ErrInvalid.
-func (r *Reader) Plan(parts []columns.PartInfo) error {
+func (r *reader) Plan(parts []columns.PartInfo) error {
 	ps := make([]span, 0, len(parts))
 	for _, p := range parts {
 		if p.Offset < 0 || p.Length < 0 || p.Offset > r.size-p.Length {
@@ -228,7 +228,7 @@ func plan(parts []span, size, maxLen int64) []span {
 }
 
 // ReadAt reads len(p) bytes at off, fetching the ranges they lie in that are not cached yet.
-func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
+func (r *reader) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("%w: %s: read at %d", ErrInvalid, r.Name(), off)
 	}
@@ -257,7 +257,7 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // ensure makes [off, end) cached, fetching what is missing, and starts the read-ahead.
-func (r *Reader) ensure(off, end int64) error {
+func (r *reader) ensure(off, end int64) error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -296,14 +296,14 @@ func (r *Reader) ensure(off, end int64) error {
 }
 
 // covered reports whether [off, end) is cached. r.mu is held.
-func (r *Reader) covered(off, end int64) bool {
+func (r *reader) covered(off, end int64) bool {
 	i := sort.Search(len(r.have), func(i int) bool { return r.have[i].hi > off })
 	return i < len(r.have) && r.have[i].lo <= off && r.have[i].hi >= end
 }
 
 // start starts the fetch of range i (s; -1: an unplanned span) unless it is cached or in
 // flight, and returns the fetch to wait for (nil when cached). r.mu is held.
-func (r *Reader) start(i int, s span) *fetch {
+func (r *reader) start(i int, s span) *fetch {
 	if f, ok := r.inflight[i]; ok && i >= 0 {
 		return f
 	}
@@ -332,7 +332,7 @@ func (r *Reader) start(i int, s span) *fetch {
 }
 
 // missing returns the parts of s not cached. r.mu is held.
-func (r *Reader) missing(s span) []span {
+func (r *reader) missing(s span) []span {
 	var out []span
 	at := s.lo
 	for _, h := range r.have {
@@ -354,7 +354,7 @@ func (r *Reader) missing(s span) []span {
 }
 
 // get fetches s with one ranged GET into the cache and marks it cached.
-func (r *Reader) get(s span) error {
+func (r *reader) get(s span) error {
 	select {
 	case r.sem <- struct{}{}:
 	case <-r.ctx.Done():
@@ -402,7 +402,7 @@ func addSpan(have []span, s span) []span {
 
 type progressWriter struct {
 	w io.Writer
-	r *Reader
+	r *reader
 }
 
 func (p *progressWriter) Write(b []byte) (int, error) {
@@ -416,7 +416,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 
 // Close cancels the GETs in flight, waits for them, and removes the cache. A second Close
 // returns nil.
-func (r *Reader) Close() error {
+func (r *reader) Close() error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -445,10 +445,10 @@ func (r *Reader) Close() error {
 	return nil
 }
 
-// Segment is a segment read from an object: a columns.Segment and the Reader under it.
-type Segment struct {
+// segment is a segment read from an object: a columns.segment and the Reader under it.
+type segment struct {
 	*columns.Segment
-	Reader *Reader
+	Reader *reader
 }
 
 // OpenSegment opens the segment in bucket/key: its header, trailer and footer are read
@@ -457,7 +457,7 @@ type Segment struct {
 // Reader (columns.NewSegmentWith, which reads the dictionaries and chunk indexes through the
 // plan); the rest is fetched as it is read. The segment is named s3://bucket/key in errors. ctx bounds its life
 // as for NewReader. Close closes the segment and the Reader.
-func (c *Client) OpenSegment(ctx context.Context, bucket, key string, opts ReaderOptions) (*Segment, error) {
+func (c *Client) OpenSegment(ctx context.Context, bucket, key string, opts ReaderOptions) (*segment, error) {
 	r, err := c.NewReader(ctx, bucket, key, opts)
 	if err != nil {
 		return nil, err
@@ -473,10 +473,10 @@ func (c *Client) OpenSegment(ctx context.Context, bucket, key string, opts Reade
 	if err != nil {
 		return nil, multierr.Join(fmt.Errorf("objstore: open %s: %w", r.Name(), err), r.Close())
 	}
-	return &Segment{Segment: seg, Reader: r}, nil
+	return &segment{Segment: seg, Reader: r}, nil
 }
 
 // Close closes the segment, then its Reader; the first error is returned, a later one joined.
-func (s *Segment) Close() error {
+func (s *segment) Close() error {
 	return multierr.Join(s.Segment.Close(), s.Reader.Close())
 }

@@ -17,8 +17,8 @@ import (
 // MinPartSize is the smallest part S3 accepts in a multipart upload, but for the last one.
 const MinPartSize = 5 << 20
 
-// DefaultPartSize is the part size of an Upload when UploadOptions.PartSize is 0.
-const DefaultPartSize = 8 << 20
+// defaultPartSize is the part size of an Upload when UploadOptions.PartSize is 0.
+const defaultPartSize = 8 << 20
 
 // maxParts is the most parts one multipart upload may have.
 const maxParts = 10000
@@ -28,7 +28,7 @@ const maxParts = 10000
 type UploadOptions struct {
 	// Replace allows replacing an existing object.
 	Replace bool
-	// PartSize is the size of every part but the last; 0 means DefaultPartSize, and it may
+	// PartSize is the size of every part but the last; 0 means 8 MiB, and it may
 	// not be below MinPartSize. Two parts are held in memory: one filling, one in flight.
 	PartSize int
 	// Progress, when set, is called with the bytes of each part once the service holds it.
@@ -48,7 +48,7 @@ type Upload struct {
 // NewUpload returns an Upload of bucket/key. It sends nothing.
 func (c *Client) NewUpload(bucket, key string, opts UploadOptions) (*Upload, error) {
 	if opts.PartSize == 0 {
-		opts.PartSize = DefaultPartSize
+		opts.PartSize = defaultPartSize
 	}
 	if opts.PartSize < MinPartSize {
 		return nil, fmt.Errorf("%w: part size %d, at least %d", ErrInvalid, opts.PartSize, MinPartSize)

@@ -14,7 +14,7 @@ import (
 	"github.com/writeout/writeout/medium"
 )
 
-func testReadAt[T TB[T]](t T, open Open[T]) {
+func testReadAt[T tb[T]](t T, open Open[T]) {
 	r := rand.New(rand.NewPCG(seed(t), 4))
 	m := openMedium(t, open)
 	b := newBytes(t, m)
@@ -74,7 +74,7 @@ func (s *shortReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func testReadFrom[T TB[T]](t T, open Open[T]) {
+func testReadFrom[T tb[T]](t T, open Open[T]) {
 	r := rand.New(rand.NewPCG(seed(t), 5))
 	m := openMedium(t, open)
 
@@ -172,7 +172,7 @@ type badCountWriter int
 
 func (n badCountWriter) Write([]byte) (int, error) { return int(n), nil }
 
-func testWriteToFailing[T TB[T]](t T, open Open[T]) {
+func testWriteToFailing[T tb[T]](t T, open Open[T]) {
 	r := rand.New(rand.NewPCG(seed(t), 6))
 	m := openMedium(t, open)
 	b := newBytes(t, m)
@@ -202,7 +202,7 @@ func testWriteToFailing[T TB[T]](t T, open Open[T]) {
 	checkContents(t, r, b, model.Bytes())
 }
 
-func testWriteToFile[T TB[T]](t T, open Open[T]) {
+func testWriteToFile[T tb[T]](t T, open Open[T]) {
 	r := rand.New(rand.NewPCG(seed(t), 7))
 	m := openMedium(t, open)
 	const n = 5

@@ -13,7 +13,7 @@ import (
 	"github.com/writeout/writeout/medium"
 )
 
-func testClosed[T TB[T]](t T, open Open[T]) {
+func testClosed[T tb[T]](t T, open Open[T]) {
 	m := open(t)
 	b := newBytes(t, m)
 	_, err := b.WriteString("some bytes")
@@ -48,7 +48,7 @@ func testClosed[T TB[T]](t T, open Open[T]) {
 	require.True(t, ran, "OnClose on a closed medium")
 }
 
-func testChildren[T TB[T]](t T, open Open[T]) {
+func testChildren[T tb[T]](t T, open Open[T]) {
 	r := rand.New(rand.NewPCG(seed(t), 8))
 	m := openMedium(t, open)
 	pb := newBytes(t, m)
@@ -98,7 +98,7 @@ func testChildren[T TB[T]](t T, open Open[T]) {
 	require.NoError(t, early.Close(), "a second Close of a child")
 }
 
-func testOnClose[T TB[T]](t T, open Open[T]) {
+func testOnClose[T tb[T]](t T, open Open[T]) {
 	m := open(t)
 	var order []int
 	errA := errors.New("hook A failed")
@@ -127,7 +127,7 @@ func testOnClose[T TB[T]](t T, open Open[T]) {
 	require.ErrorIs(t, err, medium.ErrClosed)
 }
 
-func testConcurrent[T TB[T]](t T, open Open[T]) {
+func testConcurrent[T tb[T]](t T, open Open[T]) {
 	s := seed(t)
 	m := openMedium(t, open)
 	const workers = 8
@@ -204,7 +204,7 @@ func concurrentWorker(m medium.Medium, s uint64, w int) error {
 }
 
 // requireGone checks that every call on x but Size fails with ErrClosed.
-func requireGone[T TB[T]](t T, x medium.Bytes, what string) {
+func requireGone[T tb[T]](t T, x medium.Bytes, what string) {
 	t.Helper()
 	_, err := x.Write([]byte("x"))
 	require.ErrorIs(t, err, medium.ErrClosed, "%s: Write", what)
@@ -223,7 +223,7 @@ func requireGone[T TB[T]](t T, x medium.Bytes, what string) {
 // every call but Size, a second Discard does nothing, the other Bytes (written before and
 // after, on the medium and a child) keep their bytes while new ones take the space given back,
 // and a Discard after Close fails with ErrClosed.
-func testDiscard[T TB[T]](t T, open Open[T]) {
+func testDiscard[T tb[T]](t T, open Open[T]) {
 	r := rand.New(rand.NewPCG(seed(t), 9))
 	m := openMedium(t, open)
 	if _, ok := newBytes(t, m).(medium.Discarder); !ok {

@@ -21,10 +21,10 @@ import (
 	"github.com/writeout/writeout/medium"
 )
 
-// TB is the part of *testing.T the suite uses; T is the test type itself (*testing.T satisfies
-// TB[*testing.T]). The suite takes it rather than *testing.T so that this package, which is
+// tb is the part of *testing.T the suite uses; T is the test type itself (*testing.T satisfies
+// tb[*testing.T]). The suite takes it rather than *testing.T so that this package, which is
 // not a test file, does not import package testing.
-type TB[T any] interface {
+type tb[T any] interface {
 	require.TestingT // Errorf, FailNow
 	Helper()
 	Logf(format string, args ...any)
@@ -39,7 +39,7 @@ type TB[T any] interface {
 type Open[T any] func(t T) medium.Medium
 
 // Run runs the whole conformance suite against the backend that open makes.
-func Run[T TB[T]](t T, open Open[T]) {
+func Run[T tb[T]](t T, open Open[T]) {
 	t.Run("Empty", func(t T) { testEmpty(t, open) })
 	t.Run("RandomWrites", func(t T) { testRandomWrites(t, open) })
 	t.Run("LargeWrites", func(t T) { testLargeWrites(t, open) })
@@ -56,7 +56,7 @@ func Run[T TB[T]](t T, open Open[T]) {
 	t.Run("Discard", func(t T) { testDiscard(t, open) })
 }
 
-func seed[T TB[T]](t T) uint64 {
+func seed[T tb[T]](t T) uint64 {
 	t.Helper()
 	if s := os.Getenv("WRITEOUT_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
@@ -87,7 +87,7 @@ func short() bool {
 	return f != nil && f.Value.String() == "true"
 }
 
-func openMedium[T TB[T]](t T, open Open[T]) medium.Medium {
+func openMedium[T tb[T]](t T, open Open[T]) medium.Medium {
 	t.Helper()
 	m := open(t)
 	require.NotNil(t, m)
@@ -95,7 +95,7 @@ func openMedium[T TB[T]](t T, open Open[T]) medium.Medium {
 	return m
 }
 
-func newBytes[T TB[T]](t T, m medium.Medium) medium.Bytes {
+func newBytes[T tb[T]](t T, m medium.Medium) medium.Bytes {
 	t.Helper()
 	b, err := m.NewBytes()
 	require.NoError(t, err)
@@ -139,7 +139,7 @@ func writeSize(r *rand.Rand) int {
 }
 
 // appendRandom appends one random write through a random write method to b and to the model.
-func appendRandom[T TB[T]](t T, r *rand.Rand, b medium.Bytes, model *bytes.Buffer) {
+func appendRandom[T tb[T]](t T, r *rand.Rand, b medium.Bytes, model *bytes.Buffer) {
 	t.Helper()
 	p := randomBytes(r, writeSize(r))
 	before := b.Size()
@@ -174,7 +174,7 @@ func appendRandom[T TB[T]](t T, r *rand.Rand, b medium.Bytes, model *bytes.Buffe
 }
 
 // checkContents checks Size, WriteTo (twice) and ReadAt of b against want.
-func checkContents[T TB[T]](t T, r *rand.Rand, b medium.Bytes, want []byte) {
+func checkContents[T tb[T]](t T, r *rand.Rand, b medium.Bytes, want []byte) {
 	t.Helper()
 	require.Equal(t, int64(len(want)), b.Size(), "Size")
 	for i := range 2 {
@@ -204,7 +204,7 @@ func checkContents[T TB[T]](t T, r *rand.Rand, b medium.Bytes, want []byte) {
 }
 
 // checkReadAtEnd checks ReadAt across, at and past the end.
-func checkReadAtEnd[T TB[T]](t T, b medium.Bytes, want []byte) {
+func checkReadAtEnd[T tb[T]](t T, b medium.Bytes, want []byte) {
 	t.Helper()
 	size := int64(len(want))
 	// A read that runs past the end returns what there is and io.EOF.

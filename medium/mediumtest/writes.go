@@ -9,7 +9,7 @@ import (
 	"github.com/writeout/writeout/medium"
 )
 
-func testEmpty[T TB[T]](t T, open Open[T]) {
+func testEmpty[T tb[T]](t T, open Open[T]) {
 	m := openMedium(t, open)
 	b := newBytes(t, m)
 	require.Zero(t, b.Size())
@@ -27,7 +27,7 @@ func testEmpty[T TB[T]](t T, open Open[T]) {
 	checkContents(t, rand.New(rand.NewPCG(1, 2)), b, nil)
 }
 
-func testRandomWrites[T TB[T]](t T, open Open[T]) {
+func testRandomWrites[T tb[T]](t T, open Open[T]) {
 	s := seed(t)
 	r := rand.New(rand.NewPCG(s, 1))
 	m := openMedium(t, open)
@@ -46,7 +46,7 @@ func testRandomWrites[T TB[T]](t T, open Open[T]) {
 	}
 }
 
-func testLargeWrites[T TB[T]](t T, open Open[T]) {
+func testLargeWrites[T tb[T]](t T, open Open[T]) {
 	r := rand.New(rand.NewPCG(seed(t), 2))
 	m := openMedium(t, open)
 	b := newBytes(t, m)
@@ -62,7 +62,7 @@ func testLargeWrites[T TB[T]](t T, open Open[T]) {
 	checkContents(t, r, b, model.Bytes())
 }
 
-func testInterleaved[T TB[T]](t T, open Open[T]) {
+func testInterleaved[T tb[T]](t T, open Open[T]) {
 	r := rand.New(rand.NewPCG(seed(t), 3))
 	m := openMedium(t, open)
 	const n = 40
@@ -83,7 +83,7 @@ func testInterleaved[T TB[T]](t T, open Open[T]) {
 	}
 }
 
-func testNoRetain[T TB[T]](t T, open Open[T]) {
+func testNoRetain[T tb[T]](t T, open Open[T]) {
 	m := openMedium(t, open)
 	b := newBytes(t, m)
 	for _, n := range []int{3, 5000, 300 << 10} {

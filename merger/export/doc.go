@@ -22,7 +22,7 @@
 // A dictionary column falls back to PLAIN for the rest of a row group once its dictionary passes
 // 8 MiB (parquet-go's DictionaryMaxBytes), so memory stays bounded on any cardinality.
 //
-// The file's key/value metadata holds the segment's schema under SchemaKey ("writeout.schema"),
+// The file's key/value metadata holds the segment's schema under the key "writeout.schema",
 // as columns.Schema's JSON. Rows stream: parquet-go is given 256 rows at a time and closes a
 // row group every Options.RowGroupRows rows, so the writer holds one row group's pages (in
 // memory, or in Options.Medium through internal/parquetpool) and never the whole segment.

@@ -21,9 +21,9 @@ import (
 	"github.com/writeout/writeout/merger/location"
 )
 
-// SchemaKey is the key of the Parquet file's key/value metadata that holds the exported
+// schemaKey is the key of the Parquet file's key/value metadata that holds the exported
 // segment's schema, as columns.Schema's JSON.
-const SchemaKey = "writeout.schema"
+const schemaKey = "writeout.schema"
 
 // DefaultRowGroupRows is the default of Options.RowGroupRows: about what DuckDB writes
 // (122,880 rows), a size readers handle well while the writer's memory stays bounded.
@@ -270,7 +270,7 @@ func (x *exporter) run(ctx context.Context, w io.Writer, opts Options) (info Inf
 		x.pq,
 		parquet.Compression(&parquet.Zstd),
 		parquet.MaxRowsPerRowGroup(int64(opts.RowGroupRows)),
-		parquet.KeyValueMetadata(SchemaKey, string(meta)),
+		parquet.KeyValueMetadata(schemaKey, string(meta)),
 		// A dictionary is held in memory while its row group is written: past this size the
 		// rest of the row group's column is written PLAIN (parquet-go's fallback).
 		parquet.DictionaryMaxBytes(8 << 20),

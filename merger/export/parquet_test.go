@@ -368,8 +368,8 @@ func checkFileSchema(t testing.TB, f *parquet.File, s columns.Schema) {
 		}
 	}
 
-	meta, ok := f.Lookup(SchemaKey)
-	require.True(t, ok, "no %s metadata", SchemaKey)
+	meta, ok := f.Lookup(schemaKey)
+	require.True(t, ok, "no %s metadata", schemaKey)
 	got, err := columns.ParseSchema([]byte(meta))
 	require.NoError(t, err)
 	require.True(t, s.Equal(got), "schema metadata %s", meta)

@@ -123,8 +123,8 @@ func newCSVReader(pl *plan, name string, r io.Reader, opts readerOptions) (*csvR
 				// of input.nullAsZero; a sketch adds nothing), as NDJSON's missing keys.
 				k = -1
 				if p.onWarning != nil {
-					p.onWarning(Warning{File: name, Line: x.sc.start, Column: m.Name,
-						Message: fmt.Sprintf("field %q is not in the header: every value of metric %s is missing", f, m.Name)})
+					p.onWarning(Warning{file: name, line: x.sc.start, column: m.Name,
+						message: fmt.Sprintf("field %q is not in the header: every value of metric %s is missing", f, m.Name)})
 				}
 			}
 		}

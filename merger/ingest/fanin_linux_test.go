@@ -28,7 +28,7 @@ func TestRunUnderFileLimit(t *testing.T) {
 		res, err := Run(context.Background(), sp, []Input{csvInput("a.csv", genCSV(9, 300))},
 			Options{Out: filepath.Join(dir, "out.seg"), Durability: noSync, MaxRowsInMemory: 1, MaxFanIn: 16})
 		require.NoError(t, err)
-		require.Equal(t, 299, res.Runs) // the last row is merged from the Builder, no run
+		require.Equal(t, 299, res.runs) // the last row is merged from the Builder, no run
 		return
 	}
 	if testing.Short() {

@@ -352,7 +352,7 @@ func TestTimeRangeAndWarning(t *testing.T) {
 		fmt.Sprintf(`t.csv:3: column ts: time "9223372036854775807" out of range (%d..%d milliseconds since the epoch)`, columns.MinTime, columns.MaxTime),
 	}, bad)
 	require.Len(t, warns, 1)
-	require.Equal(t, 4, warns[0].Line)
+	require.Equal(t, 4, warns[0].line)
 
 	// Seconds given on millisecond data: year 56300, once per input.
 	sp = testSpec(t, func(sp *Spec) { sp.timestamp.Format = "seconds" })
@@ -372,7 +372,7 @@ func TestTimeRangeAndWarning(t *testing.T) {
 		if format == NDJSON {
 			line = 2
 		}
-		require.Equal(t, []Warning{{File: "w", Line: line, Column: "ts", Message: `time "1714564800123" read as seconds is in year 56302, outside 1900..2199: are the times in millis? (set timestamp.format); this warning is given once per input`}}, warns)
+		require.Equal(t, []Warning{{file: "w", line: line, column: "ts", message: `time "1714564800123" read as seconds is in year 56302, outside 1900..2199: are the times in millis? (set timestamp.format); this warning is given once per input`}}, warns)
 	}
 
 	// Through Run: in Result.Warnings and to OnWarning.

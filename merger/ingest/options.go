@@ -143,7 +143,7 @@ type Result struct {
 	Segments  []Segment // the outputs, in order
 	InputRows int64     // rows added (skipped rows excluded)
 	Skipped   int       // rows that did not parse, skipped
-	Runs      int       // runs persisted and merged, over every segment
+	runs      int       // runs persisted and merged, over every segment
 	// Removed lists the files of a replaced series (Replace with RowsPerSegment) numbered past
 	// the new count, removed so that no glob of the series mixes old and new segments.
 	Removed  []string
@@ -157,7 +157,7 @@ type Segment struct {
 	Rows      int64 // its rows
 	Bytes     int64 // its file's size
 	Interval  columns.Interval
-	Runs      int // the runs merged into it (with the rows still in the Builder); 0 when its rows went straight from the Builder
+	runs      int // the runs merged into it (with the rows still in the Builder); 0 when its rows went straight from the Builder
 }
 
 // SegmentName returns the name of output segment k of a split: SEG.seg gives SEG-0000.seg.

@@ -174,7 +174,7 @@ func TestRunBoundedFanIn(t *testing.T) {
 			TmpDir: tmp, Medium: medium.NewHeap(), Durability: noSync, MaxRowsInMemory: 1, MaxFanIn: tc.fan})
 		testHookRunsOpen = nil
 		require.NoError(t, err)
-		require.Equal(t, tc.rows-1, res.Runs) // the last row is merged from the Builder, no run
+		require.Equal(t, tc.rows-1, res.runs) // the last row is merged from the Builder, no run
 		require.Equal(t, tc.fan, maxOpen, "runs open at once")
 		require.Greater(t, merges, tc.rows/tc.fan, "merged in phases")
 		require.Equal(t, segRows(t, one), segRows(t, out))

@@ -49,7 +49,7 @@ func TestReadAheadOrder(t *testing.T) {
 	added := int64(0)
 	_, err := Run(context.Background(), sp, []Input{csvInput("a.csv", a), csvInput("b.csv", b)}, Options{
 		Out: filepath.Join(t.TempDir(), "o.seg"), Durability: noSync, MaxParseErrors: 2, progressRows: 1,
-		OnWarning: func(w Warning) { events = append(events, fmt.Sprintf("warn %d", w.Line)) },
+		OnWarning: func(w Warning) { events = append(events, fmt.Sprintf("warn %d", w.line)) },
 		OnSkip:    func(e *RowError) { events = append(events, fmt.Sprintf("skip %d", e.Line)) },
 		progress: func(p progressReport) {
 			if p.InputRows > added {

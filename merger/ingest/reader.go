@@ -70,19 +70,20 @@ type readerOptions struct {
 	OnWarning func(Warning)
 }
 
-// Warning is something odd about an input that is not an error.
+// Warning is something odd about an input that is not an error. String writes it as
+// "file:line: column c: message" (without the column when there is none).
 type Warning struct {
-	File    string // the input's name
-	Line    int    // the line of the row it is about, from 1
-	Column  string // the column (or the time field) it is about; may be empty
-	Message string
+	file    string // the input's name
+	line    int    // the line of the row it is about, from 1
+	column  string // the column (or the time field) it is about; may be empty
+	message string
 }
 
 func (w Warning) String() string {
-	if w.Column == "" {
-		return fmt.Sprintf("%s:%d: %s", w.File, w.Line, w.Message)
+	if w.column == "" {
+		return fmt.Sprintf("%s:%d: %s", w.file, w.line, w.message)
 	}
-	return fmt.Sprintf("%s:%d: column %s: %s", w.File, w.Line, w.Column, w.Message)
+	return fmt.Sprintf("%s:%d: column %s: %s", w.file, w.line, w.column, w.message)
 }
 
 // newInput is the source of a reader: r through a buffer of 64 KiB, with a byte-order mark
@@ -328,8 +329,8 @@ func (p *fieldParser) warn(s string, t int64) {
 			}
 		}
 	}
-	p.onWarning(Warning{File: p.file, Line: p.line, Column: p.timeField,
-		Message: msg + ": " + hint + "; this warning is given once per input"})
+	p.onWarning(Warning{file: p.file, line: p.line, column: p.timeField,
+		message: msg + ": " + hint + "; this warning is given once per input"})
 }
 
 // checkValues rejects a dimension value longer than a segment holds, and a multi-value row

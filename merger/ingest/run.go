@@ -126,7 +126,7 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 			}
 		}
 		if err != nil && !r.committed {
-			res = Result{Skipped: r.res.Skipped, InputRows: r.res.InputRows, Runs: r.res.Runs}
+			res = Result{Skipped: r.res.Skipped, InputRows: r.res.InputRows, runs: r.res.runs}
 		}
 	}()
 	for i, in := range inputs {
@@ -411,6 +411,6 @@ const maxCheckRows = 4096
 func (r *runner) progress() {
 	if r.opts.progress != nil {
 		r.opts.progress(progressReport{Input: r.input, InputRows: r.res.InputRows, Skipped: r.res.Skipped,
-			Runs: r.res.Runs, Segments: len(r.res.Segments)})
+			Runs: r.res.runs, Segments: len(r.res.Segments)})
 	}
 }

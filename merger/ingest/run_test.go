@@ -115,7 +115,7 @@ func TestRunOneSegment(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(6), res.InputRows)
 	require.Zero(t, res.Skipped)
-	require.Zero(t, res.Runs)
+	require.Zero(t, res.runs)
 	require.Len(t, res.Segments, 1)
 	s := res.Segments[0]
 	require.Equal(t, out, s.Path)
@@ -235,7 +235,7 @@ func TestRunSpills(t *testing.T) {
 				return res
 			}
 			one := run("one.seg", Options{MaxRowsInMemory: 1 << 30, MemoryLimit: -1})
-			require.Zero(t, one.Runs)
+			require.Zero(t, one.runs)
 			want := segRows(t, filepath.Join(dir, "one.seg"))
 			require.Equal(t, one.Segments[0].Rows, int64(len(want)))
 			if rollup != "" {
@@ -249,12 +249,12 @@ func TestRunSpills(t *testing.T) {
 				{"bytes", Options{MemoryLimit: 64 << 10}},
 			} {
 				res := run(tc.name+".seg", tc.o)
-				require.Greater(t, res.Runs, 3, tc.name)
+				require.Greater(t, res.runs, 3, tc.name)
 				// A builder that keeps its arrays from one run to the next (ResetKeep) is not full
 				// at once: the runs do not shrink to a few rows each (46 runs before the arrays
 				// were kept, 39 after; thousands if every run after the first held one row).
-				require.Less(t, res.Runs, 100, tc.name)
-				require.Equal(t, res.Runs, res.Segments[0].Runs)
+				require.Less(t, res.runs, 100, tc.name)
+				require.Equal(t, res.runs, res.Segments[0].runs)
 				require.Equal(t, one.InputRows, res.InputRows)
 				require.Equal(t, one.Segments[0].Interval, res.Segments[0].Interval)
 				require.Equal(t, want, segRows(t, filepath.Join(dir, tc.name+".seg")), tc.name)
@@ -294,8 +294,8 @@ func TestRunKeptArraysRuns(t *testing.T) {
 			}
 		}})
 	require.NoError(t, err)
-	require.Equal(t, res.Runs, len(ends))
-	require.Greater(t, res.Runs, 4)
+	require.Equal(t, res.runs, len(ends))
+	require.Greater(t, res.runs, 4)
 	first := ends[0]
 	for k := 1; k < len(ends)-1; k++ {
 		require.Greater(t, ends[k]-ends[k-1], first/2, "run %d of %d: %d rows, the first %d", k, len(ends), ends[k]-ends[k-1], first)
@@ -338,7 +338,7 @@ func TestRunSpillsBackground(t *testing.T) {
 	res, err := Run(context.Background(), sp, []Input{csvInput("a.csv", data)}, Options{Out: out, TmpDir: tmp, Durability: noSync,
 		MaxRowsInMemory: 300, MemoryLimit: -1})
 	require.NoError(t, err)
-	require.Equal(t, 13, res.Runs) // 4000 rows: 13 runs of 300, the last 100 rows from the Builder
+	require.Equal(t, 13, res.runs) // 4000 rows: 13 runs of 300, the last 100 rows from the Builder
 	require.Equal(t, int32(13), persists.Load())
 	require.Equal(t, int32(1), most.Load(), "persists overlapped")
 	for k, name := range order {
@@ -397,7 +397,7 @@ func TestRunDoubleSumExact(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "s.seg")
 		res, err := Run(context.Background(), sp, []Input{csvInput("s.csv", in)}, Options{Out: out, Durability: noSync, MaxRowsInMemory: maxRows})
 		require.NoError(t, err)
-		require.Equal(t, []string{`0 ["a"] 1`}, segRows(t, out), "max rows %d, runs %d", maxRows, res.Runs)
+		require.Equal(t, []string{`0 ["a"] 1`}, segRows(t, out), "max rows %d, runs %d", maxRows, res.runs)
 	}
 }
 

@@ -54,7 +54,7 @@ func (r *runner) spill() error {
 	r.spare = nil
 	r.pend = persistRun(r.ctx, r.b, path, r.med, r.keepBytes())
 	r.runs = append(r.runs, path)
-	r.res.Runs++
+	r.res.runs++
 	r.b = next
 	r.grown = true // kept or grown arrays
 	r.untilCheck, r.added, r.rowsCheck = 0, 0, 0
@@ -71,7 +71,7 @@ func (r *runner) runPath() (string, error) {
 		}
 		r.runDir = d
 	}
-	return filepath.Join(r.runDir, fmt.Sprintf("run-%06d.seg", r.res.Runs)), nil
+	return filepath.Join(r.runDir, fmt.Sprintf("run-%06d.seg", r.res.runs)), nil
 }
 
 // waitSpill waits for the run being persisted, if any; its Builder, emptied, becomes the
@@ -164,7 +164,7 @@ func (r *runner) endSegment() error {
 	if r.opts.RowsPerSegment > 0 {
 		dst = SegmentName(r.opts.Out, len(r.res.Segments))
 	}
-	seg := Segment{Path: dst, InputRows: r.segRows, Runs: len(r.runs)}
+	seg := Segment{Path: dst, InputRows: r.segRows, runs: len(r.runs)}
 	staged, err := r.stagedPath(dst)
 	if err != nil {
 		return err
@@ -190,7 +190,7 @@ func (r *runner) endSegment() error {
 				return err
 			}
 		}
-		seg.Runs = len(r.runs)
+		seg.runs = len(r.runs)
 		if mr, err = r.mergeRuns(staged, dst); err != nil {
 			return err
 		}

@@ -8,12 +8,12 @@ import (
 	"github.com/writeout/writeout/columns"
 )
 
-// DenseSlots bounds the dense group indexes of a query: a segment whose group-by dimensions
+// defaultDenseSlots bounds the dense group indexes of a query: a segment whose group-by dimensions
 // are all single-value and dictionary-encoded (or absent: null) finds its groups in an array
 // indexed by the combination of their ids when the product of the dimensions' cardinalities
-// (its slots) is at most DenseSlots divided by the number of inputs; 4 bytes a slot, so at
+// (its slots) is at most defaultDenseSlots divided by the number of inputs; 4 bytes a slot, so at
 // most 16 MiB in all. Past that it uses a map.
-const DenseSlots = 1 << 22
+const defaultDenseSlots = 1 << 22
 
 // denseIndex finds a segment's groups by the combination of their dictionary ids, in
 // mixed radix: slot = ((id0 * card1) + id1) * card2 + id2 ..., so slots sort as the ids do,
@@ -89,7 +89,7 @@ func (d *denseIndex) finish(r *runner) {
 	} else {
 		keys := d.keys[:0]
 		for i, s := range groups {
-			keys = append(keys, s<<32|uint64(d.first+i)) // slots are below 2^32 (DenseSlots)
+			keys = append(keys, s<<32|uint64(d.first+i)) // slots are below 2^32 (defaultDenseSlots)
 			d.group[s] = 0
 			d.bits[s>>6] = 0
 		}

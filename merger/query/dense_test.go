@@ -47,8 +47,8 @@ func TestQueryDenseIndex(t *testing.T) {
 				}
 			}
 			want := oracleQuery(rc.Schemas, rc.Rows, spec)
-			for _, slots := range []int{DenseSlots, 0, 1 + rng.IntN(60)} {
-				for _, w := range []int{2 + rng.IntN(300), WindowRows} {
+			for _, slots := range []int{defaultDenseSlots, 0, 1 + rng.IntN(60)} {
+				for _, w := range []int{2 + rng.IntN(300), defaultWindowRows} {
 					windowRows, denseSlots = w, slots
 					msg := fmt.Sprintf("case %d query %d, %d slots, window %d: %+v filter %v", c, q, slots, w, spec, spec.Filter)
 					got, err := RunMany(t.Context(), qs, spec)
@@ -103,13 +103,13 @@ func TestDenseIndexApplies(t *testing.T) {
 		require.Len(t, d.group, size)
 		require.Len(t, d.bits, (size+63)/64)
 	}
-	f([]string{"a", "b"}, DenseSlots, []uint32{6, 7})
-	f([]string{"b", "a", "missing"}, DenseSlots, []uint32{7, 6, 1})
+	f([]string{"a", "b"}, defaultDenseSlots, []uint32{6, 7})
+	f([]string{"b", "a", "missing"}, defaultDenseSlots, []uint32{7, 6, 1})
 	f([]string{"a", "b"}, 42, []uint32{6, 7})
 	f([]string{"a", "b"}, 41, nil)
-	f([]string{"a", "tags"}, DenseSlots, nil)
-	f([]string{"body"}, DenseSlots, nil)
-	f(nil, DenseSlots, nil) // no group-by dimension: one group a bucket, no index needed
+	f([]string{"a", "tags"}, defaultDenseSlots, nil)
+	f([]string{"body"}, defaultDenseSlots, nil)
+	f(nil, defaultDenseSlots, nil) // no group-by dimension: one group a bucket, no index needed
 	got, err := Run(t.Context(), seg, Spec{Granularity: columns.GranularityMinute, GroupBy: []string{"b", "a"}})
 	require.NoError(t, err)
 	want := oracleQuery([]columns.Schema{schema}, [][]columns.Row{rows}, Spec{Granularity: columns.GranularityMinute, GroupBy: []string{"b", "a"}})
@@ -242,7 +242,7 @@ func TestDenseIndexOrders(t *testing.T) {
 		add(6, i, 299-i)
 	}
 	seg := fixture.WriteSegment(t, t.TempDir(), "s.seg", schema, rows)
-	for _, w := range []int{2, WindowRows} {
+	for _, w := range []int{2, defaultWindowRows} {
 		windowRows = w
 		for _, groupBy := range [][]string{{"a", "b"}, {"b", "a"}} {
 			spec := Spec{Granularity: columns.GranularityMinute, GroupBy: groupBy}

@@ -13,7 +13,7 @@
 // # Memory
 //
 // RunEach hands the groups on as they are complete: segments keep their rows in time order, so
-// it reads every input window by window (whole time buckets, about WindowRows rows a window)
+// it reads every input window by window (whole time buckets, about 4096 rows a window)
 // on a goroutine of its own, combines and sorts one window's groups while the caller's each
 // has the window before. Memory holds two windows' groups, whatever the number of groups in
 // all (a query by hour and two dimensions of 3,000,000 rows, 2.9 million groups: about 42 MiB
@@ -26,7 +26,7 @@
 // # Finding groups
 //
 // A segment grouped by single-value dictionary dimensions finds a row's group in an array
-// indexed by the combination of its ids (DenseSlots bounds it), cleared group by group as the
+// indexed by the combination of its ids (at most 2^22 slots), cleared group by group as the
 // rows' time bucket moves on; ids are in value order, so a window's groups sort by that index.
 // Other inputs (multi-value or raw dimensions, builders, many slots) hash their group keys.
 //

@@ -95,17 +95,17 @@ func RunMany(ctx context.Context, qs []Queryable, spec Spec) (Result, error) {
 	return res, nil
 }
 
-// WindowRows is about how many input rows RunEach aggregates at a time when the granularity is
+// defaultWindowRows is about how many input rows RunEach aggregates at a time when the granularity is
 // not all: the time buckets of a window hold about this many rows (a window is one bucket at
 // least), and only the groups of two windows are in memory. Small windows keep a window's
 // tables in a core's cache.
-const WindowRows = 1 << 12
+const defaultWindowRows = 1 << 12
 
-// windowRows is WindowRows; tests lower it to make many windows of few rows.
-var windowRows = WindowRows
+// windowRows is defaultWindowRows; tests lower it to make many windows of few rows.
+var windowRows = defaultWindowRows
 
-// denseSlots is DenseSlots; tests lower it to find groups through maps.
-var denseSlots = DenseSlots
+// denseSlots is defaultDenseSlots; tests lower it to find groups through maps.
+var denseSlots = defaultDenseSlots
 
 // RunEach runs spec as RunMany does and hands the groups to each as they are complete, in the
 // Result's order, part by part: every part has GroupBy and Metrics, and parts follow one
@@ -118,7 +118,7 @@ var denseSlots = DenseSlots
 //
 // Segments keep their rows in non-decreasing time (checked as they are read: a row out of
 // order is an error wrapping columns.ErrCorrupt), so they are read in windows of whole time
-// buckets that hold about WindowRows rows, and a window's groups are combined, handed to each
+// buckets that hold about 4096 rows, and a window's groups are combined, handed to each
 // and dropped before the next window is read: memory holds the groups of two windows (the
 // next is aggregated, on a goroutine of its own, while each has the one before), however many
 // groups the query has in all. With All there is one bucket, and a builder keeps its rows in
@@ -291,7 +291,7 @@ func produce(ctx context.Context, runners []*runner, spec *Spec, p *pipeline) er
 		if err != nil {
 			return err
 		}
-		// Windows of about WindowRows rows: widen while they hold fewer, narrow while more.
+		// Windows of about 4096 rows: widen while they hold fewer, narrow while more.
 		switch {
 		case rows < windowRows/2 && span*width < 1<<60: // never past int64 with start added
 			span *= 2

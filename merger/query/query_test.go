@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -27,46 +28,107 @@ import (
 	"github.com/writeout/writeout/merger/query/filter"
 )
 
-// rowMatches is the filter semantics, row by row, on a row's values (nil is null).
-func rowMatches(f filter.Filter, s columns.Schema, r columns.Row) bool {
-	vals := func(dim string) []string {
-		if k := s.Dimension(dim); k >= 0 {
-			return r.Dims[k]
+// tfilter is a filter tree the tests build and the oracle evaluates; the query runs what
+// filter.Parse makes of its expression.
+type tfilter struct {
+	op   string // "eq" (vals[0]), "in", "null", "and", "or", "not" (subs[0])
+	dim  string
+	vals []string
+	subs []tfilter
+}
+
+// expr writes f in the filter language, every byte of a name or a value escaped.
+func (f tfilter) expr() string {
+	q := func(s string, quote byte) string {
+		var b strings.Builder
+		b.WriteByte(quote)
+		for i := 0; i < len(s); i++ {
+			fmt.Fprintf(&b, `\x%02x`, s[i])
 		}
-		return nil
+		b.WriteByte(quote)
+		return b.String()
 	}
-	switch f := f.(type) {
-	case nil:
+	join := func(sep, empty string) string {
+		if len(f.subs) == 0 {
+			return empty
+		}
+		parts := make([]string, len(f.subs))
+		for i, g := range f.subs {
+			parts[i] = "(" + g.expr() + ")"
+		}
+		return strings.Join(parts, sep)
+	}
+	switch f.op {
+	case "eq":
+		return q(f.dim, '"') + " = " + q(f.vals[0], '\'')
+	case "in":
+		vals := make([]string, len(f.vals))
+		for i, v := range f.vals {
+			vals[i] = q(v, '\'')
+		}
+		return q(f.dim, '"') + " in (" + strings.Join(vals, ", ") + ")"
+	case "null":
+		return q(f.dim, '"') + " is null"
+	case "and":
+		return join(" and ", "true")
+	case "or":
+		return join(" or ", "false")
+	case "not":
+		return "not (" + f.subs[0].expr() + ")"
+	}
+	panic("unknown filter op " + f.op)
+}
+
+// oracleFilters maps the String of every filter randFilter made to its tree.
+var oracleFilters sync.Map
+
+// rowMatches is the filter semantics, row by row, on a row's values (nil is null).
+func rowMatches(flt filter.Filter, s columns.Schema, r columns.Row) bool {
+	if flt == nil {
 		return true
-	case filter.Eq:
-		return slices.Contains(vals(f.Dim), f.Value)
-	case filter.In:
-		for _, v := range vals(f.Dim) {
-			if slices.Contains(f.Values, v) {
+	}
+	f, ok := oracleFilters.Load(flt.String())
+	if !ok {
+		panic(fmt.Sprintf("filter %v not made by randFilter", flt))
+	}
+	return treeMatches(f.(tfilter), s, r)
+}
+
+func treeMatches(f tfilter, s columns.Schema, r columns.Row) bool {
+	var vals []string
+	if k := s.Dimension(f.dim); f.dim != "" && k >= 0 {
+		vals = r.Dims[k]
+	}
+	switch f.op {
+	case "eq":
+		return slices.Contains(vals, f.vals[0])
+	case "in":
+		for _, v := range vals {
+			if slices.Contains(f.vals, v) {
 				return true
 			}
 		}
 		return false
-	case filter.IsNull:
-		return len(vals(f.Dim)) == 0
-	case filter.And:
-		for _, g := range f {
-			if !rowMatches(g, s, r) {
+	case "null":
+		return len(vals) == 0
+	case "and":
+		for _, g := range f.subs {
+			if !treeMatches(g, s, r) {
 				return false
 			}
 		}
 		return true
-	case filter.Or:
-		for _, g := range f {
-			if rowMatches(g, s, r) {
+	case "or":
+		for _, g := range f.subs {
+			if treeMatches(g, s, r) {
 				return true
 			}
 		}
 		return false
-	case filter.Not:
-		return !rowMatches(f.Filter, s, r)
+	case "not":
+		return !treeMatches(f.subs[0], s, r)
 	}
-	panic(fmt.Sprintf("unknown filter %T", f))
+	panic("unknown filter op " + f.op)
 }
 
 // oracleQuery runs spec on rows naively.
@@ -318,8 +380,16 @@ func requireResultsEqual(t testing.TB, want, got Result, rolledUp bool, msg stri
 	}
 }
 
-// randFilter returns a random filter over dims (not empty) and the pool's values.
-func randFilter(rng *rand.Rand, dims []string, depth int) filter.Filter {
+// randFilter returns a random filter over dims (not empty) and the pool's values, and records
+// its tree for the oracle.
+func randFilter(rng *rand.Rand, dims []string) filter.Filter {
+	t := randTree(rng, dims, 0)
+	f := filter.MustParse(t.expr())
+	oracleFilters.Store(f.String(), t)
+	return f
+}
+
+func randTree(rng *rand.Rand, dims []string, depth int) tfilter {
 	vals := append(slices.Clone(fixture.PoolValues), "a-raw", "b-raw", "missing")
 	dim := dims[rng.IntN(len(dims))]
 	k := rng.IntN(7)
@@ -328,23 +398,23 @@ func randFilter(rng *rand.Rand, dims []string, depth int) filter.Filter {
 	}
 	switch k {
 	case 0:
-		return filter.Eq{Dim: dim, Value: vals[rng.IntN(len(vals))]}
+		return tfilter{op: "eq", dim: dim, vals: []string{vals[rng.IntN(len(vals))]}}
 	case 1:
-		in := filter.In{Dim: dim}
+		in := tfilter{op: "in", dim: dim}
 		for i := rng.IntN(4); i >= 0; i-- {
-			in.Values = append(in.Values, vals[rng.IntN(len(vals))])
+			in.vals = append(in.vals, vals[rng.IntN(len(vals))])
 		}
 		return in
 	case 2:
-		return filter.IsNull{Dim: dim}
+		return tfilter{op: "null", dim: dim}
 	case 3:
-		return filter.Not{Filter: randFilter(rng, dims, depth+1)}
+		return tfilter{op: "not", subs: []tfilter{randTree(rng, dims, depth+1)}}
 	case 4:
-		return filter.Or{randFilter(rng, dims, depth+1), randFilter(rng, dims, depth+1)}
+		return tfilter{op: "or", subs: []tfilter{randTree(rng, dims, depth+1), randTree(rng, dims, depth+1)}}
 	case 5:
-		return filter.And{}
+		return tfilter{op: "and"}
 	default:
-		return filter.And{randFilter(rng, dims, depth+1), randFilter(rng, dims, depth+1), randFilter(rng, dims, depth+1)}
+		return tfilter{op: "and", subs: []tfilter{randTree(rng, dims, depth+1), randTree(rng, dims, depth+1), randTree(rng, dims, depth+1)}}
 	}
 }
 
@@ -363,7 +433,7 @@ func randSpec(rng *rand.Rand, schemas ...columns.Schema) Spec {
 		}
 	}
 	if len(dims) > 0 && rng.IntN(5) > 0 {
-		spec.Filter = randFilter(rng, dims, 0)
+		spec.Filter = randFilter(rng, dims)
 	}
 	for _, k := range rng.Perm(len(dims))[:rng.IntN(min(3, len(dims)+1))] {
 		spec.GroupBy = append(spec.GroupBy, dims[k])
@@ -692,7 +762,7 @@ func TestQueryWindowEdges(t *testing.T) {
 		fixture.WriteSegment(t, dir, "a.seg", rc.Schemas[0], rc.Rows[0]),
 		fixture.WriteSegment(t, dir, "b.seg", rc.Schemas[1], rc.Rows[1]),
 	}
-	for _, w := range []int{2, 700, WindowRows} {
+	for _, w := range []int{2, 700, defaultWindowRows} {
 		windowRows = w
 		for _, g := range []columns.Granularity{columns.GranularityHour, columns.GranularityMinute} {
 			spec := Spec{Granularity: g}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/merger/internal/source"
+	"github.com/writeout/writeout/merger/query/filter"
 )
 
 // runner aggregates one source.
@@ -73,7 +74,7 @@ func (r *runner) setup() error {
 	if err != nil {
 		return err
 	}
-	bm, err := evalFilter(src, r.spec.Filter)
+	bm, err := filter.Eval(src, r.spec.Filter)
 	if err != nil {
 		return err
 	}

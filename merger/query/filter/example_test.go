@@ -13,11 +13,11 @@ func ExampleParse() {
 		log.Fatal(err)
 	}
 	fmt.Println(f)
-	fmt.Printf("%#v\n", f)
+	fmt.Printf("%q\n", filter.Dims(f))
 	_, err = filter.Parse("country = fr")
 	fmt.Println(err)
 	// Output:
 	// country in ('fr', 'de') and not "user agent" is null
-	// filter.And{filter.In{Dim:"country", Values:[]string{"fr", "de"}}, filter.Not{Filter:filter.IsNull{Dim:"user agent"}}}
+	// ["country" "user agent"]
 	// filter: column 11: expected a quoted string after the comparison, found name "fr"
 }

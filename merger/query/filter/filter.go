@@ -5,16 +5,16 @@ import (
 	"unicode/utf8"
 )
 
-// Filter selects rows of a segment or builder. The filters are Eq, In, IsNull, And, Or and Not;
-// a nil Filter selects every row. String renders a filter in the expression language that
+// Filter selects rows of a segment or builder; Parse makes one from an expression, and a nil
+// Filter selects every row. String renders a filter in the expression language that
 // Parse reads (see the package documentation), so a filter survives a round trip.
 //
 // Semantics follow Druid's string dimensions:
-//   - Eq and In on a multi-value dimension match a row when any of its values matches.
-//   - IsNull matches a row whose value is null (a multi-value row with an empty list is null).
-//     A multi-value row holding a null element among other values is not null, and Eq never
-//     matches a null value or element.
-//   - Not is the complement within the rows: Not(Eq{d, "a"}) also holds the null rows (two-valued
+//   - "=" and "in" on a multi-value dimension match a row when any of its values matches.
+//   - "is null" matches a row whose value is null (a multi-value row with an empty list is
+//     null). A multi-value row holding a null element among other values is not null, and "="
+//     never matches a null value or element.
+//   - "not" is the complement within the rows: not d = 'a' also holds the null rows (two-valued
 //     logic, as Druid's default null handling).
 //   - A dimension the schema lacks is null in every row.
 type Filter interface {
@@ -22,31 +22,31 @@ type Filter interface {
 	isFilter()
 }
 
-// Eq matches rows whose dimension Dim holds Value.
-type Eq struct {
+// eqFilter matches rows whose dimension Dim holds Value.
+type eqFilter struct {
 	Dim   string
 	Value string
 }
 
-// In matches rows whose dimension Dim holds any of Values.
-type In struct {
+// inFilter matches rows whose dimension Dim holds any of Values.
+type inFilter struct {
 	Dim    string
 	Values []string
 }
 
-// IsNull matches rows whose dimension Dim is null.
-type IsNull struct {
+// nullFilter matches rows whose dimension Dim is null.
+type nullFilter struct {
 	Dim string
 }
 
-// And matches rows that every filter matches; an empty And matches every row.
-type And []Filter
+// andFilter matches rows that every filter matches; an empty one matches every row (true).
+type andFilter []Filter
 
-// Or matches rows that any filter matches; an empty Or matches no row.
-type Or []Filter
+// orFilter matches rows that any filter matches; an empty one matches no row (false).
+type orFilter []Filter
 
-// Not matches the rows its filter does not.
-type Not struct {
+// notFilter matches the rows its filter does not.
+type notFilter struct {
 	Filter Filter
 }
 
@@ -63,21 +63,21 @@ func Dims(f Filter) []string {
 	var walk func(Filter)
 	walk = func(f Filter) {
 		switch f := f.(type) {
-		case Eq:
+		case eqFilter:
 			add(f.Dim)
-		case In:
+		case inFilter:
 			add(f.Dim)
-		case IsNull:
+		case nullFilter:
 			add(f.Dim)
-		case And:
+		case andFilter:
 			for _, g := range f {
 				walk(g)
 			}
-		case Or:
+		case orFilter:
 			for _, g := range f {
 				walk(g)
 			}
-		case Not:
+		case notFilter:
 			walk(f.Filter)
 		}
 	}
@@ -85,16 +85,16 @@ func Dims(f Filter) []string {
 	return out
 }
 
-func (Eq) isFilter()     {}
-func (In) isFilter()     {}
-func (IsNull) isFilter() {}
-func (And) isFilter()    {}
-func (Or) isFilter()     {}
-func (Not) isFilter()    {}
+func (eqFilter) isFilter()   {}
+func (inFilter) isFilter()   {}
+func (nullFilter) isFilter() {}
+func (andFilter) isFilter()  {}
+func (orFilter) isFilter()   {}
+func (notFilter) isFilter()  {}
 
-func (f Eq) String() string { return quoteIdent(f.Dim) + " = " + quoteString(f.Value) }
+func (f eqFilter) String() string { return quoteIdent(f.Dim) + " = " + quoteString(f.Value) }
 
-func (f In) String() string {
+func (f inFilter) String() string {
 	var b strings.Builder
 	b.WriteString(quoteIdent(f.Dim))
 	b.WriteString(" in (")
@@ -108,12 +108,12 @@ func (f In) String() string {
 	return b.String()
 }
 
-func (f IsNull) String() string { return quoteIdent(f.Dim) + " is null" }
+func (f nullFilter) String() string { return quoteIdent(f.Dim) + " is null" }
 
-func (f And) String() string { return joinFilters([]Filter(f), " and ", "true") }
-func (f Or) String() string  { return joinFilters([]Filter(f), " or ", "false") }
+func (f andFilter) String() string { return joinFilters([]Filter(f), " and ", "true") }
+func (f orFilter) String() string  { return joinFilters([]Filter(f), " or ", "false") }
 
-func (f Not) String() string {
+func (f notFilter) String() string {
 	if f.Filter == nil {
 		return "not true"
 	}
@@ -139,7 +139,7 @@ func parenthesize(f Filter) string {
 	switch f := f.(type) {
 	case nil:
 		return "true"
-	case And, Or:
+	case andFilter, orFilter:
 		return "(" + f.String() + ")"
 	default:
 		return f.String()

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// FuzzParse: any text is a filter or a *ParseError that points inside it (or just past its
+// FuzzParse: any text is a filter or a *parseError that points inside it (or just past its
 // end), never a panic; a filter written back with String parses to the same filter, and
 // writes the same text again.
 func FuzzParse(f *testing.F) {
@@ -23,11 +23,11 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, expr string) {
 		flt, err := Parse(expr)
 		if err != nil {
-			var pe *ParseError
+			var pe *parseError
 			require.True(t, errors.As(err, &pe), "%T %v", err, err)
-			require.Equal(t, expr, pe.Expr)
-			require.GreaterOrEqual(t, pe.Pos, 1)
-			require.LessOrEqual(t, pe.Pos, len(expr)+1)
+			require.Equal(t, expr, pe.expr)
+			require.GreaterOrEqual(t, pe.pos, 1)
+			require.LessOrEqual(t, pe.pos, len(expr)+1)
 			require.True(t, strings.HasPrefix(err.Error(), "filter: column "), err.Error())
 			require.Nil(t, flt)
 			return

@@ -6,16 +6,16 @@ import (
 	"unicode/utf8"
 )
 
-// ParseError is a syntax error in a filter expression. Pos is the 1-based byte column where
+// parseError is a syntax error in a filter expression. pos is the 1-based byte column where
 // the problem was found.
-type ParseError struct {
-	Expr string
-	Pos  int
-	Msg  string
+type parseError struct {
+	expr string
+	pos  int
+	msg  string
 }
 
-func (e *ParseError) Error() string {
-	return fmt.Sprintf("filter: column %d: %s", e.Pos, e.Msg)
+func (e *parseError) Error() string {
+	return fmt.Sprintf("filter: column %d: %s", e.pos, e.msg)
 }
 
 // Parse parses a filter expression (see the package documentation for the language).
@@ -102,7 +102,7 @@ type parser struct {
 }
 
 func (p *parser) errorf(pos int, format string, args ...any) error {
-	return &ParseError{Expr: p.src, Pos: pos + 1, Msg: fmt.Sprintf(format, args...)}
+	return &parseError{expr: p.src, pos: pos + 1, msg: fmt.Sprintf(format, args...)}
 }
 
 func (p *parser) next() error {
@@ -259,7 +259,7 @@ func (p *parser) parseOr(depth int) (Filter, error) {
 	if !p.isKeyword("or") {
 		return f, nil
 	}
-	out := Or{f}
+	out := orFilter{f}
 	for p.isKeyword("or") {
 		if err := p.next(); err != nil {
 			return nil, err
@@ -281,7 +281,7 @@ func (p *parser) parseAnd(depth int) (Filter, error) {
 	if !p.isKeyword("and") {
 		return f, nil
 	}
-	out := And{f}
+	out := andFilter{f}
 	for p.isKeyword("and") {
 		if err := p.next(); err != nil {
 			return nil, err
@@ -308,7 +308,7 @@ func (p *parser) parseUnary(depth int) (Filter, error) {
 		if err != nil {
 			return nil, err
 		}
-		return Not{f}, nil
+		return notFilter{f}, nil
 	case p.tok.kind == tokLParen:
 		open := p.tok.pos
 		if err := p.next(); err != nil {
@@ -324,13 +324,13 @@ func (p *parser) parseUnary(depth int) (Filter, error) {
 		if err := p.next(); err != nil {
 			return nil, err
 		}
-		return f, nil // "(a and b) and c" keeps its shape: And{And{a, b}, c}
+		return f, nil // "(a and b) and c" keeps its shape: andFilter{andFilter{a, b}, c}
 	case p.isKeyword("true"):
 		err := p.next()
-		return And{}, err
+		return andFilter{}, err
 	case p.isKeyword("false"):
 		err := p.next()
-		return Or{}, err
+		return orFilter{}, err
 	case p.tok.kind == tokIdent:
 		return p.parseComparison()
 	}
@@ -351,9 +351,9 @@ func (p *parser) parseComparison() (Filter, error) {
 		if p.tok.kind != tokString {
 			return nil, p.errorf(p.tok.pos, "expected a quoted string after the comparison, found %s", p.tok)
 		}
-		var f Filter = Eq{Dim: dim, Value: p.tok.text}
+		var f Filter = eqFilter{Dim: dim, Value: p.tok.text}
 		if ne {
-			f = Not{f}
+			f = notFilter{f}
 		}
 		return f, p.next()
 	case p.isKeyword("in"):
@@ -375,7 +375,7 @@ func (p *parser) parseComparison() (Filter, error) {
 		if err != nil {
 			return nil, err
 		}
-		return Not{f}, nil
+		return notFilter{f}, nil
 	case p.isKeyword("is"):
 		if err := p.next(); err != nil {
 			return nil, err
@@ -390,9 +390,9 @@ func (p *parser) parseComparison() (Filter, error) {
 		if !p.isKeyword("null") {
 			return nil, p.errorf(p.tok.pos, "expected \"null\" after \"is\", found %s", p.tok)
 		}
-		var f Filter = IsNull{Dim: dim}
+		var f Filter = nullFilter{Dim: dim}
 		if not {
-			f = Not{f}
+			f = notFilter{f}
 		}
 		return f, p.next()
 	}
@@ -403,7 +403,7 @@ func (p *parser) parseIn(dim string) (Filter, error) {
 	if p.tok.kind != tokLParen {
 		return nil, p.errorf(p.tok.pos, "expected \"(\" after \"in\", found %s", p.tok)
 	}
-	f := In{Dim: dim, Values: []string{}}
+	f := inFilter{Dim: dim, Values: []string{}}
 	for {
 		if err := p.next(); err != nil {
 			return nil, err

@@ -16,24 +16,24 @@ func TestParse(t *testing.T) {
 	}
 	f("", nil)
 	f("   ", nil)
-	f("page = 'home'", Eq{"page", "home"})
-	f("page == 'home'", Eq{"page", "home"})
-	f("page != 'home'", Not{Eq{"page", "home"}})
-	f("page <> ''", Not{Eq{"page", ""}})
-	f("page IN ('a', 'b')", In{"page", []string{"a", "b"}})
-	f("page in ()", In{"page", []string{}})
-	f("page not in ('a')", Not{In{"page", []string{"a"}}})
-	f("page is null", IsNull{"page"})
-	f("page IS NOT NULL", Not{IsNull{"page"}})
-	f("not a = 'x' and b = 'y' or c is null", Or{And{Not{Eq{"a", "x"}}, Eq{"b", "y"}}, IsNull{"c"}})
-	f("a = 'x' and (b = 'y' or c = 'z')", And{Eq{"a", "x"}, Or{Eq{"b", "y"}, Eq{"c", "z"}}})
-	f("(a = 'x' and b = 'y') and c = 'z'", And{And{Eq{"a", "x"}, Eq{"b", "y"}}, Eq{"c", "z"}})
-	f(`"my dim" = 'a\'b\\c\n\x41\u00e9\U0001F600'`, Eq{"my dim", "a'b\\c\nAé😀"})
-	f(`"and" = 'x'`, Eq{"and", "x"})
-	f("dim.sub-1 = 'x'", Eq{"dim.sub-1", "x"})
-	f("true", And{})
-	f("false", Or{})
-	f("not not a is null", Not{Not{IsNull{"a"}}})
+	f("page = 'home'", eqFilter{"page", "home"})
+	f("page == 'home'", eqFilter{"page", "home"})
+	f("page != 'home'", notFilter{eqFilter{"page", "home"}})
+	f("page <> ''", notFilter{eqFilter{"page", ""}})
+	f("page IN ('a', 'b')", inFilter{"page", []string{"a", "b"}})
+	f("page in ()", inFilter{"page", []string{}})
+	f("page not in ('a')", notFilter{inFilter{"page", []string{"a"}}})
+	f("page is null", nullFilter{"page"})
+	f("page IS NOT NULL", notFilter{nullFilter{"page"}})
+	f("not a = 'x' and b = 'y' or c is null", orFilter{andFilter{notFilter{eqFilter{"a", "x"}}, eqFilter{"b", "y"}}, nullFilter{"c"}})
+	f("a = 'x' and (b = 'y' or c = 'z')", andFilter{eqFilter{"a", "x"}, orFilter{eqFilter{"b", "y"}, eqFilter{"c", "z"}}})
+	f("(a = 'x' and b = 'y') and c = 'z'", andFilter{andFilter{eqFilter{"a", "x"}, eqFilter{"b", "y"}}, eqFilter{"c", "z"}})
+	f(`"my dim" = 'a\'b\\c\n\x41\u00e9\U0001F600'`, eqFilter{"my dim", "a'b\\c\nAé😀"})
+	f(`"and" = 'x'`, eqFilter{"and", "x"})
+	f("dim.sub-1 = 'x'", eqFilter{"dim.sub-1", "x"})
+	f("true", andFilter{})
+	f("false", orFilter{})
+	f("not not a is null", notFilter{notFilter{nullFilter{"a"}}})
 }
 
 func TestParseErrors(t *testing.T) {
@@ -41,9 +41,9 @@ func TestParseErrors(t *testing.T) {
 		t.Helper()
 		_, err := Parse(expr)
 		require.Error(t, err, expr)
-		var pe *ParseError
+		var pe *parseError
 		require.ErrorAs(t, err, &pe)
-		require.Equal(t, pos, pe.Pos, "%s: %v", expr, err)
+		require.Equal(t, pos, pe.pos, "%s: %v", expr, err)
 		require.Contains(t, err.Error(), msg, expr)
 	}
 	f("page = home", 8, "expected a quoted string")
@@ -83,25 +83,25 @@ func TestStringRoundTrip(t *testing.T) {
 		}
 		switch k {
 		case 0:
-			return Eq{names[rng.IntN(len(names))], vals[rng.IntN(len(vals))]}
+			return eqFilter{names[rng.IntN(len(names))], vals[rng.IntN(len(vals))]}
 		case 1:
-			in := In{Dim: names[rng.IntN(len(names))], Values: []string{}}
+			in := inFilter{Dim: names[rng.IntN(len(names))], Values: []string{}}
 			for i := rng.IntN(4); i > 0; i-- {
 				in.Values = append(in.Values, vals[rng.IntN(len(vals))])
 			}
 			return in
 		case 2:
-			return IsNull{names[rng.IntN(len(names))]}
+			return nullFilter{names[rng.IntN(len(names))]}
 		case 3:
-			return Not{gen(depth + 1)}
+			return notFilter{gen(depth + 1)}
 		case 4:
-			a := And{}
+			a := andFilter{}
 			for i := 2 + rng.IntN(2); i > 0; i-- {
 				a = append(a, gen(depth+1))
 			}
 			return a
 		default:
-			o := Or{}
+			o := orFilter{}
 			for i := 2 + rng.IntN(2); i > 0; i-- {
 				o = append(o, gen(depth+1))
 			}
@@ -119,5 +119,5 @@ func TestStringRoundTrip(t *testing.T) {
 func TestDims(t *testing.T) {
 	require.Nil(t, Dims(nil))
 	require.Equal(t, []string{"a", "b", "c"}, Dims(MustParse("a = 'x' and (b in ('y') or not (c is null and a = 'z'))")))
-	require.Nil(t, Dims(And{}))
+	require.Nil(t, Dims(andFilter{}))
 }

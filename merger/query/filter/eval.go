@@ -1,4 +1,4 @@
-package query
+package filter
 
 import (
 	"fmt"
@@ -6,12 +6,12 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/writeout/writeout/merger/internal/source"
-	"github.com/writeout/writeout/merger/query/filter"
 )
 
-// evalFilter evaluates f over a source's rows to the bitmap of the rows it selects; nil means
-// every row. The bitmap may be one of the source's own: the caller must not change it.
-func evalFilter(src source.Source, f filter.Filter) (*roaring.Bitmap, error) {
+// Eval evaluates f over a source's rows to the bitmap of the rows it selects; nil means every
+// row. The bitmap may be one of the source's own: the caller must not change it. It is the
+// query engine's entry point: a source is internal to the merger.
+func Eval(src source.Source, f Filter) (*roaring.Bitmap, error) {
 	if f == nil {
 		return nil, nil
 	}
@@ -29,17 +29,17 @@ func (e *filterEval) all() *roaring.Bitmap {
 	return bm
 }
 
-func (e *filterEval) eval(f filter.Filter) (*roaring.Bitmap, error) {
+func (e *filterEval) eval(f Filter) (*roaring.Bitmap, error) {
 	switch f := f.(type) {
 	case nil:
 		return e.all(), nil
-	case filter.Eq:
+	case eqFilter:
 		return e.values(f.Dim, []string{f.Value})
-	case filter.In:
+	case inFilter:
 		return e.values(f.Dim, f.Values)
-	case filter.IsNull:
+	case nullFilter:
 		return e.nulls(f.Dim)
-	case filter.And:
+	case andFilter:
 		if len(f) == 0 {
 			return e.all(), nil
 		}
@@ -59,7 +59,7 @@ func (e *filterEval) eval(f filter.Filter) (*roaring.Bitmap, error) {
 			}
 		}
 		return acc, nil
-	case filter.Or:
+	case orFilter:
 		bms := make([]*roaring.Bitmap, 0, len(f))
 		for _, g := range f {
 			bm, err := e.eval(g)
@@ -69,14 +69,14 @@ func (e *filterEval) eval(f filter.Filter) (*roaring.Bitmap, error) {
 			bms = append(bms, bm)
 		}
 		return roaring.FastOr(bms...), nil
-	case filter.Not:
+	case notFilter:
 		bm, err := e.eval(f.Filter)
 		if err != nil {
 			return nil, err
 		}
 		return roaring.Flip(bm, 0, uint64(e.n)), nil
 	}
-	return nil, fmt.Errorf("%w: unknown filter %T", ErrInvalid, f)
+	return nil, fmt.Errorf("filter: unknown filter %T", f)
 }
 
 // values returns the rows holding any of vals in dim: through the bitmap index when there is
