@@ -158,12 +158,12 @@ func (s *Segment) openError(p *PartInfo, err error) error {
 	return partError(p.Column, p.Kind, err)
 }
 
-// TrustChecksums marks every part not checked yet as checked, without reading it: later reads
+// trustChecksums marks every part not checked yet as checked, without reading it: later reads
 // skip the CRC check, and cost nothing more. It is for a caller that has just checked the bytes
 // another way (the file it wrote and read back, Verify on another Segment of the same file) or
 // knowingly takes damaged bytes for good ones. A part already found bad stays bad. Verify and
 // VerifyChecksums still compute the CRC of a trusted part. Safe to call concurrently with reads.
-func (s *Segment) TrustChecksums() {
+func (s *Segment) trustChecksums() {
 	for i := range s.checks {
 		s.checks[i].state.CompareAndSwap(uint64(checkNone)<<32, uint64(checkTrusted)<<32)
 	}

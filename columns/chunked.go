@@ -22,7 +22,7 @@ const (
 	chunkIndexEntry   = 16
 	chunkTrailerSize  = 12
 	maxChunkRows      = 1 << 16
-	DefaultChunkRows  = 4096
+	defaultChunkRows  = 4096
 	chunkInitialIndex = 64
 )
 

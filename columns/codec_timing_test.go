@@ -27,7 +27,7 @@ var (
 	sinkErr   error
 )
 
-const benchChunk = DefaultChunkRows
+const benchChunk = defaultChunkRows
 
 // int64Shapes are chunks of int64 values shaped like real columns.
 func int64Shapes() map[string][]int64 {

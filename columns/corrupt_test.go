@@ -44,7 +44,7 @@ func readAll(seg *Segment) error {
 	}
 	s := seg.Schema()
 	for _, d := range s.Dimensions {
-		_, err := seg.Nulls(d.Name)
+		_, err := seg.nulls(d.Name)
 		keep(err)
 		if d.Raw {
 			continue

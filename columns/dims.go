@@ -265,8 +265,8 @@ func (c *DimCursor) IDs(row int) ([]uint32, error) {
 	return c.ids[k : k+1 : k+1], nil
 }
 
-// ID returns the first id of row: the id, for a single-value dimension.
-func (c *DimCursor) ID(row int) (uint32, error) {
+// id returns the first id of row: the id, for a single-value dimension.
+func (c *DimCursor) id(row int) (uint32, error) {
 	ids, err := c.IDs(row)
 	if err != nil {
 		return 0, err

@@ -83,7 +83,7 @@ func (d *DimWriter) AddNull() error {
 		return d.err
 	}
 	if d.phase != 0 || d.dict.count > 0 || d.dict.hasNull {
-		return d.fail(fmt.Errorf("AddNull after other dictionary values or rows: %w", ErrState))
+		return d.fail(fmt.Errorf("AddNull after other dictionary values or rows: %w", errState))
 	}
 	d.dict.hasNull = true
 	return nil
@@ -96,7 +96,7 @@ func (d *DimWriter) AddValue(v string) (uint32, error) {
 		return 0, d.err
 	}
 	if d.phase != 0 {
-		return 0, d.fail(fmt.Errorf("AddValue after the first row: %w", ErrState))
+		return 0, d.fail(fmt.Errorf("AddValue after the first row: %w", errState))
 	}
 	if d.dict.count >= math.MaxUint32-1 {
 		return 0, d.fail(fmt.Errorf("dictionary full: %w", ErrInvalid))
@@ -111,8 +111,8 @@ func (d *DimWriter) AddValue(v string) (uint32, error) {
 	return id, nil
 }
 
-// HasNull reports whether the dictionary has the null value (id 0).
-func (d *DimWriter) HasNull() bool { return d.dict.hasNull }
+// hasNull reports whether the dictionary has the null value (id 0).
+func (d *DimWriter) hasNull() bool { return d.dict.hasNull }
 
 // Cardinality returns the number of ids so far, null included.
 func (d *DimWriter) Cardinality() int {
@@ -122,8 +122,8 @@ func (d *DimWriter) Cardinality() int {
 	return d.dict.count
 }
 
-// Rows returns the rows appended so far.
-func (d *DimWriter) Rows() int { return d.rows }
+// rowCount returns the rows appended so far.
+func (d *DimWriter) rowCount() int { return d.rows }
 
 func (d *DimWriter) closeDict() error {
 	if d.phase > 0 {
@@ -222,8 +222,8 @@ func (d *DimWriter) AppendSingleIDs(ids []uint32) error {
 	return nil
 }
 
-// AppendNull appends a null row; the dictionary must have the null value.
-func (d *DimWriter) AppendNull() error { return d.AppendIDs(nil) }
+// appendNull appends a null row; the dictionary must have the null value.
+func (d *DimWriter) appendNull() error { return d.AppendIDs(nil) }
 
 // AppendIDs appends a row holding ids, in the row's order (duplicates kept). An empty row is
 // null and is stored as the null id alone. A single-value dimension takes at most one id.
@@ -232,7 +232,7 @@ func (d *DimWriter) AppendIDs(ids []uint32) error {
 		return d.err
 	}
 	if d.phase > 1 {
-		return d.fail(fmt.Errorf("row appended after the bitmaps: %w", ErrState))
+		return d.fail(fmt.Errorf("row appended after the bitmaps: %w", errState))
 	}
 	if err := d.closeDict(); err != nil {
 		return err
@@ -432,7 +432,7 @@ func (d *DimWriter) finish() error {
 	d.phase = 3
 	if d.bitmaps != nil {
 		if d.nextBM != d.card {
-			return d.fail(fmt.Errorf("%d of %d bitmaps written: %w", d.nextBM, d.card, ErrState))
+			return d.fail(fmt.Errorf("%d of %d bitmaps written: %w", d.nextBM, d.card, errState))
 		}
 		if (invariants || !d.dim.MultiValue) && d.bmCard != d.pairs {
 			return d.fail(fmt.Errorf("bitmaps hold %d rows in all, the rows hold %d distinct values: %w", d.bmCard, d.pairs, ErrInvalid))

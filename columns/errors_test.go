@@ -50,7 +50,7 @@ func TestErrorConvention(t *testing.T) {
 	f("Compression", err, invalid...)
 	f("Validate", WriterOptions{Compression: 99}.Validate(), invalid...)
 	require.NoError(t, WriterOptions{}.Validate())
-	_, err = ParseCompression("lz4")
+	_, err = parseCompression("lz4")
 	f("ParseCompression", err, invalid...)
 	_, err = NewSegment(nil, 0)
 	f("NewSegment", err, invalid...)
@@ -94,11 +94,11 @@ func TestErrorConvention(t *testing.T) {
 	// A closed segment.
 	require.NoError(t, seg.Close())
 	_, err = long.Get(0)
-	f("read after Close", err, ErrState, medium.ErrClosed)
-	f("EachBitmapRows after Close", col.EachBitmapRows(0, nil, func([]uint32) error { return nil }), ErrState, medium.ErrClosed)
+	f("read after Close", err, errState, medium.ErrClosed)
+	f("EachBitmapRows after Close", col.EachBitmapRows(0, nil, func([]uint32) error { return nil }), errState, medium.ErrClosed)
 
 	// The sentinels themselves.
 	require.True(t, errors.Is(ErrInvalid, medium.ErrInvalid))
-	require.False(t, errors.Is(ErrInvalid, ErrState))
+	require.False(t, errors.Is(ErrInvalid, errState))
 	require.Equal(t, "columns: invalid argument", ErrInvalid.Error())
 }

@@ -91,7 +91,7 @@ func randSchema(rng *rand.Rand) Schema {
 		if rng.IntN(2) == 0 {
 			m := Metric{Name: fmt.Sprintf("met%d", i), Aggregator: a}
 			if rng.IntN(2) == 0 {
-				m.Type = a.ValueType()
+				m.Type = a.valueType()
 			}
 			s.Metrics = append(s.Metrics, m)
 		}

@@ -182,12 +182,12 @@ func TestNullsAppendErrors(t *testing.T) {
 	defer w.Abort()
 	tw, err := w.Time()
 	require.NoError(t, err)
-	require.ErrorIs(t, tw.AppendNull(), ErrState)
+	require.ErrorIs(t, tw.AppendNull(), errState)
 	lw, err := w.Long("f")
 	require.NoError(t, err)
 	require.NoError(t, lw.AppendNull())
 	require.Equal(t, 1, lw.nullCount())
-	require.ErrorIs(t, lw.times.AppendNull(), ErrState)
+	require.ErrorIs(t, lw.times.AppendNull(), errState)
 }
 
 // TestNullsCorrupt damages the nulls part of a version 3 segment: a row past the end, an empty

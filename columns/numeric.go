@@ -82,7 +82,7 @@ func (c *Cursor[T]) At(row int) (T, error) {
 	return c.vals[row-c.cr.lo], nil
 }
 
-// Chunk returns the values of the chunk holding row, and the row of its first value. The slice
+// Chunk returns the values of the Chunk holding row, and the row of its first value. The slice
 // is valid until the cursor's next call.
 func (c *Cursor[T]) Chunk(row int) (first int, vals []T, err error) {
 	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {

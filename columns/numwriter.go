@@ -62,7 +62,7 @@ func (w *NumWriter[T]) Append(v T) error {
 // (the event time of the row it came from).
 func (w *NumWriter[T]) AppendTimed(v T, t int64) error {
 	if w.times == nil {
-		return fmt.Errorf("columns: column %q: AppendTimed on a column that stores no times: %w", w.cw.st.name, ErrState)
+		return fmt.Errorf("columns: column %q: AppendTimed on a column that stores no times: %w", w.cw.st.name, errState)
 	}
 	if err := w.append(v); err != nil {
 		return err
@@ -79,7 +79,7 @@ func (w *NumWriter[T]) AppendTimed(v T, t int64) error {
 func (w *NumWriter[T]) AppendSum(v T, tail []float64) error {
 	if w.tails == nil {
 		if len(tail) > 0 {
-			return fmt.Errorf("columns: column %q: a tail on a metric that stores none: %w", w.cw.st.name, ErrState)
+			return fmt.Errorf("columns: column %q: a tail on a metric that stores none: %w", w.cw.st.name, errState)
 		}
 		return w.append(v)
 	}
@@ -115,7 +115,7 @@ func (w *NumWriter[T]) AppendValues(vs []T) error {
 		return w.err
 	}
 	if w.finished {
-		return fmt.Errorf("columns: column %q: append after finish: %w", w.cw.st.name, ErrState)
+		return fmt.Errorf("columns: column %q: append after finish: %w", w.cw.st.name, errState)
 	}
 	if w.isTime && !w.timesOK(vs) {
 		// A time out of order, out of range or not truncated: value by value, for the error
@@ -186,7 +186,7 @@ func appendBulk[T Number](vals *[]T, rows *int, chunkRows int, vs []T, flush fun
 func (w *NumWriter[T]) AppendNull() error {
 	if !w.metric {
 		if w.err == nil {
-			w.err = fmt.Errorf("columns: column %q: AppendNull on a column that holds no nulls: %w", w.cw.st.name, ErrState)
+			w.err = fmt.Errorf("columns: column %q: AppendNull on a column that holds no nulls: %w", w.cw.st.name, errState)
 		}
 		return w.err
 	}
@@ -223,7 +223,7 @@ func (w *NumWriter[T]) nullCount() int {
 
 func (w *NumWriter[T]) timedErr() error {
 	if w.err == nil {
-		w.err = fmt.Errorf("columns: column %q: a first/last metric takes AppendTimed: %w", w.cw.st.name, ErrState)
+		w.err = fmt.Errorf("columns: column %q: a first/last metric takes AppendTimed: %w", w.cw.st.name, errState)
 	}
 	return w.err
 }
@@ -233,7 +233,7 @@ func (w *NumWriter[T]) append(v T) error {
 		return w.err
 	}
 	if w.finished {
-		return fmt.Errorf("columns: column %q: append after finish: %w", w.cw.st.name, ErrState)
+		return fmt.Errorf("columns: column %q: append after finish: %w", w.cw.st.name, errState)
 	}
 	if w.isTime {
 		if err := w.checkTime(int64(v)); err != nil {
@@ -257,7 +257,7 @@ func (w *NumWriter[T]) checkTime(v int64) error {
 		w.err = fmt.Errorf("columns: column %q: row %d: time %d before the previous row's %d: rows must come in time order: %w", TimeColumn, w.rows, v, w.last, ErrInvalid)
 		return w.err
 	}
-	if !w.gran.ValidTime(v) {
+	if !w.gran.validTime(v) {
 		w.err = fmt.Errorf("columns: column %q: row %d: time %d outside the times a segment can hold, [%d, %d] (MinTime and MaxTime, truncated): %w", TimeColumn, w.rows, v, w.gran.Truncate(MinTime), MaxTime, ErrInvalid)
 		return w.err
 	}

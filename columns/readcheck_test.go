@@ -102,7 +102,7 @@ func (rd *everyColumn) read() error {
 	sc := rd.seg.Schema()
 	for _, d := range sc.Dimensions {
 		rd.p("dim %s\n", d.Name)
-		nulls, err := rd.seg.Nulls(d.Name)
+		nulls, err := rd.seg.nulls(d.Name)
 		if err != nil {
 			return err
 		}
@@ -257,7 +257,7 @@ func (rd *everyColumn) bitmaps(name string, c *DimColumn) error {
 			return err
 		}
 		p("%v ", bm.ToArray())
-		bm2, err := rd.seg.Bitmap(name, id)
+		bm2, err := rd.seg.bitmap(name, id)
 		if err != nil {
 			return err
 		}
@@ -338,7 +338,7 @@ func (rd *everyColumn) sketch(name string) error {
 			return err
 		}
 		p("%x ", raw)
-		sk, err := cur.Sketch(r)
+		sk, err := cur.sketch(r)
 		if err != nil {
 			return err
 		}
@@ -371,7 +371,7 @@ func (rd *everyColumn) wholeRows() error {
 func readDim(seg *Segment, d Dimension, p func(format string, args ...any)) error {
 	rows := seg.Rows()
 	p("dim %s\n", d.Name)
-	nulls, err := seg.Nulls(d.Name)
+	nulls, err := seg.nulls(d.Name)
 	if err != nil {
 		return err
 	}
@@ -433,7 +433,7 @@ func readDim(seg *Segment, d Dimension, p func(format string, args ...any)) erro
 			return err
 		}
 		p("%v ", bm.ToArray())
-		bm2, err := seg.Bitmap(d.Name, id)
+		bm2, err := seg.bitmap(d.Name, id)
 		if err != nil {
 			return err
 		}
@@ -628,7 +628,7 @@ func TestReadCheckOnce(t *testing.T) {
 	require.Equal(t, nparts, s.crcPasses.Load(), "and for itself")
 
 	s = open(good)
-	s.TrustChecksums()
+	s.trustChecksums()
 	_, err = readEveryColumn(s)
 	require.NoError(t, err)
 	require.Zero(t, s.crcPasses.Load(), "trusted parts are not checked")
@@ -666,7 +666,7 @@ func TestReadCheckOnce(t *testing.T) {
 		b = append(b[:0], good...)
 		b[i] ^= 0x01
 		bad = open(b)
-		bad.TrustChecksums()
+		bad.trustChecksums()
 		bc, err = bad.Long("added")
 		require.NoError(t, err)
 		if v, err := bc.Get(0); err != nil || v == v0 {
@@ -685,7 +685,7 @@ func TestReadCheckOnce(t *testing.T) {
 	_, err1 := bc.Get(0)
 	require.ErrorIs(t, err1, ErrCorrupt)
 	require.ErrorContains(t, err1, `columns: unnamed segment: column "added" part values: CRC `)
-	bad.TrustChecksums()
+	bad.trustChecksums()
 	for k := 0; k < 3; k++ {
 		_, err := bc.Cursor().At(k)
 		require.Equal(t, err1.Error(), err.Error())
@@ -810,7 +810,7 @@ func TestReadCheckEveryEntry(t *testing.T) {
 	f("users", PartValues, "SketchCursor.Sketch", func(s *Segment) error {
 		c, err := s.Sketch("users")
 		require.NoError(t, err)
-		_, err = c.Cursor().Sketch(8)
+		_, err = c.Cursor().sketch(8)
 		return err
 	})
 	for _, kind := range []PartKind{PartValues, PartNulls} {
@@ -827,15 +827,15 @@ func TestReadCheckEveryEntry(t *testing.T) {
 		_, err = c.Nulls()
 		return err
 	})
-	f("body", PartNulls, "Segment.Nulls (raw)", func(s *Segment) error { _, err := s.Nulls("body"); return err })
-	f("page", PartNulls, "Segment.Nulls", func(s *Segment) error { _, err := s.Nulls("page"); return err })
+	f("body", PartNulls, "Segment.Nulls (raw)", func(s *Segment) error { _, err := s.nulls("body"); return err })
+	f("page", PartNulls, "Segment.Nulls", func(s *Segment) error { _, err := s.nulls("page"); return err })
 	f("tags", PartNulls, "DimColumn.Nulls", func(s *Segment) error { _, err := dim(s, "tags").Nulls(); return err })
 	f("tags", PartIDs, "DimCursor.IDs", func(s *Segment) error { _, err := dim(s, "tags").Cursor().IDs(3); return err })
-	f("page", PartIDs, "DimCursor.ID", func(s *Segment) error { _, err := dim(s, "page").Cursor().ID(0); return err })
+	f("page", PartIDs, "DimCursor.ID", func(s *Segment) error { _, err := dim(s, "page").Cursor().id(0); return err })
 	f("country", PartIDs, "DimCursor.Values", func(s *Segment) error { _, err := dim(s, "country").Cursor().Values(9); return err })
 	f("tags", PartIDs, "DimCursor.Chunk", func(s *Segment) error { _, _, _, err := dim(s, "tags").Cursor().Chunk(2); return err })
 	f("page", PartBitmaps, "DimColumn.Bitmap", func(s *Segment) error { _, err := dim(s, "page").Bitmap(1); return err })
-	f("tags", PartBitmaps, "Segment.Bitmap", func(s *Segment) error { _, err := s.Bitmap("tags", 0); return err })
+	f("tags", PartBitmaps, "Segment.Bitmap", func(s *Segment) error { _, err := s.bitmap("tags", 0); return err })
 	f("tags", PartBitmaps, "DimColumn.EachBitmapRows", func(s *Segment) error {
 		return dim(s, "tags").EachBitmapRows(2, nil, func([]uint32) error { return nil })
 	})

@@ -251,7 +251,7 @@ func checkSegment(t testing.TB, seg *Segment, s Schema, rows []Row, sketches [][
 	checkMetricTimes(t, seg, s, rows)
 	exp := expectDims(s, rows)
 	for i, d := range s.Dimensions {
-		nulls, err := seg.Nulls(d.Name)
+		nulls, err := seg.nulls(d.Name)
 		require.NoError(t, err)
 		if d.Raw {
 			want := expNulls(rows, i)
@@ -302,7 +302,7 @@ func checkSegment(t testing.TB, seg *Segment, s Schema, rows []Row, sketches [][
 		require.Equal(t, !d.NoBitmapIndex, col.HasBitmaps())
 		if col.HasBitmaps() {
 			for id, want := range e.bitmaps {
-				got, err := seg.Bitmap(d.Name, uint32(id))
+				got, err := seg.bitmap(d.Name, uint32(id))
 				require.NoError(t, err)
 				require.True(t, want.Equals(got), "dimension %q bitmap %d: %v, want %v", d.Name, id, got, want)
 			}
@@ -333,7 +333,7 @@ func checkSegment(t testing.TB, seg *Segment, s Schema, rows []Row, sketches [][
 			b, err := cur.Bytes(r)
 			require.NoError(t, err)
 			require.Equal(t, sketches[i][r], b, "metric %q row %d", m.Name, r)
-			sk, err := cur.Sketch(r)
+			sk, err := cur.sketch(r)
 			require.NoError(t, err)
 			if rows[r].Metrics[i].Sketch != nil {
 				require.Equal(t, rows[r].Metrics[i].Sketch.Clone().Estimate(), sk.Estimate())

@@ -94,8 +94,8 @@ var Aggregators = func() []Aggregator {
 // Spec returns the aggregator's entry in columns/agg's table, and false for an unknown name.
 func (a Aggregator) Spec() (agg.Agg, bool) { return agg.Lookup(string(a)) }
 
-// ValueType returns the metric type an aggregator works on, or "" for an unknown aggregator.
-func (a Aggregator) ValueType() MetricType {
+// valueType returns the metric type an aggregator works on, or "" for an unknown aggregator.
+func (a Aggregator) valueType() MetricType {
 	s, ok := a.Spec()
 	if !ok {
 		return ""
@@ -149,7 +149,7 @@ func (m Metric) ValueType() MetricType {
 	if m.Type != "" {
 		return m.Type
 	}
-	return m.Aggregator.ValueType()
+	return m.Aggregator.valueType()
 }
 
 // Validate reports the first problem of the schema, naming the column: an empty, over-long or
@@ -195,7 +195,7 @@ func (s Schema) Validate() error {
 		if err := name("metric", m.Name); err != nil {
 			return err
 		}
-		want := m.Aggregator.ValueType()
+		want := m.Aggregator.valueType()
 		if want == "" {
 			return fmt.Errorf("columns: schema: metric %q: unknown aggregator %q (want one of %s): %w", m.Name, m.Aggregator, aggregatorList(), ErrSchema)
 		}
@@ -380,10 +380,10 @@ func (g Granularity) Truncate(ms int64) int64 {
 	return ms - r
 }
 
-// ValidTime reports whether ms can be a row's time in a segment of granularity g: the
+// validTime reports whether ms can be a row's time in a segment of granularity g: the
 // truncation of an event time in [MinTime, MaxTime], so in [g.Truncate(MinTime), MaxTime]
 // (for none, [MinTime, MaxTime] itself).
-func (g Granularity) ValidTime(ms int64) bool { return ms >= g.Truncate(MinTime) && ms <= MaxTime }
+func (g Granularity) validTime(ms int64) bool { return ms >= g.Truncate(MinTime) && ms <= MaxTime }
 
 // Interval returns the interval of a segment whose rows' times run from first to last (first
 // <= last): from the start of first's bucket to the end of last's,
@@ -391,7 +391,7 @@ func (g Granularity) ValidTime(ms int64) bool { return ms >= g.Truncate(MinTime)
 // convention: the writer records it and Segment.Verify checks it. ok is false when first or
 // last is not a valid time (ValidTime); for valid times the end always fits an int64.
 func (g Granularity) Interval(first, last int64) (iv Interval, ok bool) {
-	if !g.ValidTime(first) || !g.ValidTime(last) {
+	if !g.validTime(first) || !g.validTime(last) {
 		return Interval{}, false
 	}
 	return Interval{Start: g.Truncate(first), End: g.Truncate(last) + g.Millis()}, true

@@ -111,7 +111,7 @@ func newSegment(src source, name string, closeFn func() error, o OpenOptions) (*
 		s.checks[i].seg, s.checks[i].part = s, &f.parts[i]
 	}
 	if o.TrustChecksums {
-		s.TrustChecksums()
+		s.trustChecksums()
 	}
 	if err := s.parseColumns(); err != nil {
 		return nil, err
@@ -348,8 +348,8 @@ func (s *Segment) Sketch(name string) (*SketchColumn, error) {
 	return s.sketches[i], nil
 }
 
-// Bitmap returns the bitmap of id in a dictionary dimension: the rows holding that value.
-func (s *Segment) Bitmap(dim string, id uint32) (*roaring.Bitmap, error) {
+// bitmap returns the bitmap of id in a dictionary dimension: the rows holding that value.
+func (s *Segment) bitmap(dim string, id uint32) (*roaring.Bitmap, error) {
 	d, err := s.Dim(dim)
 	if err != nil {
 		return nil, err
@@ -357,8 +357,8 @@ func (s *Segment) Bitmap(dim string, id uint32) (*roaring.Bitmap, error) {
 	return d.Bitmap(id)
 }
 
-// Nulls returns the null rows of a dimension (dictionary or raw).
-func (s *Segment) Nulls(dim string) (*roaring.Bitmap, error) {
+// nulls returns the null rows of a dimension (dictionary or raw).
+func (s *Segment) nulls(dim string) (*roaring.Bitmap, error) {
 	i := s.f.schema.Dimension(dim)
 	switch {
 	case i < 0:

@@ -152,8 +152,8 @@ type SketchColumn struct {
 	sks  agg.Sketches
 }
 
-// Name returns the column's name.
-func (c *SketchColumn) Name() string { return c.name }
+// metricName returns the column's name.
+func (c *SketchColumn) metricName() string { return c.name }
 
 // Cursor returns a new cursor over the column.
 func (c *SketchColumn) Cursor() *SketchCursor {
@@ -170,8 +170,8 @@ type SketchCursor struct {
 // until the cursor's next call.
 func (c *SketchCursor) Bytes(row int) ([]byte, error) { return c.at(row) }
 
-// Sketch returns the sketch of row, decoded.
-func (c *SketchCursor) Sketch(row int) (agg.Sketch, error) {
+// sketch returns the sketch of row, decoded.
+func (c *SketchCursor) sketch(row int) (agg.Sketch, error) {
 	b, err := c.at(row)
 	if err != nil {
 		return nil, err

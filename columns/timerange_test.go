@@ -47,8 +47,8 @@ func TestWriterRejectsTimesOutOfRange(t *testing.T) {
 	for _, g := range []Granularity{GranularityNone, GranularityDay} {
 		s.Granularity = g
 		lo, hi := g.Truncate(MinTime), g.Truncate(MaxTime)
-		require.True(t, g.ValidTime(lo))
-		require.False(t, g.ValidTime(lo-1))
+		require.True(t, g.validTime(lo))
+		require.False(t, g.validTime(lo-1))
 		b := writeRows(t, s, []Row{{Time: lo, Metrics: []Value{{Long: 1}}}, {Time: hi, Metrics: []Value{{Long: 1}}}}, WriterOptions{})
 		seg, err := NewSegmentBytes(b)
 		require.NoError(t, err)

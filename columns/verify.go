@@ -62,7 +62,7 @@ func (s *Segment) Verify() error {
 		default:
 			c := s.sketches[i].Cursor()
 			for row := 0; row < s.f.rows && err == nil; row++ {
-				_, err = c.Sketch(row)
+				_, err = c.sketch(row)
 			}
 		}
 		if err != nil {
@@ -259,7 +259,7 @@ func (s *Segment) verifyTime() error {
 			if r > 0 && v < prev {
 				return partError(TimeColumn, PartValues, corruptf("row %d: time %d before the previous row's %d", r, v, prev))
 			}
-			if !g.ValidTime(v) {
+			if !g.validTime(v) {
 				return partError(TimeColumn, PartValues, corruptf("row %d: time %d outside the times a segment can hold, [%d, %d]", r, v, g.Truncate(MinTime), MaxTime))
 			}
 			if !iv.Contains(v) {

@@ -39,7 +39,7 @@ func (o *WriterOptions) ensureDefaults() error {
 		return fmt.Errorf("columns: writer: unknown compression %d: %w", o.Compression, ErrInvalid)
 	}
 	if o.ChunkRows == 0 {
-		o.ChunkRows = DefaultChunkRows
+		o.ChunkRows = defaultChunkRows
 	}
 	if o.ChunkRows < 1 || o.ChunkRows > maxChunkRows {
 		return fmt.Errorf("columns: writer: ChunkRows %d outside [1, %d]: %w", o.ChunkRows, maxChunkRows, ErrInvalid)
@@ -244,7 +244,7 @@ func (w *Writer) Schema() Schema { return w.schema.Clone() }
 
 func (w *Writer) columnMode() error {
 	if w.done {
-		return fmt.Errorf("columns: writer finished or aborted: %w", ErrState)
+		return fmt.Errorf("columns: writer finished or aborted: %w", errState)
 	}
 	return nil
 }
@@ -331,7 +331,7 @@ func (w *Writer) fail(err error) error {
 func (w *Writer) Abort() error {
 	w.done = true
 	if w.err == nil {
-		w.err = fmt.Errorf("columns: writer aborted: %w", ErrState)
+		w.err = fmt.Errorf("columns: writer aborted: %w", errState)
 	}
 	return w.release()
 }
