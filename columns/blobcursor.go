@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // Cursors over blob chunks: raw string dimensions (RawCursor) and, through blobCursor, sketch
@@ -12,7 +13,7 @@ import (
 // blobCursor reads blob chunks.
 type blobCursor struct {
 	name string
-	part PartKind // PartValues or PartTails, for errors
+	part segfmt.PartKind // segfmt.PartValues or segfmt.PartTails, for errors
 	cr   chunkReader
 	offs []int   // value k of the chunk is data[offs[k]:offs[k+1]]
 	lens []int64 // decodeBlobs' scratch

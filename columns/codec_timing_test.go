@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // Benchmarks of the encodings, one chunk (or one dictionary, one bitmap index) at a time:
@@ -310,7 +311,7 @@ func BenchmarkBitmaps(b *testing.B) {
 				b.SetBytes(size)
 				b.ReportMetric(float64(size)/rows, "bytes/row")
 			})
-			st := &stage{b: newTestBytes(b), spec: partSpec{1, PartBitmaps, EncRoaringTable}}
+			st := &stage{b: newTestBytes(b), spec: partSpec{1, segfmt.PartBitmaps, segfmt.EncRoaringTable}}
 			w := bitmapsWriter{st: st, compact: compact}
 			for _, bm := range bms {
 				_ = w.add(bm)

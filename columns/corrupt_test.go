@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // smallSegment returns a small segment with every kind of column.
@@ -267,7 +268,7 @@ func TestUnsortedDictionary(t *testing.T) {
 	good := writeRows(t, s, rows, WriterOptions{})
 	seg, err := NewSegmentBytes(good)
 	require.NoError(t, err)
-	dict := seg.part(1, PartDictionary)
+	dict := seg.part(1, segfmt.PartDictionary)
 	b := append([]byte(nil), good...)
 	i := bytes.Index(b[dict.Offset:dict.Offset+dict.Length], []byte("aaa"))
 	require.GreaterOrEqual(t, i, 0)
@@ -275,7 +276,7 @@ func TestUnsortedDictionary(t *testing.T) {
 	f := *seg.f
 	f.parts = append([]PartInfo(nil), seg.f.parts...)
 	for k := range f.parts {
-		if f.parts[k].column == 1 && f.parts[k].Kind == PartDictionary {
+		if f.parts[k].column == 1 && f.parts[k].Kind == segfmt.PartDictionary {
 			f.parts[k].CRC = crc(b[dict.Offset : dict.Offset+dict.Length])
 		}
 	}

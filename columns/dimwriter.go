@@ -10,6 +10,7 @@ import (
 
 	"github.com/writeout/writeout/internal/mix"
 	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -368,13 +369,13 @@ func (d *DimWriter) closeRows() error {
 		if err := d.ids.st.write(appendPacked(nil, perm, d.width)); err != nil {
 			return d.fail(err)
 		}
-		d.ids.st.spec.enc = EncIDChunksV4
+		d.ids.st.spec.enc = segfmt.EncIDChunksV4
 	}
 	d.vals, d.counts, d.raw, d.seen, d.nullRows = nil, nil, nil, nil, nil
 	return nil
 }
 
-// rankIDs writes the staged chunks to the ids part as frequency ranks (EncIDChunksV4), one
+// rankIDs writes the staged chunks to the ids part as frequency ranks (segfmt.EncIDChunksV4), one
 // chunk at a time, releases the first stage and returns the rank table: the ids by rows
 // descending, ties by id.
 func (d *DimWriter) rankIDs() (perm []uint32, err error) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // nullsSchema has one metric of every long and double aggregator (and a sketch, which has no
@@ -125,7 +126,7 @@ func TestNullsRoundTrip(t *testing.T) {
 				require.NoError(t, rr.Read(k, &got))
 				requireRowEqual(t, s, k, r, got)
 			}
-			kinds := map[PartKind]int{}
+			kinds := map[segfmt.PartKind]int{}
 			for _, pi := range seg.Parts() {
 				if pi.column > len(s.Dimensions) {
 					kinds[pi.Kind]++
@@ -133,9 +134,9 @@ func TestNullsRoundTrip(t *testing.T) {
 			}
 			if p > 0 {
 				// Every long and double metric but count and the never-null one: 10 of 12.
-				require.Equal(t, 9, kinds[PartNulls], "p %v %s", p, how)
+				require.Equal(t, 9, kinds[segfmt.PartNulls], "p %v %s", p, how)
 			} else {
-				require.Zero(t, kinds[PartNulls])
+				require.Zero(t, kinds[segfmt.PartNulls])
 			}
 		}
 	}
@@ -206,7 +207,7 @@ func TestNullsCorrupt(t *testing.T) {
 	require.NoError(t, seg.Verify())
 	var nullParts []PartInfo
 	for _, p := range seg.Parts() {
-		if p.Kind == PartNulls {
+		if p.Kind == segfmt.PartNulls {
 			nullParts = append(nullParts, p)
 		}
 	}
@@ -273,7 +274,7 @@ func TestNullsCorrupt(t *testing.T) {
 	dup := rebuild(func(f *footer) {
 		// l's nulls part listed twice, the second covering the next part's bytes.
 		p := f.parts[2]
-		require.Equal(t, PartNulls, p.Kind)
+		require.Equal(t, segfmt.PartNulls, p.Kind)
 		f.parts = append(f.parts[:3], append([]PartInfo{p}, f.parts[3:]...)...)
 	})
 	mustBad(dup, "")
@@ -302,10 +303,10 @@ func TestNullsCorrupt(t *testing.T) {
 
 	// A version this reader does not know.
 	next := append([]byte(nil), good...)
-	next[len(magic)] = Version + 1
+	next[len(magic)] = maxVersion + 1
 	_, err = NewSegmentBytes(next)
 	require.ErrorIs(t, err, ErrVersion)
-	require.ErrorContains(t, err, fmt.Sprintf("reads 1 to %d", Version))
+	require.ErrorContains(t, err, fmt.Sprintf("reads 1 to %d", maxVersion))
 }
 
 // TestFlipNulls flips every byte of a small version 3 segment: every flip is caught.

@@ -335,7 +335,7 @@ func TestPublishStageAltered(t *testing.T) {
 	s, rows := publishRows(t, 30)
 	dir := t.TempDir()
 	dst := filepath.Join(dir, "seg")
-	nparts := int32(len(layout(s, Version)))
+	nparts := int32(len(layout(s, maxVersion)))
 	for _, target := range []int32{0, nparts / 2, nparts - 1} {
 		var n atomic.Int32
 		w := filledWriter(t, s, rows, WriterOptions{Medium: flipMedium{medium.NewHeap(), &n, target}})

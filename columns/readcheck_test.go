@@ -12,6 +12,7 @@ import (
 
 	"github.com/axiomhq/hyperloglog"
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // flipSchema has every part kind: dictionary dimensions with bitmaps (single- and multi-value,
@@ -518,14 +519,14 @@ func TestFlipEveryByteReadPath(t *testing.T) {
 		want, err := readEveryColumn(seg)
 		require.NoError(t, err)
 		parts := seg.Parts()
-		kinds := map[PartKind]bool{}
+		kinds := map[segfmt.PartKind]bool{}
 		for _, p := range parts {
 			kinds[p.Kind] = true
 		}
 		require.Len(t, kinds, 7, "%s: every part kind", name)
 
 		var openFails, readFails, frame int
-		byKind := map[PartKind]int{}
+		byKind := map[segfmt.PartKind]int{}
 		b := append([]byte(nil), good...)
 		for i := range b {
 			x := []byte{0x01, 0x80, 0xff, 0x10}[i%4]
@@ -738,7 +739,7 @@ func TestReadCheckEveryEntry(t *testing.T) {
 	good := flipSegments(t)["s2"]
 	intact, err := NewSegmentBytes(good)
 	require.NoError(t, err)
-	part := func(col string, kind PartKind) PartInfo {
+	part := func(col string, kind segfmt.PartKind) PartInfo {
 		for _, p := range intact.Parts() {
 			if p.Column == col && p.Kind == kind {
 				return p
@@ -752,7 +753,7 @@ func TestReadCheckEveryEntry(t *testing.T) {
 		require.NoError(t, err)
 		return c
 	}
-	f := func(col string, kind PartKind, what string, read func(s *Segment) error) {
+	f := func(col string, kind segfmt.PartKind, what string, read func(s *Segment) error) {
 		t.Helper()
 		p := part(col, kind)
 		s, err := NewSegmentBytes(flipped(good, p))
@@ -761,59 +762,59 @@ func TestReadCheckEveryEntry(t *testing.T) {
 		require.ErrorIs(t, err, ErrCorrupt, what)
 		require.ErrorContains(t, err, fmt.Sprintf("column %q part %s: CRC ", col, kind), what)
 	}
-	f(TimeColumn, PartValues, "Cursor[int64].At", func(s *Segment) error { _, err := s.Time().Cursor().At(2); return err })
-	f(TimeColumn, PartValues, "Cursor[int64].Chunk", func(s *Segment) error { _, _, err := s.Time().Cursor().Chunk(9); return err })
-	f(TimeColumn, PartValues, "Column[int64].Get", func(s *Segment) error { _, err := s.Time().Get(5); return err })
-	f(TimeColumn, PartValues, "RowReader", func(s *Segment) error { _, err := s.ReadRow(4); return err })
-	f("added", PartValues, "long metric", func(s *Segment) error {
+	f(TimeColumn, segfmt.PartValues, "Cursor[int64].At", func(s *Segment) error { _, err := s.Time().Cursor().At(2); return err })
+	f(TimeColumn, segfmt.PartValues, "Cursor[int64].Chunk", func(s *Segment) error { _, _, err := s.Time().Cursor().Chunk(9); return err })
+	f(TimeColumn, segfmt.PartValues, "Column[int64].Get", func(s *Segment) error { _, err := s.Time().Get(5); return err })
+	f(TimeColumn, segfmt.PartValues, "RowReader", func(s *Segment) error { _, err := s.ReadRow(4); return err })
+	f("added", segfmt.PartValues, "long metric", func(s *Segment) error {
 		c, err := s.Long("added")
 		require.NoError(t, err)
 		_, err = c.Get(7)
 		return err
 	})
-	f("firstAdded", PartTimes, "long metric times", func(s *Segment) error {
+	f("firstAdded", segfmt.PartTimes, "long metric times", func(s *Segment) error {
 		c, err := s.Long("firstAdded")
 		require.NoError(t, err)
 		_, _, err = c.Times().Cursor().Chunk(0)
 		return err
 	})
-	f("delta", PartValues, "Column[float64].Get", func(s *Segment) error {
+	f("delta", segfmt.PartValues, "Column[float64].Get", func(s *Segment) error {
 		c, err := s.Double("delta")
 		require.NoError(t, err)
 		_, err = c.Get(3)
 		return err
 	})
-	f("lastDelta", PartValues, "Cursor[float64].Chunk", func(s *Segment) error {
+	f("lastDelta", segfmt.PartValues, "Cursor[float64].Chunk", func(s *Segment) error {
 		c, err := s.Double("lastDelta")
 		require.NoError(t, err)
 		_, _, err = c.Cursor().Chunk(3)
 		return err
 	})
-	f("lastDelta", PartTimes, "double metric times", func(s *Segment) error {
+	f("lastDelta", segfmt.PartTimes, "double metric times", func(s *Segment) error {
 		c, err := s.Double("lastDelta")
 		require.NoError(t, err)
 		_, err = c.Times().Get(1)
 		return err
 	})
-	f("delta", PartTails, "TailCursor.Tail", func(s *Segment) error {
+	f("delta", segfmt.PartTails, "TailCursor.Tail", func(s *Segment) error {
 		c, err := s.Double("delta")
 		require.NoError(t, err)
 		_, err = c.Tails().Cursor().Tail(0, nil)
 		return err
 	})
-	f("users", PartValues, "SketchCursor.Bytes", func(s *Segment) error {
+	f("users", segfmt.PartValues, "SketchCursor.Bytes", func(s *Segment) error {
 		c, err := s.Sketch("users")
 		require.NoError(t, err)
 		_, err = c.Cursor().Bytes(0)
 		return err
 	})
-	f("users", PartValues, "SketchCursor.Sketch", func(s *Segment) error {
+	f("users", segfmt.PartValues, "SketchCursor.Sketch", func(s *Segment) error {
 		c, err := s.Sketch("users")
 		require.NoError(t, err)
 		_, err = c.Cursor().sketch(8)
 		return err
 	})
-	for _, kind := range []PartKind{PartValues, PartNulls} {
+	for _, kind := range []segfmt.PartKind{segfmt.PartValues, segfmt.PartNulls} {
 		f("body", kind, "RawCursor.At", func(s *Segment) error {
 			c, err := s.Raw("body")
 			require.NoError(t, err)
@@ -821,22 +822,22 @@ func TestReadCheckEveryEntry(t *testing.T) {
 			return err
 		})
 	}
-	f("body", PartNulls, "RawColumn.Nulls", func(s *Segment) error {
+	f("body", segfmt.PartNulls, "RawColumn.Nulls", func(s *Segment) error {
 		c, err := s.Raw("body")
 		require.NoError(t, err)
 		_, err = c.Nulls()
 		return err
 	})
-	f("body", PartNulls, "Segment.Nulls (raw)", func(s *Segment) error { _, err := s.nulls("body"); return err })
-	f("page", PartNulls, "Segment.Nulls", func(s *Segment) error { _, err := s.nulls("page"); return err })
-	f("tags", PartNulls, "DimColumn.Nulls", func(s *Segment) error { _, err := dim(s, "tags").Nulls(); return err })
-	f("tags", PartIDs, "DimCursor.IDs", func(s *Segment) error { _, err := dim(s, "tags").Cursor().IDs(3); return err })
-	f("page", PartIDs, "DimCursor.ID", func(s *Segment) error { _, err := dim(s, "page").Cursor().id(0); return err })
-	f("country", PartIDs, "DimCursor.Values", func(s *Segment) error { _, err := dim(s, "country").Cursor().Values(9); return err })
-	f("tags", PartIDs, "DimCursor.Chunk", func(s *Segment) error { _, _, _, err := dim(s, "tags").Cursor().Chunk(2); return err })
-	f("page", PartBitmaps, "DimColumn.Bitmap", func(s *Segment) error { _, err := dim(s, "page").Bitmap(1); return err })
-	f("tags", PartBitmaps, "Segment.Bitmap", func(s *Segment) error { _, err := s.bitmap("tags", 0); return err })
-	f("tags", PartBitmaps, "DimColumn.EachBitmapRows", func(s *Segment) error {
+	f("body", segfmt.PartNulls, "Segment.Nulls (raw)", func(s *Segment) error { _, err := s.nulls("body"); return err })
+	f("page", segfmt.PartNulls, "Segment.Nulls", func(s *Segment) error { _, err := s.nulls("page"); return err })
+	f("tags", segfmt.PartNulls, "DimColumn.Nulls", func(s *Segment) error { _, err := dim(s, "tags").Nulls(); return err })
+	f("tags", segfmt.PartIDs, "DimCursor.IDs", func(s *Segment) error { _, err := dim(s, "tags").Cursor().IDs(3); return err })
+	f("page", segfmt.PartIDs, "DimCursor.ID", func(s *Segment) error { _, err := dim(s, "page").Cursor().id(0); return err })
+	f("country", segfmt.PartIDs, "DimCursor.Values", func(s *Segment) error { _, err := dim(s, "country").Cursor().Values(9); return err })
+	f("tags", segfmt.PartIDs, "DimCursor.Chunk", func(s *Segment) error { _, _, _, err := dim(s, "tags").Cursor().Chunk(2); return err })
+	f("page", segfmt.PartBitmaps, "DimColumn.Bitmap", func(s *Segment) error { _, err := dim(s, "page").Bitmap(1); return err })
+	f("tags", segfmt.PartBitmaps, "Segment.Bitmap", func(s *Segment) error { _, err := s.bitmap("tags", 0); return err })
+	f("tags", segfmt.PartBitmaps, "DimColumn.EachBitmapRows", func(s *Segment) error {
 		return dim(s, "tags").EachBitmapRows(2, nil, func([]uint32) error { return nil })
 	})
 }

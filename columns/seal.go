@@ -8,6 +8,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -121,9 +122,9 @@ func (w *Writer) stageMetricNulls() (uint8, error) {
 		}
 		b, err := w.med.NewBytes()
 		if err != nil {
-			return 0, fmt.Errorf("columns: column %q part %s: %w", s.name, PartNulls, err)
+			return 0, fmt.Errorf("columns: column %q part %s: %w", s.name, segfmt.PartNulls, err)
 		}
-		ns := &stage{b: b, spec: partSpec{c, PartNulls, EncRoaring}, name: s.name}
+		ns := &stage{b: b, spec: partSpec{c, segfmt.PartNulls, segfmt.EncRoaring}, name: s.name}
 		stages = append(stages, ns)
 		bm.RunOptimize()
 		if _, err := bm.WriteTo(ns); err != nil {

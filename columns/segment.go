@@ -8,6 +8,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/internal/sys"
 )
 
@@ -119,7 +120,7 @@ func newSegment(src source, name string, closeFn func() error, o OpenOptions) (*
 	return s, nil
 }
 
-func (s *Segment) part(col int, kind PartKind) *PartInfo {
+func (s *Segment) part(col int, kind segfmt.PartKind) *PartInfo {
 	for i := range s.f.parts {
 		if p := &s.f.parts[i]; p.column == col && p.Kind == kind {
 			return p
@@ -139,7 +140,7 @@ func (s *Segment) parseColumns() error {
 		ix.chk = s.checkOf(p)
 		return ix, nil
 	}
-	ix, err := chunked(s.part(0, PartValues))
+	ix, err := chunked(s.part(0, segfmt.PartValues))
 	if err != nil {
 		return err
 	}
@@ -149,15 +150,15 @@ func (s *Segment) parseColumns() error {
 	for i, d := range sc.Dimensions {
 		c := 1 + i
 		if d.Raw {
-			ix, err := chunked(s.part(c, PartValues))
+			ix, err := chunked(s.part(c, segfmt.PartValues))
 			if err != nil {
 				return err
 			}
-			s.raws[i] = &RawColumn{seg: s, dim: d, ix: ix, nulls: s.checkOf(s.part(c, PartNulls))}
+			s.raws[i] = &RawColumn{seg: s, dim: d, ix: ix, nulls: s.checkOf(s.part(c, segfmt.PartNulls))}
 			continue
 		}
-		dc := &DimColumn{seg: s, dim: d, nulls: s.checkOf(s.part(c, PartNulls))}
-		dp := s.part(c, PartDictionary)
+		dc := &DimColumn{seg: s, dim: d, nulls: s.checkOf(s.part(c, segfmt.PartNulls))}
+		dp := s.part(c, segfmt.PartDictionary)
 		// The dictionary's count and null flag are read from unchecked bytes; the part is
 		// checked before anything derived from it is handed out: by Dim (Cardinality and
 		// HasNull are reached through it), and by every read of its bytes. A failure to parse
@@ -170,8 +171,8 @@ func (s *Segment) parseColumns() error {
 		if card == 0 && rows > 0 {
 			return s.openError(dp, corruptf("empty dictionary for %d rows", rows))
 		}
-		ip := s.part(c, PartIDs)
-		if ip.Encoding == EncIDChunksV4 {
+		ip := s.part(c, segfmt.PartIDs)
+		if ip.Encoding == segfmt.EncIDChunksV4 {
 			// The chunked part, then the rank table.
 			tail := rankTableSize(card)
 			if tail > ip.Length {
@@ -203,7 +204,7 @@ func (s *Segment) parseColumns() error {
 			return err
 		}
 		if !d.NoBitmapIndex {
-			p := s.part(c, PartBitmaps)
+			p := s.part(c, segfmt.PartBitmaps)
 			if dc.bms, err = parseBitmaps(&s.src, p, card, rows); err != nil {
 				if derr := s.openError(dp, nil); derr != nil {
 					return derr // the table did not fit the dictionary's count: which is wrong
@@ -216,7 +217,7 @@ func (s *Segment) parseColumns() error {
 	}
 	for i, m := range sc.Metrics {
 		c := 1 + len(sc.Dimensions) + i
-		ix, err := chunked(s.part(c, PartValues))
+		ix, err := chunked(s.part(c, segfmt.PartValues))
 		if err != nil {
 			return err
 		}
@@ -226,15 +227,15 @@ func (s *Segment) parseColumns() error {
 			sk *SketchColumn
 		)
 		var times *Column[int64]
-		if p := s.part(c, PartTimes); p != nil {
+		if p := s.part(c, segfmt.PartTimes); p != nil {
 			tix, err := chunked(p)
 			if err != nil {
 				return err
 			}
-			times = &Column[int64]{seg: s, name: m.Name, ix: tix, part: PartTimes}
+			times = &Column[int64]{seg: s, name: m.Name, ix: tix, part: segfmt.PartTimes}
 		}
 		var nulls *partCheck
-		if p := s.part(c, PartNulls); p != nil {
+		if p := s.part(c, segfmt.PartNulls); p != nil {
 			nulls = s.checkOf(p)
 		}
 		switch m.column() {
@@ -242,7 +243,7 @@ func (s *Segment) parseColumns() error {
 			l = &Column[int64]{seg: s, name: m.Name, ix: ix, times: times, nulls: nulls}
 		case MetricDouble:
 			d = &Column[float64]{seg: s, name: m.Name, ix: ix, times: times, nulls: nulls}
-			if p := s.part(c, PartTails); p != nil {
+			if p := s.part(c, segfmt.PartTails); p != nil {
 				tix, err := chunked(p)
 				if err != nil {
 					return err
@@ -402,10 +403,10 @@ func (c *chunkReader) next(row int) int {
 	return c.ix.find(row)
 }
 
-// partOr returns k, or PartValues for the zero kind.
-func partOr(k PartKind) PartKind {
+// partOr returns k, or segfmt.PartValues for the zero kind.
+func partOr(k segfmt.PartKind) segfmt.PartKind {
 	if k == 0 {
-		return PartValues
+		return segfmt.PartValues
 	}
 	return k
 }

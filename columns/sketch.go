@@ -7,10 +7,11 @@ import (
 	"slices"
 
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // Sketch metrics. A metric whose aggregator is a sketch aggregator (columns/agg: hyperUnique,
-// ...) stores one serialized sketch per row, in blob chunks (EncBlobChunks). Its schema entry
+// ...) stores one serialized sketch per row, in blob chunks (segfmt.EncBlobChunks). Its schema entry
 // may carry parameters the sketch kind interprets (Metric.Params), and InputSketch.
 
 // Sketches returns the sketches of the metric: its aggregator's sketch kind with the metric's
@@ -178,7 +179,7 @@ func (c *SketchCursor) sketch(row int) (agg.Sketch, error) {
 	}
 	sk, err := c.sks.Decode(b)
 	if err != nil {
-		return nil, partError(c.name, PartValues, corruptf("row %d: sketch: %v", row, err))
+		return nil, partError(c.name, segfmt.PartValues, corruptf("row %d: sketch: %v", row, err))
 	}
 	return sk, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // TestTruncateEveryGranularityAtTheEnds: within [MinTime, MaxTime] truncation rounds down to
@@ -76,7 +77,7 @@ func TestVerifyRejectsTimeOutOfRange(t *testing.T) {
 	good := writeRows(t, s, []Row{{Time: orig, Metrics: []Value{{Long: 1}}}}, WriterOptions{Compression: CompressionNone})
 	seg, err := NewSegmentBytes(good)
 	require.NoError(t, err)
-	p := seg.part(0, PartValues)
+	p := seg.part(0, segfmt.PartValues)
 	b := append([]byte(nil), good...)
 	part := b[p.Offset : p.Offset+p.Length]
 	i := bytes.Index(part, binary.AppendVarint(nil, orig))
@@ -85,7 +86,7 @@ func TestVerifyRejectsTimeOutOfRange(t *testing.T) {
 	f := *seg.f
 	f.parts = append([]PartInfo(nil), seg.f.parts...)
 	for k := range f.parts {
-		if f.parts[k].column == 0 && f.parts[k].Kind == PartValues {
+		if f.parts[k].column == 0 && f.parts[k].Kind == segfmt.PartValues {
 			f.parts[k].CRC = crc(part)
 		}
 	}

@@ -4,15 +4,16 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // TestFooterVersion4 pins the rule of version 4: a part may use the version 4 encoding of its
 // kind only in a version 4 segment, and a version 4 segment has at least one such part (its
 // metric nulls parts optional).
 func TestFooterVersion4(t *testing.T) {
-	const fake Encoding = 250 // stands in for a version 4 encoding of EncLongChunks
-	encodingsV4[EncLongChunks] = fake
-	t.Cleanup(func() { delete(encodingsV4, EncLongChunks) })
+	const fake segfmt.Encoding = 250 // stands in for a version 4 encoding of segfmt.EncLongChunks
+	encodingsV4[segfmt.EncLongChunks] = fake
+	t.Cleanup(func() { delete(encodingsV4, segfmt.EncLongChunks) })
 
 	s, rows := goldenRows()
 	good := writeColumns(t, s, rows, WriterOptions{Compression: CompressionNone, ChunkRows: 3})

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -88,7 +89,7 @@ func TestMergeReleasesMappedInputs(t *testing.T) {
 		require.NoError(t, err)
 		defer func() { require.NoError(t, segs[i].Close()) }()
 		for _, part := range segs[i].Parts() {
-			if part.Kind == columns.PartValues || part.Kind == columns.PartIDs {
+			if part.Kind == segfmt.PartValues || part.Kind == segfmt.PartIDs {
 				rowBytes += part.Length
 			}
 		}

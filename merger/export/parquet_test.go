@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/merger/ingest"
@@ -449,7 +450,7 @@ func TestWriteParquetCorrupt(t *testing.T) {
 		if err == nil {
 			// An export reads no bitmap index, nor a dictionary dimension's null bitmap (its
 			// dictionary says which rows are null): damaging one changes nothing it writes.
-			require.Contains(t, []columns.PartKind{columns.PartBitmaps, columns.PartNulls}, p.Kind, "column %s part %s: damaged, yet exported", p.Column, p.Kind)
+			require.Contains(t, []segfmt.PartKind{segfmt.PartBitmaps, segfmt.PartNulls}, p.Kind, "column %s part %s: damaged, yet exported", p.Column, p.Kind)
 			require.Equal(t, want.Bytes(), got.Bytes())
 			continue
 		}
