@@ -337,7 +337,7 @@ func TestBitmapIndexV4Segment(t *testing.T) {
 		b := write(0, comp)
 		require.Equal(t, b, write(1, comp), "%s: words and rows give different files", comp)
 		require.Equal(t, b, write(2, comp), "%s: roaring and rows give different files", comp)
-		seg, err := NewSegmentBytes(b)
+		seg, err := newSegmentBytes(b)
 		require.NoError(t, err)
 		require.NoError(t, seg.Verify())
 		want := segfmt.EncRoaringTableV4
@@ -397,9 +397,9 @@ func TestFlipBitmapsV4(t *testing.T) {
 		rows[i] = g.next()
 	}
 	good := writeRows(t, s, rows, WriterOptions{})
-	seg, err := NewSegmentBytes(good)
+	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
-	var part PartInfo
+	var part segfmt.PartInfo
 	for _, p := range seg.Parts() {
 		if p.Kind == segfmt.PartBitmaps {
 			part = p
@@ -412,7 +412,7 @@ func TestFlipBitmapsV4(t *testing.T) {
 			b[i] ^= x
 			fixed := fixCRCs(b)
 			require.NotEqual(t, good, fixed)
-			seg, err := NewSegmentBytes(fixed)
+			seg, err := newSegmentBytes(fixed)
 			if err != nil {
 				require.ErrorIs(t, err, ErrCorrupt)
 			} else {
@@ -507,7 +507,7 @@ func TestGoldenV4Bitmaps(t *testing.T) {
 	want, err := os.ReadFile(goldenV4BitmapsPath)
 	require.NoError(t, err)
 	require.Equal(t, byte(versionV4), want[len(magic)])
-	fresh, err := NewSegmentBytes(goldenV4BitmapsBytes(t))
+	fresh, err := newSegmentBytes(goldenV4BitmapsBytes(t))
 	require.NoError(t, err)
 	var n int
 	for _, p := range seg.Parts() {

@@ -223,7 +223,7 @@ var efScratchPool = sync.Pool{New: func() any { return new(efScratch) }}
 // bitmapsReader reads a bitmap index part; safe for concurrent use.
 type bitmapsReader struct {
 	src      *source
-	part     *PartInfo
+	part     *segfmt.PartInfo
 	chk      *partCheck // the part's read-path check (nil in codec tests): DimColumn calls it
 	count    int
 	tableOff int64
@@ -231,7 +231,7 @@ type bitmapsReader struct {
 	v4       bool // segfmt.EncRoaringTableV4: the bitmaps are in the forms of bitmapef.go
 }
 
-func parseBitmaps(src *source, p *PartInfo, cardinality, rows int) (*bitmapsReader, error) {
+func parseBitmaps(src *source, p *segfmt.PartInfo, cardinality, rows int) (*bitmapsReader, error) {
 	if p.Length < bitmapsTrailerSize {
 		return nil, corruptf("%d bytes, too short for a bitmap index", p.Length)
 	}

@@ -355,7 +355,7 @@ func TestDictionaryCodec(t *testing.T) {
 		_, err := st.b.ReadAt(buf, 0)
 		require.NoError(t, err)
 		src := &source{data: buf, size: int64(len(buf))}
-		p := &PartInfo{Offset: 0, Length: int64(len(buf))}
+		p := &segfmt.PartInfo{Offset: 0, Length: int64(len(buf))}
 		r, err := parseDict(src, p)
 		require.NoError(t, err)
 		require.Equal(t, len(vals), r.count)

@@ -250,7 +250,7 @@ func BenchmarkDictionary(b *testing.B) {
 		buf := make([]byte, st.n)
 		_, _ = st.b.ReadAt(buf, 0)
 		src := &source{data: buf, size: int64(len(buf))}
-		dr, err := parseDict(src, &PartInfo{Length: int64(len(buf))})
+		dr, err := parseDict(src, &segfmt.PartInfo{Length: int64(len(buf))})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -319,7 +319,7 @@ func BenchmarkBitmaps(b *testing.B) {
 			_ = w.finish()
 			buf := make([]byte, st.n)
 			_, _ = st.b.ReadAt(buf, 0)
-			br, err := parseBitmaps(&source{data: buf, size: int64(len(buf))}, &PartInfo{Length: int64(len(buf)), Encoding: st.spec.enc}, card, rows)
+			br, err := parseBitmaps(&source{data: buf, size: int64(len(buf))}, &segfmt.PartInfo{Length: int64(len(buf)), Encoding: st.spec.enc}, card, rows)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -25,7 +25,7 @@ func TestErrorConvention(t *testing.T) {
 	var out bytes.Buffer
 	_, err = w.FinishTo(&out)
 	require.NoError(t, err)
-	seg, err := NewSegmentBytes(out.Bytes())
+	seg, err := newSegmentBytes(out.Bytes())
 	require.NoError(t, err)
 	col, err := seg.Dim("d")
 	require.NoError(t, err)

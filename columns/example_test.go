@@ -64,7 +64,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	seg, err := columns.NewSegmentBytes(buf.Bytes())
+	seg, err := columns.NewSegment(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
 	if err != nil {
 		log.Fatal(err)
 	}

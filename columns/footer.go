@@ -56,17 +56,6 @@ func isV4Encoding(e segfmt.Encoding) bool {
 	return false
 }
 
-// PartInfo describes one part of a segment file, as its footer lists it.
-type PartInfo struct {
-	Column   string // TimeColumn, a dimension or a metric
-	Kind     segfmt.PartKind
-	Encoding segfmt.Encoding
-	Offset   int64  // from the start of the file
-	Length   int64  // bytes
-	CRC      uint32 // CRC-32C (Castagnoli) of the part's bytes
-	column   int    // index: 0 __time, then dimensions, then metrics
-}
-
 // Interval is a time range in milliseconds since the epoch, Start inclusive, End exclusive.
 type Interval struct {
 	Start int64 `json:"start"`
@@ -178,7 +167,7 @@ type footer struct {
 	rows     int
 	interval Interval
 	schema   Schema
-	parts    []PartInfo
+	parts    []segfmt.PartInfo
 }
 
 // Footer layout (all integers little-endian):
@@ -199,7 +188,7 @@ func appendFooter(dst []byte, f *footer) ([]byte, error) {
 	dst = append(dst, js...)
 	dst = binary.AppendUvarint(dst, uint64(len(f.parts)))
 	for _, p := range f.parts {
-		dst = binary.AppendUvarint(dst, uint64(p.column))
+		dst = binary.AppendUvarint(dst, uint64(p.Index))
 		dst = append(dst, byte(p.Kind), byte(p.Encoding))
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(p.Offset))
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(p.Length))
@@ -281,7 +270,7 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 	}
 	ncols := 1 + len(schema.Dimensions) + len(schema.Metrics)
 	next := int64(headerSize)
-	f.parts = make([]PartInfo, 0, np)
+	f.parts = make([]segfmt.PartInfo, 0, np)
 	metricNulls, partsV4 := 0, 0
 	seenNulls := map[int]bool{}
 	for i := 0; i < int(np); i++ {
@@ -290,8 +279,8 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 			return nil, bad("part %d: bad column or short entry", i)
 		}
 		rest = rest[k:]
-		p := PartInfo{
-			column:   int(c),
+		p := segfmt.PartInfo{
+			Index:    int(c),
 			Kind:     segfmt.PartKind(rest[0]),
 			Encoding: segfmt.Encoding(rest[1]),
 			Offset:   int64(binary.LittleEndian.Uint64(rest[2:])),
@@ -299,12 +288,12 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 			CRC:      binary.LittleEndian.Uint32(rest[18:]),
 		}
 		rest = rest[22:]
-		p.Column = columnName(schema, p.column)
-		key := [2]int{p.column, int(p.Kind)}
+		p.Column = columnName(schema, p.Index)
+		key := [2]int{p.Index, int(p.Kind)}
 		enc, ok := expect[key]
-		if !ok && optional > 0 && p.Kind == segfmt.PartNulls && metricNullsColumn(schema, p.column) && !seenNulls[p.column] {
+		if !ok && optional > 0 && p.Kind == segfmt.PartNulls && metricNullsColumn(schema, p.Index) && !seenNulls[p.Index] {
 			// A metric's nulls part, at most once.
-			seenNulls[p.column] = true
+			seenNulls[p.Index] = true
 			enc, ok = segfmt.EncRoaring, true
 			metricNulls++
 		}

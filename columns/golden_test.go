@@ -136,7 +136,7 @@ func TestReadVersion1(t *testing.T) {
 	require.NoError(t, err)
 	defer seg.Close()
 	require.Equal(t, byte(1), seg.f.version)
-	require.NoError(t, seg.VerifyChecksums())
+	require.NoError(t, seg.verifyChecksums())
 	// The version 1 writer's AddRow stamped rollup on rows it never rolled up nor sorted:
 	// Verify now says so.
 	err = seg.Verify()

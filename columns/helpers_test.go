@@ -106,7 +106,7 @@ func randSchema(rng *rand.Rand) Schema {
 // (quantiles has its tests in columns/agg and merger/export).
 func testAggregators() []Aggregator {
 	var out []Aggregator
-	for _, a := range Aggregators {
+	for _, a := range aggregators {
 		if s, _ := a.Spec(); s.Type != agg.SketchType || a == AggHyperUnique {
 			out = append(out, a)
 		}

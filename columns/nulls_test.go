@@ -74,7 +74,7 @@ func TestNullsRoundTrip(t *testing.T) {
 			} else {
 				b = writeColumns(t, s, rows, WriterOptions{ChunkRows: 64, Compression: CompressionNone})
 			}
-			seg, err := NewSegmentBytes(b)
+			seg, err := newSegmentBytes(b)
 			require.NoError(t, err)
 			require.NoError(t, seg.Verify(), "p %v %s", p, how)
 			want := byte(2)
@@ -128,7 +128,7 @@ func TestNullsRoundTrip(t *testing.T) {
 			}
 			kinds := map[segfmt.PartKind]int{}
 			for _, pi := range seg.Parts() {
-				if pi.column > len(s.Dimensions) {
+				if pi.Index > len(s.Dimensions) {
 					kinds[pi.Kind]++
 				}
 			}
@@ -153,7 +153,7 @@ func TestNullsV2Identical(t *testing.T) {
 	require.Equal(t, byte(2), want[len(magic)])
 	s, rows := goldenRows()
 	require.Equal(t, want, goldenBytes(t))
-	seg, err := NewSegmentBytes(want)
+	seg, err := newSegmentBytes(want)
 	require.NoError(t, err)
 	for _, m := range s.Metrics {
 		if c, err := seg.Long(m.Name); err == nil {
@@ -202,10 +202,10 @@ func TestNullsCorrupt(t *testing.T) {
 		{Time: 3, Metrics: []Value{{Long: 7}, {Double: 3}, {Double: 0.2}}},
 	}
 	good := writeRows(t, s, rows, WriterOptions{Compression: CompressionNone})
-	seg, err := NewSegmentBytes(good)
+	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	require.NoError(t, seg.Verify())
-	var nullParts []PartInfo
+	var nullParts []segfmt.PartInfo
 	for _, p := range seg.Parts() {
 		if p.Kind == segfmt.PartNulls {
 			nullParts = append(nullParts, p)
@@ -214,13 +214,13 @@ func TestNullsCorrupt(t *testing.T) {
 	require.Len(t, nullParts, 3)
 
 	// Replace a part's bytes (same length), fixing its CRC in the footer.
-	replace := func(p PartInfo, b []byte) []byte {
+	replace := func(p segfmt.PartInfo, b []byte) []byte {
 		t.Helper()
 		require.Equal(t, int(p.Length), len(b))
 		out := append([]byte(nil), good...)
 		copy(out[p.Offset:], b)
 		f := *seg.f
-		f.parts = append([]PartInfo(nil), f.parts...)
+		f.parts = append([]segfmt.PartInfo(nil), f.parts...)
 		for i := range f.parts {
 			if f.parts[i].Offset == p.Offset {
 				f.parts[i].CRC = crc(b)
@@ -231,7 +231,7 @@ func TestNullsCorrupt(t *testing.T) {
 	mustBad := func(b []byte, contains string) {
 		t.Helper()
 		requireBadBytes(t, b, contains)
-		seg, err := NewSegmentBytes(b)
+		seg, err := newSegmentBytes(b)
 		if err == nil {
 			err = seg.Verify()
 		}
@@ -252,7 +252,7 @@ func TestNullsCorrupt(t *testing.T) {
 	// A raw CRC mismatch.
 	flipped := append([]byte(nil), good...)
 	flipped[nullParts[1].Offset+nullParts[1].Length-1] ^= 0x40
-	s2, err := NewSegmentBytes(flipped)
+	s2, err := newSegmentBytes(flipped)
 	require.NoError(t, err)
 	c, err := s2.Double("f")
 	require.NoError(t, err)
@@ -263,7 +263,7 @@ func TestNullsCorrupt(t *testing.T) {
 	// Footer surgery: a version 3 footer without nulls parts, and a duplicated one.
 	rebuild := func(edit func(f *footer)) []byte {
 		f := *seg.f
-		f.parts = append([]PartInfo(nil), f.parts...)
+		f.parts = append([]segfmt.PartInfo(nil), f.parts...)
 		edit(&f)
 		return rebuildFooter(t, good, &f)
 	}
@@ -275,7 +275,7 @@ func TestNullsCorrupt(t *testing.T) {
 		// l's nulls part listed twice, the second covering the next part's bytes.
 		p := f.parts[2]
 		require.Equal(t, segfmt.PartNulls, p.Kind)
-		f.parts = append(f.parts[:3], append([]PartInfo{p}, f.parts[3:]...)...)
+		f.parts = append(f.parts[:3], append([]segfmt.PartInfo{p}, f.parts[3:]...)...)
 	})
 	mustBad(dup, "")
 
@@ -286,7 +286,7 @@ func TestNullsCorrupt(t *testing.T) {
 	shift := int64(len(empty)) - nullParts[0].Length
 	b = append(b, good[nullParts[0].Offset+nullParts[0].Length:]...)
 	f := *seg.f
-	f.parts = append([]PartInfo(nil), f.parts...)
+	f.parts = append([]segfmt.PartInfo(nil), f.parts...)
 	for i := range f.parts {
 		switch {
 		case f.parts[i].Offset == nullParts[0].Offset:
@@ -304,7 +304,7 @@ func TestNullsCorrupt(t *testing.T) {
 	// A version this reader does not know.
 	next := append([]byte(nil), good...)
 	next[len(magic)] = maxVersion + 1
-	_, err = NewSegmentBytes(next)
+	_, err = newSegmentBytes(next)
 	require.ErrorIs(t, err, ErrVersion)
 	require.ErrorContains(t, err, fmt.Sprintf("reads 1 to %d", maxVersion))
 }
@@ -313,7 +313,7 @@ func TestNullsCorrupt(t *testing.T) {
 func TestFlipNulls(t *testing.T) {
 	good := nullsSegment(t, 10, 3, WriterOptions{ChunkRows: 4, Compression: CompressionNone})
 	require.Equal(t, byte(3), good[len(magic)])
-	seg, err := NewSegmentBytes(good)
+	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	require.NoError(t, readAll(seg))
 	b := append([]byte(nil), good...)

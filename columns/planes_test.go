@@ -404,7 +404,7 @@ func TestSegmentVersion4(t *testing.T) {
 		byRows := writeRows(t, s, rows, opts)
 		byCols := writeColumns(t, s, rows, opts)
 		require.Equal(t, byRows, byCols, "%s: rows and the column writers write the same bytes", comp)
-		seg, err := NewSegmentBytes(byRows)
+		seg, err := newSegmentBytes(byRows)
 		require.NoError(t, err)
 		checkSegment(t, seg, s, rows, sketches)
 		enc := partEncodings(seg)
@@ -460,7 +460,7 @@ func TestSegmentVersion4Ranks(t *testing.T) {
 		rows = append(rows, Row{Time: int64(i), Dims: [][]string{{v}}})
 	}
 	b := writeRows(t, s, rows, WriterOptions{Compression: CompressionZstd})
-	seg, err := NewSegmentBytes(b)
+	seg, err := newSegmentBytes(b)
 	require.NoError(t, err)
 	dc := seg.dims[0]
 	// "common" (id 0) ranks first, "rare" (id 1) second, the "z..." ids after, by id on ties.
@@ -531,7 +531,7 @@ func v4FlipSegment(t testing.TB) []byte {
 }
 
 func TestV4FlipSegment(t *testing.T) {
-	seg, err := NewSegmentBytes(v4FlipSegment(t))
+	seg, err := newSegmentBytes(v4FlipSegment(t))
 	require.NoError(t, err)
 	enc := partEncodings(seg)
 	for _, k := range []string{"__time/values", "page/ids", "added/values", "firstAdded/values", "delta/values", "lastDelta/values"} {

@@ -62,7 +62,7 @@ func BenchmarkEventRead(b *testing.B) {
 		if _, err := w.FinishTo(&buf); err != nil {
 			b.Fatal(err)
 		}
-		seg, err := NewSegmentBytes(buf.b)
+		seg, err := newSegmentBytes(buf.b)
 		if err != nil {
 			b.Fatal(err)
 		}

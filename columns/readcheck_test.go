@@ -495,7 +495,7 @@ func readNumbers[T Number](c *Column[T], rows, chunkRow int, p func(format strin
 
 // region says where byte i of a segment lies: a part (its index in parts), or -1 for the
 // header, the footer or the trailer.
-func region(parts []PartInfo, i int) int {
+func region(parts []segfmt.PartInfo, i int) int {
 	for k, p := range parts {
 		if int64(i) >= p.Offset && int64(i) < p.Offset+p.Length {
 			return k
@@ -513,7 +513,7 @@ func region(parts []PartInfo, i int) int {
 // must give what the intact file gives (it never happens here: every part is read).
 func TestFlipEveryByteReadPath(t *testing.T) {
 	for name, good := range flipSegments(t) {
-		seg, err := NewSegmentBytes(good)
+		seg, err := newSegmentBytes(good)
 		require.NoError(t, err)
 		require.NoError(t, seg.Verify())
 		want, err := readEveryColumn(seg)
@@ -533,7 +533,7 @@ func TestFlipEveryByteReadPath(t *testing.T) {
 			b[i] ^= x
 			var s *Segment
 			if i%2 == 0 {
-				s, err = NewSegmentBytes(b)
+				s, err = newSegmentBytes(b)
 			} else {
 				s, err = NewSegment(bytes.NewReader(b), int64(len(b)))
 			}
@@ -573,7 +573,7 @@ func TestFlipEveryByteReadPath(t *testing.T) {
 // for a flip in each part of each kind.
 func TestReadCheckNamesTheFile(t *testing.T) {
 	good := flipSegments(t)["zstd"]
-	seg, err := NewSegmentBytes(good)
+	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.seg")
@@ -597,7 +597,7 @@ func TestReadCheckNamesTheFile(t *testing.T) {
 func TestReadCheckOnce(t *testing.T) {
 	good := flipSegments(t)["none"]
 	open := func(b []byte) *Segment {
-		s, err := NewSegmentBytes(b)
+		s, err := newSegmentBytes(b)
 		require.NoError(t, err)
 		return s
 	}
@@ -620,12 +620,12 @@ func TestReadCheckOnce(t *testing.T) {
 	require.Equal(t, nparts, s.crcPasses.Load(), "no part twice")
 
 	s = open(good)
-	require.NoError(t, s.VerifyChecksums())
+	require.NoError(t, s.verifyChecksums())
 	require.Equal(t, nparts, s.crcPasses.Load())
 	_, err = readEveryColumn(s)
 	require.NoError(t, err)
 	require.Equal(t, nparts, s.crcPasses.Load(), "VerifyChecksums checked every part for the reads")
-	require.NoError(t, s.VerifyChecksums())
+	require.NoError(t, s.verifyChecksums())
 	require.Equal(t, nparts, s.crcPasses.Load(), "and for itself")
 
 	s = open(good)
@@ -633,7 +633,7 @@ func TestReadCheckOnce(t *testing.T) {
 	_, err = readEveryColumn(s)
 	require.NoError(t, err)
 	require.Zero(t, s.crcPasses.Load(), "trusted parts are not checked")
-	require.NoError(t, s.VerifyChecksums())
+	require.NoError(t, s.verifyChecksums())
 	require.Equal(t, nparts, s.crcPasses.Load(), "VerifyChecksums checks trusted parts")
 
 	// Trusted from Open: nothing is checked.
@@ -675,7 +675,7 @@ func TestReadCheckOnce(t *testing.T) {
 		}
 	}
 	require.NotNil(t, bad, "a trusted part is read as it is, wrong values included")
-	require.ErrorIs(t, bad.VerifyChecksums(), ErrCorrupt)
+	require.ErrorIs(t, bad.verifyChecksums(), ErrCorrupt)
 	_, err = bc.Get(0)
 	require.ErrorIs(t, err, ErrCorrupt, "VerifyChecksums found the part bad: it stays bad")
 
@@ -692,7 +692,7 @@ func TestReadCheckOnce(t *testing.T) {
 		require.Equal(t, err1.Error(), err.Error())
 	}
 	require.Equal(t, before+1, bad.crcPasses.Load(), "a bad part's CRC is computed once")
-	err = bad.VerifyChecksums()
+	err = bad.verifyChecksums()
 	require.ErrorContains(t, err, `columns: column "added" part values: CRC `)
 }
 
@@ -700,14 +700,14 @@ func TestReadCheckOnce(t *testing.T) {
 // same answer everywhere, a damaged one fails everywhere (run with -race).
 func TestReadCheckConcurrent(t *testing.T) {
 	good := flipSegments(t)["zstd"]
-	s, err := NewSegmentBytes(good)
+	s, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	want, err := readEveryColumn(s)
 	require.NoError(t, err)
 	tags, err := s.Dim("tags")
 	require.NoError(t, err)
 	for _, b := range [][]byte{good, flipped(good, *tags.ix.part), flipped(good, *tags.bms.part)} {
-		seg, err := NewSegmentBytes(b)
+		seg, err := newSegmentBytes(b)
 		require.NoError(t, err)
 		var wg sync.WaitGroup
 		errs := make([]error, 8)
@@ -727,7 +727,7 @@ func TestReadCheckConcurrent(t *testing.T) {
 	}
 }
 
-func flipped(good []byte, p PartInfo) []byte {
+func flipped(good []byte, p segfmt.PartInfo) []byte {
 	b := append([]byte(nil), good...)
 	b[p.Offset] ^= 0x04
 	return b
@@ -737,16 +737,16 @@ func flipped(good []byte, p PartInfo) []byte {
 // first to touch the part (readEveryColumn reaches some entries only after another one).
 func TestReadCheckEveryEntry(t *testing.T) {
 	good := flipSegments(t)["s2"]
-	intact, err := NewSegmentBytes(good)
+	intact, err := newSegmentBytes(good)
 	require.NoError(t, err)
-	part := func(col string, kind segfmt.PartKind) PartInfo {
+	part := func(col string, kind segfmt.PartKind) segfmt.PartInfo {
 		for _, p := range intact.Parts() {
 			if p.Column == col && p.Kind == kind {
 				return p
 			}
 		}
 		t.Fatalf("no part %s of %s", kind, col)
-		return PartInfo{}
+		return segfmt.PartInfo{}
 	}
 	dim := func(s *Segment, name string) *DimColumn {
 		c, err := s.Dim(name)
@@ -756,7 +756,7 @@ func TestReadCheckEveryEntry(t *testing.T) {
 	f := func(col string, kind segfmt.PartKind, what string, read func(s *Segment) error) {
 		t.Helper()
 		p := part(col, kind)
-		s, err := NewSegmentBytes(flipped(good, p))
+		s, err := newSegmentBytes(flipped(good, p))
 		require.NoError(t, err)
 		err = read(s)
 		require.ErrorIs(t, err, ErrCorrupt, what)

@@ -81,8 +81,8 @@ const (
 	AggHyperUnique Aggregator = "hyperUnique"
 )
 
-// Aggregators lists every aggregator, in columns/agg's table order.
-var Aggregators = func() []Aggregator {
+// aggregators lists every aggregator, in columns/agg's table order.
+var aggregators = func() []Aggregator {
 	all := agg.All()
 	out := make([]Aggregator, len(all))
 	for i, a := range all {
@@ -220,8 +220,8 @@ func (s Schema) Validate() error {
 }
 
 func aggregatorList() string {
-	names := make([]string, len(Aggregators))
-	for i, a := range Aggregators {
+	names := make([]string, len(aggregators))
+	for i, a := range aggregators {
 		names[i] = string(a)
 	}
 	return strings.Join(names, ", ")

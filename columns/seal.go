@@ -81,9 +81,9 @@ func (w *Writer) seal() (*footer, error) {
 	}
 	off := int64(headerSize)
 	for _, s := range w.stages {
-		f.parts = append(f.parts, PartInfo{
+		f.parts = append(f.parts, segfmt.PartInfo{
 			Column: s.name, Kind: s.spec.kind, Encoding: s.spec.enc,
-			Offset: off, Length: s.n, CRC: s.crc, column: s.spec.column,
+			Offset: off, Length: s.n, CRC: s.crc, Index: s.spec.column,
 		})
 		off += s.n
 	}
@@ -294,7 +294,7 @@ type Info struct {
 	Rows     int
 	Interval Interval
 	Size     int64 // bytes of the segment file
-	Parts    []PartInfo
+	Parts    []segfmt.PartInfo
 	// Syncs counts the fdatasync and fsync calls made (file, directory, stages); Trickles the
 	// sync_file_range calls.
 	Syncs    int

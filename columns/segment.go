@@ -25,7 +25,7 @@ import (
 // Every other part's CRC-32C is checked by the first read that touches the part, before it
 // returns anything from it: once per part while the segment is open (a later read costs an
 // atomic load), and a mismatch is remembered, so every read of a damaged part fails with an
-// error wrapping ErrCorrupt that names the file, the column and the part. VerifyChecksums and
+// error wrapping ErrCorrupt that names the file, the column and the part. VerifyChecksumsContext and
 // Verify check every part at once, and the reads that follow compute nothing again;
 // TrustChecksums (or OpenOptions.TrustChecksums, from Open on) skips the checks for bytes the
 // caller has just checked another way. The invariants that need the whole data (dictionary
@@ -57,8 +57,8 @@ func Open(path string) (*Segment, error) { return openWith(path, &sys.Default, O
 // NewSegment do.
 type OpenOptions struct {
 	// TrustChecksums skips every CRC check of the read path: the segment is opened as if
-	// TrustChecksums were called first. It is for a file
-	// whose bytes the caller has just checked (see Segment.TrustChecksums); damaged bytes then
+	// every part had been checked. It is for a file
+	// whose bytes the caller has just checked; damaged bytes then
 	// give wrong answers or decoding errors rather than a checksum error.
 	TrustChecksums bool
 	// Name names the segment (Segment.Name) for NewSegmentWith, whose reader has no path: the
@@ -91,9 +91,9 @@ func NewSegmentWith(r io.ReaderAt, size int64, o OpenOptions) (*Segment, error) 
 	return newSegment(source{r: r, size: size}, o.Name, nil, o)
 }
 
-// NewSegmentBytes reads a segment from b without copying; b must not change while the segment
+// newSegmentBytes reads a segment from b without copying; b must not change while the segment
 // is in use.
-func NewSegmentBytes(b []byte) (*Segment, error) {
+func newSegmentBytes(b []byte) (*Segment, error) {
 	if len(b) == 0 {
 		return newSegment(source{r: bytes.NewReader(nil), size: 0}, "", nil, OpenOptions{})
 	}
@@ -120,9 +120,9 @@ func newSegment(src source, name string, closeFn func() error, o OpenOptions) (*
 	return s, nil
 }
 
-func (s *Segment) part(col int, kind segfmt.PartKind) *PartInfo {
+func (s *Segment) part(col int, kind segfmt.PartKind) *segfmt.PartInfo {
 	for i := range s.f.parts {
-		if p := &s.f.parts[i]; p.column == col && p.Kind == kind {
+		if p := &s.f.parts[i]; p.Index == col && p.Kind == kind {
 			return p
 		}
 	}
@@ -132,7 +132,7 @@ func (s *Segment) part(col int, kind segfmt.PartKind) *PartInfo {
 func (s *Segment) parseColumns() error {
 	sc := s.f.schema
 	rows := s.f.rows
-	chunked := func(p *PartInfo) (*chunkIndex, error) {
+	chunked := func(p *segfmt.PartInfo) (*chunkIndex, error) {
 		ix, err := parseChunkIndex(&s.src, p, rows)
 		if err != nil {
 			return nil, s.openError(p, err)
@@ -292,7 +292,7 @@ func (s *Segment) Interval() Interval { return s.f.interval }
 func (s *Segment) Size() int64 { return s.src.size }
 
 // Parts returns the footer's list of parts, in file order.
-func (s *Segment) Parts() []PartInfo { return append([]PartInfo(nil), s.f.parts...) }
+func (s *Segment) Parts() []segfmt.PartInfo { return append([]segfmt.PartInfo(nil), s.f.parts...) }
 
 // Info returns the segment's description, as Writer.Finish returned it (without path and syncs).
 func (s *Segment) Info() Info { return s.f.info(s.src.size) }

@@ -26,7 +26,7 @@ func TestSmoke(t *testing.T) {
 	info, err := w.FinishTo(&buf)
 	require.NoError(t, err)
 	require.Equal(t, int64(buf.Len()), info.Size)
-	s, err := NewSegmentBytes(buf.Bytes())
+	s, err := newSegmentBytes(buf.Bytes())
 	require.NoError(t, err)
 	require.NoError(t, s.Verify())
 	require.Equal(t, 3, s.Rows())

@@ -51,7 +51,7 @@ func TestWriterRejectsTimesOutOfRange(t *testing.T) {
 		require.True(t, g.validTime(lo))
 		require.False(t, g.validTime(lo-1))
 		b := writeRows(t, s, []Row{{Time: lo, Metrics: []Value{{Long: 1}}}, {Time: hi, Metrics: []Value{{Long: 1}}}}, WriterOptions{})
-		seg, err := NewSegmentBytes(b)
+		seg, err := newSegmentBytes(b)
 		require.NoError(t, err)
 		require.NoError(t, seg.Verify())
 		require.Equal(t, Interval{Start: lo, End: hi + g.Millis()}, seg.Interval())
@@ -75,7 +75,7 @@ func TestVerifyRejectsTimeOutOfRange(t *testing.T) {
 	s := Schema{Metrics: []Metric{{Name: "n", Aggregator: AggCount}}}
 	const orig = MinTime // one value: a constant chunk, a 10-byte varint like math.MinInt64's
 	good := writeRows(t, s, []Row{{Time: orig, Metrics: []Value{{Long: 1}}}}, WriterOptions{Compression: CompressionNone})
-	seg, err := NewSegmentBytes(good)
+	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	p := seg.part(0, segfmt.PartValues)
 	b := append([]byte(nil), good...)
@@ -84,14 +84,14 @@ func TestVerifyRejectsTimeOutOfRange(t *testing.T) {
 	require.GreaterOrEqual(t, i, 0, "the time's bytes in the values part")
 	copy(part[i:], binary.AppendVarint(nil, math.MinInt64))
 	f := *seg.f
-	f.parts = append([]PartInfo(nil), seg.f.parts...)
+	f.parts = append([]segfmt.PartInfo(nil), seg.f.parts...)
 	for k := range f.parts {
-		if f.parts[k].column == 0 && f.parts[k].Kind == segfmt.PartValues {
+		if f.parts[k].Index == 0 && f.parts[k].Kind == segfmt.PartValues {
 			f.parts[k].CRC = crc(part)
 		}
 	}
 	f.interval = Interval{Start: math.MinInt64, End: math.MinInt64 + 1}
-	seg, err = NewSegmentBytes(rebuildFooter(t, b, &f))
+	seg, err = newSegmentBytes(rebuildFooter(t, b, &f))
 	require.NoError(t, err)
 	err = seg.Verify()
 	require.ErrorIs(t, err, ErrCorrupt)

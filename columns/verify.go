@@ -25,7 +25,7 @@ import (
 // two rows share a key. The first problem is returned, wrapping ErrCorrupt and naming the
 // column and part, or the rows.
 func (s *Segment) Verify() error {
-	if err := s.VerifyChecksums(); err != nil {
+	if err := s.verifyChecksums(); err != nil {
 		return err
 	}
 	if err := s.verifyTime(); err != nil {
@@ -164,18 +164,18 @@ func (s *Segment) verifyMetricTimes(i int) error {
 	return s.eachChunk(c.cr.ix, func(row int) error { _, _, err := c.Chunk(row); return err })
 }
 
-// VerifyChecksums checks the CRC-32C of every part against the footer: the cheap part of
+// verifyChecksums is VerifyChecksumsContext without a deadline.
+func (s *Segment) verifyChecksums() error { return s.VerifyChecksumsContext(context.Background()) }
+
+// VerifyChecksumsContext checks the CRC-32C of every part against the footer: the cheap part of
 // Verify (one pass over the file, no decoding), enough to catch a damaged file before its
 // contents are copied elsewhere under new checksums. The first mismatch is returned, wrapping
 // ErrCorrupt and naming the column and part. Every part it checks counts as checked for the
 // read path, which then computes no CRC again; a part the read path checked already is not
-// read again, and a part TrustChecksums marked is. On a mapped segment, the pages of the parts
+// read again, and a part OpenOptions.TrustChecksums marked is. On a mapped segment, the pages of the parts
 // it reads are released once checked, 4 MiB at a time (as ReleasePages does): checking a file
-// leaves none of it resident, so a merge that checks its inputs first does not hold them all.
-func (s *Segment) VerifyChecksums() error { return s.VerifyChecksumsContext(context.Background()) }
-
-// VerifyChecksumsContext is VerifyChecksums, stopping with an error wrapping ctx.Err() when ctx
-// is done (checked every MiB).
+// leaves none of it resident, so a merge that checks its inputs first does not hold them all. It stops
+// with an error wrapping ctx.Err() when ctx is done (checked every MiB).
 func (s *Segment) VerifyChecksumsContext(ctx context.Context) error {
 	// Parts read here are released in batches of releaseBatch bytes (see ReleasePages): a
 	// release costs a TLB flush on every CPU the process ran on, so not one per part. The

@@ -17,13 +17,13 @@ func TestFooterVersion4(t *testing.T) {
 
 	s, rows := goldenRows()
 	good := writeColumns(t, s, rows, WriterOptions{Compression: CompressionNone, ChunkRows: 3})
-	seg, err := NewSegmentBytes(good)
+	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	require.Equal(t, uint8(versionNoNulls), seg.f.version, "no part uses a version 4 encoding")
 
 	decode := func(edit func(f *footer)) (*footer, error) {
 		f := *seg.f
-		f.parts = append([]PartInfo(nil), seg.f.parts...)
+		f.parts = append([]segfmt.PartInfo(nil), seg.f.parts...)
 		edit(&f)
 		fb, err := appendFooter(nil, &f)
 		require.NoError(t, err)

@@ -73,7 +73,7 @@ func TestMergeChecksInputChecksums(t *testing.T) {
 	// A fresh segment: a's parts are all checked by now, and a checked part is not read again.
 	fresh := openSeg(t, filepath.Join(dir, "basic-1-5000.seg"))
 	require.ErrorIs(t, fresh.VerifyChecksumsContext(ctx), context.Canceled)
-	require.NoError(t, fresh.VerifyChecksums())
+	require.NoError(t, fresh.VerifyChecksumsContext(context.Background()))
 }
 
 // TestMergeChecksUnreadParts: a byte flipped in a part the merge never reads (the bitmap index

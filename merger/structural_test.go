@@ -1,6 +1,7 @@
 package merger
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -527,7 +528,7 @@ func TestMergeNamesInputFiles(t *testing.T) {
 	path := filepath.Join(dir, "unsorted.seg")
 	require.NoError(t, os.WriteFile(path, b, 0o644))
 	bad := openSeg(t, path)
-	noPath, err := columns.NewSegmentBytes(b)
+	noPath, err := columns.NewSegment(bytes.NewReader(b), int64(len(b)))
 	require.NoError(t, err)
 	good := writeSegment(t, dir, "good.seg", schema, rows)
 

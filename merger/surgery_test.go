@@ -330,7 +330,7 @@ func TestSurgeryRoundTrip(t *testing.T) {
 		f := m.file
 		m.encodeAll(t, f)
 		b := f.assemble()
-		seg2, err := columns.NewSegmentBytes(b)
+		seg2, err := columns.NewSegment(bytes.NewReader(b), int64(len(b)))
 		require.NoError(t, err)
 		require.NoError(t, seg2.Verify())
 		require.Equal(t, readRows(t, seg), readRows(t, seg2))

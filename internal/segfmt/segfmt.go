@@ -90,3 +90,15 @@ func (e Encoding) String() string {
 	}
 	return fmt.Sprintf("encoding%d", uint8(e))
 }
+
+// PartInfo describes one part of a segment file, as its footer lists it.
+type PartInfo struct {
+	Column   string // the column's name: __time, a dimension or a metric
+	Kind     PartKind
+	Encoding Encoding
+	Offset   int64  // from the start of the file
+	Length   int64  // bytes
+	CRC      uint32 // CRC-32C (Castagnoli) of the part's bytes
+	// Index is the column's index in its schema: 0 __time, then dimensions, then metrics.
+	Index int `json:"-"`
+}

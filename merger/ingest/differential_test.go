@@ -286,7 +286,8 @@ func (c *diffCase) finish() {
 	for _, d := range c.dims {
 		c.schema.Dimensions = append(c.schema.Dimensions, columns.Dimension{Name: d.name, MultiValue: d.multi, Raw: d.raw, NoBitmapIndex: d.noBitmapIdx})
 	}
-	for _, a := range columns.Aggregators {
+	for _, e := range agg.All() {
+		a := columns.Aggregator(e.Name)
 		m := columns.Metric{Name: "m_" + string(a), Aggregator: a}
 		if a == columns.AggHyperUnique {
 			m.Field = "user"

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -502,7 +503,7 @@ func TestQueryCorruptInput(t *testing.T) {
 		b := append([]byte(nil), orig...)
 		at := rng.IntN(len(b))
 		b[at] ^= byte(1 + rng.IntN(255))
-		seg, err := columns.NewSegmentBytes(b)
+		seg, err := columns.NewSegment(bytes.NewReader(b), int64(len(b)))
 		if err != nil {
 			continue // Open caught it
 		}

@@ -29,7 +29,7 @@ func TestRelease(t *testing.T) {
 	var buf bytes.Buffer
 	_, err = w.FinishTo(&buf)
 	require.NoError(t, err)
-	seg, err := columns.NewSegmentBytes(buf.Bytes())
+	seg, err := columns.NewSegment(bytes.NewReader(buf.Bytes()), int64(len(buf.Bytes())))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, seg.Close()) }()
 
