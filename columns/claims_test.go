@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 )
@@ -145,7 +146,7 @@ func TestWriterRefusesUntruncatedTime(t *testing.T) {
 	require.NoError(t, w.Abort())
 
 	// Granularity none takes any millisecond; a long metric is not a time.
-	s = Schema{Metrics: []Metric{{Name: "n", Aggregator: AggLongSum}}, Granularity: GranularityDay}
+	s = Schema{Metrics: []Metric{{Name: "n", Aggregator: agg.LongSum}}, Granularity: GranularityDay}
 	w, err = NewWriter(s, WriterOptions{})
 	require.NoError(t, err)
 	lw, err := w.Long("n")
@@ -167,7 +168,7 @@ func rollupSegment(t *testing.T, s Schema, rows []Row) []byte {
 func TestVerifyRollup(t *testing.T) {
 	s := Schema{
 		Dimensions: []Dimension{{Name: "page"}, {Name: "tags", MultiValue: true}, {Name: "body", Raw: true}},
-		Metrics:    []Metric{{Name: "n", Aggregator: AggCount}},
+		Metrics:    []Metric{{Name: "n", Aggregator: agg.Count}},
 	}
 	row := func(tm int64, page, tags, body []string) Row {
 		return Row{Time: tm, Dims: [][]string{page, tags, body}, Metrics: []Value{{Long: 1}}}

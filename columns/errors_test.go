@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -16,7 +17,7 @@ import (
 // medium.ErrInvalid), a call out of order wraps ErrState, a read from a closed segment wraps
 // ErrState and medium.ErrClosed.
 func TestErrorConvention(t *testing.T) {
-	schema := Schema{Dimensions: []Dimension{{Name: "d"}}, Metrics: []Metric{{Name: "n", Type: MetricLong, Aggregator: AggLongSum}}}
+	schema := Schema{Dimensions: []Dimension{{Name: "d"}}, Metrics: []Metric{{Name: "n", Type: MetricLong, Aggregator: agg.LongSum}}}
 	w, err := newRowsWriter(schema, WriterOptions{})
 	require.NoError(t, err)
 	for i := range 10 {

@@ -107,7 +107,7 @@ func randSchema(rng *rand.Rand) Schema {
 func testAggregators() []Aggregator {
 	var out []Aggregator
 	for _, a := range aggregators {
-		if s, _ := a.Spec(); s.Type != agg.SketchType || a == AggHyperUnique {
+		if s, _ := a.Spec(); s.Type != agg.SketchType || a == agg.HyperUnique {
 			out = append(out, a)
 		}
 	}

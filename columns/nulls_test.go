@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/segfmt"
 )
 
@@ -29,7 +30,7 @@ func withNulls(s Schema, rows []Row, seed uint64, p float64) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	for _, r := range rows {
 		for i, m := range s.Metrics {
-			if m.ValueType() == MetricHyperUnique || m.Aggregator == AggCount {
+			if m.ValueType() == MetricHyperUnique || m.Aggregator == agg.Count {
 				continue
 			}
 			if p >= 1 || rng.Float64() < p {
@@ -178,7 +179,7 @@ func TestNullsV2Identical(t *testing.T) {
 // TestNullsAppendErrors: AppendNull on __time or on a first/last metric's times column is a
 // state error; after a null, a timed metric stores time 0.
 func TestNullsAppendErrors(t *testing.T) {
-	w, err := NewWriter(Schema{Metrics: []Metric{{Name: "f", Aggregator: AggLongFirst}}}, WriterOptions{})
+	w, err := NewWriter(Schema{Metrics: []Metric{{Name: "f", Aggregator: agg.LongFirst}}}, WriterOptions{})
 	require.NoError(t, err)
 	defer w.Abort()
 	tw, err := w.Time()
@@ -195,7 +196,7 @@ func TestNullsAppendErrors(t *testing.T) {
 // bitmap, a null row storing a value, a nulls part on a version 2 file or listed twice, a
 // version 3 file without one: each is ErrCorrupt; a version past 3 is ErrVersion.
 func TestNullsCorrupt(t *testing.T) {
-	s := Schema{Metrics: []Metric{{Name: "l", Aggregator: AggLongSum}, {Name: "f", Aggregator: AggDoubleFirst}, {Name: "t", Aggregator: AggDoubleSum}}}
+	s := Schema{Metrics: []Metric{{Name: "l", Aggregator: agg.LongSum}, {Name: "f", Aggregator: agg.DoubleFirst}, {Name: "t", Aggregator: agg.DoubleSum}}}
 	rows := []Row{
 		{Time: 1, Metrics: []Value{{Long: 5}, {Null: true}, {Null: true}}},
 		{Time: 2, Metrics: []Value{{Null: true}, {Double: 2}, {Double: 0.1}}},

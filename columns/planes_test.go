@@ -12,6 +12,7 @@ import (
 
 	"github.com/axiomhq/hyperloglog"
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/segfmt"
 )
 
@@ -334,11 +335,11 @@ func v4Schema() Schema {
 			{Name: "one"},
 		},
 		Metrics: []Metric{
-			{Name: "count", Aggregator: AggCount},
-			{Name: "added", Aggregator: AggLongSum, Field: "added"},
-			{Name: "firstAdded", Aggregator: AggLongFirst, Field: "added"},
-			{Name: "delta", Aggregator: AggDoubleSum, Field: "delta"},
-			{Name: "lastDelta", Aggregator: AggDoubleLast, Field: "delta"},
+			{Name: "count", Aggregator: agg.Count},
+			{Name: "added", Aggregator: agg.LongSum, Field: "added"},
+			{Name: "firstAdded", Aggregator: agg.LongFirst, Field: "added"},
+			{Name: "delta", Aggregator: agg.DoubleSum, Field: "delta"},
+			{Name: "lastDelta", Aggregator: agg.DoubleLast, Field: "delta"},
 		},
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/stretchr/testify/require"
 
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/tmpfile"
 )
@@ -491,7 +492,7 @@ func newMillionGen(seed uint64) *millionGen {
 func millionSchema() Schema {
 	s := allSchema()
 	s.Granularity = GranularityNone
-	s.Metrics = slices.DeleteFunc(s.Metrics, func(m Metric) bool { return m.Aggregator == AggHyperUnique || m.Agg().Timed() })
+	s.Metrics = slices.DeleteFunc(s.Metrics, func(m Metric) bool { return m.Aggregator == agg.HyperUnique || m.Agg().Timed() })
 	return s
 }
 

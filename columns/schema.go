@@ -64,23 +64,6 @@ const (
 // does is defined in one place, package columns/agg; Spec returns its entry there.
 type Aggregator string
 
-// The aggregators. Adding one is an entry in columns/agg's table (and a constant here, for
-// callers that name it in Go).
-const (
-	AggCount       Aggregator = "count"
-	AggLongSum     Aggregator = "longSum"
-	AggLongMin     Aggregator = "longMin"
-	AggLongMax     Aggregator = "longMax"
-	AggLongFirst   Aggregator = "longFirst"
-	AggLongLast    Aggregator = "longLast"
-	AggDoubleSum   Aggregator = "doubleSum"
-	AggDoubleMin   Aggregator = "doubleMin"
-	AggDoubleMax   Aggregator = "doubleMax"
-	AggDoubleFirst Aggregator = "doubleFirst"
-	AggDoubleLast  Aggregator = "doubleLast"
-	AggHyperUnique Aggregator = "hyperUnique"
-)
-
 // aggregators lists every aggregator, in columns/agg's table order.
 var aggregators = func() []Aggregator {
 	all := agg.All()

@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/columns/agg"
 )
 
 func TestSmoke(t *testing.T) {
 	schema := Schema{
 		Dimensions: []Dimension{{Name: "page"}, {Name: "tags", MultiValue: true}, {Name: "body", Raw: true}},
-		Metrics:    []Metric{{Name: "count", Aggregator: AggCount}, {Name: "added", Aggregator: AggDoubleSum}, {Name: "u", Aggregator: AggHyperUnique}},
+		Metrics:    []Metric{{Name: "count", Aggregator: agg.Count}, {Name: "added", Aggregator: agg.DoubleSum}, {Name: "u", Aggregator: agg.HyperUnique}},
 	}
 	w, err := newRowsWriter(schema, WriterOptions{})
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/segfmt"
 )
 
@@ -44,7 +45,7 @@ func TestTruncateEveryGranularityAtTheEnds(t *testing.T) {
 // TestWriterRejectsTimesOutOfRange: the writer takes MinTime and MaxTime and rejects a time
 // outside them, naming it, with ErrInvalid.
 func TestWriterRejectsTimesOutOfRange(t *testing.T) {
-	s := Schema{Metrics: []Metric{{Name: "n", Aggregator: AggCount}}}
+	s := Schema{Metrics: []Metric{{Name: "n", Aggregator: agg.Count}}}
 	for _, g := range []Granularity{GranularityNone, GranularityDay} {
 		s.Granularity = g
 		lo, hi := g.Truncate(MinTime), g.Truncate(MaxTime)
@@ -72,7 +73,7 @@ func itoa64(v int64) string { return strconv.FormatInt(v, 10) }
 // TestVerifyRejectsTimeOutOfRange rewrites a segment's only time, MinTime, to math.MinInt64
 // (fixing up the CRC and the footer's interval): Verify reports it.
 func TestVerifyRejectsTimeOutOfRange(t *testing.T) {
-	s := Schema{Metrics: []Metric{{Name: "n", Aggregator: AggCount}}}
+	s := Schema{Metrics: []Metric{{Name: "n", Aggregator: agg.Count}}}
 	const orig = MinTime // one value: a constant chunk, a 10-byte varint like math.MinInt64's
 	good := writeRows(t, s, []Row{{Time: orig, Metrics: []Value{{Long: 1}}}}, WriterOptions{Compression: CompressionNone})
 	seg, err := newSegmentBytes(good)

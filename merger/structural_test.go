@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 )
@@ -516,7 +517,7 @@ func TestMergeStructuralFaults(t *testing.T) {
 // the path it was opened from, else "input N".
 func TestMergeNamesInputFiles(t *testing.T) {
 	dir := t.TempDir()
-	schema := columns.Schema{Dimensions: []columns.Dimension{{Name: "page"}}, Metrics: []columns.Metric{{Name: "n", Aggregator: columns.AggCount}}}
+	schema := columns.Schema{Dimensions: []columns.Dimension{{Name: "page"}}, Metrics: []columns.Metric{{Name: "n", Aggregator: agg.Count}}}
 	var rows []columns.Row
 	for i, v := range []string{"a", "b", "c", "a"} {
 		rows = append(rows, columns.Row{Time: int64(i), Dims: [][]string{{v}}, Metrics: []columns.Value{{Long: 1}}})

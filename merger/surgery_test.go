@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/segfmt"
 )
 
@@ -434,7 +435,7 @@ func readModel(t testing.TB, seg *columns.Segment) *segModel {
 	}
 	for k, met := range m.schema.Metrics {
 		col := 1 + len(m.schema.Dimensions) + k
-		if met.Aggregator == columns.AggHyperUnique {
+		if met.Aggregator == agg.HyperUnique {
 			sc, err := seg.Sketch(met.Name)
 			require.NoError(t, err)
 			cur := sc.Cursor()

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/columns/objstore"
 	"github.com/writeout/writeout/internal/s3test"
 	"github.com/writeout/writeout/internal/segfmt"
@@ -47,8 +48,8 @@ func segmentBytes(t *testing.T, seed uint64, n, chunkRows int) []byte {
 	schema := columns.Schema{
 		Dimensions: []columns.Dimension{{Name: "page"}, {Name: "tags", MultiValue: true}, {Name: "text", Raw: true}},
 		Metrics: []columns.Metric{
-			{Name: "added", Aggregator: columns.AggLongSum},
-			{Name: "delta", Aggregator: columns.AggDoubleSum},
+			{Name: "added", Aggregator: agg.LongSum},
+			{Name: "delta", Aggregator: agg.DoubleSum},
 		},
 	}
 	b, err := merger.NewBuilder(schema, merger.BuilderOptions{})
