@@ -92,7 +92,7 @@ func (d *DimWriter) NewBitmapRun(first uint32) (*BitmapRun, error) {
 		return nil, err
 	}
 	if int(first) < d.nextBM || int(first) > d.card {
-		return nil, d.fail(fmt.Errorf("NewBitmapRun(%d): the next bitmap is %d of %d: %w", first, d.nextBM, d.card, errState))
+		return nil, d.fail(fmt.Errorf("NewBitmapRun(%d): the next bitmap is %d of %d: %w", first, d.nextBM, d.card, ErrState))
 	}
 	r := &BitmapRun{first: first, next: first, card: d.card, rows: d.rows, compact: d.bitmaps.compact, name: d.dim.Name}
 	if first == 0 && d.dict.hasNull {
@@ -183,7 +183,7 @@ func (d *DimWriter) WriteBitmapRun(r *BitmapRun) error {
 	}
 	if r.card != d.card || r.rows != d.rows {
 		return d.fail(fmt.Errorf("bitmap run from %d: made for %d ids and %d rows, the column has %d and %d: %w",
-			r.first, r.card, r.rows, d.card, d.rows, errState))
+			r.first, r.card, r.rows, d.card, d.rows, ErrState))
 	}
 	err := d.bitmaps.addRun(r)
 	bytePool.Put(r.buf) // copied into the stage: the run's buffer goes to the next run
@@ -244,7 +244,7 @@ func (d *DimWriter) beginBitmap(id uint32) error {
 		return err
 	}
 	if int(id) != d.nextBM {
-		return d.fail(fmt.Errorf("WriteBitmap(%d): want id %d next (ids in order, each once): %w", id, d.nextBM, errState))
+		return d.fail(fmt.Errorf("WriteBitmap(%d): want id %d next (ids in order, each once): %w", id, d.nextBM, ErrState))
 	}
 	if int(id) >= d.card {
 		return d.fail(fmt.Errorf("WriteBitmap(%d): id not below the cardinality %d: %w", id, d.card, ErrInvalid))
@@ -258,10 +258,10 @@ func (d *DimWriter) openBitmaps() error {
 		return d.err
 	}
 	if d.bitmaps == nil {
-		return d.fail(fmt.Errorf("WriteBitmap on a dimension without a bitmap index: %w", errState))
+		return d.fail(fmt.Errorf("WriteBitmap on a dimension without a bitmap index: %w", ErrState))
 	}
 	if d.phase > 2 {
-		return d.fail(fmt.Errorf("WriteBitmap after finish: %w", errState))
+		return d.fail(fmt.Errorf("WriteBitmap after finish: %w", ErrState))
 	}
 	return d.closeRows()
 }

@@ -84,7 +84,7 @@ func (d *DimWriter) AddNull() error {
 		return d.err
 	}
 	if d.phase != 0 || d.dict.count > 0 || d.dict.hasNull {
-		return d.fail(fmt.Errorf("AddNull after other dictionary values or rows: %w", errState))
+		return d.fail(fmt.Errorf("AddNull after other dictionary values or rows: %w", ErrState))
 	}
 	d.dict.hasNull = true
 	return nil
@@ -97,7 +97,7 @@ func (d *DimWriter) AddValue(v string) (uint32, error) {
 		return 0, d.err
 	}
 	if d.phase != 0 {
-		return 0, d.fail(fmt.Errorf("AddValue after the first row: %w", errState))
+		return 0, d.fail(fmt.Errorf("AddValue after the first row: %w", ErrState))
 	}
 	if d.dict.count >= math.MaxUint32-1 {
 		return 0, d.fail(fmt.Errorf("dictionary full: %w", ErrInvalid))
@@ -233,7 +233,7 @@ func (d *DimWriter) AppendIDs(ids []uint32) error {
 		return d.err
 	}
 	if d.phase > 1 {
-		return d.fail(fmt.Errorf("row appended after the bitmaps: %w", errState))
+		return d.fail(fmt.Errorf("row appended after the bitmaps: %w", ErrState))
 	}
 	if err := d.closeDict(); err != nil {
 		return err
@@ -433,7 +433,7 @@ func (d *DimWriter) finish() error {
 	d.phase = 3
 	if d.bitmaps != nil {
 		if d.nextBM != d.card {
-			return d.fail(fmt.Errorf("%d of %d bitmaps written: %w", d.nextBM, d.card, errState))
+			return d.fail(fmt.Errorf("%d of %d bitmaps written: %w", d.nextBM, d.card, ErrState))
 		}
 		if (invariants || !d.dim.MultiValue) && d.bmCard != d.pairs {
 			return d.fail(fmt.Errorf("bitmaps hold %d rows in all, the rows hold %d distinct values: %w", d.bmCard, d.pairs, ErrInvalid))

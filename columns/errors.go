@@ -22,10 +22,10 @@ var (
 	// ErrSchema marks an invalid schema, or a column the schema does not have; the message
 	// names the column.
 	ErrSchema = errors.New("columns: invalid schema")
-	// errState marks a call made out of order: a value appended after Finish, a dictionary value
+	// ErrState marks a call made out of order: a value appended after Finish, a dictionary value
 	// added after the first id, a read from a closed segment (that error matches
 	// medium.ErrClosed too); a writer used after it failed is reported with its first error.
-	errState = errors.New("columns: call out of order")
+	ErrState = errors.New("columns: call out of order")
 	// ErrInvalid marks an invalid argument or option: a value or row count over a limit, an id
 	// or row out of range, rows out of time order, an unknown compression. It wraps
 	// medium.ErrInvalid: errors.Is holds for both.
@@ -34,7 +34,7 @@ var (
 
 // errClosed marks a read from a closed segment: it matches medium.ErrClosed, as everything
 // closed in writeout does, and ErrState.
-var errClosed = newSentinel("segment closed", medium.ErrClosed, errState)
+var errClosed = newSentinel("segment closed", medium.ErrClosed, ErrState)
 
 // sentinel is a sentinel error with its own message that also matches others under errors.Is.
 type sentinel struct {

@@ -95,11 +95,11 @@ func TestErrorConvention(t *testing.T) {
 	// A closed segment.
 	require.NoError(t, seg.Close())
 	_, err = long.Get(0)
-	f("read after Close", err, errState, medium.ErrClosed)
-	f("EachBitmapRows after Close", col.EachBitmapRows(0, nil, func([]uint32) error { return nil }), errState, medium.ErrClosed)
+	f("read after Close", err, ErrState, medium.ErrClosed)
+	f("EachBitmapRows after Close", col.EachBitmapRows(0, nil, func([]uint32) error { return nil }), ErrState, medium.ErrClosed)
 
 	// The sentinels themselves.
 	require.True(t, errors.Is(ErrInvalid, medium.ErrInvalid))
-	require.False(t, errors.Is(ErrInvalid, errState))
+	require.False(t, errors.Is(ErrInvalid, ErrState))
 	require.Equal(t, "columns: invalid argument", ErrInvalid.Error())
 }

@@ -184,12 +184,12 @@ func TestNullsAppendErrors(t *testing.T) {
 	defer w.Abort()
 	tw, err := w.Time()
 	require.NoError(t, err)
-	require.ErrorIs(t, tw.AppendNull(), errState)
+	require.ErrorIs(t, tw.AppendNull(), ErrState)
 	lw, err := w.Long("f")
 	require.NoError(t, err)
 	require.NoError(t, lw.AppendNull())
 	require.Equal(t, 1, lw.nullCount())
-	require.ErrorIs(t, lw.times.AppendNull(), errState)
+	require.ErrorIs(t, lw.times.AppendNull(), ErrState)
 }
 
 // TestNullsCorrupt damages the nulls part of a version 3 segment: a row past the end, an empty

@@ -63,7 +63,7 @@ func (w *NumWriter[T]) Append(v T) error {
 // (the event time of the row it came from).
 func (w *NumWriter[T]) AppendTimed(v T, t int64) error {
 	if w.times == nil {
-		return fmt.Errorf("columns: column %q: AppendTimed on a column that stores no times: %w", w.cw.st.name, errState)
+		return fmt.Errorf("columns: column %q: AppendTimed on a column that stores no times: %w", w.cw.st.name, ErrState)
 	}
 	if err := w.append(v); err != nil {
 		return err
@@ -80,7 +80,7 @@ func (w *NumWriter[T]) AppendTimed(v T, t int64) error {
 func (w *NumWriter[T]) AppendSum(v T, tail []float64) error {
 	if w.tails == nil {
 		if len(tail) > 0 {
-			return fmt.Errorf("columns: column %q: a tail on a metric that stores none: %w", w.cw.st.name, errState)
+			return fmt.Errorf("columns: column %q: a tail on a metric that stores none: %w", w.cw.st.name, ErrState)
 		}
 		return w.append(v)
 	}
@@ -116,7 +116,7 @@ func (w *NumWriter[T]) AppendValues(vs []T) error {
 		return w.err
 	}
 	if w.finished {
-		return fmt.Errorf("columns: column %q: append after finish: %w", w.cw.st.name, errState)
+		return fmt.Errorf("columns: column %q: append after finish: %w", w.cw.st.name, ErrState)
 	}
 	if w.isTime && !w.timesOK(vs) {
 		// A time out of order, out of range or not truncated: value by value, for the error
@@ -187,7 +187,7 @@ func appendBulk[T Number](vals *[]T, rows *int, chunkRows int, vs []T, flush fun
 func (w *NumWriter[T]) AppendNull() error {
 	if !w.metric {
 		if w.err == nil {
-			w.err = fmt.Errorf("columns: column %q: AppendNull on a column that holds no nulls: %w", w.cw.st.name, errState)
+			w.err = fmt.Errorf("columns: column %q: AppendNull on a column that holds no nulls: %w", w.cw.st.name, ErrState)
 		}
 		return w.err
 	}
@@ -224,7 +224,7 @@ func (w *NumWriter[T]) nullCount() int {
 
 func (w *NumWriter[T]) timedErr() error {
 	if w.err == nil {
-		w.err = fmt.Errorf("columns: column %q: a first/last metric takes AppendTimed: %w", w.cw.st.name, errState)
+		w.err = fmt.Errorf("columns: column %q: a first/last metric takes AppendTimed: %w", w.cw.st.name, ErrState)
 	}
 	return w.err
 }
@@ -234,7 +234,7 @@ func (w *NumWriter[T]) append(v T) error {
 		return w.err
 	}
 	if w.finished {
-		return fmt.Errorf("columns: column %q: append after finish: %w", w.cw.st.name, errState)
+		return fmt.Errorf("columns: column %q: append after finish: %w", w.cw.st.name, ErrState)
 	}
 	if w.isTime {
 		if err := w.checkTime(int64(v)); err != nil {

@@ -365,10 +365,10 @@ func TestAbort(t *testing.T) {
 	require.True(t, closed, "the stages' child medium is closed")
 	require.NoError(t, w.Abort(), "a second Abort")
 	_, err := w.Time()
-	require.ErrorIs(t, err, errState)
+	require.ErrorIs(t, err, ErrState)
 	dir := t.TempDir()
 	_, err = w.Finish(filepath.Join(dir, "seg"), PublishOptions{})
-	require.ErrorIs(t, err, errState)
+	require.ErrorIs(t, err, ErrState)
 	require.Empty(t, listDir(t, afero.NewOsFs(), dir))
 	b, err := m.NewBytes()
 	require.NoError(t, err, "the caller's medium is still open")
@@ -381,7 +381,7 @@ func TestAbort(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, w.Abort())
 	_, err = w.FinishTo(io.Discard)
-	require.ErrorIs(t, err, errState)
+	require.ErrorIs(t, err, ErrState)
 }
 
 // TestWriterMisuse checks the writer's state errors.
@@ -438,7 +438,7 @@ func TestWriterMisuse(t *testing.T) {
 	_, _ = d.AddValue("a")
 	_, _ = d.AddValue("b")
 	require.NoError(t, d.AppendID(1))
-	require.ErrorIs(t, d.WriteBitmap(1, nil), errState, "out of order")
+	require.ErrorIs(t, d.WriteBitmap(1, nil), ErrState, "out of order")
 	w.Abort()
 	w, _ = NewWriter(s, WriterOptions{})
 	d, _ = w.Dim("d")
@@ -670,7 +670,7 @@ func TestAppendValues(t *testing.T) {
 	require.ErrorIs(t, tw.AppendValues([]int64{3, 2}), ErrInvalid, "__time out of order")
 	fw, err := w.Long("f")
 	require.NoError(t, err)
-	require.ErrorIs(t, fw.AppendValues([]int64{1}), errState, "a first metric takes AppendTimed")
+	require.ErrorIs(t, fw.AppendValues([]int64{1}), ErrState, "a first metric takes AppendTimed")
 	require.NoError(t, w.Abort())
 }
 

@@ -18,7 +18,7 @@ const releaseBatch = 4 << 20
 // which reads each part of its inputs once, in turn: released behind it, the inputs count in
 // its RSS (RssFile) by what it read since, not by their whole size.
 //
-// A segment read with ReadAt, or over caller's bytes (NewSegmentBytes), has no mapping of its
+// A segment read with ReadAt, or over caller's bytes (newSegmentBytes), has no mapping of its
 // own: ReleasePages does nothing there. Like every read, it must not run concurrently with
 // Close; it may run concurrently with reads.
 func (s *Segment) ReleasePages() error {

@@ -116,6 +116,6 @@ func TestReleasePagesLeavesUnmappedBytesAlone(t *testing.T) {
 	require.NoError(t, seg.RowReader().Read(len(rows)-1, &r))
 	requireRowEqual(t, seg.Schema(), len(rows)-1, rows[len(rows)-1], r)
 	require.NoError(t, seg.Close())
-	require.ErrorIs(t, seg.ReleasePages(), errState)
+	require.ErrorIs(t, seg.ReleasePages(), ErrState)
 	require.ErrorIs(t, seg.ReleasePages(), medium.ErrClosed)
 }

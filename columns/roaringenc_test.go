@@ -272,7 +272,7 @@ func TestWriteBitmapRowsRejects(t *testing.T) {
 	require.ErrorIs(t, d.WriteBitmapRows(0, []uint32{0}), medium.ErrInvalid, "null bitmap differs from the null rows")
 	w.Abort()
 	w, d = start()
-	require.ErrorIs(t, d.WriteBitmapRows(1, []uint32{1, 2}), errState, "out of order")
+	require.ErrorIs(t, d.WriteBitmapRows(1, []uint32{1, 2}), ErrState, "out of order")
 	w.Abort()
 	w, d = start()
 	require.NoError(t, d.WriteBitmapRows(0, []uint32{0, 3}))
@@ -331,12 +331,12 @@ func TestWriteBitmapRowsRejects(t *testing.T) {
 	}
 	w, d, r, err := run(1, []uint32{1, 2})
 	require.NoError(t, err)
-	require.ErrorIs(t, d.WriteBitmapRun(r), errState, "a run before the ids ahead of it")
+	require.ErrorIs(t, d.WriteBitmapRun(r), ErrState, "a run before the ids ahead of it")
 	w.Abort()
 	w, d = start()
 	require.NoError(t, d.WriteBitmapRows(0, []uint32{0, 3}))
 	_, err = d.NewBitmapRun(0)
-	require.ErrorIs(t, err, errState, "a run of ids written already")
+	require.ErrorIs(t, err, ErrState, "a run of ids written already")
 	w.Abort()
 	w, d, r, err = run(0, []uint32{0, 3}, []uint32{1, 2})
 	require.NoError(t, err)
@@ -348,7 +348,7 @@ func TestWriteBitmapRowsRejects(t *testing.T) {
 	nd, err := nb.Dim("d")
 	require.NoError(t, err)
 	_, err = nd.NewBitmapRun(0)
-	require.ErrorIs(t, err, errState, "a dimension without a bitmap index")
+	require.ErrorIs(t, err, ErrState, "a dimension without a bitmap index")
 	nb.Abort()
 }
 

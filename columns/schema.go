@@ -372,7 +372,7 @@ func (g Granularity) validTime(ms int64) bool { return ms >= g.Truncate(MinTime)
 // <= last): from the start of first's bucket to the end of last's,
 // [Truncate(first), Truncate(last)+Millis()); for none, [first, last+1). It is the one interval
 // convention: the writer records it and Segment.Verify checks it. ok is false when first or
-// last is not a valid time (ValidTime); for valid times the end always fits an int64.
+// last is not a valid time (validTime); for valid times the end always fits an int64.
 func (g Granularity) Interval(first, last int64) (iv Interval, ok bool) {
 	if !g.validTime(first) || !g.validTime(last) {
 		return Interval{}, false

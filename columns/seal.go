@@ -18,7 +18,7 @@ func (w *Writer) seal() (*footer, error) {
 		return nil, w.err
 	}
 	if w.done {
-		return nil, fmt.Errorf("columns: writer finished or aborted: %w", errState)
+		return nil, fmt.Errorf("columns: writer finished or aborted: %w", ErrState)
 	}
 	w.done = true
 	rows := w.time.rows
@@ -30,7 +30,7 @@ func (w *Writer) seal() (*footer, error) {
 		if err != nil {
 			errs = append(errs, err)
 		} else if n != rows {
-			errs = append(errs, fmt.Errorf("columns: column %q has %d rows, %s has %d: %w", name, n, TimeColumn, rows, errState))
+			errs = append(errs, fmt.Errorf("columns: column %q has %d rows, %s has %d: %w", name, n, TimeColumn, rows, ErrState))
 		}
 	}
 	check(TimeColumn, rows, w.time.finish())

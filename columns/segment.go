@@ -31,7 +31,7 @@ import (
 // caller has just checked another way. The invariants that need the whole data (dictionary
 // order, ids against bitmaps, ...) are checked by Verify only.
 type Segment struct {
-	name    string // the path given to Open, or OpenOptions.Name; "" for NewSegmentBytes
+	name    string // the path given to Open, or OpenOptions.Name; "" for newSegmentBytes
 	src     source
 	closed  atomic.Bool
 	closeFn func() error
@@ -276,7 +276,7 @@ func (s *Segment) Close() error {
 }
 
 // Name returns the path the segment was opened from, or "" for a segment made by NewSegment
-// or NewSegmentBytes.
+// or newSegmentBytes.
 func (s *Segment) Name() string { return s.name }
 
 // Schema returns the segment's schema.

@@ -23,7 +23,7 @@ func (b *blobWriter) append(v []byte) error {
 		return b.err
 	}
 	if b.finished {
-		return fmt.Errorf("columns: column %q: append after finish: %w", b.cw.st.name, errState)
+		return fmt.Errorf("columns: column %q: append after finish: %w", b.cw.st.name, ErrState)
 	}
 	if len(v) > MaxValueBytes {
 		b.err = fmt.Errorf("columns: column %q: row %d: value of %d bytes, at most %d: %w", b.cw.st.name, b.rows, len(v), MaxValueBytes, ErrInvalid)

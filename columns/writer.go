@@ -245,7 +245,7 @@ func (w *Writer) Schema() Schema { return w.schema.Clone() }
 
 func (w *Writer) columnMode() error {
 	if w.done {
-		return fmt.Errorf("columns: writer finished or aborted: %w", errState)
+		return fmt.Errorf("columns: writer finished or aborted: %w", ErrState)
 	}
 	return nil
 }
@@ -332,7 +332,7 @@ func (w *Writer) fail(err error) error {
 func (w *Writer) Abort() error {
 	w.done = true
 	if w.err == nil {
-		w.err = fmt.Errorf("columns: writer aborted: %w", errState)
+		w.err = fmt.Errorf("columns: writer aborted: %w", ErrState)
 	}
 	return w.release()
 }

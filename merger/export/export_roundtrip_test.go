@@ -94,7 +94,7 @@ func TestRoundTripLimits(t *testing.T) {
 	// count with counts above 1: read back with longSum, the same values.
 	require.Equal(t, []string{"rows"}, info.CountsAbove1)
 	bs := back.Schema()
-	require.Equal(t, agg.LongSum, bs.Metrics[0].Aggregator)
+	require.Equal(t, columns.Aggregator(agg.LongSum), bs.Metrics[0].Aggregator)
 	// fieldName: a long or double metric's becomes its name.
 	require.Equal(t, "firstAdded", bs.Metrics[len(bs.Metrics)-2].Field)
 	// Everything else of the schema is kept.

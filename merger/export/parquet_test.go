@@ -497,7 +497,7 @@ func TestIngestSpec(t *testing.T) {
 	data, err := json.Marshal(sp)
 	require.NoError(t, err)
 	require.Contains(t, string(data), `"timestamp":{"field":"__time","format":"millis"}`)
-	require.Equal(t, agg.Count, sp.Schema.Metrics[0].Aggregator)
+	require.Equal(t, columns.Aggregator(agg.Count), sp.Schema.Metrics[0].Aggregator)
 	require.Equal(t, "page", sp.Schema.Metrics[5].Field, "a sketch of a dimension keeps its field")
 	require.Equal(t, "chars", sp.Schema.Metrics[6].Field)
 	require.Empty(t, sp.Schema.Metrics[1].Field)
@@ -509,7 +509,7 @@ func TestIngestSpec(t *testing.T) {
 	info.CountsAbove1 = []string{"rows"}
 	sp, err = info.IngestSpec()
 	require.NoError(t, err)
-	require.Equal(t, agg.LongSum, sp.Schema.Metrics[0].Aggregator)
+	require.Equal(t, columns.Aggregator(agg.LongSum), sp.Schema.Metrics[0].Aggregator)
 	require.Equal(t, "rows", sp.Schema.Metrics[0].Field)
 
 	s.Metrics[5].Field = "user"
