@@ -75,9 +75,6 @@ type RawColumn struct {
 	nulls *partCheck
 }
 
-// dimension returns the column's schema entry.
-func (c *RawColumn) dimension() Dimension { return c.dim }
-
 // Nulls returns the null rows.
 func (c *RawColumn) Nulls() (*roaring.Bitmap, error) { return c.seg.readNulls(c.dim.Name, c.nulls) }
 

@@ -112,9 +112,6 @@ func (d *DimWriter) AddValue(v string) (uint32, error) {
 	return id, nil
 }
 
-// hasNull reports whether the dictionary has the null value (id 0).
-func (d *DimWriter) hasNull() bool { return d.dict.hasNull }
-
 // Cardinality returns the number of ids so far, null included.
 func (d *DimWriter) Cardinality() int {
 	if d.dict.hasNull {
@@ -122,9 +119,6 @@ func (d *DimWriter) Cardinality() int {
 	}
 	return d.dict.count
 }
-
-// rowCount returns the rows appended so far.
-func (d *DimWriter) rowCount() int { return d.rows }
 
 func (d *DimWriter) closeDict() error {
 	if d.phase > 0 {

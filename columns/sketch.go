@@ -153,9 +153,6 @@ type SketchColumn struct {
 	sks  agg.Sketches
 }
 
-// metricName returns the column's name.
-func (c *SketchColumn) metricName() string { return c.name }
-
 // Cursor returns a new cursor over the column.
 func (c *SketchColumn) Cursor() *SketchCursor {
 	return &SketchCursor{blobCursor: blobCursor{name: c.name, cr: newChunkReader(&c.seg.src, c.ix)}, sks: c.sks}
