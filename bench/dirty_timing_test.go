@@ -102,7 +102,7 @@ func wideInputs(b *testing.B, n, rows int) ([]string, int64) {
 	for i := range n {
 		p := filepath.Join(dir, fmt.Sprintf("wide-%04d.seg", i))
 		if seg, err := columns.Open(p); err == nil {
-			verr := seg.VerifyChecksums()
+			verr := seg.VerifyChecksumsContext(context.Background())
 			info := seg.Info()
 			if cerr := seg.Close(); verr == nil && cerr == nil && info.Rows == rows {
 				paths, total = append(paths, p), total+info.Size

@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// The version 4 forms of one bitmap in a bitmap index part (EncRoaringTableV4; see doc.go,
+// The version 4 forms of one bitmap in a bitmap index part (segfmt.EncRoaringTableV4; see doc.go,
 // "Version 4 encodings: bitmap index"). The form follows from the bitmap's bytes:
 //
 //	no bytes               the empty bitmap

@@ -13,6 +13,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/stretchr/testify/require"
 
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -219,7 +220,7 @@ func TestBitmapsWriterPicksSmallest(t *testing.T) {
 	newWriter := func(compact bool) *bitmapsWriter {
 		b, err := medium.NewHeap().NewBytes()
 		require.NoError(t, err)
-		return &bitmapsWriter{st: &stage{b: b, spec: partSpec{1, PartBitmaps, EncRoaringTable}}, compact: compact}
+		return &bitmapsWriter{st: &stage{b: b, spec: partSpec{1, segfmt.PartBitmaps, segfmt.EncRoaringTable}}, compact: compact}
 	}
 	var enc roaringEncoder
 	for i, vals := range sets {
@@ -263,7 +264,7 @@ func TestBitmapsWriterPicksSmallest(t *testing.T) {
 			require.NoError(t, w.addRows(run))
 		}
 		require.NoError(t, w.finish())
-		require.Equal(t, EncRoaringTable, w.st.spec.enc)
+		require.Equal(t, segfmt.EncRoaringTable, w.st.spec.enc)
 		var buf bytes.Buffer
 		_, err := w.st.b.WriteTo(&buf)
 		require.NoError(t, err)
@@ -336,15 +337,15 @@ func TestBitmapIndexV4Segment(t *testing.T) {
 		b := write(0, comp)
 		require.Equal(t, b, write(1, comp), "%s: words and rows give different files", comp)
 		require.Equal(t, b, write(2, comp), "%s: roaring and rows give different files", comp)
-		seg, err := NewSegmentBytes(b)
+		seg, err := newSegmentBytes(b)
 		require.NoError(t, err)
 		require.NoError(t, seg.Verify())
-		want := EncRoaringTableV4
+		want := segfmt.EncRoaringTableV4
 		if comp == CompressionNone {
-			want = EncRoaringTable
+			want = segfmt.EncRoaringTable
 		}
 		for _, p := range seg.Parts() {
-			if p.Kind == PartBitmaps {
+			if p.Kind == segfmt.PartBitmaps {
 				require.Equal(t, want, p.Encoding, "%s", comp)
 				t.Logf("compression %s: bitmaps %s, %d bytes", comp, p.Encoding, p.Length)
 			}
@@ -363,7 +364,7 @@ func TestBitmapIndexV4Segment(t *testing.T) {
 			switch {
 			case len(raw) == 0:
 				forms["empty"]++
-			case raw[0] == efTag && want == EncRoaringTableV4:
+			case raw[0] == efTag && want == segfmt.EncRoaringTableV4:
 				forms["elias-fano"]++
 			default:
 				forms["roaring"]++
@@ -396,22 +397,22 @@ func TestFlipBitmapsV4(t *testing.T) {
 		rows[i] = g.next()
 	}
 	good := writeRows(t, s, rows, WriterOptions{})
-	seg, err := NewSegmentBytes(good)
+	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
-	var part PartInfo
+	var part segfmt.PartInfo
 	for _, p := range seg.Parts() {
-		if p.Kind == PartBitmaps {
+		if p.Kind == segfmt.PartBitmaps {
 			part = p
 		}
 	}
-	require.Equal(t, EncRoaringTableV4, part.Encoding)
+	require.Equal(t, segfmt.EncRoaringTableV4, part.Encoding)
 	b := append([]byte(nil), good...)
 	for i := part.Offset; i < part.Offset+part.Length; i++ {
 		for _, x := range []byte{0x01, 0x80} {
 			b[i] ^= x
 			fixed := fixCRCs(b)
 			require.NotEqual(t, good, fixed)
-			seg, err := NewSegmentBytes(fixed)
+			seg, err := newSegmentBytes(fixed)
 			if err != nil {
 				require.ErrorIs(t, err, ErrCorrupt)
 			} else {
@@ -481,7 +482,7 @@ func FuzzDecodeBitmapV4(f *testing.F) {
 }
 
 // goldenV4BitmapsPath is the golden rows (goldenRows) written with s2 chunks: its bitmap index
-// parts are in the version 4 forms (EncRoaringTableV4).
+// parts are in the version 4 forms (segfmt.EncRoaringTableV4).
 var goldenV4BitmapsPath = filepath.Join("testdata", "golden-v4-bitmaps.seg")
 
 func goldenV4BitmapsBytes(t testing.TB) []byte {
@@ -506,17 +507,17 @@ func TestGoldenV4Bitmaps(t *testing.T) {
 	want, err := os.ReadFile(goldenV4BitmapsPath)
 	require.NoError(t, err)
 	require.Equal(t, byte(versionV4), want[len(magic)])
-	fresh, err := NewSegmentBytes(goldenV4BitmapsBytes(t))
+	fresh, err := newSegmentBytes(goldenV4BitmapsBytes(t))
 	require.NoError(t, err)
 	var n int
 	for _, p := range seg.Parts() {
-		if p.Kind != PartBitmaps {
+		if p.Kind != segfmt.PartBitmaps {
 			continue
 		}
 		n++
-		require.Equal(t, EncRoaringTableV4, p.Encoding, "column %s", p.Column)
+		require.Equal(t, segfmt.EncRoaringTableV4, p.Encoding, "column %s", p.Column)
 		for _, q := range fresh.Parts() {
-			if q.Column == p.Column && q.Kind == PartBitmaps {
+			if q.Column == p.Column && q.Kind == segfmt.PartBitmaps {
 				require.Equal(t, q.Encoding, p.Encoding)
 				require.Equal(t, hex.Dump(want[p.Offset:p.Offset+p.Length]), hex.Dump(fresh.src.data[q.Offset:q.Offset+q.Length]), "column %s: the bitmap index bytes changed (run with -update if deliberate)", p.Column)
 			}

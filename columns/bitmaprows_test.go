@@ -101,7 +101,7 @@ func TestEachBitmapRowsCorrupt(t *testing.T) {
 	var buf bytes.Buffer
 	_, err = w.FinishTo(&buf)
 	require.NoError(t, err)
-	seg, err := NewSegmentBytes(buf.Bytes())
+	seg, err := newSegmentBytes(buf.Bytes())
 	require.NoError(t, err)
 	col, err := seg.Dim("d")
 	require.NoError(t, err)

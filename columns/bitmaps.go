@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // A bitmap index part holds one bitmap per dictionary id, back to back, then a table of where
@@ -15,15 +16,15 @@ import (
 //	bitmap 0 | bitmap 1 | ... | bitmap c-1 | ends: c x u64 | count c u32
 //
 // Bitmap i spans [ends[i-1], ends[i]) from the start of the part (ends[-1] = 0), so one value's
-// bitmap is read without touching the others. In EncRoaringTable each bitmap is the portable
-// roaring serialization (as roaring's WriteTo writes it); in EncRoaringTableV4 each is in one
+// bitmap is read without touching the others. In segfmt.EncRoaringTable each bitmap is the portable
+// roaring serialization (as roaring's WriteTo writes it); in segfmt.EncRoaringTableV4 each is in one
 // of the forms of bitmapef.go. A nulls part is one roaring bitmap.
 const bitmapsTrailerSize = 4
 
 // bitmapsWriter streams bitmaps into a stage in id order. With compact, it writes each
 // bitmap in the smallest of the version 4 forms and the roaring serialization, and the part
-// is EncRoaringTableV4 when some bitmap is not in the roaring form; otherwise its bytes are
-// exactly the version 2 part's, and it stays EncRoaringTable.
+// is segfmt.EncRoaringTableV4 when some bitmap is not in the roaring form; otherwise its bytes are
+// exactly the version 2 part's, and it stays segfmt.EncRoaringTable.
 type bitmapsWriter struct {
 	st      *stage
 	ends    []uint64
@@ -140,7 +141,7 @@ func (b *bitmapsWriter) finish() error {
 	uint64Pool.Put(b.ends)
 	b.ends = nil
 	if b.v4 {
-		b.st.spec.enc = EncRoaringTableV4
+		b.st.spec.enc = segfmt.EncRoaringTableV4
 	}
 	err := b.st.write(buf)
 	bytePool.Put(buf)
@@ -222,15 +223,15 @@ var efScratchPool = sync.Pool{New: func() any { return new(efScratch) }}
 // bitmapsReader reads a bitmap index part; safe for concurrent use.
 type bitmapsReader struct {
 	src      *source
-	part     *PartInfo
+	part     *segfmt.PartInfo
 	chk      *partCheck // the part's read-path check (nil in codec tests): DimColumn calls it
 	count    int
 	tableOff int64
 	rows     int
-	v4       bool // EncRoaringTableV4: the bitmaps are in the forms of bitmapef.go
+	v4       bool // segfmt.EncRoaringTableV4: the bitmaps are in the forms of bitmapef.go
 }
 
-func parseBitmaps(src *source, p *PartInfo, cardinality, rows int) (*bitmapsReader, error) {
+func parseBitmaps(src *source, p *segfmt.PartInfo, cardinality, rows int) (*bitmapsReader, error) {
 	if p.Length < bitmapsTrailerSize {
 		return nil, corruptf("%d bytes, too short for a bitmap index", p.Length)
 	}
@@ -246,7 +247,7 @@ func parseBitmaps(src *source, p *PartInfo, cardinality, rows int) (*bitmapsRead
 	if count*8 > body {
 		return nil, corruptf("a table of %d bitmaps does not fit in %d bytes", count, body)
 	}
-	return &bitmapsReader{src: src, part: p, count: int(count), tableOff: body - count*8, rows: rows, v4: p.Encoding == EncRoaringTableV4}, nil
+	return &bitmapsReader{src: src, part: p, count: int(count), tableOff: body - count*8, rows: rows, v4: p.Encoding == segfmt.EncRoaringTableV4}, nil
 }
 
 // span returns where bitmap id lies within the part.

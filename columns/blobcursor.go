@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // Cursors over blob chunks: raw string dimensions (RawCursor) and, through blobCursor, sketch
@@ -12,7 +13,7 @@ import (
 // blobCursor reads blob chunks.
 type blobCursor struct {
 	name string
-	part PartKind // PartValues or PartTails, for errors
+	part segfmt.PartKind // segfmt.PartValues or segfmt.PartTails, for errors
 	cr   chunkReader
 	offs []int   // value k of the chunk is data[offs[k]:offs[k+1]]
 	lens []int64 // decodeBlobs' scratch
@@ -73,9 +74,6 @@ type RawColumn struct {
 	ix    *chunkIndex
 	nulls *partCheck
 }
-
-// Dimension returns the column's schema entry.
-func (c *RawColumn) Dimension() Dimension { return c.dim }
 
 // Nulls returns the null rows.
 func (c *RawColumn) Nulls() (*roaring.Bitmap, error) { return c.seg.readNulls(c.dim.Name, c.nulls) }

@@ -142,7 +142,7 @@ func TestCursorRelease(t *testing.T) {
 					var seg *Segment
 					var err error
 					if how == "bytes" {
-						seg, err = NewSegmentBytes(data)
+						seg, err = newSegmentBytes(data)
 					} else {
 						seg, err = NewSegment(bytes.NewReader(data), int64(len(data)))
 					}

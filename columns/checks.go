@@ -6,6 +6,8 @@ import (
 	"hash/crc32"
 	"sync"
 	"sync/atomic"
+
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // Read-path checksums. Every reader checks a part's CRC-32C against the footer the first time
@@ -21,7 +23,7 @@ import (
 // concurrent use: two first reads may both compute the CRC, and store the same result.
 type partCheck struct {
 	seg  *Segment
-	part *PartInfo
+	part *segfmt.PartInfo
 	// state is the part's check state in one atomic word: the state (checkState) in the high
 	// half, and for checkBad the CRC of the part's bytes in the low half.
 	state atomic.Uint64
@@ -86,11 +88,11 @@ func (pc *partCheck) compute(ctx context.Context, viaFile bool) (checkState, uin
 // with an error wrapping ctx.Err() when ctx is done.
 //
 // viaFile reads a mapped file's part through its descriptor, for a pass that checks parts it
-// will not read (VerifyChecksums): a read copies from the page cache, where touching the
+// will not read (VerifyChecksumsContext): a read copies from the page cache, where touching the
 // mapping costs the kernel a page-table entry a page (on a virtual machine, three times the
 // copy) and leaves the pages in the RSS. The read path's check of a part it is about to read
 // goes through the mapping, which it then finds ready.
-func (s *Segment) partCRC(ctx context.Context, p *PartInfo, viaFile bool) (uint32, error) {
+func (s *Segment) partCRC(ctx context.Context, p *segfmt.PartInfo, viaFile bool) (uint32, error) {
 	s.crcPasses.Add(1)
 	var crc uint32
 	var buf []byte
@@ -100,7 +102,7 @@ func (s *Segment) partCRC(ctx context.Context, p *PartInfo, viaFile bool) (uint3
 	}
 	if src.data == nil && p.Length > 0 {
 		// Read through a buffer: one from the pool, so that checking a whole file (Verify,
-		// VerifyChecksums, a publish's read-back) costs one MiB, not one per part.
+		// VerifyChecksumsContext, a publish's read-back) costs one MiB, not one per part.
 		bp := crcBuffers.Get().(*[]byte)
 		defer crcBuffers.Put(bp)
 		buf = *bp
@@ -130,7 +132,7 @@ func crcError(got, want uint32) error {
 
 // fileError names the file, the column and the part of err:
 // columns: data/a.seg: column "page" part bitmaps: <err>.
-func (s *Segment) fileError(p *PartInfo, err error) error {
+func (s *Segment) fileError(p *segfmt.PartInfo, err error) error {
 	name := s.name
 	if name == "" {
 		name = "unnamed segment"
@@ -139,7 +141,7 @@ func (s *Segment) fileError(p *PartInfo, err error) error {
 }
 
 // checkOf returns the check state of p, one of s.f.parts.
-func (s *Segment) checkOf(p *PartInfo) *partCheck {
+func (s *Segment) checkOf(p *segfmt.PartInfo) *partCheck {
 	for i := range s.f.parts {
 		if &s.f.parts[i] == p {
 			return &s.checks[i]
@@ -151,19 +153,19 @@ func (s *Segment) checkOf(p *PartInfo) *partCheck {
 // openError is the error Open returns for a part it could not parse: when the part's bytes do
 // not match its CRC, that mismatch (the cause), else err. Parsing at Open reads unchecked
 // bytes; this only makes its errors say why.
-func (s *Segment) openError(p *PartInfo, err error) error {
+func (s *Segment) openError(p *segfmt.PartInfo, err error) error {
 	if got, cerr := s.partCRC(context.Background(), p, false); cerr == nil && got != p.CRC {
 		return partError(p.Column, p.Kind, crcError(got, p.CRC))
 	}
 	return partError(p.Column, p.Kind, err)
 }
 
-// TrustChecksums marks every part not checked yet as checked, without reading it: later reads
+// trustChecksums marks every part not checked yet as checked, without reading it: later reads
 // skip the CRC check, and cost nothing more. It is for a caller that has just checked the bytes
 // another way (the file it wrote and read back, Verify on another Segment of the same file) or
 // knowingly takes damaged bytes for good ones. A part already found bad stays bad. Verify and
-// VerifyChecksums still compute the CRC of a trusted part. Safe to call concurrently with reads.
-func (s *Segment) TrustChecksums() {
+// VerifyChecksumsContext still compute the CRC of a trusted part. Safe to call concurrently with reads.
+func (s *Segment) trustChecksums() {
 	for i := range s.checks {
 		s.checks[i].state.CompareAndSwap(uint64(checkNone)<<32, uint64(checkTrusted)<<32)
 	}

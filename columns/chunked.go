@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
+
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // A chunked part holds a column's values in chunks of up to ChunkRows rows, each chunk framed by
@@ -22,14 +24,14 @@ const (
 	chunkIndexEntry   = 16
 	chunkTrailerSize  = 12
 	maxChunkRows      = 1 << 16
-	DefaultChunkRows  = 4096
+	defaultChunkRows  = 4096
 	chunkInitialIndex = 64
 )
 
 // source is where a segment's bytes come from: a mapping or an io.ReaderAt.
 type source struct {
 	data []byte      // the whole file when mapped
-	r    io.ReaderAt // otherwise; when mapped, the file (for VerifyChecksums, see partCRC)
+	r    io.ReaderAt // otherwise; when mapped, the file (for VerifyChecksumsContext, see partCRC)
 	size int64
 	// closed is set by Segment.Close, which must not run concurrently with reads.
 	closed bool
@@ -100,14 +102,14 @@ func (c *chunkedWriter) finish() error {
 
 // chunkIndex is the parsed index of a chunked part.
 type chunkIndex struct {
-	part  *PartInfo
+	part  *segfmt.PartInfo
 	chk   *partCheck // the part's read-path check
 	offs  []int64    // chunks+1 entries, the last is the index's offset
 	first []int      // chunks+1 entries, the last is the row count
 }
 
 // parseChunkIndex reads and checks the index of a chunked part whose column has rows rows.
-func parseChunkIndex(src *source, p *PartInfo, rows int) (*chunkIndex, error) {
+func parseChunkIndex(src *source, p *segfmt.PartInfo, rows int) (*chunkIndex, error) {
 	if p.Length < chunkTrailerSize {
 		return nil, corruptf("%d bytes, too short for a chunk trailer", p.Length)
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -22,11 +24,11 @@ func hourAt(h, m int64) int64 { return 946_684_800_000 + h*3_600_000 + m*60_000 
 // the parts are untouched, so their CRCs still hold).
 func withFooter(t testing.TB, good []byte, edit func(f *footer)) []byte {
 	t.Helper()
-	seg, err := NewSegmentBytes(good)
+	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	f := *seg.f
 	f.schema = seg.f.schema.Clone()
-	f.parts = append([]PartInfo(nil), seg.f.parts...)
+	f.parts = append([]segfmt.PartInfo(nil), seg.f.parts...)
 	edit(&f)
 	return rebuildFooter(t, good, &f)
 }
@@ -35,7 +37,7 @@ func withFooter(t testing.TB, good []byte, edit func(f *footer)) []byte {
 // msg, through a mapping-like view and through ReadAt.
 func requireVerifyFails(t *testing.T, b []byte, msg string) {
 	t.Helper()
-	seg, err := NewSegmentBytes(b)
+	seg, err := newSegmentBytes(b)
 	require.NoError(t, err)
 	err = seg.Verify()
 	require.ErrorIs(t, err, ErrCorrupt)
@@ -47,7 +49,7 @@ func requireVerifyFails(t *testing.T, b []byte, msg string) {
 
 func requireVerifies(t *testing.T, b []byte) {
 	t.Helper()
-	seg, err := NewSegmentBytes(b)
+	seg, err := newSegmentBytes(b)
 	require.NoError(t, err)
 	require.NoError(t, seg.Verify())
 }
@@ -87,7 +89,7 @@ func TestWriterInterval(t *testing.T) {
 			rows[i] = Row{Time: tm}
 		}
 		for _, b := range [][]byte{writeRows(t, s, rows, WriterOptions{}), writeColumns(t, s, rows, WriterOptions{})} {
-			seg, err := NewSegmentBytes(b)
+			seg, err := newSegmentBytes(b)
 			require.NoError(t, err)
 			require.Equal(t, want, seg.Interval())
 			require.NoError(t, seg.Verify())
@@ -144,7 +146,7 @@ func TestWriterRefusesUntruncatedTime(t *testing.T) {
 	require.NoError(t, w.Abort())
 
 	// Granularity none takes any millisecond; a long metric is not a time.
-	s = Schema{Metrics: []Metric{{Name: "n", Aggregator: AggLongSum}}, Granularity: GranularityDay}
+	s = Schema{Metrics: []Metric{{Name: "n", Aggregator: agg.LongSum}}, Granularity: GranularityDay}
 	w, err = NewWriter(s, WriterOptions{})
 	require.NoError(t, err)
 	lw, err := w.Long("n")
@@ -166,7 +168,7 @@ func rollupSegment(t *testing.T, s Schema, rows []Row) []byte {
 func TestVerifyRollup(t *testing.T) {
 	s := Schema{
 		Dimensions: []Dimension{{Name: "page"}, {Name: "tags", MultiValue: true}, {Name: "body", Raw: true}},
-		Metrics:    []Metric{{Name: "n", Aggregator: AggCount}},
+		Metrics:    []Metric{{Name: "n", Aggregator: agg.Count}},
 	}
 	row := func(tm int64, page, tags, body []string) Row {
 		return Row{Time: tm, Dims: [][]string{page, tags, body}, Metrics: []Value{{Long: 1}}}

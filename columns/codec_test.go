@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 func TestPacked(t *testing.T) {
@@ -354,7 +355,7 @@ func TestDictionaryCodec(t *testing.T) {
 		_, err := st.b.ReadAt(buf, 0)
 		require.NoError(t, err)
 		src := &source{data: buf, size: int64(len(buf))}
-		p := &PartInfo{Offset: 0, Length: int64(len(buf))}
+		p := &segfmt.PartInfo{Offset: 0, Length: int64(len(buf))}
 		r, err := parseDict(src, p)
 		require.NoError(t, err)
 		require.Equal(t, len(vals), r.count)
@@ -376,10 +377,10 @@ func TestDictionaryCodec(t *testing.T) {
 }
 
 func TestErrorsNameColumnAndPart(t *testing.T) {
-	err := partError("page", PartBitmaps, corruptf("offset %d past end %d", 123, 100))
+	err := partError("page", segfmt.PartBitmaps, corruptf("offset %d past end %d", 123, 100))
 	require.EqualError(t, err, `columns: column "page" part bitmaps: offset 123 past end 100: columns: corrupt segment`)
 	require.True(t, errors.Is(err, ErrCorrupt))
-	require.NoError(t, partError("x", PartIDs, nil))
+	require.NoError(t, partError("x", segfmt.PartIDs, nil))
 	err = safely("x", func() error { panic("boom") })
 	require.ErrorIs(t, err, ErrCorrupt)
 }

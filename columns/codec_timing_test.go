@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // Benchmarks of the encodings, one chunk (or one dictionary, one bitmap index) at a time:
@@ -27,7 +28,7 @@ var (
 	sinkErr   error
 )
 
-const benchChunk = DefaultChunkRows
+const benchChunk = defaultChunkRows
 
 // int64Shapes are chunks of int64 values shaped like real columns.
 func int64Shapes() map[string][]int64 {
@@ -249,7 +250,7 @@ func BenchmarkDictionary(b *testing.B) {
 		buf := make([]byte, st.n)
 		_, _ = st.b.ReadAt(buf, 0)
 		src := &source{data: buf, size: int64(len(buf))}
-		dr, err := parseDict(src, &PartInfo{Length: int64(len(buf))})
+		dr, err := parseDict(src, &segfmt.PartInfo{Length: int64(len(buf))})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -310,7 +311,7 @@ func BenchmarkBitmaps(b *testing.B) {
 				b.SetBytes(size)
 				b.ReportMetric(float64(size)/rows, "bytes/row")
 			})
-			st := &stage{b: newTestBytes(b), spec: partSpec{1, PartBitmaps, EncRoaringTable}}
+			st := &stage{b: newTestBytes(b), spec: partSpec{1, segfmt.PartBitmaps, segfmt.EncRoaringTable}}
 			w := bitmapsWriter{st: st, compact: compact}
 			for _, bm := range bms {
 				_ = w.add(bm)
@@ -318,7 +319,7 @@ func BenchmarkBitmaps(b *testing.B) {
 			_ = w.finish()
 			buf := make([]byte, st.n)
 			_, _ = st.b.ReadAt(buf, 0)
-			br, err := parseBitmaps(&source{data: buf, size: int64(len(buf))}, &PartInfo{Length: int64(len(buf)), Encoding: st.spec.enc}, card, rows)
+			br, err := parseBitmaps(&source{data: buf, size: int64(len(buf))}, &segfmt.PartInfo{Length: int64(len(buf)), Encoding: st.spec.enc}, card, rows)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -60,7 +60,7 @@ func decodeIDs(dst []uint32, src []byte, n, cardinality int) ([]uint32, []byte, 
 	return dst, rest, nil
 }
 
-// Ids chunks of a version 4 part (EncIDChunksV4) hold each row's id as its frequency rank
+// Ids chunks of a version 4 part (segfmt.EncIDChunksV4) hold each row's id as its frequency rank
 // (rank 0 the id most rows hold; the part's rank table maps ranks back to ids):
 //
 //	ranked ids  n uvarint | w u8 | form u8 | the n ranks: form 0 packed at w bits,

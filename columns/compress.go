@@ -38,8 +38,8 @@ func (c Compression) String() string {
 	return fmt.Sprintf("Compression(%d)", uint8(c))
 }
 
-// ParseCompression parses "none", "zstd", "s2" or "default" (or "").
-func ParseCompression(s string) (Compression, error) {
+// parseCompression parses "none", "zstd", "s2" or "default" (or "").
+func parseCompression(s string) (Compression, error) {
 	switch strings.ToLower(s) {
 	case "", "default":
 		return CompressionDefault, nil

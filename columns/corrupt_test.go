@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // smallSegment returns a small segment with every kind of column.
@@ -44,7 +45,7 @@ func readAll(seg *Segment) error {
 	}
 	s := seg.Schema()
 	for _, d := range s.Dimensions {
-		_, err := seg.Nulls(d.Name)
+		_, err := seg.nulls(d.Name)
 		keep(err)
 		if d.Raw {
 			continue
@@ -125,7 +126,7 @@ func requireBadBytes(t *testing.T, b []byte, what string) {
 		t.Helper()
 		require.True(t, errors.Is(err, ErrCorrupt) || errors.Is(err, ErrVersion), "%s: error %v wraps neither ErrCorrupt nor ErrVersion", what, err)
 	}
-	seg, err := NewSegmentBytes(b)
+	seg, err := newSegmentBytes(b)
 	if err != nil {
 		check(err)
 	} else {
@@ -149,7 +150,7 @@ func requireBadBytes(t *testing.T, b []byte, what string) {
 func TestFlipEveryByte(t *testing.T) {
 	for _, opts := range []WriterOptions{{ChunkRows: 5, Compression: CompressionZstd}, {ChunkRows: 3, Compression: CompressionNone}, {}} {
 		good := smallSegment(t, 16, 5, opts)
-		seg, err := NewSegmentBytes(good)
+		seg, err := newSegmentBytes(good)
 		require.NoError(t, err)
 		require.NoError(t, seg.Verify())
 		require.NoError(t, readAll(seg))
@@ -199,7 +200,7 @@ func TestFlipLargeSegment(t *testing.T) {
 		}
 		x := byte(1 + rng.IntN(255))
 		b[i] ^= x
-		seg, err := NewSegmentBytes(b)
+		seg, err := newSegmentBytes(b)
 		if err != nil {
 			require.True(t, errors.Is(err, ErrCorrupt) || errors.Is(err, ErrVersion), "%v", err)
 		} else {
@@ -216,7 +217,7 @@ func TestBadFiles(t *testing.T) {
 	f := func(name string, mutate func(b []byte) []byte, sentinel error, msg string) {
 		t.Helper()
 		b := mutate(append([]byte(nil), good...))
-		seg, err := NewSegmentBytes(b)
+		seg, err := newSegmentBytes(b)
 		if err == nil {
 			err = seg.Verify()
 		}
@@ -231,12 +232,12 @@ func TestBadFiles(t *testing.T) {
 	f("footer crc", func(b []byte) []byte { b[len(b)-trailerSize-3] ^= 1; return b }, ErrCorrupt, "footer: CRC")
 	f("part crc", func(b []byte) []byte { b[headerSize] ^= 1; return b }, ErrCorrupt, `column "__time" part values: CRC`)
 	// A footer rebuilt with a part past the end, its CRC fixed up.
-	seg, err := NewSegmentBytes(good)
+	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	rebuild := func(edit func(f *footer)) func([]byte) []byte {
 		return func([]byte) []byte {
 			ft := *seg.f
-			ft.parts = append([]PartInfo(nil), seg.f.parts...)
+			ft.parts = append([]segfmt.PartInfo(nil), seg.f.parts...)
 			edit(&ft)
 			return rebuildFooter(t, good, &ft)
 		}
@@ -253,7 +254,7 @@ func TestBadFiles(t *testing.T) {
 func rebuildFooter(t testing.TB, good []byte, f *footer) []byte {
 	// The parts end where the footer starts (the parts of good may not match their CRCs).
 	flen := int(binary.LittleEndian.Uint32(good[len(good)-trailerSize+4:]))
-	last := PartInfo{Offset: int64(len(good) - trailerSize - flen)}
+	last := segfmt.PartInfo{Offset: int64(len(good) - trailerSize - flen)}
 	body := append([]byte(nil), good[:last.Offset+last.Length]...)
 	fb, err := appendFooter(nil, f)
 	require.NoError(t, err)
@@ -265,22 +266,22 @@ func TestUnsortedDictionary(t *testing.T) {
 	s := Schema{Dimensions: []Dimension{{Name: "page"}}}
 	rows := []Row{{Time: 1, Dims: [][]string{{"aaa"}}}, {Time: 2, Dims: [][]string{{"bbb"}}}}
 	good := writeRows(t, s, rows, WriterOptions{})
-	seg, err := NewSegmentBytes(good)
+	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
-	dict := seg.part(1, PartDictionary)
+	dict := seg.part(1, segfmt.PartDictionary)
 	b := append([]byte(nil), good...)
 	i := bytes.Index(b[dict.Offset:dict.Offset+dict.Length], []byte("aaa"))
 	require.GreaterOrEqual(t, i, 0)
 	copy(b[dict.Offset+int64(i):], "ccc") // now "ccc" then "bbb" (front-coded: prefix 0)
 	f := *seg.f
-	f.parts = append([]PartInfo(nil), seg.f.parts...)
+	f.parts = append([]segfmt.PartInfo(nil), seg.f.parts...)
 	for k := range f.parts {
-		if f.parts[k].column == 1 && f.parts[k].Kind == PartDictionary {
+		if f.parts[k].Index == 1 && f.parts[k].Kind == segfmt.PartDictionary {
 			f.parts[k].CRC = crc(b[dict.Offset : dict.Offset+dict.Length])
 		}
 	}
 	bad := rebuildFooter(t, b, &f)
-	seg, err = NewSegmentBytes(bad)
+	seg, err = newSegmentBytes(bad)
 	require.NoError(t, err)
 	err = seg.Verify()
 	require.ErrorIs(t, err, ErrCorrupt)

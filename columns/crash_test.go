@@ -167,8 +167,8 @@ func syncAll(t *testing.T, fsys afero.Fs, dir, dst string, replace bool) {
 // requireSegment checks b opens as a segment whose checksums all hold.
 func requireSegment(t *testing.T, b []byte) {
 	t.Helper()
-	seg, err := NewSegmentBytes(b)
+	seg, err := newSegmentBytes(b)
 	require.NoError(t, err)
-	require.NoError(t, seg.VerifyChecksums())
+	require.NoError(t, seg.verifyChecksums())
 	require.NoError(t, seg.Close())
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // A dictionary part holds a dimension's distinct non-null values in strictly increasing byte
@@ -102,7 +104,7 @@ func (d *dictWriter) finish() error {
 // dictReader reads a dictionary part. It holds no mutable state and is safe for concurrent use.
 type dictReader struct {
 	src  *source
-	part *PartInfo
+	part *segfmt.PartInfo
 	chk  *partCheck // the part's read-path check; nil before Open sets it
 
 	count    int // non-null values
@@ -111,7 +113,7 @@ type dictReader struct {
 	tableOff int64 // from the part start
 }
 
-func parseDict(src *source, p *PartInfo) (*dictReader, error) {
+func parseDict(src *source, p *segfmt.PartInfo) (*dictReader, error) {
 	if p.Length < dictTrailerSize {
 		return nil, corruptf("%d bytes, too short for a dictionary", p.Length)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // DimColumn is a dictionary dimension: a sorted dictionary, ids per row and (unless the schema
@@ -58,14 +59,14 @@ func (c *DimColumn) Value(id uint32) (string, error) {
 	}
 	var it blockIter
 	v, err := c.dict.value(c.index(id), &it, nil)
-	return v, partError(c.dim.Name, PartDictionary, err)
+	return v, partError(c.dim.Name, segfmt.PartDictionary, err)
 }
 
 // Lookup returns the id of a (non-null) value by binary search, and whether it is present.
 func (c *DimColumn) Lookup(v string) (uint32, bool, error) {
 	i, ok, err := c.dict.lookup(v)
 	if err != nil || !ok {
-		return 0, false, partError(c.dim.Name, PartDictionary, err)
+		return 0, false, partError(c.dim.Name, segfmt.PartDictionary, err)
 	}
 	return c.idOf(i), true, nil
 }
@@ -83,7 +84,7 @@ func (c *DimColumn) Bitmap(id uint32) (*roaring.Bitmap, error) {
 		return nil, err
 	}
 	bm, err := c.bms.bitmap(int(id))
-	return bm, partError(c.dim.Name, PartBitmaps, err)
+	return bm, partError(c.dim.Name, segfmt.PartBitmaps, err)
 }
 
 // EachBitmapRows hands fn the rows holding id in increasing order, in pieces of at most
@@ -107,7 +108,7 @@ func (c *DimColumn) EachBitmapRows(id uint32, buf []uint32, fn func(rows []uint3
 		return d.fnErr
 	}
 	if err != nil {
-		return partError(c.dim.Name, PartBitmaps, fmt.Errorf("bitmap %d: %w", id, err))
+		return partError(c.dim.Name, segfmt.PartBitmaps, fmt.Errorf("bitmap %d: %w", id, err))
 	}
 	return nil
 }
@@ -126,7 +127,7 @@ func (c *DimColumn) bitmapBytes(id uint32) ([]byte, error) {
 		return nil, err
 	}
 	raw, err := c.bms.raw(int(id))
-	return raw, partError(c.dim.Name, PartBitmaps, err)
+	return raw, partError(c.dim.Name, segfmt.PartBitmaps, err)
 }
 
 // Nulls returns the null rows.
@@ -181,7 +182,7 @@ func (it *DictIter) Next() bool {
 	}
 	if it.left == 0 {
 		if err := it.loadBlock(); err != nil {
-			it.err = partError(it.col.dim.Name, PartDictionary, err)
+			it.err = partError(it.col.dim.Name, segfmt.PartDictionary, err)
 			return false
 		}
 	}
@@ -265,8 +266,8 @@ func (c *DimCursor) IDs(row int) ([]uint32, error) {
 	return c.ids[k : k+1 : k+1], nil
 }
 
-// ID returns the first id of row: the id, for a single-value dimension.
-func (c *DimCursor) ID(row int) (uint32, error) {
+// id returns the first id of row: the id, for a single-value dimension.
+func (c *DimCursor) id(row int) (uint32, error) {
 	ids, err := c.IDs(row)
 	if err != nil {
 		return 0, err
@@ -317,7 +318,7 @@ func (c *DimCursor) value(id uint32) (string, error) {
 	}
 	v, err := c.col.dict.value(c.col.index(id), &c.it, nil)
 	if err != nil {
-		return "", partError(c.col.dim.Name, PartDictionary, err)
+		return "", partError(c.col.dim.Name, segfmt.PartDictionary, err)
 	}
 	c.cache[id] = v
 	return v, nil
@@ -364,7 +365,7 @@ func (c *DimCursor) load(row int) error {
 	}
 	if err != nil {
 		c.cr.cur = -1
-		return partError(c.col.dim.Name, PartIDs, err)
+		return partError(c.col.dim.Name, segfmt.PartIDs, err)
 	}
 	c.cr.cur = i
 	return nil

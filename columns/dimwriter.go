@@ -10,6 +10,7 @@ import (
 
 	"github.com/writeout/writeout/internal/mix"
 	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -111,9 +112,6 @@ func (d *DimWriter) AddValue(v string) (uint32, error) {
 	return id, nil
 }
 
-// HasNull reports whether the dictionary has the null value (id 0).
-func (d *DimWriter) HasNull() bool { return d.dict.hasNull }
-
 // Cardinality returns the number of ids so far, null included.
 func (d *DimWriter) Cardinality() int {
 	if d.dict.hasNull {
@@ -121,9 +119,6 @@ func (d *DimWriter) Cardinality() int {
 	}
 	return d.dict.count
 }
-
-// Rows returns the rows appended so far.
-func (d *DimWriter) Rows() int { return d.rows }
 
 func (d *DimWriter) closeDict() error {
 	if d.phase > 0 {
@@ -222,8 +217,8 @@ func (d *DimWriter) AppendSingleIDs(ids []uint32) error {
 	return nil
 }
 
-// AppendNull appends a null row; the dictionary must have the null value.
-func (d *DimWriter) AppendNull() error { return d.AppendIDs(nil) }
+// appendNull appends a null row; the dictionary must have the null value.
+func (d *DimWriter) appendNull() error { return d.AppendIDs(nil) }
 
 // AppendIDs appends a row holding ids, in the row's order (duplicates kept). An empty row is
 // null and is stored as the null id alone. A single-value dimension takes at most one id.
@@ -368,13 +363,13 @@ func (d *DimWriter) closeRows() error {
 		if err := d.ids.st.write(appendPacked(nil, perm, d.width)); err != nil {
 			return d.fail(err)
 		}
-		d.ids.st.spec.enc = EncIDChunksV4
+		d.ids.st.spec.enc = segfmt.EncIDChunksV4
 	}
 	d.vals, d.counts, d.raw, d.seen, d.nullRows = nil, nil, nil, nil, nil
 	return nil
 }
 
-// rankIDs writes the staged chunks to the ids part as frequency ranks (EncIDChunksV4), one
+// rankIDs writes the staged chunks to the ids part as frequency ranks (segfmt.EncIDChunksV4), one
 // chunk at a time, releases the first stage and returns the rank table: the ids by rows
 // descending, ties by id.
 func (d *DimWriter) rankIDs() (perm []uint32, err error) {

@@ -257,8 +257,8 @@
 // GB/s with the CPU's CRC instruction, plus reading the part from memory once more): about 1%
 // of a merge's CPU time, and up to a fifth of the lightest work there is, a scan of every
 // column through cursors (BenchmarkSegmentRead, op=open-cursors). Callers that have just
-// checked the bytes avoid even that: VerifyChecksums and Verify mark every part they check as
-// checked; TrustChecksums marks every part as checked without reading it; OpenWith and
+// checked the bytes avoid even that: VerifyChecksumsContext and Verify mark every part they check as
+// checked; OpenWith and
 // NewSegmentWith with OpenOptions.TrustChecksums open a segment that way (for a file the caller wrote and read back, or verified through
 // another Segment). Damaged bytes that are trusted give wrong answers or decoding errors.
 // Verify also decodes everything and checks every invariant the format states.

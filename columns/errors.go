@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -54,7 +55,7 @@ func corruptf(format string, args ...any) error {
 
 // partError names the column and the part of a decoding error:
 // columns: column "page" part bitmaps: <err>.
-func partError(column string, kind PartKind, err error) error {
+func partError(column string, kind segfmt.PartKind, err error) error {
 	if err == nil {
 		return nil
 	}

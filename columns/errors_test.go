@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -16,7 +17,7 @@ import (
 // medium.ErrInvalid), a call out of order wraps ErrState, a read from a closed segment wraps
 // ErrState and medium.ErrClosed.
 func TestErrorConvention(t *testing.T) {
-	schema := Schema{Dimensions: []Dimension{{Name: "d"}}, Metrics: []Metric{{Name: "n", Type: MetricLong, Aggregator: AggLongSum}}}
+	schema := Schema{Dimensions: []Dimension{{Name: "d"}}, Metrics: []Metric{{Name: "n", Type: MetricLong, Aggregator: agg.LongSum}}}
 	w, err := newRowsWriter(schema, WriterOptions{})
 	require.NoError(t, err)
 	for i := range 10 {
@@ -25,7 +26,7 @@ func TestErrorConvention(t *testing.T) {
 	var out bytes.Buffer
 	_, err = w.FinishTo(&out)
 	require.NoError(t, err)
-	seg, err := NewSegmentBytes(out.Bytes())
+	seg, err := newSegmentBytes(out.Bytes())
 	require.NoError(t, err)
 	col, err := seg.Dim("d")
 	require.NoError(t, err)
@@ -50,7 +51,7 @@ func TestErrorConvention(t *testing.T) {
 	f("Compression", err, invalid...)
 	f("Validate", WriterOptions{Compression: 99}.Validate(), invalid...)
 	require.NoError(t, WriterOptions{}.Validate())
-	_, err = ParseCompression("lz4")
+	_, err = parseCompression("lz4")
 	f("ParseCompression", err, invalid...)
 	_, err = NewSegment(nil, 0)
 	f("NewSegment", err, invalid...)

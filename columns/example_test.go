@@ -6,6 +6,7 @@ import (
 	"log"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 )
 
 // A segment written a column at a time (merger.Builder writes rows this way), streamed to a
@@ -15,8 +16,8 @@ func Example() {
 	schema := columns.Schema{
 		Dimensions: []columns.Dimension{{Name: "page"}, {Name: "tags", MultiValue: true}},
 		Metrics: []columns.Metric{
-			{Name: "added", Aggregator: columns.AggLongSum},
-			{Name: "firstDelta", Aggregator: columns.AggDoubleFirst},
+			{Name: "added", Aggregator: agg.LongSum},
+			{Name: "firstDelta", Aggregator: agg.DoubleFirst},
 		},
 	}
 	w, err := columns.NewWriter(schema, columns.WriterOptions{})
@@ -64,7 +65,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	seg, err := columns.NewSegmentBytes(buf.Bytes())
+	seg, err := columns.NewSegment(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -6,17 +6,19 @@ import (
 	"fmt"
 	"hash/crc32"
 	"time"
+
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // File framing.
 const (
 	magic = "WOSEG"
-	// Version is the newest format version this package writes and reads. A segment is written
+	// maxVersion is the newest format version this package writes and reads. A segment is written
 	// as version 4 when some part uses an encoding of version 4 (encodingsV4); else as version 3
-	// when some long or double metric has a null row (its PartNulls part, see layout); otherwise
+	// when some long or double metric has a null row (its segfmt.PartNulls part, see layout); otherwise
 	// as version 2, byte for byte what writers before version 3 wrote. It also reads version 1,
-	// whose layout lacks the metrics' side parts (PartTimes, PartTails).
-	Version    = 4
+	// whose layout lacks the metrics' side parts (segfmt.PartTimes, segfmt.PartTails).
+	maxVersion = 4
 	minVersion = 1
 	// versionNoNulls is the version of a segment without metric nulls parts.
 	versionNoNulls = 2
@@ -34,121 +36,24 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// PartKind says what a part of a column holds.
-type PartKind uint8
-
-// The part kinds.
-const (
-	PartValues     PartKind = 1 // chunked values: __time, metrics, raw strings, sketches
-	PartDictionary PartKind = 2 // a dimension's sorted, front-coded dictionary
-	PartIDs        PartKind = 3 // a dimension's dictionary ids per row
-	PartBitmaps    PartKind = 4 // a dimension's bitmap index: one roaring bitmap per id
-	PartNulls      PartKind = 5 // a dimension's null rows, or (version 3) a long or double metric's, one roaring bitmap
-	PartTimes      PartKind = 6 // a first/last metric's time per row, stored with its value
-	PartTails      PartKind = 7 // a doubleSum metric's exactness tail per row (see columns/agg)
-)
-
-func (k PartKind) String() string {
-	switch k {
-	case PartValues:
-		return "values"
-	case PartDictionary:
-		return "dictionary"
-	case PartIDs:
-		return "ids"
-	case PartBitmaps:
-		return "bitmaps"
-	case PartNulls:
-		return "nulls"
-	case PartTimes:
-		return "times"
-	case PartTails:
-		return "tails"
-	}
-	return fmt.Sprintf("kind%d", uint8(k))
-}
-
-// Encoding says how a part is laid out; see doc.go.
-type Encoding uint8
-
-// The part encodings.
-const (
-	EncLongChunks    Encoding = 1 // chunks of int64 values
-	EncDoubleChunks  Encoding = 2 // chunks of float64 values
-	EncBlobChunks    Encoding = 3 // chunks of byte strings (raw strings, sketches)
-	EncIDChunks      Encoding = 4 // chunks of one bit-packed id per row
-	EncMultiIDChunks Encoding = 5 // chunks of per-row id counts and bit-packed ids
-	EncFrontCoded    Encoding = 6 // front-coded dictionary blocks with a block table
-	EncRoaringTable  Encoding = 7 // roaring bitmaps back to back with an end-offset table
-	EncRoaring       Encoding = 8 // one roaring bitmap
-	// Version 4 encodings of chunks (doc.go, "Version 4 encodings: chunks").
-	EncLongChunksV4   Encoding = 11 // EncLongChunks whose chunks may take the planes form
-	EncDoubleChunksV4 Encoding = 12 // EncDoubleChunks whose integral chunks may take the planes form
-	EncIDChunksV4     Encoding = 13 // chunks of frequency ranks (packed or planes) and a rank table
-	// EncRoaringTableV4 is EncRoaringTable's version 4 replacement: each bitmap is empty,
-	// Elias-Fano or roaring, whichever is smallest (doc.go, "Version 4 encodings: bitmap index").
-	EncRoaringTableV4 Encoding = 14
-)
-
 // encodingsV4 maps an encoding of version 2 to the encoding a version 4 segment may use
 // instead for the same part (see doc.go). A writer picks the version 4 encoding for a part only
 // when the part needs it, and the segment is version 4 exactly when some part does.
-var encodingsV4 = map[Encoding]Encoding{
-	EncLongChunks:   EncLongChunksV4,
-	EncDoubleChunks: EncDoubleChunksV4,
-	EncIDChunks:     EncIDChunksV4,
-	EncRoaringTable: EncRoaringTableV4,
+var encodingsV4 = map[segfmt.Encoding]segfmt.Encoding{
+	segfmt.EncLongChunks:   segfmt.EncLongChunksV4,
+	segfmt.EncDoubleChunks: segfmt.EncDoubleChunksV4,
+	segfmt.EncIDChunks:     segfmt.EncIDChunksV4,
+	segfmt.EncRoaringTable: segfmt.EncRoaringTableV4,
 }
 
 // isV4Encoding reports whether e is an encoding of version 4.
-func isV4Encoding(e Encoding) bool {
+func isV4Encoding(e segfmt.Encoding) bool {
 	for _, v4 := range encodingsV4 {
 		if v4 == e {
 			return true
 		}
 	}
 	return false
-}
-
-func (e Encoding) String() string {
-	switch e {
-	case EncLongChunks:
-		return "long-chunks"
-	case EncDoubleChunks:
-		return "double-chunks"
-	case EncBlobChunks:
-		return "blob-chunks"
-	case EncIDChunks:
-		return "id-chunks"
-	case EncMultiIDChunks:
-		return "multi-id-chunks"
-	case EncFrontCoded:
-		return "front-coded"
-	case EncRoaringTable:
-		return "roaring-table"
-	case EncRoaring:
-		return "roaring"
-	case EncLongChunksV4:
-		return "long-chunks-v4"
-	case EncDoubleChunksV4:
-		return "double-chunks-v4"
-	case EncIDChunksV4:
-		return "id-chunks-v4"
-	case EncRoaringTableV4:
-		return "roaring-table-v4"
-	}
-	return fmt.Sprintf("encoding%d", uint8(e))
-}
-
-// PartInfo describes one part of a segment file, as its footer lists it.
-type PartInfo struct {
-	Column   string // TimeColumn, a dimension or a metric
-	Kind     PartKind
-	Encoding Encoding
-	Offset   int64  // from the start of the file
-	Length   int64  // bytes
-	CRC      uint32 // CRC-32C (Castagnoli) of the part's bytes
-	column   int    // index: 0 __time, then dimensions, then metrics
 }
 
 // Interval is a time range in milliseconds since the epoch, Start inclusive, End exclusive.
@@ -169,56 +74,56 @@ func (iv Interval) String() string {
 // partSpec is one part the schema asks for.
 type partSpec struct {
 	column int
-	kind   PartKind
-	enc    Encoding
+	kind   segfmt.PartKind
+	enc    segfmt.Encoding
 }
 
 // layout returns the parts a schema's segment holds, in the order the writer writes them.
 func layout(s Schema, version uint8) []partSpec {
-	out := []partSpec{{0, PartValues, EncLongChunks}}
+	out := []partSpec{{0, segfmt.PartValues, segfmt.EncLongChunks}}
 	for i, d := range s.Dimensions {
 		c := 1 + i
 		if d.Raw {
-			out = append(out, partSpec{c, PartValues, EncBlobChunks}, partSpec{c, PartNulls, EncRoaring})
+			out = append(out, partSpec{c, segfmt.PartValues, segfmt.EncBlobChunks}, partSpec{c, segfmt.PartNulls, segfmt.EncRoaring})
 			continue
 		}
-		ids := EncIDChunks
+		ids := segfmt.EncIDChunks
 		if d.MultiValue {
-			ids = EncMultiIDChunks
+			ids = segfmt.EncMultiIDChunks
 		}
-		out = append(out, partSpec{c, PartDictionary, EncFrontCoded}, partSpec{c, PartIDs, ids})
+		out = append(out, partSpec{c, segfmt.PartDictionary, segfmt.EncFrontCoded}, partSpec{c, segfmt.PartIDs, ids})
 		if !d.NoBitmapIndex {
-			out = append(out, partSpec{c, PartBitmaps, EncRoaringTable})
+			out = append(out, partSpec{c, segfmt.PartBitmaps, segfmt.EncRoaringTable})
 		}
-		out = append(out, partSpec{c, PartNulls, EncRoaring})
+		out = append(out, partSpec{c, segfmt.PartNulls, segfmt.EncRoaring})
 	}
 	for i, m := range s.Metrics {
 		c := 1 + len(s.Dimensions) + i
-		enc := EncLongChunks
+		enc := segfmt.EncLongChunks
 		switch m.column() {
 		case MetricDouble:
-			enc = EncDoubleChunks
+			enc = segfmt.EncDoubleChunks
 		case MetricHyperUnique:
-			enc = EncBlobChunks
+			enc = segfmt.EncBlobChunks
 		case MetricLong:
 		}
-		out = append(out, partSpec{c, PartValues, enc})
+		out = append(out, partSpec{c, segfmt.PartValues, enc})
 		if version < 2 {
 			continue
 		}
 		a := m.Agg()
 		if a.Timed() {
-			out = append(out, partSpec{c, PartTimes, EncLongChunks})
+			out = append(out, partSpec{c, segfmt.PartTimes, segfmt.EncLongChunks})
 		}
 		if a.Exact() {
-			out = append(out, partSpec{c, PartTails, EncBlobChunks})
+			out = append(out, partSpec{c, segfmt.PartTails, segfmt.EncBlobChunks})
 		}
 	}
 	return out
 }
 
 // metricNullsColumn reports whether column index c of s is a long or double metric: one that
-// may have a nulls part (PartNulls, EncRoaring) from version 3 on, present exactly when the
+// may have a nulls part (segfmt.PartNulls, segfmt.EncRoaring) from version 3 on, present exactly when the
 // metric has null rows.
 func metricNullsColumn(s Schema, c int) bool {
 	i := c - 1 - len(s.Dimensions)
@@ -262,7 +167,7 @@ type footer struct {
 	rows     int
 	interval Interval
 	schema   Schema
-	parts    []PartInfo
+	parts    []segfmt.PartInfo
 }
 
 // Footer layout (all integers little-endian):
@@ -283,7 +188,7 @@ func appendFooter(dst []byte, f *footer) ([]byte, error) {
 	dst = append(dst, js...)
 	dst = binary.AppendUvarint(dst, uint64(len(f.parts)))
 	for _, p := range f.parts {
-		dst = binary.AppendUvarint(dst, uint64(p.column))
+		dst = binary.AppendUvarint(dst, uint64(p.Index))
 		dst = append(dst, byte(p.Kind), byte(p.Encoding))
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(p.Offset))
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(p.Length))
@@ -313,8 +218,8 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 	if len(b) < 1+8+8+8 {
 		return nil, bad("%d bytes, too short", len(b))
 	}
-	if b[0] < minVersion || b[0] > Version {
-		return nil, fmt.Errorf("columns: footer: version %d (this reader reads %d to %d): %w", b[0], minVersion, Version, ErrVersion)
+	if b[0] < minVersion || b[0] > maxVersion {
+		return nil, fmt.Errorf("columns: footer: version %d (this reader reads %d to %d): %w", b[0], minVersion, maxVersion, ErrVersion)
 	}
 	f := &footer{version: b[0]}
 	rows := binary.LittleEndian.Uint64(b[1:])
@@ -359,13 +264,13 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 		return nil, bad("%d parts listed, the schema has %d", np, len(want))
 	}
 	rest = rest[k:]
-	expect := make(map[[2]int]Encoding, len(want))
+	expect := make(map[[2]int]segfmt.Encoding, len(want))
 	for _, w := range want {
 		expect[[2]int{w.column, int(w.kind)}] = w.enc
 	}
 	ncols := 1 + len(schema.Dimensions) + len(schema.Metrics)
 	next := int64(headerSize)
-	f.parts = make([]PartInfo, 0, np)
+	f.parts = make([]segfmt.PartInfo, 0, np)
 	metricNulls, partsV4 := 0, 0
 	seenNulls := map[int]bool{}
 	for i := 0; i < int(np); i++ {
@@ -374,22 +279,22 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 			return nil, bad("part %d: bad column or short entry", i)
 		}
 		rest = rest[k:]
-		p := PartInfo{
-			column:   int(c),
-			Kind:     PartKind(rest[0]),
-			Encoding: Encoding(rest[1]),
+		p := segfmt.PartInfo{
+			Index:    int(c),
+			Kind:     segfmt.PartKind(rest[0]),
+			Encoding: segfmt.Encoding(rest[1]),
 			Offset:   int64(binary.LittleEndian.Uint64(rest[2:])),
 			Length:   int64(binary.LittleEndian.Uint64(rest[10:])),
 			CRC:      binary.LittleEndian.Uint32(rest[18:]),
 		}
 		rest = rest[22:]
-		p.Column = columnName(schema, p.column)
-		key := [2]int{p.column, int(p.Kind)}
+		p.Column = columnName(schema, p.Index)
+		key := [2]int{p.Index, int(p.Kind)}
 		enc, ok := expect[key]
-		if !ok && optional > 0 && p.Kind == PartNulls && metricNullsColumn(schema, p.column) && !seenNulls[p.column] {
+		if !ok && optional > 0 && p.Kind == segfmt.PartNulls && metricNullsColumn(schema, p.Index) && !seenNulls[p.Index] {
 			// A metric's nulls part, at most once.
-			seenNulls[p.column] = true
-			enc, ok = EncRoaring, true
+			seenNulls[p.Index] = true
+			enc, ok = segfmt.EncRoaring, true
 			metricNulls++
 		}
 		if !ok {

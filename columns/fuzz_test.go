@@ -35,7 +35,7 @@ func FuzzOpen(f *testing.F) {
 			data = fixCRCs(data)
 		}
 		bad := func(err error) bool { return errors.Is(err, ErrCorrupt) || errors.Is(err, ErrVersion) }
-		seg, err := NewSegmentBytes(data)
+		seg, err := newSegmentBytes(data)
 		if err != nil {
 			if !bad(err) {
 				t.Fatalf("open: %v wraps neither ErrCorrupt nor ErrVersion", err)

@@ -28,10 +28,10 @@ func goldenRows() (Schema, []Row) {
 			{Name: "country", NoBitmapIndex: true},
 		},
 		Metrics: []Metric{
-			{Name: "count", Aggregator: AggCount},
-			{Name: "added", Type: MetricLong, Aggregator: AggLongSum},
-			{Name: "delta", Aggregator: AggDoubleMax},
-			{Name: "users", Aggregator: AggHyperUnique, Field: "user"},
+			{Name: "count", Aggregator: agg.Count},
+			{Name: "added", Type: MetricLong, Aggregator: agg.LongSum},
+			{Name: "delta", Aggregator: agg.DoubleMax},
+			{Name: "users", Aggregator: agg.HyperUnique, Field: "user"},
 		},
 		Rollup:      true,
 		Granularity: GranularityHour,
@@ -107,12 +107,12 @@ func seedSegments(t testing.TB) map[string][]byte {
 	out["multi-s2.seg"] = writeRows(t, multi, gen(multi, 20, 2), WriterOptions{Compression: CompressionS2, ChunkRows: 8})
 	nums := Schema{
 		Dimensions: []Dimension{{Name: "r", Raw: true}, {Name: "n", NoBitmapIndex: true}},
-		Metrics:    []Metric{{Name: "l", Aggregator: AggLongSum}, {Name: "f", Aggregator: AggDoubleMin}},
+		Metrics:    []Metric{{Name: "l", Aggregator: agg.LongSum}, {Name: "f", Aggregator: agg.DoubleMin}},
 	}
 	out["nums-none.seg"] = writeRows(t, nums, gen(nums, 20, 3), WriterOptions{Compression: CompressionNone, ChunkRows: 8})
 	out["nums-zstd.seg"] = writeRows(t, nums, gen(nums, 300, 4), WriterOptions{Compression: CompressionZstd, ChunkRows: 100})
 	out["nulls-none.seg"] = nullsSegment(t, 12, 6, WriterOptions{Compression: CompressionNone, ChunkRows: 4})
-	sk := Schema{Metrics: []Metric{{Name: "u", Aggregator: AggHyperUnique}}}
+	sk := Schema{Metrics: []Metric{{Name: "u", Aggregator: agg.HyperUnique}}}
 	out["sketch.seg"] = writeRows(t, sk, gen(sk, 3, 5), WriterOptions{})
 	out["v4-zstd.seg"] = v4FlipSegment(t) // the planes form and ranked ids (version 4)
 	return out
@@ -136,7 +136,7 @@ func TestReadVersion1(t *testing.T) {
 	require.NoError(t, err)
 	defer seg.Close()
 	require.Equal(t, byte(1), seg.f.version)
-	require.NoError(t, seg.VerifyChecksums())
+	require.NoError(t, seg.verifyChecksums())
 	// The version 1 writer's AddRow stamped rollup on rows it never rolled up nor sorted:
 	// Verify now says so.
 	err = seg.Verify()

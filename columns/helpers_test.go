@@ -91,7 +91,7 @@ func randSchema(rng *rand.Rand) Schema {
 		if rng.IntN(2) == 0 {
 			m := Metric{Name: fmt.Sprintf("met%d", i), Aggregator: a}
 			if rng.IntN(2) == 0 {
-				m.Type = a.ValueType()
+				m.Type = a.valueType()
 			}
 			s.Metrics = append(s.Metrics, m)
 		}
@@ -106,8 +106,8 @@ func randSchema(rng *rand.Rand) Schema {
 // (quantiles has its tests in columns/agg and merger/export).
 func testAggregators() []Aggregator {
 	var out []Aggregator
-	for _, a := range Aggregators {
-		if s, _ := a.Spec(); s.Type != agg.SketchType || a == AggHyperUnique {
+	for _, a := range aggregators {
+		if s, _ := a.Spec(); s.Type != agg.SketchType || a == agg.HyperUnique {
 			out = append(out, a)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // Value encodings of one chunk of int64 values. Every encoding starts with its byte and the
@@ -15,7 +17,7 @@ import (
 //	delta     3 | n | first varint | dmin varint | w u8 | n-1 deltas d-dmin packed at w bits
 //	planes    4 | n | t u8 | the for or delta encoding's fields after n, its packed values
 //	              replaced by the planes form of the same values (planes.go); t is 2 (for) or
-//	              3 (delta). Version 4 parts only (EncLongChunksV4, EncDoubleChunksV4).
+//	              3 (delta). Version 4 parts only (segfmt.EncLongChunksV4, segfmt.EncDoubleChunksV4).
 //
 // (varint is zigzag, as encoding/binary.AppendVarint; arithmetic wraps modulo 2^64, so every
 // int64 sequence round-trips.)
@@ -519,12 +521,12 @@ func decodeLongChunk(dst []int64, src []byte, n int, _ *[]int64, pd *planeDecode
 
 // numEncoder returns the chunk encoder of T's values, appendInt64sV or appendFloat64sV, in the
 // shape of NumWriter.encode, and the version 4 encoding its planes form takes.
-func numEncoder[T Number]() (func(dst []byte, vals []T, scratch *[]int64, pc *planeCoder) ([]byte, bool), Encoding) {
+func numEncoder[T Number]() (func(dst []byte, vals []T, scratch *[]int64, pc *planeCoder) ([]byte, bool), segfmt.Encoding) {
 	var zero T
 	if _, ok := any(zero).(int64); ok {
-		return any(encodeLongChunk).(func([]byte, []T, *[]int64, *planeCoder) ([]byte, bool)), EncLongChunksV4
+		return any(encodeLongChunk).(func([]byte, []T, *[]int64, *planeCoder) ([]byte, bool)), segfmt.EncLongChunksV4
 	}
-	return any(appendFloat64sV).(func([]byte, []T, *[]int64, *planeCoder) ([]byte, bool)), EncDoubleChunksV4
+	return any(appendFloat64sV).(func([]byte, []T, *[]int64, *planeCoder) ([]byte, bool)), segfmt.EncDoubleChunksV4
 }
 
 // encodeLongChunk is appendInt64sV in the shape of NumWriter.encode.

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // nullsSchema has one metric of every long and double aggregator (and a sketch, which has no
@@ -28,7 +30,7 @@ func withNulls(s Schema, rows []Row, seed uint64, p float64) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	for _, r := range rows {
 		for i, m := range s.Metrics {
-			if m.ValueType() == MetricHyperUnique || m.Aggregator == AggCount {
+			if m.ValueType() == MetricHyperUnique || m.Aggregator == agg.Count {
 				continue
 			}
 			if p >= 1 || rng.Float64() < p {
@@ -73,7 +75,7 @@ func TestNullsRoundTrip(t *testing.T) {
 			} else {
 				b = writeColumns(t, s, rows, WriterOptions{ChunkRows: 64, Compression: CompressionNone})
 			}
-			seg, err := NewSegmentBytes(b)
+			seg, err := newSegmentBytes(b)
 			require.NoError(t, err)
 			require.NoError(t, seg.Verify(), "p %v %s", p, how)
 			want := byte(2)
@@ -125,17 +127,17 @@ func TestNullsRoundTrip(t *testing.T) {
 				require.NoError(t, rr.Read(k, &got))
 				requireRowEqual(t, s, k, r, got)
 			}
-			kinds := map[PartKind]int{}
+			kinds := map[segfmt.PartKind]int{}
 			for _, pi := range seg.Parts() {
-				if pi.column > len(s.Dimensions) {
+				if pi.Index > len(s.Dimensions) {
 					kinds[pi.Kind]++
 				}
 			}
 			if p > 0 {
 				// Every long and double metric but count and the never-null one: 10 of 12.
-				require.Equal(t, 9, kinds[PartNulls], "p %v %s", p, how)
+				require.Equal(t, 9, kinds[segfmt.PartNulls], "p %v %s", p, how)
 			} else {
-				require.Zero(t, kinds[PartNulls])
+				require.Zero(t, kinds[segfmt.PartNulls])
 			}
 		}
 	}
@@ -152,7 +154,7 @@ func TestNullsV2Identical(t *testing.T) {
 	require.Equal(t, byte(2), want[len(magic)])
 	s, rows := goldenRows()
 	require.Equal(t, want, goldenBytes(t))
-	seg, err := NewSegmentBytes(want)
+	seg, err := newSegmentBytes(want)
 	require.NoError(t, err)
 	for _, m := range s.Metrics {
 		if c, err := seg.Long(m.Name); err == nil {
@@ -177,7 +179,7 @@ func TestNullsV2Identical(t *testing.T) {
 // TestNullsAppendErrors: AppendNull on __time or on a first/last metric's times column is a
 // state error; after a null, a timed metric stores time 0.
 func TestNullsAppendErrors(t *testing.T) {
-	w, err := NewWriter(Schema{Metrics: []Metric{{Name: "f", Aggregator: AggLongFirst}}}, WriterOptions{})
+	w, err := NewWriter(Schema{Metrics: []Metric{{Name: "f", Aggregator: agg.LongFirst}}}, WriterOptions{})
 	require.NoError(t, err)
 	defer w.Abort()
 	tw, err := w.Time()
@@ -194,32 +196,32 @@ func TestNullsAppendErrors(t *testing.T) {
 // bitmap, a null row storing a value, a nulls part on a version 2 file or listed twice, a
 // version 3 file without one: each is ErrCorrupt; a version past 3 is ErrVersion.
 func TestNullsCorrupt(t *testing.T) {
-	s := Schema{Metrics: []Metric{{Name: "l", Aggregator: AggLongSum}, {Name: "f", Aggregator: AggDoubleFirst}, {Name: "t", Aggregator: AggDoubleSum}}}
+	s := Schema{Metrics: []Metric{{Name: "l", Aggregator: agg.LongSum}, {Name: "f", Aggregator: agg.DoubleFirst}, {Name: "t", Aggregator: agg.DoubleSum}}}
 	rows := []Row{
 		{Time: 1, Metrics: []Value{{Long: 5}, {Null: true}, {Null: true}}},
 		{Time: 2, Metrics: []Value{{Null: true}, {Double: 2}, {Double: 0.1}}},
 		{Time: 3, Metrics: []Value{{Long: 7}, {Double: 3}, {Double: 0.2}}},
 	}
 	good := writeRows(t, s, rows, WriterOptions{Compression: CompressionNone})
-	seg, err := NewSegmentBytes(good)
+	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	require.NoError(t, seg.Verify())
-	var nullParts []PartInfo
+	var nullParts []segfmt.PartInfo
 	for _, p := range seg.Parts() {
-		if p.Kind == PartNulls {
+		if p.Kind == segfmt.PartNulls {
 			nullParts = append(nullParts, p)
 		}
 	}
 	require.Len(t, nullParts, 3)
 
 	// Replace a part's bytes (same length), fixing its CRC in the footer.
-	replace := func(p PartInfo, b []byte) []byte {
+	replace := func(p segfmt.PartInfo, b []byte) []byte {
 		t.Helper()
 		require.Equal(t, int(p.Length), len(b))
 		out := append([]byte(nil), good...)
 		copy(out[p.Offset:], b)
 		f := *seg.f
-		f.parts = append([]PartInfo(nil), f.parts...)
+		f.parts = append([]segfmt.PartInfo(nil), f.parts...)
 		for i := range f.parts {
 			if f.parts[i].Offset == p.Offset {
 				f.parts[i].CRC = crc(b)
@@ -230,7 +232,7 @@ func TestNullsCorrupt(t *testing.T) {
 	mustBad := func(b []byte, contains string) {
 		t.Helper()
 		requireBadBytes(t, b, contains)
-		seg, err := NewSegmentBytes(b)
+		seg, err := newSegmentBytes(b)
 		if err == nil {
 			err = seg.Verify()
 		}
@@ -251,7 +253,7 @@ func TestNullsCorrupt(t *testing.T) {
 	// A raw CRC mismatch.
 	flipped := append([]byte(nil), good...)
 	flipped[nullParts[1].Offset+nullParts[1].Length-1] ^= 0x40
-	s2, err := NewSegmentBytes(flipped)
+	s2, err := newSegmentBytes(flipped)
 	require.NoError(t, err)
 	c, err := s2.Double("f")
 	require.NoError(t, err)
@@ -262,7 +264,7 @@ func TestNullsCorrupt(t *testing.T) {
 	// Footer surgery: a version 3 footer without nulls parts, and a duplicated one.
 	rebuild := func(edit func(f *footer)) []byte {
 		f := *seg.f
-		f.parts = append([]PartInfo(nil), f.parts...)
+		f.parts = append([]segfmt.PartInfo(nil), f.parts...)
 		edit(&f)
 		return rebuildFooter(t, good, &f)
 	}
@@ -273,8 +275,8 @@ func TestNullsCorrupt(t *testing.T) {
 	dup := rebuild(func(f *footer) {
 		// l's nulls part listed twice, the second covering the next part's bytes.
 		p := f.parts[2]
-		require.Equal(t, PartNulls, p.Kind)
-		f.parts = append(f.parts[:3], append([]PartInfo{p}, f.parts[3:]...)...)
+		require.Equal(t, segfmt.PartNulls, p.Kind)
+		f.parts = append(f.parts[:3], append([]segfmt.PartInfo{p}, f.parts[3:]...)...)
 	})
 	mustBad(dup, "")
 
@@ -285,7 +287,7 @@ func TestNullsCorrupt(t *testing.T) {
 	shift := int64(len(empty)) - nullParts[0].Length
 	b = append(b, good[nullParts[0].Offset+nullParts[0].Length:]...)
 	f := *seg.f
-	f.parts = append([]PartInfo(nil), f.parts...)
+	f.parts = append([]segfmt.PartInfo(nil), f.parts...)
 	for i := range f.parts {
 		switch {
 		case f.parts[i].Offset == nullParts[0].Offset:
@@ -302,17 +304,17 @@ func TestNullsCorrupt(t *testing.T) {
 
 	// A version this reader does not know.
 	next := append([]byte(nil), good...)
-	next[len(magic)] = Version + 1
-	_, err = NewSegmentBytes(next)
+	next[len(magic)] = maxVersion + 1
+	_, err = newSegmentBytes(next)
 	require.ErrorIs(t, err, ErrVersion)
-	require.ErrorContains(t, err, fmt.Sprintf("reads 1 to %d", Version))
+	require.ErrorContains(t, err, fmt.Sprintf("reads 1 to %d", maxVersion))
 }
 
 // TestFlipNulls flips every byte of a small version 3 segment: every flip is caught.
 func TestFlipNulls(t *testing.T) {
 	good := nullsSegment(t, 10, 3, WriterOptions{ChunkRows: 4, Compression: CompressionNone})
 	require.Equal(t, byte(3), good[len(magic)])
-	seg, err := NewSegmentBytes(good)
+	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	require.NoError(t, readAll(seg))
 	b := append([]byte(nil), good...)

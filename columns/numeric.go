@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // Number is the value type of a numeric column: int64 (__time, long metrics, the times of a
@@ -21,10 +22,10 @@ type Column[T Number] struct {
 	seg   *Segment
 	name  string
 	ix    *chunkIndex
-	part  PartKind       // PartValues, or PartTimes
-	times *Column[int64] // a first/last metric's times
-	tails *TailColumn    // a doubleSum metric's exactness tails
-	nulls *partCheck     // a metric's nulls part (version 3), nil when it has no null row
+	part  segfmt.PartKind // segfmt.PartValues, or segfmt.PartTimes
+	times *Column[int64]  // a first/last metric's times
+	tails *TailColumn     // a doubleSum metric's exactness tails
+	nulls *partCheck      // a metric's nulls part (version 3), nil when it has no null row
 }
 
 // hasNulls reports whether the column is a metric with at least one null row (a segment of
@@ -42,11 +43,11 @@ func (c *Column[T]) Nulls() (*roaring.Bitmap, error) {
 	return c.seg.readNulls(c.name, c.nulls)
 }
 
-// Times returns the times stored with a first/last metric's values (PartTimes), row by row;
+// Times returns the times stored with a first/last metric's values (segfmt.PartTimes), row by row;
 // nil for other columns.
 func (c *Column[T]) Times() *Column[int64] { return c.times }
 
-// Tails returns a doubleSum metric's exactness tails (PartTails); nil for other columns and
+// Tails returns a doubleSum metric's exactness tails (segfmt.PartTails); nil for other columns and
 // for segments of format version 1, whose sums were stored rounded only.
 func (c *Column[T]) Tails() *TailColumn { return c.tails }
 
@@ -62,7 +63,7 @@ func (c *Column[T]) Get(row int) (T, error) { return c.Cursor().At(row) }
 // each chunk once. Use it from one goroutine at a time.
 type Cursor[T Number] struct {
 	name string
-	part PartKind // PartValues or PartTimes, for errors
+	part segfmt.PartKind // segfmt.PartValues or segfmt.PartTimes, for errors
 	cr   chunkReader
 	vals []T
 	ints []int64 // decode's scratch
@@ -82,7 +83,7 @@ func (c *Cursor[T]) At(row int) (T, error) {
 	return c.vals[row-c.cr.lo], nil
 }
 
-// Chunk returns the values of the chunk holding row, and the row of its first value. The slice
+// Chunk returns the values of the Chunk holding row, and the row of its first value. The slice
 // is valid until the cursor's next call.
 func (c *Cursor[T]) Chunk(row int) (first int, vals []T, err error) {
 	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {
@@ -150,7 +151,7 @@ type TailColumn struct {
 
 // Cursor returns a new cursor over the column.
 func (c *TailColumn) Cursor() *TailCursor {
-	return &TailCursor{blobCursor{name: c.name, part: PartTails, cr: newChunkReader(&c.seg.src, c.ix)}}
+	return &TailCursor{blobCursor{name: c.name, part: segfmt.PartTails, cr: newChunkReader(&c.seg.src, c.ix)}}
 }
 
 // TailCursor reads a tail column chunk by chunk; one goroutine at a time.
@@ -164,12 +165,12 @@ func (c *TailCursor) Tail(row int, dst []float64) ([]float64, error) {
 		return dst, err
 	}
 	if len(b)%8 != 0 {
-		return dst, partError(c.name, PartTails, corruptf("row %d: tail of %d bytes, not whole float64s", row, len(b)))
+		return dst, partError(c.name, segfmt.PartTails, corruptf("row %d: tail of %d bytes, not whole float64s", row, len(b)))
 	}
 	for ; len(b) > 0; b = b[8:] {
 		x := math.Float64frombits(binary.LittleEndian.Uint64(b))
 		if x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
-			return dst, partError(c.name, PartTails, corruptf("row %d: tail term %v", row, x))
+			return dst, partError(c.name, segfmt.PartTails, corruptf("row %d: tail term %v", row, x))
 		}
 		dst = append(dst, x)
 	}

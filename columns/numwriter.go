@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // NumWriter appends the values of a numeric column: int64 for __time and long metrics, float64
@@ -20,20 +21,20 @@ type NumWriter[T Number] struct {
 	err       error
 	finished  bool
 	metric    bool              // a metric's values: AppendNull allowed
-	times     *NumWriter[int64] // a first/last metric's times (PartTimes), else nil
+	times     *NumWriter[int64] // a first/last metric's times (segfmt.PartTimes), else nil
 	pc        *planeCoder       // the planes form allowed (a version 4 part when used), else nil
 	nulls     *roaring.Bitmap
 	// encode appends a chunk's values to dst, reporting whether it took the planes form
 	// (encoding v4).
 	encode func(dst []byte, vals []T, scratch *[]int64, pc *planeCoder) ([]byte, bool)
-	v4     Encoding
+	v4     segfmt.Encoding
 
 	// __time only (isTime): every value is truncated to gran, in order; first and last.
 	isTime      bool
 	gran        Granularity
 	first, last int64
 
-	// doubleSum only: the exactness tails (PartTails), else nil.
+	// doubleSum only: the exactness tails (segfmt.PartTails), else nil.
 	tails   *blobWriter
 	tailBuf []byte
 }
@@ -257,7 +258,7 @@ func (w *NumWriter[T]) checkTime(v int64) error {
 		w.err = fmt.Errorf("columns: column %q: row %d: time %d before the previous row's %d: rows must come in time order: %w", TimeColumn, w.rows, v, w.last, ErrInvalid)
 		return w.err
 	}
-	if !w.gran.ValidTime(v) {
+	if !w.gran.validTime(v) {
 		w.err = fmt.Errorf("columns: column %q: row %d: time %d outside the times a segment can hold, [%d, %d] (MinTime and MaxTime, truncated): %w", TimeColumn, w.rows, v, w.gran.Truncate(MinTime), MaxTime, ErrInvalid)
 		return w.err
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/axiomhq/hyperloglog"
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // planeModes returns the form byte of each plane of a planes encoding of n values of width w.
@@ -333,11 +335,11 @@ func v4Schema() Schema {
 			{Name: "one"},
 		},
 		Metrics: []Metric{
-			{Name: "count", Aggregator: AggCount},
-			{Name: "added", Aggregator: AggLongSum, Field: "added"},
-			{Name: "firstAdded", Aggregator: AggLongFirst, Field: "added"},
-			{Name: "delta", Aggregator: AggDoubleSum, Field: "delta"},
-			{Name: "lastDelta", Aggregator: AggDoubleLast, Field: "delta"},
+			{Name: "count", Aggregator: agg.Count},
+			{Name: "added", Aggregator: agg.LongSum, Field: "added"},
+			{Name: "firstAdded", Aggregator: agg.LongFirst, Field: "added"},
+			{Name: "delta", Aggregator: agg.DoubleSum, Field: "delta"},
+			{Name: "lastDelta", Aggregator: agg.DoubleLast, Field: "delta"},
 		},
 	}
 }
@@ -378,13 +380,13 @@ func v4Rows(n int, seed uint64) []Row {
 // partEncodings returns the encoding of each chunked part (values, ids, times, tails), by
 // "column/kind": the parts the chunk forms concern (bitmap parts have their own version 4
 // encoding, not tested here).
-func partEncodings(seg *Segment) map[string]Encoding {
-	out := map[string]Encoding{}
+func partEncodings(seg *Segment) map[string]segfmt.Encoding {
+	out := map[string]segfmt.Encoding{}
 	for _, p := range seg.Parts() {
 		switch p.Kind {
-		case PartValues, PartIDs, PartTimes, PartTails:
+		case segfmt.PartValues, segfmt.PartIDs, segfmt.PartTimes, segfmt.PartTails:
 			out[p.Column+"/"+p.Kind.String()] = p.Encoding
-		case PartDictionary, PartBitmaps, PartNulls:
+		case segfmt.PartDictionary, segfmt.PartBitmaps, segfmt.PartNulls:
 		}
 	}
 	return out
@@ -403,14 +405,14 @@ func TestSegmentVersion4(t *testing.T) {
 		byRows := writeRows(t, s, rows, opts)
 		byCols := writeColumns(t, s, rows, opts)
 		require.Equal(t, byRows, byCols, "%s: rows and the column writers write the same bytes", comp)
-		seg, err := NewSegmentBytes(byRows)
+		seg, err := newSegmentBytes(byRows)
 		require.NoError(t, err)
 		checkSegment(t, seg, s, rows, sketches)
 		enc := partEncodings(seg)
 		if comp != CompressionZstd {
 			version := byte(versionNulls) // none means none; s2 is for speed
 			for _, p := range seg.Parts() {
-				if p.Kind == PartBitmaps && isV4Encoding(p.Encoding) {
+				if p.Kind == segfmt.PartBitmaps && isV4Encoding(p.Encoding) {
 					version = versionV4 // an Elias-Fano bitmap index (bitmapef.go), under s2
 				}
 			}
@@ -421,19 +423,19 @@ func TestSegmentVersion4(t *testing.T) {
 			continue
 		}
 		require.Equal(t, byte(versionV4), byRows[len(magic)], comp)
-		want := map[string]Encoding{
-			"__time/values":     EncLongChunksV4,
-			"page/ids":          EncIDChunksV4,
-			"country/ids":       EncIDChunksV4,
-			"tags/ids":          EncMultiIDChunks,
-			"one/ids":           EncIDChunks, // one id: nothing to rank
-			"count/values":      EncLongChunks,
-			"added/values":      EncLongChunksV4,
-			"firstAdded/values": EncLongChunksV4,
-			"firstAdded/times":  EncLongChunksV4,
-			"delta/values":      EncDoubleChunksV4,
-			"lastDelta/values":  EncDoubleChunksV4,
-			"lastDelta/times":   EncLongChunksV4,
+		want := map[string]segfmt.Encoding{
+			"__time/values":     segfmt.EncLongChunksV4,
+			"page/ids":          segfmt.EncIDChunksV4,
+			"country/ids":       segfmt.EncIDChunksV4,
+			"tags/ids":          segfmt.EncMultiIDChunks,
+			"one/ids":           segfmt.EncIDChunks, // one id: nothing to rank
+			"count/values":      segfmt.EncLongChunks,
+			"added/values":      segfmt.EncLongChunksV4,
+			"firstAdded/values": segfmt.EncLongChunksV4,
+			"firstAdded/times":  segfmt.EncLongChunksV4,
+			"delta/values":      segfmt.EncDoubleChunksV4,
+			"lastDelta/values":  segfmt.EncDoubleChunksV4,
+			"lastDelta/times":   segfmt.EncLongChunksV4,
 		}
 		for k, e := range want {
 			require.Equal(t, e, enc[k], "%s: %s", comp, k)
@@ -459,7 +461,7 @@ func TestSegmentVersion4Ranks(t *testing.T) {
 		rows = append(rows, Row{Time: int64(i), Dims: [][]string{{v}}})
 	}
 	b := writeRows(t, s, rows, WriterOptions{Compression: CompressionZstd})
-	seg, err := NewSegmentBytes(b)
+	seg, err := newSegmentBytes(b)
 	require.NoError(t, err)
 	dc := seg.dims[0]
 	// "common" (id 0) ranks first, "rare" (id 1) second, the "z..." ids after, by id on ties.
@@ -530,7 +532,7 @@ func v4FlipSegment(t testing.TB) []byte {
 }
 
 func TestV4FlipSegment(t *testing.T) {
-	seg, err := NewSegmentBytes(v4FlipSegment(t))
+	seg, err := newSegmentBytes(v4FlipSegment(t))
 	require.NoError(t, err)
 	enc := partEncodings(seg)
 	for _, k := range []string{"__time/values", "page/ids", "added/values", "firstAdded/values", "delta/values", "lastDelta/values"} {

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+
+	"github.com/writeout/writeout/columns/agg"
 )
 
 // eventRows returns n rows shaped like bench/peers' event table: times over a day in order,
@@ -16,7 +18,7 @@ func eventRows(n int) (Schema, []Row) {
 		s.Dimensions = append(s.Dimensions, Dimension{Name: d, NoBitmapIndex: true})
 	}
 	for _, m := range []string{"m1", "m2", "m3"} {
-		s.Metrics = append(s.Metrics, Metric{Name: m, Type: MetricLong, Aggregator: AggLongSum, Field: m})
+		s.Metrics = append(s.Metrics, Metric{Name: m, Type: MetricLong, Aggregator: agg.LongSum, Field: m})
 	}
 	rng := rand.New(rand.NewPCG(21, 22))
 	var ids [3][]uint32
@@ -62,7 +64,7 @@ func BenchmarkEventRead(b *testing.B) {
 		if _, err := w.FinishTo(&buf); err != nil {
 			b.Fatal(err)
 		}
-		seg, err := NewSegmentBytes(buf.b)
+		seg, err := newSegmentBytes(buf.b)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -284,7 +284,7 @@ func writeFile(ctx context.Context, dst string, c content, file afero.File, osf 
 }
 
 // readBack reads the size bytes just written and synced to file back and checks them: the
-// trailer, the footer's checksum and every part's CRC-32C (VerifyChecksums). On an OS file the
+// trailer, the footer's checksum and every part's CRC-32C (VerifyChecksumsContext). On an OS file the
 // range's cached pages, clean after the fdatasync, are dropped first (posix_fadvise
 // DONTNEED), so that the reads come from the device: what is checked is what the disk holds,
 // not the page cache's copy. Where the pages cannot be dropped (off Linux, an afero.Fs) the

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/afero"
 	"github.com/stretchr/testify/require"
 
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/faultfs"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
@@ -335,7 +336,7 @@ func TestPublishStageAltered(t *testing.T) {
 	s, rows := publishRows(t, 30)
 	dir := t.TempDir()
 	dst := filepath.Join(dir, "seg")
-	nparts := int32(len(layout(s, Version)))
+	nparts := int32(len(layout(s, maxVersion)))
 	for _, target := range []int32{0, nparts / 2, nparts - 1} {
 		var n atomic.Int32
 		w := filledWriter(t, s, rows, WriterOptions{Medium: flipMedium{medium.NewHeap(), &n, target}})
@@ -385,7 +386,7 @@ func TestAbort(t *testing.T) {
 
 // TestWriterMisuse checks the writer's state errors.
 func TestWriterMisuse(t *testing.T) {
-	s := Schema{Dimensions: []Dimension{{Name: "d"}, {Name: "m", MultiValue: true}, {Name: "r", Raw: true}}, Metrics: []Metric{{Name: "c", Aggregator: AggCount}}}
+	s := Schema{Dimensions: []Dimension{{Name: "d"}, {Name: "m", MultiValue: true}, {Name: "r", Raw: true}}, Metrics: []Metric{{Name: "c", Aggregator: agg.Count}}}
 	w, err := NewWriter(s, WriterOptions{})
 	require.NoError(t, err)
 	d, err := w.Dim("d")
@@ -413,7 +414,7 @@ func TestWriterMisuse(t *testing.T) {
 	w, _ = NewWriter(s, WriterOptions{})
 	d, _ = w.Dim("d")
 	_, _ = d.AddValue("a")
-	require.ErrorIs(t, d.AppendNull(), medium.ErrInvalid, "null without AddNull")
+	require.ErrorIs(t, d.appendNull(), medium.ErrInvalid, "null without AddNull")
 	w.Abort()
 
 	w, _ = NewWriter(s, WriterOptions{})
@@ -579,7 +580,7 @@ func TestPublishChmodBeforeSync(t *testing.T) {
 // TestRawAppendBytes writes a raw dimension through AppendBytes from one reused buffer: each
 // value is copied as it is appended (chunks of 3 rows, so some flush while later ones wait).
 func TestRawAppendBytes(t *testing.T) {
-	s := Schema{Dimensions: []Dimension{{Name: "r", Raw: true}}, Metrics: []Metric{{Name: "c", Aggregator: AggLongSum}}}
+	s := Schema{Dimensions: []Dimension{{Name: "r", Raw: true}}, Metrics: []Metric{{Name: "c", Aggregator: agg.LongSum}}}
 	w, err := NewWriter(s, WriterOptions{ChunkRows: 3})
 	require.NoError(t, err)
 	tw, err := w.Time()
@@ -619,7 +620,7 @@ func TestRawAppendBytes(t *testing.T) {
 // cross chunk boundaries): the segments are byte for byte the same. __time keeps its checks
 // in bulk, and a first/last metric refuses AppendValues as it refuses Append.
 func TestAppendValues(t *testing.T) {
-	s := Schema{Metrics: []Metric{{Name: "l", Aggregator: AggLongSum}, {Name: "d", Aggregator: AggDoubleSum}, {Name: "x", Aggregator: AggDoubleMax}}}
+	s := Schema{Metrics: []Metric{{Name: "l", Aggregator: agg.LongSum}, {Name: "d", Aggregator: agg.DoubleSum}, {Name: "x", Aggregator: agg.DoubleMax}}}
 	const rows = 23
 	write := func(bulk bool) []byte {
 		w, err := NewWriter(s, WriterOptions{ChunkRows: 5})
@@ -662,7 +663,7 @@ func TestAppendValues(t *testing.T) {
 	}
 	require.Equal(t, write(false), write(true))
 
-	w, err := NewWriter(Schema{Metrics: []Metric{{Name: "f", Aggregator: AggLongFirst}}}, WriterOptions{})
+	w, err := NewWriter(Schema{Metrics: []Metric{{Name: "f", Aggregator: agg.LongFirst}}}, WriterOptions{})
 	require.NoError(t, err)
 	tw, err := w.Time()
 	require.NoError(t, err)

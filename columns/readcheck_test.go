@@ -12,6 +12,7 @@ import (
 
 	"github.com/axiomhq/hyperloglog"
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // flipSchema has every part kind: dictionary dimensions with bitmaps (single- and multi-value,
@@ -102,7 +103,7 @@ func (rd *everyColumn) read() error {
 	sc := rd.seg.Schema()
 	for _, d := range sc.Dimensions {
 		rd.p("dim %s\n", d.Name)
-		nulls, err := rd.seg.Nulls(d.Name)
+		nulls, err := rd.seg.nulls(d.Name)
 		if err != nil {
 			return err
 		}
@@ -257,7 +258,7 @@ func (rd *everyColumn) bitmaps(name string, c *DimColumn) error {
 			return err
 		}
 		p("%v ", bm.ToArray())
-		bm2, err := rd.seg.Bitmap(name, id)
+		bm2, err := rd.seg.bitmap(name, id)
 		if err != nil {
 			return err
 		}
@@ -338,7 +339,7 @@ func (rd *everyColumn) sketch(name string) error {
 			return err
 		}
 		p("%x ", raw)
-		sk, err := cur.Sketch(r)
+		sk, err := cur.sketch(r)
 		if err != nil {
 			return err
 		}
@@ -369,7 +370,7 @@ func (rd *everyColumn) wholeRows() error {
 
 // region says where byte i of a segment lies: a part (its index in parts), or -1 for the
 // header, the footer or the trailer.
-func region(parts []PartInfo, i int) int {
+func region(parts []segfmt.PartInfo, i int) int {
 	for k, p := range parts {
 		if int64(i) >= p.Offset && int64(i) < p.Offset+p.Length {
 			return k
@@ -387,27 +388,27 @@ func region(parts []PartInfo, i int) int {
 // must give what the intact file gives (it never happens here: every part is read).
 func TestFlipEveryByteReadPath(t *testing.T) {
 	for name, good := range flipSegments(t) {
-		seg, err := NewSegmentBytes(good)
+		seg, err := newSegmentBytes(good)
 		require.NoError(t, err)
 		require.NoError(t, seg.Verify())
 		want, err := readEveryColumn(seg)
 		require.NoError(t, err)
 		parts := seg.Parts()
-		kinds := map[PartKind]bool{}
+		kinds := map[segfmt.PartKind]bool{}
 		for _, p := range parts {
 			kinds[p.Kind] = true
 		}
 		require.Len(t, kinds, 7, "%s: every part kind", name)
 
 		var openFails, readFails, frame int
-		byKind := map[PartKind]int{}
+		byKind := map[segfmt.PartKind]int{}
 		b := append([]byte(nil), good...)
 		for i := range b {
 			x := []byte{0x01, 0x80, 0xff, 0x10}[i%4]
 			b[i] ^= x
 			var s *Segment
 			if i%2 == 0 {
-				s, err = NewSegmentBytes(b)
+				s, err = newSegmentBytes(b)
 			} else {
 				s, err = NewSegment(bytes.NewReader(b), int64(len(b)))
 			}
@@ -447,7 +448,7 @@ func TestFlipEveryByteReadPath(t *testing.T) {
 // for a flip in each part of each kind.
 func TestReadCheckNamesTheFile(t *testing.T) {
 	good := flipSegments(t)["zstd"]
-	seg, err := NewSegmentBytes(good)
+	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.seg")
@@ -471,7 +472,7 @@ func TestReadCheckNamesTheFile(t *testing.T) {
 func TestReadCheckOnce(t *testing.T) {
 	good := flipSegments(t)["none"]
 	open := func(b []byte) *Segment {
-		s, err := NewSegmentBytes(b)
+		s, err := newSegmentBytes(b)
 		require.NoError(t, err)
 		return s
 	}
@@ -494,20 +495,20 @@ func TestReadCheckOnce(t *testing.T) {
 	require.Equal(t, nparts, s.crcPasses.Load(), "no part twice")
 
 	s = open(good)
-	require.NoError(t, s.VerifyChecksums())
+	require.NoError(t, s.verifyChecksums())
 	require.Equal(t, nparts, s.crcPasses.Load())
 	_, err = readEveryColumn(s)
 	require.NoError(t, err)
 	require.Equal(t, nparts, s.crcPasses.Load(), "VerifyChecksums checked every part for the reads")
-	require.NoError(t, s.VerifyChecksums())
+	require.NoError(t, s.verifyChecksums())
 	require.Equal(t, nparts, s.crcPasses.Load(), "and for itself")
 
 	s = open(good)
-	s.TrustChecksums()
+	s.trustChecksums()
 	_, err = readEveryColumn(s)
 	require.NoError(t, err)
 	require.Zero(t, s.crcPasses.Load(), "trusted parts are not checked")
-	require.NoError(t, s.VerifyChecksums())
+	require.NoError(t, s.verifyChecksums())
 	require.Equal(t, nparts, s.crcPasses.Load(), "VerifyChecksums checks trusted parts")
 
 	// Trusted from Open: nothing is checked.
@@ -541,7 +542,7 @@ func TestReadCheckOnce(t *testing.T) {
 		b = append(b[:0], good...)
 		b[i] ^= 0x01
 		bad = open(b)
-		bad.TrustChecksums()
+		bad.trustChecksums()
 		bc, err = bad.Long("added")
 		require.NoError(t, err)
 		if v, err := bc.Get(0); err != nil || v == v0 {
@@ -549,7 +550,7 @@ func TestReadCheckOnce(t *testing.T) {
 		}
 	}
 	require.NotNil(t, bad, "a trusted part is read as it is, wrong values included")
-	require.ErrorIs(t, bad.VerifyChecksums(), ErrCorrupt)
+	require.ErrorIs(t, bad.verifyChecksums(), ErrCorrupt)
 	_, err = bc.Get(0)
 	require.ErrorIs(t, err, ErrCorrupt, "VerifyChecksums found the part bad: it stays bad")
 
@@ -560,13 +561,13 @@ func TestReadCheckOnce(t *testing.T) {
 	_, err1 := bc.Get(0)
 	require.ErrorIs(t, err1, ErrCorrupt)
 	require.ErrorContains(t, err1, `columns: unnamed segment: column "added" part values: CRC `)
-	bad.TrustChecksums()
+	bad.trustChecksums()
 	for k := 0; k < 3; k++ {
 		_, err := bc.Cursor().At(k)
 		require.Equal(t, err1.Error(), err.Error())
 	}
 	require.Equal(t, before+1, bad.crcPasses.Load(), "a bad part's CRC is computed once")
-	err = bad.VerifyChecksums()
+	err = bad.verifyChecksums()
 	require.ErrorContains(t, err, `columns: column "added" part values: CRC `)
 }
 
@@ -574,14 +575,14 @@ func TestReadCheckOnce(t *testing.T) {
 // same answer everywhere, a damaged one fails everywhere (run with -race).
 func TestReadCheckConcurrent(t *testing.T) {
 	good := flipSegments(t)["zstd"]
-	s, err := NewSegmentBytes(good)
+	s, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	want, err := readEveryColumn(s)
 	require.NoError(t, err)
 	tags, err := s.Dim("tags")
 	require.NoError(t, err)
 	for _, b := range [][]byte{good, flipped(good, *tags.ix.part), flipped(good, *tags.bms.part)} {
-		seg, err := NewSegmentBytes(b)
+		seg, err := newSegmentBytes(b)
 		require.NoError(t, err)
 		var wg sync.WaitGroup
 		errs := make([]error, 8)
@@ -601,7 +602,7 @@ func TestReadCheckConcurrent(t *testing.T) {
 	}
 }
 
-func flipped(good []byte, p PartInfo) []byte {
+func flipped(good []byte, p segfmt.PartInfo) []byte {
 	b := append([]byte(nil), good...)
 	b[p.Offset] ^= 0x04
 	return b
@@ -611,84 +612,84 @@ func flipped(good []byte, p PartInfo) []byte {
 // first to touch the part (readEveryColumn reaches some entries only after another one).
 func TestReadCheckEveryEntry(t *testing.T) {
 	good := flipSegments(t)["s2"]
-	intact, err := NewSegmentBytes(good)
+	intact, err := newSegmentBytes(good)
 	require.NoError(t, err)
-	part := func(col string, kind PartKind) PartInfo {
+	part := func(col string, kind segfmt.PartKind) segfmt.PartInfo {
 		for _, p := range intact.Parts() {
 			if p.Column == col && p.Kind == kind {
 				return p
 			}
 		}
 		t.Fatalf("no part %s of %s", kind, col)
-		return PartInfo{}
+		return segfmt.PartInfo{}
 	}
 	dim := func(s *Segment, name string) *DimColumn {
 		c, err := s.Dim(name)
 		require.NoError(t, err)
 		return c
 	}
-	f := func(col string, kind PartKind, what string, read func(s *Segment) error) {
+	f := func(col string, kind segfmt.PartKind, what string, read func(s *Segment) error) {
 		t.Helper()
 		p := part(col, kind)
-		s, err := NewSegmentBytes(flipped(good, p))
+		s, err := newSegmentBytes(flipped(good, p))
 		require.NoError(t, err)
 		err = read(s)
 		require.ErrorIs(t, err, ErrCorrupt, what)
 		require.ErrorContains(t, err, fmt.Sprintf("column %q part %s: CRC ", col, kind), what)
 	}
-	f(TimeColumn, PartValues, "Cursor[int64].At", func(s *Segment) error { _, err := s.Time().Cursor().At(2); return err })
-	f(TimeColumn, PartValues, "Cursor[int64].Chunk", func(s *Segment) error { _, _, err := s.Time().Cursor().Chunk(9); return err })
-	f(TimeColumn, PartValues, "Column[int64].Get", func(s *Segment) error { _, err := s.Time().Get(5); return err })
-	f(TimeColumn, PartValues, "RowReader", func(s *Segment) error { _, err := s.ReadRow(4); return err })
-	f("added", PartValues, "long metric", func(s *Segment) error {
+	f(TimeColumn, segfmt.PartValues, "Cursor[int64].At", func(s *Segment) error { _, err := s.Time().Cursor().At(2); return err })
+	f(TimeColumn, segfmt.PartValues, "Cursor[int64].Chunk", func(s *Segment) error { _, _, err := s.Time().Cursor().Chunk(9); return err })
+	f(TimeColumn, segfmt.PartValues, "Column[int64].Get", func(s *Segment) error { _, err := s.Time().Get(5); return err })
+	f(TimeColumn, segfmt.PartValues, "RowReader", func(s *Segment) error { _, err := s.ReadRow(4); return err })
+	f("added", segfmt.PartValues, "long metric", func(s *Segment) error {
 		c, err := s.Long("added")
 		require.NoError(t, err)
 		_, err = c.Get(7)
 		return err
 	})
-	f("firstAdded", PartTimes, "long metric times", func(s *Segment) error {
+	f("firstAdded", segfmt.PartTimes, "long metric times", func(s *Segment) error {
 		c, err := s.Long("firstAdded")
 		require.NoError(t, err)
 		_, _, err = c.Times().Cursor().Chunk(0)
 		return err
 	})
-	f("delta", PartValues, "Column[float64].Get", func(s *Segment) error {
+	f("delta", segfmt.PartValues, "Column[float64].Get", func(s *Segment) error {
 		c, err := s.Double("delta")
 		require.NoError(t, err)
 		_, err = c.Get(3)
 		return err
 	})
-	f("lastDelta", PartValues, "Cursor[float64].Chunk", func(s *Segment) error {
+	f("lastDelta", segfmt.PartValues, "Cursor[float64].Chunk", func(s *Segment) error {
 		c, err := s.Double("lastDelta")
 		require.NoError(t, err)
 		_, _, err = c.Cursor().Chunk(3)
 		return err
 	})
-	f("lastDelta", PartTimes, "double metric times", func(s *Segment) error {
+	f("lastDelta", segfmt.PartTimes, "double metric times", func(s *Segment) error {
 		c, err := s.Double("lastDelta")
 		require.NoError(t, err)
 		_, err = c.Times().Get(1)
 		return err
 	})
-	f("delta", PartTails, "TailCursor.Tail", func(s *Segment) error {
+	f("delta", segfmt.PartTails, "TailCursor.Tail", func(s *Segment) error {
 		c, err := s.Double("delta")
 		require.NoError(t, err)
 		_, err = c.Tails().Cursor().Tail(0, nil)
 		return err
 	})
-	f("users", PartValues, "SketchCursor.Bytes", func(s *Segment) error {
+	f("users", segfmt.PartValues, "SketchCursor.Bytes", func(s *Segment) error {
 		c, err := s.Sketch("users")
 		require.NoError(t, err)
 		_, err = c.Cursor().Bytes(0)
 		return err
 	})
-	f("users", PartValues, "SketchCursor.Sketch", func(s *Segment) error {
+	f("users", segfmt.PartValues, "SketchCursor.Sketch", func(s *Segment) error {
 		c, err := s.Sketch("users")
 		require.NoError(t, err)
-		_, err = c.Cursor().Sketch(8)
+		_, err = c.Cursor().sketch(8)
 		return err
 	})
-	for _, kind := range []PartKind{PartValues, PartNulls} {
+	for _, kind := range []segfmt.PartKind{segfmt.PartValues, segfmt.PartNulls} {
 		f("body", kind, "RawCursor.At", func(s *Segment) error {
 			c, err := s.Raw("body")
 			require.NoError(t, err)
@@ -696,22 +697,22 @@ func TestReadCheckEveryEntry(t *testing.T) {
 			return err
 		})
 	}
-	f("body", PartNulls, "RawColumn.Nulls", func(s *Segment) error {
+	f("body", segfmt.PartNulls, "RawColumn.Nulls", func(s *Segment) error {
 		c, err := s.Raw("body")
 		require.NoError(t, err)
 		_, err = c.Nulls()
 		return err
 	})
-	f("body", PartNulls, "Segment.Nulls (raw)", func(s *Segment) error { _, err := s.Nulls("body"); return err })
-	f("page", PartNulls, "Segment.Nulls", func(s *Segment) error { _, err := s.Nulls("page"); return err })
-	f("tags", PartNulls, "DimColumn.Nulls", func(s *Segment) error { _, err := dim(s, "tags").Nulls(); return err })
-	f("tags", PartIDs, "DimCursor.IDs", func(s *Segment) error { _, err := dim(s, "tags").Cursor().IDs(3); return err })
-	f("page", PartIDs, "DimCursor.ID", func(s *Segment) error { _, err := dim(s, "page").Cursor().ID(0); return err })
-	f("country", PartIDs, "DimCursor.Values", func(s *Segment) error { _, err := dim(s, "country").Cursor().Values(9); return err })
-	f("tags", PartIDs, "DimCursor.Chunk", func(s *Segment) error { _, _, _, err := dim(s, "tags").Cursor().Chunk(2); return err })
-	f("page", PartBitmaps, "DimColumn.Bitmap", func(s *Segment) error { _, err := dim(s, "page").Bitmap(1); return err })
-	f("tags", PartBitmaps, "Segment.Bitmap", func(s *Segment) error { _, err := s.Bitmap("tags", 0); return err })
-	f("tags", PartBitmaps, "DimColumn.EachBitmapRows", func(s *Segment) error {
+	f("body", segfmt.PartNulls, "Segment.Nulls (raw)", func(s *Segment) error { _, err := s.nulls("body"); return err })
+	f("page", segfmt.PartNulls, "Segment.Nulls", func(s *Segment) error { _, err := s.nulls("page"); return err })
+	f("tags", segfmt.PartNulls, "DimColumn.Nulls", func(s *Segment) error { _, err := dim(s, "tags").Nulls(); return err })
+	f("tags", segfmt.PartIDs, "DimCursor.IDs", func(s *Segment) error { _, err := dim(s, "tags").Cursor().IDs(3); return err })
+	f("page", segfmt.PartIDs, "DimCursor.ID", func(s *Segment) error { _, err := dim(s, "page").Cursor().id(0); return err })
+	f("country", segfmt.PartIDs, "DimCursor.Values", func(s *Segment) error { _, err := dim(s, "country").Cursor().Values(9); return err })
+	f("tags", segfmt.PartIDs, "DimCursor.Chunk", func(s *Segment) error { _, _, _, err := dim(s, "tags").Cursor().Chunk(2); return err })
+	f("page", segfmt.PartBitmaps, "DimColumn.Bitmap", func(s *Segment) error { _, err := dim(s, "page").Bitmap(1); return err })
+	f("tags", segfmt.PartBitmaps, "Segment.Bitmap", func(s *Segment) error { _, err := s.bitmap("tags", 0); return err })
+	f("tags", segfmt.PartBitmaps, "DimColumn.EachBitmapRows", func(s *Segment) error {
 		return dim(s, "tags").EachBitmapRows(2, nil, func([]uint32) error { return nil })
 	})
 }

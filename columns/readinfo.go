@@ -36,8 +36,8 @@ func readFooter(src source) (*footer, error) {
 	if string(h[:len(magic)]) != magic {
 		return nil, corruptf("columns: header: bad magic %q", h[:len(magic)])
 	}
-	if v := h[len(magic)]; v < minVersion || v > Version {
-		return nil, fmt.Errorf("columns: header: version %d (this reader reads %d to %d): %w", v, minVersion, Version, ErrVersion)
+	if v := h[len(magic)]; v < minVersion || v > maxVersion {
+		return nil, fmt.Errorf("columns: header: version %d (this reader reads %d to %d): %w", v, minVersion, maxVersion, ErrVersion)
 	}
 	t, err := src.view(size-int64(trailerSize), int64(trailerSize), nil)
 	if err != nil {

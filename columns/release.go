@@ -2,12 +2,12 @@ package columns
 
 import "fmt"
 
-// releaseBack is how far before a part checked by VerifyChecksums its release reaches, within
+// releaseBack is how far before a part checked by VerifyChecksumsContext its release reaches, within
 // the parts it read: past the kernel's fault-around (64 KiB by default), which maps a faulting
 // page's neighbours, those of the part before included.
 const releaseBack = 1 << 20
 
-// releaseBatch is how many bytes of parts VerifyChecksums reads before it releases them.
+// releaseBatch is how many bytes of parts VerifyChecksumsContext reads before it releases them.
 const releaseBatch = 4 << 20
 
 // ReleasePages takes the pages of a mapped segment (one opened with Open or OpenFile where the
@@ -18,7 +18,7 @@ const releaseBatch = 4 << 20
 // which reads each part of its inputs once, in turn: released behind it, the inputs count in
 // its RSS (RssFile) by what it read since, not by their whole size.
 //
-// A segment read with ReadAt, or over caller's bytes (NewSegmentBytes), has no mapping of its
+// A segment read with ReadAt, or over caller's bytes (newSegmentBytes), has no mapping of its
 // own: ReleasePages does nothing there. Like every read, it must not run concurrently with
 // Close; it may run concurrently with reads.
 func (s *Segment) ReleasePages() error {

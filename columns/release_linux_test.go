@@ -81,7 +81,7 @@ func TestReleasePagesDropsTheMappingsResidentPages(t *testing.T) {
 
 	// VerifyChecksums reads every part and releases each once checked: what stays resident
 	// is the header and the footer (and a fault-around window's worth of pages by them).
-	require.NoError(t, seg.VerifyChecksums())
+	require.NoError(t, seg.verifyChecksums())
 	require.Less(t, mappingRss(t, data), int64(128<<10), "parts resident after VerifyChecksums")
 
 	readAll()
@@ -97,7 +97,7 @@ func TestReleasePagesDropsTheMappingsResidentPages(t *testing.T) {
 	// VerifyChecksums, nor released: its reader may still be using it.
 	readAll()
 	before := mappingRss(t, data)
-	require.NoError(t, seg.VerifyChecksums())
+	require.NoError(t, seg.verifyChecksums())
 	require.GreaterOrEqual(t, mappingRss(t, data), before)
 }
 
@@ -107,11 +107,11 @@ func TestReleasePagesLeavesUnmappedBytesAlone(t *testing.T) {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	want := append([]byte(nil), b...)
-	seg, err := NewSegmentBytes(b)
+	seg, err := newSegmentBytes(b)
 	require.NoError(t, err)
 	require.NoError(t, seg.ReleasePages())
 	require.Equal(t, want, b, "the caller's bytes are untouched")
-	require.NoError(t, seg.VerifyChecksums())
+	require.NoError(t, seg.verifyChecksums())
 	var r Row
 	require.NoError(t, seg.RowReader().Read(len(rows)-1, &r))
 	requireRowEqual(t, seg.Schema(), len(rows)-1, rows[len(rows)-1], r)

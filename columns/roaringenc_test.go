@@ -240,7 +240,7 @@ func TestWriteBitmapRowsSameFileAsWriteBitmap(t *testing.T) {
 	require.True(t, bytes.Equal(a, c), "WriteBitmapWords and WriteBitmap give different files")
 	require.True(t, bytes.Equal(a, e), "BitmapRun and WriteBitmap give different files")
 	require.True(t, bytes.Equal(a, f), "BitmapRun alone and WriteBitmap give different files")
-	seg, err := NewSegmentBytes(b)
+	seg, err := newSegmentBytes(b)
 	require.NoError(t, err)
 	defer seg.Close()
 	require.NoError(t, seg.Verify())

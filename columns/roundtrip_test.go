@@ -15,6 +15,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/stretchr/testify/require"
 
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/tmpfile"
 )
@@ -251,7 +252,7 @@ func checkSegment(t testing.TB, seg *Segment, s Schema, rows []Row, sketches [][
 	checkMetricTimes(t, seg, s, rows)
 	exp := expectDims(s, rows)
 	for i, d := range s.Dimensions {
-		nulls, err := seg.Nulls(d.Name)
+		nulls, err := seg.nulls(d.Name)
 		require.NoError(t, err)
 		if d.Raw {
 			want := expNulls(rows, i)
@@ -302,7 +303,7 @@ func checkSegment(t testing.TB, seg *Segment, s Schema, rows []Row, sketches [][
 		require.Equal(t, !d.NoBitmapIndex, col.HasBitmaps())
 		if col.HasBitmaps() {
 			for id, want := range e.bitmaps {
-				got, err := seg.Bitmap(d.Name, uint32(id))
+				got, err := seg.bitmap(d.Name, uint32(id))
 				require.NoError(t, err)
 				require.True(t, want.Equals(got), "dimension %q bitmap %d: %v, want %v", d.Name, id, got, want)
 			}
@@ -333,7 +334,7 @@ func checkSegment(t testing.TB, seg *Segment, s Schema, rows []Row, sketches [][
 			b, err := cur.Bytes(r)
 			require.NoError(t, err)
 			require.Equal(t, sketches[i][r], b, "metric %q row %d", m.Name, r)
-			sk, err := cur.Sketch(r)
+			sk, err := cur.sketch(r)
 			require.NoError(t, err)
 			if rows[r].Metrics[i].Sketch != nil {
 				require.Equal(t, rows[r].Metrics[i].Sketch.Clone().Estimate(), sk.Estimate())
@@ -491,7 +492,7 @@ func newMillionGen(seed uint64) *millionGen {
 func millionSchema() Schema {
 	s := allSchema()
 	s.Granularity = GranularityNone
-	s.Metrics = slices.DeleteFunc(s.Metrics, func(m Metric) bool { return m.Aggregator == AggHyperUnique || m.Agg().Timed() })
+	s.Metrics = slices.DeleteFunc(s.Metrics, func(m Metric) bool { return m.Aggregator == agg.HyperUnique || m.Agg().Timed() })
 	return s
 }
 

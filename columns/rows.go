@@ -97,7 +97,7 @@ func (r *RowReader) Read(row int, out *Row) error {
 		case r.doubles[i] != nil:
 			v.Double, err = r.doubles[i].At(row)
 		default:
-			v.Sketch, err = r.sketches[i].Sketch(row)
+			v.Sketch, err = r.sketches[i].sketch(row)
 		}
 		if err != nil {
 			return err

@@ -64,25 +64,8 @@ const (
 // does is defined in one place, package columns/agg; Spec returns its entry there.
 type Aggregator string
 
-// The aggregators. Adding one is an entry in columns/agg's table (and a constant here, for
-// callers that name it in Go).
-const (
-	AggCount       Aggregator = "count"
-	AggLongSum     Aggregator = "longSum"
-	AggLongMin     Aggregator = "longMin"
-	AggLongMax     Aggregator = "longMax"
-	AggLongFirst   Aggregator = "longFirst"
-	AggLongLast    Aggregator = "longLast"
-	AggDoubleSum   Aggregator = "doubleSum"
-	AggDoubleMin   Aggregator = "doubleMin"
-	AggDoubleMax   Aggregator = "doubleMax"
-	AggDoubleFirst Aggregator = "doubleFirst"
-	AggDoubleLast  Aggregator = "doubleLast"
-	AggHyperUnique Aggregator = "hyperUnique"
-)
-
-// Aggregators lists every aggregator, in columns/agg's table order.
-var Aggregators = func() []Aggregator {
+// aggregators lists every aggregator, in columns/agg's table order.
+var aggregators = func() []Aggregator {
 	all := agg.All()
 	out := make([]Aggregator, len(all))
 	for i, a := range all {
@@ -94,8 +77,8 @@ var Aggregators = func() []Aggregator {
 // Spec returns the aggregator's entry in columns/agg's table, and false for an unknown name.
 func (a Aggregator) Spec() (agg.Agg, bool) { return agg.Lookup(string(a)) }
 
-// ValueType returns the metric type an aggregator works on, or "" for an unknown aggregator.
-func (a Aggregator) ValueType() MetricType {
+// valueType returns the metric type an aggregator works on, or "" for an unknown aggregator.
+func (a Aggregator) valueType() MetricType {
 	s, ok := a.Spec()
 	if !ok {
 		return ""
@@ -149,7 +132,7 @@ func (m Metric) ValueType() MetricType {
 	if m.Type != "" {
 		return m.Type
 	}
-	return m.Aggregator.ValueType()
+	return m.Aggregator.valueType()
 }
 
 // Validate reports the first problem of the schema, naming the column: an empty, over-long or
@@ -195,7 +178,7 @@ func (s Schema) Validate() error {
 		if err := name("metric", m.Name); err != nil {
 			return err
 		}
-		want := m.Aggregator.ValueType()
+		want := m.Aggregator.valueType()
 		if want == "" {
 			return fmt.Errorf("columns: schema: metric %q: unknown aggregator %q (want one of %s): %w", m.Name, m.Aggregator, aggregatorList(), ErrSchema)
 		}
@@ -220,8 +203,8 @@ func (s Schema) Validate() error {
 }
 
 func aggregatorList() string {
-	names := make([]string, len(Aggregators))
-	for i, a := range Aggregators {
+	names := make([]string, len(aggregators))
+	for i, a := range aggregators {
 		names[i] = string(a)
 	}
 	return strings.Join(names, ", ")
@@ -380,18 +363,18 @@ func (g Granularity) Truncate(ms int64) int64 {
 	return ms - r
 }
 
-// ValidTime reports whether ms can be a row's time in a segment of granularity g: the
+// validTime reports whether ms can be a row's time in a segment of granularity g: the
 // truncation of an event time in [MinTime, MaxTime], so in [g.Truncate(MinTime), MaxTime]
 // (for none, [MinTime, MaxTime] itself).
-func (g Granularity) ValidTime(ms int64) bool { return ms >= g.Truncate(MinTime) && ms <= MaxTime }
+func (g Granularity) validTime(ms int64) bool { return ms >= g.Truncate(MinTime) && ms <= MaxTime }
 
 // Interval returns the interval of a segment whose rows' times run from first to last (first
 // <= last): from the start of first's bucket to the end of last's,
 // [Truncate(first), Truncate(last)+Millis()); for none, [first, last+1). It is the one interval
 // convention: the writer records it and Segment.Verify checks it. ok is false when first or
-// last is not a valid time (ValidTime); for valid times the end always fits an int64.
+// last is not a valid time (validTime); for valid times the end always fits an int64.
 func (g Granularity) Interval(first, last int64) (iv Interval, ok bool) {
-	if !g.ValidTime(first) || !g.ValidTime(last) {
+	if !g.validTime(first) || !g.validTime(last) {
 		return Interval{}, false
 	}
 	return Interval{Start: g.Truncate(first), End: g.Truncate(last) + g.Millis()}, true

@@ -8,6 +8,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -80,9 +81,9 @@ func (w *Writer) seal() (*footer, error) {
 	}
 	off := int64(headerSize)
 	for _, s := range w.stages {
-		f.parts = append(f.parts, PartInfo{
+		f.parts = append(f.parts, segfmt.PartInfo{
 			Column: s.name, Kind: s.spec.kind, Encoding: s.spec.enc,
-			Offset: off, Length: s.n, CRC: s.crc, column: s.spec.column,
+			Offset: off, Length: s.n, CRC: s.crc, Index: s.spec.column,
 		})
 		off += s.n
 	}
@@ -121,9 +122,9 @@ func (w *Writer) stageMetricNulls() (uint8, error) {
 		}
 		b, err := w.med.NewBytes()
 		if err != nil {
-			return 0, fmt.Errorf("columns: column %q part %s: %w", s.name, PartNulls, err)
+			return 0, fmt.Errorf("columns: column %q part %s: %w", s.name, segfmt.PartNulls, err)
 		}
-		ns := &stage{b: b, spec: partSpec{c, PartNulls, EncRoaring}, name: s.name}
+		ns := &stage{b: b, spec: partSpec{c, segfmt.PartNulls, segfmt.EncRoaring}, name: s.name}
 		stages = append(stages, ns)
 		bm.RunOptimize()
 		if _, err := bm.WriteTo(ns); err != nil {
@@ -293,7 +294,7 @@ type Info struct {
 	Rows     int
 	Interval Interval
 	Size     int64 // bytes of the segment file
-	Parts    []PartInfo
+	Parts    []segfmt.PartInfo
 	// Syncs counts the fdatasync and fsync calls made (file, directory, stages); Trickles the
 	// sync_file_range calls.
 	Syncs    int

@@ -8,6 +8,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/internal/sys"
 )
 
@@ -24,13 +25,13 @@ import (
 // Every other part's CRC-32C is checked by the first read that touches the part, before it
 // returns anything from it: once per part while the segment is open (a later read costs an
 // atomic load), and a mismatch is remembered, so every read of a damaged part fails with an
-// error wrapping ErrCorrupt that names the file, the column and the part. VerifyChecksums and
+// error wrapping ErrCorrupt that names the file, the column and the part. VerifyChecksumsContext and
 // Verify check every part at once, and the reads that follow compute nothing again;
 // TrustChecksums (or OpenOptions.TrustChecksums, from Open on) skips the checks for bytes the
 // caller has just checked another way. The invariants that need the whole data (dictionary
 // order, ids against bitmaps, ...) are checked by Verify only.
 type Segment struct {
-	name    string // the path given to Open, or OpenOptions.Name; "" for NewSegmentBytes
+	name    string // the path given to Open, or OpenOptions.Name; "" for newSegmentBytes
 	src     source
 	closed  atomic.Bool
 	closeFn func() error
@@ -56,8 +57,8 @@ func Open(path string) (*Segment, error) { return openWith(path, &sys.Default, O
 // NewSegment do.
 type OpenOptions struct {
 	// TrustChecksums skips every CRC check of the read path: the segment is opened as if
-	// TrustChecksums were called first. It is for a file
-	// whose bytes the caller has just checked (see Segment.TrustChecksums); damaged bytes then
+	// every part had been checked. It is for a file
+	// whose bytes the caller has just checked; damaged bytes then
 	// give wrong answers or decoding errors rather than a checksum error.
 	TrustChecksums bool
 	// Name names the segment (Segment.Name) for NewSegmentWith, whose reader has no path: the
@@ -90,9 +91,9 @@ func NewSegmentWith(r io.ReaderAt, size int64, o OpenOptions) (*Segment, error) 
 	return newSegment(source{r: r, size: size}, o.Name, nil, o)
 }
 
-// NewSegmentBytes reads a segment from b without copying; b must not change while the segment
+// newSegmentBytes reads a segment from b without copying; b must not change while the segment
 // is in use.
-func NewSegmentBytes(b []byte) (*Segment, error) {
+func newSegmentBytes(b []byte) (*Segment, error) {
 	if len(b) == 0 {
 		return newSegment(source{r: bytes.NewReader(nil), size: 0}, "", nil, OpenOptions{})
 	}
@@ -111,7 +112,7 @@ func newSegment(src source, name string, closeFn func() error, o OpenOptions) (*
 		s.checks[i].seg, s.checks[i].part = s, &f.parts[i]
 	}
 	if o.TrustChecksums {
-		s.TrustChecksums()
+		s.trustChecksums()
 	}
 	if err := s.parseColumns(); err != nil {
 		return nil, err
@@ -119,9 +120,9 @@ func newSegment(src source, name string, closeFn func() error, o OpenOptions) (*
 	return s, nil
 }
 
-func (s *Segment) part(col int, kind PartKind) *PartInfo {
+func (s *Segment) part(col int, kind segfmt.PartKind) *segfmt.PartInfo {
 	for i := range s.f.parts {
-		if p := &s.f.parts[i]; p.column == col && p.Kind == kind {
+		if p := &s.f.parts[i]; p.Index == col && p.Kind == kind {
 			return p
 		}
 	}
@@ -131,7 +132,7 @@ func (s *Segment) part(col int, kind PartKind) *PartInfo {
 func (s *Segment) parseColumns() error {
 	sc := s.f.schema
 	rows := s.f.rows
-	chunked := func(p *PartInfo) (*chunkIndex, error) {
+	chunked := func(p *segfmt.PartInfo) (*chunkIndex, error) {
 		ix, err := parseChunkIndex(&s.src, p, rows)
 		if err != nil {
 			return nil, s.openError(p, err)
@@ -139,7 +140,7 @@ func (s *Segment) parseColumns() error {
 		ix.chk = s.checkOf(p)
 		return ix, nil
 	}
-	ix, err := chunked(s.part(0, PartValues))
+	ix, err := chunked(s.part(0, segfmt.PartValues))
 	if err != nil {
 		return err
 	}
@@ -149,15 +150,15 @@ func (s *Segment) parseColumns() error {
 	for i, d := range sc.Dimensions {
 		c := 1 + i
 		if d.Raw {
-			ix, err := chunked(s.part(c, PartValues))
+			ix, err := chunked(s.part(c, segfmt.PartValues))
 			if err != nil {
 				return err
 			}
-			s.raws[i] = &RawColumn{seg: s, dim: d, ix: ix, nulls: s.checkOf(s.part(c, PartNulls))}
+			s.raws[i] = &RawColumn{seg: s, dim: d, ix: ix, nulls: s.checkOf(s.part(c, segfmt.PartNulls))}
 			continue
 		}
-		dc := &DimColumn{seg: s, dim: d, nulls: s.checkOf(s.part(c, PartNulls))}
-		dp := s.part(c, PartDictionary)
+		dc := &DimColumn{seg: s, dim: d, nulls: s.checkOf(s.part(c, segfmt.PartNulls))}
+		dp := s.part(c, segfmt.PartDictionary)
 		// The dictionary's count and null flag are read from unchecked bytes; the part is
 		// checked before anything derived from it is handed out: by Dim (Cardinality and
 		// HasNull are reached through it), and by every read of its bytes. A failure to parse
@@ -170,8 +171,8 @@ func (s *Segment) parseColumns() error {
 		if card == 0 && rows > 0 {
 			return s.openError(dp, corruptf("empty dictionary for %d rows", rows))
 		}
-		ip := s.part(c, PartIDs)
-		if ip.Encoding == EncIDChunksV4 {
+		ip := s.part(c, segfmt.PartIDs)
+		if ip.Encoding == segfmt.EncIDChunksV4 {
 			// The chunked part, then the rank table.
 			tail := rankTableSize(card)
 			if tail > ip.Length {
@@ -203,7 +204,7 @@ func (s *Segment) parseColumns() error {
 			return err
 		}
 		if !d.NoBitmapIndex {
-			p := s.part(c, PartBitmaps)
+			p := s.part(c, segfmt.PartBitmaps)
 			if dc.bms, err = parseBitmaps(&s.src, p, card, rows); err != nil {
 				if derr := s.openError(dp, nil); derr != nil {
 					return derr // the table did not fit the dictionary's count: which is wrong
@@ -216,7 +217,7 @@ func (s *Segment) parseColumns() error {
 	}
 	for i, m := range sc.Metrics {
 		c := 1 + len(sc.Dimensions) + i
-		ix, err := chunked(s.part(c, PartValues))
+		ix, err := chunked(s.part(c, segfmt.PartValues))
 		if err != nil {
 			return err
 		}
@@ -226,15 +227,15 @@ func (s *Segment) parseColumns() error {
 			sk *SketchColumn
 		)
 		var times *Column[int64]
-		if p := s.part(c, PartTimes); p != nil {
+		if p := s.part(c, segfmt.PartTimes); p != nil {
 			tix, err := chunked(p)
 			if err != nil {
 				return err
 			}
-			times = &Column[int64]{seg: s, name: m.Name, ix: tix, part: PartTimes}
+			times = &Column[int64]{seg: s, name: m.Name, ix: tix, part: segfmt.PartTimes}
 		}
 		var nulls *partCheck
-		if p := s.part(c, PartNulls); p != nil {
+		if p := s.part(c, segfmt.PartNulls); p != nil {
 			nulls = s.checkOf(p)
 		}
 		switch m.column() {
@@ -242,7 +243,7 @@ func (s *Segment) parseColumns() error {
 			l = &Column[int64]{seg: s, name: m.Name, ix: ix, times: times, nulls: nulls}
 		case MetricDouble:
 			d = &Column[float64]{seg: s, name: m.Name, ix: ix, times: times, nulls: nulls}
-			if p := s.part(c, PartTails); p != nil {
+			if p := s.part(c, segfmt.PartTails); p != nil {
 				tix, err := chunked(p)
 				if err != nil {
 					return err
@@ -275,7 +276,7 @@ func (s *Segment) Close() error {
 }
 
 // Name returns the path the segment was opened from, or "" for a segment made by NewSegment
-// or NewSegmentBytes.
+// or newSegmentBytes.
 func (s *Segment) Name() string { return s.name }
 
 // Schema returns the segment's schema.
@@ -291,7 +292,7 @@ func (s *Segment) Interval() Interval { return s.f.interval }
 func (s *Segment) Size() int64 { return s.src.size }
 
 // Parts returns the footer's list of parts, in file order.
-func (s *Segment) Parts() []PartInfo { return append([]PartInfo(nil), s.f.parts...) }
+func (s *Segment) Parts() []segfmt.PartInfo { return append([]segfmt.PartInfo(nil), s.f.parts...) }
 
 // Info returns the segment's description, as Writer.Finish returned it (without path and syncs).
 func (s *Segment) Info() Info { return s.f.info(s.src.size) }
@@ -348,8 +349,8 @@ func (s *Segment) Sketch(name string) (*SketchColumn, error) {
 	return s.sketches[i], nil
 }
 
-// Bitmap returns the bitmap of id in a dictionary dimension: the rows holding that value.
-func (s *Segment) Bitmap(dim string, id uint32) (*roaring.Bitmap, error) {
+// bitmap returns the bitmap of id in a dictionary dimension: the rows holding that value.
+func (s *Segment) bitmap(dim string, id uint32) (*roaring.Bitmap, error) {
 	d, err := s.Dim(dim)
 	if err != nil {
 		return nil, err
@@ -357,8 +358,8 @@ func (s *Segment) Bitmap(dim string, id uint32) (*roaring.Bitmap, error) {
 	return d.Bitmap(id)
 }
 
-// Nulls returns the null rows of a dimension (dictionary or raw).
-func (s *Segment) Nulls(dim string) (*roaring.Bitmap, error) {
+// nulls returns the null rows of a dimension (dictionary or raw).
+func (s *Segment) nulls(dim string) (*roaring.Bitmap, error) {
 	i := s.f.schema.Dimension(dim)
 	switch {
 	case i < 0:
@@ -402,10 +403,10 @@ func (c *chunkReader) next(row int) int {
 	return c.ix.find(row)
 }
 
-// partOr returns k, or PartValues for the zero kind.
-func partOr(k PartKind) PartKind {
+// partOr returns k, or segfmt.PartValues for the zero kind.
+func partOr(k segfmt.PartKind) segfmt.PartKind {
 	if k == 0 {
-		return PartValues
+		return segfmt.PartValues
 	}
 	return k
 }

@@ -154,7 +154,7 @@ func BenchmarkSegmentRead(b *testing.B) {
 	for _, c := range []Compression{CompressionNone, CompressionS2, CompressionZstd} {
 		var buf bytesBuffer
 		writeGen(b, func() gen.Generator { g, _ := gen.Basic(gen.BasicSeed, 75000); return g }, WriterOptions{Compression: c}, &buf)
-		seg, err := NewSegmentBytes(buf.b)
+		seg, err := newSegmentBytes(buf.b)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -282,7 +282,7 @@ func TestGenTables(t *testing.T) {
 	} {
 		var buf bytesBuffer
 		info := writeGen(t, g, WriterOptions{}, &buf)
-		seg, err := NewSegmentBytes(buf.b)
+		seg, err := newSegmentBytes(buf.b)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,10 +7,11 @@ import (
 	"slices"
 
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // Sketch metrics. A metric whose aggregator is a sketch aggregator (columns/agg: hyperUnique,
-// ...) stores one serialized sketch per row, in blob chunks (EncBlobChunks). Its schema entry
+// ...) stores one serialized sketch per row, in blob chunks (segfmt.EncBlobChunks). Its schema entry
 // may carry parameters the sketch kind interprets (Metric.Params), and InputSketch.
 
 // Sketches returns the sketches of the metric: its aggregator's sketch kind with the metric's
@@ -152,9 +153,6 @@ type SketchColumn struct {
 	sks  agg.Sketches
 }
 
-// Name returns the column's name.
-func (c *SketchColumn) Name() string { return c.name }
-
 // Cursor returns a new cursor over the column.
 func (c *SketchColumn) Cursor() *SketchCursor {
 	return &SketchCursor{blobCursor: blobCursor{name: c.name, cr: newChunkReader(&c.seg.src, c.ix)}, sks: c.sks}
@@ -170,15 +168,15 @@ type SketchCursor struct {
 // until the cursor's next call.
 func (c *SketchCursor) Bytes(row int) ([]byte, error) { return c.at(row) }
 
-// Sketch returns the sketch of row, decoded.
-func (c *SketchCursor) Sketch(row int) (agg.Sketch, error) {
+// sketch returns the sketch of row, decoded.
+func (c *SketchCursor) sketch(row int) (agg.Sketch, error) {
 	b, err := c.at(row)
 	if err != nil {
 		return nil, err
 	}
 	sk, err := c.sks.Decode(b)
 	if err != nil {
-		return nil, partError(c.name, PartValues, corruptf("row %d: sketch: %v", row, err))
+		return nil, partError(c.name, segfmt.PartValues, corruptf("row %d: sketch: %v", row, err))
 	}
 	return sk, nil
 }

@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/columns/agg"
 )
 
 // TestMetricParamsJSON: a metric without parameters writes the JSON it always did; keys the
 // schema does not define are parameters, kept in key order; the aggregator checks them.
 func TestMetricParamsJSON(t *testing.T) {
-	b, err := json.Marshal(Metric{Name: "u", Type: MetricHyperUnique, Aggregator: AggHyperUnique, Field: "user"})
+	b, err := json.Marshal(Metric{Name: "u", Type: MetricHyperUnique, Aggregator: agg.HyperUnique, Field: "user"})
 	require.NoError(t, err)
 	require.Equal(t, `{"name":"u","type":"hyperUnique","aggregator":"hyperUnique","fieldName":"user"}`, string(b))
 

@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/columns/agg"
 )
 
 func TestSmoke(t *testing.T) {
 	schema := Schema{
 		Dimensions: []Dimension{{Name: "page"}, {Name: "tags", MultiValue: true}, {Name: "body", Raw: true}},
-		Metrics:    []Metric{{Name: "count", Aggregator: AggCount}, {Name: "added", Aggregator: AggDoubleSum}, {Name: "u", Aggregator: AggHyperUnique}},
+		Metrics:    []Metric{{Name: "count", Aggregator: agg.Count}, {Name: "added", Aggregator: agg.DoubleSum}, {Name: "u", Aggregator: agg.HyperUnique}},
 	}
 	w, err := newRowsWriter(schema, WriterOptions{})
 	require.NoError(t, err)
@@ -26,7 +27,7 @@ func TestSmoke(t *testing.T) {
 	info, err := w.FinishTo(&buf)
 	require.NoError(t, err)
 	require.Equal(t, int64(buf.Len()), info.Size)
-	s, err := NewSegmentBytes(buf.Bytes())
+	s, err := newSegmentBytes(buf.Bytes())
 	require.NoError(t, err)
 	require.NoError(t, s.Verify())
 	require.Equal(t, 3, s.Rows())

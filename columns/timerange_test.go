@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // TestTruncateEveryGranularityAtTheEnds: within [MinTime, MaxTime] truncation rounds down to
@@ -43,14 +45,14 @@ func TestTruncateEveryGranularityAtTheEnds(t *testing.T) {
 // TestWriterRejectsTimesOutOfRange: the writer takes MinTime and MaxTime and rejects a time
 // outside them, naming it, with ErrInvalid.
 func TestWriterRejectsTimesOutOfRange(t *testing.T) {
-	s := Schema{Metrics: []Metric{{Name: "n", Aggregator: AggCount}}}
+	s := Schema{Metrics: []Metric{{Name: "n", Aggregator: agg.Count}}}
 	for _, g := range []Granularity{GranularityNone, GranularityDay} {
 		s.Granularity = g
 		lo, hi := g.Truncate(MinTime), g.Truncate(MaxTime)
-		require.True(t, g.ValidTime(lo))
-		require.False(t, g.ValidTime(lo-1))
+		require.True(t, g.validTime(lo))
+		require.False(t, g.validTime(lo-1))
 		b := writeRows(t, s, []Row{{Time: lo, Metrics: []Value{{Long: 1}}}, {Time: hi, Metrics: []Value{{Long: 1}}}}, WriterOptions{})
-		seg, err := NewSegmentBytes(b)
+		seg, err := newSegmentBytes(b)
 		require.NoError(t, err)
 		require.NoError(t, seg.Verify())
 		require.Equal(t, Interval{Start: lo, End: hi + g.Millis()}, seg.Interval())
@@ -71,26 +73,26 @@ func itoa64(v int64) string { return strconv.FormatInt(v, 10) }
 // TestVerifyRejectsTimeOutOfRange rewrites a segment's only time, MinTime, to math.MinInt64
 // (fixing up the CRC and the footer's interval): Verify reports it.
 func TestVerifyRejectsTimeOutOfRange(t *testing.T) {
-	s := Schema{Metrics: []Metric{{Name: "n", Aggregator: AggCount}}}
+	s := Schema{Metrics: []Metric{{Name: "n", Aggregator: agg.Count}}}
 	const orig = MinTime // one value: a constant chunk, a 10-byte varint like math.MinInt64's
 	good := writeRows(t, s, []Row{{Time: orig, Metrics: []Value{{Long: 1}}}}, WriterOptions{Compression: CompressionNone})
-	seg, err := NewSegmentBytes(good)
+	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
-	p := seg.part(0, PartValues)
+	p := seg.part(0, segfmt.PartValues)
 	b := append([]byte(nil), good...)
 	part := b[p.Offset : p.Offset+p.Length]
 	i := bytes.Index(part, binary.AppendVarint(nil, orig))
 	require.GreaterOrEqual(t, i, 0, "the time's bytes in the values part")
 	copy(part[i:], binary.AppendVarint(nil, math.MinInt64))
 	f := *seg.f
-	f.parts = append([]PartInfo(nil), seg.f.parts...)
+	f.parts = append([]segfmt.PartInfo(nil), seg.f.parts...)
 	for k := range f.parts {
-		if f.parts[k].column == 0 && f.parts[k].Kind == PartValues {
+		if f.parts[k].Index == 0 && f.parts[k].Kind == segfmt.PartValues {
 			f.parts[k].CRC = crc(part)
 		}
 	}
 	f.interval = Interval{Start: math.MinInt64, End: math.MinInt64 + 1}
-	seg, err = NewSegmentBytes(rebuildFooter(t, b, &f))
+	seg, err = newSegmentBytes(rebuildFooter(t, b, &f))
 	require.NoError(t, err)
 	err = seg.Verify()
 	require.ErrorIs(t, err, ErrCorrupt)

@@ -8,6 +8,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // Verify checks the whole segment: the CRC-32C of every part, then every structural invariant
@@ -23,7 +25,7 @@ import (
 // two rows share a key. The first problem is returned, wrapping ErrCorrupt and naming the
 // column and part, or the rows.
 func (s *Segment) Verify() error {
-	if err := s.VerifyChecksums(); err != nil {
+	if err := s.verifyChecksums(); err != nil {
 		return err
 	}
 	if err := s.verifyTime(); err != nil {
@@ -62,7 +64,7 @@ func (s *Segment) Verify() error {
 		default:
 			c := s.sketches[i].Cursor()
 			for row := 0; row < s.f.rows && err == nil; row++ {
-				_, err = c.Sketch(row)
+				_, err = c.sketch(row)
 			}
 		}
 		if err != nil {
@@ -103,7 +105,7 @@ func verifyNulls[T Number](c *Column[T]) error {
 	}
 	name := c.name
 	if nulls.IsEmpty() {
-		return partError(name, PartNulls, corruptf("empty (a metric without null rows has no nulls part)"))
+		return partError(name, segfmt.PartNulls, corruptf("empty (a metric without null rows has no nulls part)"))
 	}
 	cur := c.Cursor()
 	var tcur *Cursor[int64]
@@ -123,7 +125,7 @@ func verifyNulls[T Number](c *Column[T]) error {
 		}
 		// 0, and for a double +0: the bits of float64(v) are all zero for both.
 		if math.Float64bits(float64(v)) != 0 {
-			return partError(name, PartNulls, corruptf("null row %d stores a value other than 0", row))
+			return partError(name, segfmt.PartNulls, corruptf("null row %d stores a value other than 0", row))
 		}
 		if tcur != nil {
 			t, err := tcur.At(row)
@@ -131,7 +133,7 @@ func verifyNulls[T Number](c *Column[T]) error {
 				return err
 			}
 			if t != 0 {
-				return partError(name, PartNulls, corruptf("null row %d stores the time %d, not 0", row, t))
+				return partError(name, segfmt.PartNulls, corruptf("null row %d stores the time %d, not 0", row, t))
 			}
 		}
 		if tl != nil {
@@ -139,7 +141,7 @@ func verifyNulls[T Number](c *Column[T]) error {
 				return err
 			}
 			if len(buf) != 0 {
-				return partError(name, PartNulls, corruptf("null row %d has a tail of %d terms", row, len(buf)))
+				return partError(name, segfmt.PartNulls, corruptf("null row %d has a tail of %d terms", row, len(buf)))
 			}
 		}
 	}
@@ -162,18 +164,18 @@ func (s *Segment) verifyMetricTimes(i int) error {
 	return s.eachChunk(c.cr.ix, func(row int) error { _, _, err := c.Chunk(row); return err })
 }
 
-// VerifyChecksums checks the CRC-32C of every part against the footer: the cheap part of
+// verifyChecksums is VerifyChecksumsContext without a deadline.
+func (s *Segment) verifyChecksums() error { return s.VerifyChecksumsContext(context.Background()) }
+
+// VerifyChecksumsContext checks the CRC-32C of every part against the footer: the cheap part of
 // Verify (one pass over the file, no decoding), enough to catch a damaged file before its
 // contents are copied elsewhere under new checksums. The first mismatch is returned, wrapping
 // ErrCorrupt and naming the column and part. Every part it checks counts as checked for the
 // read path, which then computes no CRC again; a part the read path checked already is not
-// read again, and a part TrustChecksums marked is. On a mapped segment, the pages of the parts
+// read again, and a part OpenOptions.TrustChecksums marked is. On a mapped segment, the pages of the parts
 // it reads are released once checked, 4 MiB at a time (as ReleasePages does): checking a file
-// leaves none of it resident, so a merge that checks its inputs first does not hold them all.
-func (s *Segment) VerifyChecksums() error { return s.VerifyChecksumsContext(context.Background()) }
-
-// VerifyChecksumsContext is VerifyChecksums, stopping with an error wrapping ctx.Err() when ctx
-// is done (checked every MiB).
+// leaves none of it resident, so a merge that checks its inputs first does not hold them all. It stops
+// with an error wrapping ctx.Err() when ctx is done (checked every MiB).
 func (s *Segment) VerifyChecksumsContext(ctx context.Context) error {
 	// Parts read here are released in batches of releaseBatch bytes (see ReleasePages): a
 	// release costs a TLB flush on every CPU the process ran on, so not one per part. The
@@ -257,16 +259,16 @@ func (s *Segment) verifyTime() error {
 		for k, v := range vals {
 			r := start + k
 			if r > 0 && v < prev {
-				return partError(TimeColumn, PartValues, corruptf("row %d: time %d before the previous row's %d", r, v, prev))
+				return partError(TimeColumn, segfmt.PartValues, corruptf("row %d: time %d before the previous row's %d", r, v, prev))
 			}
-			if !g.ValidTime(v) {
-				return partError(TimeColumn, PartValues, corruptf("row %d: time %d outside the times a segment can hold, [%d, %d]", r, v, g.Truncate(MinTime), MaxTime))
+			if !g.validTime(v) {
+				return partError(TimeColumn, segfmt.PartValues, corruptf("row %d: time %d outside the times a segment can hold, [%d, %d]", r, v, g.Truncate(MinTime), MaxTime))
 			}
 			if !iv.Contains(v) {
-				return partError(TimeColumn, PartValues, corruptf("row %d: time %d outside the interval [%d, %d)", r, v, iv.Start, iv.End))
+				return partError(TimeColumn, segfmt.PartValues, corruptf("row %d: time %d outside the interval [%d, %d)", r, v, iv.Start, iv.End))
 			}
 			if g.Truncate(v) != v {
-				return partError(TimeColumn, PartValues, corruptf("row %d: time %d not truncated to the granularity %s", r, v, g))
+				return partError(TimeColumn, segfmt.PartValues, corruptf("row %d: time %d not truncated to the granularity %s", r, v, g))
 			}
 			if r == 0 {
 				first = v
@@ -286,7 +288,7 @@ func (s *Segment) verifyTime() error {
 	}
 	want, ok := g.Interval(first, prev)
 	if !ok {
-		return partError(TimeColumn, PartValues, corruptf("row %d: time %d leaves no room for the interval's end", s.f.rows-1, prev))
+		return partError(TimeColumn, segfmt.PartValues, corruptf("row %d: time %d leaves no room for the interval's end", s.f.rows-1, prev))
 	}
 	if iv != want && !(s.f.version == 1 && iv == (Interval{first, prev + 1})) {
 		// (Version 1 writers recorded [first, last+1) whatever the granularity: still accepted.)
@@ -404,7 +406,7 @@ func (s *Segment) verifyRaw(c *RawColumn) error {
 			return err
 		}
 		if len(b) > 0 && nulls.Contains(uint32(row)) {
-			return partError(c.dim.Name, PartValues, corruptf("row %d: null row holds %d bytes", row, len(b)))
+			return partError(c.dim.Name, segfmt.PartValues, corruptf("row %d: null row holds %d bytes", row, len(b)))
 		}
 	}
 	return nil
@@ -419,20 +421,20 @@ func (s *Segment) verifyDim(c *DimColumn) error {
 	for b := 0; b < d.nblocks; b++ {
 		raw, err := d.block(b, nil)
 		if err != nil {
-			return partError(name, PartDictionary, err)
+			return partError(name, segfmt.PartDictionary, err)
 		}
 		it.rest, it.i = raw, 0
 		for k := 0; k < d.blockLen(b); k++ {
 			if err := it.next(); err != nil {
-				return partError(name, PartDictionary, fmt.Errorf("block %d value %d: %w", b, k, err))
+				return partError(name, segfmt.PartDictionary, fmt.Errorf("block %d value %d: %w", b, k, err))
 			}
 			if (b > 0 || k > 0) && strings.Compare(string(prev), string(it.val)) >= 0 {
-				return partError(name, PartDictionary, corruptf("value %d (%.40q) does not sort after %.40q", b*dictBlock+k, it.val, prev))
+				return partError(name, segfmt.PartDictionary, corruptf("value %d (%.40q) does not sort after %.40q", b*dictBlock+k, it.val, prev))
 			}
 			prev = append(prev[:0], it.val...)
 		}
 		if len(it.rest) != 0 {
-			return partError(name, PartDictionary, corruptf("block %d: %d trailing bytes", b, len(it.rest)))
+			return partError(name, segfmt.PartDictionary, corruptf("block %d: %d trailing bytes", b, len(it.rest)))
 		}
 	}
 	// The rows' ids (the cursor checks widths, cardinality and nulls inside multi-value rows).
@@ -480,11 +482,11 @@ func (s *Segment) verifyDim(c *DimColumn) error {
 			nullRows++
 		}
 		if isNull != nulls.Contains(uint32(row)) {
-			return partError(name, PartNulls, corruptf("row %d: null is %v, the null bitmap says %v", row, isNull, !isNull))
+			return partError(name, segfmt.PartNulls, corruptf("row %d: null is %v, the null bitmap says %v", row, isNull, !isNull))
 		}
 	}
 	if nulls.GetCardinality() != nullRows {
-		return partError(name, PartNulls, corruptf("%d null rows, the null bitmap holds %d", nullRows, nulls.GetCardinality()))
+		return partError(name, segfmt.PartNulls, corruptf("%d null rows, the null bitmap holds %d", nullRows, nulls.GetCardinality()))
 	}
 	if c.bms == nil {
 		return nil
@@ -496,10 +498,10 @@ func (s *Segment) verifyDim(c *DimColumn) error {
 	for id := 0; id < c.bms.count; id++ {
 		start, end, err := c.bms.span(id)
 		if err != nil {
-			return partError(name, PartBitmaps, err)
+			return partError(name, segfmt.PartBitmaps, err)
 		}
 		if start != lastEnd {
-			return partError(name, PartBitmaps, corruptf("bitmap %d starts at %d, the one before ends at %d", id, start, lastEnd))
+			return partError(name, segfmt.PartBitmaps, corruptf("bitmap %d starts at %d, the one before ends at %d", id, start, lastEnd))
 		}
 		lastEnd = end
 		bm, err := c.Bitmap(uint32(id))
@@ -511,15 +513,15 @@ func (s *Segment) verifyDim(c *DimColumn) error {
 		for itr.HasNext() {
 			row := itr.Next()
 			if !containsID(rowIDs(row), uint32(id)) {
-				return partError(name, PartBitmaps, corruptf("bitmap %d holds row %d, which does not hold id %d", id, row, id))
+				return partError(name, segfmt.PartBitmaps, corruptf("bitmap %d holds row %d, which does not hold id %d", id, row, id))
 			}
 		}
 	}
 	if lastEnd != c.bms.tableOff {
-		return partError(name, PartBitmaps, corruptf("bitmaps end at %d, the table starts at %d", lastEnd, c.bms.tableOff))
+		return partError(name, segfmt.PartBitmaps, corruptf("bitmaps end at %d, the table starts at %d", lastEnd, c.bms.tableOff))
 	}
 	if members != pairs {
-		return partError(name, PartBitmaps, corruptf("bitmaps hold %d rows in all, the rows hold %d distinct values", members, pairs))
+		return partError(name, segfmt.PartBitmaps, corruptf("bitmaps hold %d rows in all, the rows hold %d distinct values", members, pairs))
 	}
 	return nil
 }

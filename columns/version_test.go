@@ -4,25 +4,26 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // TestFooterVersion4 pins the rule of version 4: a part may use the version 4 encoding of its
 // kind only in a version 4 segment, and a version 4 segment has at least one such part (its
 // metric nulls parts optional).
 func TestFooterVersion4(t *testing.T) {
-	const fake Encoding = 250 // stands in for a version 4 encoding of EncLongChunks
-	encodingsV4[EncLongChunks] = fake
-	t.Cleanup(func() { delete(encodingsV4, EncLongChunks) })
+	const fake segfmt.Encoding = 250 // stands in for a version 4 encoding of segfmt.EncLongChunks
+	encodingsV4[segfmt.EncLongChunks] = fake
+	t.Cleanup(func() { delete(encodingsV4, segfmt.EncLongChunks) })
 
 	s, rows := goldenRows()
 	good := writeColumns(t, s, rows, WriterOptions{Compression: CompressionNone, ChunkRows: 3})
-	seg, err := NewSegmentBytes(good)
+	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	require.Equal(t, uint8(versionNoNulls), seg.f.version, "no part uses a version 4 encoding")
 
 	decode := func(edit func(f *footer)) (*footer, error) {
 		f := *seg.f
-		f.parts = append([]PartInfo(nil), seg.f.parts...)
+		f.parts = append([]segfmt.PartInfo(nil), seg.f.parts...)
 		edit(&f)
 		fb, err := appendFooter(nil, &f)
 		require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
 )
@@ -39,7 +40,7 @@ func (o *WriterOptions) ensureDefaults() error {
 		return fmt.Errorf("columns: writer: unknown compression %d: %w", o.Compression, ErrInvalid)
 	}
 	if o.ChunkRows == 0 {
-		o.ChunkRows = DefaultChunkRows
+		o.ChunkRows = defaultChunkRows
 	}
 	if o.ChunkRows < 1 || o.ChunkRows > maxChunkRows {
 		return fmt.Errorf("columns: writer: ChunkRows %d outside [1, %d]: %w", o.ChunkRows, maxChunkRows, ErrInvalid)
@@ -165,7 +166,7 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 		}
 		w.stages = append(w.stages, &stage{b: b, spec: spec, name: columnName(w.schema, spec.column)})
 	}
-	find := func(c int, k PartKind) *stage {
+	find := func(c int, k segfmt.PartKind) *stage {
 		for _, s := range w.stages {
 			if s.spec.column == c && s.spec.kind == k {
 				return s
@@ -174,7 +175,7 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 		return nil
 	}
 	cw := func(c int) chunkedWriter {
-		return chunkedWriter{st: find(c, PartValues), comp: opts.Compression}
+		return chunkedWriter{st: find(c, segfmt.PartValues), comp: opts.Compression}
 	}
 	pcs := func() *planeCoder {
 		if planesFor(opts.Compression) {
@@ -189,21 +190,21 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 	for i, d := range w.schema.Dimensions {
 		c := 1 + i
 		if d.Raw {
-			w.raws[i] = &RawWriter{blobWriter: blobWriter{cw: cw(c), chunkRows: opts.ChunkRows}, nullsSt: find(c, PartNulls), nulls: roaring.New()}
+			w.raws[i] = &RawWriter{blobWriter: blobWriter{cw: cw(c), chunkRows: opts.ChunkRows}, nullsSt: find(c, segfmt.PartNulls), nulls: roaring.New()}
 			continue
 		}
 		dw := &DimWriter{
 			dim:       d,
 			chunkRows: opts.ChunkRows,
-			dict:      dictWriter{st: find(c, PartDictionary)},
-			ids:       chunkedWriter{st: find(c, PartIDs), comp: opts.Compression},
-			nullsSt:   find(c, PartNulls),
+			dict:      dictWriter{st: find(c, segfmt.PartDictionary)},
+			ids:       chunkedWriter{st: find(c, segfmt.PartIDs), comp: opts.Compression},
+			nullsSt:   find(c, segfmt.PartNulls),
 			nulls:     roaring.New(),
 			med:       w.med,
 			pc:        pcs(),
 		}
 		if !d.NoBitmapIndex {
-			dw.bitmaps = &bitmapsWriter{st: find(c, PartBitmaps), compact: opts.Compression != CompressionNone}
+			dw.bitmaps = &bitmapsWriter{st: find(c, segfmt.PartBitmaps), compact: opts.Compression != CompressionNone}
 		}
 		w.dims[i] = dw
 	}
@@ -211,7 +212,7 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 		c := 1 + len(schema.Dimensions) + i
 		var times *NumWriter[int64]
 		if m.Agg().Timed() {
-			times = newNumWriter[int64](chunkedWriter{st: find(c, PartTimes), comp: opts.Compression}, opts.ChunkRows, pcs())
+			times = newNumWriter[int64](chunkedWriter{st: find(c, segfmt.PartTimes), comp: opts.Compression}, opts.ChunkRows, pcs())
 		}
 		switch m.column() {
 		case MetricLong:
@@ -223,7 +224,7 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 			dw := newNumWriter[float64](cw(c), opts.ChunkRows, pcs())
 			dw.times, dw.metric = times, true
 			if m.Agg().Exact() {
-				dw.tails = &blobWriter{cw: chunkedWriter{st: find(c, PartTails), comp: opts.Compression}, chunkRows: opts.ChunkRows}
+				dw.tails = &blobWriter{cw: chunkedWriter{st: find(c, segfmt.PartTails), comp: opts.Compression}, chunkRows: opts.ChunkRows}
 			}
 			w.doubles = append(w.doubles, dw)
 			w.longs, w.sketch = append(w.longs, nil), append(w.sketch, nil)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/tmpfile"
@@ -57,7 +58,7 @@ func Example_segment() {
 
 	schema := columns.Schema{
 		Dimensions: []columns.Dimension{{Name: "page"}},
-		Metrics:    []columns.Metric{{Name: "added", Aggregator: columns.AggLongSum}},
+		Metrics:    []columns.Metric{{Name: "added", Aggregator: agg.LongSum}},
 	}
 	b, err := merger.NewBuilder(schema, merger.BuilderOptions{}) // rows into an in-memory index
 	if err != nil {

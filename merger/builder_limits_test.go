@@ -16,7 +16,7 @@ import (
 // TestBuilderRejectsTimesOutOfRange: a time outside [columns.MinTime, columns.MaxTime] is an
 // error naming it (the ends themselves are fine), and leaves the builder unchanged.
 func TestBuilderRejectsTimesOutOfRange(t *testing.T) {
-	s := columns.Schema{Metrics: []columns.Metric{{Name: "n", Aggregator: columns.AggCount}},
+	s := columns.Schema{Metrics: []columns.Metric{{Name: "n", Aggregator: agg.Count}},
 		Rollup: true, Granularity: columns.GranularityDay}
 	b, err := NewBuilder(s, BuilderOptions{})
 	require.NoError(t, err)
@@ -39,7 +39,7 @@ func itoa64(v int64) string { return strconv.FormatInt(v, 10) }
 
 // longSumSchema: rows of one dimension and a longSum, rolled up.
 var longSumSchema = columns.Schema{Dimensions: []columns.Dimension{{Name: "k"}},
-	Metrics: []columns.Metric{{Name: "added", Aggregator: columns.AggLongSum}}, Rollup: true}
+	Metrics: []columns.Metric{{Name: "added", Aggregator: agg.LongSum}}, Rollup: true}
 
 func longRow(ms int64, k string, v int64) columns.Row {
 	return columns.Row{Time: ms, Dims: [][]string{{k}}, Metrics: []columns.Value{{Long: v}}}

@@ -10,10 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // flipInPart flips one byte a quarter into the named part of the segment file at path.
-func flipInPart(t *testing.T, path, column string, kind columns.PartKind) {
+func flipInPart(t *testing.T, path, column string, kind segfmt.PartKind) {
 	t.Helper()
 	seg, err := columns.Open(path)
 	require.NoError(t, err)
@@ -46,7 +47,7 @@ func TestMergeChecksInputChecksums(t *testing.T) {
 	bad := genSegment(t, dir, 2, 5000)
 	path := filepath.Join(dir, "basic-2-5000.seg")
 	require.NoError(t, bad.Close())
-	flipInPart(t, path, "sumLongSequential", columns.PartValues)
+	flipInPart(t, path, "sumLongSequential", segfmt.PartValues)
 	bad = openSeg(t, path) // opens: the footer and the index are intact
 
 	dst := filepath.Join(dir, "out.seg")
@@ -72,7 +73,7 @@ func TestMergeChecksInputChecksums(t *testing.T) {
 	// A fresh segment: a's parts are all checked by now, and a checked part is not read again.
 	fresh := openSeg(t, filepath.Join(dir, "basic-1-5000.seg"))
 	require.ErrorIs(t, fresh.VerifyChecksumsContext(ctx), context.Canceled)
-	require.NoError(t, fresh.VerifyChecksums())
+	require.NoError(t, fresh.VerifyChecksumsContext(context.Background()))
 }
 
 // TestMergeChecksUnreadParts: a byte flipped in a part the merge never reads (the bitmap index
@@ -93,7 +94,7 @@ func TestMergeChecksUnreadParts(t *testing.T) {
 	}
 	require.NotEmpty(t, dim, "a single-value dimension with a bitmap index")
 	require.NoError(t, bad.Close())
-	flipInPart(t, path, dim, columns.PartBitmaps)
+	flipInPart(t, path, dim, segfmt.PartBitmaps)
 	bad = openSeg(t, path)
 
 	dst := filepath.Join(dir, "out.seg")
@@ -102,7 +103,7 @@ func TestMergeChecksUnreadParts(t *testing.T) {
 	require.ErrorIs(t, err, columns.ErrCorrupt)
 	require.ErrorContains(t, err, "bad.seg")
 	require.ErrorContains(t, err, fmt.Sprintf("%q", dim))
-	require.ErrorContains(t, err, columns.PartBitmaps.String())
+	require.ErrorContains(t, err, segfmt.PartBitmaps.String())
 	require.Equal(t, before, dirNames(t, dir), "nothing written")
 
 	bad = openSeg(t, path)

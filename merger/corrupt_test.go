@@ -1,6 +1,7 @@
 package merger
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -35,7 +36,7 @@ func TestMergeCorruptInput(t *testing.T) {
 		b := append([]byte(nil), orig...)
 		at := rng.IntN(len(b))
 		b[at] ^= byte(1 + rng.IntN(255))
-		seg, err := columns.NewSegmentBytes(b)
+		seg, err := columns.NewSegment(bytes.NewReader(b), int64(len(b)))
 		if err != nil {
 			continue // Open caught it
 		}

@@ -134,7 +134,7 @@ func referenceMerge(t *testing.T, ins [][]byte) []byte {
 	t.Helper()
 	segs := make([]*columns.Segment, len(ins))
 	for i, b := range ins {
-		seg, err := columns.NewSegmentBytes(b)
+		seg, err := columns.NewSegment(bytes.NewReader(b), int64(len(b)))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = seg.Close() })
 		segs[i] = seg
@@ -155,7 +155,7 @@ func referenceMerge(t *testing.T, ins [][]byte) []byte {
 	require.NoError(t, err)
 	require.Equal(t, []string{"ref.seg"}, names, "the merge left files behind")
 
-	seg, err := columns.NewSegmentBytes(want)
+	seg, err := columns.NewSegment(bytes.NewReader(want), int64(len(want)))
 	require.NoError(t, err)
 	require.NoError(t, seg.Verify())
 	require.NoError(t, seg.Close())
@@ -398,7 +398,7 @@ func (c *crashCase) classify(fsys afero.Fs, at string) dstState {
 	case c.old != nil && bytes.Equal(got, c.old):
 		return dstOld
 	}
-	seg, err := columns.NewSegmentBytes(got)
+	seg, err := columns.NewSegment(bytes.NewReader(got), int64(len(got)))
 	if err == nil {
 		err = seg.Verify()
 		_ = seg.Close()

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 )
@@ -24,8 +25,8 @@ func Example() {
 	schema := columns.Schema{
 		Dimensions: []columns.Dimension{{Name: "page"}, {Name: "tags", MultiValue: true}},
 		Metrics: []columns.Metric{
-			{Name: "rows", Aggregator: columns.AggCount},
-			{Name: "added", Aggregator: columns.AggLongSum},
+			{Name: "rows", Aggregator: agg.Count},
+			{Name: "added", Aggregator: agg.LongSum},
 		},
 		Granularity: columns.GranularityHour,
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger/internal/scratch"
 )
@@ -127,7 +128,7 @@ func TestMergePopulatesLogs(t *testing.T) {
 	}
 	dir := t.TempDir()
 	s := columns.Schema{Dimensions: []columns.Dimension{{Name: "u"}},
-		Metrics: []columns.Metric{{Name: "n", Aggregator: columns.AggLongSum}}}
+		Metrics: []columns.Metric{{Name: "n", Aggregator: agg.LongSum}}}
 	const rows = 160_000 // an input: two make a log of 1.25 MiB
 	var segs []*columns.Segment
 	for i := range 2 {
@@ -163,7 +164,7 @@ func TestMergeRegroupOrder(t *testing.T) {
 	dir := t.TempDir()
 	for c := range 12 {
 		nd := 2 + c%2
-		s := columns.Schema{Metrics: []columns.Metric{{Name: "n", Aggregator: columns.AggLongSum}}}
+		s := columns.Schema{Metrics: []columns.Metric{{Name: "n", Aggregator: agg.LongSum}}}
 		for j := range nd {
 			s.Dimensions = append(s.Dimensions, columns.Dimension{Name: fmt.Sprintf("d%d", j)})
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -21,8 +22,8 @@ import (
 func TestMergeInterleave(t *testing.T) {
 	dims := []columns.Dimension{{Name: "a"}, {Name: "b"}, {Name: "c"}}
 	metrics := []columns.Metric{
-		{Name: "n", Field: "n", Type: columns.MetricLong, Aggregator: columns.AggLongSum},
-		{Name: "x", Field: "x", Type: columns.MetricDouble, Aggregator: columns.AggDoubleSum},
+		{Name: "n", Field: "n", Type: columns.MetricLong, Aggregator: agg.LongSum},
+		{Name: "x", Field: "x", Type: columns.MetricDouble, Aggregator: agg.DoubleSum},
 	}
 	const hour = 3600_000
 	defer func() { batchRows, ilKeyBits = defaultBatchRows, 64 }()
@@ -142,7 +143,7 @@ func TestInterleavesTwoWindows(t *testing.T) {
 	// Inputs in time order, rows of distinct times and keys: no step takes a row.
 	dir := t.TempDir()
 	s := columns.Schema{Dimensions: []columns.Dimension{{Name: "a"}, {Name: "b"}},
-		Metrics: []columns.Metric{{Name: "n", Aggregator: columns.AggLongSum}}}
+		Metrics: []columns.Metric{{Name: "n", Aggregator: agg.LongSum}}}
 	rng := rand.New(rand.NewPCG(3, 4))
 	var segs []*columns.Segment
 	const rows = 20_000

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 )
 
 // TestInternCache: values that fall in the same cache slot (the same last 8 bytes and length,
@@ -18,7 +19,7 @@ import (
 // as ingestion does between runs) finds no value of the rows before.
 func TestInternCache(t *testing.T) {
 	schema := columns.Schema{Dimensions: []columns.Dimension{{Name: "d"}, {Name: "m", MultiValue: true}},
-		Metrics: []columns.Metric{{Name: "n", Aggregator: columns.AggLongSum}}}
+		Metrics: []columns.Metric{{Name: "n", Aggregator: agg.LongSum}}}
 	// Same last 8 bytes and length: one slot for all of them.
 	vals := []string{"aaaa-12345678", "bbbb-12345678", "cccc-12345678", "x", "y", "", "xy", "d3-00875", "d3-00876"}
 	c := internCache{bits: internCacheBits}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -20,7 +21,7 @@ func TestPersistInterval(t *testing.T) {
 	for _, rollup := range []bool{false, true} {
 		schema := columns.Schema{
 			Dimensions:  []columns.Dimension{{Name: "page"}},
-			Metrics:     []columns.Metric{{Name: "rows", Aggregator: columns.AggCount}},
+			Metrics:     []columns.Metric{{Name: "rows", Aggregator: agg.Count}},
 			Rollup:      rollup,
 			Granularity: columns.GranularityHour,
 		}
@@ -43,7 +44,7 @@ func TestMergeRollupInterval(t *testing.T) {
 	dir := t.TempDir()
 	schema := columns.Schema{
 		Dimensions: []columns.Dimension{{Name: "page"}},
-		Metrics:    []columns.Metric{{Name: "rows", Aggregator: columns.AggCount}},
+		Metrics:    []columns.Metric{{Name: "rows", Aggregator: agg.Count}},
 	}
 	row := func(tm int64, page string) columns.Row {
 		return columns.Row{Time: tm, Dims: [][]string{{page}}, Metrics: []columns.Value{{Long: 1}}}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -21,10 +22,10 @@ func TestNullsMergeV2V3(t *testing.T) {
 	schema := columns.Schema{
 		Dimensions: []columns.Dimension{{Name: "page"}},
 		Metrics: []columns.Metric{
-			{Name: "rows", Aggregator: columns.AggCount},
-			{Name: "delay", Aggregator: columns.AggLongMin},
-			{Name: "price", Aggregator: columns.AggDoubleSum},
-			{Name: "last", Aggregator: columns.AggDoubleLast},
+			{Name: "rows", Aggregator: agg.Count},
+			{Name: "delay", Aggregator: agg.LongMin},
+			{Name: "price", Aggregator: agg.DoubleSum},
+			{Name: "last", Aggregator: agg.DoubleLast},
 		},
 		Rollup: true, Granularity: columns.GranularityHour,
 	}

@@ -162,7 +162,7 @@ func TestMergeS3Failures(t *testing.T) {
 	})
 
 	t.Run("flipped byte", func(t *testing.T) {
-		seg, err := columns.NewSegmentBytes(data[1])
+		seg, err := columns.NewSegment(bytes.NewReader(data[1]), int64(len(data[1])))
 		require.NoError(t, err)
 		p := seg.Parts()[len(seg.Parts())/2]
 		bad := bytes.Clone(data[1])
@@ -209,7 +209,7 @@ func TestMergeS3Failures(t *testing.T) {
 		require.NoError(t, err)
 		got, err = srv.Get(s3Bucket, "out/there.seg")
 		require.NoError(t, err)
-		local, err := columns.NewSegmentBytes(got)
+		local, err := columns.NewSegment(bytes.NewReader(got), int64(len(got)))
 		require.NoError(t, err)
 		require.NoError(t, local.Verify())
 	})

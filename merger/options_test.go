@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -16,7 +17,7 @@ import (
 // Builder.Persist alike, and nothing is written.
 func TestOptionsInvalid(t *testing.T) {
 	dir := t.TempDir()
-	schema := columns.Schema{Dimensions: []columns.Dimension{{Name: "d"}}, Metrics: []columns.Metric{{Name: "n", Aggregator: columns.AggLongSum}}}
+	schema := columns.Schema{Dimensions: []columns.Dimension{{Name: "d"}}, Metrics: []columns.Metric{{Name: "n", Aggregator: agg.LongSum}}}
 	rows := []columns.Row{{Time: 1, Dims: [][]string{{"a"}}, Metrics: []columns.Value{{Long: 1}}}}
 	in := writeSegment(t, dir, "in.seg", schema, rows)
 	b, err := NewBuilder(schema, BuilderOptions{})

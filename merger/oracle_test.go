@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -93,13 +94,13 @@ func TestMergeOracle(t *testing.T) {
 
 func TestMergeSchemaConflicts(t *testing.T) {
 	dir := t.TempDir()
-	a := writeSegment(t, dir, "a.seg", columns.Schema{Metrics: []columns.Metric{{Name: "m", Aggregator: columns.AggLongSum}}}, nil)
-	b := writeSegment(t, dir, "b.seg", columns.Schema{Metrics: []columns.Metric{{Name: "m", Aggregator: columns.AggDoubleSum}}}, nil)
+	a := writeSegment(t, dir, "a.seg", columns.Schema{Metrics: []columns.Metric{{Name: "m", Aggregator: agg.LongSum}}}, nil)
+	b := writeSegment(t, dir, "b.seg", columns.Schema{Metrics: []columns.Metric{{Name: "m", Aggregator: agg.DoubleSum}}}, nil)
 	_, err := Merge(t.Context(), []*columns.Segment{a, b}, filepath.Join(dir, "o.seg"), Options{InputNames: []string{"A.seg", "B.seg"}})
 	require.ErrorIs(t, err, ErrSchemaConflict)
 	require.ErrorContains(t, err, `metric "m" is longSum(long) in A.seg and doubleSum(double) in B.seg`)
 
-	c := writeSegment(t, dir, "c.seg", columns.Schema{Metrics: []columns.Metric{{Name: "m", Aggregator: columns.AggLongMax}}}, nil)
+	c := writeSegment(t, dir, "c.seg", columns.Schema{Metrics: []columns.Metric{{Name: "m", Aggregator: agg.LongMax}}}, nil)
 	_, err = Merge(t.Context(), []*columns.Segment{a, c}, filepath.Join(dir, "o.seg"), Options{})
 	require.ErrorIs(t, err, ErrSchemaConflict)
 	// Unnamed by the options, inputs opened from files are named by their paths.

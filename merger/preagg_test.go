@@ -21,12 +21,12 @@ import (
 // file of the same merge without pre-aggregation, byte for byte.
 func TestMergePreAggregate(t *testing.T) {
 	metrics := []columns.Metric{
-		{Name: "rows", Aggregator: columns.AggCount},
-		{Name: "sum", Aggregator: columns.AggLongSum},
-		{Name: "min", Aggregator: columns.AggLongMin},
-		{Name: "max", Aggregator: columns.AggLongMax},
-		{Name: "first", Aggregator: columns.AggLongFirst},
-		{Name: "last", Aggregator: columns.AggLongLast},
+		{Name: "rows", Aggregator: agg.Count},
+		{Name: "sum", Aggregator: agg.LongSum},
+		{Name: "min", Aggregator: agg.LongMin},
+		{Name: "max", Aggregator: agg.LongMax},
+		{Name: "first", Aggregator: agg.LongFirst},
+		{Name: "last", Aggregator: agg.LongLast},
 	}
 	for i := range metrics {
 		metrics[i].Type, metrics[i].Field = columns.MetricLong, metrics[i].Name
@@ -75,13 +75,13 @@ func TestMergePreAggregate(t *testing.T) {
 				}
 				for m, met := range s.Metrics {
 					switch {
-					case met.Aggregator == columns.AggCount:
+					case met.Aggregator == agg.Count:
 						row.Metrics[m].Long = 1 + rng.Int64N(3)
 					case c%3 == 0 && i > 0 && rng.IntN(6) == 0: // the first input of a third of the cases has no null
 						row.Metrics[m].Null = true
 					case c%3 != 0 && rng.IntN(6) == 0:
 						row.Metrics[m].Null = true
-					case met.Aggregator == columns.AggLongSum && (c == 3 || rng.IntN(50) == 0):
+					case met.Aggregator == agg.LongSum && (c == 3 || rng.IntN(50) == 0):
 						row.Metrics[m].Long = 1<<62 + rng.Int64N(1<<61) // sums may overflow: an error then
 					default:
 						row.Metrics[m].Long = rng.Int64N(2001) - 1000

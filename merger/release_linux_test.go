@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -60,7 +62,7 @@ func TestMergeReleasesMappedInputs(t *testing.T) {
 	const inputs, rows = 3, 300_000
 	s := columns.Schema{Granularity: columns.GranularityNone,
 		Dimensions: []columns.Dimension{{Name: "d"}},
-		Metrics:    []columns.Metric{{Name: "m", Type: columns.MetricLong, Aggregator: columns.AggLongSum, Field: "m"}}}
+		Metrics:    []columns.Metric{{Name: "m", Type: columns.MetricLong, Aggregator: agg.LongSum, Field: "m"}}}
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(14, 3))
 	var paths []string
@@ -88,7 +90,7 @@ func TestMergeReleasesMappedInputs(t *testing.T) {
 		require.NoError(t, err)
 		defer func() { require.NoError(t, segs[i].Close()) }()
 		for _, part := range segs[i].Parts() {
-			if part.Kind == columns.PartValues || part.Kind == columns.PartIDs {
+			if part.Kind == segfmt.PartValues || part.Kind == segfmt.PartIDs {
 				rowBytes += part.Length
 			}
 		}

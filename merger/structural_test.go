@@ -1,6 +1,7 @@
 package merger
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -15,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -71,7 +74,7 @@ var structuralFaults = []structuralFault{
 		r := rng.IntN(len(d.ids))
 		k := rng.IntN(len(d.ids[r]))
 		d.ids[r][k] = uint32(d.card() + rng.IntN(1<<idWidth(d.card())-d.card()))
-		f.set(testingNop{}, d.col, columns.PartIDs, idsPart(d.ids, d.dim.MultiValue, d.card()))
+		f.set(testingNop{}, d.col, segfmt.PartIDs, idsPart(d.ids, d.dim.MultiValue, d.card()))
 		return true
 	}},
 	{"id changed, bitmaps not", func(rng *rand.Rand, m *segModel, f *segFile) bool {
@@ -92,7 +95,7 @@ var structuralFaults = []structuralFault{
 		for d.ids[r][k] == old {
 			d.ids[r][k] = uint32(low + rng.IntN(d.card()-low))
 		}
-		f.set(testingNop{}, d.col, columns.PartIDs, idsPart(d.ids, d.dim.MultiValue, d.card()))
+		f.set(testingNop{}, d.col, segfmt.PartIDs, idsPart(d.ids, d.dim.MultiValue, d.card()))
 		return true
 	}},
 	{"bitmap missing a row", func(rng *rand.Rand, m *segModel, f *segFile) bool {
@@ -106,7 +109,7 @@ var structuralFaults = []structuralFault{
 		}
 		rows := bm.ToArray()
 		bm.Remove(rows[rng.IntN(len(rows))])
-		f.set(testingNop{}, d.col, columns.PartBitmaps, bitmapsPart(testingNop{}, d.bms))
+		f.set(testingNop{}, d.col, segfmt.PartBitmaps, bitmapsPart(testingNop{}, d.bms))
 		return true
 	}},
 	{"bitmap with an extra row", func(rng *rand.Rand, m *segModel, f *segFile) bool {
@@ -120,7 +123,7 @@ var structuralFaults = []structuralFault{
 			return false
 		}
 		d.bms[id].Add(uint32(r))
-		f.set(testingNop{}, d.col, columns.PartBitmaps, bitmapsPart(testingNop{}, d.bms))
+		f.set(testingNop{}, d.col, segfmt.PartBitmaps, bitmapsPart(testingNop{}, d.bms))
 		return true
 	}},
 	{"row moved to another bitmap", func(rng *rand.Rand, m *segModel, f *segFile) bool {
@@ -135,7 +138,7 @@ var structuralFaults = []structuralFault{
 		}
 		d.bms[a].Remove(uint32(r))
 		d.bms[b].Add(uint32(r))
-		f.set(testingNop{}, d.col, columns.PartBitmaps, bitmapsPart(testingNop{}, d.bms))
+		f.set(testingNop{}, d.col, segfmt.PartBitmaps, bitmapsPart(testingNop{}, d.bms))
 		return true
 	}},
 	{"two rows swapped between bitmaps", func(rng *rand.Rand, m *segModel, f *segFile) bool {
@@ -153,7 +156,7 @@ var structuralFaults = []structuralFault{
 		d.bms[a].Add(uint32(r2))
 		d.bms[b].Remove(uint32(r2))
 		d.bms[b].Add(uint32(r1))
-		f.set(testingNop{}, d.col, columns.PartBitmaps, bitmapsPart(testingNop{}, d.bms))
+		f.set(testingNop{}, d.col, segfmt.PartBitmaps, bitmapsPart(testingNop{}, d.bms))
 		return true
 	}},
 	{"null id's bitmap missing a null row", func(rng *rand.Rand, m *segModel, f *segFile) bool {
@@ -163,7 +166,7 @@ var structuralFaults = []structuralFault{
 		}
 		rows := d.bms[0].ToArray()
 		d.bms[0].Remove(rows[rng.IntN(len(rows))])
-		f.set(testingNop{}, d.col, columns.PartBitmaps, bitmapsPart(testingNop{}, d.bms))
+		f.set(testingNop{}, d.col, segfmt.PartBitmaps, bitmapsPart(testingNop{}, d.bms))
 		return true
 	}},
 	{"null rows part wrong", func(rng *rand.Rand, m *segModel, f *segFile) bool {
@@ -172,7 +175,7 @@ var structuralFaults = []structuralFault{
 			return false
 		}
 		d.nulls.Flip(uint64(rng.IntN(len(d.ids))), uint64(rng.IntN(len(d.ids)))+1)
-		f.set(testingNop{}, d.col, columns.PartNulls, bitmapBytes(testingNop{}, d.nulls))
+		f.set(testingNop{}, d.col, segfmt.PartNulls, bitmapBytes(testingNop{}, d.nulls))
 		return true
 	}},
 	{"sketch that does not decode", func(rng *rand.Rand, m *segModel, f *segFile) bool {
@@ -209,7 +212,7 @@ var structuralFaults = []structuralFault{
 			b[0] = 2
 		}
 		vals[r] = b
-		f.set(testingNop{}, col, columns.PartValues, blobPart(vals))
+		f.set(testingNop{}, col, segfmt.PartValues, blobPart(vals))
 		return true
 	}},
 	{"dictionary not sorted", func(rng *rand.Rand, m *segModel, f *segFile) bool {
@@ -219,7 +222,7 @@ var structuralFaults = []structuralFault{
 		}
 		i := rng.IntN(len(d.vals) - 1)
 		d.vals[i], d.vals[i+1] = d.vals[i+1], d.vals[i]
-		f.set(testingNop{}, d.col, columns.PartDictionary, dictPart(d.vals, d.hasNull))
+		f.set(testingNop{}, d.col, segfmt.PartDictionary, dictPart(d.vals, d.hasNull))
 		return true
 	}},
 	{"dictionary value repeated", func(rng *rand.Rand, m *segModel, f *segFile) bool {
@@ -229,7 +232,7 @@ var structuralFaults = []structuralFault{
 		}
 		i := rng.IntN(len(d.vals) - 1)
 		d.vals[i+1] = d.vals[i]
-		f.set(testingNop{}, d.col, columns.PartDictionary, dictPart(d.vals, d.hasNull))
+		f.set(testingNop{}, d.col, segfmt.PartDictionary, dictPart(d.vals, d.hasNull))
 		return true
 	}},
 	{"dictionary null flag flipped", func(rng *rand.Rand, m *segModel, f *segFile) bool {
@@ -238,7 +241,7 @@ var structuralFaults = []structuralFault{
 		if !ok {
 			return false
 		}
-		f.set(testingNop{}, d.col, columns.PartDictionary, dictPart(d.vals, !d.hasNull))
+		f.set(testingNop{}, d.col, segfmt.PartDictionary, dictPart(d.vals, !d.hasNull))
 		return true
 	}},
 	{"times out of order", func(rng *rand.Rand, m *segModel, f *segFile) bool {
@@ -308,7 +311,7 @@ var structuralFaults = []structuralFault{
 		if rng.IntN(2) == 0 {
 			slices.Reverse(d.ids[r])
 		}
-		f.set(testingNop{}, d.col, columns.PartIDs, idsPart(d.ids, true, d.card()))
+		f.set(testingNop{}, d.col, segfmt.PartIDs, idsPart(d.ids, true, d.card()))
 		return true
 	}},
 	{"multi-value id repeated in its row", func(rng *rand.Rand, m *segModel, f *segFile) bool {
@@ -322,7 +325,7 @@ var structuralFaults = []structuralFault{
 		}
 		r := rows[rng.IntN(len(rows))]
 		d.ids[r][1] = d.ids[r][0]
-		f.set(testingNop{}, d.col, columns.PartIDs, idsPart(d.ids, true, d.card()))
+		f.set(testingNop{}, d.col, segfmt.PartIDs, idsPart(d.ids, true, d.card()))
 		return true
 	}},
 	{"multi-value row reordered (valid)", func(rng *rand.Rand, m *segModel, f *segFile) bool {
@@ -336,7 +339,7 @@ var structuralFaults = []structuralFault{
 		}
 		r := rows[rng.IntN(len(rows))]
 		slices.Reverse(d.ids[r])
-		f.set(testingNop{}, d.col, columns.PartIDs, idsPart(d.ids, true, d.card()))
+		f.set(testingNop{}, d.col, segfmt.PartIDs, idsPart(d.ids, true, d.card()))
 		return true
 	}},
 	{"raw null row holding bytes", func(rng *rand.Rand, m *segModel, f *segFile) bool {
@@ -346,7 +349,7 @@ var structuralFaults = []structuralFault{
 		}
 		rows := rd.nulls.ToArray()
 		rd.vals[rows[rng.IntN(len(rows))]] = []byte("not null")
-		f.set(testingNop{}, rd.col, columns.PartValues, blobPart(rd.vals))
+		f.set(testingNop{}, rd.col, segfmt.PartValues, blobPart(rd.vals))
 		return true
 	}},
 	{"doubleSum tail not finite", func(rng *rand.Rand, m *segModel, f *segFile) bool {
@@ -364,7 +367,7 @@ var structuralFaults = []structuralFault{
 		vals := m.tails[col]
 		bad := []float64{math.NaN(), math.Inf(1), 0}[rng.IntN(3)]
 		vals[rng.IntN(len(vals))] = binaryFloat(bad)
-		f.set(testingNop{}, col, columns.PartTails, blobPart(vals))
+		f.set(testingNop{}, col, segfmt.PartTails, blobPart(vals))
 		return true
 	}},
 }
@@ -514,19 +517,19 @@ func TestMergeStructuralFaults(t *testing.T) {
 // the path it was opened from, else "input N".
 func TestMergeNamesInputFiles(t *testing.T) {
 	dir := t.TempDir()
-	schema := columns.Schema{Dimensions: []columns.Dimension{{Name: "page"}}, Metrics: []columns.Metric{{Name: "n", Aggregator: columns.AggCount}}}
+	schema := columns.Schema{Dimensions: []columns.Dimension{{Name: "page"}}, Metrics: []columns.Metric{{Name: "n", Aggregator: agg.Count}}}
 	var rows []columns.Row
 	for i, v := range []string{"a", "b", "c", "a"} {
 		rows = append(rows, columns.Row{Time: int64(i), Dims: [][]string{{v}}, Metrics: []columns.Value{{Long: 1}}})
 	}
 	m := readModel(t, writeSegment(t, dir, "clean.seg", schema, rows))
 	m.dims[0].vals[0], m.dims[0].vals[1] = m.dims[0].vals[1], m.dims[0].vals[0]
-	m.file.set(t, m.dims[0].col, columns.PartDictionary, dictPart(m.dims[0].vals, m.dims[0].hasNull))
+	m.file.set(t, m.dims[0].col, segfmt.PartDictionary, dictPart(m.dims[0].vals, m.dims[0].hasNull))
 	b := m.file.assemble()
 	path := filepath.Join(dir, "unsorted.seg")
 	require.NoError(t, os.WriteFile(path, b, 0o644))
 	bad := openSeg(t, path)
-	noPath, err := columns.NewSegmentBytes(b)
+	noPath, err := columns.NewSegment(bytes.NewReader(b), int64(len(b)))
 	require.NoError(t, err)
 	good := writeSegment(t, dir, "good.seg", schema, rows)
 

@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // Segment surgery for the tests of structural faults: a segment file taken apart into its
@@ -39,8 +41,8 @@ type segFile struct {
 // filePart is one part: its footer entry (offset, length and CRC left to assemble) and bytes.
 type filePart struct {
 	column int // 0 __time, then dimensions, then metrics, in schema order
-	kind   columns.PartKind
-	enc    columns.Encoding
+	kind   segfmt.PartKind
+	enc    segfmt.Encoding
 	data   []byte
 }
 
@@ -65,7 +67,7 @@ func parseSegFile(t testing.TB, b []byte) *segFile {
 		rest = rest[k:]
 		off := binary.LittleEndian.Uint64(rest[2:])
 		length := binary.LittleEndian.Uint64(rest[10:])
-		f.parts = append(f.parts, filePart{column: int(c), kind: columns.PartKind(rest[0]), enc: columns.Encoding(rest[1]),
+		f.parts = append(f.parts, filePart{column: int(c), kind: segfmt.PartKind(rest[0]), enc: segfmt.Encoding(rest[1]),
 			data: append([]byte(nil), b[off:off+length]...)})
 		rest = rest[22:]
 	}
@@ -107,7 +109,7 @@ func (f *segFile) assemble() []byte {
 }
 
 // set replaces the bytes of column's part of kind.
-func (f *segFile) set(t testing.TB, column int, kind columns.PartKind, data []byte) {
+func (f *segFile) set(t testing.TB, column int, kind segfmt.PartKind, data []byte) {
 	t.Helper()
 	for i := range f.parts {
 		if f.parts[i].column == column && f.parts[i].kind == kind {
@@ -123,11 +125,11 @@ func (f *segFile) set(t testing.TB, column int, kind columns.PartKind, data []by
 }
 
 // encodingV2 maps each version 4 encoding to the version 2 encoding it replaces.
-var encodingV2 = map[columns.Encoding]columns.Encoding{
-	columns.EncLongChunksV4:   columns.EncLongChunks,
-	columns.EncDoubleChunksV4: columns.EncDoubleChunks,
-	columns.EncIDChunksV4:     columns.EncIDChunks,
-	columns.EncRoaringTableV4: columns.EncRoaringTable,
+var encodingV2 = map[segfmt.Encoding]segfmt.Encoding{
+	segfmt.EncLongChunksV4:   segfmt.EncLongChunks,
+	segfmt.EncDoubleChunksV4: segfmt.EncDoubleChunks,
+	segfmt.EncIDChunksV4:     segfmt.EncIDChunks,
+	segfmt.EncRoaringTableV4: segfmt.EncRoaringTable,
 }
 
 // minVersion returns the format version the parts need, as the writer decides it: 4 with a
@@ -144,7 +146,7 @@ func (f *segFile) minVersion() byte {
 	var s columns.Schema
 	if err := json.Unmarshal(f.schema, &s); err == nil {
 		for _, p := range f.parts {
-			if p.kind == columns.PartNulls && p.column > len(s.Dimensions) {
+			if p.kind == segfmt.PartNulls && p.column > len(s.Dimensions) {
 				return 3
 			}
 		}
@@ -329,7 +331,7 @@ func TestSurgeryRoundTrip(t *testing.T) {
 		f := m.file
 		m.encodeAll(t, f)
 		b := f.assemble()
-		seg2, err := columns.NewSegmentBytes(b)
+		seg2, err := columns.NewSegment(bytes.NewReader(b), int64(len(b)))
 		require.NoError(t, err)
 		require.NoError(t, seg2.Verify())
 		require.Equal(t, readRows(t, seg), readRows(t, seg2))
@@ -433,7 +435,7 @@ func readModel(t testing.TB, seg *columns.Segment) *segModel {
 	}
 	for k, met := range m.schema.Metrics {
 		col := 1 + len(m.schema.Dimensions) + k
-		if met.Aggregator == columns.AggHyperUnique {
+		if met.Aggregator == agg.HyperUnique {
 			sc, err := seg.Sketch(met.Name)
 			require.NoError(t, err)
 			cur := sc.Cursor()
@@ -463,10 +465,10 @@ func readModel(t testing.TB, seg *columns.Segment) *segModel {
 }
 
 func (m *segModel) encodeTime(f *segFile) {
-	f.parts[m.partIndex(f, 0, columns.PartValues)].data = longPart(m.times)
+	f.parts[m.partIndex(f, 0, segfmt.PartValues)].data = longPart(m.times)
 }
 
-func (m *segModel) partIndex(f *segFile, col int, kind columns.PartKind) int {
+func (m *segModel) partIndex(f *segFile, col int, kind segfmt.PartKind) int {
 	for i, p := range f.parts {
 		if p.column == col && p.kind == kind {
 			return i
@@ -477,17 +479,17 @@ func (m *segModel) partIndex(f *segFile, col int, kind columns.PartKind) int {
 
 // encodeDim re-encodes every part of dictionary dimension d.
 func (m *segModel) encodeDim(t testing.TB, f *segFile, d *dimModel) {
-	f.set(t, d.col, columns.PartDictionary, dictPart(d.vals, d.hasNull))
-	f.set(t, d.col, columns.PartIDs, idsPart(d.ids, d.dim.MultiValue, d.card()))
+	f.set(t, d.col, segfmt.PartDictionary, dictPart(d.vals, d.hasNull))
+	f.set(t, d.col, segfmt.PartIDs, idsPart(d.ids, d.dim.MultiValue, d.card()))
 	if d.bms != nil {
-		f.set(t, d.col, columns.PartBitmaps, bitmapsPart(t, d.bms))
+		f.set(t, d.col, segfmt.PartBitmaps, bitmapsPart(t, d.bms))
 	}
-	f.set(t, d.col, columns.PartNulls, bitmapBytes(t, d.nulls))
+	f.set(t, d.col, segfmt.PartNulls, bitmapBytes(t, d.nulls))
 }
 
 func (m *segModel) encodeRaw(t testing.TB, f *segFile, r *rawModel) {
-	f.set(t, r.col, columns.PartValues, blobPart(r.vals))
-	f.set(t, r.col, columns.PartNulls, bitmapBytes(t, r.nulls))
+	f.set(t, r.col, segfmt.PartValues, blobPart(r.vals))
+	f.set(t, r.col, segfmt.PartNulls, bitmapBytes(t, r.nulls))
 }
 
 func bitmapBytes(t testing.TB, bm *roaring.Bitmap) []byte {
@@ -508,9 +510,9 @@ func (m *segModel) encodeAll(t testing.TB, f *segFile) {
 		}
 	}
 	for col, v := range m.sketches {
-		f.set(t, col, columns.PartValues, blobPart(v))
+		f.set(t, col, segfmt.PartValues, blobPart(v))
 	}
 	for col, v := range m.tails {
-		f.set(t, col, columns.PartTails, blobPart(v))
+		f.set(t, col, segfmt.PartTails, blobPart(v))
 	}
 }

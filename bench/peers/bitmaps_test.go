@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/segfmt"
 )
 
 // TestBitmapEstimates breaks down the bitmap indexes of the generated table (one segment of
@@ -53,7 +54,7 @@ func TestBitmapEstimates(t *testing.T) {
 	var bmTotal int64
 	for _, p := range seg.Parts() {
 		t.Logf("part %-3s %-10s %-16s %10d", p.Column, p.Kind, p.Encoding, p.Length)
-		if p.Kind == columns.PartBitmaps {
+		if p.Kind == segfmt.PartBitmaps {
 			bmTotal += p.Length
 		}
 	}

@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -82,7 +83,7 @@ func TestSizes(t *testing.T) {
 	for _, bitmaps := range []bool{false, true} {
 		for _, comp := range []columns.Compression{columns.CompressionNone, columns.CompressionS2, columns.CompressionZstd} {
 			b := writeOneSegment(t, ev, bitmaps, comp)
-			seg, err := columns.NewSegmentBytes(b)
+			seg, err := columns.NewSegment(bytes.NewReader(b), int64(len(b)))
 			if err != nil {
 				t.Fatal(err)
 			}

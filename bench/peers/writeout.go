@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 )
@@ -21,7 +22,7 @@ func Schema() columns.Schema {
 		s.Dimensions = append(s.Dimensions, columns.Dimension{Name: d})
 	}
 	for _, m := range []string{"m1", "m2", "m3"} {
-		s.Metrics = append(s.Metrics, columns.Metric{Name: m, Type: columns.MetricLong, Aggregator: columns.AggLongSum, Field: m})
+		s.Metrics = append(s.Metrics, columns.Metric{Name: m, Type: columns.MetricLong, Aggregator: agg.LongSum, Field: m})
 	}
 	return s
 }

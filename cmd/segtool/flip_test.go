@@ -13,6 +13,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 )
@@ -196,7 +197,7 @@ func flipCommands(t *testing.T, name string, good []byte) {
 	}
 }
 
-func partKey(p columns.PartInfo) string { return p.Column + "/" + p.Kind.String() }
+func partKey(p segfmt.PartInfo) string { return p.Column + "/" + p.Kind.String() }
 
 func keys(m map[string]int) string {
 	var ks []string

@@ -20,8 +20,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/columns/objstore"
 	"github.com/writeout/writeout/internal/s3test"
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 )
@@ -46,8 +48,8 @@ func segmentBytes(t *testing.T, seed uint64, n, chunkRows int) []byte {
 	schema := columns.Schema{
 		Dimensions: []columns.Dimension{{Name: "page"}, {Name: "tags", MultiValue: true}, {Name: "text", Raw: true}},
 		Metrics: []columns.Metric{
-			{Name: "added", Aggregator: columns.AggLongSum},
-			{Name: "delta", Aggregator: columns.AggDoubleSum},
+			{Name: "added", Aggregator: agg.LongSum},
+			{Name: "delta", Aggregator: agg.DoubleSum},
 		},
 	}
 	b, err := merger.NewBuilder(schema, merger.BuilderOptions{})
@@ -128,10 +130,10 @@ func TestReaderReadAt(t *testing.T) {
 	defer func() { require.NoError(t, r.Close()) }()
 	require.Equal(t, int64(len(data)), r.Size())
 	// A plan of parts of assorted sizes.
-	var parts []columns.PartInfo
+	var parts []segfmt.PartInfo
 	for off := int64(100); off < int64(len(data))-1000; {
 		n := min(int64(1+rng.IntN(300<<10)), int64(len(data))-1000-off)
-		parts = append(parts, columns.PartInfo{Offset: off, Length: n})
+		parts = append(parts, segfmt.PartInfo{Offset: off, Length: n})
 		off += n
 	}
 	require.NoError(t, r.Plan(parts))
@@ -168,7 +170,7 @@ func TestPlanBadParts(t *testing.T) {
 	r, err := c.NewReader(context.Background(), bucket, "small", objstore.ReaderOptions{})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, r.Close()) }()
-	require.ErrorIs(t, r.Plan([]columns.PartInfo{{Offset: 90, Length: 20}}), objstore.ErrInvalid)
+	require.ErrorIs(t, r.Plan([]segfmt.PartInfo{{Offset: 90, Length: 20}}), objstore.ErrInvalid)
 }
 
 // A segment read from an object equals the same bytes read locally; its reads are planned by
@@ -178,7 +180,7 @@ func TestOpenSegment(t *testing.T) {
 	srv, c := start(t)
 	data := segmentBytes(t, 7, 40_000, 1000)
 	require.NoError(t, srv.Put(bucket, "in/a.seg", data))
-	local, err := columns.NewSegmentBytes(data)
+	local, err := columns.NewSegment(bytes.NewReader(data), int64(len(data)))
 	require.NoError(t, err)
 
 	ctx := context.Background()
@@ -227,7 +229,7 @@ func TestOpenSegmentErrors(t *testing.T) {
 
 	// A flipped byte in a part fails the read that touches it, naming the object and the part.
 	data := segmentBytes(t, 8, 5000, 500)
-	local, err := columns.NewSegmentBytes(data)
+	local, err := columns.NewSegment(bytes.NewReader(data), int64(len(data)))
 	require.NoError(t, err)
 	p := local.Parts()[len(local.Parts())/2]
 	bad := bytes.Clone(data)
@@ -236,7 +238,7 @@ func TestOpenSegmentErrors(t *testing.T) {
 	seg, err := c.OpenSegment(ctx, bucket, "bad.seg", objstore.ReaderOptions{})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, seg.Close()) }()
-	err = seg.VerifyChecksums()
+	err = seg.VerifyChecksumsContext(context.Background())
 	require.ErrorIs(t, err, columns.ErrCorrupt)
 	require.ErrorContains(t, err, p.Column)
 	require.ErrorContains(t, err, p.Kind.String())
@@ -248,7 +250,7 @@ func TestOpenSegmentErrors(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, seg2.Close()) }()
 	cancel()
-	require.ErrorIs(t, seg2.VerifyChecksums(), context.Canceled)
+	require.ErrorIs(t, seg2.VerifyChecksumsContext(context.Background()), context.Canceled)
 }
 
 func randomBytes(n int, seed uint64) []byte {
@@ -414,7 +416,7 @@ func TestReaderMemoryBounded(t *testing.T) {
 	r, err := c.NewReader(context.Background(), bucket, "big", objstore.ReaderOptions{RangeSize: 4 << 20})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, r.Close()) }()
-	require.NoError(t, r.Plan([]columns.PartInfo{{Offset: 0, Length: int64(len(data))}}))
+	require.NoError(t, r.Plan([]segfmt.PartInfo{{Offset: 0, Length: int64(len(data))}}))
 	buf := make([]byte, 1<<20)
 	var before, after runtime.MemStats
 	runtime.GC()

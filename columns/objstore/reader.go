@@ -15,6 +15,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/internal/sys"
 )
 
@@ -166,7 +167,7 @@ func (r *reader) Stats() (gets, bytes int64) { return r.gets.Load(), r.fetched.L
 
 // Plan sets the read plan from the parts of the segment the object holds: reads from now on
 // fetch whole planned ranges. Parts outside the object are an error wrapping ErrInvalid.
-func (r *reader) Plan(parts []columns.PartInfo) error {
+func (r *reader) Plan(parts []segfmt.PartInfo) error {
 	ps := make([]span, 0, len(parts))
 	for _, p := range parts {
 		if p.Offset < 0 || p.Length < 0 || p.Offset > r.size-p.Length {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger/ingest"
 )
@@ -80,8 +81,8 @@ func TestRoundTrip(t *testing.T) {
 func TestRoundTripLimits(t *testing.T) {
 	s := testSchema(true)
 	s.Metrics = append(s.Metrics,
-		columns.Metric{Name: "firstAdded", Aggregator: columns.AggLongFirst, Field: "added"},
-		columns.Metric{Name: "lastRatio", Aggregator: columns.AggDoubleLast, Field: "ratio"})
+		columns.Metric{Name: "firstAdded", Aggregator: agg.LongFirst, Field: "added"},
+		columns.Metric{Name: "lastRatio", Aggregator: agg.DoubleLast, Field: "ratio"})
 	rows := finiteRows(testRows(13, 2000))
 	for i := range rows {
 		rows[i].Metrics = append(rows[i].Metrics, rows[i].Metrics[1], rows[i].Metrics[2])
@@ -93,7 +94,7 @@ func TestRoundTripLimits(t *testing.T) {
 	// count with counts above 1: read back with longSum, the same values.
 	require.Equal(t, []string{"rows"}, info.CountsAbove1)
 	bs := back.Schema()
-	require.Equal(t, columns.AggLongSum, bs.Metrics[0].Aggregator)
+	require.Equal(t, columns.Aggregator(agg.LongSum), bs.Metrics[0].Aggregator)
 	// fieldName: a long or double metric's becomes its name.
 	require.Equal(t, "firstAdded", bs.Metrics[len(bs.Metrics)-2].Field)
 	// Everything else of the schema is kept.

@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/merger/ingest"
@@ -41,12 +43,12 @@ func testSchema(rollup bool) columns.Schema {
 			{Name: "ünï.code", NoBitmapIndex: true},
 		},
 		Metrics: []columns.Metric{
-			{Name: "rows", Aggregator: columns.AggCount},
-			{Name: "added", Aggregator: columns.AggLongSum},
-			{Name: "ratio", Aggregator: columns.AggDoubleSum},
-			{Name: "low", Aggregator: columns.AggLongMin},
-			{Name: "peak", Aggregator: columns.AggDoubleMax},
-			{Name: "pages", Aggregator: columns.AggHyperUnique, Field: "page"},
+			{Name: "rows", Aggregator: agg.Count},
+			{Name: "added", Aggregator: agg.LongSum},
+			{Name: "ratio", Aggregator: agg.DoubleSum},
+			{Name: "low", Aggregator: agg.LongMin},
+			{Name: "peak", Aggregator: agg.DoubleMax},
+			{Name: "pages", Aggregator: agg.HyperUnique, Field: "page"},
 		},
 		Rollup:      rollup,
 		Granularity: g,
@@ -449,7 +451,7 @@ func TestWriteParquetCorrupt(t *testing.T) {
 		if err == nil {
 			// An export reads no bitmap index, nor a dictionary dimension's null bitmap (its
 			// dictionary says which rows are null): damaging one changes nothing it writes.
-			require.Contains(t, []columns.PartKind{columns.PartBitmaps, columns.PartNulls}, p.Kind, "column %s part %s: damaged, yet exported", p.Column, p.Kind)
+			require.Contains(t, []segfmt.PartKind{segfmt.PartBitmaps, segfmt.PartNulls}, p.Kind, "column %s part %s: damaged, yet exported", p.Column, p.Kind)
 			require.Equal(t, want.Bytes(), got.Bytes())
 			continue
 		}
@@ -488,14 +490,14 @@ func (f *failingWriter) Write(p []byte) (int, error) {
 // spec.
 func TestIngestSpec(t *testing.T) {
 	s := testSchema(false)
-	s.Metrics = append(s.Metrics, columns.Metric{Name: "chars", Aggregator: columns.AggLongMax, Field: "chars_added"})
+	s.Metrics = append(s.Metrics, columns.Metric{Name: "chars", Aggregator: agg.LongMax, Field: "chars_added"})
 	info := Info{Schema: s}
 	sp, err := info.IngestSpec()
 	require.NoError(t, err)
 	data, err := json.Marshal(sp)
 	require.NoError(t, err)
 	require.Contains(t, string(data), `"timestamp":{"field":"__time","format":"millis"}`)
-	require.Equal(t, columns.AggCount, sp.Schema.Metrics[0].Aggregator)
+	require.Equal(t, columns.Aggregator(agg.Count), sp.Schema.Metrics[0].Aggregator)
 	require.Equal(t, "page", sp.Schema.Metrics[5].Field, "a sketch of a dimension keeps its field")
 	require.Equal(t, "chars", sp.Schema.Metrics[6].Field)
 	require.Empty(t, sp.Schema.Metrics[1].Field)
@@ -507,7 +509,7 @@ func TestIngestSpec(t *testing.T) {
 	info.CountsAbove1 = []string{"rows"}
 	sp, err = info.IngestSpec()
 	require.NoError(t, err)
-	require.Equal(t, columns.AggLongSum, sp.Schema.Metrics[0].Aggregator)
+	require.Equal(t, columns.Aggregator(agg.LongSum), sp.Schema.Metrics[0].Aggregator)
 	require.Equal(t, "rows", sp.Schema.Metrics[0].Field)
 
 	s.Metrics[5].Field = "user"

@@ -3,7 +3,6 @@ package export
 import (
 	"fmt"
 
-	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/merger/ingest"
 )
@@ -30,7 +29,7 @@ func (i Info) IngestSpec() (*ingest.Spec, error) {
 		switch {
 		case m.Agg().CountsRows:
 			if above1[m.Name] {
-				m.Aggregator, m.Type, m.Field = columns.AggLongSum, "", m.Name
+				m.Aggregator, m.Type, m.Field = agg.LongSum, "", m.Name
 			}
 		case m.Agg().Kind == agg.Union:
 			if m.Field == "" || s.Dimension(m.Field) < 0 {

@@ -286,15 +286,16 @@ func (c *diffCase) finish() {
 	for _, d := range c.dims {
 		c.schema.Dimensions = append(c.schema.Dimensions, columns.Dimension{Name: d.name, MultiValue: d.multi, Raw: d.raw, NoBitmapIndex: d.noBitmapIdx})
 	}
-	for _, a := range columns.Aggregators {
+	for _, e := range agg.All() {
+		a := columns.Aggregator(e.Name)
 		m := columns.Metric{Name: "m_" + string(a), Aggregator: a}
-		if a == columns.AggHyperUnique {
+		if a == agg.HyperUnique {
 			m.Field = "user"
 		}
 		c.schema.Metrics = append(c.schema.Metrics, m)
 	}
 	// hyperUnique over the first dimension: the sketch of each row derives from its values.
-	c.schema.Metrics = append(c.schema.Metrics, columns.Metric{Name: "m_uniqueDim", Aggregator: columns.AggHyperUnique, Field: c.dims[0].name})
+	c.schema.Metrics = append(c.schema.Metrics, columns.Metric{Name: "m_uniqueDim", Aggregator: agg.HyperUnique, Field: c.dims[0].name})
 	for i := range c.rows {
 		r := &c.rows[i]
 		if r.longs == nil {
@@ -386,7 +387,7 @@ func (c *diffCase) columnsRow(r diffRow) columns.Row {
 func (c *diffCase) metricFields() []string {
 	var f []string
 	for _, m := range c.schema.Metrics {
-		if m.Aggregator != columns.AggCount && m.Aggregator != columns.AggHyperUnique {
+		if m.Aggregator != agg.Count && m.Aggregator != agg.HyperUnique {
 			f = append(f, m.Name)
 		}
 	}
@@ -754,37 +755,37 @@ func (c *diffCase) addRow(ms []oMetric, i int) {
 			}
 		}
 		switch m.Aggregator {
-		case columns.AggCount:
+		case agg.Count:
 			s.long++
-		case columns.AggLongSum:
+		case agg.LongSum:
 			s.long += lv
-		case columns.AggLongMin:
+		case agg.LongMin:
 			s.long = min(s.long, lv)
-		case columns.AggLongMax:
+		case agg.LongMax:
 			s.long = max(s.long, lv)
-		case columns.AggLongFirst:
+		case agg.LongFirst:
 			if !s.set || r.time < s.at {
 				s.long, s.at, s.set = lv, r.time, true
 			}
-		case columns.AggLongLast:
+		case agg.LongLast:
 			if !s.set || r.time >= s.at {
 				s.long, s.at, s.set = lv, r.time, true
 			}
-		case columns.AggDoubleSum:
+		case agg.DoubleSum:
 			s.sum.Add(s.sum, new(big.Float).SetPrec(4200).SetFloat64(dv))
-		case columns.AggDoubleMin:
+		case agg.DoubleMin:
 			s.dbl = math.Min(s.dbl, dv)
-		case columns.AggDoubleMax:
+		case agg.DoubleMax:
 			s.dbl = math.Max(s.dbl, dv)
-		case columns.AggDoubleFirst:
+		case agg.DoubleFirst:
 			if !s.set || r.time < s.at {
 				s.dbl, s.at, s.set = dv, r.time, true
 			}
-		case columns.AggDoubleLast:
+		case agg.DoubleLast:
 			if !s.set || r.time >= s.at {
 				s.dbl, s.at, s.set = dv, r.time, true
 			}
-		case columns.AggHyperUnique:
+		case agg.HyperUnique:
 			if m.Field != "user" { // over the first dimension: each of the row's values
 				for _, v := range r.dims[0] {
 					s.users[v] = true
@@ -803,7 +804,7 @@ func (s *oMetric) double(a columns.Aggregator) float64 {
 	if !s.set {
 		return 0 // null (a null stores +0)
 	}
-	if a == columns.AggDoubleSum {
+	if a == agg.DoubleSum {
 		f, _ := s.sum.Float64()
 		return f
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 )
 
 func TestTimeFormats(t *testing.T) {
@@ -114,7 +115,7 @@ func TestSpecJSONRoundTrip(t *testing.T) {
 	sp := Spec{
 		Schema: columns.Schema{
 			Dimensions: []columns.Dimension{{Name: "page"}, {Name: "tags", MultiValue: true}},
-			Metrics:    []columns.Metric{{Name: "n", Aggregator: columns.AggCount}, {Name: "u", Aggregator: columns.AggHyperUnique, Field: "user"}},
+			Metrics:    []columns.Metric{{Name: "n", Aggregator: agg.Count}, {Name: "u", Aggregator: agg.HyperUnique, Field: "user"}},
 			Rollup:     true, Granularity: columns.GranularityHour,
 		},
 		timestamp: timestampSpec{Field: "ts", Format: "rfc3339"},
@@ -150,11 +151,11 @@ func TestMetricField(t *testing.T) {
 	sp := &Spec{Schema: columns.Schema{
 		Dimensions: []columns.Dimension{{Name: "user"}},
 		Metrics: []columns.Metric{
-			{Name: "n", Aggregator: columns.AggCount, Field: "x"},
-			{Name: "added", Aggregator: columns.AggLongSum},
-			{Name: "delta", Aggregator: columns.AggDoubleSum, Field: "d"},
-			{Name: "users", Aggregator: columns.AggHyperUnique, Field: "user"},
-			{Name: "ips", Aggregator: columns.AggHyperUnique, Field: "ip"},
+			{Name: "n", Aggregator: agg.Count, Field: "x"},
+			{Name: "added", Aggregator: agg.LongSum},
+			{Name: "delta", Aggregator: agg.DoubleSum, Field: "d"},
+			{Name: "users", Aggregator: agg.HyperUnique, Field: "user"},
+			{Name: "ips", Aggregator: agg.HyperUnique, Field: "ip"},
 		},
 	}}
 	var got []string

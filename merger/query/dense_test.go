@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/merger/internal/fixture"
 	"github.com/writeout/writeout/merger/internal/source"
 )
@@ -76,7 +77,7 @@ func TestQueryDenseIndex(t *testing.T) {
 // past the bound; multi-value and raw dimensions, and builders, keep the maps.
 func TestDenseIndexApplies(t *testing.T) {
 	schema := columns.Schema{Dimensions: []columns.Dimension{{Name: "a"}, {Name: "b"}, {Name: "tags", MultiValue: true}, {Name: "body", Raw: true}},
-		Metrics: []columns.Metric{{Name: "rows", Aggregator: columns.AggCount}}}
+		Metrics: []columns.Metric{{Name: "rows", Aggregator: agg.Count}}}
 	var rows []columns.Row
 	for i := range 40 {
 		rows = append(rows, columns.Row{Time: int64(i) * 1000, Dims: [][]string{{fmt.Sprint(i % 5)}, {fmt.Sprint(i % 7)}, {"x", "y"}, {"p"}},
@@ -123,7 +124,7 @@ func TestRunEachStops(t *testing.T) {
 	defer func(n int) { windowRows = n }(windowRows)
 	windowRows = 2 // many parts
 	rng := rand.New(rand.NewPCG(fixture.Seed(t), 37))
-	schema := columns.Schema{Dimensions: []columns.Dimension{{Name: "a"}}, Metrics: []columns.Metric{{Name: "rows", Aggregator: columns.AggCount}}}
+	schema := columns.Schema{Dimensions: []columns.Dimension{{Name: "a"}}, Metrics: []columns.Metric{{Name: "rows", Aggregator: agg.Count}}}
 	var rows []columns.Row
 	for i := range 5000 {
 		rows = append(rows, columns.Row{Time: int64(i) * 60_000, Dims: [][]string{{fmt.Sprint(rng.IntN(9))}}, Metrics: []columns.Value{{Long: 1}}})
@@ -219,7 +220,7 @@ func TestDenseIndexOrders(t *testing.T) {
 	defer func(n int) { windowRows = n }(windowRows)
 	rng := rand.New(rand.NewPCG(fixture.Seed(t), 41))
 	schema := columns.Schema{Dimensions: []columns.Dimension{{Name: "a"}, {Name: "b"}},
-		Metrics: []columns.Metric{{Name: "rows", Aggregator: columns.AggCount}, {Name: "v", Aggregator: columns.AggLongSum}}}
+		Metrics: []columns.Metric{{Name: "rows", Aggregator: agg.Count}, {Name: "v", Aggregator: agg.LongSum}}}
 	var rows []columns.Row
 	add := func(minute int, a, b int) {
 		rows = append(rows, columns.Row{Time: int64(minute) * 60_000, Dims: [][]string{{fmt.Sprint(a)}, {fmt.Sprint(b)}},

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/merger/query"
@@ -17,8 +18,8 @@ import (
 var exampleSchema = columns.Schema{
 	Dimensions: []columns.Dimension{{Name: "page"}, {Name: "tags", MultiValue: true}},
 	Metrics: []columns.Metric{
-		{Name: "edits", Aggregator: columns.AggCount},
-		{Name: "added", Aggregator: columns.AggLongSum},
+		{Name: "edits", Aggregator: agg.Count},
+		{Name: "added", Aggregator: agg.LongSum},
 	},
 }
 

@@ -18,7 +18,7 @@ import (
 func TestQueryLongSumOverflow(t *testing.T) {
 	dir := t.TempDir()
 	s := columns.Schema{Dimensions: []columns.Dimension{{Name: "k"}},
-		Metrics: []columns.Metric{{Name: "n", Aggregator: columns.AggCount}, {Name: "added", Aggregator: columns.AggLongSum}}}
+		Metrics: []columns.Metric{{Name: "n", Aggregator: agg.Count}, {Name: "added", Aggregator: agg.LongSum}}}
 	row := func(ms int64, k string, v int64) columns.Row {
 		return columns.Row{Time: ms, Dims: [][]string{{k}}, Metrics: []columns.Value{{}, {Long: v}}}
 	}

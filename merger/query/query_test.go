@@ -1,6 +1,7 @@
 package query
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -572,7 +573,7 @@ func TestQueryCorruptInput(t *testing.T) {
 		b := append([]byte(nil), orig...)
 		at := rng.IntN(len(b))
 		b[at] ^= byte(1 + rng.IntN(255))
-		seg, err := columns.NewSegmentBytes(b)
+		seg, err := columns.NewSegment(bytes.NewReader(b), int64(len(b)))
 		if err != nil {
 			continue // Open caught it
 		}
@@ -592,7 +593,7 @@ func mustMerge(t testing.TB, inputs []*columns.Segment, dst string, opts merger.
 
 func TestQueryErrors(t *testing.T) {
 	dir := t.TempDir()
-	seg := fixture.WriteSegment(t, dir, "a.seg", columns.Schema{Metrics: []columns.Metric{{Name: "m", Aggregator: columns.AggLongSum}}}, nil)
+	seg := fixture.WriteSegment(t, dir, "a.seg", columns.Schema{Metrics: []columns.Metric{{Name: "m", Aggregator: agg.LongSum}}}, nil)
 	_, err := Run(context.Background(), seg, Spec{Metrics: []string{"nope"}})
 	require.ErrorIs(t, err, ErrInvalid)
 	_, err = Run(context.Background(), nil, Spec{})
@@ -619,12 +620,12 @@ func TestQueryErrors(t *testing.T) {
 func TestQueryValidation(t *testing.T) {
 	dir := t.TempDir()
 	page, tags, user := columns.Dimension{Name: "page"}, columns.Dimension{Name: "tags", MultiValue: true}, columns.Dimension{Name: "user"}
-	rows, added := columns.Metric{Name: "rows", Aggregator: columns.AggCount}, columns.Metric{Name: "added", Aggregator: columns.AggLongSum}
+	rows, added := columns.Metric{Name: "rows", Aggregator: agg.Count}, columns.Metric{Name: "added", Aggregator: agg.LongSum}
 	segs := map[string]*columns.Segment{}
 	for name, s := range map[string]columns.Schema{
 		"a.seg": {Dimensions: []columns.Dimension{page, tags}, Metrics: []columns.Metric{rows, added}},
 		"b.seg": {Dimensions: []columns.Dimension{user, page}, Metrics: []columns.Metric{added}},
-		"c.seg": {Dimensions: []columns.Dimension{page}, Metrics: []columns.Metric{{Name: "added", Aggregator: columns.AggDoubleSum}}},
+		"c.seg": {Dimensions: []columns.Dimension{page}, Metrics: []columns.Metric{{Name: "added", Aggregator: agg.DoubleSum}}},
 		"d.seg": {Dimensions: []columns.Dimension{{Name: "added"}}},
 		"e.seg": {Dimensions: []columns.Dimension{{Name: "page", Raw: true}}},
 	} {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/merger/query/filter"
@@ -102,8 +103,8 @@ func BenchmarkGroupedQuery(b *testing.B) {
 	const rows = 300_000
 	schema := columns.Schema{
 		Dimensions: []columns.Dimension{{Name: "origin"}, {Name: "destination"}},
-		Metrics: []columns.Metric{{Name: "rows", Aggregator: columns.AggCount}, {Name: "delay", Aggregator: columns.AggLongSum},
-			{Name: "maxDelay", Aggregator: columns.AggLongMax, Field: "delay"}, {Name: "distance", Aggregator: columns.AggLongSum}},
+		Metrics: []columns.Metric{{Name: "rows", Aggregator: agg.Count}, {Name: "delay", Aggregator: agg.LongSum},
+			{Name: "maxDelay", Aggregator: agg.LongMax, Field: "delay"}, {Name: "distance", Aggregator: agg.LongSum}},
 	}
 	bld, err := merger.NewBuilder(schema, merger.BuilderOptions{})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/merger/internal/fixture"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestRelease(t *testing.T) {
 	schema := columns.Schema{
 		Dimensions: []columns.Dimension{{Name: "d"}, {Name: "r", Raw: true}},
-		Metrics:    []columns.Metric{{Name: "n", Aggregator: columns.AggLongSum, Field: "n"}},
+		Metrics:    []columns.Metric{{Name: "n", Aggregator: agg.LongSum, Field: "n"}},
 	}
 	w, err := fixture.NewRowWriter(schema, columns.WriterOptions{ChunkRows: 64, Compression: columns.CompressionZstd})
 	require.NoError(t, err)
@@ -29,7 +30,7 @@ func TestRelease(t *testing.T) {
 	var buf bytes.Buffer
 	_, err = w.FinishTo(&buf)
 	require.NoError(t, err)
-	seg, err := columns.NewSegmentBytes(buf.Bytes())
+	seg, err := columns.NewSegment(bytes.NewReader(buf.Bytes()), int64(len(buf.Bytes())))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, seg.Close()) }()
 
