@@ -2,8 +2,9 @@
 // kernels every caller uses to combine values (rollup at ingestion, merges, queries).
 //
 // An aggregator is a value Type (long, double, sketch) and a Kind: what combining two values
-// means. Callers switch on the Kind, never on aggregator names, so adding an aggregator is one
-// constant in package columns and one entry in the table below.
+// means. Callers switch on the Kind, never on aggregator names, so adding a long or double
+// aggregator is one entry in the table below (and its name in names.go), and adding a sketch
+// aggregator is one new file: its sketch kind and the call that registers its entry.
 //
 // # Kinds
 //
