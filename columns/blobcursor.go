@@ -59,7 +59,7 @@ func (c *blobCursor) load(row int) error {
 	return nil
 }
 
-// Release gives the cursor's buffers back to the package's pools, as LongCursor.Release.
+// Release gives the cursor's buffers back to the package's pools, as Cursor.Release.
 func (c *blobCursor) Release() {
 	c.cr.release()
 	intPool.Put(c.offs)
