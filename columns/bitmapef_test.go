@@ -294,7 +294,7 @@ func TestBitmapIndexV4Segment(t *testing.T) {
 	}
 	const card = 62 // ids 52..59 and 61 hold no row: empty bitmaps
 	write := func(form int, comp Compression) []byte {
-		w, err := NewWriter(s, WriterOptions{Compression: comp})
+		w, err := newWriter(s, writerOptions{Compression: comp})
 		require.NoError(t, err)
 		tw, err := w.Time()
 		require.NoError(t, err)
@@ -344,7 +344,7 @@ func TestBitmapIndexV4Segment(t *testing.T) {
 		if comp == CompressionNone {
 			want = segfmt.EncRoaringTable
 		}
-		for _, p := range seg.Parts() {
+		for _, p := range seg.Info().Parts {
 			if p.Kind == segfmt.PartBitmaps {
 				require.Equal(t, want, p.Encoding, "%s", comp)
 				t.Logf("compression %s: bitmaps %s, %d bytes", comp, p.Encoding, p.Length)
@@ -396,11 +396,11 @@ func TestFlipBitmapsV4(t *testing.T) {
 	for i := range rows {
 		rows[i] = g.next()
 	}
-	good := writeRows(t, s, rows, WriterOptions{})
+	good := writeRows(t, s, rows, writerOptions{})
 	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	var part segfmt.PartInfo
-	for _, p := range seg.Parts() {
+	for _, p := range seg.Info().Parts {
 		if p.Kind == segfmt.PartBitmaps {
 			part = p
 		}
@@ -487,7 +487,7 @@ var goldenV4BitmapsPath = filepath.Join("testdata", "golden-v4-bitmaps.seg")
 
 func goldenV4BitmapsBytes(t testing.TB) []byte {
 	s, rows := goldenRows()
-	return writeColumns(t, s, rows, WriterOptions{Compression: CompressionS2, ChunkRows: 3})
+	return writeColumns(t, s, rows, writerOptions{Compression: CompressionS2, ChunkRows: 3})
 }
 
 // TestGoldenV4Bitmaps reads the pinned version 4 segment: it verifies and holds the golden
@@ -510,13 +510,13 @@ func TestGoldenV4Bitmaps(t *testing.T) {
 	fresh, err := newSegmentBytes(goldenV4BitmapsBytes(t))
 	require.NoError(t, err)
 	var n int
-	for _, p := range seg.Parts() {
+	for _, p := range seg.Info().Parts {
 		if p.Kind != segfmt.PartBitmaps {
 			continue
 		}
 		n++
 		require.Equal(t, segfmt.EncRoaringTableV4, p.Encoding, "column %s", p.Column)
-		for _, q := range fresh.Parts() {
+		for _, q := range fresh.Info().Parts {
 			if q.Column == p.Column && q.Kind == segfmt.PartBitmaps {
 				require.Equal(t, q.Encoding, p.Encoding)
 				require.Equal(t, hex.Dump(want[p.Offset:p.Offset+p.Length]), hex.Dump(fresh.src.data[q.Offset:q.Offset+q.Length]), "column %s: the bitmap index bytes changed (run with -update if deliberate)", p.Column)

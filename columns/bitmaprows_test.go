@@ -24,7 +24,7 @@ func TestEachBitmapRowsMatchBitmap(t *testing.T) {
 
 func testEachBitmapRowsMatchBitmap(t *testing.T, comp Compression) {
 	schema := Schema{Dimensions: []Dimension{{Name: "d"}, {Name: "m", MultiValue: true}, {Name: "raw", Raw: true}}}
-	w, err := newRowsWriter(schema, WriterOptions{Compression: comp})
+	w, err := newRowsWriter(schema, writerOptions{Compression: comp})
 	require.NoError(t, err)
 	vals := []string{"a", "b", "c", "dd"}
 	for i := range 3000 {
@@ -93,7 +93,7 @@ func testEachBitmapRowsMatchBitmap(t *testing.T, comp Compression) {
 // bytes, is corrupt, and names the column and part.
 func TestEachBitmapRowsCorrupt(t *testing.T) {
 	schema := Schema{Dimensions: []Dimension{{Name: "d"}}}
-	w, err := newRowsWriter(schema, WriterOptions{})
+	w, err := newRowsWriter(schema, writerOptions{})
 	require.NoError(t, err)
 	for i := range 100 {
 		require.NoError(t, w.AddRow(Row{Time: int64(i), Dims: [][]string{{"v"}}}))

@@ -57,8 +57,8 @@ func (e *roaringEncoder) appendBitmapRows(dst []byte, rows []uint32, compact boo
 	return e.appendRowsBodies(appendRoaringHeader(dst, cs), rows), false
 }
 
-// addRun adds the bitmaps encoded in r (see BitmapRun).
-func (b *bitmapsWriter) addRun(r *BitmapRun) error {
+// addRun adds the bitmaps encoded in r (see bitmapRun).
+func (b *bitmapsWriter) addRun(r *bitmapRun) error {
 	base := uint64(b.st.n)
 	if err := b.st.write(r.buf); err != nil {
 		return err

@@ -135,7 +135,7 @@ func TestCursorRelease(t *testing.T) {
 		rows[i] = g.next()
 	}
 	for _, comp := range []Compression{CompressionNone, CompressionS2, CompressionZstd} {
-		data := writeRows(t, s, rows, WriterOptions{ChunkRows: 256, Compression: comp})
+		data := writeRows(t, s, rows, writerOptions{ChunkRows: 256, Compression: comp})
 		for _, how := range []string{"bytes", "readat"} {
 			t.Run(fmt.Sprintf("compression=%d/%s", comp, how), func(t *testing.T) {
 				open := func() *Segment {

@@ -88,7 +88,7 @@ func TestWriterInterval(t *testing.T) {
 		for i, tm := range times {
 			rows[i] = Row{Time: tm}
 		}
-		for _, b := range [][]byte{writeRows(t, s, rows, WriterOptions{}), writeColumns(t, s, rows, WriterOptions{})} {
+		for _, b := range [][]byte{writeRows(t, s, rows, writerOptions{}), writeColumns(t, s, rows, writerOptions{})} {
 			seg, err := newSegmentBytes(b)
 			require.NoError(t, err)
 			require.Equal(t, want, seg.Interval())
@@ -102,7 +102,7 @@ func TestWriterInterval(t *testing.T) {
 	f(hour, nil, Interval{})
 
 	var buf bytes.Buffer
-	w, err := newRowsWriter(hour, WriterOptions{})
+	w, err := newRowsWriter(hour, writerOptions{})
 	require.NoError(t, err)
 	require.NoError(t, w.AddRow(Row{Time: hourAt(10, 0)}))
 	info, err := w.FinishTo(&buf)
@@ -111,7 +111,7 @@ func TestWriterInterval(t *testing.T) {
 
 	// No room for the end: a time past MaxTime is refused when it comes.
 	for _, s := range []Schema{{}, hour} {
-		w, err := newRowsWriter(s, WriterOptions{})
+		w, err := newRowsWriter(s, writerOptions{})
 		require.NoError(t, err)
 		err = w.AddRow(Row{Time: s.Granularity.Truncate(math.MaxInt64)})
 		require.ErrorIs(t, err, medium.ErrInvalid)
@@ -126,7 +126,7 @@ func TestWriterInterval(t *testing.T) {
 // the row.
 func TestWriterRefusesUntruncatedTime(t *testing.T) {
 	s := Schema{Dimensions: []Dimension{{Name: "page"}}, Granularity: GranularityHour}
-	rw, err := newRowsWriter(s, WriterOptions{})
+	rw, err := newRowsWriter(s, writerOptions{})
 	require.NoError(t, err)
 	require.NoError(t, rw.AddRow(Row{Time: hourAt(10, 0), Dims: [][]string{{"a"}}}))
 	err = rw.AddRow(Row{Time: hourAt(10, 17), Dims: [][]string{{"a"}}})
@@ -135,7 +135,7 @@ func TestWriterRefusesUntruncatedTime(t *testing.T) {
 	_, err = rw.FinishTo(io.Discard)
 	require.ErrorIs(t, err, medium.ErrInvalid, "the error is sticky")
 
-	w, err := NewWriter(s, WriterOptions{})
+	w, err := newWriter(s, writerOptions{})
 	require.NoError(t, err)
 	tw, err := w.Time()
 	require.NoError(t, err)
@@ -147,7 +147,7 @@ func TestWriterRefusesUntruncatedTime(t *testing.T) {
 
 	// Granularity none takes any millisecond; a long metric is not a time.
 	s = Schema{Metrics: []Metric{{Name: "n", Aggregator: agg.LongSum}}, Granularity: GranularityDay}
-	w, err = NewWriter(s, WriterOptions{})
+	w, err = newWriter(s, writerOptions{})
 	require.NoError(t, err)
 	lw, err := w.Long("n")
 	require.NoError(t, err)
@@ -159,7 +159,7 @@ func TestWriterRefusesUntruncatedTime(t *testing.T) {
 func rollupSegment(t *testing.T, s Schema, rows []Row) []byte {
 	t.Helper()
 	s.Rollup = false
-	good := writeRows(t, s, rows, WriterOptions{ChunkRows: 2})
+	good := writeRows(t, s, rows, writerOptions{ChunkRows: 2})
 	return withFooter(t, good, func(f *footer) { f.schema.Rollup = true })
 }
 
@@ -198,7 +198,7 @@ func TestVerifyRollup(t *testing.T) {
 	dup := []Row{row(1, a, ab, b), row(2, a, ab, b), row(2, a, ab, b), row(3, a, ab, b)}
 	requireVerifyFails(t, rollupSegment(t, s, dup), "rollup: rows 1 and 2 have the same time 2 and dimensions")
 	// Not a duplicate without rollup.
-	requireVerifies(t, writeRows(t, s, dup, WriterOptions{}))
+	requireVerifies(t, writeRows(t, s, dup, writerOptions{}))
 	// Null twice, in a single-value, a multi-value and a raw dimension.
 	requireVerifyFails(t, rollupSegment(t, s, []Row{row(5, nil, nil, nil), row(5, []string{}, []string{}, nil)}),
 		"rows 0 and 1 have the same time 5")
@@ -226,7 +226,7 @@ func TestVerifyRollup(t *testing.T) {
 // TestVerifyGranularity: every time must be truncated to the granularity the footer claims.
 func TestVerifyGranularity(t *testing.T) {
 	rows := []Row{{Time: hourAt(10, 0)}, {Time: hourAt(10, 17)}, {Time: hourAt(11, 0)}}
-	good := writeRows(t, Schema{}, rows, WriterOptions{})
+	good := writeRows(t, Schema{}, rows, writerOptions{})
 	requireVerifies(t, good)
 	bad := withFooter(t, good, func(f *footer) {
 		f.schema.Granularity = GranularityHour
@@ -235,7 +235,7 @@ func TestVerifyGranularity(t *testing.T) {
 	requireVerifyFails(t, bad, `column "__time" part values: row 1: time 946721820000 not truncated to the granularity hour`)
 
 	// The rows of an hour segment, claimed at day granularity.
-	hourly := writeRows(t, Schema{Granularity: GranularityHour}, []Row{{Time: hourAt(10, 0)}}, WriterOptions{})
+	hourly := writeRows(t, Schema{Granularity: GranularityHour}, []Row{{Time: hourAt(10, 0)}}, writerOptions{})
 	requireVerifies(t, hourly)
 	requireVerifyFails(t, withFooter(t, hourly, func(f *footer) {
 		f.schema.Granularity = GranularityDay
@@ -251,7 +251,7 @@ func TestVerifyGranularity(t *testing.T) {
 func TestVerifyInterval(t *testing.T) {
 	s := Schema{Dimensions: []Dimension{{Name: "page"}}, Granularity: GranularityHour}
 	rows := []Row{{Time: hourAt(10, 0), Dims: [][]string{{"a"}}}, {Time: hourAt(12, 0), Dims: [][]string{{"b"}}}}
-	good := writeRows(t, s, rows, WriterOptions{})
+	good := writeRows(t, s, rows, writerOptions{})
 	requireVerifies(t, good)
 	f := func(iv Interval, msg string) {
 		t.Helper()
@@ -264,7 +264,7 @@ func TestVerifyInterval(t *testing.T) {
 	f(Interval{hourAt(10, 0), hourAt(12, 0) + 1}, want) // the old [first, last+1)
 	f(Interval{hourAt(10, 0), hourAt(12, 0)}, "row 1: time 946728000000 outside the interval")
 
-	empty := writeRows(t, s, nil, WriterOptions{})
+	empty := writeRows(t, s, nil, writerOptions{})
 	requireVerifies(t, empty)
 	requireVerifyFails(t, withFooter(t, empty, func(f *footer) { f.interval = Interval{0, 1} }),
 		"interval [0, 1) of a segment without rows, want the zero interval")

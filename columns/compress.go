@@ -17,7 +17,7 @@ type Compression uint8
 
 // The compressions. The zero value is the default, CompressionDefault.
 const (
-	CompressionDefault Compression = iota // s2 (see WriterOptions)
+	CompressionDefault Compression = iota // s2 (see writerOptions)
 	CompressionNone
 	CompressionZstd
 	CompressionS2

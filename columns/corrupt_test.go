@@ -14,7 +14,7 @@ import (
 )
 
 // smallSegment returns a small segment with every kind of column.
-func smallSegment(t testing.TB, rows int, seed uint64, opts WriterOptions) []byte {
+func smallSegment(t testing.TB, rows int, seed uint64, opts writerOptions) []byte {
 	s := allSchema()
 	gen := newRowGen(seed, s)
 	rs := make([]Row, rows)
@@ -148,7 +148,7 @@ func requireBadBytes(t *testing.T, b []byte, what string) {
 // a time, with 0x01, 0x80 or 0xff in turn: every flip is caught by Open or Verify, through a
 // mapping-like view and through ReadAt, and a full read of every API never panics.
 func TestFlipEveryByte(t *testing.T) {
-	for _, opts := range []WriterOptions{{ChunkRows: 5, Compression: CompressionZstd}, {ChunkRows: 3, Compression: CompressionNone}, {}} {
+	for _, opts := range []writerOptions{{ChunkRows: 5, Compression: CompressionZstd}, {ChunkRows: 3, Compression: CompressionNone}, {}} {
 		good := smallSegment(t, 16, 5, opts)
 		seg, err := newSegmentBytes(good)
 		require.NoError(t, err)
@@ -176,7 +176,7 @@ func TestFlipLargeSegment(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seedFor(t, 99), 0))
 	s := millionSchema()
 	gen := newMillionGen(3)
-	w, err := newRowsWriter(s, WriterOptions{})
+	w, err := newRowsWriter(s, writerOptions{})
 	require.NoError(t, err)
 	var r Row
 	for i := 0; i < 100_000; i++ {
@@ -213,7 +213,7 @@ func TestFlipLargeSegment(t *testing.T) {
 // TestBadFiles checks the errors of specific damage: they wrap the right sentinel and say
 // where.
 func TestBadFiles(t *testing.T) {
-	good := smallSegment(t, 10, 1, WriterOptions{})
+	good := smallSegment(t, 10, 1, writerOptions{})
 	f := func(name string, mutate func(b []byte) []byte, sentinel error, msg string) {
 		t.Helper()
 		b := mutate(append([]byte(nil), good...))
@@ -265,7 +265,7 @@ func rebuildFooter(t testing.TB, good []byte, f *footer) []byte {
 func TestUnsortedDictionary(t *testing.T) {
 	s := Schema{Dimensions: []Dimension{{Name: "page"}}}
 	rows := []Row{{Time: 1, Dims: [][]string{{"aaa"}}}, {Time: 2, Dims: [][]string{{"bbb"}}}}
-	good := writeRows(t, s, rows, WriterOptions{})
+	good := writeRows(t, s, rows, writerOptions{})
 	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	dict := seg.part(1, segfmt.PartDictionary)
@@ -292,7 +292,7 @@ func TestUnsortedDictionary(t *testing.T) {
 // when mapping is unsupported.
 func TestOpenFile(t *testing.T) {
 	dir := t.TempDir()
-	good := smallSegment(t, 30, 2, WriterOptions{})
+	good := smallSegment(t, 30, 2, writerOptions{})
 	path := filepath.Join(dir, "seg")
 	require.NoError(t, os.WriteFile(path, good, 0o644))
 	seg, err := Open(path)

@@ -35,8 +35,8 @@ func TestPublishCrash(t *testing.T) {
 	for i := range rows {
 		rows[i] = Row{Time: int64(i), Dims: [][]string{{string(randBytes(newRand(uint64(i)), 2000))}}}
 	}
-	want := writeRows(t, s, rows, WriterOptions{})
-	old := writeRows(t, s, rows[:50], WriterOptions{})
+	want := writeRows(t, s, rows, writerOptions{})
+	old := writeRows(t, s, rows[:50], writerOptions{})
 	requireSegment(t, want)
 	requireSegment(t, old)
 
@@ -59,7 +59,7 @@ func TestPublishCrash(t *testing.T) {
 					for k := 0; ; k++ {
 						fsys := start.Clone()
 						fsys.SetCrashAfter(k)
-						w := filledWriter(t, s, rows, WriterOptions{})
+						w := filledWriter(t, s, rows, writerOptions{})
 						_, err := w.Finish(dst, PublishOptions{Fs: fsys, Replace: replace,
 							Durability: medium.Durability{Sync: mode, TrickleBytes: 64 << 10}})
 						finished := !fsys.Crashed()

@@ -5,12 +5,11 @@ import (
 	"math/bits"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/writeout/writeout/internal/segwrite"
 )
 
-// WriteBitmap writes the bitmap of id: the rows holding it. Ids come in order from 0, each
-// once; nil is an empty bitmap. The first call closes the rows. The writer does not keep or
-// change bm; call bm.RunOptimize first for the smallest file.
-func (d *DimWriter) WriteBitmap(id uint32, bm *roaring.Bitmap) error {
+// WriteBitmap implements segwrite.DimWriter.
+func (d *dimWriter) WriteBitmap(id uint32, bm *roaring.Bitmap) error {
 	if err := d.beginBitmap(id); err != nil {
 		return err
 	}
@@ -39,10 +38,8 @@ func (d *DimWriter) WriteBitmap(id uint32, bm *roaring.Bitmap) error {
 	return nil
 }
 
-// WriteBitmapRows is WriteBitmap for a bitmap given as its rows, strictly increasing. It writes
-// the bytes bm.RunOptimize and WriteTo would give without building a roaring.Bitmap, which is
-// the fast path for a merge writing many small bitmaps. rows is not kept.
-func (d *DimWriter) WriteBitmapRows(id uint32, rows []uint32) error {
+// WriteBitmapRows implements segwrite.DimWriter.
+func (d *dimWriter) WriteBitmapRows(id uint32, rows []uint32) error {
 	if err := d.beginBitmap(id); err != nil {
 		return err
 	}
@@ -63,12 +60,12 @@ func (d *DimWriter) WriteBitmapRows(id uint32, rows []uint32) error {
 	return nil
 }
 
-// BitmapRun encodes the bitmaps of a run of consecutive ids apart from its DimWriter, so that
+// bitmapRun encodes the bitmaps of a run of consecutive ids apart from its dimWriter, so that
 // several goroutines can encode one dimension's bitmap index: each fills a run of its own
 // (AddRows), then one goroutine adds the runs to the writer in id order (WriteBitmapRun). The
 // bytes are those WriteBitmapRows writes, and AddRows checks what WriteBitmapRows checks. A
 // run is used by one goroutine at a time; the writer is not touched until WriteBitmapRun.
-type BitmapRun struct {
+type bitmapRun struct {
 	first, next uint32
 	card        int
 	rows        int
@@ -84,26 +81,23 @@ type BitmapRun struct {
 	err         error
 }
 
-// NewBitmapRun returns a run of bitmaps starting at id first. It closes the rows, as the first
-// WriteBitmap does; call it from the goroutine that uses the writer, before handing the run to
-// another.
-func (d *DimWriter) NewBitmapRun(first uint32) (*BitmapRun, error) {
+// NewBitmapRun implements segwrite.DimWriter.
+func (d *dimWriter) NewBitmapRun(first uint32) (segwrite.BitmapRun, error) {
 	if err := d.openBitmaps(); err != nil {
 		return nil, err
 	}
 	if int(first) < d.nextBM || int(first) > d.card {
 		return nil, d.fail(fmt.Errorf("NewBitmapRun(%d): the next bitmap is %d of %d: %w", first, d.nextBM, d.card, ErrState))
 	}
-	r := &BitmapRun{first: first, next: first, card: d.card, rows: d.rows, compact: d.bitmaps.compact, name: d.dim.Name}
+	r := &bitmapRun{first: first, next: first, card: d.card, rows: d.rows, compact: d.bitmaps.compact, name: d.dim.Name}
 	if first == 0 && d.dict.hasNull {
 		r.nulls = d.nulls
 	}
 	return r, nil
 }
 
-// AddRows encodes the bitmap of the run's next id, given as its rows, strictly increasing.
-// rows is not kept.
-func (r *BitmapRun) AddRows(rows []uint32) error {
+// AddRows implements segwrite.BitmapRun.
+func (r *bitmapRun) AddRows(rows []uint32) error {
 	if r.err != nil {
 		return r.err
 	}
@@ -162,16 +156,19 @@ func lastOr0(rows []uint32) uint32 {
 	return rows[len(rows)-1]
 }
 
-func (r *BitmapRun) fail(err error) error {
+func (r *bitmapRun) fail(err error) error {
 	if r.err == nil {
 		r.err = fmt.Errorf("columns: column %q: %w", r.name, err)
 	}
 	return r.err
 }
 
-// WriteBitmapRun adds the bitmaps of r, which must start at the next id, as WriteBitmapRows
-// would have added them one by one. r is not kept.
-func (d *DimWriter) WriteBitmapRun(r *BitmapRun) error {
+// WriteBitmapRun implements segwrite.DimWriter.
+func (d *dimWriter) WriteBitmapRun(run segwrite.BitmapRun) error {
+	r, ok := run.(*bitmapRun)
+	if !ok || r == nil {
+		return d.fail(fmt.Errorf("bitmap run %T: not from NewBitmapRun: %w", run, ErrInvalid))
+	}
 	if r.err != nil {
 		return d.fail(fmt.Errorf("bitmap run from %d: %w", r.first, r.err))
 	}
@@ -197,10 +194,8 @@ func (d *DimWriter) WriteBitmapRun(r *BitmapRun) error {
 	return nil
 }
 
-// WriteBitmapWords is WriteBitmapRows for a bitmap given as a bitset: row r is in it when bit
-// r%64 of words[r/64] is set. words may end before the last row. It is the fast path for a
-// value holding many rows; words is not kept.
-func (d *DimWriter) WriteBitmapWords(id uint32, words []uint64) error {
+// WriteBitmapWords implements segwrite.DimWriter.
+func (d *dimWriter) WriteBitmapWords(id uint32, words []uint64) error {
 	if err := d.beginBitmap(id); err != nil {
 		return err
 	}
@@ -239,7 +234,7 @@ func (d *DimWriter) WriteBitmapWords(id uint32, words []uint64) error {
 }
 
 // beginBitmap checks that the bitmap of id may come next, closing the rows on the first call.
-func (d *DimWriter) beginBitmap(id uint32) error {
+func (d *dimWriter) beginBitmap(id uint32) error {
 	if err := d.openBitmaps(); err != nil {
 		return err
 	}
@@ -253,7 +248,7 @@ func (d *DimWriter) beginBitmap(id uint32) error {
 }
 
 // openBitmaps checks that bitmaps may be written, closing the rows on the first call.
-func (d *DimWriter) openBitmaps() error {
+func (d *dimWriter) openBitmaps() error {
 	if d.err != nil {
 		return d.err
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/writeout/writeout/medium"
 )
 
-// DimWriter writes a dictionary dimension in three phases, each closing the one before:
+// dimWriter writes a dictionary dimension in three phases, each closing the one before:
 //
 //  1. the dictionary: AddNull first if the dimension has nulls (null gets id 0), then AddValue
 //     for every distinct value in strictly increasing byte order (ids follow);
@@ -30,7 +30,7 @@ import (
 // exactly the rows' ids. The pair hashes cost a hash per (row, id) twice over, and the distinct
 // pairs of multi-value rows a sort per row, so those two are computed only in builds with the
 // invariants tag (go test -tags invariants), as CI runs; Verify checks the same of a file.
-type DimWriter struct {
+type dimWriter struct {
 	dim       Dimension
 	chunkRows int
 	phase     int // 0 dictionary, 1 rows, 2 bitmaps, 3 finished
@@ -64,22 +64,22 @@ type DimWriter struct {
 	freq   []uint32
 }
 
-// stagedChunk is one bit-packed ids chunk staged in DimWriter.firstB.
+// stagedChunk is one bit-packed ids chunk staged in dimWriter.firstB.
 type stagedChunk struct {
 	off  int64
 	size int
 	rows int
 }
 
-func (d *DimWriter) fail(err error) error {
+func (d *dimWriter) fail(err error) error {
 	if d.err == nil {
 		d.err = fmt.Errorf("columns: column %q: %w", d.dim.Name, err)
 	}
 	return d.err
 }
 
-// AddNull gives the null value id 0. It must come before any AddValue.
-func (d *DimWriter) AddNull() error {
+// AddNull implements segwrite.DimWriter.
+func (d *dimWriter) AddNull() error {
 	if d.err != nil {
 		return d.err
 	}
@@ -90,9 +90,8 @@ func (d *DimWriter) AddNull() error {
 	return nil
 }
 
-// AddValue adds the next dictionary value, which must sort strictly after the previous one, and
-// returns its id.
-func (d *DimWriter) AddValue(v string) (uint32, error) {
+// AddValue implements segwrite.DimWriter.
+func (d *dimWriter) AddValue(v string) (uint32, error) {
 	if d.err != nil {
 		return 0, d.err
 	}
@@ -112,15 +111,15 @@ func (d *DimWriter) AddValue(v string) (uint32, error) {
 	return id, nil
 }
 
-// Cardinality returns the number of ids so far, null included.
-func (d *DimWriter) Cardinality() int {
+// Cardinality implements segwrite.DimWriter.
+func (d *dimWriter) Cardinality() int {
 	if d.dict.hasNull {
 		return d.dict.count + 1
 	}
 	return d.dict.count
 }
 
-func (d *DimWriter) closeDict() error {
+func (d *dimWriter) closeDict() error {
 	if d.phase > 0 {
 		return nil
 	}
@@ -145,8 +144,8 @@ func (d *DimWriter) closeDict() error {
 	return nil
 }
 
-// AppendID appends a row of a single-value dimension holding id (0 is null when HasNull).
-func (d *DimWriter) AppendID(id uint32) error {
+// AppendID implements segwrite.DimWriter.
+func (d *dimWriter) AppendID(id uint32) error {
 	// The fast path: the rows phase under way, a valid id, room in the chunk.
 	if d.phase == 1 && d.err == nil && !d.dim.MultiValue && int64(id) < int64(d.card) && d.rows < maxRows &&
 		len(d.vals)+1 < d.chunkRows {
@@ -165,9 +164,8 @@ func (d *DimWriter) AppendID(id uint32) error {
 	return d.AppendIDs(one[:])
 }
 
-// AppendSingleIDs appends rows of a single-value dimension, one id each (as AppendID does
-// each): a merge hands its batches over this way.
-func (d *DimWriter) AppendSingleIDs(ids []uint32) error {
+// AppendSingleIDs implements segwrite.DimWriter.
+func (d *dimWriter) AppendSingleIDs(ids []uint32) error {
 	for len(ids) > 0 {
 		// The fast path of AppendID for as many rows as leave room in the chunk; the row that
 		// fills it, and anything out of the ordinary, goes through AppendID.
@@ -218,11 +216,10 @@ func (d *DimWriter) AppendSingleIDs(ids []uint32) error {
 }
 
 // appendNull appends a null row; the dictionary must have the null value.
-func (d *DimWriter) appendNull() error { return d.AppendIDs(nil) }
+func (d *dimWriter) appendNull() error { return d.AppendIDs(nil) }
 
-// AppendIDs appends a row holding ids, in the row's order (duplicates kept). An empty row is
-// null and is stored as the null id alone. A single-value dimension takes at most one id.
-func (d *DimWriter) AppendIDs(ids []uint32) error {
+// AppendIDs implements segwrite.DimWriter.
+func (d *dimWriter) AppendIDs(ids []uint32) error {
 	if d.err != nil {
 		return d.err
 	}
@@ -283,7 +280,7 @@ func (d *DimWriter) AppendIDs(ids []uint32) error {
 	return nil
 }
 
-func (d *DimWriter) rowsInChunk() int {
+func (d *dimWriter) rowsInChunk() int {
 	if d.dim.MultiValue {
 		return len(d.counts)
 	}
@@ -291,7 +288,7 @@ func (d *DimWriter) rowsInChunk() int {
 }
 
 // distinct counts the distinct ids of one row and adds their pair hashes (invariants only).
-func (d *DimWriter) distinct(ids []uint32) uint64 {
+func (d *dimWriter) distinct(ids []uint32) uint64 {
 	row := uint32(d.rows)
 	if len(ids) == 1 {
 		d.pairHash += pairHash(row, ids[0])
@@ -309,7 +306,7 @@ func (d *DimWriter) distinct(ids []uint32) uint64 {
 // pairHash mixes a (row, id) pair into 64 bits (the splitmix64 finalizer).
 func pairHash(row, id uint32) uint64 { return mix.Mix64(uint64(row)<<32 | uint64(id)) }
 
-func (d *DimWriter) flush() error {
+func (d *dimWriter) flush() error {
 	if len(d.nullRows) > 0 {
 		d.nulls.AddMany(d.nullRows)
 		d.nullRows = d.nullRows[:0]
@@ -338,7 +335,7 @@ func (d *DimWriter) flush() error {
 	return nil
 }
 
-func (d *DimWriter) closeRows() error {
+func (d *dimWriter) closeRows() error {
 	if d.phase > 1 {
 		return nil
 	}
@@ -372,7 +369,7 @@ func (d *DimWriter) closeRows() error {
 // rankIDs writes the staged chunks to the ids part as frequency ranks (segfmt.EncIDChunksV4), one
 // chunk at a time, releases the first stage and returns the rank table: the ids by rows
 // descending, ties by id.
-func (d *DimWriter) rankIDs() (perm []uint32, err error) {
+func (d *dimWriter) rankIDs() (perm []uint32, err error) {
 	first, firstBytes := d.first, d.firstB
 	d.first, d.firstB = nil, nil
 	defer func() { err = multierr.Join(err, first.Close()) }()
@@ -414,7 +411,7 @@ func (d *DimWriter) rankIDs() (perm []uint32, err error) {
 	return perm, nil
 }
 
-func (d *DimWriter) finish() error {
+func (d *dimWriter) finish() error {
 	if d.err != nil {
 		return d.err
 	}

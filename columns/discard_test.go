@@ -80,11 +80,11 @@ func TestFinishDiscardsStages(t *testing.T) {
 	}
 	plain := medium.NewHeap()
 	defer func() { require.NoError(t, plain.Close()) }()
-	want := writeRows(t, s, rows, WriterOptions{Medium: plain, ChunkRows: 100})
+	want := writeRows(t, s, rows, writerOptions{Medium: plain, ChunkRows: 100})
 
 	m := newRecordingMedium()
 	defer func() { require.NoError(t, m.Close()) }()
-	got := writeRows(t, s, rows, WriterOptions{Medium: m, ChunkRows: 100})
+	got := writeRows(t, s, rows, writerOptions{Medium: m, ChunkRows: 100})
 	require.True(t, bytes.Equal(want, got), "a Discarder medium changed the segment")
 
 	staged := 0

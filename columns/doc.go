@@ -1,6 +1,7 @@
 // Package columns encodes the columns of a segment and packs them into one checksummed segment
-// file: written through a medium.Medium by a Writer, published atomically with the durability
-// asked for, and read back through a mapping or any io.ReaderAt by a Segment.
+// file: written through a medium.Medium, published atomically with the durability asked for,
+// and read back through a mapping or any io.ReaderAt by a Segment. Segments are made from rows
+// by merger.Builder, or by merging segments (merger.Merge).
 //
 // # Data model
 //
@@ -12,14 +13,14 @@
 //
 // # Writing
 //
-// A Writer stages every part of every column in its own medium.Bytes, computing the part's
-// CRC-32C and size as it is staged. It is fed a column at a time (Time, Dim, Raw, Long,
-// Double, Sketch), never holding more than one bitmap; rows reach it through merger.Builder.
-// Finish writes an unnamed file (O_TMPFILE on Linux; elsewhere a temp file, TempPattern) in the
-// destination directory, copies each part out of its stage with WriteTo while checking the
-// bytes against the staged CRC, syncs per medium.Durability, links or renames it into place
-// (never over an existing file unless asked) and syncs the directory. Abort discards
-// everything.
+// The segment writer (this package's own, reached by merger through internal/colwrite, not
+// part of this API) stages every part of every column in its own medium.Bytes, computing the
+// part's CRC-32C and size as it is staged. It is fed a column at a time, never holding more
+// than one bitmap. Publishing writes an unnamed file (O_TMPFILE on Linux; elsewhere a temp
+// file, TempPattern) in the destination directory, copies each part out of its stage with
+// WriteTo while checking the bytes against the staged CRC, syncs per medium.Durability, links
+// or renames it into place (never over an existing file unless asked) and syncs the directory
+// (PublishOptions). An aborted segment leaves nothing behind.
 //
 // # Reading
 //
@@ -89,7 +90,7 @@
 //	                                    little-endian float64s; empty when the value is exact
 //
 // From version 3, a long or double metric (count included) that has at least one null row (a
-// missing value, as Druid's SQL-compatible null handling; Value.Null, NumWriter.AppendNull)
+// missing value, as Druid's SQL-compatible null handling; Value.Null)
 // has one more part, listed right after its other parts:
 //
 //	long or double metric   nulls       roaring (8), kind 5: the null rows, never empty
@@ -113,8 +114,8 @@
 //	+---------+---------+-----+-----------+-------------------------------------+-----------+------------+
 //
 // Offsets are from the part's start; chunk i ends where chunk i+1 or the index starts. First
-// rows start at 0 and strictly increase; a chunk holds at most 65536 rows (WriterOptions.ChunkRows,
-// default 4096; blob chunks also close at 1 MiB). A chunk is framed as
+// rows start at 0 and strictly increase; a chunk holds at most 65536 rows (the writer's
+// ChunkRows, default 4096; blob chunks also close at 1 MiB). A chunk is framed as
 //
 //	codec u8 = 0 (none) | raw bytes
 //	codec u8 = 1 (zstd) or 2 (s2) | raw length uvarint | compressed raw bytes

@@ -18,7 +18,7 @@ import (
 // ErrState and medium.ErrClosed.
 func TestErrorConvention(t *testing.T) {
 	schema := Schema{Dimensions: []Dimension{{Name: "d"}}, Metrics: []Metric{{Name: "n", Type: MetricLong, Aggregator: agg.LongSum}}}
-	w, err := newRowsWriter(schema, WriterOptions{})
+	w, err := newRowsWriter(schema, writerOptions{})
 	require.NoError(t, err)
 	for i := range 10 {
 		require.NoError(t, w.AddRow(Row{Time: int64(i), Dims: [][]string{{"v" + itoa(i%3)}}, Metrics: []Value{{Long: int64(i)}}}))
@@ -43,14 +43,14 @@ func TestErrorConvention(t *testing.T) {
 	}
 	invalid := []error{ErrInvalid, medium.ErrInvalid}
 
-	_, err = NewWriter(schema, WriterOptions{ChunkRows: -1})
+	_, err = newWriter(schema, writerOptions{ChunkRows: -1})
 	f("ChunkRows", err, invalid...)
-	_, err = NewWriter(schema, WriterOptions{ChunkRows: 1 << 20})
+	_, err = newWriter(schema, writerOptions{ChunkRows: 1 << 20})
 	f("ChunkRows too large", err, invalid...)
-	_, err = newRowsWriter(schema, WriterOptions{Compression: 99})
+	_, err = newRowsWriter(schema, writerOptions{Compression: 99})
 	f("Compression", err, invalid...)
-	f("Validate", WriterOptions{Compression: 99}.Validate(), invalid...)
-	require.NoError(t, WriterOptions{}.Validate())
+	f("Validate", checkWriterOptions(writerOptions{Compression: 99}), invalid...)
+	require.NoError(t, checkWriterOptions(writerOptions{}))
 	_, err = parseCompression("lz4")
 	f("ParseCompression", err, invalid...)
 	_, err = NewSegment(nil, 0)
@@ -70,7 +70,7 @@ func TestErrorConvention(t *testing.T) {
 	f("unknown column", err, ErrSchema)
 
 	// Writers fed bad values, or out of order.
-	w3, err := NewWriter(schema, WriterOptions{})
+	w3, err := newWriter(schema, writerOptions{})
 	require.NoError(t, err)
 	tw, err := w3.Time()
 	require.NoError(t, err)
@@ -82,7 +82,7 @@ func TestErrorConvention(t *testing.T) {
 	require.NoError(t, err)
 	_, err = dw.AddValue("a")
 	f("dictionary out of order", err, invalid...)
-	w4, err := NewWriter(schema, WriterOptions{})
+	w4, err := newWriter(schema, writerOptions{})
 	require.NoError(t, err)
 	dw, err = w4.Dim("d")
 	require.NoError(t, err)

@@ -1,18 +1,25 @@
 package columns_test
 
 import (
-	"bytes"
+	"context"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/merger"
 )
 
-// A segment written a column at a time (merger.Builder writes rows this way), streamed to a
-// buffer, and read back. A dictionary dimension takes its sorted dictionary first, then each
-// row's ids, then one bitmap per id.
+// A segment built from rows (merger.Builder writes its columns a column at a time), published
+// to a file, opened, and read back by row and through a value's bitmap.
 func Example() {
+	dir, err := os.MkdirTemp("", "columns-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
 	schema := columns.Schema{
 		Dimensions: []columns.Dimension{{Name: "page"}, {Name: "tags", MultiValue: true}},
 		Metrics: []columns.Metric{
@@ -20,59 +27,34 @@ func Example() {
 			{Name: "firstDelta", Aggregator: agg.DoubleFirst},
 		},
 	}
-	w, err := columns.NewWriter(schema, columns.WriterOptions{})
+	b, err := merger.NewBuilder(schema, merger.BuilderOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	check := func(err error) {
+	defer b.Close()
+	for i, page := range []string{"Main", "Talk", "Main"} {
+		err := b.Add(columns.Row{
+			Time:    int64(1000 * i),
+			Dims:    [][]string{{page}, {"a", "b"}},
+			Metrics: []columns.Value{{Long: int64(10 * (i + 1))}, {Double: 0.5 * float64(i)}},
+		})
 		if err != nil {
 			log.Fatal(err)
 		}
 	}
-	tw, err := w.Time()
-	check(err)
-	page, err := w.Dim("page")
-	check(err)
-	tags, err := w.Dim("tags")
-	check(err)
-	added, err := w.Long("added")
-	check(err)
-	delta, err := w.Double("firstDelta")
-	check(err)
-
-	main, err := page.AddValue("Main") // id 0
-	check(err)
-	talk, err := page.AddValue("Talk") // id 1
-	check(err)
-	a, err := tags.AddValue("a")
-	check(err)
-	b, err := tags.AddValue("b")
-	check(err)
-	for i, p := range []uint32{main, talk, main} {
-		t := int64(1000 * i)
-		check(tw.Append(t))
-		check(page.AppendID(p))
-		check(tags.AppendIDs([]uint32{a, b}))
-		check(added.Append(int64(10 * (i + 1))))
-		check(delta.AppendTimed(0.5*float64(i), t)) // first/last metrics keep each value's time
+	path := filepath.Join(dir, "example.seg")
+	if _, err := b.Persist(context.Background(), path, merger.PersistOptions{}); err != nil {
+		log.Fatal(err)
 	}
-	check(page.WriteBitmapRows(main, []uint32{0, 2}))
-	check(page.WriteBitmapRows(talk, []uint32{1}))
-	check(tags.WriteBitmapRows(a, []uint32{0, 1, 2}))
-	check(tags.WriteBitmapRows(b, []uint32{0, 1, 2}))
-	var buf bytes.Buffer
-	info, err := w.FinishTo(&buf)
+	seg, err := columns.Open(path)
 	if err != nil {
 		log.Fatal(err)
 	}
-	seg, err := columns.NewSegment(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
-	if err != nil {
-		log.Fatal(err)
-	}
+	defer seg.Close()
 	if err := seg.Verify(); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(info.Rows, "rows,", len(seg.Parts()), "parts, interval", seg.Interval())
+	fmt.Println(seg.Rows(), "rows,", len(seg.Info().Parts), "parts, interval", seg.Interval())
 	rr := seg.RowReader()
 	var r columns.Row
 	for i := 0; i < seg.Rows(); i++ {
@@ -81,9 +63,23 @@ func Example() {
 		}
 		fmt.Println(r.Time, r.Dims, r.Metrics[0].Long, r.Metrics[1].Double)
 	}
+	page, err := seg.Dim("page")
+	if err != nil {
+		log.Fatal(err)
+	}
+	id, ok, err := page.Lookup("Main")
+	if err != nil || !ok {
+		log.Fatal(ok, err)
+	}
+	rows, err := page.Bitmap(id)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("page Main in rows", rows.ToArray())
 	// Output:
 	// 3 rows, 12 parts, interval 1970-01-01T00:00:00.000Z/1970-01-01T00:00:02.001Z
 	// 0 [[Main] [a b]] 10 0
 	// 1000 [[Talk] [a b]] 20 0.5
 	// 2000 [[Main] [a b]] 30 1
+	// page Main in rows [0 2]
 }

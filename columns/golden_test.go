@@ -56,7 +56,7 @@ func goldenRows() (Schema, []Row) {
 
 func goldenBytes(t testing.TB) []byte {
 	s, rows := goldenRows()
-	return writeColumns(t, s, rows, WriterOptions{Compression: CompressionNone, ChunkRows: 3})
+	return writeColumns(t, s, rows, writerOptions{Compression: CompressionNone, ChunkRows: 3})
 }
 
 // TestGolden pins the bytes of a small segment: a change to the format shows here first. Run
@@ -99,21 +99,21 @@ func seedSegments(t testing.TB) map[string][]byte {
 	out := map[string][]byte{}
 	out["golden.seg"] = goldenBytes(t)
 	out["golden-v4-bitmaps.seg"] = goldenV4BitmapsBytes(t)
-	out["empty.seg"] = writeRows(t, Schema{Dimensions: []Dimension{{Name: "d"}}}, nil, WriterOptions{})
-	out["noschema.seg"] = writeRows(t, Schema{}, []Row{{Time: 1}, {Time: 1}, {Time: 5}}, WriterOptions{})
+	out["empty.seg"] = writeRows(t, Schema{Dimensions: []Dimension{{Name: "d"}}}, nil, writerOptions{})
+	out["noschema.seg"] = writeRows(t, Schema{}, []Row{{Time: 1}, {Time: 1}, {Time: 5}}, writerOptions{})
 	dim := Schema{Dimensions: []Dimension{{Name: "d"}}}
-	out["dim-zstd.seg"] = writeRows(t, dim, gen(dim, 20, 1), WriterOptions{Compression: CompressionZstd, ChunkRows: 8})
+	out["dim-zstd.seg"] = writeRows(t, dim, gen(dim, 20, 1), writerOptions{Compression: CompressionZstd, ChunkRows: 8})
 	multi := Schema{Dimensions: []Dimension{{Name: "m", MultiValue: true}}}
-	out["multi-s2.seg"] = writeRows(t, multi, gen(multi, 20, 2), WriterOptions{Compression: CompressionS2, ChunkRows: 8})
+	out["multi-s2.seg"] = writeRows(t, multi, gen(multi, 20, 2), writerOptions{Compression: CompressionS2, ChunkRows: 8})
 	nums := Schema{
 		Dimensions: []Dimension{{Name: "r", Raw: true}, {Name: "n", NoBitmapIndex: true}},
 		Metrics:    []Metric{{Name: "l", Aggregator: agg.LongSum}, {Name: "f", Aggregator: agg.DoubleMin}},
 	}
-	out["nums-none.seg"] = writeRows(t, nums, gen(nums, 20, 3), WriterOptions{Compression: CompressionNone, ChunkRows: 8})
-	out["nums-zstd.seg"] = writeRows(t, nums, gen(nums, 300, 4), WriterOptions{Compression: CompressionZstd, ChunkRows: 100})
-	out["nulls-none.seg"] = nullsSegment(t, 12, 6, WriterOptions{Compression: CompressionNone, ChunkRows: 4})
+	out["nums-none.seg"] = writeRows(t, nums, gen(nums, 20, 3), writerOptions{Compression: CompressionNone, ChunkRows: 8})
+	out["nums-zstd.seg"] = writeRows(t, nums, gen(nums, 300, 4), writerOptions{Compression: CompressionZstd, ChunkRows: 100})
+	out["nulls-none.seg"] = nullsSegment(t, 12, 6, writerOptions{Compression: CompressionNone, ChunkRows: 4})
 	sk := Schema{Metrics: []Metric{{Name: "u", Aggregator: agg.HyperUnique}}}
-	out["sketch.seg"] = writeRows(t, sk, gen(sk, 3, 5), WriterOptions{})
+	out["sketch.seg"] = writeRows(t, sk, gen(sk, 3, 5), writerOptions{})
 	out["v4-zstd.seg"] = v4FlipSegment(t) // the planes form and ranked ids (version 4)
 	return out
 }

@@ -520,7 +520,7 @@ func decodeLongChunk(dst []int64, src []byte, n int, _ *[]int64, pd *planeDecode
 }
 
 // numEncoder returns the chunk encoder of T's values, appendInt64sV or appendFloat64sV, in the
-// shape of NumWriter.encode, and the version 4 encoding its planes form takes.
+// shape of numWriter.encode, and the version 4 encoding its planes form takes.
 func numEncoder[T Number]() (func(dst []byte, vals []T, scratch *[]int64, pc *planeCoder) ([]byte, bool), segfmt.Encoding) {
 	var zero T
 	if _, ok := any(zero).(int64); ok {
@@ -529,7 +529,7 @@ func numEncoder[T Number]() (func(dst []byte, vals []T, scratch *[]int64, pc *pl
 	return any(appendFloat64sV).(func([]byte, []T, *[]int64, *planeCoder) ([]byte, bool)), segfmt.EncDoubleChunksV4
 }
 
-// encodeLongChunk is appendInt64sV in the shape of NumWriter.encode.
+// encodeLongChunk is appendInt64sV in the shape of numWriter.encode.
 func encodeLongChunk(dst []byte, vals []int64, _ *[]int64, pc *planeCoder) ([]byte, bool) {
 	return appendInt64sV(dst, vals, pc)
 }

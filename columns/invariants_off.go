@@ -3,5 +3,5 @@
 package columns
 
 // invariants turns on the checks too expensive for every build (build with -tags invariants):
-// see DimWriter.
+// see dimWriter.
 const invariants = false

@@ -2,5 +2,5 @@
 
 package columns
 
-// invariants turns on the checks too expensive for every build: see DimWriter.
+// invariants turns on the checks too expensive for every build: see dimWriter.
 const invariants = true

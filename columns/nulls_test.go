@@ -51,7 +51,7 @@ func nullsRows(s Schema, n int, seed uint64, p float64) []Row {
 }
 
 // nullsSegment is a small version 3 segment: every long and double metric with null rows.
-func nullsSegment(t testing.TB, n int, seed uint64, opts WriterOptions) []byte {
+func nullsSegment(t testing.TB, n int, seed uint64, opts writerOptions) []byte {
 	s := nullsSchema()
 	return writeRows(t, s, nullsRows(s, n, seed, 0.3), opts)
 }
@@ -71,9 +71,9 @@ func TestNullsRoundTrip(t *testing.T) {
 			// Compression none: no part in a version 4 encoding, so the version is 2 or 3.
 			var b []byte
 			if how == "rows" {
-				b = writeRows(t, s, rows, WriterOptions{ChunkRows: 64, Compression: CompressionNone})
+				b = writeRows(t, s, rows, writerOptions{ChunkRows: 64, Compression: CompressionNone})
 			} else {
-				b = writeColumns(t, s, rows, WriterOptions{ChunkRows: 64, Compression: CompressionNone})
+				b = writeColumns(t, s, rows, writerOptions{ChunkRows: 64, Compression: CompressionNone})
 			}
 			seg, err := newSegmentBytes(b)
 			require.NoError(t, err)
@@ -128,7 +128,7 @@ func TestNullsRoundTrip(t *testing.T) {
 				requireRowEqual(t, s, k, r, got)
 			}
 			kinds := map[segfmt.PartKind]int{}
-			for _, pi := range seg.Parts() {
+			for _, pi := range seg.Info().Parts {
 				if pi.Index > len(s.Dimensions) {
 					kinds[pi.Kind]++
 				}
@@ -179,7 +179,7 @@ func TestNullsV2Identical(t *testing.T) {
 // TestNullsAppendErrors: AppendNull on __time or on a first/last metric's times column is a
 // state error; after a null, a timed metric stores time 0.
 func TestNullsAppendErrors(t *testing.T) {
-	w, err := NewWriter(Schema{Metrics: []Metric{{Name: "f", Aggregator: agg.LongFirst}}}, WriterOptions{})
+	w, err := newWriter(Schema{Metrics: []Metric{{Name: "f", Aggregator: agg.LongFirst}}}, writerOptions{})
 	require.NoError(t, err)
 	defer w.Abort()
 	tw, err := w.Time()
@@ -188,8 +188,8 @@ func TestNullsAppendErrors(t *testing.T) {
 	lw, err := w.Long("f")
 	require.NoError(t, err)
 	require.NoError(t, lw.AppendNull())
-	require.Equal(t, 1, lw.nullCount())
-	require.ErrorIs(t, lw.times.AppendNull(), ErrState)
+	require.Equal(t, 1, lw.(*numWriter[int64]).nullCount())
+	require.ErrorIs(t, lw.(*numWriter[int64]).times.AppendNull(), ErrState)
 }
 
 // TestNullsCorrupt damages the nulls part of a version 3 segment: a row past the end, an empty
@@ -202,12 +202,12 @@ func TestNullsCorrupt(t *testing.T) {
 		{Time: 2, Metrics: []Value{{Null: true}, {Double: 2}, {Double: 0.1}}},
 		{Time: 3, Metrics: []Value{{Long: 7}, {Double: 3}, {Double: 0.2}}},
 	}
-	good := writeRows(t, s, rows, WriterOptions{Compression: CompressionNone})
+	good := writeRows(t, s, rows, writerOptions{Compression: CompressionNone})
 	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	require.NoError(t, seg.Verify())
 	var nullParts []segfmt.PartInfo
-	for _, p := range seg.Parts() {
+	for _, p := range seg.Info().Parts {
 		if p.Kind == segfmt.PartNulls {
 			nullParts = append(nullParts, p)
 		}
@@ -312,7 +312,7 @@ func TestNullsCorrupt(t *testing.T) {
 
 // TestFlipNulls flips every byte of a small version 3 segment: every flip is caught.
 func TestFlipNulls(t *testing.T) {
-	good := nullsSegment(t, 10, 3, WriterOptions{ChunkRows: 4, Compression: CompressionNone})
+	good := nullsSegment(t, 10, 3, writerOptions{ChunkRows: 4, Compression: CompressionNone})
 	require.Equal(t, byte(3), good[len(magic)])
 	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)

@@ -9,9 +9,9 @@ import (
 	"github.com/writeout/writeout/internal/segfmt"
 )
 
-// NumWriter appends the values of a numeric column: int64 for __time and long metrics, float64
-// for double metrics. Writer.Time, Writer.Long and Writer.Double return one.
-type NumWriter[T Number] struct {
+// numWriter appends the values of a numeric column: int64 for __time and long metrics, float64
+// for double metrics. writer.Time, writer.Long and writer.Double return one.
+type numWriter[T Number] struct {
 	cw        chunkedWriter
 	chunkRows int
 	vals      []T
@@ -21,7 +21,7 @@ type NumWriter[T Number] struct {
 	err       error
 	finished  bool
 	metric    bool              // a metric's values: AppendNull allowed
-	times     *NumWriter[int64] // a first/last metric's times (segfmt.PartTimes), else nil
+	times     *numWriter[int64] // a first/last metric's times (segfmt.PartTimes), else nil
 	pc        *planeCoder       // the planes form allowed (a version 4 part when used), else nil
 	nulls     *roaring.Bitmap
 	// encode appends a chunk's values to dst, reporting whether it took the planes form
@@ -40,16 +40,14 @@ type NumWriter[T Number] struct {
 }
 
 // newNumWriter returns a writer of the values part cw.
-func newNumWriter[T Number](cw chunkedWriter, chunkRows int, pc *planeCoder) *NumWriter[T] {
-	w := &NumWriter[T]{cw: cw, chunkRows: chunkRows, pc: pc}
+func newNumWriter[T Number](cw chunkedWriter, chunkRows int, pc *planeCoder) *numWriter[T] {
+	w := &numWriter[T]{cw: cw, chunkRows: chunkRows, pc: pc}
 	w.encode, w.v4 = numEncoder[T]()
 	return w
 }
 
-// Append appends the next row's value (of a doubleSum metric: with an empty tail, an exact
-// value). For __time, values must not decrease and must be truncated to the schema's
-// granularity. A first/last metric takes AppendTimed instead.
-func (w *NumWriter[T]) Append(v T) error {
+// Append implements segwrite.NumWriter.
+func (w *numWriter[T]) Append(v T) error {
 	if w.times != nil {
 		return w.timedErr()
 	}
@@ -59,9 +57,8 @@ func (w *NumWriter[T]) Append(v T) error {
 	return w.append(v)
 }
 
-// AppendTimed appends the next row's value of a first/last metric with the time stored with it
-// (the event time of the row it came from).
-func (w *NumWriter[T]) AppendTimed(v T, t int64) error {
+// AppendTimed implements segwrite.NumWriter.
+func (w *numWriter[T]) AppendTimed(v T, t int64) error {
 	if w.times == nil {
 		return fmt.Errorf("columns: column %q: AppendTimed on a column that stores no times: %w", w.cw.st.name, ErrState)
 	}
@@ -74,10 +71,8 @@ func (w *NumWriter[T]) AppendTimed(v T, t int64) error {
 	return w.err
 }
 
-// AppendSum appends the next row's value of a doubleSum metric and its exactness tail: the
-// terms that, added to v, give the exact sum it was rounded from (agg.ExactSum.Tail). On other
-// columns the tail must be empty.
-func (w *NumWriter[T]) AppendSum(v T, tail []float64) error {
+// AppendSum implements segwrite.NumWriter.
+func (w *numWriter[T]) AppendSum(v T, tail []float64) error {
 	if w.tails == nil {
 		if len(tail) > 0 {
 			return fmt.Errorf("columns: column %q: a tail on a metric that stores none: %w", w.cw.st.name, ErrState)
@@ -97,10 +92,8 @@ func (w *NumWriter[T]) AppendSum(v T, tail []float64) error {
 	return w.err
 }
 
-// AppendValues appends the next rows' values, as Append does each (of a doubleSum metric: each
-// with an empty tail). The values are copied into the chunk in bulk: a merge hands runs of rows
-// over this way.
-func (w *NumWriter[T]) AppendValues(vs []T) error {
+// AppendValues implements segwrite.NumWriter.
+func (w *numWriter[T]) AppendValues(vs []T) error {
 	if w.times != nil {
 		return w.timedErr()
 	}
@@ -139,7 +132,7 @@ func (w *NumWriter[T]) AppendValues(vs []T) error {
 
 // timesOK reports whether vs, the next values of __time, pass append's checks: in order after
 // the last time, within the times a segment can hold, truncated to the granularity.
-func (w *NumWriter[T]) timesOK(vs []T) bool {
+func (w *numWriter[T]) timesOK(vs []T) bool {
 	if len(vs) == 0 {
 		return true
 	}
@@ -180,11 +173,8 @@ func appendBulk[T Number](vals *[]T, rows *int, chunkRows int, vs []T, flush fun
 	return nil
 }
 
-// AppendNull appends a null row to a metric (not __time): the value stored is 0 (+0 for a
-// double, with the time 0 for a first/last metric and an empty tail for a doubleSum), and the
-// row goes to the metric's nulls part (see Value.Null). A segment with a metric's null row is
-// written as format version 3.
-func (w *NumWriter[T]) AppendNull() error {
+// AppendNull implements segwrite.NumWriter.
+func (w *numWriter[T]) AppendNull() error {
 	if !w.metric {
 		if w.err == nil {
 			w.err = fmt.Errorf("columns: column %q: AppendNull on a column that holds no nulls: %w", w.cw.st.name, ErrState)
@@ -215,21 +205,21 @@ func (w *NumWriter[T]) AppendNull() error {
 }
 
 // nullCount returns the number of null rows appended so far.
-func (w *NumWriter[T]) nullCount() int {
+func (w *numWriter[T]) nullCount() int {
 	if w.nulls == nil {
 		return 0
 	}
 	return int(w.nulls.GetCardinality())
 }
 
-func (w *NumWriter[T]) timedErr() error {
+func (w *numWriter[T]) timedErr() error {
 	if w.err == nil {
 		w.err = fmt.Errorf("columns: column %q: a first/last metric takes AppendTimed: %w", w.cw.st.name, ErrState)
 	}
 	return w.err
 }
 
-func (w *NumWriter[T]) append(v T) error {
+func (w *numWriter[T]) append(v T) error {
 	if w.err != nil {
 		return w.err
 	}
@@ -253,7 +243,7 @@ func (w *NumWriter[T]) append(v T) error {
 }
 
 // checkTime checks the next time v of __time and takes it as the last (the first too for row 0).
-func (w *NumWriter[T]) checkTime(v int64) error {
+func (w *numWriter[T]) checkTime(v int64) error {
 	if w.rows > 0 && v < w.last {
 		w.err = fmt.Errorf("columns: column %q: row %d: time %d before the previous row's %d: rows must come in time order: %w", TimeColumn, w.rows, v, w.last, ErrInvalid)
 		return w.err
@@ -273,7 +263,7 @@ func (w *NumWriter[T]) checkTime(v int64) error {
 	return nil
 }
 
-func (w *NumWriter[T]) flush() error {
+func (w *numWriter[T]) flush() error {
 	if len(w.vals) == 0 {
 		return w.err
 	}
@@ -289,7 +279,7 @@ func (w *NumWriter[T]) flush() error {
 	return w.err
 }
 
-func (w *NumWriter[T]) finish() error {
+func (w *numWriter[T]) finish() error {
 	if w.finished {
 		return w.err
 	}

@@ -382,7 +382,7 @@ func v4Rows(n int, seed uint64) []Row {
 // encoding, not tested here).
 func partEncodings(seg *Segment) map[string]segfmt.Encoding {
 	out := map[string]segfmt.Encoding{}
-	for _, p := range seg.Parts() {
+	for _, p := range seg.Info().Parts {
 		switch p.Kind {
 		case segfmt.PartValues, segfmt.PartIDs, segfmt.PartTimes, segfmt.PartTails:
 			out[p.Column+"/"+p.Kind.String()] = p.Encoding
@@ -401,7 +401,7 @@ func TestSegmentVersion4(t *testing.T) {
 	rows := v4Rows(3000, 1)
 	sketches := marshalSketches(t, s, rows)
 	for _, comp := range []Compression{CompressionNone, CompressionS2, CompressionZstd} {
-		opts := WriterOptions{Compression: comp, ChunkRows: 700}
+		opts := writerOptions{Compression: comp, ChunkRows: 700}
 		byRows := writeRows(t, s, rows, opts)
 		byCols := writeColumns(t, s, rows, opts)
 		require.Equal(t, byRows, byCols, "%s: rows and the column writers write the same bytes", comp)
@@ -411,7 +411,7 @@ func TestSegmentVersion4(t *testing.T) {
 		enc := partEncodings(seg)
 		if comp != CompressionZstd {
 			version := byte(versionNulls) // none means none; s2 is for speed
-			for _, p := range seg.Parts() {
+			for _, p := range seg.Info().Parts {
 				if p.Kind == segfmt.PartBitmaps && isV4Encoding(p.Encoding) {
 					version = versionV4 // an Elias-Fano bitmap index (bitmapef.go), under s2
 				}
@@ -440,7 +440,7 @@ func TestSegmentVersion4(t *testing.T) {
 		for k, e := range want {
 			require.Equal(t, e, enc[k], "%s: %s", comp, k)
 		}
-		plain := writeRows(t, s, rows, WriterOptions{Compression: CompressionNone, ChunkRows: 700})
+		plain := writeRows(t, s, rows, writerOptions{Compression: CompressionNone, ChunkRows: 700})
 		t.Logf("%s: %d bytes, %d without compression", comp, len(byRows), len(plain))
 		require.Less(t, len(byRows), len(plain), "%s: the version 4 forms pay", comp)
 	}
@@ -460,7 +460,7 @@ func TestSegmentVersion4Ranks(t *testing.T) {
 		}
 		rows = append(rows, Row{Time: int64(i), Dims: [][]string{{v}}})
 	}
-	b := writeRows(t, s, rows, WriterOptions{Compression: CompressionZstd})
+	b := writeRows(t, s, rows, writerOptions{Compression: CompressionZstd})
 	seg, err := newSegmentBytes(b)
 	require.NoError(t, err)
 	dc := seg.dims[0]
@@ -475,7 +475,7 @@ func TestSegmentVersion4Ranks(t *testing.T) {
 func TestGoldenVersion4(t *testing.T) {
 	s := v4Schema()
 	rows := v4Rows(600, 2)
-	got := writeRows(t, s, rows, WriterOptions{Compression: CompressionZstd, ChunkRows: 200})
+	got := writeRows(t, s, rows, writerOptions{Compression: CompressionZstd, ChunkRows: 200})
 	path := filepath.Join("testdata", "golden-v4.seg")
 	if *update {
 		require.NoError(t, os.WriteFile(path, got, 0o644))
@@ -528,7 +528,7 @@ func v4FlipSegment(t testing.TB) []byte {
 		sk.Insert(fmt.Appendf(nil, "u%d", i%3))
 		rows[i].Metrics[5].Sketch = hllOf(sk)
 	}
-	return writeRows(t, s, rows, WriterOptions{ChunkRows: 70, Compression: CompressionZstd})
+	return writeRows(t, s, rows, writerOptions{ChunkRows: 70, Compression: CompressionZstd})
 }
 
 func TestV4FlipSegment(t *testing.T) {

@@ -51,7 +51,7 @@ func BenchmarkEventRead(b *testing.B) {
 	const n = 300_000
 	s, rows := eventRows(n)
 	for _, c := range []Compression{CompressionNone, CompressionS2, CompressionZstd} {
-		w, err := newRowsWriter(s, WriterOptions{Compression: c})
+		w, err := newRowsWriter(s, writerOptions{Compression: c})
 		if err != nil {
 			b.Fatal(err)
 		}

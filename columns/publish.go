@@ -54,57 +54,13 @@ type PublishOptions struct {
 	File *os.File
 }
 
-// Finish finishes the segment and publishes it at dst:
-//
-//  1. the output file is created in dst's directory: on Linux with the OS file system an
-//     unnamed file (O_TMPFILE), which disappears with the process whatever happens to it;
-//     where the file system has no O_TMPFILE, or on another afero.Fs, a temp file named by
-//     TempPattern;
-//  2. the header, each part (copied out of its stage with WriteTo, through a check of the
-//     CRC-32C and size computed when the part was staged: a mismatch fails with ErrCorrupt),
-//     the footer and the trailer are written to it;
-//  3. it is given its permission (before any sync, so that the sync covers it too) and, per
-//     Durability, fdatasynced (pacing writeback on the way with TrickleBytes); with SyncAll
-//     its cached pages are then dropped and the whole file is read back from the device and
-//     checked (trailer, footer checksum, every part's CRC-32C), so that a write the device
-//     lost or misplaced fails the publish with ErrCorrupt instead of becoming dst;
-//  4. it is named dst, and the directory is fsynced per Durability.
-//
-// Naming never replaces a file unless Replace is set, and is atomic on the OS file system: an
-// unnamed file is linked to dst (linkat, which fails if dst exists); a named one is renamed
-// with renameat2(RENAME_NOREPLACE) or, where the file system lacks it, hard-linked to dst then
-// unlinked. So of two publications to one dst racing past their checks, one fails. An existing
-// dst (checked before the work too, so that it fails early) is an error wrapping fs.ErrExist
-// that says the output exists. On an afero.Fs other than the OS's, and on a file system with
-// neither renameat2's flag nor hard links, the check is repeated just before a plain rename:
-// not atomic.
-//
-// With Replace, a named file is renamed over dst; an unnamed one is first linked to a fresh
-// TempPattern name in dst's directory, then renamed over dst. rename(2) is the one call that
-// replaces a file atomically, and it needs a name to rename: linkat never replaces, and
-// removing dst before linking would leave, if the process died between the two calls, neither
-// the old output nor the new. This way dst is at every instant the old file or the new, and a
-// crash between the link and the rename leaves at worst a complete segment under a temp name,
-// which SweepTemp recognises.
-//
-// On any failure before naming the output file is removed (an unnamed one just closed), dst is
-// left as it was, and the error is returned; a failed sync wraps medium.ErrSync and is never
-// retried. Once the file is named dst it stays: a failure after that (closing it, or the
-// directory's fsync) returns an error (wrapping medium.ErrSync for the fsync) with dst holding
-// the complete new file, its data synced per Durability; only its name may not survive a
-// crash. Removing it then would lose both outputs under Replace. A caller that must know the
-// name is durable may fsync the directory itself, or treat the output as unpublished and
-// remove it. The stages are released whatever happens, and the
-// writer cannot be used again.
-func (w *Writer) Finish(dst string, opts PublishOptions) (Info, error) {
+// Finish implements segwrite.Writer.
+func (w *writer) Finish(dst string, opts PublishOptions) (Info, error) {
 	return w.FinishContext(context.Background(), dst, opts)
 }
 
-// FinishContext is Finish, stopped when ctx is done: the copy checks ctx before every write to
-// the output file and before the sync and the naming; a cancelled publish cleans up as a
-// failed one does and returns an error wrapping ctx.Err(). Once the file is named dst the
-// publish completes.
-func (w *Writer) FinishContext(ctx context.Context, dst string, opts PublishOptions) (Info, error) {
+// FinishContext implements segwrite.Writer.
+func (w *writer) FinishContext(ctx context.Context, dst string, opts PublishOptions) (Info, error) {
 	f, err := w.seal()
 	if err != nil {
 		return Info{}, multierr.Join(err, w.release())
@@ -116,7 +72,7 @@ func (w *Writer) FinishContext(ctx context.Context, dst string, opts PublishOpti
 	return info, nil
 }
 
-func (w *Writer) publish(ctx context.Context, dst string, f *footer, opts PublishOptions) (Info, error) {
+func (w *writer) publish(ctx context.Context, dst string, f *footer, opts PublishOptions) (Info, error) {
 	c := content{
 		emit:     func(out io.Writer) (int64, error) { return w.emit(out, f) },
 		readBack: readBack,

@@ -54,7 +54,7 @@ func namingModes(t *testing.T) []namingMode {
 }
 
 // withCalls returns w using a copy of the default calls edited by edit.
-func withCalls(w *Writer, edit func(c *sys.Calls)) *Writer {
+func withCalls(w *writer, edit func(c *sys.Calls)) *writer {
 	c := sys.Default
 	edit(&c)
 	w.calls = &c
@@ -94,7 +94,7 @@ func raceBarrier(t *testing.T, dst string, n int) {
 // renameat2(RENAME_NOREPLACE), named file and link then unlink.
 func TestPublishRace(t *testing.T) {
 	s, rows := publishRows(t, 40)
-	want := [2][]byte{writeRows(t, s, rows[:20], WriterOptions{}), writeRows(t, s, rows[20:], WriterOptions{})}
+	want := [2][]byte{writeRows(t, s, rows[:20], writerOptions{}), writeRows(t, s, rows[20:], writerOptions{})}
 	require.NotEqual(t, want[0], want[1])
 	for _, mode := range namingModes(t) {
 		t.Run(mode.name, func(t *testing.T) {
@@ -105,7 +105,7 @@ func TestPublishRace(t *testing.T) {
 				var errs [2]error
 				var wg sync.WaitGroup
 				for k := range 2 {
-					w := withCalls(filledWriter(t, s, rows[20*k:20*k+20], WriterOptions{}), mode.edit)
+					w := withCalls(filledWriter(t, s, rows[20*k:20*k+20], writerOptions{}), mode.edit)
 					wg.Go(func() { _, errs[k] = w.Finish(dst, PublishOptions{}) })
 				}
 				wg.Wait()
@@ -134,7 +134,7 @@ func TestPublishRace(t *testing.T) {
 // dst is there, with the file's bytes and permission. With Replace, an old dst is replaced.
 func TestPublishNaming(t *testing.T) {
 	s, rows := publishRows(t, 30)
-	want := writeRows(t, s, rows, WriterOptions{})
+	want := writeRows(t, s, rows, writerOptions{})
 	for _, mode := range namingModes(t) {
 		t.Run(mode.name, func(t *testing.T) {
 			for _, replace := range []bool{false, true} {
@@ -146,7 +146,7 @@ func TestPublishNaming(t *testing.T) {
 				var atHook []string
 				t.Cleanup(testhook.SetBeforePublish(func(string) { atHook = listDir(t, afero.NewOsFs(), dir) }))
 				var links []string
-				w := withCalls(filledWriter(t, s, rows, WriterOptions{}), func(c *sys.Calls) {
+				w := withCalls(filledWriter(t, s, rows, writerOptions{}), func(c *sys.Calls) {
 					mode.edit(c)
 					linkat := c.Linkat
 					c.Linkat = func(f *os.File, newpath string) error {
@@ -201,7 +201,7 @@ func TestPublishNamingFailures(t *testing.T) {
 					require.NoError(t, os.WriteFile(dst, []byte("old"), 0o644))
 					before = []string{"out.seg"}
 				}
-				w := withCalls(filledWriter(t, s, rows, WriterOptions{}), func(c *sys.Calls) { mode.edit(c); edit(c) })
+				w := withCalls(filledWriter(t, s, rows, writerOptions{}), func(c *sys.Calls) { mode.edit(c); edit(c) })
 				_, err := w.Finish(dst, PublishOptions{Replace: replace})
 				if err == nil {
 					// This mode does not make the failing call.
@@ -236,7 +236,7 @@ func TestPublishNamingFailures(t *testing.T) {
 			if replace {
 				require.NoError(t, os.WriteFile(dst, []byte("old"), 0o644))
 			}
-			w := withCalls(filledWriter(t, s, rows, WriterOptions{}), func(c *sys.Calls) {
+			w := withCalls(filledWriter(t, s, rows, writerOptions{}), func(c *sys.Calls) {
 				mode.edit(c)
 				c.Fsync = func(*os.File) error { return eio }
 			})
@@ -257,7 +257,7 @@ func TestPublishNamingFailures(t *testing.T) {
 		dir := t.TempDir()
 		dst := filepath.Join(dir, "out.seg")
 		require.NoError(t, os.MkdirAll(filepath.Join(dst, "sub"), 0o755))
-		_, err := withCalls(filledWriter(t, s, rows, WriterOptions{}), mode.edit).Finish(dst, PublishOptions{Replace: true})
+		_, err := withCalls(filledWriter(t, s, rows, writerOptions{}), mode.edit).Finish(dst, PublishOptions{Replace: true})
 		require.Error(t, err, mode.name)
 		require.Equal(t, []string{"out.seg"}, listDir(t, afero.NewOsFs(), dir), mode.name)
 	}
@@ -275,10 +275,10 @@ func TestPublishLinkUnsupported(t *testing.T) {
 	}
 	dir := t.TempDir()
 	dst := filepath.Join(dir, "out.seg")
-	_, err := withCalls(filledWriter(t, s, rows, WriterOptions{}), edit).Finish(dst, PublishOptions{})
+	_, err := withCalls(filledWriter(t, s, rows, writerOptions{}), edit).Finish(dst, PublishOptions{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"out.seg"}, listDir(t, afero.NewOsFs(), dir))
-	_, err = withCalls(filledWriter(t, s, rows, WriterOptions{}), edit).Finish(dst, PublishOptions{})
+	_, err = withCalls(filledWriter(t, s, rows, writerOptions{}), edit).Finish(dst, PublishOptions{})
 	require.ErrorIs(t, err, fs.ErrExist)
 	require.Equal(t, []string{"out.seg"}, listDir(t, afero.NewOsFs(), dir))
 }
@@ -288,7 +288,7 @@ func TestPublishLinkUnsupported(t *testing.T) {
 // directory.
 func TestPublishIntoFile(t *testing.T) {
 	s, rows := publishRows(t, 30)
-	want := writeRows(t, s, rows, WriterOptions{})
+	want := writeRows(t, s, rows, writerOptions{})
 	dir := t.TempDir()
 	file, err := sys.Default.OpenTmpfile(dir)
 	if errors.Is(err, sys.ErrUnsupported) {
@@ -298,7 +298,7 @@ func TestPublishIntoFile(t *testing.T) {
 	_, err = file.WriteString("some earlier bytes, longer than nothing")
 	require.NoError(t, err)
 	var fdatasyncs int
-	w := withCalls(filledWriter(t, s, rows, WriterOptions{}), func(c *sys.Calls) {
+	w := withCalls(filledWriter(t, s, rows, writerOptions{}), func(c *sys.Calls) {
 		c.Fdatasync = func(f *os.File) error { fdatasyncs++; return sys.Default.Fdatasync(f) }
 	})
 	info, err := w.Finish("intermediate segment 0 of phase 1", PublishOptions{File: file, Durability: medium.Durability{TrickleBytes: 4096}})
@@ -325,7 +325,7 @@ func TestPublishIntoFile(t *testing.T) {
 	file2, err := os.CreateTemp(dir, "into-*")
 	require.NoError(t, err)
 	defer file2.Close()
-	_, err = filledWriter(t, s, rows, WriterOptions{}).FinishContext(ctx, "x", PublishOptions{File: file2})
+	_, err = filledWriter(t, s, rows, writerOptions{}).FinishContext(ctx, "x", PublishOptions{File: file2})
 	require.ErrorIs(t, err, context.Canceled)
 	_, err = file2.Stat()
 	require.NoError(t, err, "still open")

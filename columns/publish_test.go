@@ -35,14 +35,14 @@ func publishRows(t testing.TB, n int) (Schema, []Row) {
 	return s, rows
 }
 
-func filledWriter(t testing.TB, s Schema, rows []Row, opts WriterOptions) *Writer {
+func filledWriter(t testing.TB, s Schema, rows []Row, opts writerOptions) *writer {
 	w, err := newRowsWriter(s, opts)
 	require.NoError(t, err)
 	for _, r := range rows {
 		require.NoError(t, w.AddRow(r))
 	}
 	require.NoError(t, w.flush())
-	return w.Writer
+	return w.writer
 }
 
 // listDir returns the names in dir, sorted.
@@ -82,7 +82,7 @@ func sortedWith(names []string, add string) []string {
 
 func TestPublish(t *testing.T) {
 	s, rows := publishRows(t, 50)
-	want := writeRows(t, s, rows, WriterOptions{})
+	want := writeRows(t, s, rows, writerOptions{})
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		d     medium.Durability
@@ -93,7 +93,7 @@ func TestPublish(t *testing.T) {
 		{medium.Durability{Sync: medium.SyncAll}, 2},
 	} {
 		dst := filepath.Join(dir, "seg-"+tc.d.Sync.String())
-		info, err := filledWriter(t, s, rows, WriterOptions{}).Finish(dst, PublishOptions{Durability: tc.d})
+		info, err := filledWriter(t, s, rows, writerOptions{}).Finish(dst, PublishOptions{Durability: tc.d})
 		require.NoError(t, err)
 		require.Equal(t, tc.syncs, info.Syncs, "%s", tc.d.Sync)
 		require.Equal(t, dst, info.Path)
@@ -109,22 +109,22 @@ func TestPublish(t *testing.T) {
 	// An existing destination: refused unless Replace.
 	dst := filepath.Join(dir, "seg-output")
 	require.NoError(t, os.WriteFile(dst, []byte("old"), 0o644))
-	_, err := filledWriter(t, s, rows, WriterOptions{}).Finish(dst, PublishOptions{})
+	_, err := filledWriter(t, s, rows, writerOptions{}).Finish(dst, PublishOptions{})
 	require.ErrorIs(t, err, fs.ErrExist)
 	old, err := os.ReadFile(dst)
 	require.NoError(t, err)
 	require.Equal(t, "old", string(old))
 	require.Equal(t, []string{"seg-all", "seg-none", "seg-output"}, listDir(t, afero.NewOsFs(), dir))
-	_, err = filledWriter(t, s, rows, WriterOptions{}).Finish(dst, PublishOptions{Replace: true})
+	_, err = filledWriter(t, s, rows, writerOptions{}).Finish(dst, PublishOptions{Replace: true})
 	require.NoError(t, err)
 	got, err := os.ReadFile(dst)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 
 	// A missing directory and a bad durability fail cleanly.
-	_, err = filledWriter(t, s, rows, WriterOptions{}).Finish(filepath.Join(dir, "no", "seg"), PublishOptions{})
+	_, err = filledWriter(t, s, rows, writerOptions{}).Finish(filepath.Join(dir, "no", "seg"), PublishOptions{})
 	require.ErrorIs(t, err, fs.ErrNotExist)
-	_, err = filledWriter(t, s, rows, WriterOptions{}).Finish(filepath.Join(dir, "x"), PublishOptions{Durability: medium.Durability{Sync: 9}})
+	_, err = filledWriter(t, s, rows, writerOptions{}).Finish(filepath.Join(dir, "x"), PublishOptions{Durability: medium.Durability{Sync: 9}})
 	require.ErrorIs(t, err, medium.ErrInvalid)
 	require.Equal(t, []string{"seg-all", "seg-none", "seg-output"}, listDir(t, afero.NewOsFs(), dir))
 }
@@ -135,7 +135,7 @@ func TestPublish(t *testing.T) {
 // failures wrap medium.ErrSync.
 func TestPublishFaults(t *testing.T) {
 	s, rows := publishRows(t, 40)
-	want := writeRows(t, s, rows, WriterOptions{Compression: CompressionZstd})
+	want := writeRows(t, s, rows, writerOptions{Compression: CompressionZstd})
 	for _, base := range []struct {
 		name string
 		fs   func() afero.Fs
@@ -158,7 +158,7 @@ func TestPublishFaults(t *testing.T) {
 					}
 					return nil
 				})
-				w := filledWriter(t, s, rows, WriterOptions{Compression: CompressionZstd})
+				w := filledWriter(t, s, rows, writerOptions{Compression: CompressionZstd})
 				info, err := w.Finish(dst, PublishOptions{Fs: ffs})
 				if ffs.Injected() == 0 {
 					require.NoError(t, err)
@@ -196,13 +196,13 @@ func TestPublishFaults(t *testing.T) {
 	for i := range rows {
 		rows[i] = Row{Time: int64(i), Dims: [][]string{{string(randBytes(newRand(uint64(i)), 2000))}}}
 	}
-	want = writeRows(t, s, rows, WriterOptions{})
+	want = writeRows(t, s, rows, writerOptions{})
 	bfs := afero.NewOsFs()
 	dir := t.TempDir()
 	dst := filepath.Join(dir, "big")
 	for n := int64(0); ; n++ {
 		ffs := faultfs.New(bfs, faultfs.FailKind(faultfs.KindWrite, n, syscall.ENOSPC))
-		_, err := filledWriter(t, s, rows, WriterOptions{}).Finish(dst, PublishOptions{Fs: ffs})
+		_, err := filledWriter(t, s, rows, writerOptions{}).Finish(dst, PublishOptions{Fs: ffs})
 		if ffs.Injected() == 0 {
 			require.NoError(t, err)
 			require.True(t, requireNothingOrFinished(t, bfs, dir, nil, dst, want))
@@ -226,7 +226,7 @@ func TestPublishFailingSyscalls(t *testing.T) {
 	eio := fmt.Errorf("injected: %w", syscall.EIO)
 	f := func(name string, edit func(c *sys.Calls), d medium.Durability) {
 		t.Run(name, func(t *testing.T) {
-			w := filledWriter(t, s, rows, WriterOptions{})
+			w := filledWriter(t, s, rows, writerOptions{})
 			calls := sys.Default
 			edit(&calls)
 			w.calls = &calls
@@ -259,7 +259,7 @@ func TestPublishFailingSyscalls(t *testing.T) {
 	}, medium.Durability{TrickleBytes: 512})
 
 	// Trickling works and is counted.
-	w := filledWriter(t, s, rows, WriterOptions{})
+	w := filledWriter(t, s, rows, writerOptions{})
 	var ranges []string
 	calls := sys.Default
 	calls.SyncFileRange = func(f *os.File, off, n int64, flags int) error {
@@ -339,14 +339,14 @@ func TestPublishStageAltered(t *testing.T) {
 	nparts := int32(len(layout(s, maxVersion)))
 	for _, target := range []int32{0, nparts / 2, nparts - 1} {
 		var n atomic.Int32
-		w := filledWriter(t, s, rows, WriterOptions{Medium: flipMedium{medium.NewHeap(), &n, target}})
+		w := filledWriter(t, s, rows, writerOptions{Medium: flipMedium{medium.NewHeap(), &n, target}})
 		_, err := w.Finish(dst, PublishOptions{})
 		require.ErrorIs(t, err, ErrCorrupt, "part %d altered", target)
 		require.ErrorContains(t, err, "copied")
 		require.Empty(t, listDir(t, afero.NewOsFs(), dir))
 		// The same through FinishTo.
 		n.Store(0)
-		w = filledWriter(t, s, rows, WriterOptions{Medium: flipMedium{medium.NewHeap(), &n, target}})
+		w = filledWriter(t, s, rows, writerOptions{Medium: flipMedium{medium.NewHeap(), &n, target}})
 		_, err = w.FinishTo(io.Discard)
 		require.ErrorIs(t, err, ErrCorrupt)
 	}
@@ -359,7 +359,7 @@ func TestAbort(t *testing.T) {
 	m := medium.NewHeap()
 	defer m.Close()
 	closed := false
-	w := filledWriter(t, s, rows, WriterOptions{Medium: m})
+	w := filledWriter(t, s, rows, writerOptions{Medium: m})
 	w.med.OnClose(func() error { closed = true; return nil })
 	require.NoError(t, w.Abort())
 	require.True(t, closed, "the stages' child medium is closed")
@@ -376,7 +376,7 @@ func TestAbort(t *testing.T) {
 	require.NoError(t, err)
 
 	// After a Finish, Abort is a no-op, and the stages are gone.
-	w = filledWriter(t, s, rows, WriterOptions{Medium: m})
+	w = filledWriter(t, s, rows, writerOptions{Medium: m})
 	_, err = w.FinishTo(io.Discard)
 	require.NoError(t, err)
 	require.NoError(t, w.Abort())
@@ -387,7 +387,7 @@ func TestAbort(t *testing.T) {
 // TestWriterMisuse checks the writer's state errors.
 func TestWriterMisuse(t *testing.T) {
 	s := Schema{Dimensions: []Dimension{{Name: "d"}, {Name: "m", MultiValue: true}, {Name: "r", Raw: true}}, Metrics: []Metric{{Name: "c", Aggregator: agg.Count}}}
-	w, err := NewWriter(s, WriterOptions{})
+	w, err := newWriter(s, writerOptions{})
 	require.NoError(t, err)
 	d, err := w.Dim("d")
 	require.NoError(t, err)
@@ -404,27 +404,27 @@ func TestWriterMisuse(t *testing.T) {
 	require.Error(t, d.AppendID(0), "sticky")
 	require.NoError(t, w.Abort())
 
-	w, _ = NewWriter(s, WriterOptions{})
+	w, _ = newWriter(s, writerOptions{})
 	d, _ = w.Dim("d")
 	require.ErrorIs(t, d.AddNull(), nil)
 	_, _ = d.AddValue("a")
 	require.ErrorIs(t, d.AppendIDs([]uint32{1, 1}), medium.ErrInvalid, "two ids in a single-value dimension")
 	w.Abort()
 
-	w, _ = NewWriter(s, WriterOptions{})
+	w, _ = newWriter(s, writerOptions{})
 	d, _ = w.Dim("d")
 	_, _ = d.AddValue("a")
-	require.ErrorIs(t, d.appendNull(), medium.ErrInvalid, "null without AddNull")
+	require.ErrorIs(t, d.(*dimWriter).appendNull(), medium.ErrInvalid, "null without AddNull")
 	w.Abort()
 
-	w, _ = NewWriter(s, WriterOptions{})
+	w, _ = newWriter(s, writerOptions{})
 	m, _ := w.Dim("m")
 	require.NoError(t, m.AddNull())
 	_, _ = m.AddValue("a")
 	require.ErrorIs(t, m.AppendIDs([]uint32{1, 0}), medium.ErrInvalid, "null inside a multi-value row")
 	w.Abort()
 
-	w, _ = NewWriter(s, WriterOptions{})
+	w, _ = newWriter(s, writerOptions{})
 	d, _ = w.Dim("d")
 	_, _ = d.AddValue("a")
 	_, _ = d.AddValue("b")
@@ -433,14 +433,14 @@ func TestWriterMisuse(t *testing.T) {
 	w.Abort()
 
 	// Bitmaps: in order, within the rows, matching the rows.
-	w, _ = NewWriter(s, WriterOptions{})
+	w, _ = newWriter(s, writerOptions{})
 	d, _ = w.Dim("d")
 	_, _ = d.AddValue("a")
 	_, _ = d.AddValue("b")
 	require.NoError(t, d.AppendID(1))
 	require.ErrorIs(t, d.WriteBitmap(1, nil), ErrState, "out of order")
 	w.Abort()
-	w, _ = NewWriter(s, WriterOptions{})
+	w, _ = newWriter(s, writerOptions{})
 	d, _ = w.Dim("d")
 	_, _ = d.AddValue("a")
 	require.NoError(t, d.AppendID(0))
@@ -448,12 +448,12 @@ func TestWriterMisuse(t *testing.T) {
 	w.Abort()
 
 	// Rows in time order; every column the same length; bitmaps complete and right.
-	w, _ = NewWriter(s, WriterOptions{})
+	w, _ = newWriter(s, writerOptions{})
 	tw, _ := w.Time()
 	require.NoError(t, tw.Append(5))
 	require.ErrorIs(t, tw.Append(4), medium.ErrInvalid)
 	w.Abort()
-	w, _ = NewWriter(Schema{Dimensions: []Dimension{{Name: "d"}}}, WriterOptions{})
+	w, _ = newWriter(Schema{Dimensions: []Dimension{{Name: "d"}}}, writerOptions{})
 	tw, _ = w.Time()
 	d, _ = w.Dim("d")
 	require.NoError(t, tw.Append(1))
@@ -472,15 +472,15 @@ func TestWriterMisuse(t *testing.T) {
 		require.NoError(t, err, "the pair hashes are computed only with -tags invariants")
 	}
 
-	w, _ = NewWriter(Schema{Dimensions: []Dimension{{Name: "d"}}}, WriterOptions{})
+	w, _ = newWriter(Schema{Dimensions: []Dimension{{Name: "d"}}}, writerOptions{})
 	tw, _ = w.Time()
 	require.NoError(t, tw.Append(1))
 	_, err = w.FinishTo(io.Discard)
 	require.ErrorContains(t, err, `column "d" has 0 rows, __time has 1`)
 
-	_, err = NewWriter(s, WriterOptions{ChunkRows: 1 << 17})
+	_, err = newWriter(s, writerOptions{ChunkRows: 1 << 17})
 	require.ErrorIs(t, err, medium.ErrInvalid)
-	_, err = NewWriter(Schema{Dimensions: []Dimension{{Name: ""}}}, WriterOptions{})
+	_, err = newWriter(Schema{Dimensions: []Dimension{{Name: ""}}}, writerOptions{})
 	require.ErrorIs(t, err, ErrSchema)
 
 }
@@ -504,12 +504,12 @@ func TestFinishContext(t *testing.T) {
 		}
 		return nil
 	})
-	_, err := filledWriter(t, s, rows, WriterOptions{}).FinishContext(ctx, filepath.Join(dir, "seg"), PublishOptions{Fs: ffs})
+	_, err := filledWriter(t, s, rows, writerOptions{}).FinishContext(ctx, filepath.Join(dir, "seg"), PublishOptions{Fs: ffs})
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, 3, writes, "no write after the cancel")
 	require.Empty(t, listDir(t, afero.NewOsFs(), dir))
 
-	_, err = filledWriter(t, s, rows[:1], WriterOptions{}).FinishContext(ctx, filepath.Join(dir, "seg"), PublishOptions{})
+	_, err = filledWriter(t, s, rows[:1], writerOptions{}).FinishContext(ctx, filepath.Join(dir, "seg"), PublishOptions{})
 	require.ErrorIs(t, err, context.Canceled)
 	require.Empty(t, listDir(t, afero.NewOsFs(), dir))
 }
@@ -518,7 +518,7 @@ func TestFinishContext(t *testing.T) {
 func TestClosedSegment(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "seg")
 	s, rows := publishRows(t, 20)
-	_, err := filledWriter(t, s, rows, WriterOptions{Compression: CompressionNone}).Finish(path, PublishOptions{})
+	_, err := filledWriter(t, s, rows, writerOptions{Compression: CompressionNone}).Finish(path, PublishOptions{})
 	require.NoError(t, err)
 	seg, err := Open(path)
 	require.NoError(t, err)
@@ -567,7 +567,7 @@ func TestPublishChmodBeforeSync(t *testing.T) {
 		return nil
 	})
 	dst := filepath.Join(dir, "seg")
-	_, err := filledWriter(t, s, rows, WriterOptions{}).Finish(dst, PublishOptions{Fs: ffs, Perm: 0o640})
+	_, err := filledWriter(t, s, rows, writerOptions{}).Finish(dst, PublishOptions{Fs: ffs, Perm: 0o640})
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(ops), 2, "%v", ops)
 	require.Regexp(t, `^change `, ops[0], "the chmod comes first: %v", ops)
@@ -581,7 +581,7 @@ func TestPublishChmodBeforeSync(t *testing.T) {
 // value is copied as it is appended (chunks of 3 rows, so some flush while later ones wait).
 func TestRawAppendBytes(t *testing.T) {
 	s := Schema{Dimensions: []Dimension{{Name: "r", Raw: true}}, Metrics: []Metric{{Name: "c", Aggregator: agg.LongSum}}}
-	w, err := NewWriter(s, WriterOptions{ChunkRows: 3})
+	w, err := newWriter(s, writerOptions{ChunkRows: 3})
 	require.NoError(t, err)
 	tw, err := w.Time()
 	require.NoError(t, err)
@@ -623,7 +623,7 @@ func TestAppendValues(t *testing.T) {
 	s := Schema{Metrics: []Metric{{Name: "l", Aggregator: agg.LongSum}, {Name: "d", Aggregator: agg.DoubleSum}, {Name: "x", Aggregator: agg.DoubleMax}}}
 	const rows = 23
 	write := func(bulk bool) []byte {
-		w, err := NewWriter(s, WriterOptions{ChunkRows: 5})
+		w, err := newWriter(s, writerOptions{ChunkRows: 5})
 		require.NoError(t, err)
 		tw, err := w.Time()
 		require.NoError(t, err)
@@ -663,7 +663,7 @@ func TestAppendValues(t *testing.T) {
 	}
 	require.Equal(t, write(false), write(true))
 
-	w, err := NewWriter(Schema{Metrics: []Metric{{Name: "f", Aggregator: agg.LongFirst}}}, WriterOptions{})
+	w, err := newWriter(Schema{Metrics: []Metric{{Name: "f", Aggregator: agg.LongFirst}}}, writerOptions{})
 	require.NoError(t, err)
 	tw, err := w.Time()
 	require.NoError(t, err)
@@ -685,7 +685,7 @@ func TestAppendSingleIDs(t *testing.T) {
 		ids[i] = uint32(i*7) % 4 // 0 is the null id
 	}
 	write := func(bulk bool) []byte {
-		w, err := NewWriter(s, WriterOptions{ChunkRows: 6})
+		w, err := newWriter(s, writerOptions{ChunkRows: 6})
 		require.NoError(t, err)
 		tw, err := w.Time()
 		require.NoError(t, err)
@@ -724,7 +724,7 @@ func TestAppendSingleIDs(t *testing.T) {
 	}
 	require.Equal(t, write(false), write(true))
 
-	w, err := NewWriter(s, WriterOptions{})
+	w, err := newWriter(s, writerOptions{})
 	require.NoError(t, err)
 	d, err := w.Dim("d")
 	require.NoError(t, err)
@@ -755,7 +755,7 @@ func TestAppendValuesTimeChecks(t *testing.T) {
 		{"after MaxTime", GranularityNone, [][]int64{{0}, {MaxTime, MaxTime + 1}}, "row 2:"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w, err := NewWriter(Schema{Granularity: c.gran}, WriterOptions{ChunkRows: 3})
+			w, err := newWriter(Schema{Granularity: c.gran}, writerOptions{ChunkRows: 3})
 			require.NoError(t, err)
 			tw, err := w.Time()
 			require.NoError(t, err)
@@ -772,7 +772,7 @@ func TestAppendValuesTimeChecks(t *testing.T) {
 		})
 	}
 	// Good times in bulk: the interval runs from the first to the last.
-	w, err := NewWriter(Schema{Granularity: GranularityHour}, WriterOptions{ChunkRows: 3})
+	w, err := newWriter(Schema{Granularity: GranularityHour}, writerOptions{ChunkRows: 3})
 	require.NoError(t, err)
 	tw, err := w.Time()
 	require.NoError(t, err)
@@ -806,18 +806,18 @@ func (f *failAfter) Write(p []byte) (int, error) {
 func TestFinishToWriteFails(t *testing.T) {
 	s, rows := publishRows(t, 20_000)
 	var whole bytes.Buffer
-	_, err := filledWriter(t, s, rows, WriterOptions{}).FinishTo(&whole)
+	_, err := filledWriter(t, s, rows, writerOptions{}).FinishTo(&whole)
 	require.NoError(t, err)
 	require.Greater(t, whole.Len(), 4*emitBuf, "a segment of more buffers than emit holds")
 	for _, at := range []int{0, 10, emitBuf - 1, emitBuf, 3*emitBuf + 5, whole.Len() - 3} {
 		med := medium.NewHeap()
-		w := filledWriter(t, s, rows, WriterOptions{Medium: med})
+		w := filledWriter(t, s, rows, writerOptions{Medium: med})
 		_, err := w.FinishTo(&failAfter{n: at})
 		require.ErrorIs(t, err, errWriteFailed, "failing after %d bytes", at)
 		require.NoError(t, med.Close())
 	}
 	dst := filepath.Join(t.TempDir(), "seg")
-	_, err = filledWriter(t, s, rows, WriterOptions{}).Finish(dst, PublishOptions{})
+	_, err = filledWriter(t, s, rows, writerOptions{}).Finish(dst, PublishOptions{})
 	require.NoError(t, err)
 	got, err := os.ReadFile(dst)
 	require.NoError(t, err)

@@ -18,7 +18,7 @@ import (
 // ErrCorrupt and leaves nothing. SyncOutput does not read back.
 func TestPublishSyncAllReadsBack(t *testing.T) {
 	s, rows := publishRows(t, 200)
-	want := writeRows(t, s, rows, WriterOptions{})
+	want := writeRows(t, s, rows, writerOptions{})
 	type drop struct{ off, n int64 }
 	run := func(t *testing.T, d medium.Durability, flip int64) ([]drop, string, error) {
 		dir := t.TempDir()
@@ -40,7 +40,7 @@ func TestPublishSyncAllReadsBack(t *testing.T) {
 			}
 			return sys.Default.DropCache(f, off, n)
 		}
-		w := filledWriter(t, s, rows, WriterOptions{})
+		w := filledWriter(t, s, rows, writerOptions{})
 		w.calls = &calls
 		_, err := w.Finish(dst, PublishOptions{Durability: d})
 		return drops, dir, err
@@ -75,10 +75,10 @@ func TestPublishSyncAllReadsBackFs(t *testing.T) {
 	s, rows := publishRows(t, 50)
 	fsys := afero.NewMemMapFs()
 	require.NoError(t, fsys.MkdirAll("/d", 0o755))
-	info, err := filledWriter(t, s, rows, WriterOptions{}).Finish("/d/seg", PublishOptions{Fs: fsys, Durability: medium.Durability{Sync: medium.SyncAll}})
+	info, err := filledWriter(t, s, rows, writerOptions{}).Finish("/d/seg", PublishOptions{Fs: fsys, Durability: medium.Durability{Sync: medium.SyncAll}})
 	require.NoError(t, err)
 	got, err := afero.ReadFile(fsys, "/d/seg")
 	require.NoError(t, err)
-	require.Equal(t, writeRows(t, s, rows, WriterOptions{}), got)
+	require.Equal(t, writeRows(t, s, rows, writerOptions{}), got)
 	require.Equal(t, int64(len(got)), info.Size)
 }

@@ -72,9 +72,9 @@ func flipRows(n, seed int) []Row {
 func flipSegments(t testing.TB) map[string][]byte {
 	s := flipSchema()
 	return map[string][]byte{
-		"none": writeRows(t, s, flipRows(12, 0), WriterOptions{ChunkRows: 4, Compression: CompressionNone}),
-		"zstd": writeRows(t, s, flipRows(16, 1), WriterOptions{ChunkRows: 5, Compression: CompressionZstd}),
-		"s2":   writeRows(t, s, flipRows(10, 2), WriterOptions{ChunkRows: 3, Compression: CompressionS2}),
+		"none": writeRows(t, s, flipRows(12, 0), writerOptions{ChunkRows: 4, Compression: CompressionNone}),
+		"zstd": writeRows(t, s, flipRows(16, 1), writerOptions{ChunkRows: 5, Compression: CompressionZstd}),
+		"s2":   writeRows(t, s, flipRows(10, 2), writerOptions{ChunkRows: 3, Compression: CompressionS2}),
 		"v4":   v4FlipSegment(t),
 	}
 }
@@ -393,7 +393,7 @@ func TestFlipEveryByteReadPath(t *testing.T) {
 		require.NoError(t, seg.Verify())
 		want, err := readEveryColumn(seg)
 		require.NoError(t, err)
-		parts := seg.Parts()
+		parts := seg.Info().Parts
 		kinds := map[segfmt.PartKind]bool{}
 		for _, p := range parts {
 			kinds[p.Kind] = true
@@ -452,7 +452,7 @@ func TestReadCheckNamesTheFile(t *testing.T) {
 	require.NoError(t, err)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.seg")
-	for _, p := range seg.Parts() {
+	for _, p := range seg.Info().Parts {
 		b := append([]byte(nil), good...)
 		b[p.Offset] ^= 0x40 // the first byte: a chunk, a dictionary block, a bitmap, never an index
 		require.NoError(t, os.WriteFile(path, b, 0o644))
@@ -477,7 +477,7 @@ func TestReadCheckOnce(t *testing.T) {
 		return s
 	}
 	s := open(good)
-	nparts := int64(len(s.Parts()))
+	nparts := int64(len(s.Info().Parts))
 	require.Zero(t, s.crcPasses.Load(), "Open checks no part: a dictionary is checked when Dim hands it out")
 	c0, err := s.Dim("country")
 	require.NoError(t, err)
@@ -615,7 +615,7 @@ func TestReadCheckEveryEntry(t *testing.T) {
 	intact, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	part := func(col string, kind segfmt.PartKind) segfmt.PartInfo {
-		for _, p := range intact.Parts() {
+		for _, p := range intact.Info().Parts {
 			if p.Column == col && p.Kind == kind {
 				return p
 			}

@@ -55,7 +55,7 @@ func writeReleaseSegment(t *testing.T, rows int) (string, []Row) {
 	}
 	m := medium.NewHeap()
 	defer func() { require.NoError(t, m.Close()) }()
-	b := writeRows(t, s, rs, WriterOptions{Medium: m, ChunkRows: 1024})
+	b := writeRows(t, s, rs, writerOptions{Medium: m, ChunkRows: 1024})
 	path := filepath.Join(t.TempDir(), "release.seg")
 	require.NoError(t, os.WriteFile(path, b, 0o644))
 	return path, rs

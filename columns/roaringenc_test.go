@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/writeout/writeout/internal/segwrite"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -161,7 +162,7 @@ func TestWriteBitmapRowsSameFileAsWriteBitmap(t *testing.T) {
 		viaRunsOnly
 	)
 	build := func(form int) []byte {
-		w, err := NewWriter(s, WriterOptions{Medium: medium.NewHeap()})
+		w, err := newWriter(s, writerOptions{Medium: medium.NewHeap()})
 		require.NoError(t, err)
 		tw, err := w.Time()
 		require.NoError(t, err)
@@ -188,7 +189,7 @@ func TestWriteBitmapRowsSameFileAsWriteBitmap(t *testing.T) {
 			// (viaRuns) or in a run, [100, 150) and [150, 204) in runs, each run encoded on a
 			// goroutine of its own.
 			cuts := []int{0, 60, 60, 100, 150, 204}
-			runs := make([]*BitmapRun, len(cuts)-1)
+			runs := make([]segwrite.BitmapRun, len(cuts)-1)
 			for k := range runs {
 				if k != 2 || form == viaRunsOnly {
 					runs[k], err = d.NewBitmapRun(uint32(cuts[k]))
@@ -238,8 +239,8 @@ func TestWriteBitmapRowsSameFileAsWriteBitmap(t *testing.T) {
 	a, b, c, e, f := build(viaBitmap), build(viaRows), build(viaWords), build(viaRuns), build(viaRunsOnly)
 	require.True(t, bytes.Equal(a, b), "WriteBitmapRows and WriteBitmap give different files")
 	require.True(t, bytes.Equal(a, c), "WriteBitmapWords and WriteBitmap give different files")
-	require.True(t, bytes.Equal(a, e), "BitmapRun and WriteBitmap give different files")
-	require.True(t, bytes.Equal(a, f), "BitmapRun alone and WriteBitmap give different files")
+	require.True(t, bytes.Equal(a, e), "bitmapRun and WriteBitmap give different files")
+	require.True(t, bytes.Equal(a, f), "bitmapRun alone and WriteBitmap give different files")
 	seg, err := newSegmentBytes(b)
 	require.NoError(t, err)
 	defer seg.Close()
@@ -248,8 +249,8 @@ func TestWriteBitmapRowsSameFileAsWriteBitmap(t *testing.T) {
 
 func TestWriteBitmapRowsRejects(t *testing.T) {
 	s := Schema{Dimensions: []Dimension{{Name: "d"}}}
-	start := func() (*Writer, *DimWriter) {
-		w, err := NewWriter(s, WriterOptions{})
+	start := func() (*writer, segwrite.DimWriter) {
+		w, err := newWriter(s, writerOptions{})
 		require.NoError(t, err)
 		tw, _ := w.Time()
 		d, _ := w.Dim("d")
@@ -301,8 +302,8 @@ func TestWriteBitmapRowsRejects(t *testing.T) {
 	_, err = w.FinishTo(io.Discard)
 	require.NoError(t, err)
 
-	// BitmapRun checks what WriteBitmapRows checks, and the order of the runs.
-	run := func(first uint32, rows ...[]uint32) (*Writer, *DimWriter, *BitmapRun, error) {
+	// bitmapRun checks what WriteBitmapRows checks, and the order of the runs.
+	run := func(first uint32, rows ...[]uint32) (*writer, segwrite.DimWriter, segwrite.BitmapRun, error) {
 		w, d := start()
 		r, err := d.NewBitmapRun(first)
 		require.NoError(t, err)
@@ -343,7 +344,7 @@ func TestWriteBitmapRowsRejects(t *testing.T) {
 	require.NoError(t, d.WriteBitmapRun(r))
 	_, err = w.FinishTo(io.Discard)
 	require.NoError(t, err)
-	nb, err := NewWriter(Schema{Dimensions: []Dimension{{Name: "d", NoBitmapIndex: true}}}, WriterOptions{})
+	nb, err := newWriter(Schema{Dimensions: []Dimension{{Name: "d", NoBitmapIndex: true}}}, writerOptions{})
 	require.NoError(t, err)
 	nd, err := nb.Dim("d")
 	require.NoError(t, err)

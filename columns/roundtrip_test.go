@@ -33,7 +33,7 @@ func media(t *testing.T) map[string]func() medium.Medium {
 }
 
 // writeRows writes rows through a rowsWriter and returns the segment bytes.
-func writeRows(t testing.TB, s Schema, rows []Row, opts WriterOptions) []byte {
+func writeRows(t testing.TB, s Schema, rows []Row, opts writerOptions) []byte {
 	t.Helper()
 	w, err := newRowsWriter(s, opts)
 	require.NoError(t, err)
@@ -61,15 +61,15 @@ func checkInfo(t testing.TB, info Info, size int) {
 
 // writeColumns writes rows column by column, each column in its own goroutine, as the merger
 // does, and returns the segment bytes.
-func writeColumns(t testing.TB, s Schema, rows []Row, opts WriterOptions) []byte {
+func writeColumns(t testing.TB, s Schema, rows []Row, opts writerOptions) []byte {
 	t.Helper()
 	return writeColumnsWith(t, s, rows, expectDims(s, rows), opts)
 }
 
 // writeColumnsWith is writeColumns from dictionaries, ids and bitmaps computed beforehand (it
 // run-optimizes the bitmaps in place).
-func writeColumnsWith(t testing.TB, s Schema, rows []Row, exp []*expectedDim, opts WriterOptions) []byte {
-	w, err := NewWriter(s, opts)
+func writeColumnsWith(t testing.TB, s Schema, rows []Row, exp []*expectedDim, opts writerOptions) []byte {
+	w, err := newWriter(s, opts)
 	require.NoError(t, err)
 	feedColumns(t, w, s, rows, exp)
 	var buf bytes.Buffer
@@ -81,7 +81,7 @@ func writeColumnsWith(t testing.TB, s Schema, rows []Row, exp []*expectedDim, op
 
 // feedColumns feeds rows to w column by column, each column in its own goroutine, from
 // dictionaries, ids and bitmaps computed beforehand (it run-optimizes the bitmaps in place).
-func feedColumns(t testing.TB, w *Writer, s Schema, rows []Row, exp []*expectedDim) {
+func feedColumns(t testing.TB, w *writer, s Schema, rows []Row, exp []*expectedDim) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 1+len(s.Dimensions)+len(s.Metrics))
 	run := func(fn func() error) {
@@ -417,7 +417,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Run(fmt.Sprintf("case=%d/rows=%d/chunk=%d/comp=%s/medium=%s", c, n, chunkRows, comp, name), func(t *testing.T) {
 				m := newMedium()
 				defer func() { require.NoError(t, m.Close()) }()
-				opts := WriterOptions{Medium: m, Compression: comp, ChunkRows: chunkRows}
+				opts := writerOptions{Medium: m, Compression: comp, ChunkRows: chunkRows}
 				byCols := writeColumns(t, s, rows, opts)
 				byRows := byCols
 				if !s.Rollup {
@@ -429,7 +429,7 @@ func TestRoundTrip(t *testing.T) {
 				w, err := newRowsWriter(s, opts)
 				require.NoError(t, err)
 				if s.Rollup {
-					feedColumns(t, w.Writer, s, rows, expectDims(s, rows))
+					feedColumns(t, w.writer, s, rows, expectDims(s, rows))
 				} else {
 					for _, r := range rows {
 						require.NoError(t, w.AddRow(r))
@@ -545,7 +545,7 @@ func TestRoundTripMillion(t *testing.T) {
 			defer m.Close()
 			start := time.Now()
 			gen := newMillionGen(seed)
-			w, err := newRowsWriter(s, WriterOptions{Medium: m})
+			w, err := newRowsWriter(s, writerOptions{Medium: m})
 			require.NoError(t, err)
 			var r Row
 			for i := 0; i < n; i++ {

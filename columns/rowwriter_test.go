@@ -11,22 +11,23 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/internal/segwrite"
 )
 
-// rowsWriter feeds a Writer rows for columns' own tests, through the column writers: times,
+// rowsWriter feeds a writer rows for columns' own tests, through the column writers: times,
 // raw dimensions and metrics are appended as rows come; dictionary dimensions are buffered
 // (provisional ids in order of first appearance) and written at Finish: the dictionary in
 // value order, the ids, then a bitmap per id. It does not roll rows up. Rows reach a segment
 // outside tests through merger.Builder.
 type rowsWriter struct {
-	*Writer
+	*writer
 	schema  Schema
-	time    *NumWriter[int64]
-	dims    []*DimWriter // nil for raw dimensions
-	raws    []*RawWriter // nil for dictionary dimensions
-	longs   []*NumWriter[int64]
-	doubles []*NumWriter[float64]
-	sketch  []*SketchWriter
+	time    segwrite.NumWriter[int64]
+	dims    []segwrite.DimWriter // nil for raw dimensions
+	raws    []segwrite.RawWriter // nil for dictionary dimensions
+	longs   []segwrite.NumWriter[int64]
+	doubles []segwrite.NumWriter[float64]
+	sketch  []segwrite.SketchWriter
 	buf     []*rowDim // one per dictionary dimension
 	rows    int
 	flushed bool
@@ -43,16 +44,16 @@ type rowDim struct {
 
 const nullID = math.MaxUint32
 
-// newRowsWriter returns a Writer for schema fed row by row.
-func newRowsWriter(schema Schema, opts WriterOptions) (*rowsWriter, error) {
-	w, err := NewWriter(schema, opts)
+// newRowsWriter returns a writer for schema fed row by row.
+func newRowsWriter(schema Schema, opts writerOptions) (*rowsWriter, error) {
+	w, err := newWriter(schema, opts)
 	if err != nil {
 		return nil, err
 	}
-	rw := &rowsWriter{Writer: w, schema: w.Schema()}
+	rw := &rowsWriter{writer: w, schema: w.Schema()}
 	n, m := len(rw.schema.Dimensions), len(rw.schema.Metrics)
-	rw.dims, rw.raws, rw.buf = make([]*DimWriter, n), make([]*RawWriter, n), make([]*rowDim, n)
-	rw.longs, rw.doubles, rw.sketch = make([]*NumWriter[int64], m), make([]*NumWriter[float64], m), make([]*SketchWriter, m)
+	rw.dims, rw.raws, rw.buf = make([]segwrite.DimWriter, n), make([]segwrite.RawWriter, n), make([]*rowDim, n)
+	rw.longs, rw.doubles, rw.sketch = make([]segwrite.NumWriter[int64], m), make([]segwrite.NumWriter[float64], m), make([]segwrite.SketchWriter, m)
 	if rw.time, err = w.Time(); err != nil {
 		return nil, err
 	}
@@ -178,7 +179,7 @@ func (w *rowsWriter) flush() error {
 	return nil
 }
 
-func (w *rowsWriter) flushDim(dw *DimWriter, bitmaps bool, rd *rowDim) error {
+func (w *rowsWriter) flushDim(dw segwrite.DimWriter, bitmaps bool, rd *rowDim) error {
 	order := make([]uint32, len(rd.values)) // provisional ids in value order
 	for k := range order {
 		order[k] = uint32(k)
@@ -236,23 +237,23 @@ func (w *rowsWriter) flushDim(dw *DimWriter, bitmaps bool, rd *rowDim) error {
 	return nil
 }
 
-// Finish writes the buffered dimensions, then publishes the segment (Writer.Finish).
+// Finish writes the buffered dimensions, then publishes the segment (writer.Finish).
 func (w *rowsWriter) Finish(dst string, opts PublishOptions) (Info, error) {
 	return w.FinishContext(context.Background(), dst, opts)
 }
 
-// FinishContext writes the buffered dimensions, then publishes (Writer.FinishContext).
+// FinishContext writes the buffered dimensions, then publishes (writer.FinishContext).
 func (w *rowsWriter) FinishContext(ctx context.Context, dst string, opts PublishOptions) (Info, error) {
 	if err := w.flush(); err != nil {
 		return Info{}, multierr.Join(err, w.Abort())
 	}
-	return w.Writer.FinishContext(ctx, dst, opts)
+	return w.writer.FinishContext(ctx, dst, opts)
 }
 
-// FinishTo writes the buffered dimensions, then streams the segment (Writer.FinishTo).
+// FinishTo writes the buffered dimensions, then streams the segment (writer.FinishTo).
 func (w *rowsWriter) FinishTo(out io.Writer) (Info, error) {
 	if err := w.flush(); err != nil {
 		return Info{}, multierr.Join(err, w.Abort())
 	}
-	return w.Writer.FinishTo(out)
+	return w.writer.FinishTo(out)
 }

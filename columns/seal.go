@@ -13,7 +13,7 @@ import (
 )
 
 // seal finishes every column and returns the footer.
-func (w *Writer) seal() (*footer, error) {
+func (w *writer) seal() (*footer, error) {
 	if w.err != nil {
 		return nil, w.err
 	}
@@ -93,7 +93,7 @@ func (w *Writer) seal() (*footer, error) {
 // stageMetricNulls stages the nulls part of every long or double metric that has null rows,
 // right after the metric's other parts, and returns the segment's format version: 3 when some
 // metric has one, else 2 (the file is then what writers before version 3 wrote).
-func (w *Writer) stageMetricNulls() (uint8, error) {
+func (w *writer) stageMetricNulls() (uint8, error) {
 	nulls := map[int]*roaring.Bitmap{}
 	for i, m := range w.schema.Metrics {
 		c := 1 + len(w.schema.Dimensions) + i
@@ -166,7 +166,7 @@ const (
 // output's) take turns on two cores, and every write but the last is a whole buffer, which a
 // bufio.Writer of that size passes on without copying it (the parts' own WriteTo, a part at a
 // time, left a buffered writer copying every byte).
-func (w *Writer) emit(out io.Writer, f *footer) (int64, error) {
+func (w *writer) emit(out io.Writer, f *footer) (int64, error) {
 	type filled struct {
 		b   []byte
 		err error
@@ -305,9 +305,8 @@ func (f *footer) info(size int64) Info {
 	return Info{Rows: f.rows, Interval: f.interval, Size: size, Parts: f.parts}
 }
 
-// FinishTo finishes the segment and writes it to out, checking every part's CRC on the way.
-// The stages are released whatever happens.
-func (w *Writer) FinishTo(out io.Writer) (Info, error) {
+// FinishTo implements segwrite.Writer.
+func (w *writer) FinishTo(out io.Writer) (Info, error) {
 	f, err := w.seal()
 	if err != nil {
 		return Info{}, multierr.Join(err, w.release())

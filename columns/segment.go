@@ -288,13 +288,8 @@ func (s *Segment) Rows() int { return s.f.rows }
 // Interval returns the time interval the segment covers.
 func (s *Segment) Interval() Interval { return s.f.interval }
 
-// Size returns the size of the segment file in bytes.
-func (s *Segment) Size() int64 { return s.src.size }
-
-// Parts returns the footer's list of parts, in file order.
-func (s *Segment) Parts() []segfmt.PartInfo { return append([]segfmt.PartInfo(nil), s.f.parts...) }
-
-// Info returns the segment's description, as Writer.Finish returned it (without path and syncs).
+// Info returns the segment's description, as publishing it returned it (without path and
+// syncs): its size and its footer's parts among the rest.
 func (s *Segment) Info() Info { return s.f.info(s.src.size) }
 
 // Time returns the __time column.

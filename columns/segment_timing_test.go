@@ -97,7 +97,7 @@ func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); retur
 
 // writeGen writes a generated table into a segment, returning its bytes (or just its size when
 // out is nil).
-func writeGen(b testing.TB, newGen func() gen.Generator, opts WriterOptions, out io.Writer) Info {
+func writeGen(b testing.TB, newGen func() gen.Generator, opts writerOptions, out io.Writer) Info {
 	t := newGenTable(newGen())
 	w, err := newRowsWriter(t.schema, opts)
 	if err != nil {
@@ -138,7 +138,7 @@ func BenchmarkSegmentWrite(b *testing.B) {
 				b.ReportAllocs()
 				var info Info
 				for b.Loop() {
-					info = writeGen(b, tb.gen, WriterOptions{Compression: c, Medium: medium.NewHeap()}, nil)
+					info = writeGen(b, tb.gen, writerOptions{Compression: c, Medium: medium.NewHeap()}, nil)
 				}
 				b.SetBytes(info.Size)
 				b.ReportMetric(float64(info.Size), "bytes")
@@ -153,7 +153,7 @@ func BenchmarkSegmentWrite(b *testing.B) {
 func BenchmarkSegmentRead(b *testing.B) {
 	for _, c := range []Compression{CompressionNone, CompressionS2, CompressionZstd} {
 		var buf bytesBuffer
-		writeGen(b, func() gen.Generator { g, _ := gen.Basic(gen.BasicSeed, 75000); return g }, WriterOptions{Compression: c}, &buf)
+		writeGen(b, func() gen.Generator { g, _ := gen.Basic(gen.BasicSeed, 75000); return g }, writerOptions{Compression: c}, &buf)
 		seg, err := newSegmentBytes(buf.b)
 		if err != nil {
 			b.Fatal(err)
@@ -281,7 +281,7 @@ func TestGenTables(t *testing.T) {
 		"wide":  func() gen.Generator { g, _ := gen.Wide(gen.BasicSeed, 3000, gen.WideOptions{}); return g },
 	} {
 		var buf bytesBuffer
-		info := writeGen(t, g, WriterOptions{}, &buf)
+		info := writeGen(t, g, writerOptions{}, &buf)
 		seg, err := newSegmentBytes(buf.b)
 		if err != nil {
 			t.Fatal(err)
@@ -324,7 +324,7 @@ func BenchmarkSegmentWriteColumns(b *testing.B) {
 			b.ReportAllocs()
 			var n int
 			for b.Loop() {
-				n = len(writeColumnsWith(b, t.schema, rows, exp, WriterOptions{Compression: c}))
+				n = len(writeColumnsWith(b, t.schema, rows, exp, writerOptions{Compression: c}))
 			}
 			b.SetBytes(int64(n))
 		})
@@ -340,7 +340,7 @@ func BenchmarkTimeAppendValues(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		w, err := NewWriter(Schema{}, WriterOptions{})
+		w, err := newWriter(Schema{}, writerOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

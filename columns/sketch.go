@@ -112,18 +112,15 @@ func equalParams(a, b map[string]json.RawMessage) bool {
 	return true
 }
 
-// SketchWriter appends the sketches of a sketch metric.
-type SketchWriter struct {
+// sketchWriter appends the sketches of a sketch metric.
+type sketchWriter struct {
 	blobWriter
 	sks agg.Sketches
 	buf []byte
 }
 
-// Append appends the next row's sketch as it is represented; nil appends an empty sketch. A
-// caller that combined several rows' sketches puts the result in its canonical representation
-// first (agg.Sketch.Compact), so that the same rows store the same bytes however they were
-// combined.
-func (s *SketchWriter) Append(sk agg.Sketch) error {
+// Append implements segwrite.SketchWriter.
+func (s *sketchWriter) Append(sk agg.Sketch) error {
 	if sk == nil {
 		sk = s.sks.New()
 	}
@@ -138,12 +135,10 @@ func (s *SketchWriter) Append(sk agg.Sketch) error {
 	return s.append(s.buf)
 }
 
-// AppendBytes appends the next row's sketch in its serialized form, as SketchCursor.Bytes
-// returns it. The bytes are not checked here (Segment.Verify checks them); they must come from
-// a sketch's MarshalBinary.
-func (s *SketchWriter) AppendBytes(b []byte) error { return s.append(b) }
+// AppendBytes implements segwrite.SketchWriter.
+func (s *sketchWriter) AppendBytes(b []byte) error { return s.append(b) }
 
-func (s *SketchWriter) finish() error { return s.finishBlobs() }
+func (s *sketchWriter) finish() error { return s.finishBlobs() }
 
 // SketchColumn is a sketch metric: one serialized sketch per row.
 type SketchColumn struct {
@@ -164,7 +159,7 @@ type SketchCursor struct {
 	sks agg.Sketches
 }
 
-// Bytes returns the serialized sketch of row (as SketchWriter.AppendBytes takes it), valid
+// Bytes returns the serialized sketch of row (as the writer stores it), valid
 // until the cursor's next call.
 func (c *SketchCursor) Bytes(row int) ([]byte, error) { return c.at(row) }
 

@@ -13,7 +13,7 @@ func TestSmoke(t *testing.T) {
 		Dimensions: []Dimension{{Name: "page"}, {Name: "tags", MultiValue: true}, {Name: "body", Raw: true}},
 		Metrics:    []Metric{{Name: "count", Aggregator: agg.Count}, {Name: "added", Aggregator: agg.DoubleSum}, {Name: "u", Aggregator: agg.HyperUnique}},
 	}
-	w, err := newRowsWriter(schema, WriterOptions{})
+	w, err := newRowsWriter(schema, writerOptions{})
 	require.NoError(t, err)
 	rows := []Row{
 		{Time: 10, Dims: [][]string{{"b"}, {"x", "y"}, {"hello"}}, Metrics: []Value{{Long: 1}, {Double: 1.5}, {}}},

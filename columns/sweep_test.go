@@ -37,7 +37,7 @@ func TestSweepTemp(t *testing.T) {
 	fsys := afero.NewMemMapFs()
 	dir := "/segs"
 	s, rows := publishRows(t, 5)
-	seg := writeRows(t, s, rows, WriterOptions{})
+	seg := writeRows(t, s, rows, writerOptions{})
 	require.NoError(t, fsys.MkdirAll(dir+"/.writeout-77.tmp", 0o755))
 	require.NoError(t, afero.WriteFile(fsys, dir+"/.writeout-77.tmp/user-file", []byte("precious"), 0o644))
 	files := map[string][]byte{
@@ -67,7 +67,7 @@ func TestSweepTemp(t *testing.T) {
 	// A temp file left by a publication that died (here: on an afero.Fs, which has no unnamed
 	// files, and whose removal failed) is what the sweep removes.
 	ffs := faultfs.New(fsys, faultfs.FailWhen(func(o faultfs.Op) bool { return o.Kind == faultfs.KindRemove || o.Kind == faultfs.KindRename }, syscall.EIO))
-	_, err = filledWriter(t, s, rows, WriterOptions{}).Finish(dir+"/seg2", PublishOptions{Fs: ffs})
+	_, err = filledWriter(t, s, rows, writerOptions{}).Finish(dir+"/seg2", PublishOptions{Fs: ffs})
 	require.Error(t, err)
 	left := listDir(t, fsys, dir)
 	require.Len(t, left, 9, "the temp file could not be removed: %v", left)

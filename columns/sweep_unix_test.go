@@ -16,7 +16,7 @@ import (
 func TestSweepTempOS(t *testing.T) {
 	dir := t.TempDir()
 	s, rows := publishRows(t, 5)
-	seg := writeRows(t, s, rows, WriterOptions{})
+	seg := writeRows(t, s, rows, writerOptions{})
 	target := filepath.Join(dir, "real.seg")
 	require.NoError(t, os.WriteFile(target, seg, 0o644))
 	require.NoError(t, os.Symlink(target, filepath.Join(dir, ".writeout-1.tmp")))

@@ -51,7 +51,7 @@ func TestWriterRejectsTimesOutOfRange(t *testing.T) {
 		lo, hi := g.Truncate(MinTime), g.Truncate(MaxTime)
 		require.True(t, g.validTime(lo))
 		require.False(t, g.validTime(lo-1))
-		b := writeRows(t, s, []Row{{Time: lo, Metrics: []Value{{Long: 1}}}, {Time: hi, Metrics: []Value{{Long: 1}}}}, WriterOptions{})
+		b := writeRows(t, s, []Row{{Time: lo, Metrics: []Value{{Long: 1}}}, {Time: hi, Metrics: []Value{{Long: 1}}}}, writerOptions{})
 		seg, err := newSegmentBytes(b)
 		require.NoError(t, err)
 		require.NoError(t, seg.Verify())
@@ -59,7 +59,7 @@ func TestWriterRejectsTimesOutOfRange(t *testing.T) {
 	}
 	s.Granularity = GranularityNone
 	for _, bad := range []int64{math.MinInt64, MinTime - 1, MaxTime + 1, math.MaxInt64} {
-		w, err := newRowsWriter(s, WriterOptions{})
+		w, err := newRowsWriter(s, writerOptions{})
 		require.NoError(t, err)
 		err = w.AddRow(Row{Time: bad, Metrics: []Value{{Long: 1}}})
 		require.ErrorIs(t, err, ErrInvalid, "time %d", bad)
@@ -75,7 +75,7 @@ func itoa64(v int64) string { return strconv.FormatInt(v, 10) }
 func TestVerifyRejectsTimeOutOfRange(t *testing.T) {
 	s := Schema{Metrics: []Metric{{Name: "n", Aggregator: agg.Count}}}
 	const orig = MinTime // one value: a constant chunk, a 10-byte varint like math.MinInt64's
-	good := writeRows(t, s, []Row{{Time: orig, Metrics: []Value{{Long: 1}}}}, WriterOptions{Compression: CompressionNone})
+	good := writeRows(t, s, []Row{{Time: orig, Metrics: []Value{{Long: 1}}}}, writerOptions{Compression: CompressionNone})
 	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	p := seg.part(0, segfmt.PartValues)

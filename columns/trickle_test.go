@@ -35,7 +35,7 @@ func TestTrickleSequence(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var rec systrace.Recorder
-			w := withCalls(filledWriter(t, s, rows, WriterOptions{}), rec.Wrap)
+			w := withCalls(filledWriter(t, s, rows, writerOptions{}), rec.Wrap)
 			dir := t.TempDir()
 			dst := filepath.Join(dir, "seg")
 			opts := PublishOptions{Durability: medium.Durability{Sync: tc.d, TrickleBytes: tc.every}}
@@ -83,7 +83,7 @@ func TestTrickleUnsupported(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var rec systrace.Recorder
-			w := withCalls(filledWriter(t, s, rows, WriterOptions{}), func(c *sys.Calls) { tc.edit(c); rec.Wrap(c) })
+			w := withCalls(filledWriter(t, s, rows, writerOptions{}), func(c *sys.Calls) { tc.edit(c); rec.Wrap(c) })
 			dst := filepath.Join(t.TempDir(), "seg")
 			info, err := w.Finish(dst, PublishOptions{Durability: medium.Durability{TrickleBytes: every}})
 			require.NoError(t, err)

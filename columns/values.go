@@ -88,30 +88,30 @@ func (b *blobWriter) finishBlobs() error {
 	return b.err
 }
 
-// RawWriter appends the strings of a raw dimension.
-type RawWriter struct {
+// rawWriter appends the strings of a raw dimension.
+type rawWriter struct {
 	blobWriter
 	nullsSt *stage
 	nulls   *roaring.Bitmap
 }
 
-// Append appends the next row's value.
-func (r *RawWriter) Append(v string) error {
+// Append implements segwrite.RawWriter.
+func (r *rawWriter) Append(v string) error {
 	return r.append(unsafeBytes(v))
 }
 
-// AppendBytes appends the next row's value, copied: v may be reused once it returns.
-func (r *RawWriter) AppendBytes(v []byte) error { return r.append(v) }
+// AppendBytes implements segwrite.RawWriter.
+func (r *rawWriter) AppendBytes(v []byte) error { return r.append(v) }
 
-// AppendNull appends a null row.
-func (r *RawWriter) AppendNull() error {
+// AppendNull implements segwrite.RawWriter.
+func (r *rawWriter) AppendNull() error {
 	if r.err == nil && !r.finished {
 		r.nulls.Add(uint32(r.rows))
 	}
 	return r.append(nil)
 }
 
-func (r *RawWriter) finish() error {
+func (r *rawWriter) finish() error {
 	if r.finished {
 		return r.err
 	}

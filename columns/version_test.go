@@ -16,7 +16,7 @@ func TestFooterVersion4(t *testing.T) {
 	t.Cleanup(func() { delete(encodingsV4, segfmt.EncLongChunks) })
 
 	s, rows := goldenRows()
-	good := writeColumns(t, s, rows, WriterOptions{Compression: CompressionNone, ChunkRows: 3})
+	good := writeColumns(t, s, rows, writerOptions{Compression: CompressionNone, ChunkRows: 3})
 	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	require.Equal(t, uint8(versionNoNulls), seg.f.version, "no part uses a version 4 encoding")

@@ -11,28 +11,20 @@ import (
 	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/segfmt"
+	"github.com/writeout/writeout/internal/segwrite"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
 )
 
-// WriterOptions configure a Writer. The zero value is the default.
-type WriterOptions struct {
-	// Medium stages the parts. The writer takes a child of it (NewChild) and closes the child
-	// when it finishes or aborts; the medium itself stays the caller's. Nil means a heap medium
-	// owned by the writer.
-	Medium medium.Medium
-	// Compression of chunked parts; each chunk is stored compressed only when that is smaller.
-	// The default is s2 (see the benchmarks in columns/*_timing_test.go for why).
-	Compression Compression
-	// ChunkRows is the number of rows per chunk of values and ids: 1 to 65536, default 4096.
-	ChunkRows int
-}
+// writerOptions configure a writer (segwrite.Options). The zero value is the default.
+type writerOptions = segwrite.Options[Compression]
 
-// Validate returns the error NewWriter gives for these options, if any: one wrapping
-// ErrInvalid that names the bad option. The zero value is valid.
-func (o WriterOptions) Validate() error { return o.ensureDefaults() }
+// checkWriterOptions returns the error newWriter gives for opts, if any: one wrapping ErrInvalid
+// that names the bad option.
+func checkWriterOptions(opts writerOptions) error { return ensureDefaults(&opts) }
 
-func (o *WriterOptions) ensureDefaults() error {
+// ensureDefaults fills in the defaults of opts and checks it.
+func ensureDefaults(o *writerOptions) error {
 	if o.Compression == CompressionDefault {
 		o.Compression = CompressionS2
 	}
@@ -46,6 +38,21 @@ func (o *WriterOptions) ensureDefaults() error {
 		return fmt.Errorf("columns: writer: ChunkRows %d outside [1, %d]: %w", o.ChunkRows, maxChunkRows, ErrInvalid)
 	}
 	return nil
+}
+
+// The writer is not part of columns' API: merger and this module's tests reach it through
+// internal/colwrite, which finds it here.
+func init() {
+	segwrite.Register(segwrite.Door[Schema, Compression, Info, PublishOptions]{
+		New: func(schema Schema, opts writerOptions) (segwrite.Writer[Info, PublishOptions], error) {
+			w, err := newWriter(schema, opts)
+			if err != nil {
+				return nil, err
+			}
+			return w, nil
+		},
+		Check: checkWriterOptions,
+	})
 }
 
 // Row is one row: what Segment.ReadRow returns and merger.Builder takes.
@@ -111,11 +118,11 @@ func (s *stage) fail(err error) error {
 	return s.err
 }
 
-// Writer builds one segment: parts are staged in a medium, then Finish publishes them as one
+// writer builds one segment: parts are staged in a medium, then Finish publishes them as one
 // file (or FinishTo streams them to any io.Writer).
 //
 // It is fed a column at a time, through the writers Time, Dim, Raw, Long, Double and Sketch
-// return: memory stays bounded; see DimWriter for the order dictionary dimensions take.
+// return: memory stays bounded; see dimWriter for the order dictionary dimensions take.
 // Distinct column writers may be used from different goroutines at the same time; one column
 // writer is used by one goroutine at a time. Rows reach a segment through merger.Builder, which
 // feeds this writer.
@@ -124,32 +131,32 @@ func (s *stage) fail(err error) error {
 // The segment's interval is Granularity.Interval of the first and last times (the zero
 // Interval without rows). Every column must end with the same number of rows. Finish or Abort
 // must be called; after either, every call fails.
-type Writer struct {
+type writer struct {
 	schema  Schema
-	opts    WriterOptions
+	opts    writerOptions
 	med     medium.Medium
 	owned   bool // med is the writer's own heap, not a child
 	stages  []*stage
-	time    *NumWriter[int64]
-	dims    []*DimWriter // nil for raw dimensions
-	raws    []*RawWriter // nil for dictionary dimensions
-	longs   []*NumWriter[int64]
-	doubles []*NumWriter[float64]
-	sketch  []*SketchWriter
+	time    *numWriter[int64]
+	dims    []*dimWriter // nil for raw dimensions
+	raws    []*rawWriter // nil for dictionary dimensions
+	longs   []*numWriter[int64]
+	doubles []*numWriter[float64]
+	sketch  []*sketchWriter
 	err     error
 	done    bool
 	calls   *sys.Calls
 }
 
-// NewWriter returns a writer for segments of the schema, which it validates.
-func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
+// newWriter returns a writer for segments of the schema, which it validates.
+func newWriter(schema Schema, opts writerOptions) (*writer, error) {
 	if err := schema.Validate(); err != nil {
 		return nil, err
 	}
-	if err := opts.ensureDefaults(); err != nil {
+	if err := ensureDefaults(&opts); err != nil {
 		return nil, err
 	}
-	w := &Writer{schema: schema.Clone(), opts: opts, calls: &sys.Default}
+	w := &writer{schema: schema.Clone(), opts: opts, calls: &sys.Default}
 	if opts.Medium == nil {
 		w.med, w.owned = medium.NewHeap(), true
 	} else {
@@ -185,15 +192,15 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 	}
 	w.time = newNumWriter[int64](cw(0), opts.ChunkRows, pcs())
 	w.time.isTime, w.time.gran = true, w.schema.Granularity
-	w.dims = make([]*DimWriter, len(schema.Dimensions))
-	w.raws = make([]*RawWriter, len(schema.Dimensions))
+	w.dims = make([]*dimWriter, len(schema.Dimensions))
+	w.raws = make([]*rawWriter, len(schema.Dimensions))
 	for i, d := range w.schema.Dimensions {
 		c := 1 + i
 		if d.Raw {
-			w.raws[i] = &RawWriter{blobWriter: blobWriter{cw: cw(c), chunkRows: opts.ChunkRows}, nullsSt: find(c, segfmt.PartNulls), nulls: roaring.New()}
+			w.raws[i] = &rawWriter{blobWriter: blobWriter{cw: cw(c), chunkRows: opts.ChunkRows}, nullsSt: find(c, segfmt.PartNulls), nulls: roaring.New()}
 			continue
 		}
-		dw := &DimWriter{
+		dw := &dimWriter{
 			dim:       d,
 			chunkRows: opts.ChunkRows,
 			dict:      dictWriter{st: find(c, segfmt.PartDictionary)},
@@ -210,7 +217,7 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 	}
 	for i, m := range w.schema.Metrics {
 		c := 1 + len(schema.Dimensions) + i
-		var times *NumWriter[int64]
+		var times *numWriter[int64]
 		if m.Agg().Timed() {
 			times = newNumWriter[int64](chunkedWriter{st: find(c, segfmt.PartTimes), comp: opts.Compression}, opts.ChunkRows, pcs())
 		}
@@ -233,7 +240,7 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 			if err != nil {
 				return nil, fmt.Errorf("columns: writer: metric %q: %w: %w", m.Name, ErrSchema, err)
 			}
-			w.sketch = append(w.sketch, &SketchWriter{blobWriter: blobWriter{cw: cw(c), chunkRows: opts.ChunkRows}, sks: sks})
+			w.sketch = append(w.sketch, &sketchWriter{blobWriter: blobWriter{cw: cw(c), chunkRows: opts.ChunkRows}, sks: sks})
 			w.longs, w.doubles = append(w.longs, nil), append(w.doubles, nil)
 		}
 	}
@@ -241,25 +248,25 @@ func NewWriter(schema Schema, opts WriterOptions) (*Writer, error) {
 }
 
 // Schema returns the writer's schema.
-func (w *Writer) Schema() Schema { return w.schema.Clone() }
+func (w *writer) Schema() Schema { return w.schema.Clone() }
 
-func (w *Writer) columnMode() error {
+func (w *writer) columnMode() error {
 	if w.done {
 		return fmt.Errorf("columns: writer finished or aborted: %w", ErrState)
 	}
 	return nil
 }
 
-// Time returns the writer of the __time column.
-func (w *Writer) Time() (*NumWriter[int64], error) {
+// Time implements segwrite.Writer.
+func (w *writer) Time() (segwrite.NumWriter[int64], error) {
 	if err := w.columnMode(); err != nil {
 		return nil, err
 	}
 	return w.time, nil
 }
 
-// Dim returns the writer of a dictionary dimension.
-func (w *Writer) Dim(name string) (*DimWriter, error) {
+// Dim implements segwrite.Writer.
+func (w *writer) Dim(name string) (segwrite.DimWriter, error) {
 	if err := w.columnMode(); err != nil {
 		return nil, err
 	}
@@ -270,8 +277,8 @@ func (w *Writer) Dim(name string) (*DimWriter, error) {
 	return w.dims[i], nil
 }
 
-// Raw returns the writer of a raw dimension.
-func (w *Writer) Raw(name string) (*RawWriter, error) {
+// Raw implements segwrite.Writer.
+func (w *writer) Raw(name string) (segwrite.RawWriter, error) {
 	if err := w.columnMode(); err != nil {
 		return nil, err
 	}
@@ -282,7 +289,7 @@ func (w *Writer) Raw(name string) (*RawWriter, error) {
 	return w.raws[i], nil
 }
 
-func (w *Writer) metric(name string, t MetricType) (int, error) {
+func (w *writer) metric(name string, t MetricType) (int, error) {
 	if err := w.columnMode(); err != nil {
 		return 0, err
 	}
@@ -293,8 +300,8 @@ func (w *Writer) metric(name string, t MetricType) (int, error) {
 	return i, nil
 }
 
-// Long returns the writer of a long metric.
-func (w *Writer) Long(name string) (*NumWriter[int64], error) {
+// Long implements segwrite.Writer.
+func (w *writer) Long(name string) (segwrite.NumWriter[int64], error) {
 	i, err := w.metric(name, MetricLong)
 	if err != nil {
 		return nil, err
@@ -302,8 +309,8 @@ func (w *Writer) Long(name string) (*NumWriter[int64], error) {
 	return w.longs[i], nil
 }
 
-// Double returns the writer of a double metric.
-func (w *Writer) Double(name string) (*NumWriter[float64], error) {
+// Double implements segwrite.Writer.
+func (w *writer) Double(name string) (segwrite.NumWriter[float64], error) {
 	i, err := w.metric(name, MetricDouble)
 	if err != nil {
 		return nil, err
@@ -311,8 +318,8 @@ func (w *Writer) Double(name string) (*NumWriter[float64], error) {
 	return w.doubles[i], nil
 }
 
-// Sketch returns the writer of a sketch metric.
-func (w *Writer) Sketch(name string) (*SketchWriter, error) {
+// Sketch implements segwrite.Writer.
+func (w *writer) Sketch(name string) (segwrite.SketchWriter, error) {
 	i, err := w.metric(name, MetricHyperUnique)
 	if err != nil {
 		return nil, err
@@ -320,16 +327,15 @@ func (w *Writer) Sketch(name string) (*SketchWriter, error) {
 	return w.sketch[i], nil
 }
 
-func (w *Writer) fail(err error) error {
+func (w *writer) fail(err error) error {
 	if w.err == nil {
 		w.err = err
 	}
 	return w.err
 }
 
-// Abort discards the segment: the stages are released and nothing is published. It returns nil
-// after Finish (the stages are gone already); a second Abort returns nil.
-func (w *Writer) Abort() error {
+// Abort implements segwrite.Writer.
+func (w *writer) Abort() error {
 	w.done = true
 	if w.err == nil {
 		w.err = fmt.Errorf("columns: writer aborted: %w", ErrState)
@@ -337,7 +343,7 @@ func (w *Writer) Abort() error {
 	return w.release()
 }
 
-func (w *Writer) release() error {
+func (w *writer) release() error {
 	if w.med == nil {
 		return nil
 	}

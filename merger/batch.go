@@ -1,9 +1,10 @@
 package merger
 
 import (
-	"github.com/writeout/writeout/internal/slicesx"
 	"slices"
 	"sync/atomic"
+
+	"github.com/writeout/writeout/internal/slicesx"
 )
 
 // batchRows is the number of output rows handed to the column writers at a time. Each batch

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/colwrite"
 	"github.com/writeout/writeout/merger/internal/parallel"
 )
 
@@ -236,7 +237,7 @@ func (g *valueRows) toDense(rs []uint32) {
 // write writes the gathered rows as the bitmap of id. Rows can repeat (with rollup, several
 // source rows become one output row): the list is sorted and compacted; the dense form merges
 // them by itself.
-func (g *valueRows) write(dw *columns.DimWriter, id uint32) error {
+func (g *valueRows) write(dw colwrite.DimWriter, id uint32) error {
 	h, seed := g.hash, g.seed
 	if g.isDense {
 		if g.hi < g.lo {

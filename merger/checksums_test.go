@@ -19,7 +19,7 @@ func flipInPart(t *testing.T, path, column string, kind segfmt.PartKind) {
 	seg, err := columns.Open(path)
 	require.NoError(t, err)
 	var off int64 = -1
-	for _, p := range seg.Parts() {
+	for _, p := range seg.Info().Parts {
 		if p.Column == column && p.Kind == kind {
 			off = p.Offset + p.Length/4
 		}

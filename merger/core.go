@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/colwrite"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger/internal/parallel"
 	"github.com/writeout/writeout/merger/internal/source"
@@ -37,7 +38,7 @@ type core struct {
 	dims    [][]source.DimSource // [output dim][source]
 	maps    [][][]uint32         // [output dim][source] source id -> merged id
 	card    []int                // [output dim] merged cardinality (dictionary dims)
-	dws     []*columns.DimWriter
+	dws     []colwrite.DimWriter
 	rowMaps [][]uint32 // [source][source row] -> output row
 	rowsIn  int64
 	rowsOut int64
@@ -58,7 +59,7 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 	if st.rowsIn > math.MaxUint32 {
 		return st, fmt.Errorf("%w: %d rows, a segment holds at most %d", ErrInvalid, st.rowsIn, uint32(math.MaxUint32))
 	}
-	w, err := columns.NewWriter(out, columns.WriterOptions{
+	w, err := colwrite.New(out, colwrite.Options{
 		Medium:      med,
 		Compression: opts.Compression,
 		ChunkRows:   opts.ChunkRows,
@@ -123,7 +124,7 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 
 // publish finishes w into dst: a file published per pub, or dst.out, which receives the
 // segment streamed out of the stages.
-func publish(ctx context.Context, w *columns.Writer, dst target, pub columns.PublishOptions) (columns.Info, error) {
+func publish(ctx context.Context, w colwrite.Writer, dst target, pub columns.PublishOptions) (columns.Info, error) {
 	if dst.out == nil {
 		return w.FinishContext(ctx, dst.path, pub)
 	}
@@ -141,13 +142,13 @@ func publish(ctx context.Context, w *columns.Writer, dst target, pub columns.Pub
 }
 
 // dictionaries merges every dictionary dimension's dictionaries into its writer.
-func (c *core) dictionaries(w *columns.Writer) error {
+func (c *core) dictionaries(w colwrite.Writer) error {
 	n := len(c.out.Dimensions)
 	c.kinds = make([]dimKind, n)
 	c.dims = make([][]source.DimSource, n)
 	c.maps = make([][][]uint32, n)
 	c.card = make([]int, n)
-	c.dws = make([]*columns.DimWriter, n)
+	c.dws = make([]colwrite.DimWriter, n)
 	var todo []int
 	for d, dim := range c.out.Dimensions {
 		switch {
@@ -192,7 +193,7 @@ func (c *core) dictionaries(w *columns.Writer) error {
 // mergeRows merges the sources' rows k-way and writes every column but the bitmaps: the
 // cursors (one a source) go into a heap (cursorHeap), the emit step (emitter) takes rows off
 // it into batches, and the pipeline hands the batches to the column tasks.
-func (c *core) mergeRows(w *columns.Writer) error {
+func (c *core) mergeRows(w colwrite.Writer) error {
 	// The row maps serve the bitmaps rebuilt from the inputs': multi-value dimensions'.
 	c.rowMaps = make([][]uint32, len(c.srcs))
 	withMaps := false

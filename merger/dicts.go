@@ -9,7 +9,7 @@ import (
 )
 
 // dictSink receives the merged dictionary: addNull first when there is a null, then every
-// value in strictly increasing order. columns.DimWriter is one.
+// value in strictly increasing order. colwrite.DimWriter is one.
 type dictSink interface {
 	AddNull() error
 	AddValue(v string) (uint32, error)

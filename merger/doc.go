@@ -56,7 +56,7 @@
 //     maps. No bitmap of every value is held at once. Each is written in the segment's bitmap
 //     encoding straight from its sorted rows (or, past 1/256 of the rows, a bitset), with no
 //     roaring.Bitmap built.
-//  5. Every part is staged in the medium and published through columns.Writer.Finish: an
+//  5. Every part is staged in the medium and published through colwrite.Writer.Finish: an
 //     unnamed file in dst's directory (a named temp file where there is none), each part's CRC
 //     checked on the way out, synced per Options.Durability, linked (or renamed) into place,
 //     never over an existing file without Options.Replace.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sync/atomic"
 
-	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/colwrite"
 	"github.com/writeout/writeout/merger/internal/scratch"
 )
 
@@ -30,7 +30,7 @@ type idLog interface {
 	// writeBitmaps writes the bitmap of every id below card to dw, in id order, with the
 	// scratch memory of sc (kept for the next dimension).
 	// cs, if not nil, may lend idle cores to the encoding (encodeIDs).
-	writeBitmaps(ctx context.Context, dw *columns.DimWriter, card int, cs *cores, done *atomic.Int64, sc *sortScratch) error
+	writeBitmaps(ctx context.Context, dw colwrite.DimWriter, card int, cs *cores, done *atomic.Int64, sc *sortScratch) error
 	// free releases the log's memory (a mapping, when it is large); a second call does nothing.
 	free() error
 }
@@ -89,7 +89,7 @@ func (l *typedLog[T]) free() error {
 // merge read each log three times: 40% of its bitmaps phase).
 const logSortRows = 1 << 22
 
-func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw *columns.DimWriter, card int, cs *cores, done *atomic.Int64, sc *sortScratch) error {
+func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw colwrite.DimWriter, card int, cs *cores, done *atomic.Int64, sc *sortScratch) error {
 	log := l.arr.S[:l.n]
 	sc.counts = slices.Grow(sc.counts[:0], card)[:card]
 	counts := sc.counts
@@ -180,9 +180,9 @@ var splitRows = 1 << 16
 // encodeIDs writes the bitmaps of ids [lo, hi), whose rows (counts[v] of id v) lie back to
 // back in rows, sorted by id. Every 64 ids it asks cs whether cores fell idle; if k did, it
 // cuts the ids left into k+1 parts of about as many rows, keeps the first and starts a
-// goroutine for each other, which encodes its bitmaps apart (columns.BitmapRun); the parts
+// goroutine for each other, which encodes its bitmaps apart (colwrite.BitmapRun); the parts
 // are written in id order when this goroutine is done with its own.
-func encodeIDs(dw *columns.DimWriter, rows, counts []uint32, lo, hi int, cs *cores, done *atomic.Int64) (err error) {
+func encodeIDs(dw colwrite.DimWriter, rows, counts []uint32, lo, hi int, cs *cores, done *atomic.Int64) (err error) {
 	var helpers []split
 	defer func() {
 		// Every helper reads rows: wait for them all, on every path.
@@ -227,14 +227,14 @@ func encodeIDs(dw *columns.DimWriter, rows, counts []uint32, lo, hi int, cs *cor
 // split is a part of the ids encodeIDs handed to a goroutine.
 type split struct {
 	first int
-	run   *columns.BitmapRun
+	run   colwrite.BitmapRun
 	err   chan error
 }
 
 // splitIDs cuts ids [v, end), whose rows start at off in rows, into up to k+1 parts of about
 // as many rows and starts a goroutine encoding each part but the first. It returns them in id
 // order; none when the ids are too few for it to pay.
-func splitIDs(dw *columns.DimWriter, rows, counts []uint32, v, end int, off uint32, k int, cs *cores, done *atomic.Int64) ([]split, error) {
+func splitIDs(dw colwrite.DimWriter, rows, counts []uint32, v, end int, off uint32, k int, cs *cores, done *atomic.Int64) ([]split, error) {
 	left := 0
 	for u := v; u < end; u++ {
 		left += int(counts[u])

@@ -14,6 +14,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/colwrite"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger/internal/scratch"
 )
@@ -44,7 +45,7 @@ func TestIDLogBitmaps(t *testing.T) {
 						}
 					}
 					s := columns.Schema{Dimensions: []columns.Dimension{{Name: "d"}}}
-					w, err := columns.NewWriter(s, columns.WriterOptions{ChunkRows: 64})
+					w, err := colwrite.New(s, colwrite.Options{ChunkRows: 64})
 					require.NoError(t, err)
 					tw, err := w.Time()
 					require.NoError(t, err)

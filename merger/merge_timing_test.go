@@ -51,7 +51,7 @@ func BenchmarkIndexMerge(b *testing.B) {
 	for i := 0; i < segments; i++ {
 		seg := genSegment(b, dir, gen.BasicSeed+int64(i), rows)
 		paths = append(paths, seg.Name())
-		inBytes += seg.Size()
+		inBytes += seg.Info().Size
 	}
 	for _, rollup := range []string{"false", "true", "hour"} {
 		opts := Options{Rollup: rollup != "false"}

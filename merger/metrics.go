@@ -5,6 +5,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/colwrite"
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
@@ -13,7 +14,7 @@ import (
 // in input order (sources in order, each in its row order), and appends the result.
 
 // metricTask returns the task that writes metric m.
-func (c *core) metricTask(w *columns.Writer, m columns.Metric) (colTask, error) {
+func (c *core) metricTask(w colwrite.Writer, m columns.Metric) (colTask, error) {
 	a := m.Agg()
 	var times *valReader[int64] // first/last: the times stored with the values
 	if a.Timed() {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/colwrite"
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
@@ -18,7 +19,7 @@ import (
 type numTask[T columns.Number] struct {
 	name  string
 	agg   agg.Agg
-	w     *columns.NumWriter[T]
+	w     colwrite.NumWriter[T]
 	vals  valReader[T]
 	times *valReader[int64] // first/last only
 	nulls nullsReader

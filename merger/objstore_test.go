@@ -101,7 +101,7 @@ func TestMergeS3(t *testing.T) {
 	parts := 0
 	for i, in := range inputs {
 		size += int64(len(data[i]))
-		parts += len(in.Parts())
+		parts += len(in.Info().Parts)
 	}
 	ratio := float64(fetched) / float64(size)
 	perPart := float64(gets) / float64(parts)
@@ -164,7 +164,7 @@ func TestMergeS3Failures(t *testing.T) {
 	t.Run("flipped byte", func(t *testing.T) {
 		seg, err := columns.NewSegment(bytes.NewReader(data[1]), int64(len(data[1])))
 		require.NoError(t, err)
-		p := seg.Parts()[len(seg.Parts())/2]
+		p := seg.Info().Parts[len(seg.Info().Parts)/2]
 		bad := bytes.Clone(data[1])
 		bad[p.Offset+p.Length/2] ^= 1
 		require.NoError(t, srv.Put(s3Bucket, "in/bad.seg", bad))

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/colwrite"
 	"github.com/writeout/writeout/internal/invalid"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger/internal/schema"
@@ -110,7 +111,7 @@ type Options struct {
 	// verifyInputs, when set, is the pass above: runCore calls it before the final publish.
 	verifyInputs func(context.Context) error
 
-	// Compression and ChunkRows are passed to columns.WriterOptions.
+	// Compression and ChunkRows are passed to colwrite.Options.
 	Compression columns.Compression
 	ChunkRows   int
 }
@@ -186,7 +187,7 @@ func (o *Options) ensureDefaults() error {
 	if err := o.Durability.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if err := (columns.WriterOptions{Compression: o.Compression, ChunkRows: o.ChunkRows}).Validate(); err != nil {
+	if err := colwrite.Check(colwrite.Options{Compression: o.Compression, ChunkRows: o.ChunkRows}); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if o.Granularity > columns.GranularityDay {

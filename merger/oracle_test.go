@@ -85,7 +85,7 @@ func TestMergeOracle(t *testing.T) {
 		}
 		require.Equal(t, in, res.RowsIn)
 		require.Equal(t, int64(len(want)), res.RowsOut)
-		require.Equal(t, merged.Size(), res.Bytes)
+		require.Equal(t, merged.Info().Size, res.Bytes)
 		for _, name := range dirNames(t, dir) {
 			require.Regexp(t, `^(in\d\d|out)\.seg$`, name, "case %d: leftover", c)
 		}

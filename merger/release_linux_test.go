@@ -89,7 +89,7 @@ func TestMergeReleasesMappedInputs(t *testing.T) {
 		segs[i], err = columns.Open(p)
 		require.NoError(t, err)
 		defer func() { require.NoError(t, segs[i].Close()) }()
-		for _, part := range segs[i].Parts() {
+		for _, part := range segs[i].Info().Parts {
 			if part.Kind == segfmt.PartValues || part.Kind == segfmt.PartIDs {
 				rowBytes += part.Length
 			}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/colwrite"
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
@@ -14,14 +15,14 @@ import (
 type sketchTask struct {
 	name  string
 	sks   agg.Sketches
-	w     *columns.SketchWriter
+	w     colwrite.SketchWriter
 	r     []source.SketchReader
 	names []string
 	win   []blobRange
 }
 
 // sketchTask returns the task that writes sketch metric m.
-func (c *core) sketchTask(w *columns.Writer, m columns.Metric) (colTask, error) {
+func (c *core) sketchTask(w colwrite.Writer, m columns.Metric) (colTask, error) {
 	sw, err := w.Sketch(m.Name)
 	if err != nil {
 		return nil, err

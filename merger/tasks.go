@@ -2,7 +2,8 @@ package merger
 
 import (
 	"fmt"
-	"github.com/writeout/writeout/columns"
+
+	"github.com/writeout/writeout/internal/colwrite"
 )
 
 // A colTask appends one column's values for a batch of output rows.
@@ -11,7 +12,7 @@ type colTask interface {
 }
 
 // tasks returns the column writers' tasks: __time, every dimension's rows, every metric.
-func (c *core) tasks(w *columns.Writer) ([]colTask, error) {
+func (c *core) tasks(w colwrite.Writer) ([]colTask, error) {
 	var tasks []colTask
 	tw, err := w.Time()
 	if err != nil {
@@ -65,7 +66,7 @@ func taskCost(t colTask) int {
 	return 1
 }
 
-type timeTask struct{ w *columns.NumWriter[int64] }
+type timeTask struct{ w colwrite.NumWriter[int64] }
 
 func (t *timeTask) write(b *batch) error {
 	if err := t.w.AppendValues(b.keys.time); err != nil {
@@ -78,8 +79,8 @@ type dimTask struct {
 	d    int
 	name string
 	kind dimKind
-	dw   *columns.DimWriter
-	rw   *columns.RawWriter
+	dw   colwrite.DimWriter
+	rw   colwrite.RawWriter
 	// The sum of pairHash over the distinct (output row, id) pairs of the rows written, which
 	// the bitmaps written must match (core.dimBitmaps); only with a bitmap index (hashed).
 	hashed  bool

@@ -52,7 +52,7 @@ func TestBitmapEstimates(t *testing.T) {
 	defer seg.Close()
 	t.Logf("segment %d rows: %d bytes (%.2f MiB)", n, size, float64(size)/(1<<20))
 	var bmTotal int64
-	for _, p := range seg.Parts() {
+	for _, p := range seg.Info().Parts {
 		t.Logf("part %-3s %-10s %-16s %10d", p.Column, p.Kind, p.Encoding, p.Length)
 		if p.Kind == segfmt.PartBitmaps {
 			bmTotal += p.Length

@@ -94,7 +94,7 @@ func TestSizes(t *testing.T) {
 			}
 			fmt.Fprintf(&report, "| %s | %s | %d | %s | %.3f | %d |\n", name, comp, len(b), mib(int64(len(b))), float64(len(b))/float64(duckBytes), b[5])
 			fmt.Fprintf(&parts, "\n%s, %s: parts (bytes, bits a row, encoding)\n", name, comp)
-			for _, p := range seg.Parts() {
+			for _, p := range seg.Info().Parts {
 				fmt.Fprintf(&parts, "  %-6s %-10s %10d  %6.2f  %s\n", p.Column, p.Kind, p.Length, 8*float64(p.Length)/float64(rows), p.Encoding)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/colwrite"
 	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
@@ -42,7 +43,7 @@ func flipSchema() columns.Schema {
 }
 
 // writeFlipSegment writes n rows of flipSchema, varied by seed, with null and multi-value rows.
-func writeFlipSegment(t *testing.T, n, seed int, opts columns.WriterOptions) []byte {
+func writeFlipSegment(t *testing.T, n, seed int, opts colwrite.Options) []byte {
 	pages := []string{"Paris", "Berlin", "Rome"}
 	tags := [][]string{{"a", "b"}, nil, {"c"}, {"b", "c", "a"}}
 	countries := []string{"de", "fr", "it"}
@@ -103,9 +104,9 @@ func TestFlipEveryByteCommands(t *testing.T) {
 		name string
 		b    []byte
 	}{
-		{"none", writeFlipSegment(t, 12, 0, columns.WriterOptions{ChunkRows: 4, Compression: columns.CompressionNone})},
-		{"zstd", writeFlipSegment(t, 16, 1, columns.WriterOptions{ChunkRows: 5, Compression: columns.CompressionZstd})},
-		{"s2", writeFlipSegment(t, 10, 2, columns.WriterOptions{ChunkRows: 3, Compression: columns.CompressionS2})},
+		{"none", writeFlipSegment(t, 12, 0, colwrite.Options{ChunkRows: 4, Compression: columns.CompressionNone})},
+		{"zstd", writeFlipSegment(t, 16, 1, colwrite.Options{ChunkRows: 5, Compression: columns.CompressionZstd})},
+		{"s2", writeFlipSegment(t, 10, 2, colwrite.Options{ChunkRows: 3, Compression: columns.CompressionS2})},
 	}
 	for _, sg := range segs {
 		t.Run(sg.name, func(t *testing.T) {
@@ -130,7 +131,7 @@ func flipCommands(t *testing.T, name string, good []byte) {
 	seg, err := columns.Open(path)
 	require.NoError(t, err)
 	require.NoError(t, seg.Verify())
-	parts := seg.Parts()
+	parts := seg.Info().Parts
 	require.NoError(t, seg.Close())
 	want := make([]string, len(runs))
 	outcomes := make([]flipOutcome, len(runs))

@@ -98,7 +98,7 @@ func inspectWith(ctx context.Context, path string, s3 *s3Flags) (_ *segmentRepor
 	}
 	defer func() { err = multierr.Join(err, closeSeg()) }()
 	s := seg.Schema()
-	rep := &segmentReport{Path: path, Size: seg.Size(), Rows: seg.Rows(), Interval: seg.Interval(),
+	rep := &segmentReport{Path: path, Size: seg.Info().Size, Rows: seg.Rows(), Interval: seg.Interval(),
 		IntervalISO: seg.Interval().String(), Rollup: s.Rollup, Granularity: s.Granularity.String(), Schema: s}
 	byName := map[string]*columnReport{}
 	add := func(c columnReport) {
@@ -159,7 +159,7 @@ func inspectWith(ctx context.Context, path string, s3 *s3Flags) (_ *segmentRepor
 	for i := range rep.Columns {
 		byName[rep.Columns[i].Name] = &rep.Columns[i]
 	}
-	for _, p := range seg.Parts() {
+	for _, p := range seg.Info().Parts {
 		c := byName[p.Column]
 		if c == nil {
 			continue

@@ -204,7 +204,7 @@ func TestOpenSegment(t *testing.T) {
 		require.Equal(t, b, a, "row %d", i)
 	}
 	gets, got = srv.Gets()
-	parts := len(seg.Parts())
+	parts := len(seg.Info().Parts)
 	assert.Equal(t, int64(len(data)), got, "every byte fetched once")
 	assert.Equal(t, got, progress.Load())
 	assert.LessOrEqual(t, gets, maxGets, "a GET per range")
@@ -231,7 +231,7 @@ func TestOpenSegmentErrors(t *testing.T) {
 	data := segmentBytes(t, 8, 5000, 500)
 	local, err := columns.NewSegment(bytes.NewReader(data), int64(len(data)))
 	require.NoError(t, err)
-	p := local.Parts()[len(local.Parts())/2]
+	p := local.Info().Parts[len(local.Info().Parts)/2]
 	bad := bytes.Clone(data)
 	bad[p.Offset+p.Length/2] ^= 0x10
 	require.NoError(t, srv.Put(bucket, "bad.seg", bad))

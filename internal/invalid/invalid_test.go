@@ -10,6 +10,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/objstore"
+	"github.com/writeout/writeout/internal/colwrite"
 	"github.com/writeout/writeout/internal/gen"
 	"github.com/writeout/writeout/internal/invalid"
 	"github.com/writeout/writeout/medium"
@@ -47,7 +48,7 @@ func TestOneRoot(t *testing.T) {
 		require.ErrorIs(t, err, sentinel, name)
 	}
 	f("medium", err, medium.ErrInvalid)
-	f("columns", columns.WriterOptions{ChunkRows: -1}.Validate(), columns.ErrInvalid)
+	f("columns", colwrite.Check(colwrite.Options{ChunkRows: -1}), columns.ErrInvalid)
 	_, _, err = objstore.ParseURL("file:///x")
 	f("objstore", err, objstore.ErrInvalid)
 	_, err = gen.Basic(1, -1)

@@ -435,7 +435,7 @@ func TestWriteParquetCorrupt(t *testing.T) {
 	var want bytes.Buffer
 	_, err := WriteParquet(t.Context(), &want, seg, Options{})
 	require.NoError(t, err)
-	for _, p := range seg.Parts() {
+	for _, p := range seg.Info().Parts {
 		data := slices.Clone(good)
 		data[p.Offset+p.Length/2] ^= 0x20
 		bad := filepath.Join(t.TempDir(), "bad.seg")

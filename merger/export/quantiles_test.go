@@ -18,6 +18,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/colwrite"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/merger/export"
@@ -270,7 +271,7 @@ func TestQuantilesCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	sp, err := ingest.ParseSpec([]byte(fmt.Sprintf(qSpec, "")))
 	require.NoError(t, err)
-	w, err := fixture.NewRowWriter(sp.Schema, columns.WriterOptions{Medium: medium.NewHeap()})
+	w, err := fixture.NewRowWriter(sp.Schema, colwrite.Options{Medium: medium.NewHeap()})
 	require.NoError(t, err)
 	require.NoError(t, w.AddRow(columns.Row{Time: 1, Dims: [][]string{{"a"}}, Metrics: make([]columns.Value, 3)}))
 	require.NoError(t, w.AddRow(columns.Row{Time: 2, Dims: [][]string{{"a"}}, Metrics: []columns.Value{{Long: 1}, {Sketch: badSketch{}}, {}}}))

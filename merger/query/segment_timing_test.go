@@ -38,7 +38,7 @@ func BenchmarkSegmentQuery(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	size := seg.Size()
+	size := seg.Info().Size
 	if err := seg.Close(); err != nil {
 		b.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func BenchmarkGroupedQuery(b *testing.B) {
 				denseSlots = 0
 			}
 			b.ReportAllocs()
-			b.SetBytes(seg.Size())
+			b.SetBytes(seg.Info().Size)
 			var n int
 			var sum int64
 			for b.Loop() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/colwrite"
 	"github.com/writeout/writeout/merger/internal/fixture"
 )
 
@@ -19,7 +20,7 @@ func TestRelease(t *testing.T) {
 		Dimensions: []columns.Dimension{{Name: "d"}, {Name: "r", Raw: true}},
 		Metrics:    []columns.Metric{{Name: "n", Aggregator: agg.LongSum, Field: "n"}},
 	}
-	w, err := fixture.NewRowWriter(schema, columns.WriterOptions{ChunkRows: 64, Compression: columns.CompressionZstd})
+	w, err := fixture.NewRowWriter(schema, colwrite.Options{ChunkRows: 64, Compression: columns.CompressionZstd})
 	require.NoError(t, err)
 	const rows = 1000
 	for i := range rows {
