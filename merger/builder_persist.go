@@ -73,7 +73,7 @@ func (b *Builder) Persist(ctx context.Context, dst string, opts PersistOptions) 
 	if opts.Runs {
 		out = runSchema(out)
 	}
-	return mergeSources(ctx, []source.Source{src}, []string{"builder"}, out, target{path: dst}, mo, start)
+	return mergeSources(ctx, []level{{name: "builder", rows: src.Rows(), src: src}}, out, target{path: dst}, mo, start)
 }
 
 // PersistAfter is Persist merging segments before the builder's rows: the segments' rows come
@@ -101,7 +101,6 @@ func (b *Builder) PersistAfter(ctx context.Context, before []*columns.Segment, d
 		schemas = append(schemas, in.Schema())
 		names = append(names, mo.inputNameOf(i, in))
 	}
-	mo.verifyInputs = verifier(before, names, mo.Parallelism)
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
@@ -127,5 +126,11 @@ func (b *Builder) PersistAfter(ctx context.Context, before []*columns.Segment, d
 			}
 		}
 	}
-	return mergeSources(ctx, srcs, names, out, target{path: dst}, mo, start)
+	ls := make([]level, len(srcs))
+	for i, src := range srcs {
+		// The segments' checksums are checked as Merge's inputs' are; the builder's rows have none.
+		ls[i] = level{name: names[i], rows: src.Rows(), verify: i < len(before), src: src}
+	}
+	defer func() { _ = dropLevels(ls) }()
+	return mergeSources(ctx, ls, out, target{path: dst}, mo, start)
 }

@@ -67,6 +67,25 @@
 // the one-phase output, with or without rollup: intermediate segments keep each double sum's
 // exactness tail and each first/last value's event time, so nothing is rounded twice.
 //
+// A merge in phases holds open only the group it is merging. MergeInputs opens each input
+// (an Input: a file, an object) when the merge of its group begins and closes it when that
+// merge ends, the group's checksum pass (step 0) included; an intermediate segment, once
+// written, is mapped and its descriptor closed (on Linux; elsewhere it keeps one until read).
+// So at most MaxFanIn inputs are open at once, plus a few descriptors of the merge's own (the
+// staging medium's file, the segment being written, its directory while it is synced).
+// Before the first phase MergeInputs opens every input once, one at a time, for its schema and
+// row count, so that an input that does not open or whose schema conflicts fails the merge
+// before anything is written. In one phase the inputs open once and stay open to its end.
+// Merge's inputs are the caller's, open throughout.
+//
+// With MaxFanIn 0, MergeInputs picks the fan-in from the process's limit on open files. The
+// descriptors free are the soft RLIMIT_NOFILE, less those open when the merge starts (counted
+// in /proc/self/fd on Linux; elsewhere a quarter of the limit is assumed taken), less 16 kept
+// for the merge's own files. When every input fits in them, the merge is one phase; otherwise
+// it runs in phases of as many inputs as are free (at least 2; where intermediate segments
+// keep a descriptor, fewer, so that those waiting fit too). Without a limit to read (off Unix,
+// or none set) it is one phase. Result.FanIn says what was used; the bytes are the same.
+//
 // Memory: mapped inputs (columns.Open maps a segment file) do not stay resident (the checksum
 // pass reads through the file, not the mapping). Each step
 // reads its parts of the inputs once, and the merge takes the inputs' pages out of its resident

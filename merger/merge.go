@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"time"
 
 	"github.com/spf13/afero"
@@ -95,31 +94,46 @@ func merge(ctx context.Context, inputs []*columns.Segment, dst target, opts Opti
 	if len(inputs) == 0 {
 		return res, fmt.Errorf("%w: no inputs", ErrInvalid)
 	}
-	srcs := make([]source.Source, len(inputs))
+	ls := make([]level, len(inputs))
 	schemas := make([]columns.Schema, len(inputs))
-	names := make([]string, len(inputs))
 	for i, in := range inputs {
 		if in == nil {
 			return res, fmt.Errorf("%w: input %d is nil", ErrInvalid, i)
 		}
-		srcs[i] = source.OfSegment(in)
+		ls[i] = level{name: opts.inputNameOf(i, in), rows: in.Rows(), verify: !opts.SkipChecksums, src: source.OfSegment(in)}
 		schemas[i] = in.Schema()
-		names[i] = opts.inputNameOf(i, in)
 	}
-	out, err := outputSchema(schemas, func(i int) string { return names[i] }, opts.Dimensions, opts.Rollup, opts.Granularity)
+	// The merge is over (its readers done) whether it failed or not: their chunk buffers go
+	// back to columns' pools for the next merge (mergeSources drops every level; the inputs
+	// stay open, the caller's).
+	defer func() { _ = dropLevels(ls) }()
+	out, err := outputSchemaOf(ls, schemas, &opts)
 	if err != nil {
 		return res, err
 	}
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("merger: %w", err)
 	}
-	if !opts.SkipChecksums {
-		opts.verifyInputs = verifier(inputs, names, opts.Parallelism)
+	return mergeSources(ctx, ls, out, dst, opts, start)
+}
+
+// outputSchemaOf returns the output schema of a merge of ls, whose schemas are schemas, after
+// Options.InheritRollup has set opts' Rollup and Granularity from them.
+func outputSchemaOf(ls []level, schemas []columns.Schema, opts *Options) (columns.Schema, error) {
+	if opts.InheritRollup {
+		opts.Rollup = true
+		g := schemas[0].Granularity
+		for _, sc := range schemas {
+			opts.Rollup = opts.Rollup && sc.Rollup
+			if sc.Granularity != g {
+				g = columns.GranularityNone
+			}
+		}
+		if opts.Rollup {
+			opts.Granularity = g
+		}
 	}
-	// The merge is over (its readers done) whether it failed or not: their chunk buffers go
-	// back to columns' pools for the next merge.
-	defer source.Release(srcs...)
-	return mergeSources(ctx, srcs, names, out, dst, opts, start)
+	return outputSchema(schemas, func(i int) string { return ls[i].name }, opts.Dimensions, opts.Rollup, opts.Granularity)
 }
 
 // verifier returns the pass of Options.SkipChecksums over inputs (named names in errors): the
@@ -138,9 +152,20 @@ func verifier(inputs []*columns.Segment, names []string, par int) func(context.C
 	}
 }
 
-// mergeSources runs the phases of a merge: while there are more sources than MaxFanIn,
-// consecutive groups of them merge into intermediate segments; the last phase writes dst.
-func mergeSources(ctx context.Context, srcs []source.Source, names []string, out columns.Schema, dst target, opts Options, start time.Time) (res Result, err error) {
+// mergeSources runs the phases of a merge of ls: while there are more of them than MaxFanIn,
+// consecutive groups of them merge into intermediate segments; the last phase writes dst. A
+// group is opened when its merge begins and closed when it ends (see level), and an input's
+// checksum pass (Options.SkipChecksums) runs in the phase that reads it, before that phase
+// publishes its segment. Every level, ls's and the intermediate segments', is dropped on
+// return, whatever happens.
+func mergeSources(ctx context.Context, ls []level, out columns.Schema, dst target, opts Options, start time.Time) (res Result, err error) {
+	cur := ls
+	var next []level
+	defer func() {
+		if rerr := multierr.Join(dropLevels(cur), dropLevels(next)); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
 	dir := dst.dir()
 	switch {
 	case dst.out != nil:
@@ -182,36 +207,18 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 	if trickler != nil {
 		trickles0 = trickler.Trickles()
 	}
-	for _, s := range srcs {
-		res.RowsIn += int64(s.Rows())
+	for _, l := range cur {
+		res.RowsIn += int64(l.rows)
 	}
 
+	fan := opts.MaxFanIn
 	phases := 1
-	if opts.MaxFanIn > 0 {
-		for n := len(srcs); n > opts.MaxFanIn; n = (n + opts.MaxFanIn - 1) / opts.MaxFanIn {
+	if fan > 0 {
+		for n := len(cur); n > fan; n = (n + fan - 1) / fan {
 			phases++
 		}
 	}
-	res.Phases = phases
-
-	// Intermediate segments of the phase being read, to release once read (and on failure):
-	// unnamed files, or named ones to remove (off Linux, or on Options.Fs).
-	cur := make([]level, len(srcs))
-	for i := range srcs {
-		cur[i] = level{src: srcs[i], name: names[i]}
-	}
-	release := func(ls []level) error {
-		var errs []error
-		for _, l := range ls {
-			errs = append(errs, l.release(opts.Fs))
-		}
-		return multierr.Join(errs...)
-	}
-	defer func() {
-		if rerr := release(cur); rerr != nil && err == nil {
-			err = fmt.Errorf("merger: removing intermediate segments: %w", rerr)
-		}
-	}()
+	res.Phases, res.FanIn = phases, fan
 	add := func(st phaseStats) {
 		res.Dictionaries += st.dictionaries
 		res.Rows += st.rows
@@ -222,49 +229,41 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 		res.Trickles += st.info.Trickles
 	}
 	for phase := 1; phase < phases; phase++ {
-		var next []level
 		var phaseRows, rowsBefore int64
 		for _, l := range cur {
-			phaseRows += int64(l.src.Rows())
+			phaseRows += int64(l.rows)
 		}
-		for g := 0; g < len(cur); g += opts.MaxFanIn {
-			group := cur[g:min(g+opts.MaxFanIn, len(cur))]
+		for g := 0; g < len(cur); g += fan {
+			group := cur[g:min(g+fan, len(cur))]
 			if len(group) == 1 {
 				next = append(next, group[0])
-				cur[g] = level{} // handed on: not released with this phase
+				group[0] = level{} // handed on to the next phase
 				continue
 			}
 			name := fmt.Sprintf("intermediate segment %d of phase %d", len(next), phase)
-			gs := make([]source.Source, len(group))
-			gn := make([]string, len(group))
-			for k, l := range group {
-				gs[k], gn[k] = l.src, l.name
-			}
 			gopts := opts
 			gopts.Progress = phaseProgress(opts.Progress, rowsBefore, phaseRows)
-			l, st, err := writeIntermediate(ctx, gs, gn, out, name, dir, med, &gopts, phase, phases)
+			l, st, err := mergeGroup(ctx, group, out, name, dir, med, &gopts, phase, phases)
 			rowsBefore += st.rowsIn
 			if err != nil {
-				_ = release(next)
 				return res, err
 			}
-			add(st)
 			next = append(next, l)
+			add(st)
+			if err := dropLevels(group); err != nil {
+				return res, err
+			}
 		}
-		if err := release(cur); err != nil {
-			_ = release(next)
-			cur = nil
-			return res, fmt.Errorf("merger: removing intermediate segments: %w", err)
-		}
-		cur = next
+		cur, next = next, nil
 	}
-	ls := make([]source.Source, len(cur))
-	ln := make([]string, len(cur))
-	for k, l := range cur {
-		ls[k], ln[k] = l.src, l.name
+	if err := acquireLevels(ctx, cur); err != nil {
+		return res, err
 	}
+	srcs, names := sourcesOf(cur)
+	fopts := opts
+	fopts.verifyInputs = verifierOf(cur, opts.Parallelism)
 	pub := columns.PublishOptions{Fs: opts.Fs, Durability: opts.Durability, Replace: opts.Replace}
-	st, err := runCore(ctx, ls, ln, out, dst, med, pub, &opts, phases, phases)
+	st, err := runCore(ctx, srcs, names, out, dst, med, pub, &fopts, phases, phases)
 	if err != nil {
 		return res, err
 	}
@@ -272,6 +271,7 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 	res.RowsOut = st.rowsOut
 	res.Bytes = st.info.Size
 	res.Info = st.info
+	res.Rollup, res.Granularity = out.Rollup, out.Granularity
 	if syncer != nil {
 		res.Syncs += int(syncer.Syncs() - syncs0)
 	}
@@ -280,6 +280,29 @@ func mergeSources(ctx context.Context, srcs []source.Source, names []string, out
 	}
 	res.Total = time.Since(start)
 	return res, nil
+}
+
+// mergeGroup opens the levels of group, merges them into an intermediate segment (returned
+// closed, see writeIntermediate) and runs the checksum pass of the group's inputs before the
+// segment is handed on; the group stays open, for the caller to drop.
+func mergeGroup(ctx context.Context, group []level, out columns.Schema, name, dir string, med medium.Medium,
+	opts *Options, phase, phases int) (level, phaseStats, error) {
+	if err := acquireLevels(ctx, group); err != nil {
+		return level{}, phaseStats{}, err
+	}
+	srcs, names := sourcesOf(group)
+	l, st, err := writeIntermediate(ctx, srcs, names, out, name, dir, med, opts, phase, phases)
+	if err != nil {
+		return level{}, st, err
+	}
+	if verify := verifierOf(group, opts.Parallelism); verify != nil {
+		t0 := time.Now()
+		if err := verify(ctx); err != nil {
+			return level{}, st, multierr.Join(err, l.drop())
+		}
+		st.publish += time.Since(t0)
+	}
+	return l, st, nil
 }
 
 // phaseProgress adapts the Progress of one group's merge to the phase holding it: rows count
@@ -300,121 +323,6 @@ func phaseProgress(progress func(Progress), rowsBefore, phaseRows int64) func(Pr
 // the heap stays small. At 8 MiB the peers' 3,000,000-row merge peaked at 21 MiB of Go heap
 // and 97 MiB of RSS; at 4 MiB, at 14 and 85, in the same time.
 const defaultBufferBudget = 4 << 20
-
-// level is one source of a phase: an input, or an intermediate segment to release once read
-// (and on failure).
-type level struct {
-	src  source.Source
-	name string
-	seg  *columns.Segment // an intermediate segment, to close
-	file afero.File       // the file seg reads, to close (on Options.Fs)
-	path string           // the intermediate segment's name, to remove ("" when unnamed)
-}
-
-// release closes an intermediate segment and removes its file (on fsys, nil meaning the OS).
-// An input is left alone.
-func (l level) release(fsys afero.Fs) error {
-	var errs []error
-	if l.seg != nil {
-		errs = append(errs, l.seg.Close())
-	}
-	if l.file != nil {
-		errs = append(errs, l.file.Close())
-	}
-	if l.path != "" {
-		if err := remove(fsys, l.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	return multierr.Join(errs...)
-}
-
-// writeIntermediate merges one group of sources into an intermediate segment in dir and opens
-// it. The segment is never synced (of no use after a crash) but paced like the output. On
-// failure nothing of it is left.
-func writeIntermediate(ctx context.Context, srcs []source.Source, names []string, out columns.Schema, name, dir string, med medium.Medium,
-	opts *Options, phase, phases int) (level, phaseStats, error) {
-	pub := columns.PublishOptions{Durability: medium.Durability{Sync: medium.SyncNone, TrickleBytes: opts.Durability.TrickleBytes}}
-	if opts.Fs != nil {
-		return writeIntermediateFs(ctx, srcs, names, out, name, dir, med, pub, opts, phase, phases)
-	}
-	file, path, err := createIntermediate(dir)
-	if err != nil {
-		return level{}, phaseStats{}, err
-	}
-	pub.File = file
-	st, err := runCore(ctx, srcs, names, out, target{path: name}, med, pub, opts, phase, phases)
-	if err != nil {
-		_ = file.Close()
-		if path != "" {
-			_ = os.Remove(path)
-		}
-		return level{}, st, err
-	}
-	seg, err := columns.OpenFile(file, name) // closes file, whatever happens
-	if err != nil {
-		if path != "" {
-			_ = os.Remove(path)
-		}
-		return level{}, st, fmt.Errorf("merger: open %s: %w", name, err)
-	}
-	return level{src: source.OfSegment(seg), name: name, seg: seg, path: path}, st, nil
-}
-
-// writeIntermediateFs is writeIntermediate on Options.Fs, where a file cannot be unnamed: the
-// segment is published (never synced) under a fresh name of IntermediatePattern in dir,
-// reserved first by creating it empty, then read back through the Fs.
-func writeIntermediateFs(ctx context.Context, srcs []source.Source, names []string, out columns.Schema, name, dir string, med medium.Medium,
-	pub columns.PublishOptions, opts *Options, phase, phases int) (l level, st phaseStats, err error) {
-	fsys := opts.Fs
-	f, err := afero.TempFile(fsys, dir, IntermediatePattern)
-	if err != nil {
-		return level{}, st, fmt.Errorf("merger: %s: %w", name, err)
-	}
-	path := f.Name()
-	defer func() {
-		if err != nil {
-			if rerr := fsys.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-				err = multierr.Join(err, fmt.Errorf("merger: remove %s: %w", path, rerr))
-			}
-		}
-	}()
-	if err := f.Close(); err != nil {
-		return level{}, st, fmt.Errorf("merger: %s: close %s: %w", name, path, err)
-	}
-	pub.Fs, pub.Replace = fsys, true // over the reserved empty file
-	st, err = runCore(ctx, srcs, names, out, target{path: path}, med, pub, opts, phase, phases)
-	if err != nil {
-		return level{}, st, err
-	}
-	rf, err := fsys.Open(path)
-	if err != nil {
-		return level{}, st, fmt.Errorf("merger: open %s: %w", name, err)
-	}
-	fi, err := rf.Stat()
-	var seg *columns.Segment
-	if err == nil {
-		seg, err = columns.NewSegment(&lockedReaderAt{r: rf}, fi.Size())
-	}
-	if err != nil {
-		return level{}, st, multierr.Join(fmt.Errorf("merger: open %s (%s): %w", name, path, err), rf.Close())
-	}
-	return level{src: source.OfSegment(seg), name: name, seg: seg, file: rf, path: path}, st, nil
-}
-
-// lockedReaderAt serializes ReadAt calls: the files of an afero.Fs need not allow concurrent
-// ones (afero's MemMapFs moves a shared offset), and a merge reads its sources from several
-// goroutines.
-type lockedReaderAt struct {
-	mu sync.Mutex
-	r  io.ReaderAt
-}
-
-func (l *lockedReaderAt) ReadAt(p []byte, off int64) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r.ReadAt(p, off)
-}
 
 // lstat describes name without following a final symbolic link where fsys (nil: the OS) can.
 func lstat(fsys afero.Fs, name string) (fs.FileInfo, error) {

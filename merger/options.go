@@ -71,6 +71,10 @@ type Options struct {
 	// Granularity truncates every row's time (as Druid's query granularity does, with or
 	// without rollup); with Rollup, rows in one bucket with equal dimensions combine.
 	Granularity columns.Granularity
+	// InheritRollup takes Rollup from the inputs, in place of the field's value: true when
+	// every input is rolled up, and Granularity then too, the inputs' when they share one,
+	// else columns.GranularityNone. Result.Rollup and Result.Granularity say what merged.
+	InheritRollup bool
 
 	// Dimensions is the output's dimension order. Nil means the union of the inputs'
 	// dimensions, in the order first seen (input 0's order, then dimensions only later inputs
@@ -84,7 +88,8 @@ type Options struct {
 	// MaxFanIn is the largest number of inputs merged in one phase; more inputs merge in
 	// phases through intermediate segments written in dst's directory (unnamed files, see
 	// IntermediatePattern) and released as soon as the next phase has read them. 0 means no
-	// limit; 1 is invalid.
+	// limit for Merge; for MergeInputs, one picked so that a phase fits the process's limit
+	// on open files (see the package documentation). 1 is invalid.
 	MaxFanIn int
 	// Parallelism is the number of goroutines that write columns, merge dictionaries and
 	// rebuild bitmaps at once; 0 means GOMAXPROCS.
@@ -154,6 +159,12 @@ type Result struct {
 	// intermediate segments.
 	BytesWritten int64
 	Phases       int // 1, or more with MaxFanIn
+	// FanIn is the most inputs a phase merged at once: MaxFanIn, or the one MergeInputs
+	// picked for the descriptor limit; 0 when nothing bounded it.
+	FanIn int
+	// Rollup and Granularity are the output's (see Options.InheritRollup).
+	Rollup      bool
+	Granularity columns.Granularity
 	// Syncs counts the fdatasync and fsync calls made publishing the output, and those that
 	// paced writeback where sync_file_range is missing (Durability.TrickleBytes), the staging
 	// medium's included (the default one, or a Medium with a Syncs() int64 method).

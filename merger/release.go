@@ -22,13 +22,13 @@ const releaseBitmapRows = 1 << 20
 // bitmaps. Released between and within those steps, the mapped inputs count in the merge's
 // RSS by what it read since the last release, not by their whole size (46 MiB for the peers'
 // 3,000,000 rows). The bytes stay in the page cache; what is read again faults back in.
-// Builder sources and segments read with ReadAt have no mapping and are skipped.
+// Builder sources and segments read with ReadAt have no mapping and are skipped, but for the
+// intermediate segments of a merge in phases, read with ReadAt over a mapping of the merge's
+// own (see source.OfSegmentPages).
 func releaseInputs(srcs []source.Source, names []string) error {
 	for i, s := range srcs {
-		if seg := source.SegmentOf(s); seg != nil {
-			if err := seg.ReleasePages(); err != nil {
-				return fmt.Errorf("merger: %s: %w", names[i], err)
-			}
+		if err := source.ReleasePages(s); err != nil {
+			return fmt.Errorf("merger: %s: %w", names[i], err)
 		}
 	}
 	return nil

@@ -64,7 +64,11 @@ With --rollup, rows with the same time truncated to --granularity and the same d
 combine through each metric's aggregator; --granularity alone truncates times. Without either
 flag, the output rolls up when every input is rolled up, at the inputs' granularity when they
 share one (--rollup=false turns that off). --max-fan-in N
-merges at most N inputs at once, in phases through intermediate segments next to --out.
+merges at most N inputs at once, in phases through intermediate segments next to --out; a
+phase opens only the inputs it merges, so about N files are open at once. Without it, a merge
+of more inputs than the open-file limit allows (ulimit -n, less the files open and 16 kept for
+the merge) merges as many at a time as fit, in phases, instead of failing; the output is the
+same either way.
 Before merging, the CRC-32C of every input part is checked (one read of the inputs): a
 damaged input fails the merge, naming the file, column and part, and no output is written.
 --verify-inputs also checks every structural invariant of every input first (decoding it all).
@@ -100,7 +104,7 @@ progress bar also counts the bytes fetched and uploaded.`,
 	fl.StringVar(&f.trickle, "trickle", "8MiB", "pace writeback every SIZE bytes written (0: off)")
 	fl.BoolVar(&f.rollup, "rollup", false, "combine rows with equal truncated time and dimensions")
 	fl.StringVar(&f.granularity, "granularity", "none", "time granularity: none, second, minute, hour or day")
-	fl.IntVar(&f.maxFanIn, "max-fan-in", 0, "inputs merged per phase (0: all at once)")
+	fl.IntVar(&f.maxFanIn, "max-fan-in", 0, "inputs merged (and open) per phase (0: all at once, or as many as the open-file limit allows)")
 	fl.StringVar(&f.dimensions, "dimensions", "", "output dimensions, comma-separated (default: the union of the inputs')")
 	fl.IntVar(&f.parallelism, "parallelism", 0, "goroutines writing columns (0: one per CPU)")
 	fl.BoolVar(&f.replace, "replace", false, "replace an existing output")
@@ -144,25 +148,15 @@ type mergeResult struct {
 }
 
 // mergeFiles merges the segment files inputs into dst; inputs and dst may be s3:// objects.
+// The merge opens each input only while it reads it (merger.MergeInputs).
 func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSettings) (res mergeResult, err error) {
-	segs := make([]*columns.Segment, 0, len(inputs))
-	var closers []func() error
-	defer func() {
-		for _, c := range closers {
-			err = errors.Join(err, c())
-		}
-	}()
 	s3 := s.s3
 	if s3 == nil {
 		s3 = &s3Flags{}
 	}
-	for _, p := range inputs {
-		sg, closeSeg, err := openInput(ctx, p, s3)
-		if err != nil {
-			return res, err
-		}
-		segs = append(segs, sg)
-		closers = append(closers, closeSeg)
+	ins := make([]merger.Input, len(inputs))
+	for i, p := range inputs {
+		ins[i] = mergeInput{path: p, s3: s3}
 	}
 	var up *objstore.Upload
 	if objstore.IsURL(dst) {
@@ -170,7 +164,8 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 			return res, err
 		}
 	} else {
-		// The output's directory is made only now that the inputs open, and unmade if the merge fails.
+		// The output's directory is made now, and unmade if the merge fails (an input that
+		// does not open included).
 		undo, uerr := makeOutputDir(filepath.Dir(dst), s.durability)
 		if uerr != nil {
 			return res, uerr
@@ -195,45 +190,45 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 		}
 		defer func() { err = errors.Join(err, med.Close()) }()
 	}
-	if s.inherit && len(segs) > 0 {
-		s.rollup = true
-		g := segs[0].Schema().Granularity
-		for _, sg := range segs {
-			sc := sg.Schema()
-			s.rollup = s.rollup && sc.Rollup
-			if sc.Granularity != g {
-				g = columns.GranularityNone
-			}
-		}
-		if s.rollup {
-			s.granularity = g
-		}
-	}
 	opts := merger.Options{
-		Medium:      med,
-		Durability:  s.durability,
-		Replace:     s.replace,
-		Rollup:      s.rollup,
-		Granularity: s.granularity,
-		Dimensions:  s.dimensions,
-		InputNames:  inputs,
-		MaxFanIn:    s.maxFanIn,
-		Parallelism: s.parallelism,
-		Progress:    s.progress,
+		Medium:        med,
+		Durability:    s.durability,
+		Replace:       s.replace,
+		Rollup:        s.rollup,
+		Granularity:   s.granularity,
+		InheritRollup: s.inherit,
+		Dimensions:    s.dimensions,
+		InputNames:    inputs,
+		MaxFanIn:      s.maxFanIn,
+		Parallelism:   s.parallelism,
+		Progress:      s.progress,
 
 		SkipChecksums: s.skipChecksums,
 	}
 	var r merger.Result
 	if up != nil {
-		r, err = merger.MergeTo(ctx, segs, up, opts)
+		r, err = merger.MergeInputsTo(ctx, ins, up, opts)
 	} else {
-		r, err = merger.Merge(ctx, segs, dst, opts)
+		r, err = merger.MergeInputs(ctx, ins, dst, opts)
 	}
 	if err != nil {
 		return res, fmt.Errorf("merge into %s: %w", dst, err)
 	}
 	return mergeResult{Result: r, rowsIn: r.RowsIn, rowsOut: r.RowsOut, bytes: r.Bytes, interval: r.Info.Interval,
-		rollup: s.rollup, granularity: s.granularity}, nil
+		rollup: r.Rollup, granularity: r.Granularity}, nil
+}
+
+// mergeInput is an input of mergeFiles, opened by the merge when it reads it: a segment file,
+// or with an s3:// path an object.
+type mergeInput struct {
+	path string
+	s3   *s3Flags
+}
+
+func (m mergeInput) Name() string { return m.path }
+
+func (m mergeInput) Open(ctx context.Context) (*columns.Segment, func() error, error) {
+	return openInput(ctx, m.path, m.s3)
 }
 
 // openSegment opens a segment file (mapped where the platform allows). The close function
@@ -330,8 +325,15 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 		out := cmd.OutOrStdout()
 		fmt.Fprintf(out, "merged %d segment(s), %d rows, into %s: %d rows, %s, %s\n",
 			len(inputs), res.rowsIn, f.out, res.rowsOut, humanBytes(res.bytes), res.interval)
-		fmt.Fprintf(out, "medium %s, durability %s, rollup %v (granularity %s), %d phase(s), %d sync(s)\n",
-			f.medium, f.durability, res.rollup, res.granularity, res.Phases, res.Syncs)
+		phases := fmt.Sprintf("%d phase(s)", res.Phases)
+		if res.Phases > 1 {
+			phases += fmt.Sprintf(" of up to %d inputs", res.FanIn)
+			if f.maxFanIn == 0 {
+				phases += " (fan-in picked for the open-file limit)"
+			}
+		}
+		fmt.Fprintf(out, "medium %s, durability %s, rollup %v (granularity %s), %s, %d sync(s)\n",
+			f.medium, f.durability, res.rollup, res.granularity, phases, res.Syncs)
 		if dur.TrickleBytes > 0 {
 			fmt.Fprintf(out, "trickle every %s: %d sync_file_range call(s)\n", humanBytes(dur.TrickleBytes), res.Trickles)
 		}

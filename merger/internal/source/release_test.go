@@ -64,3 +64,26 @@ func TestRelease(t *testing.T) {
 	require.Contains(t, before, "999 2997 ")
 	Release(src) // again: nothing left to release
 }
+
+// TestReleasePages: a segment source's pages go through the segment (nothing to do for one
+// read with ReadAt), or through the function given to OfSegmentPages; other sources have none.
+func TestReleasePages(t *testing.T) {
+	w, err := fixture.NewRowWriter(columns.Schema{Dimensions: []columns.Dimension{{Name: "d"}}}, colwrite.Options{})
+	require.NoError(t, err)
+	require.NoError(t, w.AddRow(columns.Row{Time: 1, Dims: [][]string{{"x"}}}))
+	var buf bytes.Buffer
+	_, err = w.FinishTo(&buf)
+	require.NoError(t, err)
+	seg, err := columns.NewSegment(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, seg.Close()) }()
+
+	require.NoError(t, ReleasePages(OfSegment(seg)))
+	calls := 0
+	src := OfSegmentPages(seg, func() error { calls++; return nil })
+	require.NoError(t, ReleasePages(src))
+	require.NoError(t, ReleasePages(src))
+	require.Equal(t, 2, calls)
+	require.Same(t, seg, SegmentOf(src))
+	require.NoError(t, ReleasePages(nil))
+}

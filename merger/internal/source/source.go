@@ -123,6 +123,28 @@ type SketchMerger interface {
 // Release gives them back.
 func OfSegment(seg *columns.Segment) Source { return &segSource{seg: seg} }
 
+// OfSegmentPages is OfSegment for a segment read with ReadAt over a mapping its caller made (a
+// merge's intermediate segment, whose file is mapped and closed so that it holds no
+// descriptor): columns.Segment.ReleasePages cannot reach that mapping, so ReleasePages calls
+// release instead.
+func OfSegmentPages(seg *columns.Segment, release func() error) Source {
+	return &segSource{seg: seg, releasePages: release}
+}
+
+// ReleasePages takes the pages of the mapping src reads out of the process's resident set:
+// columns.Segment.ReleasePages, or the function given to OfSegmentPages. Other sources (a
+// Builder's rows) have none; for them it does nothing.
+func ReleasePages(src Source) error {
+	s, ok := src.(*segSource)
+	if !ok {
+		return nil
+	}
+	if s.releasePages != nil {
+		return s.releasePages()
+	}
+	return s.seg.ReleasePages()
+}
+
 // SegmentOf returns the segment src reads, or nil when src is no segment (a Builder's rows).
 func SegmentOf(src Source) *columns.Segment {
 	if s, ok := src.(*segSource); ok {
@@ -176,10 +198,11 @@ type releaser interface{ Release() }
 // segSource reads a columns.Segment and remembers the cursors it hands out and the id maps
 // made for its dimensions, for Release.
 type segSource struct {
-	seg     *columns.Segment
-	mu      sync.Mutex // readers are taken from several goroutines
-	readers []releaser
-	idMaps  [][]uint32
+	seg          *columns.Segment
+	releasePages func() error // nil: seg.ReleasePages
+	mu           sync.Mutex   // readers are taken from several goroutines
+	readers      []releaser
+	idMaps       [][]uint32
 }
 
 // track remembers r for Release and returns it.
