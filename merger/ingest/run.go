@@ -94,7 +94,8 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 		return res, err
 	}
 	if r.med == nil {
-		tm, err := tmpfile.New(tmpfile.Options{Dir: opts.TmpDir, Durability: opts.Durability})
+		tm, err := tmpfile.New(tmpfile.Options{Dir: opts.TmpDir, Durability: opts.Durability,
+			BufferBudget: StagingBudget(opts.MemoryLimit)})
 		if err != nil {
 			return res, fmt.Errorf("ingest: staging medium: %w", err)
 		}
@@ -158,9 +159,9 @@ type runner struct {
 	med    medium.Medium
 	b      *merger.Builder
 	res    Result
-	runDir string   // created on the first run
-	runs   []string // runs of the current segment
-	limit  int64    // MemoryLimit of one Builder (half the option's); negative for none
+	runDir string    // created on the first run
+	runs   []runFile // runs of the current segment
+	limit  int64     // MemoryLimit of one Builder (half the option's); negative for none
 	// Background persists: pend is the run being persisted, if any; spare is a Builder whose
 	// rows have been persisted, emptied, to take rows after r.b.
 	pend  *pendingRun
