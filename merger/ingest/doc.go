@@ -46,7 +46,8 @@
 // straight to the output, several runs are merged into it with the rows still in memory, at
 // most Options.MaxFanIn at once and no more than MemoryLimit has room for (each run counted by
 // what a merge holds for it: its dictionaries' id maps and a chunk of each column), in phases
-// when there are more. Options.RowsPerSegment splits the output into numbered segments. Outputs are staged
+// when there are more. Input.Rows takes rows already made (a generator's) through the same
+// path. Options.RowsPerSegment splits the output into numbered segments. Outputs are staged
 // and put in place together once the whole ingest succeeded (Options.Replace): on failure or
 // cancellation nothing is left behind, and existing outputs are as they were.
 //

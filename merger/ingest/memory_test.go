@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,6 +105,95 @@ func TestRunGoldenBytes(t *testing.T) {
 			})
 		}
 	}
+}
+
+// basicRowReader reads the rows of gen.Basic as Input.Rows, mapped to the basic spec: the
+// String columns are its dimensions, in order; each aggregator reads its Source column.
+type basicRowReader struct {
+	g       gen.Generator
+	src     gen.Row
+	dimSlot []int
+	metrics []gen.Column // of the aggregators' sources; Kind 0 for count
+	fail    int          // when positive, the row that fails (1 the first)
+	n       int
+}
+
+func newBasicRowReader(t testing.TB, sp *Spec) *basicRowReader {
+	t.Helper()
+	g, err := gen.Basic(gen.BasicSeed, basicRows)
+	require.NoError(t, err)
+	r := &basicRowReader{g: g}
+	byName := map[string]gen.Column{}
+	for _, c := range g.Schema() {
+		byName[c.Name] = c
+	}
+	for _, d := range sp.Schema.Dimensions {
+		c, ok := byName[d.Name]
+		require.True(t, ok, d.Name)
+		r.dimSlot = append(r.dimSlot, c.Slot)
+	}
+	for _, m := range sp.Schema.Metrics {
+		r.metrics = append(r.metrics, byName[m.Field]) // count: no field, the zero Column
+	}
+	return r
+}
+
+var errRowSource = errors.New("row source broke")
+
+func (r *basicRowReader) ReadRow(row *columns.Row) error {
+	r.n++
+	if r.n == r.fail {
+		return errRowSource
+	}
+	if !r.g.Next(&r.src) {
+		return io.EOF
+	}
+	row.Time = r.src.Time
+	for i, slot := range r.dimSlot {
+		row.Dims[i] = append(row.Dims[i][:0], r.src.Strings[slot].Values...)
+	}
+	for i, c := range r.metrics {
+		v := columns.Value{}
+		switch c.Kind {
+		case 0:
+			v.Long = 1
+		case gen.Long:
+			v.Long = r.src.Longs[c.Slot]
+		case gen.Double:
+			v.Double = r.src.Doubles[c.Slot]
+		case gen.String, gen.Time, gen.Sketch: // hyperUnique over a dimension: the Builder sketches it
+		}
+		row.Metrics[i] = v
+	}
+	return nil
+}
+
+// Rows given as Input.Rows are ingested as the same rows parsed from a file are: the bytes of
+// the CSV's ingestion, spilled or not. An error of the row source fails the run, naming the
+// input, and leaves nothing.
+func TestRunRowsInput(t *testing.T) {
+	sp := basicSpec(t, false)
+	for _, o := range []Options{{MemoryLimit: -1, MaxRowsInMemory: 1 << 30}, {MaxRowsInMemory: 2500}} {
+		dir := t.TempDir()
+		o.Out, o.Durability = filepath.Join(dir, "rows.seg"), noSync
+		res, err := Run(context.Background(), sp, []Input{{Name: "generated", Rows: newBasicRowReader(t, sp)}}, o)
+		require.NoError(t, err)
+		require.Equal(t, int64(basicRows), res.InputRows)
+		require.Equal(t, goldenBasic, fileSHA(t, o.Out))
+		require.Equal(t, o.MaxRowsInMemory < basicRows, res.Runs() > 0)
+	}
+
+	dir := t.TempDir()
+	rr := newBasicRowReader(t, sp)
+	rr.fail = 7000
+	_, err := Run(context.Background(), sp, []Input{{Name: "generated", Rows: rr}},
+		Options{Out: filepath.Join(dir, "x.seg"), Durability: noSync, MaxRowsInMemory: 1000})
+	require.ErrorIs(t, err, errRowSource)
+	require.ErrorContains(t, err, "generated: row source broke")
+	require.Empty(t, dirNames(t, dir))
+
+	_, err = Run(context.Background(), sp, []Input{{Name: "nothing"}}, Options{Out: filepath.Join(dir, "x.seg")})
+	require.ErrorIs(t, err, ErrInvalid)
 }
 
 // A merge of runs opens no more runs than MemoryLimit has room for beside the Builder's rows,
