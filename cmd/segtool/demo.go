@@ -18,7 +18,7 @@ import (
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/gen"
 	"github.com/writeout/writeout/medium"
-	"github.com/writeout/writeout/merger"
+	"github.com/writeout/writeout/merger/ingest"
 	"github.com/writeout/writeout/merger/query"
 	"github.com/writeout/writeout/merger/query/filter"
 )
@@ -134,13 +134,13 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) (err error) {
 	var inBytes int64
 	for k := range f.segments {
 		p := filepath.Join(inDir, fmt.Sprintf("basic-%04d.seg", k))
-		info, err := genSegment(ctx, p, "basic", gen.BasicSeed+int64(k), f.rows, 0, false, columns.GranularityNone,
-			merger.PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
+		seg, err := genSegment(ctx, p, "basic", gen.BasicSeed+int64(k), f.rows, 0, false, columns.GranularityNone,
+			ingest.Options{Durability: medium.Durability{Sync: medium.SyncNone}, MemoryLimit: genMemoryLimit})
 		if err != nil {
 			return err
 		}
 		inputs = append(inputs, p)
-		inBytes += info.Size
+		inBytes += seg.Bytes
 	}
 	fmt.Fprintf(out, "generated %d segments x %d rows of the basic schema (seeds %d..%d), %s, in %s\n",
 		f.segments, f.rows, gen.BasicSeed, gen.BasicSeed+f.segments-1, humanBytes(inBytes), humanDuration(time.Since(start)))

@@ -23,7 +23,7 @@ import (
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/gen"
 	"github.com/writeout/writeout/medium"
-	"github.com/writeout/writeout/merger"
+	"github.com/writeout/writeout/merger/ingest"
 )
 
 // segtool runs segtool in this process and returns its exit status, stdout and stderr.
@@ -52,7 +52,7 @@ var bigInputs = sync.OnceValues(func() ([]string, error) {
 	for k := range 5 {
 		p := filepath.Join(dir, fmt.Sprintf("basic-%04d.seg", k))
 		if _, err := genSegment(context.Background(), p, "basic", gen.BasicSeed+int64(k), 80000, 0, false,
-			columns.GranularityNone, merger.PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}}); err != nil {
+			columns.GranularityNone, ingest.Options{Durability: medium.Durability{Sync: medium.SyncNone}}); err != nil {
 			return nil, err
 		}
 		paths = append(paths, p)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,7 +16,6 @@ import (
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/gen"
 	"github.com/writeout/writeout/internal/multierr"
-	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/merger/ingest"
 )
 
@@ -32,6 +32,7 @@ type genFlags struct {
 	replace     bool
 	medium      string
 	durability  string
+	memory      memoryFlags
 }
 
 func newGenCmd() *cobra.Command {
@@ -48,11 +49,14 @@ uses seed S+k, so the same flags give the same files. The schemas:
   wide   a 25-column table in the shape of Apache Pinot's segment-creation benchmark, with raw
          payload columns of --payload-len bytes
 
-Files are named DIR/SCHEMA-K.seg (basic-0000.seg, ...). --format csv or ndjson writes the
-generated rows as text instead (DIR/basic-0000.csv, ...) together with DIR/SCHEMA-spec.json, an
-ingestion spec that turns them into the same segments: 'segtool ingest --spec
-DIR/basic-spec.json --out x.seg DIR/basic-0000.csv'. A null element of a multi-value cell becomes
-the empty string (a segment has no null inside a list), in segments and text alike.`,
+Files are named DIR/SCHEMA-K.seg (basic-0000.seg, ...). Rows stream into a segment as an
+ingest's do: in memory up to --max-bytes-in-memory, then written as intermediate segments in a
+temp directory in DIR and merged at the end, so that what gen holds does not grow with --rows.
+--format csv or ndjson writes the generated rows as text instead (DIR/basic-0000.csv, ...)
+together with DIR/SCHEMA-spec.json, an ingestion spec that turns them into the same segments:
+'segtool ingest --spec DIR/basic-spec.json --out x.seg DIR/basic-0000.csv'. A null element of
+a multi-value cell becomes the empty string (a segment has no null inside a list), in segments
+and text alike.`,
 		Example: `  segtool gen --schema basic --rows 75000 --segments 5 --seed 9999 --out data
   segtool gen --schema basic --rows 100000 --format csv --out csv`,
 		Args: usageArgs(cobra.NoArgs),
@@ -86,10 +90,15 @@ the empty string (a segment has no null inside a list), in segments and text ali
 	fl.BoolVar(&f.rollup, "rollup", false, "segments: roll rows up (same truncated time and dimensions)")
 	fl.StringVar(&f.granularity, "granularity", "none", "segments: time granularity (none, second, minute, hour, day)")
 	fl.BoolVar(&f.replace, "replace", false, "replace existing files")
-	fl.StringVar(&f.medium, "medium", "heap", "staging medium: heap, offheap, tmpfile or mmapfile")
+	fl.StringVar(&f.medium, "medium", "tmpfile", "staging medium: heap, offheap, tmpfile or mmapfile")
 	fl.StringVar(&f.durability, "durability", "output", "none, output or all")
+	addMemoryFlags(cmd, &f.memory, genMemoryLimit)
 	return cmd
 }
+
+// genMemoryLimit is gen's default --max-bytes-in-memory: the rows held in memory while a
+// segment is generated (ingest.Options.MemoryLimit).
+const genMemoryLimit = 24 << 20
 
 // newGenerator returns the generator of one segment.
 func newGenerator(schema string, seed int64, rows, payloadLen int) (gen.Generator, error) {
@@ -173,6 +182,21 @@ func (m *genMapping) convert(src *gen.Row, r *columns.Row) {
 	}
 }
 
+// genRows is a generator's rows as ingestion reads them (ingest.RowReader).
+type genRows struct {
+	g   gen.Generator
+	m   *genMapping
+	src gen.Row
+}
+
+func (r *genRows) ReadRow(row *columns.Row) error {
+	if !r.g.Next(&r.src) {
+		return io.EOF
+	}
+	r.m.convert(&r.src, row)
+	return nil
+}
+
 // specJSON returns the ingestion spec of the generator's CSV or NDJSON output.
 func (m *genMapping) specJSON() ([]byte, error) {
 	sp := ingest.NewSpec(m.schema)
@@ -199,6 +223,9 @@ func runGen(ctx context.Context, f genFlags) (sums []genSummary, err error) {
 	gran, err := columns.ParseGranularity(f.granularity)
 	if err != nil {
 		return nil, usageError{err}
+	}
+	if err := f.memory.check(); err != nil {
+		return nil, err
 	}
 	dur, err := parseDurability(f.durability)
 	if err != nil {
@@ -267,55 +294,42 @@ func runGen(ctx context.Context, f genFlags) (sums []genSummary, err error) {
 		}
 		return sums, nil
 	}
-	med, err := openMedium(f.medium, f.out, dur)
+	defer f.memory.apply()()
+	med, err := openIngestMedium(f.medium, f.out, dur, f.memory.maxBytes)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = multierr.Join(err, med.Close()) }()
 	for k := range f.segments {
-		info, err := genSegment(ctx, name(k), f.schema, f.seed+int64(k), f.rows, f.payloadLen, f.rollup, gran,
-			merger.PersistOptions{Medium: med, Durability: dur, Replace: f.replace})
+		seg, err := genSegment(ctx, name(k), f.schema, f.seed+int64(k), f.rows, f.payloadLen, f.rollup, gran,
+			ingest.Options{Medium: med, Durability: dur, Replace: f.replace, MemoryLimit: f.memory.maxBytes})
 		if err != nil {
 			return sums, err
 		}
-		sums = append(sums, genSummary{path: name(k), rows: info.Rows, size: info.Size, interval: info.Interval})
+		sums = append(sums, genSummary{path: name(k), rows: int(seg.Rows), size: seg.Bytes, interval: seg.Interval})
 	}
 	return sums, nil
 }
 
-// genSegment writes one generated segment through a merger.Builder.
+// genSegment writes one generated segment at dst: the generator's rows are ingested
+// (ingest.Run with opts, whose Out is dst), held in memory only up to opts.MemoryLimit.
 func genSegment(ctx context.Context, dst, schema string, seed int64, rows, payloadLen int, rollup bool,
-	gran columns.Granularity, po merger.PersistOptions) (columns.Info, error) {
+	gran columns.Granularity, opts ingest.Options) (ingest.Segment, error) {
 	g, err := newGenerator(schema, seed, rows, payloadLen)
 	if err != nil {
-		return columns.Info{}, err
+		return ingest.Segment{}, err
 	}
 	m, err := newGenMapping(g, rollup, gran)
 	if err != nil {
-		return columns.Info{}, err
+		return ingest.Segment{}, err
 	}
-	b, err := merger.NewBuilder(m.schema, merger.BuilderOptions{})
+	opts.Out = dst
+	res, err := ingest.Run(ctx, ingest.NewSpec(m.schema),
+		[]ingest.Input{{Name: fmt.Sprintf("%s rows of seed %d", schema, seed), Rows: &genRows{g: g, m: m}}}, opts)
 	if err != nil {
-		return columns.Info{}, err
+		return ingest.Segment{}, fmt.Errorf("%s: %w", dst, err)
 	}
-	var src gen.Row
-	r := columns.Row{Dims: make([][]string, len(m.schema.Dimensions)), Metrics: make([]columns.Value, len(m.schema.Metrics))}
-	for n := 0; g.Next(&src); n++ {
-		if n&8191 == 0 {
-			if err := ctx.Err(); err != nil {
-				return columns.Info{}, err
-			}
-		}
-		m.convert(&src, &r)
-		if err := b.Add(r); err != nil {
-			return columns.Info{}, fmt.Errorf("%s: %w", dst, err)
-		}
-	}
-	res, err := b.Persist(ctx, dst, po)
-	if err != nil {
-		return columns.Info{}, fmt.Errorf("%s: %w", dst, err)
-	}
-	return res.Info, nil
+	return res.Segments[0], nil
 }
 
 func writeText(path, format string, g gen.Generator) (err error) {

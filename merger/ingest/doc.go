@@ -42,9 +42,12 @@
 // Run drives an ingestion: rows go into a Builder (which interns dimension values, rolls rows
 // up as they arrive when the schema says so, and sums doubles exactly), which is persisted as
 // a run in a temp directory when it holds Options.MaxRowsInMemory rows or its memory estimate
-// (Builder.MemBytes) passes Options.MemoryLimit; at the end a single run's rows go straight to
-// the output, several runs are merged into it with merger.Merge, at most Options.MaxFanIn at
-// once. Options.RowsPerSegment splits the output into numbered segments. Outputs are staged
+// (Builder.MemBytes) passes half of Options.MemoryLimit; at the end a single run's rows go
+// straight to the output, several runs are merged into it with the rows still in memory, at
+// most Options.MaxFanIn at once and no more than MemoryLimit has room for (each run counted by
+// what a merge holds for it: its dictionaries' id maps and a chunk of each column), in phases
+// when there are more. Input.Rows takes rows already made (a generator's) through the same
+// path. Options.RowsPerSegment splits the output into numbered segments. Outputs are staged
 // and put in place together once the whole ingest succeeded (Options.Replace): on failure or
 // cancellation nothing is left behind, and existing outputs are as they were.
 //

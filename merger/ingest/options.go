@@ -36,12 +36,22 @@ const defaultMaxRowsInMemory = 500_000
 // limit of 1,024 open files).
 const defaultMaxFanIn = 64
 
-// defaultMemoryLimit is Options.MemoryLimit's default: the estimate of the memory the rows held
-// take (merger.Builder.MemBytes), by the Builder taking rows and the one being persisted as a
-// run in the background together: each gets half. Persisting takes about as much again as the
-// rows persisted (sorted dictionaries, each dimension's rows by value), so a process ingesting
-// with this default peaks near 200 MiB.
+// defaultMemoryLimit is Options.MemoryLimit's default.
 const defaultMemoryLimit = 64 << 20
+
+// StagingBudget returns the buffer budget (tmpfile.Options.BufferBudget) of the staging medium
+// Run opens when Options.Medium is nil, for a MemoryLimit of memoryLimit (0: the default;
+// negative: none): a quarter of it, between 4 MiB and 64 MiB (tmpfile's own default). A
+// caller that opens a tmpfile medium for Run can give it the same.
+func StagingBudget(memoryLimit int64) int64 {
+	switch {
+	case memoryLimit == 0:
+		memoryLimit = defaultMemoryLimit
+	case memoryLimit < 0:
+		return 64 << 20
+	}
+	return min(max(memoryLimit/4, 4<<20), 64<<20)
+}
 
 // Input is one input of Run.
 type Input struct {
@@ -60,8 +70,27 @@ type Input struct {
 	// Path is the file the input reads: Run refuses to start when it is one of the outputs
 	// (the same file, through any name, symbolic or hard link).
 	Path string
+	// Rows, when set, is the input: rows already made (a generator's), read with ReadRow
+	// instead of parsed from Reader or Path (Format is then not used). They are ingested as a
+	// file's rows are: read ahead, rolled up, spilled as runs under MemoryLimit and merged.
+	Rows RowReader
 	// open, when set and Reader is nil, opens the input instead of Path (tests).
 	open func() (io.ReadCloser, error)
+}
+
+// RowReader is an input of rows that need no parsing (Input.Rows).
+type RowReader interface {
+	// ReadRow fills row with the next row and returns nil; after the last row it returns
+	// io.EOF. A *RowError is a row to skip, as a file's reader reports one that does not
+	// parse (see Options.MaxParseErrors); any other error ends the input and fails the Run.
+	// row has an entry in Dims for each dimension of the spec's schema and one in Metrics for
+	// each metric, in schema order (the shape merger.Builder.Add takes); ReadRow overwrites
+	// them, and may reuse their slices from one call to the next. The strings it stores must
+	// not change afterwards. Metrics hold what the readers of files give: Long for count and
+	// the long aggregators, Double for the double ones, for a hyperUnique metric over a
+	// dimension nothing (the Builder sketches the dimension's values). ReadRow is called from
+	// one goroutine at a time, not Run's: rows are read ahead while the rows before are added.
+	ReadRow(row *columns.Row) error
 }
 
 // Options configure Run. The zero value of each field is its default.
@@ -95,13 +124,22 @@ type Options struct {
 	// background while a second Builder takes the next rows (as Druid's persists are): up to
 	// twice this many rows are in memory at once.
 	MaxRowsInMemory int
-	// MemoryLimit bounds the estimate of the memory the rows in memory hold, in bytes
-	// (merger.Builder.MemBytes), over the Builder taking rows and the one being persisted in
-	// the background: each gets half, and past its half a Builder's rows are persisted as a
-	// run. 0 means 64 MiB (defaultMemoryLimit); a negative value means no limit.
+	// MemoryLimit bounds the memory ingestion holds, in bytes, by estimates. While reading,
+	// the rows in memory (merger.Builder.MemBytes) of the Builder taking rows and the one
+	// being persisted in the background each get half: past its half, a Builder's rows are
+	// persisted as a run. Merging runs at the end, the rows still in the Builder and the runs
+	// merged at once share it: each run open in a merge is counted by what the merge holds
+	// for it (the map of its dictionaries' ids, 4 bytes an id; a chunk of each column; its
+	// read blocks), and as many are merged at once as fit (MaxFanIn at most, 2 at least),
+	// in phases when there are more. The work of persisting and merging (sorting, encoding,
+	// the medium's buffers, the rows read ahead) comes on top: at its peak, a process
+	// ingesting has about MemoryLimit and 50 MiB more live on its Go heap, besides what the
+	// merge of the runs keeps for each output row (bench/RESULTS.md, issue 34). 0 means
+	// 64 MiB; a negative value means no limit (MaxRowsInMemory and MaxFanIn alone).
 	MemoryLimit int64
-	// Medium stages the parts of runs and outputs. Nil means a tmpfile medium in TmpDir,
-	// opened for the run and closed at its end; a medium given here stays the caller's.
+	// Medium stages the parts of runs and outputs. Nil means a tmpfile medium in TmpDir with
+	// buffers of StagingBudget(MemoryLimit) at most, opened for the run and closed at its
+	// end; a medium given here stays the caller's.
 	Medium medium.Medium
 	// Durability of the published outputs; runs are never synced.
 	Durability medium.Durability
@@ -159,6 +197,14 @@ type Segment struct {
 	Interval  columns.Interval
 	runs      int // the runs merged into it (with the rows still in the Builder); 0 when its rows went straight from the Builder
 }
+
+// Runs returns the runs persisted (and merged) over every segment: 0 when the rows of each
+// went straight from memory to its output.
+func (r Result) Runs() int { return r.runs }
+
+// Runs returns the runs merged into the segment (with the rows still in memory at its end): 0
+// when its rows went straight from memory to the output.
+func (s Segment) Runs() int { return s.runs }
 
 // SegmentName returns the name of output segment k of a split: SEG.seg gives SEG-0000.seg.
 func SegmentName(out string, k int) string {

@@ -10,6 +10,10 @@ import (
 // a pread of a few bytes, over a million system calls for a million-row ingestion. Mapping the
 // runs instead would count their pages in the process's resident set. Reads of blockBytes/2
 // or more go straight to the file. Safe for concurrent use, as columns.NewSegment requires.
+//
+// Every run of a merge has one, so its blocks are few and small (readerBytes in all): a
+// merge of 64 runs holds 4 MiB of them. The page cache, not these blocks, keeps the runs'
+// bytes; a block only saves the system calls of reads smaller than it.
 type blockReaderAt struct {
 	r      io.ReaderAt
 	size   int64
@@ -25,8 +29,10 @@ type readBlock struct {
 }
 
 const (
-	readBlocks = 8
-	blockBytes = 64 << 10
+	readBlocks = 4
+	blockBytes = 16 << 10
+	// readerBytes is the most memory a blockReaderAt holds.
+	readerBytes = readBlocks * blockBytes
 )
 
 func newBlockReaderAt(r io.ReaderAt, size int64) *blockReaderAt {

@@ -87,6 +87,13 @@ func TestBlockReaderAt(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+
+	// Whatever was read, the blocks hold readerBytes at most.
+	held := 0
+	for _, k := range br.blocks {
+		held += cap(k.buf)
+	}
+	require.LessOrEqual(t, held, readerBytes)
 }
 
 func assertEOF(t *testing.T, err error) bool {

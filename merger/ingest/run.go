@@ -54,11 +54,14 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 	inputs = slices.Clone(inputs) // Names filled in
 	given := make([]*inputFormat, len(inputs))
 	for i, in := range inputs {
-		if in.Reader == nil && in.open == nil && in.Path == "" {
-			return res, fmt.Errorf("%w: input %q has neither a Reader nor a Path", ErrInvalid, in.Name)
+		if in.Reader == nil && in.open == nil && in.Path == "" && in.Rows == nil {
+			return res, fmt.Errorf("%w: input %q has neither a Reader nor a Path nor Rows", ErrInvalid, in.Name)
 		}
 		if in.Name == "" {
 			inputs[i].Name = in.Path
+		}
+		if in.Rows != nil {
+			continue // no format
 		}
 		if given[i], err = inputFormatOf(sp, in); err != nil {
 			return res, err
@@ -94,7 +97,8 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 		return res, err
 	}
 	if r.med == nil {
-		tm, err := tmpfile.New(tmpfile.Options{Dir: opts.TmpDir, Durability: opts.Durability})
+		tm, err := tmpfile.New(tmpfile.Options{Dir: opts.TmpDir, Durability: opts.Durability,
+			BufferBudget: StagingBudget(opts.MemoryLimit)})
 		if err != nil {
 			return res, fmt.Errorf("ingest: staging medium: %w", err)
 		}
@@ -158,9 +162,9 @@ type runner struct {
 	med    medium.Medium
 	b      *merger.Builder
 	res    Result
-	runDir string   // created on the first run
-	runs   []string // runs of the current segment
-	limit  int64    // MemoryLimit of one Builder (half the option's); negative for none
+	runDir string    // created on the first run
+	runs   []runFile // runs of the current segment
+	limit  int64     // MemoryLimit of one Builder (half the option's); negative for none
 	// Background persists: pend is the run being persisted, if any; spare is a Builder whose
 	// rows have been persisted, emptied, to take rows after r.b.
 	pend  *pendingRun
@@ -187,6 +191,9 @@ type runner struct {
 
 // readInput feeds the rows of one input to the Builder.
 func (r *runner) readInput(in Input, format *inputFormat) (err error) {
+	if in.Rows != nil {
+		return r.readRows(in.Name, rowsReader{rows: in.Rows, name: in.Name}, nil)
+	}
 	src := in.Reader
 	if src == nil {
 		open := in.open
@@ -220,7 +227,30 @@ func (r *runner) readInput(in Input, format *inputFormat) (err error) {
 			}
 		}()
 	}
-	r.input = in.Name
+	return r.readRows(in.Name, rr, ahead)
+}
+
+// rowsReader is the reader of an Input's Rows.
+type rowsReader struct {
+	rows RowReader
+	name string
+}
+
+func (rr rowsReader) Read(row *columns.Row) error {
+	err := rr.rows.ReadRow(row)
+	if err != nil && err != io.EOF {
+		return fmt.Errorf("ingest: %s: %w", rr.name, err)
+	}
+	return err
+}
+
+// readRows adds the rows of rr, the reader of input name, read ahead by ahead (nil: a new
+// one, for a reader that reports no warnings).
+func (r *runner) readRows(name string, rr reader, ahead *readAhead) error {
+	if ahead == nil {
+		ahead = newReadAhead(r.sp)
+	}
+	r.input = name
 	// The Builder copies every dictionary value it keeps, but keeps raw values as they are.
 	ahead.start(r.ctx, rr, !hasRaw(r.sp.Schema))
 	defer ahead.close() // before the reader's Close

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"os"
 	"path/filepath"
 
@@ -53,7 +54,7 @@ func (r *runner) spill() error {
 	}
 	r.spare = nil
 	r.pend = persistRun(r.ctx, r.b, path, r.med, r.keepBytes())
-	r.runs = append(r.runs, path)
+	r.runs = append(r.runs, runFile{path: path})
 	r.res.runs++
 	r.b = next
 	r.grown = true // kept or grown arrays
@@ -75,17 +76,24 @@ func (r *runner) runPath() (string, error) {
 }
 
 // waitSpill waits for the run being persisted, if any; its Builder, emptied, becomes the
-// spare.
+// spare, and the run's entry gets its estimate (runFile.open).
 func (r *runner) waitSpill() error {
 	if r.pend == nil {
 		return nil
 	}
 	p := r.pend
 	r.pend = nil
-	if err := <-p.done; err != nil {
-		return errors.Join(fmt.Errorf("ingest: run: %w", err), closeBuilder(p.b))
+	d := <-p.done
+	if d.err != nil {
+		return errors.Join(fmt.Errorf("ingest: run: %w", d.err), closeBuilder(p.b))
 	}
 	r.spare = p.b
+	for i := len(r.runs) - 1; i >= 0; i-- {
+		if r.runs[i].path == p.path {
+			r.runs[i].open = d.open
+			break
+		}
+	}
 	return nil
 }
 
@@ -123,28 +131,94 @@ func closeBuilder(b *merger.Builder) error {
 	return nil
 }
 
-// pendingRun is a Builder being persisted as a run; done receives the persist's error.
+// pendingRun is a Builder being persisted as a run at path; done receives the outcome.
 type pendingRun struct {
 	b    *merger.Builder
-	done chan error
+	path string
+	done chan persisted
 }
 
+// persisted is the outcome of a background persist: its error, or the run's estimate.
+type persisted struct {
+	err  error
+	open int64 // runOpenBytes of the run
+}
+
+// runChunkRows is the rows of a chunk of a run's values and ids. A merge of runs holds a chunk
+// of every column of every run it merges (decoded, and its bytes as read): runs chunked more
+// finely than segments (4,096 rows) cost it a quarter of that. The output's chunks are its
+// own, whatever its inputs': the bytes are the same.
+const runChunkRows = 1024
+
 // persistRun persists b's rows at path (no syncs) on a goroutine of its own, then empties b,
-// keeping at most keep bytes of its arrays (merger.Builder.ResetKeep).
+// keeping at most keep bytes of its arrays (merger.Builder.ResetKeep), and estimates what a
+// merge holds for the run (runOpenBytes).
 func persistRun(ctx context.Context, b *merger.Builder, path string, med medium.Medium, keep int64) *pendingRun {
-	p := &pendingRun{b: b, done: make(chan error, 1)}
+	p := &pendingRun{b: b, path: path, done: make(chan persisted, 1)}
 	go func() {
-		var err error
+		var d persisted
 		if testHookPersist != nil {
-			err = testHookPersist(path)
+			d.err = testHookPersist(path)
 		}
-		if err == nil {
-			_, err = b.Persist(ctx, path, merger.PersistOptions{Medium: med, Durability: medium.Durability{Sync: medium.SyncNone}, Runs: true})
+		if d.err == nil {
+			_, d.err = b.Persist(ctx, path, merger.PersistOptions{Medium: med, Durability: medium.Durability{Sync: medium.SyncNone},
+				Runs: true, ChunkRows: runChunkRows})
 		}
 		b.ResetKeep(keep)
-		p.done <- err
+		if d.err == nil {
+			d.open, d.err = estimateRun(path)
+		}
+		p.done <- d
 	}()
 	return p
+}
+
+// runFile is a run of the segment being ingested: its file, and the estimate of the memory a
+// merge holds for it while it is open (runOpenBytes; 0 until its persist is waited for).
+type runFile struct {
+	path string
+	open int64
+}
+
+// estimateRun opens the run at path for its footer and dictionaries and returns
+// runOpenBytes of it.
+func estimateRun(path string) (n int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { err = errors.Join(err, f.Close()) }()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	seg, err := columns.NewSegment(newBlockReaderAt(f, fi.Size()), fi.Size())
+	if err != nil {
+		return 0, fmt.Errorf("run %s: %w", path, err)
+	}
+	n = runOpenBytes(seg)
+	return n, seg.Close()
+}
+
+// runOpenBytes estimates the memory a merge holds for seg, a run, while it merges it: the
+// map from each of its dictionaries' ids to the merged ids (4 bytes an id, in a buffer of
+// the next power of two), a chunk of each column (decoded values and their bytes as read: 16
+// bytes a row of runChunkRows, for the widest columns) and its read blocks (readerBytes).
+func runOpenBytes(seg *columns.Segment) int64 {
+	sch := seg.Schema()
+	cols := 1 + len(sch.Dimensions) + len(sch.Metrics)
+	n := int64(readerBytes) + int64(cols)*runChunkRows*16
+	for _, d := range sch.Dimensions {
+		if d.Raw {
+			continue
+		}
+		dc, err := seg.Dim(d.Name)
+		if err != nil {
+			continue // not a dictionary column: no id map
+		}
+		n += 4 << bits.Len(uint(max(dc.Cardinality(), 1)-1))
+	}
+	return n
 }
 
 // keepBytes is the most memory of row arrays a Builder keeps from one run to the next
@@ -206,14 +280,13 @@ func (r *runner) endSegment() error {
 }
 
 // mergeRuns merges the segment's runs into its staged output and removes them. At most
-// MaxFanIn runs are open at once: while there are more, runs are merged in phases, each
-// merging groups of up to MaxFanIn consecutive runs into one run, just enough of them that the
-// runs left fit in one more merge. Groups are consecutive so that the rows keep their input
-// order, which First and Last decide ties by.
+// fanIn runs are open at once: while there are more, runs are merged in phases, each merging
+// groups of up to fanIn consecutive runs into one run, just enough of them that the runs left
+// fit in one more merge. Groups are consecutive so that the rows keep their input order,
+// which First and Last decide ties by.
 func (r *runner) mergeRuns(staged, dst string) (merger.Result, error) {
-	fan := r.opts.MaxFanIn
-	for len(r.runs) > fan { // the Builder, merged with the last group, is no file
-		next := make([]string, 0, fan)
+	for fan := r.fanIn(); len(r.runs) > fan; fan = r.fanIn() { // the Builder, merged with the last group, is no file
+		next := make([]runFile, 0, fan)
 		for i := 0; i < len(r.runs); {
 			excess := len(next) + len(r.runs) - i - fan
 			if excess <= 0 {
@@ -230,7 +303,11 @@ func (r *runner) mergeRuns(staged, dst string) (merger.Result, error) {
 			if _, err := r.mergeGroup(r.runs[i:i+n], path, medium.Durability{Sync: medium.SyncNone}, nil); err != nil {
 				return merger.Result{}, fmt.Errorf("ingest: merge runs: %w", err)
 			}
-			next = append(next, path)
+			open, err := estimateRun(path)
+			if err != nil {
+				return merger.Result{}, fmt.Errorf("ingest: merge runs: %w", err)
+			}
+			next = append(next, runFile{path: path, open: open})
 			i += n
 		}
 		r.runs = next
@@ -250,10 +327,49 @@ var testHookPersist func(path string) error
 // testHookRunsOpen, when set, is called with the number of runs open at once in each merge.
 var testHookRunsOpen func(n int)
 
+// testHookMergeRuns, when set, is called with the runs of each merge of runs, before it, and
+// runsBudget.
+var testHookMergeRuns func(group []runFile, budget int64)
+
+// fanIn is the most runs a merge of the segment's runs opens at once: MaxFanIn, or fewer
+// when more would pass MemoryLimit. A merge of runs holds, besides the rows still in the
+// Builder (merged after them), what it reads of each run (runOpenBytes): as many runs as the
+// mean of their estimates fits in MemoryLimit less the Builders' memory (MemBytes: the
+// Builder's rows, and the spare's kept arrays before the last segment), and 2 at least.
+func (r *runner) fanIn() int {
+	fan := r.opts.MaxFanIn
+	if r.opts.MemoryLimit < 0 || len(r.runs) <= 2 {
+		return fan
+	}
+	var total int64
+	for _, rf := range r.runs {
+		total += rf.open
+	}
+	mean := max(total/int64(len(r.runs)), 1)
+	return int(max(2, min(int64(fan), r.runsBudget()/mean)))
+}
+
+// runsBudget is the memory the runs of a merge may take (fanIn): MemoryLimit less the
+// Builders' (negative when they hold it all).
+func (r *runner) runsBudget() int64 {
+	budget := r.opts.MemoryLimit - r.b.MemBytes()
+	if r.spare != nil {
+		budget -= r.spare.MemBytes()
+	}
+	return budget
+}
+
 // mergeGroup merges runs, then b's rows when b is not nil, into out and removes the runs.
 // Runs are read with pread through a few read-ahead blocks, not mapped, so that the pages
 // read do not stay in the process's resident set.
-func (r *runner) mergeGroup(runs []string, out string, dur medium.Durability, b *merger.Builder) (res merger.Result, err error) {
+func (r *runner) mergeGroup(group []runFile, out string, dur medium.Durability, b *merger.Builder) (res merger.Result, err error) {
+	if testHookMergeRuns != nil {
+		testHookMergeRuns(group, r.runsBudget())
+	}
+	runs := make([]string, len(group))
+	for i, rf := range group {
+		runs[i] = rf.path
+	}
 	segs := make([]*columns.Segment, 0, len(runs))
 	var closers []func() error
 	defer func() {
