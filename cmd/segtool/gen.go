@@ -182,7 +182,7 @@ func (m *genMapping) convert(src *gen.Row, r *columns.Row) {
 	}
 }
 
-// genRows is a generator's rows as ingestion reads them (ingest.RowReader).
+// genRows is a generator's rows as ingestion reads them (ingest.Input.Rows is its ReadRow).
 type genRows struct {
 	g   gen.Generator
 	m   *genMapping
@@ -315,21 +315,31 @@ func runGen(ctx context.Context, f genFlags) (sums []genSummary, err error) {
 // (ingest.Run with opts, whose Out is dst), held in memory only up to opts.MemoryLimit.
 func genSegment(ctx context.Context, dst, schema string, seed int64, rows, payloadLen int, rollup bool,
 	gran columns.Granularity, opts ingest.Options) (ingest.Segment, error) {
-	g, err := newGenerator(schema, seed, rows, payloadLen)
+	res, err := genRun(ctx, dst, schema, seed, rows, payloadLen, rollup, gran, opts)
 	if err != nil {
 		return ingest.Segment{}, err
+	}
+	return res.Segments[0], nil
+}
+
+// genRun is genSegment's ingestion, whose result tells how many runs it spilled.
+func genRun(ctx context.Context, dst, schema string, seed int64, rows, payloadLen int, rollup bool,
+	gran columns.Granularity, opts ingest.Options) (ingest.Result, error) {
+	g, err := newGenerator(schema, seed, rows, payloadLen)
+	if err != nil {
+		return ingest.Result{}, err
 	}
 	m, err := newGenMapping(g, rollup, gran)
 	if err != nil {
-		return ingest.Segment{}, err
+		return ingest.Result{}, err
 	}
 	opts.Out = dst
 	res, err := ingest.Run(ctx, ingest.NewSpec(m.schema),
-		[]ingest.Input{{Name: fmt.Sprintf("%s rows of seed %d", schema, seed), Rows: &genRows{g: g, m: m}}}, opts)
+		[]ingest.Input{{Name: fmt.Sprintf("%s rows of seed %d", schema, seed), Rows: (&genRows{g: g, m: m}).ReadRow}}, opts)
 	if err != nil {
-		return ingest.Segment{}, fmt.Errorf("%s: %w", dst, err)
+		return ingest.Result{}, fmt.Errorf("%s: %w", dst, err)
 	}
-	return res.Segments[0], nil
+	return res, nil
 }
 
 func writeText(path, format string, g gen.Generator) (err error) {

@@ -69,13 +69,13 @@ func TestGenStreams(t *testing.T) {
 			gran = columns.GranularityMinute
 		}
 		streamed := filepath.Join(dir, "streamed.seg")
-		seg, err := genSegment(context.Background(), streamed, "basic", gen.BasicSeed, rows, 0, rollup, gran,
+		res, err := genRun(context.Background(), streamed, "basic", gen.BasicSeed, rows, 0, rollup, gran,
 			ingest.Options{Durability: medium.Durability{Sync: medium.SyncNone}, Replace: true, MaxRowsInMemory: inMemory, MemoryLimit: -1})
 		require.NoError(t, err)
 		if !rollup { // rollup makes a Builder hold fewer rows than it took: fewer runs
-			require.Equal(t, rows/inMemory-1, seg.Runs())
+			require.Equal(t, rows/inMemory-1, res.Runs())
 		} else {
-			require.Positive(t, seg.Runs())
+			require.Positive(t, res.Runs())
 		}
 
 		// The reference: every row in one Builder, persisted once.
@@ -92,9 +92,9 @@ func TestGenStreams(t *testing.T) {
 			require.NoError(t, b.Add(r))
 		}
 		whole := filepath.Join(dir, "whole.seg")
-		res, err := b.Persist(context.Background(), whole, merger.PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}, Replace: true})
+		pres, err := b.Persist(context.Background(), whole, merger.PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}, Replace: true})
 		require.NoError(t, err)
-		require.Equal(t, res.RowsOut, seg.Rows)
+		require.Equal(t, pres.RowsOut, res.Segments[0].Rows)
 		require.Equal(t, sha(t, whole), sha(t, streamed), "rollup %v", rollup)
 	}
 }

@@ -176,7 +176,7 @@ func TestRunRowsInput(t *testing.T) {
 	for _, o := range []Options{{MemoryLimit: -1, MaxRowsInMemory: 1 << 30}, {MaxRowsInMemory: 2500}} {
 		dir := t.TempDir()
 		o.Out, o.Durability = filepath.Join(dir, "rows.seg"), noSync
-		res, err := Run(context.Background(), sp, []Input{{Name: "generated", Rows: newBasicRowReader(t, sp)}}, o)
+		res, err := Run(context.Background(), sp, []Input{{Name: "generated", Rows: newBasicRowReader(t, sp).ReadRow}}, o)
 		require.NoError(t, err)
 		require.Equal(t, int64(basicRows), res.InputRows)
 		require.Equal(t, goldenBasic, fileSHA(t, o.Out))
@@ -186,7 +186,7 @@ func TestRunRowsInput(t *testing.T) {
 	dir := t.TempDir()
 	rr := newBasicRowReader(t, sp)
 	rr.fail = 7000
-	_, err := Run(context.Background(), sp, []Input{{Name: "generated", Rows: rr}},
+	_, err := Run(context.Background(), sp, []Input{{Name: "generated", Rows: rr.ReadRow}},
 		Options{Out: filepath.Join(dir, "x.seg"), Durability: noSync, MaxRowsInMemory: 1000})
 	require.ErrorIs(t, err, errRowSource)
 	require.ErrorContains(t, err, "generated: row source broke")

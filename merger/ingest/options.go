@@ -70,27 +70,23 @@ type Input struct {
 	// Path is the file the input reads: Run refuses to start when it is one of the outputs
 	// (the same file, through any name, symbolic or hard link).
 	Path string
-	// Rows, when set, is the input: rows already made (a generator's), read with ReadRow
-	// instead of parsed from Reader or Path (Format is then not used). They are ingested as a
-	// file's rows are: read ahead, rolled up, spilled as runs under MemoryLimit and merged.
-	Rows RowReader
+	// Rows, when set, is the input: rows already made (a generator's), instead of parsed from
+	// Reader or Path (Format is then not used). They are ingested as a file's rows are: read
+	// ahead, rolled up, spilled as runs under MemoryLimit and merged.
+	//
+	// Rows fills row with the next row and returns nil; after the last row it returns io.EOF.
+	// A *RowError is a row to skip, as a file's reader reports one that does not parse (see
+	// Options.MaxParseErrors); any other error ends the input and fails the Run. row has an
+	// entry in Dims for each dimension of the spec's schema and one in Metrics for each metric,
+	// in schema order (the shape merger.Builder.Add takes); Rows overwrites them, and may reuse
+	// their slices from one call to the next. The strings it stores must not change
+	// afterwards. Metrics hold what the readers of files give: Long for count and the long
+	// aggregators, Double for the double ones, for a hyperUnique metric over a dimension
+	// nothing (the Builder sketches the dimension's values). Rows is called from one goroutine
+	// at a time, not Run's: rows are read ahead while the rows before are added.
+	Rows func(row *columns.Row) error
 	// open, when set and Reader is nil, opens the input instead of Path (tests).
 	open func() (io.ReadCloser, error)
-}
-
-// RowReader is an input of rows that need no parsing (Input.Rows).
-type RowReader interface {
-	// ReadRow fills row with the next row and returns nil; after the last row it returns
-	// io.EOF. A *RowError is a row to skip, as a file's reader reports one that does not
-	// parse (see Options.MaxParseErrors); any other error ends the input and fails the Run.
-	// row has an entry in Dims for each dimension of the spec's schema and one in Metrics for
-	// each metric, in schema order (the shape merger.Builder.Add takes); ReadRow overwrites
-	// them, and may reuse their slices from one call to the next. The strings it stores must
-	// not change afterwards. Metrics hold what the readers of files give: Long for count and
-	// the long aggregators, Double for the double ones, for a hyperUnique metric over a
-	// dimension nothing (the Builder sketches the dimension's values). ReadRow is called from
-	// one goroutine at a time, not Run's: rows are read ahead while the rows before are added.
-	ReadRow(row *columns.Row) error
 }
 
 // Options configure Run. The zero value of each field is its default.
@@ -201,10 +197,6 @@ type Segment struct {
 // Runs returns the runs persisted (and merged) over every segment: 0 when the rows of each
 // went straight from memory to its output.
 func (r Result) Runs() int { return r.runs }
-
-// Runs returns the runs merged into the segment (with the rows still in memory at its end): 0
-// when its rows went straight from memory to the output.
-func (s Segment) Runs() int { return s.runs }
 
 // SegmentName returns the name of output segment k of a split: SEG.seg gives SEG-0000.seg.
 func SegmentName(out string, k int) string {

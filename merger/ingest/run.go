@@ -232,12 +232,12 @@ func (r *runner) readInput(in Input, format *inputFormat) (err error) {
 
 // rowsReader is the reader of an Input's Rows.
 type rowsReader struct {
-	rows RowReader
+	rows func(*columns.Row) error
 	name string
 }
 
 func (rr rowsReader) Read(row *columns.Row) error {
-	err := rr.rows.ReadRow(row)
+	err := rr.rows(row)
 	if err != nil && err != io.EOF {
 		return fmt.Errorf("ingest: %s: %w", rr.name, err)
 	}
