@@ -58,7 +58,10 @@ func (pc *partCheck) checkSlow() error {
 	st, got := pc.load()
 	if st == checkNone {
 		var err error
-		if st, got, err = pc.compute(context.Background(), false); err != nil {
+		// A large part is read through the descriptor: through the mapping, its whole length
+		// would be resident at once (every input's, when inputs interleave), where its
+		// reader faults in and releases (Segment.ReleasePages) a chunk at a time.
+		if st, got, err = pc.compute(context.Background(), pc.part.Length > crcViaFileMin); err != nil {
 			// A read error or a closed segment: not a verdict on the bytes, so not remembered.
 			return pc.seg.fileError(pc.part, err)
 		}
@@ -98,6 +101,7 @@ func (s *Segment) partCRC(ctx context.Context, p *segfmt.PartInfo, viaFile bool)
 	var buf []byte
 	src := &s.src
 	if viaFile && src.data != nil && src.r != nil && !src.closed {
+		s.fileCRCs.Add(1)
 		src = &source{r: src.r, size: src.size}
 	}
 	if src.data == nil && p.Length > 0 {
@@ -123,6 +127,10 @@ func (s *Segment) partCRC(ctx context.Context, p *segfmt.PartInfo, viaFile bool)
 
 // crcPiece is how much of a part partCRC reads at a time.
 const crcPiece = 1 << 20
+
+// crcViaFileMin is the length past which the read path checks a mapped part through the file
+// (a variable for tests).
+var crcViaFileMin int64 = 4 << 20
 
 var crcBuffers = sync.Pool{New: func() any { b := make([]byte, crcPiece); return &b }}
 

@@ -38,8 +38,9 @@ type Segment struct {
 	dropFn  func(off, n int64) error // drops the mapping's resident pages of a range (ReleasePages); nil unless mapped from a file
 	f       *footer
 	checks  []partCheck // read-path checksum state, one per part of f.parts
-	// crcPasses counts the parts whose CRC was computed (for tests: each once).
-	crcPasses atomic.Int64
+	// crcPasses counts the parts whose CRC was computed (for tests: each once), fileCRCs those
+	// of a mapped file read through its descriptor.
+	crcPasses, fileCRCs atomic.Int64
 
 	time     *Column[int64]
 	dims     []*DimColumn // nil for raw dimensions
