@@ -336,14 +336,6 @@ func lstat(fsys afero.Fs, name string) (fs.FileInfo, error) {
 	return fsys.Stat(name)
 }
 
-// remove removes name from fsys (nil: the OS).
-func remove(fsys afero.Fs, name string) error {
-	if fsys == nil {
-		return os.Remove(name)
-	}
-	return fsys.Remove(name)
-}
-
 // sysCalls are the system calls that create intermediate segments; tests replace them.
 var sysCalls = &sys.Default
 
