@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/writeout/writeout/columns"
@@ -40,6 +41,9 @@ type core struct {
 	card    []int                // [output dim] merged cardinality (dictionary dims)
 	dws     []colwrite.DimWriter
 	rowMaps [][]uint32 // [source][source row] -> output row
+	// scratch holds what the merge keeps per row and writes out of memory (the id logs' runs):
+	// a child of the merge's medium, made when first needed and closed at the merge's end.
+	scratch scratchMedium
 	rowsIn  int64
 	rowsOut int64
 	// The check that the bitmap index written agrees with the ids written (see pairHash):
@@ -70,6 +74,15 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 	defer func() {
 		if err != nil {
 			_ = w.Abort()
+		}
+	}()
+	if med == nil {
+		med = medium.NewHeap()
+	}
+	c.scratch.parent = med
+	defer func() {
+		if cerr := c.scratch.close(); cerr != nil && err == nil {
+			err = fmt.Errorf("merger: scratch: %w", cerr)
 		}
 	}()
 	defer func() {
@@ -292,4 +305,25 @@ func (c *core) dimNames() []string {
 		names[i] = d.Name
 	}
 	return names
+}
+
+// scratchMedium is a child of a merge's medium made on the first call of get, from any
+// goroutine.
+type scratchMedium struct {
+	parent medium.Medium
+	once   sync.Once
+	med    medium.Medium
+	err    error
+}
+
+func (s *scratchMedium) get() (medium.Medium, error) {
+	s.once.Do(func() { s.med, s.err = s.parent.NewChild() })
+	return s.med, s.err
+}
+
+func (s *scratchMedium) close() error {
+	if s.med == nil {
+		return nil
+	}
+	return s.med.Close()
 }

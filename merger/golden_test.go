@@ -146,6 +146,30 @@ var goldenOutputs = map[string]string{
 // inputs, with zstd) and persists seeded builder cases, and requires every output to hold the
 // bytes 8008307 wrote.
 func TestGoldenBytes(t *testing.T) {
+	got := goldenDigests(t)
+	if os.Getenv("WRITEOUT_GOLDEN_PRINT") != "" {
+		for seed := 1; seed <= 24; seed++ {
+			for _, v := range []string{"plain", "rollup-hour", "rollup-phases", "zstd", "builder"} {
+				k := fmt.Sprintf("%02d/%s", seed, v)
+				fmt.Printf("\t%q: %q,\n", k, got[k])
+			}
+		}
+		return
+	}
+	require.Equal(t, goldenOutputs, got)
+}
+
+// TestGoldenBytesBoundedLogs is TestGoldenBytes with the id logs' bounds a few rows: every
+// log past 7 ids writes runs of 5 rows to the medium (a tmpfile one: a real file), and the
+// bitmaps are written 11 rows at a time. The bytes are the same.
+func TestGoldenBytesBoundedLogs(t *testing.T) {
+	defer func(m, r, s int) { logMemIDs, logRunIDs, logSortRows = m, r, s }(logMemIDs, logRunIDs, logSortRows)
+	logMemIDs, logRunIDs, logSortRows = 7, 5, 11
+	require.Equal(t, goldenOutputs, goldenDigests(t))
+}
+
+// goldenDigests returns the SHA-256 of TestGoldenBytes' outputs.
+func goldenDigests(t *testing.T) map[string]string {
 	got := map[string]string{}
 	sum := func(path string) string {
 		b, err := os.ReadFile(path)
@@ -188,14 +212,5 @@ func TestGoldenBytes(t *testing.T) {
 		require.NoError(t, b.Close())
 		got[fmt.Sprintf("%02d/builder", seed)] = sum(dst)
 	}
-	if os.Getenv("WRITEOUT_GOLDEN_PRINT") != "" {
-		for seed := 1; seed <= 24; seed++ {
-			for _, v := range []string{"plain", "rollup-hour", "rollup-phases", "zstd", "builder"} {
-				k := fmt.Sprintf("%02d/%s", seed, v)
-				fmt.Printf("\t%q: %q,\n", k, got[k])
-			}
-		}
-		return
-	}
-	require.Equal(t, goldenOutputs, got)
+	return got
 }

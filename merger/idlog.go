@@ -2,48 +2,63 @@ package merger
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync/atomic"
 
 	"github.com/writeout/writeout/internal/colwrite"
+	"github.com/writeout/writeout/internal/slicesx"
+	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger/internal/scratch"
 )
 
 // The bitmap index of a single-value dimension is built from the merged ids the rows phase
 // wrote, not from the inputs' bitmaps: the dimension's task keeps every output row's id in an
 // id log (a byte an id up to 256 values, two up to 65,536, else four), and the bitmaps phase
-// sorts the rows by id (a counting sort, in ranges of ids whose rows fit a bounded buffer) and
-// writes each id's rows. That costs no decoding of the inputs' bitmaps, no row maps and no
-// sort of runs, and the bitmaps agree with the ids by construction. Multi-value dimensions
-// (several ids a row) keep rebuilding from the inputs' bitmaps (core.dimBitmaps).
+// sorts the rows by id (a counting sort) and writes each id's rows. That costs no decoding of
+// the inputs' bitmaps, no row maps and no sort of runs, and the bitmaps agree with the ids by
+// construction. Multi-value dimensions (several ids a row) keep rebuilding from the inputs'
+// bitmaps (core.dimBitmaps).
+//
+// A merge's memory does not grow with its rows. A log keeps up to logMemIDs ids in memory;
+// past them it sorts what it holds into runs of at most logRunIDs consecutive rows, each the
+// rows of every id in id order, written to the merge's medium, and goes on with a smaller
+// buffer. Its bitmaps are then written a range of ids at a time (ids whose rows fit
+// logSortRows): every run is read on, sequentially, for the range's ids, and an id's rows from
+// the runs laid one after the other. The runs hold consecutive rows, in order, so an id's rows
+// come out in order, and the bytes written do not depend on the bounds.
 
 // idLog holds a dimension's merged id per output row.
 type idLog interface {
-	// add appends ids; reserve, given first, sizes the log for rows ids.
+	// reserve, given first, sizes the log for rows ids (at most its memory bound).
 	reserve(rows int)
 	// populate faults the reserve's pages in on a goroutine of its own (scratch.Array.Populate),
 	// for a merge that will fill the whole reserve: the column writer adding ids then takes no
 	// page faults. free waits for it.
 	populate()
-	add(ids []uint32)
+	// add appends ids.
+	add(ids []uint32) error
 	// writeBitmaps writes the bitmap of every id below card to dw, in id order, with the
 	// scratch memory of sc (kept for the next dimension).
 	// cs, if not nil, may lend idle cores to the encoding (encodeIDs).
 	writeBitmaps(ctx context.Context, dw colwrite.DimWriter, card int, cs *cores, done *atomic.Int64, sc *sortScratch) error
-	// free releases the log's memory (a mapping, when it is large); a second call does nothing.
+	// free releases the log's memory (a mapping, when it is large); a second call does
+	// nothing. What it wrote to the medium goes with the medium.
 	free() error
 }
 
-// newIDLog returns the id log for ids below card.
-func newIDLog(card int) idLog {
+// newIDLog returns the id log for ids below card, writing its runs to the medium med returns.
+func newIDLog(card int, med func() (medium.Medium, error)) idLog {
 	switch {
 	case card <= 1<<8:
-		return &typedLog[uint8]{}
+		return &typedLog[uint8]{med: med, card: card}
 	case card <= 1<<16:
-		return &typedLog[uint16]{}
+		return &typedLog[uint16]{med: med, card: card}
 	}
-	return &typedLog[uint32]{}
+	return &typedLog[uint32]{med: med, card: card}
 }
 
 // sortScratch is a counting sort's memory, passed from one dimension to the next: a merge
@@ -54,96 +69,221 @@ type sortScratch struct {
 	rows        scratch.Array[uint32]
 }
 
-// typedLog keeps its ids in a scratch.Array (see merger/internal/scratch): n of them so far.
+// typedLog keeps its last n ids in a scratch.Array (see merger/internal/scratch), and the ones
+// before them in runs.
 type typedLog[T uint8 | uint16 | uint32] struct {
-	arr      scratch.Array[T]
-	n        int
+	arr  scratch.Array[T]
+	n    int
+	med  func() (medium.Medium, error) // the runs'
+	card int
+
+	runs     []logRun
+	sealed   int                   // the rows in runs
+	counts   []uint32              // with runs: every id's rows in them
+	runCount []uint32              // a run's sort: its ids' rows, then where each goes
+	runRows  scratch.Array[uint32] // a run's sort: its rows by id
+	runIDs   []byte                // a run's sort: its ids part
+
 	sortRows int // logSortRows, but for tests
+	memIDs   int // logMemIDs, but for tests
+	runMax   int // logRunIDs, but for tests
+}
+
+// logRun is a run of a log: rows holds the rows of every id present (uint32, by id, then by
+// row), ids each id present and its rows' count (uvarints: the id's distance from the one
+// before, the first's from 0, then the count).
+type logRun struct {
+	rows, ids medium.Bytes
+}
+
+// The bounds (variables for tests).
+var (
+	// logMemIDs bounds the ids a log keeps in memory before its first run (4 MiB to 16 MiB):
+	// a merge of up to 4 Mi rows keeps its logs in memory, as it would without the bound.
+	logMemIDs = 1 << 22
+	// logRunIDs bounds a run's rows (the run's sort takes 4 MiB) and the ids a log keeps in
+	// memory once it has runs.
+	logRunIDs = 1 << 20
+	// logSortRows bounds the rows the bitmaps phase places at a time (16 MiB of rows), unless
+	// a single id holds more. A merge of up to 4 Mi rows sorts each log in one pass.
+	logSortRows = 1 << 22
+)
+
+func bound(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 func (l *typedLog[T]) reserve(rows int) {
 	_ = l.arr.Free() // on the Go heap or mapped, a log that is replaced is not in use
-	l.arr, l.n = scratch.New[T](rows), 0
+	l.arr, l.n = scratch.New[T](min(rows, bound(l.memIDs, logMemIDs))), 0
 }
 
 func (l *typedLog[T]) populate() { l.arr.Populate() }
 
-func (l *typedLog[T]) add(ids []uint32) {
-	// Past the reserve (reserve is given the rows in, which no merge exceeds): grow.
-	_ = l.arr.Grow(l.n+len(ids), l.n) // munmap of a mapping of ours fails only on a bug
-	dst := l.arr.S[l.n : l.n+len(ids)]
-	for i, id := range ids {
-		dst[i] = T(id)
+func (l *typedLog[T]) add(ids []uint32) error {
+	for len(ids) > 0 {
+		if l.n == len(l.arr.S) {
+			if l.runs == nil && l.n < bound(l.memIDs, logMemIDs) {
+				// Past the reserve (reserve is given the rows in, which no merge exceeds): grow.
+				_ = l.arr.Grow(min(l.n+len(ids), bound(l.memIDs, logMemIDs)), l.n) // munmap of a mapping of ours fails only on a bug
+			} else if err := l.seal(); err != nil {
+				return err
+			}
+		}
+		k := min(len(ids), len(l.arr.S)-l.n)
+		dst := l.arr.S[l.n : l.n+k]
+		for i, id := range ids[:k] {
+			dst[i] = T(id)
+		}
+		l.n += k
+		ids = ids[k:]
 	}
-	l.n += len(ids)
+	return nil
+}
+
+// seal writes the ids in memory as runs and empties the memory, which shrinks to a run's
+// rows after the first.
+func (l *typedLog[T]) seal() error {
+	runMax := bound(l.runMax, logRunIDs)
+	if l.counts == nil {
+		l.counts = make([]uint32, l.card)
+		l.runCount = make([]uint32, l.card)
+	}
+	for lo := 0; lo < l.n; lo += runMax {
+		if err := l.sealRun(l.arr.S[lo:min(lo+runMax, l.n)]); err != nil {
+			return err
+		}
+	}
+	l.n = 0
+	if len(l.arr.S) > runMax {
+		if err := l.arr.Free(); err != nil {
+			return err
+		}
+		l.arr = scratch.New[T](runMax)
+	}
+	return nil
+}
+
+// sealRun sorts ids, the next rows of the log, into a run.
+func (l *typedLog[T]) sealRun(ids []T) error {
+	cnt := l.runCount
+	clear(cnt)
+	for r, id := range ids {
+		if int(id) >= l.card {
+			return fmt.Errorf("merger: internal error: row %d holds id %d, the cardinality is %d", l.sealed+r, id, l.card)
+		}
+		cnt[id]++
+	}
+	l.runIDs = l.runIDs[:0]
+	off, prev := uint32(0), 0
+	for v, c := range cnt {
+		if c > 0 {
+			l.runIDs = binary.AppendUvarint(l.runIDs, uint64(v-prev))
+			l.runIDs = binary.AppendUvarint(l.runIDs, uint64(c))
+			prev = v
+			l.counts[v] += c
+		}
+		cnt[v] = off
+		off += c
+	}
+	if len(l.runRows.S) < len(ids) {
+		if err := l.runRows.Free(); err != nil {
+			return err
+		}
+		l.runRows = scratch.New[uint32](bound(l.runMax, logRunIDs))
+	}
+	rows := l.runRows.S[:len(ids)]
+	for r, id := range ids {
+		rows[cnt[id]] = uint32(l.sealed + r)
+		cnt[id]++
+	}
+	var run logRun
+	med, err := l.med()
+	if err == nil {
+		run.rows, err = med.NewBytes()
+	}
+	if err == nil {
+		if run.ids, err = med.NewBytes(); err == nil {
+			if _, err = run.rows.Write(slicesx.AsBytes(rows)); err == nil {
+				_, err = run.ids.Write(l.runIDs)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("id log: run: %w", err)
+	}
+	l.runs = append(l.runs, run)
+	l.sealed += len(ids)
+	return nil
 }
 
 func (l *typedLog[T]) free() error {
-	l.n = 0
-	return l.arr.Free()
+	l.n, l.sealed, l.runs, l.counts, l.runCount, l.runIDs = 0, 0, nil, nil, nil, nil
+	return errors.Join(l.arr.Free(), l.runRows.Free())
 }
 
-// logSortRows bounds the rows a counting-sort pass places at a time (16 MiB of rows), unless
-// a single id holds more: past it, each pass reads the whole log for the ids of its range. A
-// merge of up to 4 Mi rows sorts each log in one pass (at 1 Mi, the peers' 3,000,000-row
-// merge read each log three times: 40% of its bitmaps phase).
-const logSortRows = 1 << 22
-
 func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw colwrite.DimWriter, card int, cs *cores, done *atomic.Int64, sc *sortScratch) error {
-	log := l.arr.S[:l.n]
-	sc.counts = slices.Grow(sc.counts[:0], card)[:card]
-	counts := sc.counts
-	clear(counts)
-	for r, id := range log {
-		if int(id) >= card {
-			return fmt.Errorf("merger: internal error: row %d holds id %d, the cardinality is %d", r, id, card)
+	var counts []uint32
+	if l.runs != nil {
+		if err := l.seal(); err != nil {
+			return err
 		}
-		counts[id]++
+		counts = l.counts
+	} else {
+		sc.counts = slices.Grow(sc.counts[:0], card)[:card]
+		counts = sc.counts
+		clear(counts)
+		for r, id := range l.arr.S[:l.n] {
+			if int(id) >= card {
+				return fmt.Errorf("merger: internal error: row %d holds id %d, the cardinality is %d", r, id, card)
+			}
+			counts[id]++
+		}
 	}
 	sc.pos = slices.Grow(sc.pos[:0], card)[:card]
 	pos := sc.pos
-	bound := l.sortRows
-	if bound <= 0 {
-		bound = logSortRows
+	total, most := 0, 0
+	var ranges [][2]int // ids [lo, hi) whose rows fit the bound, at least one
+	for lo := 0; lo < card; {
+		hi, rows := lo+1, int(counts[lo])
+		for hi < card && rows+int(counts[hi]) <= bound(l.sortRows, logSortRows) {
+			rows += int(counts[hi])
+			hi++
+		}
+		ranges = append(ranges, [2]int{lo, hi})
+		total += rows
+		most = max(most, rows)
+		lo = hi
 	}
-	if len(sc.rows.S) < min(len(log), bound) {
+	if len(sc.rows.S) < most {
 		if err := sc.rows.Free(); err != nil {
 			return err
 		}
-		sc.rows = scratch.New[uint32](min(len(log), bound))
+		sc.rows = scratch.New[uint32](max(min(total, bound(l.sortRows, logSortRows)), most))
 	}
-	rows := sc.rows.S[:min(len(log), bound)]
-	for lo := 0; lo < card; {
-		// Ids [lo, hi): as many as fit rows, at least one.
-		hi, total := lo+1, int(counts[lo])
-		for hi < card && total+int(counts[hi]) <= len(rows) {
-			total += int(counts[hi])
-			hi++
-		}
-		if total > len(rows) {
-			if err := sc.rows.Free(); err != nil {
-				return err
-			}
-			sc.rows = scratch.New[uint32](total)
-			rows = sc.rows.S
-		}
+	var readers []runReader
+	for _, run := range l.runs {
+		readers = append(readers, runReader{run: run})
+	}
+	for _, rg := range ranges {
+		lo, hi := rg[0], rg[1]
 		off := uint32(0)
 		for v := lo; v < hi; v++ {
 			pos[v] = off
 			off += counts[v]
 		}
-		if lo == 0 && hi == card {
-			for r, id := range log {
-				rows[pos[id]] = uint32(r)
-				pos[id]++
-			}
-		} else {
-			for r, id := range log {
-				if v := int(id); v >= lo && v < hi {
-					rows[pos[v]] = uint32(r)
-					pos[v]++
+		rows := sc.rows.S[:off]
+		if readers != nil {
+			for i := range readers {
+				if err := readers[i].gather(hi, rows, pos); err != nil {
+					return fmt.Errorf("id log: run %d: %w", i, err)
 				}
 			}
+		} else {
+			l.place(lo, hi, len(ranges) == 1, rows, pos)
 		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("merger: %w", err)
@@ -151,9 +291,145 @@ func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw colwrite.DimWriter, c
 		if err := encodeIDs(dw, rows, counts, lo, hi, cs, done); err != nil {
 			return err
 		}
-		lo = hi
 	}
 	return nil
+}
+
+// place puts the rows of the ids in memory that lie in [lo, hi) (all: every one) at pos[id].
+func (l *typedLog[T]) place(lo, hi int, all bool, rows, pos []uint32) {
+	log := l.arr.S[:l.n]
+	if all {
+		for r, id := range log {
+			rows[pos[id]] = uint32(r)
+			pos[id]++
+		}
+		return
+	}
+	for r, id := range log {
+		if v := int(id); v >= lo && v < hi {
+			rows[pos[v]] = uint32(r)
+			pos[v]++
+		}
+	}
+}
+
+// runReader reads a run on, sequentially: its ids and counts, and their rows.
+type runReader struct {
+	run       logRun
+	ids       chunkReader
+	rows      chunkReader
+	id, count int // the id read last (0 before the first), and its rows not read yet
+	done      bool
+}
+
+// gather reads the run's ids below hi and puts each one's rows at pos[id] of rows, advancing
+// pos. The ids before must have been gathered.
+func (rr *runReader) gather(hi int, rows, pos []uint32) error {
+	if rr.ids.b == nil {
+		rr.ids = chunkReader{b: rr.run.ids, buf: make([]byte, 0, 4<<10)}
+		rr.rows = chunkReader{b: rr.run.rows, buf: make([]byte, 0, 64<<10)}
+	}
+	for !rr.done {
+		if rr.count == 0 {
+			d, err := rr.ids.uvarint()
+			if err == io.EOF {
+				rr.done = true
+				break
+			}
+			c, err2 := rr.ids.uvarint()
+			if err = errors.Join(err, err2); err != nil {
+				return err
+			}
+			rr.id += int(d)
+			rr.count = int(c)
+		}
+		if rr.id >= hi {
+			break
+		}
+		p := pos[rr.id]
+		if err := rr.rows.read(slicesx.AsBytes(rows[p : int(p)+rr.count])); err != nil {
+			return err
+		}
+		pos[rr.id] += uint32(rr.count)
+		rr.count = 0
+	}
+	return nil
+}
+
+// chunkReader reads a medium.Bytes from its start on, through a buffer.
+type chunkReader struct {
+	b   medium.Bytes
+	off int64  // b's bytes read into buf so far
+	buf []byte // buf[p:] is read and not consumed
+	p   int
+}
+
+// fill reads more of b into buf, keeping what is not consumed; io.EOF at b's end.
+func (c *chunkReader) fill() error {
+	if c.off >= c.b.Size() {
+		return io.EOF
+	}
+	n := copy(c.buf[:cap(c.buf)], c.buf[c.p:])
+	k := int(min(int64(cap(c.buf)-n), c.b.Size()-c.off))
+	if err := readFull(c.b, c.buf[n:n+k], c.off); err != nil {
+		return err
+	}
+	c.buf, c.p, c.off = c.buf[:n+k], 0, c.off+int64(k)
+	return nil
+}
+
+// uvarint reads a uvarint; io.EOF when b is read whole.
+func (c *chunkReader) uvarint() (uint64, error) {
+	if len(c.buf)-c.p < binary.MaxVarintLen64 {
+		if err := c.fill(); err != nil && (err != io.EOF || c.p == len(c.buf)) {
+			return 0, err
+		}
+	}
+	v, k := binary.Uvarint(c.buf[c.p:])
+	if k <= 0 {
+		return 0, fmt.Errorf("merger: internal error: a bad uvarint at byte %d", c.off-int64(len(c.buf)-c.p))
+	}
+	c.p += k
+	return v, nil
+}
+
+// read fills dst with the next bytes.
+func (c *chunkReader) read(dst []byte) error {
+	n := copy(dst, c.buf[c.p:])
+	c.p += n
+	dst = dst[n:]
+	if len(dst) >= cap(c.buf) {
+		// Straight into dst: a large read costs no copy.
+		if err := readFull(c.b, dst, c.off); err != nil {
+			return err
+		}
+		c.off += int64(len(dst))
+		return nil
+	}
+	for len(dst) > 0 {
+		if err := c.fill(); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		n := copy(dst, c.buf[c.p:])
+		c.p += n
+		dst = dst[n:]
+	}
+	return nil
+}
+
+// readFull reads len(p) bytes of b at off.
+func readFull(b medium.Bytes, p []byte, off int64) error {
+	n, err := b.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // cores tracks the goroutines writing a merge's bitmaps, so that the encoding of a dimension's

@@ -2,6 +2,7 @@ package merger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -16,104 +18,110 @@ import (
 	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/colwrite"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger/internal/fixture"
 	"github.com/writeout/writeout/merger/internal/scratch"
+	"github.com/writeout/writeout/tmpfile"
 )
 
 // TestIDLogBitmaps writes a single-value dimension's bitmaps from an id log, with the
-// counting sort's buffer smaller than the rows (several ranges of ids, an id holding more rows
-// than the buffer, ids holding none), for each width of the log, with no idle core and with
-// one or three (the ids handed to other goroutines, in parts of a few rows): every bitmap
-// holds exactly the rows of its id.
+// counting sort's buffer smaller than the rows (several buckets of ids, an id holding more rows
+// than the buffer, ids holding none), for each width of the log, with the log in memory or
+// mostly written to the medium, with no idle core and with one or three (the ids handed to
+// other goroutines, in parts of a few rows): every bitmap holds exactly the rows of its id.
 func TestIDLogBitmaps(t *testing.T) {
 	defer func(n int) { splitRows = n }(splitRows)
 	splitRows = 5
 	for _, card := range []int{3, 200, 300, 70_000} {
 		for _, bound := range []int{1, 7, 64, 0} {
 			for _, idle := range []int{0, 1, 3} {
-				t.Run(fmt.Sprintf("card=%d/bound=%d/idle=%d", card, bound, idle), func(t *testing.T) {
-					rng := rand.New(rand.NewPCG(uint64(card), uint64(bound)))
-					rows := 500
-					ids := make([]uint32, rows)
-					for r := range ids {
-						switch r % 3 {
-						case 0:
-							ids[r] = 1 // one id holds a third of the rows
-						case 1:
-							ids[r] = uint32(rng.IntN(min(card, 40)))
-						default:
-							ids[r] = uint32(rng.IntN(card)) // of a large cardinality, many ids hold none
-						}
-					}
-					s := columns.Schema{Dimensions: []columns.Dimension{{Name: "d"}}}
-					w, err := colwrite.New(s, colwrite.Options{ChunkRows: 64})
-					require.NoError(t, err)
-					tw, err := w.Time()
-					require.NoError(t, err)
-					dw, err := w.Dim("d")
-					require.NoError(t, err)
-					require.NoError(t, dw.AddNull())
-					for v := 1; v < card; v++ {
-						_, err := dw.AddValue(fmt.Sprintf("v%06d", v))
-						require.NoError(t, err)
-					}
-					for r := range rows {
-						require.NoError(t, tw.Append(int64(r)))
-					}
-					log := newIDLog(card)
-					log.reserve(rows / (1 + bound%3)) // half the rows for some: the log grows past its reserve
-					switch l := log.(type) {
-					case *typedLog[uint8]:
-						l.sortRows = bound
-					case *typedLog[uint16]:
-						l.sortRows = bound
-					case *typedLog[uint32]:
-						l.sortRows = bound
-					}
-					for lo := 0; lo < rows; lo += 100 {
-						require.NoError(t, dw.AppendSingleIDs(ids[lo:lo+100]))
-						log.add(ids[lo : lo+100])
-					}
-					var done atomic.Int64
-					sc := &sortScratch{counts: []uint32{9, 9}, rows: scratch.New[uint32](3)}
-					var cs *cores
-					if idle > 0 {
-						cs = &cores{par: int32(1 + idle)}
-						cs.busy.Store(1) // this goroutine
-					}
-					require.NoError(t, log.writeBitmaps(context.Background(), dw, card, cs, &done, sc))
-					if cs != nil {
-						require.Equal(t, int32(1), cs.busy.Load(), "every helper done")
-					}
-					require.NoError(t, log.free())
-					require.NoError(t, log.free(), "a second free")
-					require.NoError(t, sc.rows.Free())
-					require.Equal(t, int64(card), done.Load())
-					path := filepath.Join(t.TempDir(), "seg")
-					_, err = w.Finish(path, columns.PublishOptions{})
-					require.NoError(t, err)
-					seg, err := columns.Open(path)
-					require.NoError(t, err)
-					defer seg.Close()
-					require.NoError(t, seg.Verify())
-					col, err := seg.Dim("d")
-					require.NoError(t, err)
-					for v := range card {
-						bm, err := col.Bitmap(uint32(v))
-						require.NoError(t, err)
-						var want []uint32
-						for r, id := range ids {
-							if id == uint32(v) {
-								want = append(want, uint32(r))
+				for _, mem := range []int{0, 1, 37} {
+					t.Run(fmt.Sprintf("card=%d/bound=%d/idle=%d/mem=%d", card, bound, idle, mem), func(t *testing.T) {
+						rng := rand.New(rand.NewPCG(uint64(card), uint64(bound)))
+						rows := 500
+						ids := make([]uint32, rows)
+						for r := range ids {
+							switch r % 3 {
+							case 0:
+								ids[r] = 1 // one id holds a third of the rows
+							case 1:
+								ids[r] = uint32(rng.IntN(min(card, 40)))
+							default:
+								ids[r] = uint32(rng.IntN(card)) // of a large cardinality, many ids hold none
 							}
 						}
-						got := bm.ToArray()
-						if len(want) == 0 {
-							require.Empty(t, got, "id %d", v)
-						} else {
-							require.Equal(t, want, got, "id %d", v)
+						s := columns.Schema{Dimensions: []columns.Dimension{{Name: "d"}}}
+						w, err := colwrite.New(s, colwrite.Options{ChunkRows: 64})
+						require.NoError(t, err)
+						tw, err := w.Time()
+						require.NoError(t, err)
+						dw, err := w.Dim("d")
+						require.NoError(t, err)
+						require.NoError(t, dw.AddNull())
+						for v := 1; v < card; v++ {
+							_, err := dw.AddValue(fmt.Sprintf("v%06d", v))
+							require.NoError(t, err)
 						}
-					}
-				})
+						for r := range rows {
+							require.NoError(t, tw.Append(int64(r)))
+						}
+						med := medium.NewHeap()
+						defer med.Close()
+						log := newIDLog(card, func() (medium.Medium, error) { return med, nil })
+						switch l := log.(type) {
+						case *typedLog[uint8]:
+							l.sortRows, l.memIDs, l.runMax = bound, mem, (mem+1)/2
+						case *typedLog[uint16]:
+							l.sortRows, l.memIDs, l.runMax = bound, mem, (mem+1)/2
+						case *typedLog[uint32]:
+							l.sortRows, l.memIDs, l.runMax = bound, mem, (mem+1)/2
+						}
+						log.reserve(rows / (1 + bound%3)) // half the rows for some: the log grows past its reserve
+						for lo := 0; lo < rows; lo += 100 {
+							require.NoError(t, dw.AppendSingleIDs(ids[lo:lo+100]))
+							require.NoError(t, log.add(ids[lo:lo+100]))
+						}
+						var done atomic.Int64
+						sc := &sortScratch{counts: []uint32{9, 9}, rows: scratch.New[uint32](3)}
+						var cs *cores
+						if idle > 0 {
+							cs = &cores{par: int32(1 + idle)}
+							cs.busy.Store(1) // this goroutine
+						}
+						require.NoError(t, log.writeBitmaps(context.Background(), dw, card, cs, &done, sc))
+						if cs != nil {
+							require.Equal(t, int32(1), cs.busy.Load(), "every helper done")
+						}
+						require.NoError(t, log.free())
+						require.NoError(t, log.free(), "a second free")
+						require.NoError(t, sc.rows.Free())
+						require.Equal(t, int64(card), done.Load())
+						path := filepath.Join(t.TempDir(), "seg")
+						_, err = w.Finish(path, columns.PublishOptions{})
+						require.NoError(t, err)
+						seg, err := columns.Open(path)
+						require.NoError(t, err)
+						defer seg.Close()
+						require.NoError(t, seg.Verify())
+						col, err := seg.Dim("d")
+						require.NoError(t, err)
+						for v := range card {
+							bm, err := col.Bitmap(uint32(v))
+							require.NoError(t, err)
+							var want []uint32
+							for r, id := range ids {
+								if id == uint32(v) {
+									want = append(want, uint32(r))
+								}
+							}
+							got := bm.ToArray()
+							if len(want) == 0 {
+								require.Empty(t, got, "id %d", v)
+							} else {
+								require.Equal(t, want, got, "id %d", v)
+							}
+						}
+					})
+				}
 			}
 		}
 	}
@@ -217,4 +225,115 @@ func TestRadixSort(t *testing.T) {
 			require.Equal(t, want, keys, "width %d, %d keys", width, n)
 		}
 	}
+}
+
+// BenchmarkIDLogBitmaps writes the bitmaps of 10 M rows of a single-value dimension from an id
+// log kept in memory whole (mem=all: one pass over the log a range of ids, as before logs had
+// a bound) and from one past its bound (mem=bounded: the ids past 4 Mi and the sort's buckets
+// in a tmpfile medium). Rows take ids of a skewed distribution. cpu-ns/op is the process's CPU
+// time, steadier than the wall time on a shared machine.
+func BenchmarkIDLogBitmaps(b *testing.B) {
+	const rows = 10_000_000
+	for _, card := range []int{200, 5000} {
+		ids := make([]uint32, rows)
+		rng := rand.New(rand.NewPCG(1, uint64(card)))
+		z := rand.NewZipf(rand.New(rand.NewPCG(2, uint64(card))), 1.1, 1, uint64(card-1))
+		for r := range ids {
+			if r%2 == 0 {
+				ids[r] = uint32(z.Uint64())
+			} else {
+				ids[r] = uint32(rng.IntN(card))
+			}
+		}
+		for _, mem := range []string{"all", "bounded"} {
+			b.Run(fmt.Sprintf("card=%d/mem=%s", card, mem), func(b *testing.B) {
+				med, err := tmpfile.New(tmpfile.Options{Dir: b.TempDir()})
+				require.NoError(b, err)
+				defer med.Close()
+				var cpu time.Duration
+				for b.Loop() {
+					b.StopTimer()
+					s := columns.Schema{Dimensions: []columns.Dimension{{Name: "d"}}}
+					w, err := colwrite.New(s, colwrite.Options{Medium: med})
+					require.NoError(b, err)
+					tw, err := w.Time()
+					require.NoError(b, err)
+					dw, err := w.Dim("d")
+					require.NoError(b, err)
+					for v := range card {
+						_, err := dw.AddValue(fmt.Sprintf("v%06d", v))
+						require.NoError(b, err)
+					}
+					require.NoError(b, tw.AppendValues(make([]int64, rows)))
+					require.NoError(b, dw.AppendSingleIDs(ids))
+					scr, err := med.NewChild()
+					require.NoError(b, err)
+					log := newIDLog(card, func() (medium.Medium, error) { return scr, nil })
+					if mem == "all" {
+						switch l := log.(type) {
+						case *typedLog[uint8]:
+							l.memIDs = rows
+						case *typedLog[uint16]:
+							l.memIDs = rows
+						}
+					}
+					log.reserve(rows)
+					b.StartTimer()
+					cpu0 := cpuTime(b)
+					for lo := 0; lo < rows; lo += 4096 {
+						require.NoError(b, log.add(ids[lo:min(lo+4096, rows)]))
+					}
+					var done atomic.Int64
+					sc := &sortScratch{}
+					require.NoError(b, log.writeBitmaps(context.Background(), dw, card, nil, &done, sc))
+					cpu += cpuTime(b) - cpu0
+					b.StopTimer()
+					require.NoError(b, log.free())
+					require.NoError(b, sc.rows.Free())
+					require.NoError(b, w.Abort())
+					require.NoError(b, scr.Close())
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+			})
+		}
+	}
+}
+
+// failingChildren is a medium whose children past the first cannot be made.
+type failingChildren struct {
+	medium.Medium
+	made int
+}
+
+func (m *failingChildren) NewChild() (medium.Medium, error) {
+	if m.made++; m.made > 1 {
+		return nil, errors.New("no child for you")
+	}
+	return m.Medium.NewChild()
+}
+
+// TestMergeLogRunsFail: a merge whose logs must write runs and whose medium cannot give them
+// one fails with the medium's error, and publishes nothing; with the logs in memory, the same
+// medium serves the merge (the runs' medium is made only when a log needs it).
+func TestMergeLogRunsFail(t *testing.T) {
+	defer func(m int) { logMemIDs = m }(logMemIDs)
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(5, 33))
+	rc := fixture.NewCase(rng, 3, 300)
+	var inputs []*columns.Segment
+	for i := range rc.Schemas {
+		inputs = append(inputs, fixture.WriteSegment(t, dir, fmt.Sprintf("in%d.seg", i), rc.Schemas[i], rc.Rows[i]))
+	}
+	dst := filepath.Join(dir, "out.seg")
+	logMemIDs = 7
+	heap := medium.NewHeap()
+	defer heap.Close()
+	_, err := Merge(context.Background(), inputs, dst, Options{Medium: &failingChildren{Medium: heap}})
+	require.ErrorContains(t, err, "no child for you")
+	require.NoFileExists(t, dst)
+
+	logMemIDs = 1 << 22
+	_, err = Merge(context.Background(), inputs, dst, Options{Medium: &failingChildren{Medium: heap}})
+	require.NoError(t, err)
 }
