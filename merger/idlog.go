@@ -326,8 +326,9 @@ type runReader struct {
 // pos. The ids before must have been gathered.
 func (rr *runReader) gather(hi int, rows, pos []uint32) error {
 	if rr.ids.b == nil {
-		rr.ids = chunkReader{b: rr.run.ids, buf: make([]byte, 0, 4<<10)}
-		rr.rows = chunkReader{b: rr.run.rows, buf: make([]byte, 0, 64<<10)}
+		// 18 KiB a run: a merge of 300 M rows reads 300 runs a dimension at once.
+		rr.ids = chunkReader{b: rr.run.ids, buf: make([]byte, 0, 2<<10)}
+		rr.rows = chunkReader{b: rr.run.rows, buf: make([]byte, 0, 16<<10)}
 	}
 	for !rr.done {
 		if rr.count == 0 {
