@@ -291,7 +291,8 @@ func (c *cursor) fill(ctx context.Context) error {
 		return fmt.Errorf("merger: %w", err)
 	}
 	if c.order == nil {
-		if err := c.fillRange(ctx); err != nil {
+		streamed, err := c.fillRange(ctx)
+		if err != nil || streamed {
 			return err
 		}
 		c.npos = c.w.n
