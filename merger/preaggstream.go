@@ -2,23 +2,36 @@ package merger
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sync/atomic"
+
+	"github.com/writeout/writeout/medium"
 )
 
 // Streamed pre-aggregation. A group (rows of one truncated time) of more than maxWindowRows
 // rows does not load into the window whole: it goes through it maxWindowRows rows at a time,
-// each chunk's packed keys marking the group's bitmap of keys (as preAggregate's do) and
-// appended to the group's slot array. Once the group ends, the keys become slots (their rank
-// in the bitmap) in place, and the window holds the group's slots, one row per distinct key
-// in key order, as preAggregate leaves them. What a cursor holds then grows with the group's
-// distinct keys (at most 2^maxSlotBits) and maxWindowRows, not its rows, except for the slot
-// array the metric tasks read (4 bytes a row).
+// each chunk's packed keys marking the group's bitmap of keys (as preAggregate's do) and kept
+// for the metric tasks: in memory (4 bytes a row), or, past maxMemGroupRows rows, staged on
+// the merge's scratch medium. Once the group ends, the keys kept in memory become slots
+// (their rank in the bitmap) in place (staged ones are mapped so as the tasks read them
+// back), and the window holds the group's slots, one row per distinct key in key order, as
+// preAggregate leaves them. What a cursor holds then grows with the group's distinct keys (at
+// most 2^maxSlotBits), not its rows.
 
 // maxWindowRows bounds the rows a pre-aggregating cursor's window loads at a time (a
 // variable for tests).
 var maxWindowRows = 1 << 16
+
+// maxMemGroupRows bounds the rows of a streamed group whose keys stay in memory (4 bytes a
+// row): a larger group stages them on the merge's scratch medium, and the metric tasks read
+// them back (a variable for tests).
+var maxMemGroupRows = 1 << 22
+
+// For tests: stagedGroups counts the groups whose keys were staged.
+var stagedGroups atomic.Int64
 
 // For tests: windowRowsPeak is the most rows a window of a source read in row order loaded at
 // once.
@@ -53,24 +66,23 @@ func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
 		c.seenSum = make([]uint64, 1+(words-1)>>6)
 	}
 	seen, sum, rank := c.seen, c.seenSum, c.rank
-	gid := c.pre.get(0)[:0]
+	st := groupStage{c: c, gid: c.pre.get(0)[:0]}
 	for lo, cut := p0, true; ; {
 		if err := c.loadDims(lo, p); err != nil {
+			st.discard()
 			return err
 		}
 		windowRowsPeak.note(int64(w.n))
-		keys := c.wkeys[:w.n]
-		gid = grown(gid, len(keys))
-		for _, k := range keys {
-			seen[k>>6] |= 1 << (k & 63)
-			sum[k>>12] |= 1 << (k >> 6 & 63)
-			gid = append(gid, int32(k)) // the key (of at most maxSlotBits bits), its slot below
+		if err := st.add(c.wkeys[:w.n]); err != nil {
+			st.discard()
+			return err
 		}
 		c.next = p
 		if !cut { // the group's last rows
 			break
 		}
 		if err := ctx.Err(); err != nil {
+			st.discard()
 			return fmt.Errorf("merger: %w", err)
 		}
 		w.reset()
@@ -78,6 +90,7 @@ func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
 		var err error
 		// The group's next rows, up to its end (minRows 0) or the limit.
 		if p, cut, err = c.fillTimes(ctx, maxWindowRows, 0); err != nil {
+			st.discard()
 			return err
 		}
 	}
@@ -91,16 +104,22 @@ func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
 		}
 	}
 	count := sized(c.count, slots) // per slot: its rows
-	clear(count)
-	for i, k := range gid {
-		s := rank[k>>6] + int32(bits.OnesCount64(seen[k>>6]&(1<<(k&63)-1)))
-		gid[i] = s
-		count[s]++
-	}
 	c.count = count
-	lo, hi := uint32(p0), uint32(p0+len(gid))
-	g := &groupAgg{in: int32(c.in), lo: lo, hi: hi, gid: gid, slots: slots, pre: c.pre}
+	g := &groupAgg{in: int32(c.in), lo: uint32(p0), hi: uint32(p0 + st.rows), slots: slots, pre: c.pre}
+	if st.staged != nil {
+		g.staged, g.seen, g.rank = st.staged, slices.Clone(seen), slices.Clone(rank)
+	} else {
+		clear(count)
+		gid := st.gid
+		for i, k := range gid {
+			s := rank[k>>6] + int32(bits.OnesCount64(seen[k>>6]&(1<<(k&63)-1)))
+			gid[i] = s
+			count[s]++
+		}
+		g.gid = gid
+	}
 	g.users.Store(c.pre.users)
+	lo, hi := g.lo, g.hi
 
 	// The window: the group's slots in key order, their keys read off the bitmap (clearing it
 	// on the way) and unpacked a dimension at a time.
@@ -113,7 +132,11 @@ func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
 		for ; x != 0; x &= x - 1 {
 			wi := si<<6 | bits.TrailingZeros64(x)
 			for y := seen[wi]; y != 0; y &= y - 1 {
-				dk[q] = uint64(wi<<6 | bits.TrailingZeros64(y))
+				k := wi<<6 | bits.TrailingZeros64(y)
+				dk[q] = uint64(k)
+				if g.staged != nil {
+					count[q], c.keyCount[k] = c.keyCount[k], 0
+				}
 				q++
 			}
 			seen[wi] = 0
@@ -149,4 +172,101 @@ func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
 	c.aggs = append(c.aggs[:0], g)
 	c.npos = slots
 	return nil
+}
+
+// groupStage is where a streamed group's rows' keys go as they load: appended to gid, or,
+// past maxMemGroupRows rows, staged on the merge's scratch medium and each key counted in
+// the cursor's keyCount.
+type groupStage struct {
+	c      *cursor
+	staged medium.Bytes
+	gid    []int32
+	rows   int
+}
+
+// add marks keys, the packed keys of the group's next rows, in the cursor's bitmap of the
+// group's keys and keeps them.
+func (st *groupStage) add(keys []uint64) error {
+	c := st.c
+	seen, sum := c.seen, c.seenSum
+	for _, k := range keys {
+		seen[k>>6] |= 1 << (k & 63)
+		sum[k>>12] |= 1 << (k >> 6 & 63)
+	}
+	if st.staged == nil && c.pre.scratch != nil && st.rows+len(keys) > maxMemGroupRows {
+		if err := st.stage(); err != nil {
+			return err
+		}
+	}
+	st.rows += len(keys)
+	if st.staged == nil {
+		gid := grown(st.gid, len(keys))
+		for _, k := range keys {
+			gid = append(gid, int32(k)) // the key (of at most maxSlotBits bits), its slot later
+		}
+		st.gid = gid
+		return nil
+	}
+	return st.write(keys)
+}
+
+// stage moves the keys kept in memory to a Bytes of the merge's medium.
+func (st *groupStage) stage() error {
+	c := st.c
+	if len(c.keyCount) != 1<<c.idBits {
+		c.keyCount = make([]int32, 1<<c.idBits)
+	}
+	med, err := c.pre.scratch.get()
+	if err == nil {
+		st.staged, err = med.NewBytes()
+	}
+	if err != nil {
+		return fmt.Errorf("merger: %s: stage a group: %w", c.name, err)
+	}
+	stagedGroups.Add(1)
+	keys := sized(c.kbuf, min(len(st.gid), 1<<16))
+	c.kbuf = keys
+	for gid := st.gid; len(gid) > 0; {
+		n := min(len(gid), len(keys))
+		for i, k := range gid[:n] {
+			keys[i] = uint64(k)
+		}
+		if err := st.write(keys[:n]); err != nil {
+			return err
+		}
+		gid = gid[n:]
+	}
+	select {
+	case c.pre.pool <- st.gid[:0]:
+	default:
+	}
+	st.gid = nil
+	return nil
+}
+
+// write counts keys and appends them to the stage.
+func (st *groupStage) write(keys []uint64) error {
+	c := st.c
+	count := c.keyCount
+	buf := sized(c.kbytes, 4*len(keys))
+	for i, k := range keys {
+		count[k]++
+		binary.LittleEndian.PutUint32(buf[4*i:], uint32(k))
+	}
+	c.kbytes = buf
+	if _, err := st.staged.Write(buf); err != nil {
+		return fmt.Errorf("merger: %s: stage a group: %w", c.name, err)
+	}
+	return nil
+}
+
+// discard gives back what the stage holds after a failure (a failed discard leaves the bytes
+// to the medium's Close); the merge ends with the failure.
+func (st *groupStage) discard() {
+	if st.staged != nil {
+		if d, ok := st.staged.(medium.Discarder); ok {
+			_ = d.Discard()
+		}
+		st.staged = nil
+	}
 }

@@ -20,7 +20,9 @@ import (
 // may (maxWindowRows) loads no window of more rows than that, whatever the layout of its
 // inputs (one after another, sharing an hour, or interleaved over the same hours), and writes
 // the bytes of the same rollup with windows of whole hours and of the rollup without
-// pre-aggregation; its rows are those of the naive merge (where it models the metrics).
+// pre-aggregation; its rows are those of the naive merge (where it models the metrics). The
+// streamed groups' keys go through the default medium (a temp file) or the heap medium, from
+// their first rows or past a few windows, or stay in memory.
 func TestMergeStreamedGroups(t *testing.T) {
 	metrics := []columns.Metric{
 		{Name: "rows", Aggregator: agg.Count},
@@ -36,8 +38,8 @@ func TestMergeStreamedGroups(t *testing.T) {
 	dims := []columns.Dimension{{Name: "a"}, {Name: "b"}}
 	const hour = 3600_000
 	const bound = 500
-	saved := maxWindowRows
-	t.Cleanup(func() { maxWindowRows = saved })
+	saved, savedMem := maxWindowRows, maxMemGroupRows
+	t.Cleanup(func() { maxWindowRows, maxMemGroupRows = saved, savedMem })
 	for c := range 6 {
 		seed := uint64(c)
 		rng := rand.New(rand.NewPCG(seed, 34))
@@ -90,16 +92,23 @@ func TestMergeStreamedGroups(t *testing.T) {
 		name := fmt.Sprintf("case %d (seed %d): %d inputs, interleaved %v, fan-in %d", c, seed, nIn, interleaved, opts.MaxFanIn)
 
 		maxWindowRows = bound
+		maxMemGroupRows = []int{0, 3 * bound, 1 << 30}[c%3] // keys staged from the start, past a few windows, never
+		if c == 4 {
+			med := medium.NewHeap() // staged on the Go heap
+			t.Cleanup(func() { require.NoError(t, med.Close()) })
+			opts.Medium = med
+		}
 		windowRowsPeak.v.Store(0)
-		before := preAggGroups.Load()
+		before, staged := preAggGroups.Load(), stagedGroups.Load()
 		streamed := filepath.Join(dir, "streamed.seg")
 		_, err := Merge(t.Context(), segs, streamed, opts)
 		require.NoError(t, err, name)
 		require.Greater(t, preAggGroups.Load(), before, "%s: no group pre-aggregated", name)
+		require.Equal(t, c%3 != 2, stagedGroups.Load() > staged, "%s: groups staged", name)
 		require.Positive(t, windowRowsPeak.v.Load(), name)
 		require.LessOrEqual(t, windowRowsPeak.v.Load(), int64(bound), "%s: a window loaded more rows than the bound", name)
 
-		maxWindowRows = math.MaxInt // windows of whole hours
+		maxWindowRows, maxMemGroupRows = math.MaxInt, savedMem // windows of whole hours
 		windowRowsPeak.v.Store(0)
 		whole := filepath.Join(dir, "whole.seg")
 		_, err = Merge(t.Context(), segs, whole, opts)
