@@ -18,7 +18,8 @@ import (
 
 // TestMergeStreamedGroups: a rollup to the hour whose hours hold far more rows than a window
 // may (maxWindowRows) loads no window of more rows than that, whatever the layout of its
-// inputs (one after another, sharing an hour, or interleaved over the same hours), and writes
+// inputs (one after another, sharing an hour, or interleaved over the same hours; after hours
+// of a few rows or not), and writes
 // the bytes of the same rollup with windows of whole hours and of the rollup without
 // pre-aggregation; its rows are those of the naive merge (where it models the metrics). The
 // streamed groups' keys go through the default medium (a temp file) or the heap medium, from
@@ -61,6 +62,11 @@ func TestMergeStreamedGroups(t *testing.T) {
 				tm := int64(1_700_000_000_000) + rng.Int64N(2*hour+hour/2)
 				if !interleaved {
 					tm += int64(i) * 2 * hour // a shared hour at the edges
+				}
+				if c%2 == 1 && rng.IntN(10) == 0 {
+					// Hours of a few rows before the full ones: windows of small groups, then
+					// one that stops before a full hour (the next window streams it).
+					tm = int64(1_700_000_000_000) - rng.Int64N(40*hour)
 				}
 				row := columns.Row{Time: tm, Dims: make([][]string, len(dims)), Metrics: make([]columns.Value, len(ms))}
 				for d := range dims {
