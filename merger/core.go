@@ -250,7 +250,7 @@ func (c *core) preAgg() *preAgg {
 			return nil
 		}
 	}
-	pre := &preAgg{pool: make(chan []int32, 8)}
+	pre := &preAgg{pool: make(chan []int32, 8), scratch: &c.scratch}
 	for _, m := range c.out.Metrics {
 		if m.Type != columns.MetricLong {
 			return nil

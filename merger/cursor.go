@@ -107,6 +107,8 @@ type preAggState struct {
 	aggLast       *groupAgg
 	aggSeq        int64   // the batch aggLast was last added to
 	count         []int32 // preAggregate's memory
+	keyCount      []int32 // a streamed group's rows per packed key (see streamGroup)
+	kbytes        []byte  // a streamed group's keys as they are staged
 }
 
 // segCheck is the check of a segment's times as a cursor reads them: they must lie in
@@ -253,8 +255,8 @@ func (c *cursor) inherit(o *cursor) {
 	c.slot, c.weight, c.count = o.slot, o.weight, o.count
 	o.slot, o.weight, o.count = nil, nil, nil
 	if c.idBits == o.idBits {
-		c.seen, c.seenSum, c.rank = o.seen, o.seenSum, o.rank
-		o.seen, o.seenSum, o.rank = nil, nil, nil
+		c.seen, c.seenSum, c.rank, c.keyCount = o.seen, o.seenSum, o.rank, o.keyCount
+		o.seen, o.seenSum, o.rank, o.keyCount = nil, nil, nil, nil
 	}
 }
 
@@ -291,7 +293,8 @@ func (c *cursor) fill(ctx context.Context) error {
 		return fmt.Errorf("merger: %w", err)
 	}
 	if c.order == nil {
-		if err := c.fillRange(ctx); err != nil {
+		streamed, err := c.fillRange(ctx)
+		if err != nil || streamed {
 			return err
 		}
 		c.npos = c.w.n

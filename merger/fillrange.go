@@ -3,6 +3,7 @@ package merger
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/slicesx"
@@ -13,13 +14,44 @@ import (
 
 // fillRange loads the next batch of whole groups of a source read in row order, column by
 // column: times first (which say where the batch ends), then each dimension chunk by chunk.
-func (c *cursor) fillRange(ctx context.Context) error {
+// With pre-aggregation a window holds at most maxWindowRows rows: a group larger than that
+// is streamed through the window (see streamGroup) and leaves its slots, one row per distinct
+// key, in key order; streamed then reports that the window's emission order is set.
+func (c *cursor) fillRange(ctx context.Context) (streamed bool, err error) {
 	w := &c.w
 	p0 := c.next
-	p, err := c.fillTimes(ctx)
-	if err != nil {
-		return err
+	limit := math.MaxInt
+	if c.canStream() {
+		limit = max(maxWindowRows, 1)
 	}
+	p, cut, err := c.fillTimes(ctx, limit, cursorBatch)
+	if err != nil {
+		return false, err
+	}
+	if cut {
+		// The last group goes on past the limit. Groups before it load as usual (the next
+		// fill starts at the group); a group that starts the window streams.
+		gs := len(w.time) - 1
+		for gs > 0 && w.time[gs-1] == w.time[gs] {
+			gs--
+		}
+		if gs == 0 {
+			return true, c.streamGroup(ctx, p0, p)
+		}
+		p, w.time = p0+gs, w.time[:gs]
+	}
+	if err := c.loadDims(p0, p); err != nil {
+		return false, err
+	}
+	windowRowsPeak.note(int64(w.n))
+	c.next = p
+	return false, nil
+}
+
+// loadDims loads the dimensions of source rows [p0, p), whose times the window holds, and
+// the rows' packed keys when the cursor pre-aggregates.
+func (c *cursor) loadDims(p0, p int) error {
+	w := &c.w
 	n := p - p0
 	w.n = n
 	w.src = grown(w.src, n)[:n] // the window was empty
@@ -33,8 +65,8 @@ func (c *cursor) fillRange(ctx context.Context) error {
 		c.wkeys = sized(c.wkeys, n) // the first dimension sets them
 	}
 	for j := range w.dims {
-		d := &w.dims[j]
-		switch d.kind {
+		var err error
+		switch w.dims[j].kind {
 		case kindSingle, kindMulti:
 			err = c.fillIDs(j, p0, p)
 		case kindRaw:
@@ -44,16 +76,17 @@ func (c *cursor) fillRange(ctx context.Context) error {
 			return err
 		}
 	}
-	c.next = p
 	return nil
 }
 
 // fillTimes appends the truncated times of the rows from c.next on to the window, up to the
-// end of the group that passes cursorBatch rows, and returns the position after the last.
-func (c *cursor) fillTimes(ctx context.Context) (int, error) {
+// end of the group that passes minRows rows, and returns the position after the last. It
+// stops at limit rows when the group goes on past them: cut then says so (the window's last
+// group is incomplete).
+func (c *cursor) fillTimes(ctx context.Context, limit, minRows int) (p int, cut bool, err error) {
 	w := &c.w
 	p0 := c.next
-	p := p0
+	p = p0
 	// The bucket of the last time truncated, [bucket, bucketEnd) (empty at first): a valid
 	// time's bucket ends by MaxTime + a day, which fits an int64.
 	width := c.gran.Millis()
@@ -61,37 +94,42 @@ func (c *cursor) fillTimes(ctx context.Context) (int, error) {
 	// The loop keeps the cursor's fields and the window's times in locals, stored back after
 	// it (an error ends the merge; unsorted reads lastT): as fields, each row loaded and
 	// stored them.
+	pLimit := p0 + min(limit, c.n-p0)
 	lastT, fresh, tlo, thi := c.lastT, c.fresh, c.tlo, c.thi
 	times := w.time
 	for p < c.n {
 		first, vals, err := c.times.C.Chunk(p)
 		if err != nil {
-			return 0, fmt.Errorf("merger: %s: __time: %w", c.name, err)
+			return 0, false, fmt.Errorf("merger: %s: __time: %w", c.name, err)
 		}
 		if k := p - first; k < 0 || k >= len(vals) {
-			return 0, fmt.Errorf("merger: %s: __time: chunk at %d does not hold row %d: %w", c.name, first, p, columns.ErrCorrupt)
+			return 0, false, fmt.Errorf("merger: %s: __time: chunk at %d does not hold row %d: %w", c.name, first, p, columns.ErrCorrupt)
 		}
 		full := false
 		times = grown(times, len(vals)-(p-first))
 		for _, t := range vals[p-first:] {
 			if t < tlo || t > thi {
-				return 0, c.badTime(p, t)
+				return 0, false, c.badTime(p, t)
 			}
 			if t >= bucket && t < bucketEnd {
 				// Sorted times are mostly in the last row's bucket: its start is lastT, the
 				// batch goes on and the order holds.
+				if p >= pLimit {
+					cut = true // the group goes on past the limit
+					break
+				}
 				t = bucket
 			} else {
 				if width > 1 {
 					t = c.gran.Truncate(t)
 				}
-				if p-p0 >= cursorBatch && t != lastT {
+				if p-p0 >= minRows && t != lastT && !fresh {
 					full = true // stop at a group boundary only
 					break
 				}
 				if !fresh && t < lastT {
 					c.lastT = lastT
-					return 0, c.unsorted(p, t)
+					return 0, false, c.unsorted(p, t)
 				}
 				fresh = false
 				lastT = t
@@ -101,16 +139,16 @@ func (c *cursor) fillTimes(ctx context.Context) (int, error) {
 			p++
 			if (p-p0)&0xffff == 0 {
 				if err := ctx.Err(); err != nil {
-					return 0, fmt.Errorf("merger: %w", err)
+					return 0, false, fmt.Errorf("merger: %w", err)
 				}
 			}
 		}
-		if full {
+		if full || cut {
 			break
 		}
 	}
 	c.lastT, c.fresh, w.time = lastT, fresh, times
-	return p, nil
+	return p, cut, nil
 }
 
 // fillIDs appends the merged ids of dictionary dimension j of source rows [p0, p) to the

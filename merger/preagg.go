@@ -1,11 +1,16 @@
 package merger
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"math/bits"
+	"sync"
 	"sync/atomic"
 
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
@@ -40,6 +45,9 @@ var (
 type preAgg struct {
 	users int32
 	pool  chan []int32
+	// scratch is where large streamed groups stage their rows' keys (the merge's scratch
+	// medium, released at its end); nil: in memory.
+	scratch *scratchMedium
 }
 
 // get returns a slot array of n entries (values unspecified).
@@ -61,6 +69,13 @@ type groupAgg struct {
 	in     int32
 	lo, hi uint32
 	gid    []int32
+	// A streamed group's rows' packed keys, 4 bytes a row little-endian, staged on the
+	// merge's medium instead of gid (read under mu: a Bytes is read by one goroutine at a
+	// time), and the map of a key to its slot: rank[k>>6] plus the bits of seen[k>>6] below k.
+	staged medium.Bytes
+	mu     sync.Mutex
+	seen   []uint64
+	rank   []int32
 	slots  int
 	pos    int // the cursor's emission position of slot 0, at window row row0 (slot s: pos+s, row0+s)
 	row0   int
@@ -71,12 +86,45 @@ type groupAgg struct {
 // release ends one user's use; the last gives the slot array back to the pool.
 func (g *groupAgg) release() {
 	if g.users.Add(-1) == 0 {
+		if g.staged != nil {
+			// A failed discard leaves the bytes to the medium's Close, which releases them
+			// and reports its own error.
+			if d, ok := g.staged.(medium.Discarder); ok {
+				_ = d.Discard()
+			}
+			g.staged = nil
+			return
+		}
 		select {
 		case g.pre.pool <- g.gid:
 		default:
 		}
 		g.gid = nil
 	}
+}
+
+// slotsAt returns the slots of the group's rows [r, r+n) (source rows), read through sa's
+// buffers when the group is staged.
+func (g *groupAgg) slotsAt(r, n int, sa *slotAccs) ([]int32, error) {
+	k := r - int(g.lo)
+	if g.staged == nil {
+		return g.gid[k : k+n], nil
+	}
+	sa.kb = sized(sa.kb, 4*n)
+	g.mu.Lock()
+	got, err := g.staged.ReadAt(sa.kb, int64(4*k))
+	g.mu.Unlock()
+	if err != nil && !(errors.Is(err, io.EOF) && got == len(sa.kb)) {
+		return nil, fmt.Errorf("merger: read back a group's keys: %w", err)
+	}
+	sa.kg = sized(sa.kg, n)
+	seen, rank := g.seen, g.rank
+	for i := range sa.kg {
+		key := binary.LittleEndian.Uint32(sa.kb[4*i:])
+		w := key >> 6
+		sa.kg[i] = rank[w] + int32(bits.OnesCount64(seen[w]&(1<<(key&63)-1)))
+	}
+	return sa.kg, nil
 }
 
 // preAggregate pre-aggregates the group of window rows [start, end): it writes the emission
@@ -239,6 +287,8 @@ type slotAccs struct {
 	accs  []agg.LongAcc
 	v, c  []int64
 	tmp   agg.LongAcc
+	kb    []byte  // a staged group's keys read back
+	kg    []int32 // and their slots
 }
 
 // at returns slot s's accumulator (for plain, valid until the next call).
@@ -294,7 +344,10 @@ func (t *longTask) loadSlots(sa *slotAccs, g *groupAgg) error {
 		if err != nil {
 			return t.failIn(in, err)
 		}
-		gid := g.gid[r-int(g.lo) : r-int(g.lo)+len(vs)]
+		gid, err := g.slotsAt(r, len(vs), sa)
+		if err != nil {
+			return t.failIn(in, err)
+		}
 		switch {
 		case tc != nil:
 			for k := 0; k < len(vs); {
@@ -339,7 +392,10 @@ func (t *longTask) loadPlain(sa *slotAccs, g *groupAgg) error {
 		if err != nil {
 			return t.failIn(g.in, err)
 		}
-		gid := g.gid[r-int(g.lo) : r-int(g.lo)+len(vs)]
+		gid, err := g.slotsAt(r, len(vs), sa)
+		if err != nil {
+			return t.failIn(g.in, err)
+		}
 		switch kind {
 		case agg.Min:
 			for j, x := range vs {

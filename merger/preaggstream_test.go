@@ -1,0 +1,139 @@
+package merger
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/medium"
+)
+
+// TestMergeStreamedGroups: a rollup to the hour whose hours hold far more rows than a window
+// may (maxWindowRows) loads no window of more rows than that, whatever the layout of its
+// inputs (one after another, sharing an hour, or interleaved over the same hours; after hours
+// of a few rows or not), and writes
+// the bytes of the same rollup with windows of whole hours and of the rollup without
+// pre-aggregation; its rows are those of the naive merge (where it models the metrics). The
+// streamed groups' keys go through the default medium (a temp file) or the heap medium, from
+// their first rows or past a few windows, or stay in memory.
+func TestMergeStreamedGroups(t *testing.T) {
+	metrics := []columns.Metric{
+		{Name: "rows", Aggregator: agg.Count},
+		{Name: "sum", Aggregator: agg.LongSum},
+		{Name: "min", Aggregator: agg.LongMin},
+		{Name: "max", Aggregator: agg.LongMax},
+		{Name: "first", Aggregator: agg.LongFirst},
+		{Name: "last", Aggregator: agg.LongLast},
+	}
+	for i := range metrics {
+		metrics[i].Type, metrics[i].Field = columns.MetricLong, metrics[i].Name
+	}
+	dims := []columns.Dimension{{Name: "a"}, {Name: "b"}}
+	const hour = 3600_000
+	const bound = 500
+	saved, savedMem := maxWindowRows, maxMemGroupRows
+	t.Cleanup(func() { maxWindowRows, maxMemGroupRows = saved, savedMem })
+	for c := range 6 {
+		seed := uint64(c)
+		rng := rand.New(rand.NewPCG(seed, 34))
+		dir := t.TempDir()
+		nIn := 1 + c%3
+		interleaved := c >= 3
+		ms := metrics
+		if c%2 == 0 {
+			ms = metrics[:4] // no first or last: the oracle below does not model them
+		}
+		var schemas []columns.Schema
+		var rows [][]columns.Row
+		var segs []*columns.Segment
+		for i := range nIn {
+			s := columns.Schema{Granularity: columns.GranularityNone, Dimensions: dims, Metrics: ms}
+			n := 20*bound + rng.IntN(10*bound) // two or three hours of many windows each
+			rs := make([]columns.Row, n)
+			for r := range rs {
+				tm := int64(1_700_000_000_000) + rng.Int64N(2*hour+hour/2)
+				if !interleaved {
+					tm += int64(i) * 2 * hour // a shared hour at the edges
+				}
+				if c%2 == 1 && rng.IntN(10) == 0 {
+					// Hours of a few rows before the full ones: windows of small groups, then
+					// one that stops before a full hour (the next window streams it).
+					tm = int64(1_700_000_000_000) - rng.Int64N(40*hour)
+				}
+				row := columns.Row{Time: tm, Dims: make([][]string, len(dims)), Metrics: make([]columns.Value, len(ms))}
+				for d := range dims {
+					if rng.IntN(16) > 0 {
+						row.Dims[d] = []string{fmt.Sprintf("v%d", rng.IntN([]int{7, 60}[d]))}
+					}
+				}
+				for m, met := range ms {
+					switch {
+					case met.Aggregator == agg.Count:
+						row.Metrics[m].Long = 1 + rng.Int64N(3)
+					case c%2 == 1 && rng.IntN(6) == 0:
+						row.Metrics[m].Null = true
+					default:
+						row.Metrics[m].Long = rng.Int64N(2001) - 1000
+					}
+				}
+				rs[r] = row
+			}
+			slices.SortStableFunc(rs, func(x, y columns.Row) int { return cmp.Compare(x.Time, y.Time) })
+			schemas, rows = append(schemas, s), append(rows, rs)
+			segs = append(segs, writeSegment(t, dir, fmt.Sprintf("in%d.seg", i), s, rs))
+		}
+		opts := Options{Rollup: true, Granularity: columns.GranularityHour, Durability: medium.Durability{Sync: medium.SyncNone},
+			Parallelism: 1 + c%3, ChunkRows: []int{0, 64, 1000}[c%3]}
+		if c == 5 {
+			opts.MaxFanIn = 2 // phases: intermediate segments rolled up, then merged
+		}
+		name := fmt.Sprintf("case %d (seed %d): %d inputs, interleaved %v, fan-in %d", c, seed, nIn, interleaved, opts.MaxFanIn)
+
+		maxWindowRows = bound
+		maxMemGroupRows = []int{0, 3 * bound, 1 << 30}[c%3] // keys staged from the start, past a few windows, never
+		if c == 4 {
+			med := medium.NewHeap() // staged on the Go heap
+			t.Cleanup(func() { require.NoError(t, med.Close()) })
+			opts.Medium = med
+		}
+		windowRowsPeak.v.Store(0)
+		before, staged := preAggGroups.Load(), stagedGroups.Load()
+		streamed := filepath.Join(dir, "streamed.seg")
+		_, err := Merge(t.Context(), segs, streamed, opts)
+		require.NoError(t, err, name)
+		require.Greater(t, preAggGroups.Load(), before, "%s: no group pre-aggregated", name)
+		require.Equal(t, c%3 != 2, stagedGroups.Load() > staged, "%s: groups staged", name)
+		require.Positive(t, windowRowsPeak.v.Load(), name)
+		require.LessOrEqual(t, windowRowsPeak.v.Load(), int64(bound), "%s: a window loaded more rows than the bound", name)
+
+		maxWindowRows, maxMemGroupRows = math.MaxInt, savedMem // windows of whole hours
+		windowRowsPeak.v.Store(0)
+		whole := filepath.Join(dir, "whole.seg")
+		_, err = Merge(t.Context(), segs, whole, opts)
+		require.NoError(t, err, name)
+		require.Greater(t, windowRowsPeak.v.Load(), int64(4*bound), "%s: the reference loads whole hours", name)
+		requireSameFiles(t, whole, streamed, name)
+
+		preAggOff = true
+		off := filepath.Join(dir, "off.seg")
+		_, err = Merge(t.Context(), segs, off, opts)
+		preAggOff = false
+		require.NoError(t, err, name)
+		requireSameFiles(t, off, streamed, name)
+
+		if c%2 == 1 {
+			continue
+		}
+		out, err := outputSchema(schemas, opts.inputName, nil, true, columns.GranularityHour)
+		require.NoError(t, err)
+		requireRowsEqual(t, oracleMerge(schemas, rows, out), readRows(t, openSeg(t, streamed)), false, name)
+	}
+}
