@@ -113,6 +113,9 @@ func TestMergeReleasesMappedInputs(t *testing.T) {
 	// Without the releases the values and ids would all be resident by the end of the row
 	// merge (with the dictionaries and the checksum pass's pages), and the whole inputs after
 	// the merge.
-	require.Less(t, peak, rowBytes/2, "the inputs' resident bytes during the row merge")
+	// The bound has room for the kernel's fault-around (a fault maps up to 64 KiB of cached
+	// pages around it, more with large folios) on each input: measured 2,756,608 bytes of a
+	// rowBytes/2 of 2,764,237, and once 2,887,680.
+	require.Less(t, peak, rowBytes/2+inputs*256<<10, "the inputs' resident bytes during the row merge")
 	require.Less(t, mappedRss(t, paths), int64(inputs*256<<10), "the inputs' resident bytes after the merge")
 }
