@@ -28,7 +28,10 @@ import (
 //   - a segment is built in runs of a bounded number of rows, each persisted as a run
 //     (merger.PersistOptions.Runs); the last rows stay in the Builder, merged after the runs
 //     (Builder.PersistAfter), the same rows in the same order as one Builder of them all gives.
-//     When an input has MaxRuns runs they are merged into one first.
+//     Runs merge as they come, level by level: MaxRuns runs of one level (the last ones
+//     written, so the order stays) merge into one run of the next, so that an input has at
+//     most MaxRuns-1 runs of each level and each row is merged again about log(runs, MaxRuns)
+//     times.
 //   - a Parquet file is written through the same GenericWriter, handed rows in multiples of
 //     64 (the rows it writes between its page-size checks, so its pages fall where one Write
 //     of every row puts them), its column pages buffered in temp files instead of memory.
@@ -44,7 +47,8 @@ var prepareRuns, prepareRunMerges atomic.Int64
 // of Events then hold about 60 MiB.
 const DefaultRunRows = 1 << 19
 
-// DefaultMaxRuns is how many runs an input's segment may have before they are merged into one.
+// DefaultMaxRuns is how many runs of one level an input's segment may have before they are
+// merged into one run of the next level.
 const DefaultMaxRuns = 64
 
 // PrepareOptions configure Prepare. Rows is required; the rest has zero-value defaults.
@@ -63,8 +67,8 @@ type PrepareOptions struct {
 	// at a time), RunRows/Inputs in the overlapping one (every input at once). 0 means
 	// DefaultRunRows.
 	RunRows int
-	// MaxRuns is the runs an input may have before they are merged into one; 0 means
-	// DefaultMaxRuns.
+	// MaxRuns is the runs of one level an input may have before they are merged into one of
+	// the next level (see above); 0 means DefaultMaxRuns.
 	MaxRuns int
 	// TempDir holds the buckets, runs and Parquet page buffers (in a directory of their own,
 	// removed at the end); "" means dir.
@@ -344,7 +348,7 @@ type segInput struct {
 	dst, tmp         string
 	runRows, maxRuns int
 	bld              *merger.Builder
-	runs             []string
+	runs             []run // in row order
 	nruns            int
 	values           [][]string
 	row              columns.Row
@@ -389,39 +393,61 @@ func (w *segInput) runPath() string {
 	return filepath.Join(w.tmp, fmt.Sprintf("%s.run-%d", filepath.Base(w.dst), w.nruns))
 }
 
-// persistRun writes the builder's rows as a run and empties it; at maxRuns runs, merges them
-// into one.
+// run is one run of a segment: its file and its level (0: persisted from the Builder; n+1:
+// merged from MaxRuns runs of level n).
+type run struct {
+	path  string
+	level int
+}
+
+func runPaths(runs []run) []string {
+	paths := make([]string, len(runs))
+	for i, r := range runs {
+		paths[i] = r.path
+	}
+	return paths
+}
+
+// persistRun writes the builder's rows as a run of level 0 and empties the builder; then,
+// while the last maxRuns runs are of one level, merges them into one of the next.
 func (w *segInput) persistRun() error {
 	p := w.runPath()
 	if _, err := w.bld.Persist(context.Background(), p, merger.PersistOptions{Durability: noSync, Runs: true}); err != nil {
 		return fmt.Errorf("segment %s: run: %w", w.dst, err)
 	}
 	w.bld.Reset()
-	w.runs = append(w.runs, p)
+	w.runs = append(w.runs, run{path: p})
 	prepareRuns.Add(1)
-	if len(w.runs) < w.maxRuns {
-		return nil
+	for {
+		n, level := len(w.runs), w.runs[len(w.runs)-1].level
+		k := 0
+		for k < n && w.runs[n-1-k].level == level {
+			k++
+		}
+		if k < w.maxRuns {
+			return nil
+		}
+		group := runPaths(w.runs[n-k:])
+		p := w.runPath()
+		err := withSegments(group, func(segs []*columns.Segment) error {
+			_, err := merger.Merge(context.Background(), segs, p, merger.Options{Durability: noSync})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("segment %s: merge %d runs: %w", w.dst, k, err)
+		}
+		if err := removeAll(group); err != nil {
+			return err
+		}
+		w.runs = append(w.runs[:n-k], run{path: p, level: level + 1})
+		prepareRunMerges.Add(1)
 	}
-	p = w.runPath()
-	err := withSegments(w.runs, func(segs []*columns.Segment) error {
-		_, err := merger.Merge(context.Background(), segs, p, merger.Options{Durability: noSync})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("segment %s: merge %d runs: %w", w.dst, len(w.runs), err)
-	}
-	if err := removeAll(w.runs); err != nil {
-		return err
-	}
-	w.runs = append(w.runs[:0], p)
-	prepareRunMerges.Add(1)
-	return nil
 }
 
 func (w *segInput) finish() (int64, error) {
 	defer w.abortRuns()
 	var res merger.Result
-	err := withSegments(w.runs, func(segs []*columns.Segment) (err error) {
+	err := withSegments(runPaths(w.runs), func(segs []*columns.Segment) (err error) {
 		if len(segs) == 0 {
 			res, err = w.bld.Persist(context.Background(), w.dst, merger.PersistOptions{Durability: noSync, Replace: true})
 		} else {
@@ -439,7 +465,7 @@ func (w *segInput) finish() (int64, error) {
 }
 
 func (w *segInput) abortRuns() {
-	_ = removeAll(w.runs)
+	_ = removeAll(runPaths(w.runs))
 	w.runs = nil
 }
 
