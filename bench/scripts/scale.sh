@@ -67,14 +67,16 @@ raw=$dir/scale.txt
 spill=$dir/duckdb-tmp
 mib=1048576
 
-# Built-in bytes per row, measured with this script at 3,000,000 and 30,000,000 rows (the
-# larger): inputs of both layouts without CSV, prepare's temp files at their largest, the largest
-# output of a job, DuckDB's largest spill.
+# Built-in bytes per row: inputs of both layouts without CSV, prepare's temp files beyond the
+# inputs at their largest, the largest output of a job (measured at 3,000,000 and 30,000,000
+# rows, rounded up; prepare's temp files stayed below the finished inputs, 5 is a margin), and
+# DuckDB's spill: none at 30,000,000 rows under 4GB, so from its spill under 1GB there (events
+# merge 1,491 MiB, minutes 972) scaled to the working set at 300,000,000 rows, less 4GB.
 default_estimate() {
 	case $1 in
-	events) echo "49 34 17 40" ;;
-	minutes) echo "32 24 11 40" ;;
-	*) echo "64 48 24 64" ;;
+	events) echo "49 5 13 80" ;;
+	minutes) echo "31 5 9 60" ;;
+	*) echo "64 5 24 100" ;;
 	esac
 }
 
@@ -143,8 +145,9 @@ prepare() { # ROWS SHAPE IN
 }
 
 : >> "$raw"
-echo "# scale.sh $(date -u +%FT%TZ) sizes: $sizes; shapes: $shapes; layouts: $layouts; timeout ${limit}s;" \
-	"DuckDB memory_limit $duckmem, temp_directory $spill; $(nproc) cores, $(free -g | awk '/^Mem:/ { print $2 }') GiB" | tee -a "$raw"
+header="# scale.sh $(date -u +%FT%TZ) sizes: $sizes; shapes: $shapes; layouts: $layouts; timeout ${limit}s;"
+header="$header DuckDB memory_limit $duckmem, temp_directory $spill; $(nproc) cores, $(free -g | awk '/^Mem:/ { print $2 }') GiB"
+if [ "$dry" -eq 1 ]; then echo "$header (dry run)"; else echo "$header" | tee -a "$raw"; fi
 for n in $sizes; do
 	for shape in $shapes; do
 		in=$dir/in-$n-$shape
