@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // CSVHeader is the header line of every CSV file written by WriteCSV.
@@ -61,12 +62,31 @@ const IngestSpec = `{"timestamp": {"field": "time", "format": "millis"},
  "rollup": false, "granularity": "none"}
 `
 
+// IngestCSVSQL is Events.IngestCSVSQL.
+func IngestCSVSQL(paths []string, dst string) string { return Events.IngestCSVSQL(paths, dst) }
+
+// IngestSpec returns the writeout ingestion spec (merger/ingest) of the shape's CSV files: its
+// table (rollup off), the time from the epoch milliseconds of "time".
+func (s *Shape) IngestSpec() string { return s.ingestSpec }
+
+// CSVHeader returns the header line of the shape's CSV files: time, the dimensions, the
+// metrics.
+func (s *Shape) CSVHeader() string {
+	return strings.Join(append(append([]string{"time"}, s.Dims...), s.Metrics...), ",")
+}
+
 // IngestCSVSQL is DuckDB's side of the CSV ingestion job: read the CSV files (types given, as
-// the spec gives writeout's), sort by (time, d1, d2, d3) and write one zstd Parquet file.
-func IngestCSVSQL(paths []string, dst string) string {
-	return fmt.Sprintf("COPY (SELECT * FROM read_csv(%s, header=true, columns={'time': 'BIGINT', 'd1': 'VARCHAR', "+
-		"'d2': 'VARCHAR', 'd3': 'VARCHAR', 'm1': 'BIGINT', 'm2': 'BIGINT', 'm3': 'BIGINT'}) ORDER BY time, d1, d2, d3) "+
-		"TO %s (FORMAT parquet, COMPRESSION zstd)", fileList(paths), quote(dst))
+// the spec gives writeout's), sort by (time, dimensions) and write one zstd Parquet file.
+func (s *Shape) IngestCSVSQL(paths []string, dst string) string {
+	cols := []string{"'time': 'BIGINT'"}
+	for _, d := range s.Dims {
+		cols = append(cols, fmt.Sprintf("'%s': 'VARCHAR'", d))
+	}
+	for _, m := range s.Metrics {
+		cols = append(cols, fmt.Sprintf("'%s': 'BIGINT'", m))
+	}
+	return fmt.Sprintf("COPY (SELECT * FROM read_csv(%s, header=true, columns={%s}) ORDER BY time, %s) "+
+		"TO %s (FORMAT parquet, COMPRESSION zstd)", fileList(paths), strings.Join(cols, ", "), strings.Join(s.Dims, ", "), quote(dst))
 }
 
 // WriteCSVInputs writes events split into Inputs CSV files in time order (the contiguous
@@ -80,7 +100,7 @@ func WriteCSVInputs(dir string, ev []Event) ([]string, int64, error) {
 	var paths []string
 	var total int64
 	for i, p := range parts {
-		path := filepath.Join(dir, fmt.Sprintf("events-%d.csv", i))
+		path := csvPaths(dir)[i]
 		n, err := WriteCSV(path, p)
 		if err != nil {
 			return nil, 0, err
@@ -90,14 +110,23 @@ func WriteCSVInputs(dir string, ev []Event) ([]string, int64, error) {
 	return paths, total, nil
 }
 
-// CSVInputs returns the paths of the CSV files WriteCSVInputs wrote under dir.
+// CSVInputs returns the paths of the CSV files WriteCSVInputs (or Prepare) wrote under dir.
 func CSVInputs(dir string) ([]string, error) {
-	paths := make([]string, Inputs)
-	for i := range paths {
-		paths[i] = filepath.Join(dir, fmt.Sprintf("events-%d.csv", i))
-		if _, err := os.Stat(paths[i]); err != nil {
+	paths := csvPaths(dir)
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
 			return nil, err
 		}
 	}
 	return paths, nil
+}
+
+// csvPaths are the paths of the CSV inputs under dir, events-0.csv ... events-4.csv (the same
+// names for every shape).
+func csvPaths(dir string) []string {
+	paths := make([]string, Inputs)
+	for i := range paths {
+		paths[i] = filepath.Join(dir, fmt.Sprintf("events-%d.csv", i))
+	}
+	return paths
 }

@@ -7,6 +7,10 @@
 // (cardinalities 200, 1000 and 5000) and three long metrics, split into five inputs in one of
 // two layouts (see Layout). Each input is written once, outside any timer, as a writeout
 // segment and as a zstd Parquet file sorted by (time, d1, d2, d3).
+//
+// Generate holds the whole table in memory. Prepare writes the same files for any number of
+// rows in bounded memory, from Stream, for the events (Events) or another Shape (Minutes: two
+// ~300-value dimensions and two skewed metrics over six months of minutes, issue 34).
 package peers
 
 import (

@@ -3,6 +3,7 @@ package peers
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -17,23 +18,54 @@ type DuckDB struct {
 // Threads is DuckDB's thread count: the machine's two cores.
 const Threads = 2
 
+// DuckDBOptions configure OpenDuckDBWith. The zero value is OpenDuckDB's database: Threads
+// threads, DuckDB's own memory limit (80% of the machine's memory) and temp directory (".tmp"
+// in the working directory, for an in-memory database).
+type DuckDBOptions struct {
+	// MemoryLimit is DuckDB's memory_limit ("4GB", "512MiB"); "" leaves DuckDB's default.
+	MemoryLimit string
+	// TempDirectory is where DuckDB spills what does not fit in MemoryLimit (temp_directory);
+	// "" leaves DuckDB's default.
+	TempDirectory string
+}
+
 // OpenDuckDB opens an in-memory DuckDB with SET threads=Threads.
-func OpenDuckDB() (*DuckDB, error) {
+func OpenDuckDB() (*DuckDB, error) { return OpenDuckDBWith(DuckDBOptions{}) }
+
+// OpenDuckDBWith opens an in-memory DuckDB with SET threads=Threads and the SETs of o.
+func OpenDuckDBWith(o DuckDBOptions) (*DuckDB, error) {
 	db, err := sql.Open("duckdb", "")
 	if err != nil {
 		return nil, err
 	}
-	// One connection, so that the SET applies to every statement.
+	// One connection, so that the SETs apply to every statement.
 	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(fmt.Sprintf("SET threads=%d", Threads)); err != nil {
-		db.Close()
-		return nil, err
+	sets := []string{fmt.Sprintf("SET threads=%d", Threads)}
+	if o.MemoryLimit != "" {
+		sets = append(sets, "SET memory_limit="+quote(o.MemoryLimit))
+	}
+	if o.TempDirectory != "" {
+		sets = append(sets, "SET temp_directory="+quote(o.TempDirectory))
+	}
+	for _, s := range sets {
+		if _, err := db.Exec(s); err != nil {
+			return nil, errors.Join(fmt.Errorf("peers: duckdb: %s: %w", s, err), db.Close())
+		}
 	}
 	return &DuckDB{db: db}, nil
 }
 
 // Close closes the database.
 func (d *DuckDB) Close() error { return d.db.Close() }
+
+// Setting returns the current value of one of DuckDB's settings (current_setting).
+func (d *DuckDB) Setting(ctx context.Context, name string) (string, error) {
+	var v string
+	if err := d.db.QueryRowContext(ctx, "SELECT current_setting("+quote(name)+")::VARCHAR").Scan(&v); err != nil {
+		return "", fmt.Errorf("peers: duckdb: setting %s: %w", name, err)
+	}
+	return v, nil
+}
 
 func fileList(paths []string) string {
 	q := make([]string, len(paths))
@@ -45,19 +77,31 @@ func fileList(paths []string) string {
 
 func quote(p string) string { return "'" + strings.ReplaceAll(p, "'", "''") + "'" }
 
-// MergeSQL is the statement of the merge job.
-func MergeSQL(paths []string, dst string) string {
-	return fmt.Sprintf("COPY (SELECT * FROM read_parquet(%s) ORDER BY time, d1, d2, d3) TO %s (FORMAT parquet, COMPRESSION zstd)",
-		fileList(paths), quote(dst))
+// MergeSQL is Events.MergeSQL.
+func MergeSQL(paths []string, dst string) string { return Events.MergeSQL(paths, dst) }
+
+// RollupSQL is Events.RollupSQL.
+func RollupSQL(paths []string, dst string) string { return Events.RollupSQL(paths, dst) }
+
+// MergeSQL is the statement of the merge job: every row, ordered by (time, dimensions), into
+// a zstd Parquet file.
+func (s *Shape) MergeSQL(paths []string, dst string) string {
+	return fmt.Sprintf("COPY (SELECT * FROM read_parquet(%s) ORDER BY time, %s) TO %s (FORMAT parquet, COMPRESSION zstd)",
+		fileList(paths), strings.Join(s.Dims, ", "), quote(dst))
 }
 
 // RollupSQL is the statement of the rollup-hour job: time truncated to the hour (kept as epoch
-// milliseconds, as writeout's), grouped by (hour, d1, d2), m1..m3 summed (cast back to BIGINT
-// from DuckDB's HUGEINT sums), ordered by the group.
-func RollupSQL(paths []string, dst string) string {
-	return fmt.Sprintf("COPY (SELECT epoch_ms(date_trunc('hour', epoch_ms(time))) AS time, d1, d2, "+
-		"sum(m1)::BIGINT AS m1, sum(m2)::BIGINT AS m2, sum(m3)::BIGINT AS m3 FROM read_parquet(%s) "+
-		"GROUP BY ALL ORDER BY ALL) TO %s (FORMAT parquet, COMPRESSION zstd)", fileList(paths), quote(dst))
+// milliseconds, as writeout's), grouped by (hour, RollupDims), the metrics summed (cast back to
+// BIGINT from DuckDB's HUGEINT sums), ordered by the group.
+func (s *Shape) RollupSQL(paths []string, dst string) string {
+	sums := make([]string, len(s.Metrics))
+	for i, m := range s.Metrics {
+		sums[i] = fmt.Sprintf("sum(%s)::BIGINT AS %s", m, m)
+	}
+	return fmt.Sprintf("COPY (SELECT epoch_ms(date_trunc('hour', epoch_ms(time))) AS time, %s, "+
+		"%s FROM read_parquet(%s) "+
+		"GROUP BY ALL ORDER BY ALL) TO %s (FORMAT parquet, COMPRESSION zstd)",
+		strings.Join(s.RollupDims, ", "), strings.Join(sums, ", "), fileList(paths), quote(dst))
 }
 
 // Exec runs one statement and returns the rows it affected (for COPY ... TO, the rows

@@ -99,3 +99,30 @@ func TestGoldenBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestGoldenStreamed requires the inputs Prepare streams for 3,000,000 events (in buckets of
+// 262,144 rows, segments in runs of 262,144 and 52,428 rows merged 8 at a time) to hold the bytes of peersGolden's inputs.
+// It runs when WRITEOUT_PEERS_GOLDEN is set.
+func TestGoldenStreamed(t *testing.T) {
+	if os.Getenv("WRITEOUT_PEERS_GOLDEN") == "" {
+		t.Skip("set WRITEOUT_PEERS_GOLDEN=1 to run")
+	}
+	dir := t.TempDir()
+	if _, err := Prepare(dir, PrepareOptions{Rows: 3_000_000, NoCSV: true, BatchRows: 1 << 18, RunRows: 1 << 18, MaxRuns: 8}); err != nil {
+		t.Fatal(err)
+	}
+	for _, layout := range []Layout{Contiguous, Overlapping} {
+		fx := FixturePaths(dir, layout)
+		for i, p := range fx.Segs {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := sha256.Sum256(b)
+			k := fmt.Sprintf("%s/input-%d", layout, i)
+			if got := hex.EncodeToString(h[:]); got != peersGolden[k] {
+				t.Errorf("%s: sha256 %s, 8008307 wrote %s", k, got, peersGolden[k])
+			}
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/writeout/writeout/columns"
-	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 )
@@ -14,18 +13,9 @@ import (
 // parquet-go's writer are not asked to sync either.
 var noSync = medium.Durability{Sync: medium.SyncNone}
 
-// Schema is the writeout schema of the table: three dictionary dimensions with bitmap
-// indexes (the default), three longSum metrics, rollup off.
-func Schema() columns.Schema {
-	s := columns.Schema{Granularity: columns.GranularityNone}
-	for _, d := range []string{"d1", "d2", "d3"} {
-		s.Dimensions = append(s.Dimensions, columns.Dimension{Name: d})
-	}
-	for _, m := range []string{"m1", "m2", "m3"} {
-		s.Metrics = append(s.Metrics, columns.Metric{Name: m, Type: columns.MetricLong, Aggregator: agg.LongSum, Field: m})
-	}
-	return s
-}
+// Schema is Events.Schema(): three dictionary dimensions with bitmap indexes (the default),
+// three longSum metrics, rollup off.
+func Schema() columns.Schema { return Events.Schema() }
 
 // WriteSegment writes events as a writeout segment at dst, through a merger.Builder (rollup
 // off) persisted without sync.
@@ -52,12 +42,17 @@ func WriteoutMerge(ctx context.Context, paths []string, dst string, comp columns
 	return writeoutMerge(ctx, paths, dst, merger.Options{Durability: noSync, Compression: comp})
 }
 
-// WriteoutRollupHour merges the segments at paths into dst rolled up to the hour by (d1, d2):
-// d3 is dropped (Options.Dimensions) and rows with equal (hour, d1, d2) combine, m1..m3
-// summed. The output's chunks are compressed with comp.
+// WriteoutRollupHour is Events.WriteoutRollupHour.
 func WriteoutRollupHour(ctx context.Context, paths []string, dst string, comp columns.Compression) (merger.Result, error) {
+	return Events.WriteoutRollupHour(ctx, paths, dst, comp)
+}
+
+// WriteoutRollupHour merges the segments at paths into dst rolled up to the hour by
+// RollupDims: other dimensions are dropped (Options.Dimensions) and rows with equal (hour,
+// RollupDims) combine, the metrics summed. The output's chunks are compressed with comp.
+func (s *Shape) WriteoutRollupHour(ctx context.Context, paths []string, dst string, comp columns.Compression) (merger.Result, error) {
 	return writeoutMerge(ctx, paths, dst, merger.Options{Durability: noSync, Compression: comp, Rollup: true,
-		Granularity: columns.GranularityHour, Dimensions: []string{"d1", "d2"}})
+		Granularity: columns.GranularityHour, Dimensions: s.RollupDims})
 }
 
 func writeoutMerge(ctx context.Context, paths []string, dst string, opts merger.Options) (res merger.Result, err error) {

@@ -3,18 +3,29 @@
 // of BenchmarkPeers miss DuckDB's C++ memory and the process RSS, and the in-process
 // generation of 3,000,000 events would pollute any RSS figure taken there.
 //
-//	peerjob prepare [-rows N] DIR
-//	    writes the inputs of both layouts under DIR (5 segments and 5 Parquet files each)
-//	peerjob run -system S -job J -layout L [-every D] [-memprofile F] [-cpuprofile F] [-trace F] DIR OUT
+//	peerjob prepare [-rows N] [-shape S] [-csv=false] [-batch N] [-run-rows N] [-tmp DIR] DIR
+//	    writes the inputs of both layouts under DIR (5 segments and 5 Parquet files each),
+//	    the CSV files under DIR/csv, and DIR/manifest.json last
+//	peerjob run -system S -job J -layout L [-every D] [-memprofile F] [-cpuprofile F] [-trace F]
+//	    [-duckdb-memory-limit M] [-duckdb-temp-dir DIR] DIR OUT
 //	    runs one job on DIR's inputs into OUT and prints one line of figures
+//
+// prepare streams (peers.Prepare): its memory does not grow with -rows (but for the merge of
+// each input segment's runs, which is merger.Merge's), and the files are those of the
+// in-memory generation, byte for byte. It ends with a line of its wall time and peak RSS.
+// Shapes (-shape): events (the default, the peers' events) and minutes (issue 34's two
+// ~300-value dimensions and two skewed metrics over six months of minutes); run takes the
+// shape from DIR's manifest (a directory without one is events).
 //
 // Systems: writeout, writeout-zstd, duckdb, parquet-go; jobs: merge, rollup-hour (not with
 // parquet-go), ingest-csv (writeout and duckdb: prepare's CSV files, DIR/csv, into one sorted
-// output; issue 14, bar 4); layouts: contiguous, overlapping. The line run prints:
+// output; issue 14, bar 4); layouts: contiguous, overlapping. DuckDB runs with SET threads=2
+// and, when given, SET memory_limit and SET temp_directory (where it spills what does not fit).
+// The line run prints:
 //
-//	system=writeout job=merge layout=contiguous rows_out=3000000 out_bytes=47575309 wall_s=1.340
-//	base_rss_MiB=28.5 base_anon_MiB=3.1 base_file_MiB=25.4 peak_rss_MiB=112.7 peak_anon_MiB=40.8
-//	peak_file_MiB=72.1 peak_shmem_MiB=0.0 go_heap_peak_MiB=35.8 samples=418
+//	shape=events system=writeout job=merge layout=contiguous rows_out=3000000 out_bytes=47575309
+//	wall_s=1.340 base_rss_MiB=28.5 base_anon_MiB=3.1 base_file_MiB=25.4 peak_rss_MiB=112.7
+//	peak_anon_MiB=40.8 peak_file_MiB=72.1 peak_shmem_MiB=0.0 go_heap_peak_MiB=35.8 samples=418
 //
 // peak_rss_MiB is the kernel's VmHWM at the end (the whole process's peak resident set,
 // what /usr/bin/time -v calls "Maximum resident set size"); peak_anon_MiB, peak_file_MiB and
@@ -40,6 +51,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/writeout/writeout/bench/internal/meminfo"
@@ -57,7 +69,9 @@ func main() {
 	}
 }
 
-const usage = "usage: peerjob prepare [-rows N] DIR | peerjob run -system S -job J -layout L [-every D] [-memprofile F] [-cpuprofile F] [-trace F] DIR OUT"
+const usage = "usage: peerjob prepare [-rows N] [-shape S] [-csv=false] [-batch N] [-run-rows N] [-tmp DIR] DIR | " +
+	"peerjob run -system S -job J -layout L [-every D] [-memprofile F] [-cpuprofile F] [-trace F] " +
+	"[-duckdb-memory-limit M] [-duckdb-temp-dir DIR] DIR OUT"
 
 func run(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
@@ -76,6 +90,11 @@ func run(args []string, stdout io.Writer) error {
 func prepare(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("prepare", flag.ContinueOnError)
 	rows := fs.Int("rows", 3_000_000, "rows of the generated table")
+	shape := fs.String("shape", peers.Events.Name, "the table: "+shapeHelp())
+	csv := fs.Bool("csv", true, "also write the CSV files of the ingest-csv job (DIR/csv), the largest inputs")
+	batch := fs.Int("batch", peers.DefaultBatchRows, "rows of a generation bucket, sorted in memory")
+	runRows := fs.Int("run-rows", peers.DefaultRunRows, "rows of a segment's runs (overlapping layout: a fifth of this, every input at once)")
+	tmp := fs.String("tmp", "", "directory of the temp files (buckets, runs, Parquet page buffers); default DIR")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -85,43 +104,63 @@ func prepare(args []string, stdout io.Writer) error {
 	if *rows < peers.Inputs {
 		return fmt.Errorf("prepare: -rows %d: want at least %d", *rows, peers.Inputs)
 	}
+	s, err := peers.ShapeNamed(*shape)
+	if err != nil {
+		return fmt.Errorf("prepare: -shape: %w", err)
+	}
 	dir := fs.Arg(0)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	ev := peers.Generate(*rows)
-	for _, layout := range []peers.Layout{peers.Contiguous, peers.Overlapping} {
-		parts, err := peers.Split(ev, layout)
-		if err != nil {
-			return err
-		}
-		fx, err := peers.WriteFixture(dir, layout, parts)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "layout=%s rows=%d seg_bytes=%d parquet_bytes=%d\n", layout, *rows, fx.SegBytes, fx.ParquetBytes)
-	}
-	csvDir := filepath.Join(dir, "csv")
-	if err := os.MkdirAll(csvDir, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(csvDir, "spec.json"), []byte(peers.IngestSpec), 0o644); err != nil {
-		return err
-	}
-	_, n, err := peers.WriteCSVInputs(csvDir, ev)
+	start := time.Now()
+	m, err := peers.Prepare(dir, peers.PrepareOptions{Shape: s, Rows: *rows, NoCSV: !*csv, BatchRows: *batch, RunRows: *runRows, TempDir: *tmp})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "csv rows=%d csv_bytes=%d dir=%s\n", *rows, n, csvDir)
-	return nil
+	wall := time.Since(start)
+	for _, layout := range m.Layouts {
+		fmt.Fprintf(stdout, "shape=%s layout=%s rows=%d seg_bytes=%d parquet_bytes=%d\n", s.Name, layout, *rows, m.SegBytes[layout], m.ParquetBytes[layout])
+	}
+	if *csv {
+		fmt.Fprintf(stdout, "shape=%s csv rows=%d csv_bytes=%d dir=%s\n", s.Name, *rows, m.CSVBytes, filepath.Join(dir, "csv"))
+	}
+	st, err := meminfo.ReadStatus()
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "shape=%s prepared rows=%d wall_s=%.1f peak_rss_MiB=%.1f\n", s.Name, *rows, wall.Seconds(), float64(st.VmHWM)/(1<<20))
+	return err
+}
+
+func shapeHelp() string {
+	var b strings.Builder
+	for i, s := range peers.Shapes {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s (%s)", s.Name, s.Doc)
+	}
+	return b.String()
+}
+
+// dirShape returns the shape of the inputs prepare wrote in dir: its manifest's, or Events for
+// a directory prepared before there were shapes (and manifests).
+func dirShape(dir string) (*peers.Shape, error) {
+	m, err := peers.ReadManifest(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return peers.Events, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return peers.ShapeNamed(m.Shape)
 }
 
 // job is one run's choice.
 type job struct {
 	system, job string
 	layout      peers.Layout
-	dir         string         // the directory prepare wrote
-	steps       *merger.Result // a writeout merge's: its steps' times, for the line
+	shape       *peers.Shape
+	dir         string              // the directory prepare wrote
+	duck        peers.DuckDBOptions // DuckDB's memory_limit and temp_directory
+	steps       *merger.Result      // a writeout merge's: its steps' times, for the line
 }
 
 // ingestCSV returns the ingest-csv job's op: the CSV files prepare wrote under dir/csv into
@@ -133,7 +172,7 @@ func (j job) ingestCSV() (func(ctx context.Context, out string) (int64, error), 
 	}
 	switch j.system {
 	case "writeout":
-		sp, err := ingest.ParseSpec([]byte(peers.IngestSpec))
+		sp, err := ingest.ParseSpec([]byte(j.shape.IngestSpec()))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -146,12 +185,12 @@ func (j job) ingestCSV() (func(ctx context.Context, out string) (int64, error), 
 			return res.InputRows, err
 		}, func() error { return nil }, nil
 	case "duckdb":
-		db, err := peers.OpenDuckDB()
+		db, err := peers.OpenDuckDBWith(j.duck)
 		if err != nil {
 			return nil, nil, err
 		}
 		return func(ctx context.Context, out string) (int64, error) {
-			return db.Exec(ctx, peers.IngestCSVSQL(paths, out))
+			return db.Exec(ctx, j.shape.IngestCSVSQL(paths, out))
 		}, db.Close, nil
 	}
 	return nil, nil, fmt.Errorf("job ingest-csv: unknown system %q (writeout, duckdb)", j.system)
@@ -178,7 +217,7 @@ func (j job) op(fx peers.Fixture) (func(ctx context.Context, out string) (int64,
 			var res merger.Result
 			var err error
 			if rollup {
-				res, err = peers.WriteoutRollupHour(ctx, fx.Segs, out, comp)
+				res, err = j.shape.WriteoutRollupHour(ctx, fx.Segs, out, comp)
 			} else {
 				res, err = peers.WriteoutMerge(ctx, fx.Segs, out, comp)
 			}
@@ -186,22 +225,22 @@ func (j job) op(fx peers.Fixture) (func(ctx context.Context, out string) (int64,
 			return res.RowsOut, err
 		}, noop, nil
 	case "duckdb":
-		db, err := peers.OpenDuckDB()
+		db, err := peers.OpenDuckDBWith(j.duck)
 		if err != nil {
 			return nil, nil, err
 		}
 		return func(ctx context.Context, out string) (int64, error) {
 			if rollup {
-				return db.Exec(ctx, peers.RollupSQL(fx.Parquets, out))
+				return db.Exec(ctx, j.shape.RollupSQL(fx.Parquets, out))
 			}
-			return db.Exec(ctx, peers.MergeSQL(fx.Parquets, out))
+			return db.Exec(ctx, j.shape.MergeSQL(fx.Parquets, out))
 		}, db.Close, nil
 	case "parquet-go":
 		if rollup {
 			return nil, nil, errors.New("parquet-go has no group-by: it runs only the merge job")
 		}
 		return func(_ context.Context, out string) (int64, error) {
-			return peers.ParquetGoMerge(fx.Parquets, out)
+			return j.shape.ParquetGoMerge(fx.Parquets, out)
 		}, noop, nil
 	default:
 		return nil, nil, fmt.Errorf("unknown system %q (writeout, writeout-zstd, duckdb, parquet-go)", j.system)
@@ -227,6 +266,8 @@ func runJob(args []string, stdout io.Writer) (err error) {
 	memprofile := fs.String("memprofile", "", "write the allocs profile (in use and allocated) of the job to this file")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the job to this file")
 	trace := fs.String("trace", "", "write every sample of /proc/self/status (ms since the start, MiB of VmRSS, RssAnon, RssFile) to this file")
+	fs.StringVar(&j.duck.MemoryLimit, "duckdb-memory-limit", "", "DuckDB's SET memory_limit (\"4GB\"); default DuckDB's (80% of the memory)")
+	fs.StringVar(&j.duck.TempDirectory, "duckdb-temp-dir", "", "DuckDB's SET temp_directory, where it spills; default DuckDB's (.tmp in the working directory)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -239,6 +280,9 @@ func runJob(args []string, stdout io.Writer) (err error) {
 	}
 	dir, out := fs.Arg(0), fs.Arg(1)
 	j.dir = dir
+	if j.shape, err = dirShape(dir); err != nil {
+		return err
+	}
 	fx, err := peers.StatFixture(dir, j.layout)
 	if err != nil {
 		return fmt.Errorf("%w (run peerjob prepare %s first)", err, dir)
@@ -331,9 +375,9 @@ func runJob(args []string, stdout io.Writer) (err error) {
 		}
 	}
 	const mib = 1 << 20
-	line := fmt.Sprintf("system=%s job=%s layout=%s rows_out=%d out_bytes=%d wall_s=%.3f base_rss_MiB=%.1f base_anon_MiB=%.1f base_file_MiB=%.1f peak_rss_MiB=%.1f "+
+	line := fmt.Sprintf("shape=%s system=%s job=%s layout=%s rows_out=%d out_bytes=%d wall_s=%.3f base_rss_MiB=%.1f base_anon_MiB=%.1f base_file_MiB=%.1f peak_rss_MiB=%.1f "+
 		"peak_anon_MiB=%.1f peak_file_MiB=%.1f peak_shmem_MiB=%.1f go_heap_peak_MiB=%.1f samples=%d",
-		j.system, j.job, j.layout, rows, st.Size(), wall.Seconds(), float64(base.VmRSS)/mib, float64(base.RssAnon)/mib, float64(base.RssFile)/mib, float64(end.VmHWM)/mib,
+		j.shape.Name, j.system, j.job, j.layout, rows, st.Size(), wall.Seconds(), float64(base.VmRSS)/mib, float64(base.RssAnon)/mib, float64(base.RssFile)/mib, float64(end.VmHWM)/mib,
 		float64(peak.RssAnon)/mib, float64(peak.RssFile)/mib, float64(peak.RssShmem)/mib, float64(heapPeak)/mib, nsamples)
 	if r := j.steps; r.RowsIn > 0 {
 		// A writeout merge's steps (merger.Result), where its wall time went.

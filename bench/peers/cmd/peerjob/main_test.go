@@ -38,6 +38,7 @@ func TestPrepareAndRun(t *testing.T) {
 	require.Contains(t, out.String(), "layout=contiguous rows=3000 seg_bytes=")
 	require.Contains(t, out.String(), "layout=overlapping rows=3000 seg_bytes=")
 	require.Contains(t, out.String(), "csv rows=3000 csv_bytes=")
+	require.Contains(t, out.String(), "shape=events prepared rows=3000 wall_s=")
 
 	for _, c := range []struct{ system, job, layout, rows string }{
 		{"writeout", "merge", "contiguous", "3000"},
@@ -55,6 +56,7 @@ func TestPrepareAndRun(t *testing.T) {
 		require.NoError(t, run([]string{"run", "-system", c.system, "-job", c.job, "-layout", c.layout, "-trace", trace, in, dst}, &out))
 		require.Equal(t, 1, strings.Count(out.String(), "\n"), out.String())
 		kv := fields(t, out.String())
+		require.Equal(t, "events", kv["shape"])
 		require.Equal(t, c.system, kv["system"])
 		require.Equal(t, c.job, kv["job"])
 		require.Equal(t, c.layout, kv["layout"])
@@ -104,10 +106,51 @@ func TestRunErrors(t *testing.T) {
 	f("unknown command", "frob")
 	f("usage", "prepare")
 	f("-rows 2: want at least 5", "prepare", "-rows", "2", dir)
+	f(`unknown shape "hours"`, "prepare", "-shape", "hours", dir)
 	f("unknown layout", "run", "-system", "writeout", "-job", "merge", "-layout", "diagonal", dir, "out")
 	f("run peerjob prepare", "run", "-system", "writeout", "-job", "merge", "-layout", "contiguous", dir, "out")
 	require.NoError(t, run([]string{"prepare", "-rows", "10", dir}, &out))
 	f("unknown system", "run", "-system", "sqlite", "-job", "merge", "-layout", "contiguous", dir, "out")
 	f("unknown job", "run", "-system", "writeout", "-job", "sort", "-layout", "contiguous", dir, "out")
 	f("only the merge job", "run", "-system", "parquet-go", "-job", "rollup-hour", "-layout", "contiguous", dir, "out")
+	f("SET memory_limit", "run", "-system", "duckdb", "-duckdb-memory-limit", "lots", "-job", "merge", "-layout", "contiguous", dir, "out")
+}
+
+// TestMinutes: prepare and run on the minutes shape, the shape taken from the manifest;
+// DuckDB with a memory limit and a temp directory; both rollups give the same rows.
+func TestMinutes(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	var out bytes.Buffer
+	require.NoError(t, run([]string{"prepare", "-shape", "minutes", "-rows", "5000", "-batch", "700", "-run-rows", "900", "-csv=false", in}, &out))
+	require.Contains(t, out.String(), "shape=minutes layout=contiguous rows=5000 seg_bytes=")
+	require.Contains(t, out.String(), "shape=minutes layout=overlapping rows=5000 seg_bytes=")
+	require.NotContains(t, out.String(), "csv rows")
+	require.NoDirExists(t, filepath.Join(in, "csv"))
+	spill := filepath.Join(dir, "spill")
+	rollups := map[string]string{}
+	for _, c := range []struct{ system, job, layout string }{
+		{"writeout", "merge", "contiguous"},
+		{"writeout", "rollup-hour", "overlapping"},
+		{"duckdb", "merge", "overlapping"},
+		{"duckdb", "rollup-hour", "contiguous"},
+		{"parquet-go", "merge", "overlapping"},
+	} {
+		out.Reset()
+		dst := filepath.Join(dir, "out-"+c.system+"-"+c.job)
+		require.NoError(t, run([]string{"run", "-system", c.system, "-job", c.job, "-layout", c.layout,
+			"-duckdb-memory-limit", "256MB", "-duckdb-temp-dir", spill, in, dst}, &out))
+		kv := fields(t, out.String())
+		require.Equal(t, "minutes", kv["shape"])
+		require.Equal(t, c.system, kv["system"])
+		if c.job == "merge" {
+			require.Equal(t, "5000", kv["rows_out"])
+		} else {
+			rollups[c.system] = kv["rows_out"]
+		}
+	}
+	require.Equal(t, rollups["writeout"], rollups["duckdb"])
+	n, err := strconv.Atoi(rollups["writeout"])
+	require.NoError(t, err)
+	require.Less(t, n, 5000)
 }
