@@ -40,9 +40,9 @@ func openMedium(name, dir string, d medium.Durability) (medium.Medium, error) {
 	return nil, usagef("unknown medium %q (want %s)", name, strings.Join(mediumNames, ", "))
 }
 
-// defaultMemoryLimitMiB is the Go runtime's soft memory limit for ingest and merge: the garbage
-// collector works harder near it instead of letting the heap double, so peak memory follows
-// what is live.
+// defaultMemoryLimitMiB is the Go runtime's soft memory limit for merge (ingest and gen derive
+// theirs from --max-bytes-in-memory): the garbage collector works harder near it instead of
+// letting the heap double, so peak memory follows what is live.
 const defaultMemoryLimitMiB = 192
 
 func addMemoryLimitFlag(cmd *cobra.Command, mib *int) {
