@@ -56,22 +56,11 @@ func (s *Shape) WriteoutRollupHour(ctx context.Context, paths []string, dst stri
 }
 
 func writeoutMerge(ctx context.Context, paths []string, dst string, opts merger.Options) (res merger.Result, err error) {
-	segs := make([]*columns.Segment, 0, len(paths))
-	defer func() {
-		for _, s := range segs {
-			if cerr := s.Close(); cerr != nil && err == nil {
-				err = cerr
-			}
-		}
-	}()
-	for _, p := range paths {
-		s, err := columns.Open(p)
-		if err != nil {
-			return res, err
-		}
-		segs = append(segs, s)
-	}
-	return merger.Merge(ctx, segs, dst, opts)
+	err = withSegments(paths, func(segs []*columns.Segment) error {
+		res, err = merger.Merge(ctx, segs, dst, opts)
+		return err
+	})
+	return res, err
 }
 
 // eachRow hands add each event as a row of Schema, one reused columns.Row.
