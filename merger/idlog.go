@@ -109,7 +109,7 @@ var (
 	logSortRows = 1 << 22
 )
 
-func bound(v, def int) int {
+func orDefault(v, def int) int {
 	if v > 0 {
 		return v
 	}
@@ -118,7 +118,7 @@ func bound(v, def int) int {
 
 func (l *typedLog[T]) reserve(rows int) {
 	_ = l.arr.Free() // on the Go heap or mapped, a log that is replaced is not in use
-	l.arr, l.n = scratch.New[T](min(rows, bound(l.memIDs, logMemIDs))), 0
+	l.arr, l.n = scratch.New[T](min(rows, orDefault(l.memIDs, logMemIDs))), 0
 }
 
 func (l *typedLog[T]) populate() { l.arr.Populate() }
@@ -126,9 +126,9 @@ func (l *typedLog[T]) populate() { l.arr.Populate() }
 func (l *typedLog[T]) add(ids []uint32) error {
 	for len(ids) > 0 {
 		if l.n == len(l.arr.S) {
-			if l.runs == nil && l.n < bound(l.memIDs, logMemIDs) {
+			if l.runs == nil && l.n < orDefault(l.memIDs, logMemIDs) {
 				// Past the reserve (reserve is given the rows in, which no merge exceeds): grow.
-				_ = l.arr.Grow(min(l.n+len(ids), bound(l.memIDs, logMemIDs)), l.n) // munmap of a mapping of ours fails only on a bug
+				_ = l.arr.Grow(min(l.n+len(ids), orDefault(l.memIDs, logMemIDs)), l.n) // munmap of a mapping of ours fails only on a bug
 			} else if err := l.seal(); err != nil {
 				return err
 			}
@@ -147,7 +147,7 @@ func (l *typedLog[T]) add(ids []uint32) error {
 // seal writes the ids in memory as runs and empties the memory, which shrinks to a run's
 // rows after the first.
 func (l *typedLog[T]) seal() error {
-	runMax := bound(l.runMax, logRunIDs)
+	runMax := orDefault(l.runMax, logRunIDs)
 	if l.counts == nil {
 		l.counts = make([]uint32, l.card)
 		l.runCount = make([]uint32, l.card)
@@ -193,7 +193,7 @@ func (l *typedLog[T]) sealRun(ids []T) error {
 		if err := l.runRows.Free(); err != nil {
 			return err
 		}
-		l.runRows = scratch.New[uint32](bound(l.runMax, logRunIDs))
+		l.runRows = scratch.New[uint32](orDefault(l.runMax, logRunIDs))
 	}
 	rows := l.runRows.S[:len(ids)]
 	for r, id := range ids {
@@ -249,7 +249,7 @@ func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw colwrite.DimWriter, c
 	var ranges [][2]int // ids [lo, hi) whose rows fit the bound, at least one
 	for lo := 0; lo < card; {
 		hi, rows := lo+1, int(counts[lo])
-		for hi < card && rows+int(counts[hi]) <= bound(l.sortRows, logSortRows) {
+		for hi < card && rows+int(counts[hi]) <= orDefault(l.sortRows, logSortRows) {
 			rows += int(counts[hi])
 			hi++
 		}
@@ -262,7 +262,7 @@ func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw colwrite.DimWriter, c
 		if err := sc.rows.Free(); err != nil {
 			return err
 		}
-		sc.rows = scratch.New[uint32](max(min(total, bound(l.sortRows, logSortRows)), most))
+		sc.rows = scratch.New[uint32](max(min(total, orDefault(l.sortRows, logSortRows)), most))
 	}
 	var readers []runReader
 	for _, run := range l.runs {
