@@ -109,6 +109,7 @@ var (
 	logSortRows = 1 << 22
 )
 
+// orDefault returns v when it is positive (a test's bound), else def.
 func orDefault(v, def int) int {
 	if v > 0 {
 		return v
