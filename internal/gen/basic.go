@@ -42,20 +42,34 @@ var basicAggregators = []Column{
 }
 
 // tableGen generates rows from a list of column specs.
-type tableGen struct {
+// genBase is what every generator keeps and answers the same way: its columns, the rows it
+// makes, its clock and the row it is at.
+type genBase struct {
 	schema []Column
 	aggs   []Column
 	cols   []colState
 	clock  clock
 	rows   int
 	i      int
-	nStr   int
-	nLong  int
-	nDbl   int
+}
+
+func (g *genBase) Schema() []Column      { return slices.Clone(g.schema) }
+func (g *genBase) Aggregators() []Column { return slices.Clone(g.aggs) }
+func (g *genBase) Rows() int             { return g.rows }
+
+func (g *genBase) Interval() (start, end int64) {
+	return g.clock.start, g.clock.start + int64(g.clock.span)
+}
+
+type tableGen struct {
+	genBase
+	nStr  int
+	nLong int
+	nDbl  int
 }
 
 func newTableGen(specs []spec, aggs []Column, seed int64, rows int) *tableGen {
-	g := &tableGen{aggs: aggs, rows: rows}
+	g := &tableGen{genBase: genBase{aggs: aggs, rows: rows}}
 	g.schema = append(g.schema, Column{Name: "__time", Kind: Time})
 	for k, s := range specs {
 		var slot int
@@ -107,14 +121,6 @@ func Basic(seed int64, rows int) (Generator, error) {
 		return nil, err
 	}
 	return newTableGen(basicSpecs(), basicAggregators, seed, rows), nil
-}
-
-func (g *tableGen) Schema() []Column      { return slices.Clone(g.schema) }
-func (g *tableGen) Aggregators() []Column { return slices.Clone(g.aggs) }
-func (g *tableGen) Rows() int             { return g.rows }
-
-func (g *tableGen) Interval() (start, end int64) {
-	return g.clock.start, g.clock.start + int64(g.clock.span)
 }
 
 func (g *tableGen) Next(r *Row) bool {

@@ -2,7 +2,6 @@ package gen
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,13 +82,8 @@ const (
 var textSlots = [nText]int{10, 11, 17, 18, 19}
 
 type wideGen struct {
-	schema []Column
-	aggs   []Column
-	cols   []colState
-	clock  clock
-	rows   int
-	i      int
-	opts   WideOptions
+	genBase
+	opts WideOptions
 
 	counter    int64 // metric1
 	counterRng rng
@@ -139,7 +133,7 @@ func Wide(seed int64, rows int, opts WideOptions) (Generator, error) {
 	if err := opts.ensureDefaults(); err != nil {
 		return nil, err
 	}
-	g := &wideGen{rows: rows, opts: opts, words: vocabulary()}
+	g := &wideGen{genBase: genBase{rows: rows}, opts: opts, words: vocabulary()}
 	ints, strs, longs := wideSpecs()
 	stream := uint64(1)
 	add := func(s spec, slot int, c Column) {
@@ -184,14 +178,6 @@ func Wide(seed int64, rows int, opts WideOptions) (Generator, error) {
 	g.clock = clock{start: Start2000, span: uint64(DayMillis), n: uint64(max(rows, 1))}
 	seedStream(&g.clock.rng, seed, 0)
 	return g, nil
-}
-
-func (g *wideGen) Schema() []Column      { return slices.Clone(g.schema) }
-func (g *wideGen) Aggregators() []Column { return slices.Clone(g.aggs) }
-func (g *wideGen) Rows() int             { return g.rows }
-
-func (g *wideGen) Interval() (start, end int64) {
-	return g.clock.start, g.clock.start + int64(g.clock.span)
 }
 
 func (g *wideGen) Next(r *Row) bool {
