@@ -117,9 +117,7 @@ func (b *bitmapsWriter) add(bm *roaring.Bitmap) error {
 			p := beginEF(b.buf[:0], int(n), bm.Maximum())
 			it := bm.ManyIterator()
 			for k := it.NextMany(b.vals); k > 0; k = it.NextMany(b.vals) {
-				for _, v := range b.vals[:k] {
-					p.add(v)
-				}
+				p.addAll(b.vals[:k])
 			}
 			b.buf, b.v4 = p.finish(), true
 			return b.addEncoded()
