@@ -64,9 +64,7 @@ type efPacker struct {
 // room for the rest; add the values, then finish.
 func beginEF(dst []byte, n int, last uint32) efPacker {
 	l := efLowBits(n, last)
-	dst = append(dst, efTag)
-	dst = binary.AppendUvarint(dst, uint64(n))
-	dst = append(dst, byte(l))
+	dst = appendEFHeader(dst, n, l)
 	low := len(dst)
 	highs := low + (n*l+7)/8
 	end := highs + (n+int(last>>l)+7)/8
@@ -78,6 +76,13 @@ func beginEF(dst []byte, n int, last uint32) efPacker {
 	return efPacker{dst: dst, l: uint(l), mask: 1<<l - 1, low: low, highs: highs}
 }
 
+// appendEFHeader appends the header of the Elias-Fano form of n values of l low bits.
+func appendEFHeader(dst []byte, n, l int) []byte {
+	dst = append(dst, efTag)
+	dst = binary.AppendUvarint(dst, uint64(n))
+	return append(dst, byte(l))
+}
+
 // add adds v, above the values added before.
 func (p *efPacker) add(v uint32) {
 	one := [1]uint32{v}
@@ -85,11 +90,16 @@ func (p *efPacker) add(v uint32) {
 }
 
 // addAll adds vals, increasing and above the values added before, in two passes (each with
-// few enough variables to stay in registers): the lows, then the highs. A full lows word lies
-// inside the lows (its bits are values' low bits): it is stored whole. The highs word holding a
-// value's bit is stored whole after every value (a word past the end goes into the 8 spare
-// bytes), so that no branch asks whether the next value's bit falls in a later word.
+// few enough variables to stay in registers): the lows, then the highs.
 func (p *efPacker) addAll(vals []uint32) {
+	p.addLows(vals)
+	p.addHighs(vals)
+}
+
+// addLows adds the low bits of vals. A full lows word lies inside the lows (its bits are
+// values' low bits): it is stored whole, at p.low, which needs room for a word per 64 bits of
+// vals' lows.
+func (p *efPacker) addLows(vals []uint32) {
 	if l := p.l; l > 0 {
 		// As putAll: narrow lows are first joined into groups of 8, 4 or 2 (side by side in
 		// one word, as the stream has them), so that the accumulator takes a group at a time.
@@ -118,6 +128,12 @@ func (p *efPacker) addAll(vals []uint32) {
 		}
 		p.low, p.acc, p.nacc = low, acc, nacc
 	}
+}
+
+// addHighs adds the high bits of vals. The highs word holding a value's bit is stored whole
+// after every value (a word past the end goes into the 8 spare bytes), so that no branch asks
+// whether the next value's bit falls in a later word.
+func (p *efPacker) addHighs(vals []uint32) {
 	highs, l, hw, hacc, i := p.dst[p.highs:], p.l&31, p.hw, p.hacc, p.i
 	for _, v := range vals {
 		b := int(v>>l) + i
@@ -133,12 +149,17 @@ func (p *efPacker) addAll(vals []uint32) {
 }
 
 func (p *efPacker) finish() []byte {
+	p.endLows()
+	return p.dst[:len(p.dst)-8]
+}
+
+// endLows stores the lows not stored yet, ending the lows at p.low.
+func (p *efPacker) endLows() {
 	for ; p.nacc > 0; p.nacc -= min(p.nacc, 8) {
 		p.dst[p.low] = byte(p.acc)
 		p.low++
 		p.acc >>= 8
 	}
-	return p.dst[:len(p.dst)-8]
 }
 
 // efLow returns the l bits at bit pos of lows (which holds them).

@@ -33,6 +33,7 @@ type bitmapsWriter struct {
 	compact bool
 	v4      bool // some bitmap was written in a version 4 form
 	vals    []uint32
+	words   *[wordsPerContainer]uint64 // addPieces' bitmap container
 }
 
 // addRows adds the bitmap of rows, strictly increasing.

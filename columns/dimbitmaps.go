@@ -60,6 +60,25 @@ func (d *dimWriter) WriteBitmapRows(id uint32, rows []uint32) error {
 	return nil
 }
 
+// WriteBitmapPieces implements segwrite.DimWriter.
+func (d *dimWriter) WriteBitmapPieces(id uint32, each func(fn func(rows []uint32) error) error) error {
+	if err := d.beginBitmap(id); err != nil {
+		return err
+	}
+	var nulls *roaring.Bitmap
+	if id == 0 && d.dict.hasNull {
+		nulls = d.nulls
+	}
+	n, h, err := d.bitmaps.addPieces(id, each, d.rows, nulls)
+	if err != nil {
+		return d.fail(err)
+	}
+	d.bmCard += uint64(n)
+	d.bmHash += h
+	d.nextBM++
+	return nil
+}
+
 // bitmapRun encodes the bitmaps of a run of consecutive ids apart from its dimWriter, so that
 // several goroutines can encode one dimension's bitmap index: each fills a run of its own
 // (AddRows), then one goroutine adds the runs to the writer in id order (WriteBitmapRun). The

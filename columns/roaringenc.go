@@ -67,35 +67,46 @@ func (e *roaringEncoder) appendRows(dst []byte, vals []uint32) []byte {
 func (e *roaringEncoder) rowsContainers(vals []uint32) []roaringContainer {
 	cs := e.cs[:0]
 	for lo := 0; lo < len(vals); {
-		key := vals[lo] >> 16
-		// The container's end, the first value of a later key (values increase): galloping,
-		// then bisection.
-		end, hi, step := lo+1, lo+1, 1 // vals[end-1] is of key; vals[hi], if any, of a later one
-		for hi < len(vals) && vals[hi]>>16 == key {
-			end = hi + 1
-			hi += step
-			step *= 2
-		}
-		hi = min(hi, len(vals))
-		for end < hi {
-			if m := int(uint(end+hi) >> 1); vals[m]>>16 == key {
-				end = m + 1
-			} else {
-				hi = m
-			}
-		}
-		// Runs: one, and one more at each value that does not follow the one before (no
-		// branch a value: d is 0 exactly when it follows).
-		runs := 1
-		for k := lo + 1; k < hi; k++ {
-			d := vals[k] - vals[k-1] - 1
-			runs += int((d | -d) >> 31)
-		}
-		cs = append(cs, roaringContainer{key: uint16(key), kind: kindFor(hi-lo, runs), card: hi - lo, runs: runs, lo: lo, hi: hi})
+		hi := keyEnd(vals, lo)
+		runs := runsIn(vals[lo:hi])
+		cs = append(cs, roaringContainer{key: uint16(vals[lo] >> 16), kind: kindFor(hi-lo, runs), card: hi - lo, runs: runs, lo: lo, hi: hi})
 		lo = hi
 	}
 	e.cs = cs
 	return cs
+}
+
+// keyEnd returns the end of the values of vals[lo]'s container, the index of the first value of
+// a later key (vals increase), found by galloping, then bisection.
+func keyEnd(vals []uint32, lo int) int {
+	key := vals[lo] >> 16
+	end, hi, step := lo+1, lo+1, 1 // vals[end-1] is of key; vals[hi], if any, of a later one
+	for hi < len(vals) && vals[hi]>>16 == key {
+		end = hi + 1
+		hi += step
+		step *= 2
+	}
+	hi = min(hi, len(vals))
+	for end < hi {
+		if m := int(uint(end+hi) >> 1); vals[m]>>16 == key {
+			end = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return end
+}
+
+// runsIn returns the runs of consecutive values in vals (at least one, increasing): one, and
+// one more at each value that does not follow the one before (no branch a value: d is 0
+// exactly when it follows).
+func runsIn(vals []uint32) int {
+	runs := 1
+	for k := 1; k < len(vals); k++ {
+		d := vals[k] - vals[k-1] - 1
+		runs += int((d | -d) >> 31)
+	}
+	return runs
 }
 
 // appendRowsBodies appends the bodies of the containers rowsContainers(vals) made.

@@ -124,6 +124,16 @@ type DimWriter interface {
 	// roaring.Bitmap, which is the fast path for a merge writing many small bitmaps. rows is
 	// not kept.
 	WriteBitmapRows(id uint32, rows []uint32) error
+	// WriteBitmapPieces is WriteBitmapRows for a bitmap whose rows come in pieces, for a value
+	// with more rows than its caller keeps in memory at once. each(fn) must call fn with the
+	// bitmap's rows in consecutive pieces (strictly increasing within and across pieces; a
+	// piece may be empty), stop at fn's first error and return it. The writer calls each up to
+	// three times, and every call must give the same rows: a later call giving another count,
+	// last row or sum of rows is an error. The bytes written are WriteBitmapRows(id, all
+	// rows)'s, and the writer's memory does not grow with the rows (beyond one small entry per
+	// 65,536-row container of the bitmap). An error of each's own is returned wrapped. fn does
+	// not keep a piece once it returns.
+	WriteBitmapPieces(id uint32, each func(fn func(rows []uint32) error) error) error
 	// WriteBitmapWords is WriteBitmapRows for a bitmap given as a bitset: row r is in it when
 	// bit r%64 of words[r/64] is set. words may end before the last row. It is the fast path
 	// for a value holding many rows; words is not kept.
