@@ -41,6 +41,8 @@ type core struct {
 	card    []int                // [output dim] merged cardinality (dictionary dims)
 	dws     []colwrite.DimWriter
 	rowMaps [][]uint32 // [source][source row] -> output row
+	// bounds are what the merge keeps in memory of what grows with its rows (Options.MemoryLimit).
+	bounds bounds
 	// scratch holds what the merge keeps per row and writes out of memory (the id logs' runs):
 	// a child of the merge's medium, made when first needed and closed at the merge's end.
 	scratch scratchMedium
@@ -60,6 +62,13 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 		st.rowsIn += int64(s.Rows())
 	}
 	c.rowsIn = st.rowsIn
+	logs := 0
+	for _, d := range out.Dimensions {
+		if !d.MultiValue && !d.Raw && !d.NoBitmapIndex {
+			logs++
+		}
+	}
+	c.bounds = boundsFor(opts.MemoryLimit, logs, opts.Parallelism, len(srcs))
 	if st.rowsIn > math.MaxUint32 {
 		return st, fmt.Errorf("%w: %d rows, a segment holds at most %d", ErrInvalid, st.rowsIn, uint32(math.MaxUint32))
 	}
@@ -250,7 +259,7 @@ func (c *core) preAgg() *preAgg {
 			return nil
 		}
 	}
-	pre := &preAgg{pool: make(chan []int32, 8), scratch: &c.scratch}
+	pre := &preAgg{pool: make(chan []int32, 8), scratch: &c.scratch, memGroupRows: c.bounds.memGroupRows}
 	for _, m := range c.out.Metrics {
 		if m.Type != columns.MetricLong {
 			return nil

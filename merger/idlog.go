@@ -50,15 +50,18 @@ type idLog interface {
 	free() error
 }
 
-// newIDLog returns the id log for ids below card, writing its runs to the medium med returns.
-func newIDLog(card int, med func() (medium.Medium, error)) idLog {
+// newIDLog returns the id log for ids below card, writing its runs to the medium med returns,
+// within the bounds b (zero fields: the package's).
+func newIDLog(card int, med func() (medium.Medium, error), b bounds) idLog {
+	mem, run := min(orDefault(b.logIDs, logMemIDs), logMemIDs), min(orDefault(b.logIDs, logRunIDs), logRunIDs)
+	sort := min(orDefault(b.sortRows, logSortRows), logSortRows)
 	switch {
 	case card <= 1<<8:
-		return &typedLog[uint8]{med: med, card: card}
+		return &typedLog[uint8]{med: med, card: card, memIDs: mem, runMax: run, sortRows: sort}
 	case card <= 1<<16:
-		return &typedLog[uint16]{med: med, card: card}
+		return &typedLog[uint16]{med: med, card: card, memIDs: mem, runMax: run, sortRows: sort}
 	}
-	return &typedLog[uint32]{med: med, card: card}
+	return &typedLog[uint32]{med: med, card: card, memIDs: mem, runMax: run, sortRows: sort}
 }
 
 // sortScratch is a counting sort's memory, passed from one dimension to the next: a merge
@@ -84,9 +87,9 @@ type typedLog[T uint8 | uint16 | uint32] struct {
 	runRows  scratch.Array[uint32] // a run's sort: its rows by id
 	runIDs   []byte                // a run's sort: its ids part
 
-	sortRows int // logSortRows, but for tests
-	memIDs   int // logMemIDs, but for tests
-	runMax   int // logRunIDs, but for tests
+	sortRows int // logSortRows, or less (the merge's bounds, or a test's)
+	memIDs   int // logMemIDs, or less
+	runMax   int // logRunIDs, or less
 }
 
 // logRun is a run of a log: rows holds the rows of every id present (uint32, by id, then by
@@ -100,14 +103,17 @@ type logRun struct {
 var (
 	// logMemIDs bounds the ids a log keeps in memory before its first run (4 MiB to 16 MiB):
 	// a merge of up to 4 Mi rows keeps its logs in memory, as it would without the bound.
-	logMemIDs = 1 << 22
+	logMemIDs = 1 << 20
 	// logRunIDs bounds a run's rows (the run's sort takes 4 MiB) and the ids a log keeps in
 	// memory once it has runs.
 	logRunIDs = 1 << 20
 	// logSortRows bounds the rows the bitmaps phase places at a time (16 MiB of rows), unless
 	// a single id holds more. A merge of up to 4 Mi rows sorts each log in one pass.
-	logSortRows = 1 << 22
+	logSortRows = 1 << 20
 )
+
+// For tests: logRunsWritten counts the runs the logs wrote.
+var logRunsWritten atomic.Int64
 
 // orDefault returns v when it is positive (a test's bound), else def.
 func orDefault(v, def int) int {
@@ -218,6 +224,7 @@ func (l *typedLog[T]) sealRun(ids []T) error {
 	}
 	l.runs = append(l.runs, run)
 	l.sealed += len(ids)
+	logRunsWritten.Add(1)
 	return nil
 }
 
@@ -246,24 +253,27 @@ func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw colwrite.DimWriter, c
 	}
 	sc.pos = slices.Grow(sc.pos[:0], card)[:card]
 	pos := sc.pos
+	bound := orDefault(l.sortRows, logSortRows)
 	total, most := 0, 0
-	var ranges [][2]int // ids [lo, hi) whose rows fit the bound, at least one
+	var ranges [][2]int // ids [lo, hi) whose rows fit the bound, or one id (a large one)
 	for lo := 0; lo < card; {
 		hi, rows := lo+1, int(counts[lo])
-		for hi < card && rows+int(counts[hi]) <= orDefault(l.sortRows, logSortRows) {
+		for hi < card && rows+int(counts[hi]) <= bound {
 			rows += int(counts[hi])
 			hi++
 		}
 		ranges = append(ranges, [2]int{lo, hi})
 		total += rows
-		most = max(most, rows)
+		if rows <= bound || l.runs == nil {
+			most = max(most, rows)
+		}
 		lo = hi
 	}
-	if len(sc.rows.S) < most {
+	if want := max(min(total, bound), most); len(sc.rows.S) < want {
 		if err := sc.rows.Free(); err != nil {
 			return err
 		}
-		sc.rows = scratch.New[uint32](max(min(total, orDefault(l.sortRows, logSortRows)), most))
+		sc.rows = scratch.New[uint32](want)
 	}
 	var readers []runReader
 	for _, run := range l.runs {
@@ -271,6 +281,15 @@ func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw colwrite.DimWriter, c
 	}
 	for _, rg := range ranges {
 		lo, hi := rg[0], rg[1]
+		if readers != nil && int(counts[lo]) > bound {
+			// One id with more rows than the bound: its bitmap is written from the runs a
+			// piece at a time (the runs hold its rows in order, one stretch each).
+			if err := writeLargeID(dw, lo, readers, sc.rows.S); err != nil {
+				return err
+			}
+			done.Add(1)
+			continue
+		}
 		off := uint32(0)
 		for v := lo; v < hi; v++ {
 			pos[v] = off
@@ -294,6 +313,44 @@ func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw colwrite.DimWriter, c
 		}
 	}
 	return nil
+}
+
+// writeLargeID writes the bitmap of id, the next id of every reader, from the stretch of rows
+// each run holds for it, read buf's length at a time (colwrite.DimWriter.WriteBitmapPieces),
+// and moves the readers past it.
+func writeLargeID(dw colwrite.DimWriter, id int, readers []runReader, buf []uint32) error {
+	type stretch struct {
+		b     medium.Bytes
+		off   int64
+		count int
+	}
+	var stretches []stretch
+	for i := range readers {
+		rr := &readers[i]
+		off, count, err := rr.skip(id)
+		if err != nil {
+			return fmt.Errorf("id log: run %d: %w", i, err)
+		}
+		if count > 0 {
+			stretches = append(stretches, stretch{rr.run.rows, off, count})
+		}
+	}
+	err := dw.WriteBitmapPieces(uint32(id), func(fn func(rows []uint32) error) error {
+		for i, s := range stretches {
+			for k := 0; k < s.count; {
+				piece := buf[:min(len(buf), s.count-k)]
+				if err := readFull(s.b, slicesx.AsBytes(piece), s.off+4*int64(k)); err != nil {
+					return fmt.Errorf("id log: run %d: %w", i, err)
+				}
+				if err := fn(piece); err != nil {
+					return err
+				}
+				k += len(piece)
+			}
+		}
+		return nil
+	})
+	return err
 }
 
 // place puts the rows of the ids in memory that lie in [lo, hi) (all: every one) at pos[id].
@@ -326,24 +383,9 @@ type runReader struct {
 // gather reads the run's ids below hi and puts each one's rows at pos[id] of rows, advancing
 // pos. The ids before must have been gathered.
 func (rr *runReader) gather(hi int, rows, pos []uint32) error {
-	if rr.ids.b == nil {
-		// 18 KiB a run: a merge of 300 M rows reads 300 runs a dimension at once.
-		rr.ids = chunkReader{b: rr.run.ids, buf: make([]byte, 0, 2<<10)}
-		rr.rows = chunkReader{b: rr.run.rows, buf: make([]byte, 0, 16<<10)}
-	}
-	for !rr.done {
-		if rr.count == 0 {
-			d, err := rr.ids.uvarint()
-			if err == io.EOF {
-				rr.done = true
-				break
-			}
-			c, err2 := rr.ids.uvarint()
-			if err = errors.Join(err, err2); err != nil {
-				return err
-			}
-			rr.id += int(d)
-			rr.count = int(c)
+	for {
+		if err := rr.next(); err != nil || rr.done {
+			return err
 		}
 		if rr.id >= hi {
 			break
@@ -356,6 +398,43 @@ func (rr *runReader) gather(hi int, rows, pos []uint32) error {
 		rr.count = 0
 	}
 	return nil
+}
+
+// next reads the run's next id and its count, unless the rows of the one read last are not
+// read yet; it sets done at the run's end.
+func (rr *runReader) next() error {
+	if rr.ids.b == nil {
+		// 18 KiB a run: a merge of 300 M rows reads 300 runs a dimension at once.
+		rr.ids = chunkReader{b: rr.run.ids, buf: make([]byte, 0, 2<<10)}
+		rr.rows = chunkReader{b: rr.run.rows, buf: make([]byte, 0, 16<<10)}
+	}
+	if rr.count > 0 || rr.done {
+		return nil
+	}
+	d, err := rr.ids.uvarint()
+	if err == io.EOF {
+		rr.done = true
+		return nil
+	}
+	c, err2 := rr.ids.uvarint()
+	if err = errors.Join(err, err2); err != nil {
+		return err
+	}
+	rr.id += int(d)
+	rr.count = int(c)
+	return nil
+}
+
+// skip moves the reader past the rows of id, which no id before it may have left unread,
+// and returns where they lie in the run's rows and how many there are (none: 0).
+func (rr *runReader) skip(id int) (off int64, count int, err error) {
+	if err := rr.next(); err != nil || rr.done || rr.id != id {
+		return 0, 0, err
+	}
+	off, count = rr.rows.pos(), rr.count
+	rr.rows.skip(4 * int64(count))
+	rr.count = 0
+	return off, count, nil
 }
 
 // chunkReader reads a medium.Bytes from its start on, through a buffer.
@@ -378,6 +457,16 @@ func (c *chunkReader) fill() error {
 	}
 	c.buf, c.p, c.off = c.buf[:n+k], 0, c.off+int64(k)
 	return nil
+}
+
+// pos returns where in b the next byte read lies.
+func (c *chunkReader) pos() int64 { return c.off - int64(len(c.buf)-c.p) }
+
+// skip moves past the next n bytes.
+func (c *chunkReader) skip(n int64) {
+	k := min(n, int64(len(c.buf)-c.p))
+	c.p += int(k)
+	c.off += n - k
 }
 
 // uvarint reads a uvarint; io.EOF when b is read whole.

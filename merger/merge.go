@@ -212,6 +212,9 @@ func mergeSources(ctx context.Context, ls []level, out columns.Schema, dst targe
 	}
 
 	fan := opts.MaxFanIn
+	if fan == 0 {
+		fan = memoryFanIn(opts.MemoryLimit, len(cur), 1+len(out.Dimensions)+len(out.Metrics))
+	}
 	phases := 1
 	if fan > 0 {
 		for n := len(cur); n > fan; n = (n + fan - 1) / fan {

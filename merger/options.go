@@ -87,10 +87,20 @@ type Options struct {
 
 	// MaxFanIn is the largest number of inputs merged in one phase; more inputs merge in
 	// phases through intermediate segments written in dst's directory (unnamed files, see
-	// IntermediatePattern) and released as soon as the next phase has read them. 0 means no
-	// limit for Merge; for MergeInputs, one picked so that a phase fits the process's limit
-	// on open files (see the package documentation). 1 is invalid.
+	// IntermediatePattern) and released as soon as the next phase has read them. 0 means as
+	// many as MemoryLimit holds (about 110 KiB an input's column: 83 inputs of 7 columns
+	// under the default), and for MergeInputs no more than fit the process's limit on open
+	// files either (see the package documentation). 1 is invalid.
 	MaxFanIn int
+	// MemoryLimit is the merge's memory budget, in bytes: what grows with its rows (the id
+	// logs of the bitmap indexes, the bitmaps step's sort, the keys of large pre-aggregated
+	// groups) is kept out of memory past bounds sized to shares of it, and the inputs merged
+	// at once are as many as their share holds (with MaxFanIn 0). The merged dictionaries,
+	// the row maps of multi-value dimensions (4 bytes an input row), the staging medium's
+	// buffers (its own budget) and the Go runtime's overhead are not counted; the inputs'
+	// pages are mapped, and the kernel takes them back as it needs. 0 means 256 MiB, under
+	// which every bound has its largest value; it must be at least 16 MiB. See budget.go.
+	MemoryLimit int64
 	// Parallelism is the number of goroutines that write columns, merge dictionaries and
 	// rebuild bitmaps at once; 0 means GOMAXPROCS.
 	Parallelism int
@@ -185,6 +195,9 @@ func (o *Options) ensureDefaults() error {
 	}
 	if o.MaxFanIn < 0 || o.MaxFanIn == 1 {
 		return fmt.Errorf("%w: MaxFanIn %d (want 0 for no limit, or at least 2)", ErrInvalid, o.MaxFanIn)
+	}
+	if o.MemoryLimit < 0 || o.MemoryLimit > 0 && o.MemoryLimit < minMemoryLimit {
+		return fmt.Errorf("%w: MemoryLimit %d (want 0 for the default, or at least %d)", ErrInvalid, o.MemoryLimit, minMemoryLimit)
 	}
 	if o.Parallelism < 0 {
 		return fmt.Errorf("%w: Parallelism %d", ErrInvalid, o.Parallelism)

@@ -48,6 +48,8 @@ type preAgg struct {
 	// scratch is where large streamed groups stage their rows' keys (the merge's scratch
 	// medium, released at its end); nil: in memory.
 	scratch *scratchMedium
+	// memGroupRows is maxMemGroupRows, or less (the merge's bounds); 0: maxMemGroupRows.
+	memGroupRows int
 }
 
 // get returns a slot array of n entries (values unspecified).

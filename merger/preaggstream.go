@@ -28,7 +28,7 @@ var maxWindowRows = 1 << 16
 // maxMemGroupRows bounds the rows of a streamed group whose keys stay in memory (4 bytes a
 // row): a larger group stages them on the merge's scratch medium, and the metric tasks read
 // them back (a variable for tests).
-var maxMemGroupRows = 1 << 22
+var maxMemGroupRows = 1 << 18
 
 // For tests: stagedGroups counts the groups whose keys were staged.
 var stagedGroups atomic.Int64
@@ -193,7 +193,7 @@ func (st *groupStage) add(keys []uint64) error {
 		seen[k>>6] |= 1 << (k & 63)
 		sum[k>>12] |= 1 << (k >> 6 & 63)
 	}
-	if st.staged == nil && c.pre.scratch != nil && st.rows+len(keys) > maxMemGroupRows {
+	if st.staged == nil && c.pre.scratch != nil && st.rows+len(keys) > min(orDefault(c.pre.memGroupRows, maxMemGroupRows), maxMemGroupRows) {
 		if err := st.stage(); err != nil {
 			return err
 		}

@@ -40,20 +40,16 @@ func openMedium(name, dir string, d medium.Durability) (medium.Medium, error) {
 	return nil, usagef("unknown medium %q (want %s)", name, strings.Join(mediumNames, ", "))
 }
 
-// defaultMemoryLimitMiB is the Go runtime's soft memory limit for merge (ingest and gen derive
-// theirs from --max-bytes-in-memory): the garbage collector works harder near it instead of
-// letting the heap double, so peak memory follows what is live.
+// defaultMemoryLimitMiB is the Go runtime's soft memory limit of ingest and gen with
+// --max-bytes-in-memory -1 (merge's is its --memory-limit): the garbage collector works harder
+// near it instead of letting the heap double, so peak memory follows what is live.
 const defaultMemoryLimitMiB = 192
 
-func addMemoryLimitFlag(cmd *cobra.Command, mib *int) {
-	cmd.Flags().IntVar(mib, "memory-limit", defaultMemoryLimitMiB,
-		"soft memory limit of the Go runtime in MiB (0: none; the GOMEMLIMIT variable overrides it)")
-}
-
-// setMemoryLimit sets the runtime's soft memory limit unless GOMEMLIMIT says otherwise.
-func setMemoryLimit(mib int) {
-	if mib > 0 && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(int64(mib) << 20)
+// setMemoryLimit sets the runtime's soft memory limit to limit bytes unless GOMEMLIMIT says
+// otherwise.
+func setMemoryLimit(limit int64) {
+	if limit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(limit)
 	}
 }
 

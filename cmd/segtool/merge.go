@@ -22,22 +22,22 @@ import (
 )
 
 type mergeFlags struct {
-	out            string
-	medium         string
-	tmpDir         string
-	durability     string
-	trickle        string
-	rollup         bool
-	granularity    string
-	maxFanIn       int
-	dimensions     string
-	parallelism    int
-	replace        bool
-	quiet          bool
-	progress       string
-	verifyInputs   bool
-	memoryLimitMiB int
-	s3             *s3Flags
+	out          string
+	medium       string
+	tmpDir       string
+	durability   string
+	trickle      string
+	rollup       bool
+	granularity  string
+	maxFanIn     int
+	dimensions   string
+	parallelism  int
+	replace      bool
+	quiet        bool
+	progress     string
+	verifyInputs bool
+	memoryLimit  string
+	s3           *s3Flags
 }
 
 func newMergeCmd() *cobra.Command {
@@ -104,14 +104,14 @@ progress bar also counts the bytes fetched and uploaded.`,
 	fl.StringVar(&f.trickle, "trickle", "8MiB", "pace writeback every SIZE bytes written (0: off)")
 	fl.BoolVar(&f.rollup, "rollup", false, "combine rows with equal truncated time and dimensions")
 	fl.StringVar(&f.granularity, "granularity", "none", "time granularity: none, second, minute, hour or day")
-	fl.IntVar(&f.maxFanIn, "max-fan-in", 0, "inputs merged (and open) per phase (0: all at once, or as many as the open-file limit allows)")
+	fl.IntVar(&f.maxFanIn, "max-fan-in", 0, "inputs merged (and open) per phase (0: as many as --memory-limit and the open-file limit allow)")
 	fl.StringVar(&f.dimensions, "dimensions", "", "output dimensions, comma-separated (default: the union of the inputs')")
 	fl.IntVar(&f.parallelism, "parallelism", 0, "goroutines writing columns (0: one per CPU)")
 	fl.BoolVar(&f.replace, "replace", false, "replace an existing output")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar, no summary")
 	fl.StringVar(&f.progress, "progress", "auto", "progress bar: auto (on a terminal), always or never")
 	fl.BoolVar(&f.verifyInputs, "verify-inputs", false, "verify every input (checksums and invariants) before merging")
-	addMemoryLimitFlag(cmd, &f.memoryLimitMiB)
+	fl.StringVar(&f.memoryLimit, "memory-limit", "256MiB", "the merge's memory budget, at least 16MiB: bounds what it keeps of its rows in memory, and the inputs merged at once (more merge in phases); also the Go runtime's soft memory limit unless GOMEMLIMIT is set")
 	addS3Flags(cmd, f.s3)
 	return cmd
 }
@@ -128,6 +128,7 @@ type mergeSettings struct {
 	// inherit: roll up when every input does, at their common granularity (if any).
 	inherit     bool
 	maxFanIn    int
+	memoryLimit int64
 	dimensions  []string
 	parallelism int
 	progress    func(merger.Progress)
@@ -200,6 +201,7 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 		Dimensions:    s.dimensions,
 		InputNames:    inputs,
 		MaxFanIn:      s.maxFanIn,
+		MemoryLimit:   s.memoryLimit,
 		Parallelism:   s.parallelism,
 		Progress:      s.progress,
 
@@ -253,6 +255,13 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 	if dur.TrickleBytes, err = parseSize(f.trickle); err != nil {
 		return usagef("--trickle: %v", err)
 	}
+	limit, err := parseSize(f.memoryLimit)
+	if err != nil {
+		return usagef("--memory-limit: %v", err)
+	}
+	if limit < 16<<20 {
+		return usagef("--memory-limit %s: want at least 16MiB", f.memoryLimit)
+	}
 	if f.maxFanIn < 0 || f.maxFanIn == 1 {
 		return usagef("--max-fan-in must be 0 (no limit) or at least 2")
 	}
@@ -286,7 +295,7 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 			return usagef("%s is both an input and the output", in)
 		}
 	}
-	setMemoryLimit(f.memoryLimitMiB)
+	setMemoryLimit(limit)
 	if f.verifyInputs {
 		for _, in := range inputs {
 			if _, err := verifyInput(cmd.Context(), in, f.s3); err != nil {
@@ -296,7 +305,7 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 	}
 
 	s := mergeSettings{mediumName: f.medium, tmpDir: f.tmpDir, durability: dur, replace: f.replace, rollup: f.rollup,
-		granularity: gran, inherit: !cmd.Flags().Changed("rollup") && !cmd.Flags().Changed("granularity"), maxFanIn: f.maxFanIn, dimensions: splitList(f.dimensions), parallelism: f.parallelism,
+		granularity: gran, inherit: !cmd.Flags().Changed("rollup") && !cmd.Flags().Changed("granularity"), maxFanIn: f.maxFanIn, memoryLimit: limit, dimensions: splitList(f.dimensions), parallelism: f.parallelism,
 		skipChecksums: f.verifyInputs, s3: f.s3}
 	showBar := !f.quiet && (f.progress == "always" || f.progress == "auto" && isTerminal(cmd.ErrOrStderr()))
 	var bar *phaseBar
@@ -329,7 +338,7 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 		if res.Phases > 1 {
 			phases += fmt.Sprintf(" of up to %d inputs", res.FanIn)
 			if f.maxFanIn == 0 {
-				phases += " (fan-in picked for the open-file limit)"
+				phases += " (fan-in picked to fit --memory-limit and the open-file limit)"
 			}
 		}
 		fmt.Fprintf(out, "medium %s, durability %s, rollup %v (granularity %s), %s, %d sync(s)\n",

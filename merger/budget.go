@@ -1,0 +1,80 @@
+package merger
+
+// A merge's memory budget (Options.MemoryLimit). What a merge holds apart from its inputs'
+// pages (mapped: the kernel takes them back as it needs) falls in two kinds:
+//
+//   - what grows with the rows, which the merge keeps out of memory past fixed bounds: the id
+//     logs of the bitmap indexes (runs on the scratch medium past logIDs ids a dimension),
+//     the bitmaps step's counting sort (logSortRows rows a goroutine; a value with more rows
+//     is written a piece at a time), the keys of large pre-aggregated groups (staged past
+//     maxMemGroupRows rows a cursor);
+//   - what grows with the inputs merged at once: each input's cursor decodes a chunk of each
+//     of its columns at a time (inputBytes a column).
+//
+// The budget sizes both: the bounds of the first shrink, each to its share, when the limit is
+// small (never below a floor that keeps runs and passes few), and the inputs of one phase are
+// at most what their share holds (more merge in phases, as with Options.MaxFanIn). The
+// default budget gives every bound its largest value: the figures of bench/RESULTS.md.
+// Dictionaries (merged per dimension, as large as its distinct values), multi-value
+// dimensions' row maps (4 bytes an input row) and the Go runtime's own overhead are not
+// counted.
+
+// defaultMemoryLimit is Options.MemoryLimit's default.
+const defaultMemoryLimit = 256 << 20
+
+// minMemoryLimit is the least Options.MemoryLimit: below it the floors of the bounds alone
+// would not fit.
+const minMemoryLimit = 16 << 20
+
+// The shares of the budget, in eighths: the id logs and their runs' sort, the bitmaps step's
+// sort, the pre-aggregated groups' keys, the inputs' cursors.
+const (
+	logShare    = 2
+	sortShare   = 1
+	groupShare  = 1
+	inputsShare = 2
+)
+
+// inputBytes is what an input's cursor holds a column, about: a decoded chunk and its
+// compressed frame, and the column's chunk index. Measured: a merge of 100 inputs of Druid's
+// basic schema (15 columns) held 1.6 MB an input more than one of 10 inputs in phases.
+const inputBytes = 112 << 10
+
+// bounds are one merge's bounds, from its budget.
+type bounds struct {
+	logIDs       int // ids a log keeps in memory (and a run's rows)
+	sortRows     int // rows the bitmaps step sorts at a time, a goroutine
+	memGroupRows int // a streamed group's rows whose keys stay in memory, a cursor
+}
+
+// boundsFor returns the bounds of a merge of limit bytes (0: defaultMemoryLimit) writing
+// dims single-value dimensions with par goroutines, of fan inputs at once.
+func boundsFor(limit int64, dims, par, fan int) bounds {
+	if limit == 0 {
+		limit = defaultMemoryLimit
+	}
+	share := func(eighths int, parts int, per int64, floor, ceil int) int {
+		n := limit * int64(eighths) / 8 / int64(max(parts, 1)) / per
+		return int(min(max(n, int64(floor)), int64(ceil)))
+	}
+	return bounds{
+		// A log id costs up to 4 bytes, and 4 more in its run's sort.
+		logIDs:       share(logShare, dims, 8, 1<<16, logRunIDs),
+		sortRows:     share(sortShare, par, 4, 1<<16, logSortRows),
+		memGroupRows: share(groupShare, fan, 4, 1<<14, maxMemGroupRows),
+	}
+}
+
+// memoryFanIn returns the most inputs of cols columns each that the budget's share for
+// inputs holds (at least 2), or 0 when n inputs fit.
+func memoryFanIn(limit int64, n, cols int) int {
+	if limit == 0 {
+		limit = defaultMemoryLimit
+	}
+	per := int64(max(cols, 1)) * inputBytes
+	fan := limit * inputsShare / 8 / per
+	if int64(n) <= fan {
+		return 0
+	}
+	return int(max(fan, 2))
+}
