@@ -81,6 +81,7 @@ type typedLog[T uint8 | uint16 | uint32] struct {
 	card int
 
 	runs     []logRun
+	runBytes logRun                // every run's rows and ids, back to back
 	sealed   int                   // the rows in runs
 	counts   []uint32              // with runs: every id's rows in them
 	runCount []uint32              // a run's sort: its ids' rows, then where each goes
@@ -94,9 +95,13 @@ type typedLog[T uint8 | uint16 | uint32] struct {
 
 // logRun is a run of a log: rows holds the rows of every id present (uint32, by id, then by
 // row), ids each id present and its rows' count (uvarints: the id's distance from the one
-// before, the first's from 0, then the count).
+// before, the first's from 0, then the count). A log's runs lie back to back in two Bytes of
+// its own (a Bytes a run would cost the medium a buffer each: 300 runs a dimension at 300 M
+// rows), each at [off, end) of them.
 type logRun struct {
-	rows, ids medium.Bytes
+	rows, ids        medium.Bytes
+	rowsOff, rowsEnd int64
+	idsOff, idsEnd   int64
 }
 
 // The bounds (variables for tests).
@@ -111,6 +116,10 @@ var (
 	// a single id holds more. A merge of up to 4 Mi rows sorts each log in one pass.
 	logSortRows = 1 << 20
 )
+
+// runReadBytes bounds the buffers a log's bitmaps phase reads its runs through (16 KiB a run
+// at most, 4 KiB at least, and 1 KiB for a run's ids).
+const runReadBytes = 2 << 20
 
 // For tests: logRunsWritten counts the runs the logs wrote.
 var logRunsWritten atomic.Int64
@@ -207,17 +216,23 @@ func (l *typedLog[T]) sealRun(ids []T) error {
 		rows[cnt[id]] = uint32(l.sealed + r)
 		cnt[id]++
 	}
-	var run logRun
-	med, err := l.med()
-	if err == nil {
-		run.rows, err = med.NewBytes()
-	}
-	if err == nil {
-		if run.ids, err = med.NewBytes(); err == nil {
-			if _, err = run.rows.Write(slicesx.AsBytes(rows)); err == nil {
-				_, err = run.ids.Write(l.runIDs)
+	rb := &l.runBytes
+	var err error
+	if rb.rows == nil {
+		var med medium.Medium
+		if med, err = l.med(); err == nil {
+			if rb.rows, err = med.NewBytes(); err == nil {
+				rb.ids, err = med.NewBytes()
 			}
 		}
+	}
+	run := logRun{rows: rb.rows, ids: rb.ids}
+	if err == nil {
+		run.rowsOff, run.idsOff = rb.rows.Size(), rb.ids.Size()
+		if _, err = rb.rows.Write(slicesx.AsBytes(rows)); err == nil {
+			_, err = rb.ids.Write(l.runIDs)
+		}
+		run.rowsEnd, run.idsEnd = rb.rows.Size(), rb.ids.Size()
 	}
 	if err != nil {
 		return fmt.Errorf("id log: run: %w", err)
@@ -229,7 +244,12 @@ func (l *typedLog[T]) sealRun(ids []T) error {
 }
 
 func (l *typedLog[T]) free() error {
-	l.n, l.sealed, l.runs, l.counts, l.runCount, l.runIDs = 0, 0, nil, nil, nil, nil
+	for _, b := range []medium.Bytes{l.runBytes.rows, l.runBytes.ids} {
+		if d, ok := b.(medium.Discarder); ok {
+			_ = d.Discard() // a failed discard leaves the bytes to the medium's Close
+		}
+	}
+	l.n, l.sealed, l.runs, l.counts, l.runCount, l.runIDs, l.runBytes = 0, 0, nil, nil, nil, nil, logRun{}
 	return errors.Join(l.arr.Free(), l.runRows.Free())
 }
 
@@ -276,8 +296,10 @@ func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw colwrite.DimWriter, c
 		sc.rows = scratch.New[uint32](want)
 	}
 	var readers []runReader
+	buf := runReadBytes / max(len(l.runs), 1) &^ (4<<10 - 1)
+	buf = min(max(buf, 4<<10), 16<<10)
 	for _, run := range l.runs {
-		readers = append(readers, runReader{run: run})
+		readers = append(readers, runReader{run: run, buf: buf})
 	}
 	for _, rg := range ranges {
 		lo, hi := rg[0], rg[1]
@@ -374,6 +396,7 @@ func (l *typedLog[T]) place(lo, hi int, all bool, rows, pos []uint32) {
 // runReader reads a run on, sequentially: its ids and counts, and their rows.
 type runReader struct {
 	run       logRun
+	buf       int // bytes of the rows' buffer
 	ids       chunkReader
 	rows      chunkReader
 	id, count int // the id read last (0 before the first), and its rows not read yet
@@ -404,9 +427,9 @@ func (rr *runReader) gather(hi int, rows, pos []uint32) error {
 // read yet; it sets done at the run's end.
 func (rr *runReader) next() error {
 	if rr.ids.b == nil {
-		// 18 KiB a run: a merge of 300 M rows reads 300 runs a dimension at once.
-		rr.ids = chunkReader{b: rr.run.ids, buf: make([]byte, 0, 2<<10)}
-		rr.rows = chunkReader{b: rr.run.rows, buf: make([]byte, 0, 16<<10)}
+		// A merge of 300 M rows reads 300 runs a dimension at once: runReadBytes in all.
+		rr.ids = chunkReader{b: rr.run.ids, off: rr.run.idsOff, end: rr.run.idsEnd, buf: make([]byte, 0, 1<<10)}
+		rr.rows = chunkReader{b: rr.run.rows, off: rr.run.rowsOff, end: rr.run.rowsEnd, buf: make([]byte, 0, rr.buf)}
 	}
 	if rr.count > 0 || rr.done {
 		return nil
@@ -437,21 +460,22 @@ func (rr *runReader) skip(id int) (off int64, count int, err error) {
 	return off, count, nil
 }
 
-// chunkReader reads a medium.Bytes from its start on, through a buffer.
+// chunkReader reads [off, end) of a medium.Bytes on, through a buffer.
 type chunkReader struct {
 	b   medium.Bytes
-	off int64  // b's bytes read into buf so far
+	off int64  // where the bytes read into buf so far end
+	end int64  // where b's bytes to read end
 	buf []byte // buf[p:] is read and not consumed
 	p   int
 }
 
 // fill reads more of b into buf, keeping what is not consumed; io.EOF at b's end.
 func (c *chunkReader) fill() error {
-	if c.off >= c.b.Size() {
+	if c.off >= c.end {
 		return io.EOF
 	}
 	n := copy(c.buf[:cap(c.buf)], c.buf[c.p:])
-	k := int(min(int64(cap(c.buf)-n), c.b.Size()-c.off))
+	k := int(min(int64(cap(c.buf)-n), c.end-c.off))
 	if err := readFull(c.b, c.buf[n:n+k], c.off); err != nil {
 		return err
 	}
@@ -491,6 +515,9 @@ func (c *chunkReader) read(dst []byte) error {
 	dst = dst[n:]
 	if len(dst) >= cap(c.buf) {
 		// Straight into dst: a large read costs no copy.
+		if c.off+int64(len(dst)) > c.end {
+			return io.ErrUnexpectedEOF
+		}
 		if err := readFull(c.b, dst, c.off); err != nil {
 			return err
 		}
