@@ -325,6 +325,7 @@ func readRef[T columns.Number](vals *valReader[T], times *valReader[int64], null
 type longTask struct {
 	numTask[int64]
 	slots     []slotAccs // per source: its pre-aggregated group loaded last
+	spareAccs slotAccs   // the accumulators' memory of a retired source, for the next
 	lastSlots *slotAccs  // the slots of the last single-slot row's group, in this batch
 }
 

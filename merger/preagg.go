@@ -445,6 +445,9 @@ func (t *longTask) slotsOf(b *batch, k int32) (*slotAccs, error) {
 	}
 	for _, g := range b.aggs {
 		if g.in == in && g.lo == lo && g.hi == hi {
+			if sa.g == nil && cap(sa.v) == 0 && cap(sa.accs) == 0 {
+				*sa, t.spareAccs = t.spareAccs, slotAccs{}
+			}
 			if err := t.loadSlots(sa, g); err != nil {
 				return nil, err
 			}
@@ -460,12 +463,21 @@ func (sa *slotAccs) holds(b *batch, k int32) bool {
 	return g != nil && g.in == b.refIn[k] && g.lo == b.refLo[k] && g.hi == b.refHi[k]
 }
 
-// retireSlots releases the groups of the sources b retires.
+// retireSlots releases the groups of the sources b retires and passes the largest of their
+// accumulators' memory to the next source's (as valReader.retire does): inputs that follow one
+// another in time then hold one group's slots, not one each.
 func (t *longTask) retireSlots(b *batch) {
 	for _, in := range b.retired {
-		if t.slots != nil && t.slots[in].g != nil {
-			t.slots[in].g.release()
-			t.slots[in].g = nil
+		if t.slots == nil {
+			return
 		}
+		sa := &t.slots[in]
+		if sa.g != nil {
+			sa.g.release()
+		}
+		if sp := &t.spareAccs; cap(sa.v)+cap(sa.accs) > cap(sp.v)+cap(sp.accs) {
+			*sp = slotAccs{accs: sa.accs[:0], v: sa.v[:0], c: sa.c[:0], kb: sa.kb[:0], kg: sa.kg[:0]}
+		}
+		*sa = slotAccs{}
 	}
 }
