@@ -126,6 +126,11 @@ func (b *Builder) PersistAfter(ctx context.Context, before []*columns.Segment, d
 			}
 		}
 	}
+	if opts.Runs && len(srcs) >= 2 {
+		// Runs are merged as they were planned (ingestion counts them against its own
+		// MemoryLimit), in one phase: not in phases of what Options.MemoryLimit would pick.
+		mo.MaxFanIn = len(srcs)
+	}
 	ls := make([]level, len(srcs))
 	for i, src := range srcs {
 		// The segments' checksums are checked as Merge's inputs' are; the builder's rows have none.

@@ -43,6 +43,8 @@ type core struct {
 	rowMaps [][]uint32 // [source][source row] -> output row
 	// bounds are what the merge keeps in memory of what grows with its rows (Options.MemoryLimit).
 	bounds bounds
+	// runSorts lends the id logs the memory of a run's sort.
+	runSorts runSorts
 	// scratch holds what the merge keeps per row and writes out of memory (the id logs' runs):
 	// a child of the merge's medium, made when first needed and closed at the merge's end.
 	scratch scratchMedium
@@ -90,7 +92,7 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 	}
 	c.scratch.parent = med
 	defer func() {
-		if cerr := c.scratch.close(); cerr != nil && err == nil {
+		if cerr := errors.Join(c.runSorts.close(), c.scratch.close()); cerr != nil && err == nil {
 			err = fmt.Errorf("merger: scratch: %w", cerr)
 		}
 	}()

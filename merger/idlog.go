@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/writeout/writeout/internal/colwrite"
@@ -51,17 +52,59 @@ type idLog interface {
 }
 
 // newIDLog returns the id log for ids below card, writing its runs to the medium med returns,
-// within the bounds b (zero fields: the package's).
-func newIDLog(card int, med func() (medium.Medium, error), b bounds) idLog {
+// within the bounds b (zero fields: the package's), sorting them in memory sorts lends.
+func newIDLog(card int, med func() (medium.Medium, error), b bounds, sorts *runSorts) idLog {
 	mem, run := min(orDefault(b.logIDs, logMemIDs), logMemIDs), min(orDefault(b.logIDs, logRunIDs), logRunIDs)
 	sort := min(orDefault(b.sortRows, logSortRows), logSortRows)
 	switch {
 	case card <= 1<<8:
-		return &typedLog[uint8]{med: med, card: card, memIDs: mem, runMax: run, sortRows: sort}
+		return &typedLog[uint8]{med: med, card: card, memIDs: mem, runMax: run, sortRows: sort, sorts: sorts}
 	case card <= 1<<16:
-		return &typedLog[uint16]{med: med, card: card, memIDs: mem, runMax: run, sortRows: sort}
+		return &typedLog[uint16]{med: med, card: card, memIDs: mem, runMax: run, sortRows: sort, sorts: sorts}
 	}
-	return &typedLog[uint32]{med: med, card: card, memIDs: mem, runMax: run, sortRows: sort}
+	return &typedLog[uint32]{med: med, card: card, memIDs: mem, runMax: run, sortRows: sort, sorts: sorts}
+}
+
+// runSorts lends the logs of a merge the memory of a run's sort (4 bytes a row of the run),
+// which a log needs only while it writes a run: the logs share one a goroutine writing runs
+// at once, rather than hold one each (six dimensions of 1-byte ids held 24 MiB of sorts for 6
+// MiB of ids). Its methods are safe for concurrent use; close frees what it keeps.
+type runSorts struct {
+	mu   sync.Mutex
+	free []scratch.Array[uint32]
+}
+
+// get returns an array of at least n elements.
+func (p *runSorts) get(n int) (scratch.Array[uint32], error) {
+	p.mu.Lock()
+	var a scratch.Array[uint32]
+	if k := len(p.free) - 1; k >= 0 {
+		a, p.free = p.free[k], p.free[:k]
+	}
+	p.mu.Unlock()
+	if len(a.S) >= n {
+		return a, nil
+	}
+	err := a.Free()
+	return scratch.New[uint32](n), err
+}
+
+// put takes back an array get returned.
+func (p *runSorts) put(a scratch.Array[uint32]) {
+	p.mu.Lock()
+	p.free = append(p.free, a)
+	p.mu.Unlock()
+}
+
+func (p *runSorts) close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var err error
+	for _, a := range p.free {
+		err = errors.Join(err, a.Free())
+	}
+	p.free = nil
+	return err
 }
 
 // sortScratch is a counting sort's memory, passed from one dimension to the next: a merge
@@ -81,12 +124,13 @@ type typedLog[T uint8 | uint16 | uint32] struct {
 	card int
 
 	runs     []logRun
-	runBytes logRun                // every run's rows and ids, back to back
-	sealed   int                   // the rows in runs
-	counts   []uint32              // with runs: every id's rows in them
-	runCount []uint32              // a run's sort: its ids' rows, then where each goes
-	runRows  scratch.Array[uint32] // a run's sort: its rows by id
-	runIDs   []byte                // a run's sort: its ids part
+	runBytes logRun    // every run's rows and ids, back to back
+	sealed   int       // the rows in runs
+	counts   []uint32  // with runs: every id's rows in them
+	runCount []uint32  // a run's sort: its ids' rows, then where each goes
+	sorts    *runSorts // a run's sort: its rows by id
+	ownSorts bool      // sorts is the log's own (none was given), freed with it
+	runIDs   []byte    // a run's sort: its ids part
 
 	sortRows int // logSortRows, or less (the merge's bounds, or a test's)
 	memIDs   int // logMemIDs, or less
@@ -205,19 +249,20 @@ func (l *typedLog[T]) sealRun(ids []T) error {
 		cnt[v] = off
 		off += c
 	}
-	if len(l.runRows.S) < len(ids) {
-		if err := l.runRows.Free(); err != nil {
-			return err
-		}
-		l.runRows = scratch.New[uint32](orDefault(l.runMax, logRunIDs))
+	if l.sorts == nil {
+		l.sorts, l.ownSorts = new(runSorts), true
 	}
-	rows := l.runRows.S[:len(ids)]
+	sort, err := l.sorts.get(orDefault(l.runMax, logRunIDs))
+	if err != nil {
+		return err
+	}
+	defer l.sorts.put(sort)
+	rows := sort.S[:len(ids)]
 	for r, id := range ids {
 		rows[cnt[id]] = uint32(l.sealed + r)
 		cnt[id]++
 	}
 	rb := &l.runBytes
-	var err error
 	if rb.rows == nil {
 		var med medium.Medium
 		if med, err = l.med(); err == nil {
@@ -250,7 +295,11 @@ func (l *typedLog[T]) free() error {
 		}
 	}
 	l.n, l.sealed, l.runs, l.counts, l.runCount, l.runIDs, l.runBytes = 0, 0, nil, nil, nil, nil, logRun{}
-	return errors.Join(l.arr.Free(), l.runRows.Free())
+	err := l.arr.Free()
+	if l.ownSorts {
+		err = errors.Join(err, l.sorts.close())
+	}
+	return err
 }
 
 func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw colwrite.DimWriter, card int, cs *cores, done *atomic.Int64, sc *sortScratch) error {

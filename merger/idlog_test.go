@@ -66,7 +66,7 @@ func TestIDLogBitmaps(t *testing.T) {
 						}
 						med := medium.NewHeap()
 						defer med.Close()
-						log := newIDLog(card, func() (medium.Medium, error) { return med, nil }, bounds{})
+						log := newIDLog(card, func() (medium.Medium, error) { return med, nil }, bounds{}, nil)
 						switch l := log.(type) {
 						case *typedLog[uint8]:
 							l.sortRows, l.memIDs, l.runMax = bound, mem, (mem+1)/2
@@ -268,7 +268,7 @@ func BenchmarkIDLogBitmaps(b *testing.B) {
 					require.NoError(b, dw.AppendSingleIDs(ids))
 					scr, err := med.NewChild()
 					require.NoError(b, err)
-					log := newIDLog(card, func() (medium.Medium, error) { return scr, nil }, bounds{})
+					log := newIDLog(card, func() (medium.Medium, error) { return scr, nil }, bounds{}, nil)
 					if mem == "all" {
 						switch l := log.(type) {
 						case *typedLog[uint8]:

@@ -22,7 +22,7 @@ func (c *core) tasks(w colwrite.Writer) ([]colTask, error) {
 	for d, dim := range c.out.Dimensions {
 		t := &dimTask{d: d, name: dim.Name, kind: c.kinds[d], dw: c.dws[d], seed: c.seed, hashed: !dim.NoBitmapIndex}
 		if t.kind == kindSingle && t.hashed {
-			t.log = newIDLog(c.card[d], c.scratch.get, c.bounds)
+			t.log = newIDLog(c.card[d], c.scratch.get, c.bounds, &c.runSorts)
 			t.log.reserve(int(c.rowsIn)) // as many output rows at most
 			if !c.out.Rollup {
 				// Exactly as many: fault the log's pages in now, on a core the merge's start

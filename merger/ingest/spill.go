@@ -404,13 +404,19 @@ func (r *runner) mergeGroup(group []runFile, out string, dur medium.Durability, 
 		// Runs: the output has the bitmap indexes the runs were written without.
 		res, err = b.PersistAfter(r.ctx, segs, out, merger.PersistOptions{Medium: r.med, Durability: dur, InputNames: runs, Runs: true})
 	} else {
-		res, err = merger.Merge(r.ctx, segs, out, merger.Options{
+		mo := merger.Options{
 			Medium:      r.med,
 			Durability:  dur,
 			Rollup:      r.sp.Schema.Rollup,
 			Granularity: r.sp.Schema.Granularity,
 			InputNames:  runs,
-		})
+		}
+		if len(segs) >= 2 {
+			// In one phase, as planned against MemoryLimit (fanIn): not in phases of what the
+			// merge's default memory budget would pick.
+			mo.MaxFanIn = len(segs)
+		}
+		res, err = merger.Merge(r.ctx, segs, out, mo)
 	}
 	if err != nil {
 		return res, err
