@@ -39,7 +39,7 @@ func (c *blobCursor) load(row int) error {
 	raw, err := c.cr.load(i, maxChunkBytes)
 	if err == nil {
 		var rest []byte
-		n := c.cr.ix.first[i+1] - c.cr.ix.first[i]
+		n := c.cr.ix.first(i+1) - c.cr.ix.first(i)
 		c.offs = intPool.Regrow(c.offs, n+1)
 		c.lens = int64Pool.Regrow(c.lens, n)
 		c.offs, rest, err = decodeBlobs(c.offs, raw, n, &c.lens)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 
 	"github.com/writeout/writeout/internal/segfmt"
 )
@@ -100,12 +99,16 @@ func (c *chunkedWriter) finish() error {
 	return err
 }
 
-// chunkIndex is the parsed index of a chunked part.
+// chunkIndex is the index of a chunked part, decoded entry by entry where it is stored: raw is
+// a view of the mapping (valid until the segment is closed: read it only after a check that
+// the segment is open) or, for a segment read with ReadAt, a copy.
 type chunkIndex struct {
-	part  *segfmt.PartInfo
-	chk   *partCheck // the part's read-path check
-	offs  []int64    // chunks+1 entries, the last is the index's offset
-	first []int      // chunks+1 entries, the last is the row count
+	part   *segfmt.PartInfo
+	chk    *partCheck // the part's read-path check
+	raw    []byte     // n entries of chunkIndexEntry bytes: offset u64, first row u64
+	n      int        // the number of chunks
+	idxOff int64      // the index's offset: where the last chunk ends
+	rows   int        // the row count
 }
 
 // parseChunkIndex reads and checks the index of a chunked part whose column has rows rows.
@@ -134,41 +137,68 @@ func parseChunkIndex(src *source, p *segfmt.PartInfo, rows int) (*chunkIndex, er
 	if err != nil {
 		return nil, err
 	}
-	ix := &chunkIndex{part: p, offs: make([]int64, n+1), first: make([]int, n+1)}
+	var prevOff, prevFirst uint64
 	for i := int64(0); i < n; i++ {
-		off := binary.LittleEndian.Uint64(raw[i*16:])
-		fr := binary.LittleEndian.Uint64(raw[i*16+8:])
+		off := binary.LittleEndian.Uint64(raw[i*chunkIndexEntry:])
+		fr := binary.LittleEndian.Uint64(raw[i*chunkIndexEntry+8:])
 		switch {
 		case i == 0 && (off != 0 || fr != 0):
 			return nil, corruptf("chunk 0 at offset %d row %d, want 0 and 0", off, fr)
-		case i > 0 && (off <= uint64(ix.offs[i-1]) || fr <= uint64(ix.first[i-1])):
+		case i > 0 && (off <= prevOff || fr <= prevFirst):
 			return nil, corruptf("chunk %d at offset %d row %d: not after chunk %d", i, off, fr, i-1)
 		case off >= uint64(idxOff) || fr >= uint64(rows):
 			return nil, corruptf("chunk %d at offset %d row %d: past the index at %d or the row count %d", i, off, fr, idxOff, rows)
 		}
-		if i > 0 && fr-uint64(ix.first[i-1]) > maxChunkRows {
-			return nil, corruptf("chunk %d holds %d rows, at most %d", i-1, fr-uint64(ix.first[i-1]), maxChunkRows)
+		if i > 0 && fr-prevFirst > maxChunkRows {
+			return nil, corruptf("chunk %d holds %d rows, at most %d", i-1, fr-prevFirst, maxChunkRows)
 		}
-		ix.offs[i], ix.first[i] = int64(off), int(fr)
+		prevOff, prevFirst = off, fr
 	}
-	ix.offs[n], ix.first[n] = idxOff, rows
-	if n > 0 && rows-ix.first[n-1] > maxChunkRows {
-		return nil, corruptf("chunk %d holds %d rows, at most %d", n-1, rows-ix.first[n-1], maxChunkRows)
+	if n > 0 && uint64(rows)-prevFirst > maxChunkRows {
+		return nil, corruptf("chunk %d holds %d rows, at most %d", n-1, uint64(rows)-prevFirst, maxChunkRows)
 	}
-	return ix, nil
+	return &chunkIndex{part: p, raw: raw, n: int(n), idxOff: idxOff, rows: rows}, nil
 }
 
 // chunks returns the number of chunks.
-func (ix *chunkIndex) chunks() int { return len(ix.offs) - 1 }
+func (ix *chunkIndex) chunks() int { return ix.n }
 
-// find returns the chunk holding row, which must be below the row count.
+// off returns the offset of chunk i in the part, i in [0, chunks()]: the index's for chunks().
+func (ix *chunkIndex) off(i int) int64 {
+	if i == ix.n {
+		return ix.idxOff
+	}
+	return int64(binary.LittleEndian.Uint64(ix.raw[i*chunkIndexEntry:]))
+}
+
+// first returns the first row of chunk i, i in [0, chunks()]: the row count for chunks().
+func (ix *chunkIndex) first(i int) int {
+	if i == ix.n {
+		return ix.rows
+	}
+	return int(binary.LittleEndian.Uint64(ix.raw[i*chunkIndexEntry+8:]))
+}
+
+// find returns the chunk holding row, which must be below the row count: the last whose first
+// row is at most row, found by a binary search.
 func (ix *chunkIndex) find(row int) int {
-	return sort.Search(ix.chunks(), func(i int) bool { return ix.first[i+1] > row })
+	lo, hi := 0, ix.n // first(lo) <= row < first(hi)
+	for hi-lo > 1 {
+		m := int(uint(lo+hi) >> 1) // below n: its entry is in raw
+		e := ix.raw[m*chunkIndexEntry : (m+1)*chunkIndexEntry]
+		if int(binary.LittleEndian.Uint64(e[8:])) <= row {
+			lo = m
+		} else {
+			hi = m
+		}
+	}
+	return lo
 }
 
 // frame returns the bytes of chunk i (read into buf unless mapped).
 func (ix *chunkIndex) frame(src *source, i int, buf []byte) ([]byte, error) {
-	return src.view(ix.part.Offset+ix.offs[i], ix.offs[i+1]-ix.offs[i], buf)
+	lo := ix.off(i)
+	return src.view(ix.part.Offset+lo, ix.off(i+1)-lo, buf)
 }
 
 // chunkReader decodes the chunks of one part one at a time, keeping the raw bytes of the current
@@ -191,7 +221,7 @@ func newChunkReader(src *source, ix *chunkIndex) chunkReader {
 func (c *chunkReader) load(i int, maxRaw int) ([]byte, error) {
 	c.cur = -1
 	if c.src.data == nil {
-		c.frame = bytePool.Regrow(c.frame, int(c.ix.offs[i+1]-c.ix.offs[i]))
+		c.frame = bytePool.Regrow(c.frame, int(c.ix.off(i+1)-c.ix.off(i)))
 	}
 	fr, err := c.ix.frame(c.src, i, c.frame)
 	if err != nil {
@@ -205,7 +235,7 @@ func (c *chunkReader) load(i int, maxRaw int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chunk %d: %w", i, err)
 	}
-	c.lo, c.hi = c.ix.first[i], c.ix.first[i+1]
+	c.lo, c.hi = c.ix.first(i), c.ix.first(i+1)
 	return raw, nil
 }
 

@@ -332,7 +332,7 @@ func (c *DimCursor) load(row int) error {
 		return err
 	}
 	i := c.cr.next(row)
-	n := c.cr.ix.first[i+1] - c.cr.ix.first[i]
+	n := c.cr.ix.first(i+1) - c.cr.ix.first(i)
 	card := c.col.Cardinality()
 	maxRaw := 16 + 4*n
 	if c.col.dim.MultiValue {

@@ -99,7 +99,7 @@ func (c *Cursor[T]) load(row int) error {
 		return err
 	}
 	i := c.cr.next(row)
-	n := c.cr.ix.first[i+1] - c.cr.ix.first[i]
+	n := c.cr.ix.first(i+1) - c.cr.ix.first(i)
 	raw, err := c.cr.load(i, numericMaxRaw(n))
 	if err == nil {
 		var rest []byte

@@ -538,7 +538,7 @@ func TestReadCheckOnce(t *testing.T) {
 	var b []byte
 	var bad *Segment
 	var bc *Column[int64]
-	for i := p.Offset; i < p.Offset+c.ix.offs[1] && bad == nil; i++ { // a flip in chunk 0 that decodes
+	for i := p.Offset; i < p.Offset+c.ix.off(1) && bad == nil; i++ { // a flip in chunk 0 that decodes
 		b = append(b[:0], good...)
 		b[i] ^= 0x01
 		bad = open(b)

@@ -384,7 +384,7 @@ func (c *chunkReader) seg(row int) error {
 	if c.src.closed {
 		return fmt.Errorf("columns: %w", errClosed)
 	}
-	if rows := c.ix.first[len(c.ix.first)-1]; row < 0 || row >= rows {
+	if rows := c.ix.rows; row < 0 || row >= rows {
 		return rowErr(row, rows)
 	}
 	return c.ix.chk.check()

@@ -1,8 +1,11 @@
 package columns
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/axiomhq/hyperloglog"
@@ -356,5 +359,45 @@ func BenchmarkTimeAppendValues(b *testing.B) {
 		if err := w.Abort(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkCursorSeek reads a long column of 1,000,000 rows in chunks of 64 at random rows
+// through one cursor: every read finds its chunk by a binary search of the chunk index (15,625
+// entries) and decodes it; mapped is over the segment's bytes, readat through an io.ReaderAt.
+func BenchmarkCursorSeek(b *testing.B) {
+	const rows = 1_000_000
+	data, err := os.ReadFile(writeLongSegment(b, rows, 64))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	seek := make([]int, 1<<12)
+	for i := range seek {
+		seek[i] = rng.IntN(rows)
+	}
+	for _, src := range []string{"mapped", "readat"} {
+		b.Run("source="+src, func(b *testing.B) {
+			seg, err := newSegmentBytes(data)
+			if src == "readat" {
+				seg, err = NewSegment(bytes.NewReader(data), int64(len(data)))
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, err := seg.Long("n")
+			if err != nil {
+				b.Fatal(err)
+			}
+			cur := c.Cursor()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, err := cur.At(seek[i%len(seek)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
 	}
 }

@@ -238,8 +238,11 @@ func (s *Segment) VerifyChecksumsContext(ctx context.Context) error {
 
 // eachChunk calls fn with the first row of every chunk.
 func (s *Segment) eachChunk(ix *chunkIndex, fn func(row int) error) error {
+	if s.src.closed { // the index may be a view of the mapping
+		return fmt.Errorf("columns: %w", errClosed)
+	}
 	for i := 0; i < ix.chunks(); i++ {
-		if err := fn(ix.first[i]); err != nil {
+		if err := fn(ix.first(i)); err != nil {
 			return err
 		}
 	}
