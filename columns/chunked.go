@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/writeout/writeout/internal/segfmt"
+	"github.com/writeout/writeout/medium"
 )
 
 // A chunked part holds a column's values in chunks of up to ChunkRows rows, each chunk framed by
@@ -20,12 +21,15 @@ import (
 // chunks. A row is found by a binary search of the first rows, so chunks may hold different
 // numbers of rows (blob chunks close early when they grow large).
 const (
-	chunkIndexEntry   = 16
-	chunkTrailerSize  = 12
-	maxChunkRows      = 1 << 16
-	defaultChunkRows  = 4096
-	chunkInitialIndex = 64
+	chunkIndexEntry  = 16
+	chunkTrailerSize = 12
+	maxChunkRows     = 1 << 16
+	defaultChunkRows = 4096
 )
+
+// chunkIndexBuf is how many bytes of index entries a chunkedWriter keeps in memory; past it they
+// go to a Bytes of the writer's medium (a variable for tests).
+var chunkIndexBuf = 64 << 10
 
 // source is where a segment's bytes come from: a mapping or an io.ReaderAt.
 type source struct {
@@ -63,12 +67,17 @@ func (s *source) view(off, n int64, buf []byte) ([]byte, error) {
 	return nil, fmt.Errorf("read %d bytes at %d: %w", n, off, err)
 }
 
-// chunkedWriter writes chunk frames to a stage and keeps the index.
+// chunkedWriter writes chunk frames to a stage and keeps their index: the last entries in
+// index, at most chunkIndexBuf bytes with the trailer, the ones before in spill, a Bytes of med
+// made the first time index fills. finish copies spill, then index and the trailer, into the
+// stage after the frames.
 type chunkedWriter struct {
 	st     *stage
+	med    medium.Medium
 	comp   Compression
 	frame  []byte
-	index  []byte
+	index  []byte       // a pooled buffer
+	spill  medium.Bytes // nil until index first fills
 	rows   int
 	chunks int
 }
@@ -83,6 +92,13 @@ func (c *chunkedWriter) writeChunk(raw []byte, rows int) error {
 	if err != nil {
 		return c.st.fail(err)
 	}
+	// index stays within chunkIndexBuf bytes, the trailer finish appends included.
+	if len(c.index) > 0 && len(c.index)+chunkIndexEntry+chunkTrailerSize > chunkIndexBuf {
+		if err := c.spillIndex(); err != nil {
+			return err
+		}
+	}
+	c.index = bytePool.Grow(c.index, chunkIndexEntry)
 	c.index = binary.LittleEndian.AppendUint64(c.index, uint64(c.st.n))
 	c.index = binary.LittleEndian.AppendUint64(c.index, uint64(c.rows))
 	c.rows += rows
@@ -90,13 +106,59 @@ func (c *chunkedWriter) writeChunk(raw []byte, rows int) error {
 	return c.st.write(c.frame)
 }
 
+// spillIndex appends the index entries in memory to spill, making it first if need be.
+func (c *chunkedWriter) spillIndex() error {
+	if c.st.err != nil {
+		return c.st.err
+	}
+	if c.spill == nil {
+		b, err := c.med.NewBytes()
+		if err != nil {
+			return c.st.fail(fmt.Errorf("chunk index: %w", err))
+		}
+		c.spill = b
+	}
+	if _, err := c.spill.Write(c.index); err != nil {
+		return c.st.fail(fmt.Errorf("chunk index: %w", err))
+	}
+	c.index = c.index[:0]
+	return nil
+}
+
+// finish writes the index (what went to spill, then the entries in memory) and the trailer,
+// and discards spill (a medium.Discarder).
 func (c *chunkedWriter) finish() error {
+	err := c.copySpill()
+	c.index = bytePool.Grow(c.index, chunkTrailerSize)
 	c.index = binary.LittleEndian.AppendUint32(c.index, uint32(c.chunks))
 	c.index = binary.LittleEndian.AppendUint64(c.index, uint64(c.rows))
-	err := c.st.write(c.index)
+	if err == nil {
+		err = c.st.write(c.index)
+	}
 	bytePool.Put(c.frame)
+	bytePool.Put(c.index)
 	c.index, c.frame = nil, nil
 	return err
+}
+
+// copySpill writes spill's bytes to the stage, through its Write (which keeps its CRC and size).
+func (c *chunkedWriter) copySpill() error {
+	if c.spill == nil {
+		return nil
+	}
+	b := c.spill
+	c.spill = nil
+	n, err := b.WriteTo(c.st)
+	if err == nil && n != b.Size() {
+		err = fmt.Errorf("copied %d of %d bytes: %w", n, b.Size(), io.ErrShortWrite)
+	}
+	if d, ok := b.(medium.Discarder); ok {
+		_ = d.Discard() // else given back when the medium closes
+	}
+	if err != nil {
+		return c.st.fail(fmt.Errorf("chunk index: %w", err))
+	}
+	return nil
 }
 
 // chunkIndex is the index of a chunked part, decoded entry by entry where it is stored: raw is

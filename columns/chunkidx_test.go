@@ -3,18 +3,49 @@ package columns
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/internal/segfmt"
+	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/tmpfile"
 )
+
+// setChunkIndexBuf sets chunkIndexBuf for the test. Tests that call it must not run in parallel.
+func setChunkIndexBuf(t *testing.T, n int) {
+	old := chunkIndexBuf
+	chunkIndexBuf = n
+	t.Cleanup(func() { chunkIndexBuf = old })
+}
+
+// countingMedium counts the Bytes made by a medium and its children.
+type countingMedium struct {
+	medium.Medium
+	n *atomic.Int64
+}
+
+func (m countingMedium) NewBytes() (medium.Bytes, error) {
+	m.n.Add(1)
+	return m.Medium.NewBytes()
+}
+
+func (m countingMedium) NewChild() (medium.Medium, error) {
+	c, err := m.Medium.NewChild()
+	if err != nil {
+		return nil, err
+	}
+	return countingMedium{Medium: c, n: m.n}, nil
+}
 
 // genRows returns n rows of s from newRowGen(seed, s).
 func genRows(s Schema, n int, seed uint64) []Row {
@@ -26,10 +57,62 @@ func genRows(s Schema, n int, seed uint64) []Row {
 	return rows
 }
 
+// TestChunkIndexSpillSameBytes: a writer whose chunk index outgrows chunkIndexBuf keeps the
+// entries before in a Bytes of its medium and copies them into the part at finish; the segment
+// is the one an index kept whole in memory gives, through the row writer and the column
+// writers, in every medium and compression.
+func TestChunkIndexSpillSameBytes(t *testing.T) {
+	s := allSchema()
+	rows := genRows(s, 3000, 11)
+	for name, newMedium := range media(t) {
+		for _, comp := range []Compression{CompressionNone, CompressionS2, CompressionZstd} {
+			t.Run(fmt.Sprintf("medium=%s/compression=%s", name, comp), func(t *testing.T) {
+				write := func(buf int, by func(testing.TB, Schema, []Row, writerOptions) []byte) ([]byte, int64) {
+					setChunkIndexBuf(t, buf)
+					m := countingMedium{Medium: newMedium(), n: new(atomic.Int64)}
+					defer func() { require.NoError(t, m.Close()) }()
+					// ChunkRows 2: 1500 chunks a part, 24,000 bytes of index.
+					b := by(t, s, rows, writerOptions{Medium: m, ChunkRows: 2, Compression: comp})
+					return b, m.n.Load()
+				}
+				want, stages := write(64<<10, writeRows)
+				for _, buf := range []int{0, 40, 16 << 10} {
+					got, made := write(buf, writeRows)
+					require.True(t, bytes.Equal(want, got), "row writer, index buffer %d: the segment differs", buf)
+					assert.Greater(t, made, stages, "index buffer %d: no index went to the medium", buf)
+					got, _ = write(buf, writeColumns)
+					require.True(t, bytes.Equal(want, got), "column writers, index buffer %d: the segment differs", buf)
+				}
+			})
+		}
+	}
+}
+
+// TestChunkIndexSpillDiscarded: the Bytes an index went to is discarded once copied.
+func TestChunkIndexSpillDiscarded(t *testing.T) {
+	setChunkIndexBuf(t, 40)
+	s := allSchema()
+	m := newRecordingMedium()
+	defer func() { require.NoError(t, m.Close()) }()
+	w, err := newWriter(s, writerOptions{Medium: m, ChunkRows: 2})
+	require.NoError(t, err)
+	stages := len(w.stages)
+	rows := genRows(s, 300, 3)
+	feedColumns(t, w, s, rows, expectDims(s, rows))
+	var buf bytes.Buffer
+	_, err = w.FinishTo(&buf)
+	require.NoError(t, err)
+	require.Greater(t, len(*m.all), stages, "indexes went to the medium")
+	for i, b := range *m.all {
+		assert.True(t, b.discarded, "Bytes %d of %d bytes not discarded", i, b.Size())
+	}
+}
+
 // manyChunkSegment writes rows of allSchema in chunks of 3 rows to a file and returns its path,
 // bytes and rows.
 func manyChunkSegment(t *testing.T, n int) (string, []byte, []Row) {
 	t.Helper()
+	setChunkIndexBuf(t, 256) // every index goes through the medium
 	s := allSchema()
 	rows := genRows(s, n, 5)
 	b := writeRows(t, s, rows, writerOptions{ChunkRows: 3})
@@ -268,4 +351,128 @@ func TestChunkIndexOpenHeap(t *testing.T) {
 		require.Equal(t, int64((rows-1)/1000), v)
 		require.NoError(t, seg.Close())
 	}
+}
+
+// TestChunkedWriterIndexHeap: a part of many chunks keeps at most chunkIndexBuf bytes of its
+// index on the Go heap (the rest in the medium, here a temp file), and its part holds every
+// entry.
+func TestChunkedWriterIndexHeap(t *testing.T) {
+	m, err := tmpfile.New(tmpfile.Options{Dir: t.TempDir(), MinBufferSize: 4096, BufferSize: 4096})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, m.Close()) }()
+	const chunks = 200_000 // 3.2 MB of index
+	st := &stage{b: discardBytes{}}
+	cw := chunkedWriter{st: st, med: m, comp: CompressionNone}
+	raw := make([]byte, 8)
+	require.NoError(t, cw.writeChunk(raw, 1)) // the frame buffer
+	frame := st.n
+	got := allocated(func() {
+		for range chunks - 1 {
+			if err := cw.writeChunk(raw, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	t.Logf("%d chunks written with %d bytes allocated", chunks, got)
+	assert.Less(t, got, uint64(3*chunkIndexBuf), "the index stays in a buffer of %d bytes", chunkIndexBuf)
+	require.NoError(t, cw.finish())
+	require.Equal(t, chunks*(frame+chunkIndexEntry)+chunkTrailerSize, st.n)
+}
+
+// faultyMedium is a heap medium that fails as told once armed: NewBytes, or the Write or WriteTo
+// of the Bytes made since.
+type faultyMedium struct {
+	medium.Medium
+	armed               *atomic.Bool
+	newBytes, write, to error
+	made                *[]*faultyBytes
+}
+
+type faultyBytes struct {
+	medium.Bytes
+	m         faultyMedium
+	faulty    bool // made once armed
+	discarded bool
+}
+
+func (m faultyMedium) NewBytes() (medium.Bytes, error) {
+	if m.armed.Load() && m.newBytes != nil {
+		return nil, m.newBytes
+	}
+	b, err := m.Medium.NewBytes()
+	if err != nil {
+		return nil, err
+	}
+	fb := &faultyBytes{Bytes: b, m: m, faulty: m.armed.Load()}
+	*m.made = append(*m.made, fb)
+	return fb, nil
+}
+
+func (m faultyMedium) NewChild() (medium.Medium, error) {
+	c, err := m.Medium.NewChild()
+	if err != nil {
+		return nil, err
+	}
+	m.Medium = c
+	return m, nil
+}
+
+func (b *faultyBytes) Write(p []byte) (int, error) {
+	if b.faulty && b.m.write != nil {
+		return 0, b.m.write
+	}
+	return b.Bytes.Write(p)
+}
+
+func (b *faultyBytes) WriteTo(w io.Writer) (int64, error) {
+	if b.faulty && b.m.to != nil {
+		return 0, b.m.to
+	}
+	return b.Bytes.WriteTo(w)
+}
+
+func (b *faultyBytes) Discard() error { b.discarded = true; return nil }
+
+// TestChunkIndexSpillErrors: a failure of the index's Bytes (made, written or copied) fails the
+// part's stage, sticky, and the segment's Finish.
+func TestChunkIndexSpillErrors(t *testing.T) {
+	setChunkIndexBuf(t, 32)
+	injected := errors.New("injected")
+	s := Schema{Metrics: []Metric{{Name: "n", Aggregator: "longSum", Field: "n"}}}
+	f := func(what string, m faultyMedium) {
+		t.Helper()
+		m.Medium, m.armed, m.made = medium.NewHeap(), new(atomic.Bool), new([]*faultyBytes)
+		defer func() { require.NoError(t, m.Close()) }()
+		w, err := newWriter(s, writerOptions{Medium: m, ChunkRows: 1})
+		require.NoError(t, err)
+		stages := len(*m.made)
+		m.armed.Store(true) // the stages are made: what fails now is the index's
+		tw, err := w.Time()
+		require.NoError(t, err)
+		lw, err := w.Long("n")
+		require.NoError(t, err)
+		var appendErr error
+		for i := 0; i < 10 && appendErr == nil; i++ {
+			if appendErr = tw.Append(int64(i)); appendErr == nil {
+				appendErr = lw.Append(int64(i))
+			}
+		}
+		if m.to == nil {
+			require.ErrorIs(t, appendErr, injected, what)
+			require.ErrorContains(t, appendErr, `part values: stage: chunk index: injected`, what)
+		} else {
+			require.NoError(t, appendErr, what)
+		}
+		_, err = w.FinishTo(io.Discard)
+		require.ErrorIs(t, err, injected, what)
+		if m.to != nil {
+			require.Len(t, *m.made, stages+2, "an index Bytes a column")
+			for _, b := range (*m.made)[stages:] {
+				assert.True(t, b.discarded, "%s: discarded after a failed copy", what)
+			}
+		}
+	}
+	f("NewBytes", faultyMedium{newBytes: injected})
+	f("Write", faultyMedium{write: injected})
+	f("WriteTo", faultyMedium{to: injected})
 }

@@ -181,8 +181,8 @@ func newWriter(schema Schema, opts writerOptions) (*writer, error) {
 		}
 		return nil
 	}
-	cw := func(c int) chunkedWriter {
-		return chunkedWriter{st: find(c, segfmt.PartValues), comp: opts.Compression}
+	cw := func(c int, k segfmt.PartKind) chunkedWriter {
+		return chunkedWriter{st: find(c, k), med: w.med, comp: opts.Compression}
 	}
 	pcs := func() *planeCoder {
 		if planesFor(opts.Compression) {
@@ -190,21 +190,21 @@ func newWriter(schema Schema, opts writerOptions) (*writer, error) {
 		}
 		return nil
 	}
-	w.time = newNumWriter[int64](cw(0), opts.ChunkRows, pcs())
+	w.time = newNumWriter[int64](cw(0, segfmt.PartValues), opts.ChunkRows, pcs())
 	w.time.isTime, w.time.gran = true, w.schema.Granularity
 	w.dims = make([]*dimWriter, len(schema.Dimensions))
 	w.raws = make([]*rawWriter, len(schema.Dimensions))
 	for i, d := range w.schema.Dimensions {
 		c := 1 + i
 		if d.Raw {
-			w.raws[i] = &rawWriter{blobWriter: blobWriter{cw: cw(c), chunkRows: opts.ChunkRows}, nullsSt: find(c, segfmt.PartNulls), nulls: roaring.New()}
+			w.raws[i] = &rawWriter{blobWriter: blobWriter{cw: cw(c, segfmt.PartValues), chunkRows: opts.ChunkRows}, nullsSt: find(c, segfmt.PartNulls), nulls: roaring.New()}
 			continue
 		}
 		dw := &dimWriter{
 			dim:       d,
 			chunkRows: opts.ChunkRows,
 			dict:      dictWriter{st: find(c, segfmt.PartDictionary)},
-			ids:       chunkedWriter{st: find(c, segfmt.PartIDs), comp: opts.Compression},
+			ids:       cw(c, segfmt.PartIDs),
 			nullsSt:   find(c, segfmt.PartNulls),
 			nulls:     roaring.New(),
 			med:       w.med,
@@ -219,19 +219,19 @@ func newWriter(schema Schema, opts writerOptions) (*writer, error) {
 		c := 1 + len(schema.Dimensions) + i
 		var times *numWriter[int64]
 		if m.Agg().Timed() {
-			times = newNumWriter[int64](chunkedWriter{st: find(c, segfmt.PartTimes), comp: opts.Compression}, opts.ChunkRows, pcs())
+			times = newNumWriter[int64](cw(c, segfmt.PartTimes), opts.ChunkRows, pcs())
 		}
 		switch m.column() {
 		case MetricLong:
-			lw := newNumWriter[int64](cw(c), opts.ChunkRows, pcs())
+			lw := newNumWriter[int64](cw(c, segfmt.PartValues), opts.ChunkRows, pcs())
 			lw.times, lw.metric = times, true
 			w.longs = append(w.longs, lw)
 			w.doubles, w.sketch = append(w.doubles, nil), append(w.sketch, nil)
 		case MetricDouble:
-			dw := newNumWriter[float64](cw(c), opts.ChunkRows, pcs())
+			dw := newNumWriter[float64](cw(c, segfmt.PartValues), opts.ChunkRows, pcs())
 			dw.times, dw.metric = times, true
 			if m.Agg().Exact() {
-				dw.tails = &blobWriter{cw: chunkedWriter{st: find(c, segfmt.PartTails), comp: opts.Compression}, chunkRows: opts.ChunkRows}
+				dw.tails = &blobWriter{cw: cw(c, segfmt.PartTails), chunkRows: opts.ChunkRows}
 			}
 			w.doubles = append(w.doubles, dw)
 			w.longs, w.sketch = append(w.longs, nil), append(w.sketch, nil)
@@ -240,7 +240,7 @@ func newWriter(schema Schema, opts writerOptions) (*writer, error) {
 			if err != nil {
 				return nil, fmt.Errorf("columns: writer: metric %q: %w: %w", m.Name, ErrSchema, err)
 			}
-			w.sketch = append(w.sketch, &sketchWriter{blobWriter: blobWriter{cw: cw(c), chunkRows: opts.ChunkRows}, sks: sks})
+			w.sketch = append(w.sketch, &sketchWriter{blobWriter: blobWriter{cw: cw(c, segfmt.PartValues), chunkRows: opts.ChunkRows}, sks: sks})
 			w.longs, w.doubles = append(w.longs, nil), append(w.doubles, nil)
 		}
 	}
