@@ -334,7 +334,7 @@ func TestChunkIndexOpenHeap(t *testing.T) {
 		open  func() (*Segment, error)
 		limit uint64
 	}{
-		{"mapped", func() (*Segment, error) { return Open(path) }, uint64(chunks) / 8},
+		{"mapped", func() (*Segment, error) { return Open(path) }, uint64(chunks)/8 + 16<<10},
 		{"readat", func() (*Segment, error) { return openWith(path, calls, OpenOptions{}) }, uint64(chunks)*chunkIndexEntry + 64<<10},
 	} {
 		if c.name == "mapped" && runtime.GOOS != "linux" {
