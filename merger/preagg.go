@@ -50,6 +50,20 @@ type preAgg struct {
 	scratch *scratchMedium
 	// memGroupRows is maxMemGroupRows, or less (the merge's bounds); 0: maxMemGroupRows.
 	memGroupRows int
+	// release takes an input's mapped pages out of the resident set (releaseInputs): a
+	// streamed group is read whole, by its cursor and then by each metric task, and without
+	// it a group of 12 M rows (an hour of the peers' 300 M-row events) stays resident, 100
+	// MiB of it. Nil: nothing to release.
+	release func(in int32) error
+}
+
+// releaseEvery calls release for input in once rows passed *last by releaseRows.
+func (p *preAgg) releaseEvery(in int32, rows int, last *int) error {
+	if p.release == nil || rows-*last < releaseRows {
+		return nil
+	}
+	*last = rows
+	return p.release(in)
 }
 
 // get returns a slot array of n entries (values unspecified).
@@ -341,7 +355,11 @@ func (t *longTask) loadSlots(sa *slotAccs, g *groupAgg) error {
 	if t.times != nil {
 		tc = t.times.r[in]
 	}
+	released := int(g.lo)
 	for r := int(g.lo); r < int(g.hi); {
+		if err := g.pre.releaseEvery(in, r, &released); err != nil {
+			return err
+		}
 		vs, err := c.Range(r, int(g.hi)-r)
 		if err != nil {
 			return t.failIn(in, err)
@@ -389,7 +407,11 @@ func (t *longTask) loadPlain(sa *slotAccs, g *groupAgg) error {
 		v[i] = id
 	}
 	c := t.vals.r[g.in]
+	released := int(g.lo)
 	for r := int(g.lo); r < int(g.hi); {
+		if err := g.pre.releaseEvery(g.in, r, &released); err != nil {
+			return err
+		}
 		vs, err := c.Range(r, int(g.hi)-r)
 		if err != nil {
 			return t.failIn(g.in, err)

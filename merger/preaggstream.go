@@ -67,6 +67,7 @@ func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
 	}
 	seen, sum, rank := c.seen, c.seenSum, c.rank
 	st := groupStage{c: c, gid: c.pre.get(0)[:0]}
+	released := p0
 	for lo, cut := p0, true; ; {
 		if err := c.loadDims(lo, p); err != nil {
 			st.discard()
@@ -84,6 +85,10 @@ func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
 		if err := ctx.Err(); err != nil {
 			st.discard()
 			return fmt.Errorf("merger: %w", err)
+		}
+		if err := c.pre.releaseEvery(int32(c.in), p, &released); err != nil {
+			st.discard()
+			return err
 		}
 		w.reset()
 		lo = p

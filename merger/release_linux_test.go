@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -23,8 +25,17 @@ import (
 // /proc/self/smaps (the Rss lines of the VMAs whose path it is).
 func mappedRss(t *testing.T, paths []string) int64 {
 	t.Helper()
-	f, err := os.Open("/proc/self/smaps")
+	n, err := readMappedRss(paths)
 	require.NoError(t, err)
+	return n
+}
+
+// readMappedRss is mappedRss for any goroutine.
+func readMappedRss(paths []string) (int64, error) {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return 0, err
+	}
 	defer f.Close()
 	want := map[string]bool{}
 	for _, p := range paths {
@@ -44,12 +55,13 @@ func mappedRss(t *testing.T, paths []string) int64 {
 		}
 		if in && fs[0] == "Rss:" {
 			kb, err := strconv.ParseInt(fs[1], 10, 64)
-			require.NoError(t, err)
+			if err != nil {
+				return 0, err
+			}
 			total += kb << 10
 		}
 	}
-	require.NoError(t, sc.Err())
-	return total
+	return total, sc.Err()
 }
 
 // TestMergeReleasesMappedInputs checks that a merge of mapped segments does not hold its
@@ -118,4 +130,74 @@ func TestMergeReleasesMappedInputs(t *testing.T) {
 	// rowBytes/2 of 2,764,237, and once 2,887,680.
 	require.Less(t, peak, rowBytes/2+inputs*256<<10, "the inputs' resident bytes during the row merge")
 	require.Less(t, mappedRss(t, paths), int64(inputs*256<<10), "the inputs' resident bytes after the merge")
+}
+
+// TestRollupReleasesMappedInputs is TestMergeReleasesMappedInputs for streamed pre-aggregated
+// groups: an hour of 800,000 rows is read whole by its cursor, then by each metric task, and
+// the pages each read are released behind it every releaseRows rows, not at the group's end.
+func TestRollupReleasesMappedInputs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("resident pages, not goroutines: nothing for the race detector (runs in go test ./...)")
+	}
+	const groups, rows = 3, 800_000
+	s := columns.Schema{Granularity: columns.GranularityNone,
+		Dimensions: []columns.Dimension{{Name: "a"}, {Name: "b"}},
+		Metrics: []columns.Metric{{Name: "m", Type: columns.MetricLong, Aggregator: agg.LongSum, Field: "m"},
+			{Name: "n", Type: columns.MetricLong, Aggregator: agg.LongMax, Field: "n"}}}
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(34, 1))
+	b, err := NewBuilder(s, BuilderOptions{})
+	require.NoError(t, err)
+	r := columns.Row{Dims: [][]string{{""}, {""}}, Metrics: make([]columns.Value, 2)}
+	for k := range groups * rows {
+		r.Time = int64(k/rows)*3_600_000 + int64(k%rows)*4
+		r.Dims[0][0], r.Dims[1][0] = fmt.Sprintf("a%03d", rng.IntN(200)), fmt.Sprintf("b%03d", rng.IntN(300))
+		r.Metrics[0].Long, r.Metrics[1].Long = rng.Int64N(1<<40), rng.Int64N(1<<40)
+		require.NoError(t, b.Add(r))
+	}
+	path := filepath.Join(dir, "in.seg")
+	_, err = b.Persist(context.Background(), path, PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+	seg, err := columns.Open(path)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, seg.Close()) }()
+	var values int64
+	for _, part := range seg.Info().Parts {
+		if part.Kind == segfmt.PartValues {
+			values += part.Length
+		}
+	}
+
+	// Sample the input's resident bytes while rows merge (tasks read on goroutines of their own).
+	var peak atomic.Int64
+	sampling, stop, done := atomic.Bool{}, make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if sampling.Load() {
+				if v, err := readMappedRss([]string{path}); err == nil && v > peak.Load() {
+					peak.Store(v)
+				}
+			}
+		}
+	}()
+	groups0 := stagedGroups.Load() + preAggGroups.Load()
+	res := mustMerge(t, []*columns.Segment{seg}, filepath.Join(dir, "out.seg"), Options{
+		Durability: medium.Durability{Sync: medium.SyncNone}, Rollup: true, Granularity: columns.GranularityHour,
+		Progress: func(p Progress) { sampling.Store(p.Step == StepRows) },
+	})
+	close(stop)
+	<-done
+	require.Greater(t, stagedGroups.Load()+preAggGroups.Load(), groups0, "pre-aggregated")
+	require.Equal(t, int64(groups*rows), res.RowsIn)
+	t.Logf("values %d bytes (a group's %d); resident during the row merge at most %d", values, values/groups, peak.Load())
+	// Without the releases within a group its values stay resident until the next group's
+	// (each task reads its column's whole group at once): at least a group's values.
+	require.Less(t, peak.Load(), values/groups/2, "the input's resident bytes during the row merge")
 }
