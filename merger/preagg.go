@@ -119,6 +119,12 @@ func (g *groupAgg) release() {
 	}
 }
 
+// slotOf returns the slot of packed key k in a group whose keys are the bits of seen: its
+// rank among them (rank[k>>6] plus the bits of its word below it).
+func slotOf(seen []uint64, rank []int32, k uint64) int32 {
+	return rank[k>>6] + int32(bits.OnesCount64(seen[k>>6]&(1<<(k&63)-1)))
+}
+
 // slotsAt returns the slots of the group's rows [r, r+n) (source rows), read through sa's
 // buffers when the group is staged.
 func (g *groupAgg) slotsAt(r, n int, sa *slotAccs) ([]int32, error) {
@@ -137,8 +143,7 @@ func (g *groupAgg) slotsAt(r, n int, sa *slotAccs) ([]int32, error) {
 	seen, rank := g.seen, g.rank
 	for i := range sa.kg {
 		key := binary.LittleEndian.Uint32(sa.kb[4*i:])
-		w := key >> 6
-		sa.kg[i] = rank[w] + int32(bits.OnesCount64(seen[w]&(1<<(key&63)-1)))
+		sa.kg[i] = slotOf(seen, rank, uint64(key))
 	}
 	return sa.kg, nil
 }
@@ -183,7 +188,7 @@ func (c *cursor) preAggregate(start, end, q int) int {
 	clear(count)
 	gid := g.gid
 	for i, k := range keys {
-		s := rank[k>>6] + int32(bits.OnesCount64(seen[k>>6]&(1<<(k&63)-1)))
+		s := slotOf(seen, rank, uint64(k))
 		gid[i] = s
 		count[s]++
 	}

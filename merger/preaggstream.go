@@ -117,7 +117,7 @@ func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
 		clear(count)
 		gid := st.gid
 		for i, k := range gid {
-			s := rank[k>>6] + int32(bits.OnesCount64(seen[k>>6]&(1<<(k&63)-1)))
+			s := slotOf(seen, rank, uint64(k))
 			gid[i] = s
 			count[s]++
 		}
