@@ -107,8 +107,8 @@ type preAggState struct {
 	aggLast       *groupAgg
 	aggSeq        int64   // the batch aggLast was last added to
 	count         []int32 // preAggregate's memory
-	keyCount      []int32 // a streamed group's rows per packed key (see streamGroup)
 	kbytes        []byte  // a streamed group's keys as they are staged
+	pages         slotPages
 }
 
 // segCheck is the check of a segment's times as a cursor reads them: they must lie in
@@ -255,8 +255,8 @@ func (c *cursor) inherit(o *cursor) {
 	c.slot, c.weight, c.count = o.slot, o.weight, o.count
 	o.slot, o.weight, o.count = nil, nil, nil
 	if c.idBits == o.idBits {
-		c.seen, c.seenSum, c.rank, c.keyCount = o.seen, o.seenSum, o.rank, o.keyCount
-		o.seen, o.seenSum, o.rank, o.keyCount = nil, nil, nil, nil
+		c.seen, c.seenSum, c.rank = o.seen, o.seenSum, o.rank
+		o.seen, o.seenSum, o.rank = nil, nil, nil
 	}
 }
 
@@ -291,6 +291,10 @@ func (c *cursor) fill(ctx context.Context) error {
 	c.cur = 0
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("merger: %w", err)
+	}
+	if c.pages.g != nil { // the next page of a streamed group's slots
+		c.loadPage()
+		return nil
 	}
 	if c.order == nil {
 		streamed, err := c.fillRange(ctx)

@@ -106,7 +106,8 @@ func (c *cursor) fillTimes(ctx context.Context, limit, minRows int) (p int, cut 
 			return 0, false, fmt.Errorf("merger: %s: __time: chunk at %d does not hold row %d: %w", c.name, first, p, columns.ErrCorrupt)
 		}
 		full := false
-		times = grown(times, len(vals)-(p-first))
+		// A window holds at most pLimit-p0 rows (unless minRows is more).
+		times = grownTo(times, len(vals)-(p-first), max(pLimit-p0, minRows))
 		for _, t := range vals[p-first:] {
 			if t < tlo || t > thi {
 				return 0, false, c.badTime(p, t)

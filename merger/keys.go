@@ -151,6 +151,17 @@ func grown[T any](s []T, n int) []T {
 	return s
 }
 
+// grownTo is grown for a slice that holds at most limit elements: its capacity doubles up to
+// limit, not past it (a bounded window's, which doubling would leave twice the bound).
+func grownTo[T any](s []T, n, limit int) []T {
+	if need := len(s) + n; need > cap(s) {
+		g := make([]T, len(s), max(need, min(2*cap(s), limit)))
+		copy(g, s)
+		return g
+	}
+	return s
+}
+
 // sized returns n elements of s's memory when it holds them, else of a new array (copying
 // nothing): their values are unspecified.
 func sized[T any](s []T, n int) []T {

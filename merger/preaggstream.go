@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"sync/atomic"
@@ -18,20 +19,21 @@ import (
 // the merge's scratch medium. Once the group ends, the keys kept in memory become slots
 // (their rank in the bitmap) in place (staged ones are mapped so as the tasks read them
 // back), and the window holds the group's slots, one row per distinct key in key order, as
-// preAggregate leaves them. What a cursor holds then grows with the group's distinct keys (at
-// most 2^maxSlotBits), not its rows.
+// preAggregate leaves them, a page of at most maxWindowRows slots at a time. What a cursor
+// holds then is bounded whatever the group's rows and distinct keys (at most 2^maxSlotBits).
 
 // maxWindowRows bounds the rows a pre-aggregating cursor's window loads at a time (a
 // variable for tests).
-var maxWindowRows = 1 << 16
+var maxWindowRows = 1 << 14
 
 // maxMemGroupRows bounds the rows of a streamed group whose keys stay in memory (4 bytes a
 // row): a larger group stages them on the merge's scratch medium, and the metric tasks read
 // them back (a variable for tests).
 var maxMemGroupRows = 1 << 18
 
-// For tests: stagedGroups counts the groups whose keys were staged.
-var stagedGroups atomic.Int64
+// For tests: stagedGroups counts the groups whose keys were staged, pagedGroups those whose
+// slots went through the window in more than one page.
+var stagedGroups, pagedGroups atomic.Int64
 
 // For tests: windowRowsPeak is the most rows a window of a source read in row order loaded at
 // once.
@@ -56,8 +58,8 @@ func (c *cursor) canStream() bool {
 }
 
 // streamGroup loads the group that starts at source row p0 and goes on past p (the window
-// holds the times of rows [p0, p)), chunk by chunk, and leaves its slots in the window, with
-// their emission order.
+// holds the times of rows [p0, p)), chunk by chunk, and leaves the first page of its slots in
+// the window, with their emission order (the next fills load the others, see slotPages).
 func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
 	w := &c.w
 	t := c.lastT
@@ -108,80 +110,119 @@ func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
 			slots += bits.OnesCount64(seen[wi])
 		}
 	}
-	count := sized(c.count, slots) // per slot: its rows
-	c.count = count
 	g := &groupAgg{in: int32(c.in), lo: uint32(p0), hi: uint32(p0 + st.rows), slots: slots, pre: c.pre}
 	if st.staged != nil {
 		g.staged, g.seen, g.rank = st.staged, slices.Clone(seen), slices.Clone(rank)
 	} else {
-		clear(count)
 		gid := st.gid
 		for i, k := range gid {
-			s := slotOf(seen, rank, uint64(k))
-			gid[i] = s
-			count[s]++
+			gid[i] = slotOf(seen, rank, uint64(k))
 		}
 		g.gid = gid
 	}
 	g.users.Store(c.pre.users)
-	lo, hi := g.lo, g.hi
+	if slots > max(maxWindowRows, 1) {
+		pagedGroups.Add(1)
+	}
+	c.pages = slotPages{g: g, t: t}
+	c.loadPage()
+	return nil
+}
 
-	// The window: the group's slots in key order, their keys read off the bitmap (clearing it
-	// on the way) and unpacked a dimension at a time.
+// slotPages is a streamed group whose slots go through the window a page (at most
+// maxWindowRows slots) at a time, in key order: the keys still to load are the bits left in
+// the cursor's bitmap of the group's keys (seen, seenSum), which loadPage clears as it loads
+// them. What the window holds of a group is then bounded as its rows are, however many
+// distinct keys it has; the metric tasks still combine the group's rows into one
+// accumulator a slot (see slotAccs).
+//
+// A slot's weight (the rows it stands for, which only the merge's progress counts) is the
+// group's rows shared evenly, the remainder on its last slot: the rows of each key are not
+// counted.
+type slotPages struct {
+	g  *groupAgg // nil: no page to load
+	t  int64     // the group's truncated time
+	s0 int       // the slot the next page starts at
+	si int       // seenSum's word of the next page's first key (the words before it are clear)
+}
+
+// loadPage loads the next page of the streamed group's slots into the window (which is
+// empty): a row per slot, its key read off the bitmap and unpacked a dimension at a time.
+// Window row i is slot s0+i: the group's pos and row0 say so to slotSpan and appendSlots.
+func (c *cursor) loadPage() {
+	pg := &c.pages
+	g := pg.g
+	n := min(g.slots-pg.s0, max(maxWindowRows, 1))
+	w := &c.w
 	w.reset()
-	w.n = slots
-	c.wkeys = sized(c.wkeys, slots)
-	dk := c.wkeys
-	q := 0
-	for si, x := range sum {
-		for ; x != 0; x &= x - 1 {
-			wi := si<<6 | bits.TrailingZeros64(x)
-			for y := seen[wi]; y != 0; y &= y - 1 {
-				k := wi<<6 | bits.TrailingZeros64(y)
-				dk[q] = uint64(k)
-				if g.staged != nil {
-					count[q], c.keyCount[k] = c.keyCount[k], 0
-				}
-				q++
-			}
-			seen[wi] = 0
+	w.n = n
+	c.wkeys = sized(c.wkeys, n)
+	c.slot, c.weight = sized(c.slot, n), sized(c.weight, n)
+	dk, weight := c.wkeys, c.weight
+	seen, sum := c.seen, c.seenSum
+	si := pg.si
+	for q := 0; q < n; {
+		x := sum[si]
+		if x == 0 {
+			si++
+			continue
 		}
-		sum[si] = 0
+		wi := si<<6 | bits.TrailingZeros64(x)
+		y := seen[wi]
+		for ; y != 0 && q < n; y &= y - 1 {
+			k := wi<<6 | bits.TrailingZeros64(y)
+			dk[q] = uint64(k)
+			q++
+		}
+		if seen[wi] = y; y == 0 {
+			sum[si] = x & (x - 1)
+		}
+	}
+	rows := int(g.hi - g.lo)
+	for i := range weight {
+		weight[i] = int32(rows / g.slots)
+	}
+	if pg.s0+n == g.slots {
+		weight[n-1] += int32(rows % g.slots)
 	}
 	c.packed = true
-	w.time = grown(w.time, slots)[:slots]
-	w.src = grown(w.src, slots)[:slots]
-	for i := range slots {
-		w.time[i], w.src[i] = t, lo+uint32(i)
+	lo, hi := g.lo, g.hi
+	w.time = grown(w.time, n)[:n]
+	w.src = grown(w.src, n)[:n]
+	for i := range n {
+		w.time[i], w.src[i] = pg.t, lo+uint32(pg.s0+i)
 	}
 	shift := 0
 	for j := len(w.dims) - 1; j >= 0; j-- {
 		b := c.packBits[j]
 		mask := uint64(1)<<b - 1
-		ids := grown(w.dims[j].ids, slots)[:slots]
+		ids := grown(w.dims[j].ids, n)[:n]
 		for i, k := range dk {
 			ids[i] = uint32(k >> shift & mask)
 		}
 		w.dims[j].ids = ids
 		shift += int(b)
 	}
-	c.glo, c.ghi = sized(c.glo, slots), sized(c.ghi, slots)
-	c.slot, c.weight = sized(c.slot, slots), sized(c.weight, slots)
-	c.same = sized(c.same, slots)
-	for i := range slots {
+	c.glo, c.ghi = sized(c.glo, n), sized(c.ghi, n)
+	c.same = sized(c.same, n)
+	for i := range n {
 		c.glo[i], c.ghi[i] = lo, hi
-		c.slot[i], c.weight[i] = int32(i), count[i]
+		c.slot[i] = int32(pg.s0 + i)
 	}
 	clear(c.same)
 	c.perm = nil // the slots are in key order
 	c.aggs = append(c.aggs[:0], g)
-	c.npos = slots
-	return nil
+	g.pos, g.row0 = -pg.s0, -pg.s0
+	c.npos = n
+	if pg.s0 += n; pg.s0 == g.slots {
+		*pg = slotPages{}
+	} else {
+		pg.si = si
+	}
 }
 
 // groupStage is where a streamed group's rows' keys go as they load: appended to gid, or,
-// past maxMemGroupRows rows, staged on the merge's scratch medium and each key counted in
-// the cursor's keyCount.
+// past maxMemGroupRows rows, staged on the merge's scratch medium.
 type groupStage struct {
 	c      *cursor
 	staged medium.Bytes
@@ -198,14 +239,18 @@ func (st *groupStage) add(keys []uint64) error {
 		seen[k>>6] |= 1 << (k & 63)
 		sum[k>>12] |= 1 << (k >> 6 & 63)
 	}
-	if st.staged == nil && c.pre.scratch != nil && st.rows+len(keys) > min(orDefault(c.pre.memGroupRows, maxMemGroupRows), maxMemGroupRows) {
+	limit := math.MaxInt // the keys kept in memory
+	if c.pre.scratch != nil {
+		limit = min(orDefault(c.pre.memGroupRows, maxMemGroupRows), maxMemGroupRows)
+	}
+	if st.staged == nil && st.rows+len(keys) > limit {
 		if err := st.stage(); err != nil {
 			return err
 		}
 	}
 	st.rows += len(keys)
 	if st.staged == nil {
-		gid := grown(st.gid, len(keys))
+		gid := grownTo(st.gid, len(keys), limit)
 		for _, k := range keys {
 			gid = append(gid, int32(k)) // the key (of at most maxSlotBits bits), its slot later
 		}
@@ -218,9 +263,6 @@ func (st *groupStage) add(keys []uint64) error {
 // stage moves the keys kept in memory to a Bytes of the merge's medium.
 func (st *groupStage) stage() error {
 	c := st.c
-	if len(c.keyCount) != 1<<c.idBits {
-		c.keyCount = make([]int32, 1<<c.idBits)
-	}
 	med, err := c.pre.scratch.get()
 	if err == nil {
 		st.staged, err = med.NewBytes()
@@ -249,13 +291,11 @@ func (st *groupStage) stage() error {
 	return nil
 }
 
-// write counts keys and appends them to the stage.
+// write appends keys to the stage.
 func (st *groupStage) write(keys []uint64) error {
 	c := st.c
-	count := c.keyCount
 	buf := sized(c.kbytes, 4*len(keys))
 	for i, k := range keys {
-		count[k]++
 		binary.LittleEndian.PutUint32(buf[4*i:], uint32(k))
 	}
 	c.kbytes = buf

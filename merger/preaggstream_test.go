@@ -23,7 +23,8 @@ import (
 // the bytes of the same rollup with windows of whole hours and of the rollup without
 // pre-aggregation; its rows are those of the naive merge (where it models the metrics). The
 // streamed groups' keys go through the default medium (a temp file) or the heap medium, from
-// their first rows or past a few windows, or stay in memory.
+// their first rows or past a few windows, or stay in memory; hours of more distinct keys than
+// a window's rows load their slots a page at a time.
 func TestMergeStreamedGroups(t *testing.T) {
 	metrics := []columns.Metric{
 		{Name: "rows", Aggregator: agg.Count},
@@ -71,7 +72,7 @@ func TestMergeStreamedGroups(t *testing.T) {
 				row := columns.Row{Time: tm, Dims: make([][]string, len(dims)), Metrics: make([]columns.Value, len(ms))}
 				for d := range dims {
 					if rng.IntN(16) > 0 {
-						row.Dims[d] = []string{fmt.Sprintf("v%d", rng.IntN([]int{7, 60}[d]))}
+						row.Dims[d] = []string{fmt.Sprintf("v%d", rng.IntN([]int{7, []int{300, 60}[c%2]}[d]))}
 					}
 				}
 				for m, met := range ms {
@@ -105,12 +106,15 @@ func TestMergeStreamedGroups(t *testing.T) {
 			opts.Medium = med
 		}
 		windowRowsPeak.v.Store(0)
-		before, staged := preAggGroups.Load(), stagedGroups.Load()
+		before, staged, paged := preAggGroups.Load(), stagedGroups.Load(), pagedGroups.Load()
 		streamed := filepath.Join(dir, "streamed.seg")
 		_, err := Merge(t.Context(), segs, streamed, opts)
 		require.NoError(t, err, name)
 		require.Greater(t, preAggGroups.Load(), before, "%s: no group pre-aggregated", name)
 		require.Equal(t, c%3 != 2, stagedGroups.Load() > staged, "%s: groups staged", name)
+		// Even cases' hours hold more distinct keys than a window's rows: their slots load a
+		// page at a time.
+		require.Equal(t, c%2 == 0, pagedGroups.Load() > paged, "%s: groups paged", name)
 		require.Positive(t, windowRowsPeak.v.Load(), name)
 		require.LessOrEqual(t, windowRowsPeak.v.Load(), int64(bound), "%s: a window loaded more rows than the bound", name)
 
