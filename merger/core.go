@@ -224,7 +224,8 @@ func (c *core) mergeRows(w colwrite.Writer) error {
 	for d, dim := range c.out.Dimensions {
 		withMaps = withMaps || c.kinds[d] == kindMulti && !dim.NoBitmapIndex
 	}
-	cursors, total, err := c.cursors(c.preAgg(), withMaps)
+	pre := c.preAgg()
+	cursors, total, err := c.cursors(pre, withMaps)
 	if err != nil {
 		return err
 	}
@@ -245,7 +246,11 @@ func (c *core) mergeRows(w colwrite.Writer) error {
 		}
 	}
 	rows := rawBatchRows(rawPerRow)
-	pl := newPipeline(tasks, c.opts.Parallelism, c.kinds, rows, rawPerRow)
+	most := pipelineBatches
+	if pre != nil {
+		most = preAggBatches
+	}
+	pl := newPipeline(tasks, c.opts.Parallelism, most, c.kinds, rows, rawPerRow)
 	c.rowsOut, err = newEmitter(c, h, cursors, pl, rows, withMaps, total).run()
 	return err
 }

@@ -64,7 +64,7 @@ func runEmitter(t *testing.T, cs []*cursor, inputs, rows int, rollup bool) (*out
 	c := &core{ctx: context.Background(), srcs: make([]source.Source, inputs), names: make([]string, inputs),
 		opts: &Options{}, out: columns.Schema{Rollup: rollup}, rowMaps: make([][]uint32, inputs)}
 	task := &outTask{}
-	pl := newPipeline([]colTask{task}, 1, make([]dimKind, len(cs[0].w.dims)), rows, nil)
+	pl := newPipeline([]colTask{task}, 1, pipelineBatches, make([]dimKind, len(cs[0].w.dims)), rows, nil)
 	h := newCursorHeap(slices.Clone(cs))
 	require.NoError(t, h.loadLazyTops(c.ctx))
 	n, err := newEmitter(c, h, cs, pl, rows, false, 0).run()
@@ -132,8 +132,8 @@ func TestEmitterCancel(t *testing.T) {
 	cancel()
 	c := &core{ctx: ctx, srcs: make([]source.Source, 4), names: make([]string, 4), opts: &Options{},
 		rowMaps: make([][]uint32, 4)}
-	pl := newPipeline([]colTask{&outTask{}}, 1, make([]dimKind, 2), 2, nil)
+	pl := newPipeline([]colTask{&outTask{}}, 1, pipelineBatches, make([]dimKind, 2), 2, nil)
 	_, err := newEmitter(c, newCursorHeap(slices.Clone(cs)), cs, pl, 2, false, 0).run()
 	require.ErrorIs(t, err, context.Canceled)
-	require.Len(t, pl.free, pipelineBatches)
+	require.Len(t, pl.free, pl.made)
 }

@@ -79,7 +79,7 @@ func TestPipelineInOrder(t *testing.T) {
 		for i := range tasks {
 			tasks[i] = &recTask{failAt: -1, delay: time.Duration(rng.IntN(50)) * time.Microsecond}
 		}
-		pl := newPipeline(tasks, 1+rng.IntN(3), nil, 8, nil)
+		pl := newPipeline(tasks, 1+rng.IntN(3), pipelineBatches, nil, 8, nil)
 		batches := rng.IntN(40)
 		var want []int64
 		notReset := 0
@@ -104,7 +104,8 @@ func TestPipelineInOrder(t *testing.T) {
 			require.Equal(t, want, rt.firsts, "trial %d task %d", trial, i)
 			require.Empty(t, rt.bad, "trial %d task %d", trial, i)
 		}
-		require.Len(t, pl.free, pipelineBatches, "every batch handed back")
+		require.Len(t, pl.free, pl.made, "every batch handed back")
+		require.LessOrEqual(t, pl.made, pipelineBatches, "batches made")
 	}
 }
 
@@ -113,7 +114,7 @@ func TestPipelineInOrder(t *testing.T) {
 func TestPipelineError(t *testing.T) {
 	for failAt := range 5 {
 		tasks := []colTask{&recTask{failAt: -1}, &recTask{failAt: failAt}, &recTask{failAt: -1}}
-		pl := newPipeline(tasks, 1, nil, 4, nil) // one worker: the tasks run in order
+		pl := newPipeline(tasks, 1, pipelineBatches, nil, 4, nil) // one worker: the tasks run in order
 		sent := 0
 		for k := range 20 {
 			if pl.err() != nil {
@@ -130,7 +131,7 @@ func TestPipelineError(t *testing.T) {
 		}
 		require.Less(t, sent, 20, "failAt %d: the producer saw the error", failAt)
 		require.ErrorIs(t, stopWithin(t, pl), errTask, "failAt %d", failAt)
-		require.Len(t, pl.free, pipelineBatches)
+		require.Len(t, pl.free, pl.made)
 		require.Len(t, tasks[1].(*recTask).firsts, failAt)
 		// The task after the failing one wrote the batches before the failure only.
 		require.Len(t, tasks[2].(*recTask).firsts, failAt, "failAt %d", failAt)
@@ -143,7 +144,7 @@ func TestPipelineError(t *testing.T) {
 func TestPipelineStopEarly(t *testing.T) {
 	for _, held := range []bool{false, true} {
 		tasks := []colTask{&recTask{failAt: -1, delay: time.Millisecond}, &recTask{failAt: -1}}
-		pl := newPipeline(tasks, 2, nil, 4, nil)
+		pl := newPipeline(tasks, 2, pipelineBatches, nil, 4, nil)
 		for k := range 5 {
 			b := pl.take()
 			fillBatch(b, int64(k*4), 4)
@@ -153,7 +154,7 @@ func TestPipelineStopEarly(t *testing.T) {
 			pl.put(pl.take())
 		}
 		require.NoError(t, stopWithin(t, pl))
-		require.Len(t, pl.free, pipelineBatches)
+		require.Len(t, pl.free, pl.made)
 		for _, task := range tasks {
 			require.Equal(t, []int64{0, 4, 8, 12, 16}, task.(*recTask).firsts)
 		}
@@ -164,7 +165,7 @@ func TestPipelineStopEarly(t *testing.T) {
 // before it, once.
 func TestPipelineRetired(t *testing.T) {
 	task := &retiredTask{}
-	pl := newPipeline([]colTask{task}, 1, nil, 4, nil)
+	pl := newPipeline([]colTask{task}, 1, pipelineBatches, nil, 4, nil)
 	send := func(retire ...int) {
 		for _, in := range retire {
 			pl.retire(in)

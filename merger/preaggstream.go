@@ -271,7 +271,7 @@ func (st *groupStage) stage() error {
 		return fmt.Errorf("merger: %s: stage a group: %w", c.name, err)
 	}
 	stagedGroups.Add(1)
-	keys := sized(c.kbuf, min(len(st.gid), 1<<16))
+	keys := sized(c.kbuf, min(len(st.gid), max(maxWindowRows, 1)))
 	c.kbuf = keys
 	for gid := st.gid; len(gid) > 0; {
 		n := min(len(gid), len(keys))
