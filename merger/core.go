@@ -224,8 +224,7 @@ func (c *core) mergeRows(w colwrite.Writer) error {
 	for d, dim := range c.out.Dimensions {
 		withMaps = withMaps || c.kinds[d] == kindMulti && !dim.NoBitmapIndex
 	}
-	pre := c.preAgg()
-	cursors, total, err := c.cursors(pre, withMaps)
+	cursors, total, err := c.cursors(c.preAgg(), withMaps)
 	if err != nil {
 		return err
 	}
@@ -247,8 +246,8 @@ func (c *core) mergeRows(w colwrite.Writer) error {
 	}
 	rows := rawBatchRows(rawPerRow)
 	most := pipelineBatches
-	if pre != nil {
-		most = preAggBatches
+	if slices.ContainsFunc(rawPerRow, func(n int) bool { return n > 0 }) {
+		most = rawPipelineBatches
 	}
 	pl := newPipeline(tasks, c.opts.Parallelism, most, c.kinds, rows, rawPerRow)
 	c.rowsOut, err = newEmitter(c, h, cursors, pl, rows, withMaps, total).run()

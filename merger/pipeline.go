@@ -7,18 +7,21 @@ import (
 	"github.com/writeout/writeout/merger/internal/parallel"
 )
 
-// pipelineBatches is the batches in flight: one filled by the merge while the column writers
-// write the others.
-const pipelineBatches = 3
+// pipelineBatches is the most batches in flight: one filled by the merge while the column
+// writers write the others. The merge runs ahead of a task that stops for a while: a
+// dimension's id log writing a run (a sort and 4 MiB written), or, when the merge
+// pre-aggregates, a streamed group's first batch, on which each long metric task combines all
+// the group's rows into its slots (loadSlots) before it writes a row. With three batches (48 Ki
+// rows) the merge soon waited for the tasks, which then waited for it: merges of the peers' 30
+// M events took 1.68-2.76 s (contiguous) and 2.39-2.96 s (overlapping), against 1.41-1.63 and
+// 1.73-2.16 s with eight; an hour rollup 0.92-1.21 s, against 0.68-0.77 s. The batches are
+// made as the merge first needs them: a batch of 16 Ki rows of a few dimensions is some 700
+// KiB.
+const pipelineBatches = 8
 
-// preAggBatches is the batches in flight of a merge that pre-aggregates. A group's first batch
-// has each long metric task combine all the group's rows into its slots (loadSlots) before it
-// writes a row; meanwhile the merge emits the rest of the group's slots, then streams the
-// input's next group. With three batches (48 Ki rows) it stopped after a few of a 110 K-slot
-// group and waited for the tasks, which then waited for it: a 30 M-row hour rollup took 0.92-
-// 1.21 s, against 0.68-0.77 s with eight (same outputs). The batches are made as the merge
-// first needs them (a batch of 16 Ki rows is some 700 KiB).
-const preAggBatches = 8
+// rawPipelineBatches is pipelineBatches for batches that hold raw dimensions: up to
+// rawBatchBytes of raw bytes each.
+const rawPipelineBatches = 3
 
 // pipeline carries batches of output rows from the merge to the column tasks. Every task stays
 // with one worker goroutine (a column writer takes its batches in order); every worker takes
