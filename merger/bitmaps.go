@@ -42,7 +42,7 @@ func (c *core) bitmaps() error {
 		for {
 			select {
 			case sc := <-scratch:
-				_ = sc.rows.Free() // munmap of a mapping of ours fails only on a bug
+				_ = sc.release() // munmap of a mapping of ours fails only on a bug
 			default:
 				return
 			}
@@ -58,7 +58,7 @@ func (c *core) bitmaps() error {
 			select {
 			case sc = <-scratch:
 			default:
-				sc = new(sortScratch)
+				sc = &sortScratch{sorts: &c.runSorts}
 			}
 			defer func() { scratch <- sc }()
 			if err := c.dimBitmaps(d, cs, &done, sc); err != nil {

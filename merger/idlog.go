@@ -69,6 +69,39 @@ func newIDLog(card int, med func() (medium.Medium, error), b bounds, sorts *runS
 type sortScratch struct {
 	counts, pos []uint32
 	rows        scratch.Array[uint32]
+	// sorts, when set, is where rows comes from and goes back to: the merge's runSorts, whose
+	// arrays the logs' last runs have just given back (a merge of 30 M rows held 8 MiB more
+	// at its end when the bitmaps' sorts took new memory beside them).
+	sorts *runSorts
+}
+
+// grow makes rows hold at least n rows (their values unspecified).
+func (sc *sortScratch) grow(n int) error {
+	if len(sc.rows.S) >= n {
+		return nil
+	}
+	if sc.sorts == nil {
+		err := sc.rows.Free()
+		sc.rows = scratch.New[uint32](n)
+		return err
+	}
+	if len(sc.rows.S) > 0 {
+		sc.sorts.put(sc.rows)
+	}
+	var err error
+	sc.rows, err = sc.sorts.get(n)
+	return err
+}
+
+// release gives rows back to sorts, or frees them.
+func (sc *sortScratch) release() error {
+	rows := sc.rows
+	sc.rows = scratch.Array[uint32]{}
+	if sc.sorts == nil || len(rows.S) == 0 {
+		return rows.Free()
+	}
+	sc.sorts.put(rows)
+	return nil
 }
 
 // typedLog keeps its last n ids in a scratch.Array (see merger/internal/scratch), and the ones
@@ -294,11 +327,8 @@ func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw colwrite.DimWriter, c
 		}
 		lo = hi
 	}
-	if want := max(min(total, bound), most); len(sc.rows.S) < want {
-		if err := sc.rows.Free(); err != nil {
-			return err
-		}
-		sc.rows = scratch.New[uint32](want)
+	if err := sc.grow(max(min(total, bound), most)); err != nil {
+		return err
 	}
 	var readers []runReader
 	buf := runReadBytes / max(len(l.runs), 1) &^ (4<<10 - 1)
