@@ -24,10 +24,16 @@ type outRow struct {
 type outTask struct {
 	rows   []outRow
 	firsts []int64
+	sizes  [][3]int // per batch: its rows, its refs, and its refs before its last row's
 }
 
 func (t *outTask) write(b *batch) error {
 	t.firsts = append(t.firsts, b.first)
+	before := 0
+	if b.keys.n > 1 {
+		before = int(b.refEnd[b.keys.n-2])
+	}
+	t.sizes = append(t.sizes, [3]int{b.keys.n, len(b.refIn), before})
 	k := int32(0)
 	for r := range b.keys.n {
 		o := outRow{time: b.keys.time[r]}
@@ -74,11 +80,12 @@ func runEmitter(t *testing.T, cs []*cursor, inputs, rows int, rollup bool) (*out
 
 // TestEmitterOrder merges seeded random cursors, with and without rollup, in batches of a few
 // rows to many: the output rows are the rows in (time, key, input) order (with rollup, one a
-// key with the key's rows as refs), batches follow one another, and interleaving inputs take
-// the interleave steps.
+// key with the key's rows as refs), batches follow one another, each full (of rows, or, with
+// rollup, of refs), and interleaving inputs take the interleave steps.
 func TestEmitterOrder(t *testing.T) {
 	seed := testSeed(t)
 	steps := interleaveRuns.Load()
+	cut := 0 // batches that ended at twice their rows' refs
 	for trial := range 64 {
 		rng := rand.New(rand.NewPCG(seed, uint64(trial)))
 		rollup := trial%2 == 1
@@ -113,11 +120,25 @@ func TestEmitterOrder(t *testing.T) {
 		name := fmt.Sprintf("trial %d: %d inputs, rollup %v, batches of %d", trial, k, rollup, batchRows)
 		require.Equal(t, want, task.rows, name)
 		require.Equal(t, int64(len(want)), n, name)
+		// Batches follow one another, each full but the last: batchRows rows, or, with
+		// rollup, at least twice as many refs. A batch's refs before its last row are fewer
+		// than three times its rows (the slots of a pre-aggregated group go in at most one a
+		// row past twice); the last row holds all of its key's.
+		first := int64(0)
 		for i, f := range task.firsts {
-			require.Equal(t, int64(min(i*batchRows, len(want))), f, "%s: batch %d", name, i)
+			require.Equal(t, first, f, "%s: batch %d", name, i)
+			rows, refs := task.sizes[i][0], task.sizes[i][1]
+			require.LessOrEqual(t, rows, batchRows, "%s: batch %d", name, i)
+			require.Less(t, task.sizes[i][2], 3*batchRows, "%s: batch %d", name, i)
+			if i < len(task.firsts)-1 {
+				require.True(t, rows == batchRows || rollup && refs >= 2*batchRows, "%s: batch %d not full: %d rows, %d refs", name, i, rows, refs)
+				cut += min(1, refs/(2*batchRows)) * min(1, batchRows-rows)
+			}
+			first += int64(rows)
 		}
 	}
 	require.Greater(t, interleaveRuns.Load(), steps, "no interleave step ran")
+	require.Positive(t, cut, "no batch ended at its refs")
 }
 
 // TestEmitterCancel cancels a merge's context: the emitter stops with the context's error and
