@@ -113,8 +113,17 @@ func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
 	g := &groupAgg{in: int32(c.in), lo: uint32(p0), hi: uint32(p0 + st.rows), slots: slots, pre: c.pre}
 	if st.staged != nil {
 		g.staged, g.seen, g.rank = st.staged, slices.Clone(seen), slices.Clone(rank)
+	} else if gid := st.gid; slots <= narrowSlots {
+		g16 := c.pre.get16(len(gid))
+		for i, k := range gid {
+			g16[i] = uint16(slotOf(seen, rank, uint64(k)))
+		}
+		g.gid16 = g16
+		select { // the keys' array is free at once, for the next group
+		case c.pre.pool <- gid[:0]:
+		default:
+		}
 	} else {
-		gid := st.gid
 		for i, k := range gid {
 			gid[i] = slotOf(seen, rank, uint64(k))
 		}

@@ -40,8 +40,8 @@ func TestMergeStreamedGroups(t *testing.T) {
 	dims := []columns.Dimension{{Name: "a"}, {Name: "b"}}
 	const hour = 3600_000
 	const bound = 500
-	saved, savedMem := maxWindowRows, maxMemGroupRows
-	t.Cleanup(func() { maxWindowRows, maxMemGroupRows = saved, savedMem })
+	saved, savedMem, savedNarrow := maxWindowRows, maxMemGroupRows, narrowSlots
+	t.Cleanup(func() { maxWindowRows, maxMemGroupRows, narrowSlots = saved, savedMem, savedNarrow })
 	for c := range 6 {
 		seed := uint64(c)
 		rng := rand.New(rand.NewPCG(seed, 34))
@@ -100,6 +100,7 @@ func TestMergeStreamedGroups(t *testing.T) {
 
 		maxWindowRows = bound
 		maxMemGroupRows = []int{0, 3 * bound, 1 << 30}[c%3] // keys staged from the start, past a few windows, never
+		narrowSlots = []int{savedNarrow, 0}[c/3%2]          // the slots of groups kept in memory as uint16, or int32
 		if c == 4 {
 			med := medium.NewHeap() // staged on the Go heap
 			t.Cleanup(func() { require.NoError(t, med.Close()) })
