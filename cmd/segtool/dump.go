@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -280,34 +281,39 @@ func appendJSONString(b []byte, s string) []byte {
 func newDumpCmd() *cobra.Command {
 	var o textOptions
 	var cols string
+	s3 := &s3Flags{}
 	cmd := &cobra.Command{
 		Use:   "dump [--format csv|ndjson] [--columns a,b] SEG",
 		Short: "Write a segment's rows as CSV or NDJSON",
 		Long: `dump writes every row of a segment, in segment order (time, then dimensions), to standard
 output: __time, the dimensions and the metrics in schema order, or the columns --columns names.
 
-` + textConventionsHelp,
+` + textConventionsHelp + `
+
+` + s3Help,
 		Example: `  segtool dump events.seg | head
-  segtool dump --format ndjson --columns __time,page,added events.seg`,
+  segtool dump --format ndjson --columns __time,page,added events.seg
+  segtool dump s3://seg/day1.seg`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validate(); err != nil {
 				return err
 			}
-			return dump(cmd.OutOrStdout(), args[0], o, splitList(cols))
+			return dump(cmd.Context(), cmd.OutOrStdout(), args[0], o, splitList(cols), s3)
 		},
 	}
 	addTextFlags(cmd, &o)
+	addS3Flags(cmd, s3)
 	cmd.Flags().StringVar(&cols, "columns", "", "comma-separated columns to write (default: all)")
 	return cmd
 }
 
-func dump(out io.Writer, path string, o textOptions, cols []string) (err error) {
-	seg, err := columns.Open(path)
+func dump(ctx context.Context, out io.Writer, path string, o textOptions, cols []string, s3 *s3Flags) (err error) {
+	seg, closeSeg, err := openInput(ctx, path, s3)
 	if err != nil {
 		return err
 	}
-	defer func() { err = multierr.Join(err, seg.Close()) }()
+	defer func() { err = multierr.Join(err, closeSeg()) }()
 	s := seg.Schema()
 	all := []string{columns.TimeColumn}
 	for _, d := range s.Dimensions {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
@@ -100,11 +99,11 @@ func runExport(ctx context.Context, cmd *cobra.Command, f exportFlags, segPath s
 	if err != nil {
 		return err
 	}
-	seg, err := columns.Open(segPath)
+	seg, closeSeg, err := openInput(ctx, segPath, f.s3)
 	if err != nil {
 		return err
 	}
-	defer func() { err = multierr.Join(err, seg.Close()) }()
+	defer func() { err = multierr.Join(err, closeSeg()) }()
 	if f.specOut != "" {
 		// Fail before writing anything when no spec can read the export back.
 		if _, err := (export.Info{Schema: seg.Schema()}).IngestSpec(); err != nil {

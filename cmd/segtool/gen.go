@@ -17,6 +17,7 @@ import (
 	"github.com/writeout/writeout/internal/gen"
 	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/merger/ingest"
+	"github.com/writeout/writeout/merger/location"
 )
 
 type genFlags struct {
@@ -84,7 +85,7 @@ and text alike.`,
 	fl.IntVar(&f.rows, "rows", 75000, "rows per segment")
 	fl.IntVar(&f.segments, "segments", 1, "number of segments")
 	fl.Int64Var(&f.seed, "seed", gen.BasicSeed, "seed of the first segment; segment k uses seed+k")
-	fl.StringVar(&f.out, "out", "", "output directory, created if missing (required)")
+	fl.StringVar(&f.out, "out", "", "output directory, created if missing (required; a local path, not s3://)")
 	fl.StringVar(&f.format, "format", "segment", "segment, csv or ndjson")
 	fl.IntVar(&f.payloadLen, "payload-len", gen.DefaultPayloadLen, "wide: bytes of each payload value")
 	fl.BoolVar(&f.rollup, "rollup", false, "segments: roll rows up (same truncated time and dimensions)")
@@ -219,6 +220,13 @@ func runGen(ctx context.Context, f genFlags) (sums []genSummary, err error) {
 		return nil, usagef("--segments must be at least 1")
 	case f.format != "segment" && f.format != "csv" && f.format != "ndjson":
 		return nil, usagef("--format %q: want segment, csv or ndjson", f.format)
+	}
+	// --out is a local directory: a URL is refused, never taken for a path (gs://b/k made a
+	// local directory "gs:").
+	if loc, err := location.Parse(f.out); err != nil {
+		return nil, usageError{fmt.Errorf("--out: %w", err)}
+	} else if loc.IsS3() {
+		return nil, usagef("--out %s: gen writes a local directory; write there, then 'segtool ingest' or 'segtool merge' to s3://", f.out)
 	}
 	gran, err := columns.ParseGranularity(f.granularity)
 	if err != nil {

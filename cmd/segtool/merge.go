@@ -19,6 +19,7 @@ import (
 	"github.com/writeout/writeout/columns/objstore"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
+	"github.com/writeout/writeout/merger/location"
 )
 
 type mergeFlags struct {
@@ -274,6 +275,14 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 		return usagef("--progress %q: want auto, always or never", f.progress)
 	}
 	if _, err := openMediumCheck(f.medium); err != nil {
+		return err
+	}
+	// Malformed locations (s3:/b/k, S3://b/k, gs://b/k) are usage errors before any work,
+	// never local paths: --out s3:/b/k made a local directory "s3:".
+	if _, err := location.Parse(f.out); err != nil {
+		return usageError{fmt.Errorf("--out: %w", err)}
+	}
+	if err := parseLocations(inputs); err != nil {
 		return err
 	}
 	if objstore.IsURL(f.out) {

@@ -38,10 +38,11 @@ type queryFlags struct {
 	metrics     string
 	quantiles   string
 	text        textOptions
+	s3          *s3Flags
 }
 
 func newQueryCmd() *cobra.Command {
-	var f queryFlags
+	f := queryFlags{s3: &s3Flags{}}
 	cmd := &cobra.Command{
 		Use:   "query [--filter EXPR] [--granularity G] [--group-by a,b] [--format csv|ndjson] SEG...",
 		Short: "Run a filtered aggregation over segments",
@@ -65,11 +66,14 @@ schemas conflict as merge would refuse them, are errors, found before any row is
 
 ` + filterHelp + `
 
-` + textConventionsHelp,
+` + textConventionsHelp + `
+
+` + s3Help,
 		Example: `  segtool query --filter "page = 'Paris' and language in ('fr', 'de')" --group-by language events.seg
   segtool query --granularity hour --format ndjson day1.seg day2.seg
   segtool query --filter "tags is null or not tags = 'bot'" --metrics added,editors merged.seg
-  segtool query --group-by service --quantiles 0.5,0.99 latencies.seg`,
+  segtool query --group-by service --quantiles 0.5,0.99 latencies.seg
+  segtool query --group-by page s3://seg/day1.seg s3://seg/day2.seg`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.text.validate(); err != nil {
@@ -83,7 +87,7 @@ schemas conflict as merge would refuse them, are errors, found before any row is
 			if err != nil {
 				return err
 			}
-			return runQuery(cmd.Context(), cmd.OutOrStdout(), args, spec, f.text, qs)
+			return runQuery(cmd.Context(), cmd.OutOrStdout(), args, spec, f.text, qs, f.s3)
 		},
 	}
 	fl := cmd.Flags()
@@ -93,6 +97,7 @@ schemas conflict as merge would refuse them, are errors, found before any row is
 	fl.StringVar(&f.metrics, "metrics", "", "comma-separated metrics to aggregate (default: all)")
 	fl.StringVar(&f.quantiles, "quantiles", "", "comma-separated quantiles in [0, 1] of the metrics whose sketches give them (quantiles)")
 	addTextFlags(cmd, &f.text)
+	addS3Flags(cmd, f.s3)
 	return cmd
 }
 
@@ -113,21 +118,22 @@ func (f queryFlags) spec() (query.Spec, error) {
 	return spec, nil
 }
 
-// querySegments opens the segments and runs spec over them as one table, handing the groups
-// to each part by part (query.RunEach).
-func querySegments(ctx context.Context, paths []string, spec query.Spec, each func(query.Result) error) (err error) {
+// querySegments opens the segments (files, or s3:// objects through s3) and runs spec over
+// them as one table, handing the groups to each part by part (query.RunEach).
+func querySegments(ctx context.Context, paths []string, spec query.Spec, s3 *s3Flags, each func(query.Result) error) (err error) {
 	qs := make([]query.Queryable, 0, len(paths))
+	var closers []func() error
 	defer func() {
-		for _, q := range qs {
-			err = errors.Join(err, q.(*columns.Segment).Close())
+		for _, c := range closers {
+			err = errors.Join(err, c())
 		}
 	}()
 	for _, p := range paths {
-		sg, err := columns.Open(p)
+		sg, closeSeg, err := openInput(ctx, p, s3)
 		if err != nil {
 			return err
 		}
-		qs = append(qs, sg)
+		qs, closers = append(qs, sg), append(closers, closeSeg)
 	}
 	spec.InputNames = paths
 	// The query's errors name the column and the file they are about.
@@ -136,9 +142,9 @@ func querySegments(ctx context.Context, paths []string, spec query.Spec, each fu
 
 // runQuery writes the groups as they come: memory holds one window's groups (query.RunEach),
 // not the whole result.
-func runQuery(ctx context.Context, out io.Writer, paths []string, spec query.Spec, o textOptions, qs quantiles) error {
+func runQuery(ctx context.Context, out io.Writer, paths []string, spec query.Spec, o textOptions, qs quantiles, s3 *s3Flags) error {
 	var w *queryWriter
-	err := querySegments(ctx, paths, spec, func(part query.Result) error {
+	err := querySegments(ctx, paths, spec, s3, func(part query.Result) error {
 		if w == nil {
 			var err error
 			if w, err = newQueryWriter(out, part, o, qs); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/objstore"
+	"github.com/writeout/writeout/merger/location"
 )
 
 // s3Flags say how to reach the object storage of s3:// paths: the AWS_* environment
@@ -63,10 +64,27 @@ func (f *s3Flags) moved() {
 	}
 }
 
+// parseLocations checks that every path is a local path or an s3:// URL (location.Parse),
+// before a command that goes on past a bad input does any work: a malformed one is a usage
+// error.
+func parseLocations(paths []string) error {
+	for _, p := range paths {
+		if _, err := location.Parse(p); err != nil {
+			return usageError{err}
+		}
+	}
+	return nil
+}
+
 // openInput opens a segment file, or with an s3:// path an object. The close function
-// closes the segment.
+// closes the segment. A malformed location (s3:/x, S3://x, gs://x) is a usage error, never
+// a local path.
 func openInput(ctx context.Context, path string, s3 *s3Flags) (*columns.Segment, func() error, error) {
-	if !objstore.IsURL(path) {
+	loc, err := location.Parse(path)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	if !loc.IsS3() {
 		return openSegment(path)
 	}
 	bucket, key, err := objstore.ParseURL(path)

@@ -30,6 +30,9 @@ one line on standard error naming the file, the column and the part, and the exi
   segtool verify --s3-region us-east-1 s3://seg/merged.seg`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := parseLocations(args); err != nil {
+				return err
+			}
 			failed := 0
 			for _, p := range args {
 				info, err := verifyInput(cmd.Context(), p, s3)

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestLocationUsageErrors: every command that reads or writes a segment takes a malformed or
+// unsupported URL (s3:/b/k, S3://b/k, gs://b/k) as a usage error, exit 2, and writes nothing
+// anywhere (no local directory named after the scheme); gen, whose --out is a local directory,
+// refuses s3:// too.
+func TestLocationUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	mustSegtool(t, "gen", "--schema", "basic", "--rows", "100", "--durability", "none", "--out", filepath.Join(dir, "in"))
+	seg := filepath.Join(dir, "in", "basic-0000.seg")
+	work := filepath.Join(dir, "work")
+	require.NoError(t, os.Mkdir(work, 0o755))
+	t.Chdir(work)
+	bad := map[string]string{
+		"s3:/b/k":  "want s3://bucket/key",
+		"S3://b/k": "the scheme in lower case",
+		"gs://b/k": `scheme "gs" not supported`,
+	}
+	for loc, msg := range bad {
+		for _, args := range [][]string{
+			{"gen", "--schema", "basic", "--rows", "10", "--out", loc},
+			{"dump", loc},
+			{"query", loc},
+			{"inspect", loc},
+			{"verify", loc},
+			{"export", "--format", "parquet", "--out", "x.parquet", loc},
+			{"export", "--format", "parquet", "--out", loc, seg},
+			{"merge", "--out", "m.seg", seg, loc},
+			{"merge", "--out", loc, seg},
+		} {
+			name := strings.Join(args, " ")
+			code, _, errs := segtool(t, args...)
+			require.Equal(t, 2, code, "%s: %s", name, errs)
+			require.Contains(t, errs, msg, name)
+		}
+	}
+	code, _, errs := segtool(t, "gen", "--schema", "basic", "--rows", "10", "--out", "s3://b/k")
+	require.Equal(t, 2, code, errs)
+	require.Contains(t, errs, "gen writes a local directory")
+	ents, err := os.ReadDir(work)
+	require.NoError(t, err)
+	require.Empty(t, ents, "nothing written")
+}
