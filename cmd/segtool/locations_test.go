@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/writeout/writeout/internal/s3test"
 )
 
 // TestLocationUsageErrors: every command that reads or writes a segment takes a malformed or
@@ -49,4 +50,34 @@ func TestLocationUsageErrors(t *testing.T) {
 	ents, err := os.ReadDir(work)
 	require.NoError(t, err)
 	require.Empty(t, ents, "nothing written")
+}
+
+// TestMergeMissingOutputBucket: a merge into a bucket that does not exist fails (exit 1) before
+// it fetches any input byte, with or without --replace, and says which bucket.
+func TestMergeMissingOutputBucket(t *testing.T) {
+	dir := t.TempDir()
+	mustSegtool(t, "gen", "--schema", "basic", "--rows", "2000", "--durability", "none", "--out", dir)
+	data, err := os.ReadFile(filepath.Join(dir, "basic-0000.seg"))
+	require.NoError(t, err)
+	srv, err := s3test.Start("seg")
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	require.NoError(t, srv.Put("seg", "in.seg", data))
+	for k, v := range map[string]string{"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1",
+		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "testsecret"} {
+		t.Setenv(k, v)
+	}
+	for _, replace := range []bool{false, true} {
+		srv.ResetCounts()
+		args := []string{"merge", "--out", "s3://nosuch/out.seg", "s3://seg/in.seg"}
+		if replace {
+			args = append(args, "--replace")
+		}
+		code, _, errs := segtool(t, args...)
+		require.Equal(t, 1, code, errs)
+		require.Contains(t, errs, `bucket "nosuch" does not exist`)
+		_, fetched := srv.Gets()
+		require.Zero(t, fetched, "replace %v: input bytes fetched", replace)
+	}
+	require.Empty(t, srv.Uploads())
 }

@@ -330,6 +330,25 @@ func TestUpload(t *testing.T) {
 	require.ErrorIs(t, err, objstore.ErrInvalid)
 }
 
+// An upload to a bucket that does not exist fails its Check, Replace or not, with an error
+// that names the bucket, and its Publish fails before any upload starts or write is called.
+func TestUploadMissingBucket(t *testing.T) {
+	srv, c := start(t)
+	ctx := context.Background()
+	for _, replace := range []bool{false, true} {
+		up, err := c.NewUpload("nosuch", "out/x.seg", objstore.UploadOptions{Replace: replace})
+		require.NoError(t, err)
+		err = up.Check(ctx)
+		require.ErrorIs(t, err, objstore.ErrNotFound, "replace %v", replace)
+		require.ErrorContains(t, err, `bucket "nosuch" does not exist`)
+		called := false
+		err = up.Publish(ctx, func(io.Writer) error { called = true; return nil })
+		require.ErrorIs(t, err, objstore.ErrNotFound)
+		assert.False(t, called, "replace %v: write called", replace)
+	}
+	assert.Empty(t, srv.Uploads(), "no upload started")
+}
+
 // An object that appears while the upload runs is not replaced without Replace: the check
 // before completion catches it, and the upload is aborted.
 func TestUploadRaceExists(t *testing.T) {

@@ -62,15 +62,26 @@ func (c *Client) NewUpload(bucket, key string, opts UploadOptions) (*Upload, err
 // Name returns the object's URL, s3://bucket/key.
 func (u *Upload) Name() string { return URL(u.bucket, u.key) }
 
-// Check fails, with an error wrapping fs.ErrExist, if the object exists and Replace is not
-// set. Publish checks again; calling Check first makes a merge fail before its work.
+// Check fails, with an error wrapping ErrNotFound, if the bucket does not exist, and with one
+// wrapping fs.ErrExist if the object exists and Replace is not set; its errors say what was
+// being checked. Publish checks again; calling Check first makes a merge fail before its work.
 func (u *Upload) Check(ctx context.Context) error {
+	// The bucket first, Replace or not: a HEAD of a key in a missing bucket reads as a
+	// missing key, and a merge into a bucket that does not exist ran whole before its upload
+	// failed.
+	ok, err := u.c.core.BucketExists(ctx, u.bucket)
+	if err != nil {
+		return fmt.Errorf("objstore: %s: check that bucket %q exists (HEAD bucket, which needs s3:ListBucket): %w", u.Name(), u.bucket, err)
+	}
+	if !ok {
+		return fmt.Errorf("objstore: %s: bucket %q does not exist: %w", u.Name(), u.bucket, ErrNotFound)
+	}
 	if u.opts.Replace {
 		return nil
 	}
-	ok, err := u.c.exists(ctx, u.bucket, u.key)
+	ok, err = u.c.exists(ctx, u.bucket, u.key)
 	if err != nil {
-		return err
+		return fmt.Errorf("objstore: %s: check whether the object exists (HEAD, which needs s3:GetObject on the key): %w", u.Name(), err)
 	}
 	if ok {
 		return fmt.Errorf("objstore: %s exists (set Replace to replace it): %w", u.Name(), fs.ErrExist)
