@@ -1,12 +1,17 @@
 package main
 
 import (
+	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
 	"github.com/writeout/writeout/internal/s3test"
 )
 
@@ -80,4 +85,38 @@ func TestMergeMissingOutputBucket(t *testing.T) {
 		require.Zero(t, fetched, "replace %v: input bytes fetched", replace)
 	}
 	require.Empty(t, srv.Uploads())
+}
+
+// TestMergeInputChanged: an input object replaced after the merge read its footer fails the
+// merge (exit 1) with "changed while reading", not as a corrupt segment, and no output is left.
+func TestMergeInputChanged(t *testing.T) {
+	dir := t.TempDir()
+	mustSegtool(t, "gen", "--schema", "basic", "--rows", "20000", "--segments", "2", "--durability", "none", "--out", dir)
+	a, err := os.ReadFile(filepath.Join(dir, "basic-0000.seg"))
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(dir, "basic-0001.seg"))
+	require.NoError(t, err)
+	srv, err := s3test.Start("seg")
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	require.NoError(t, srv.Put("seg", "in.seg", a))
+	for k, v := range map[string]string{"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1",
+		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "testsecret"} {
+		t.Setenv(k, v)
+	}
+	var gets atomic.Int32
+	srv.OnRequest(func(r *http.Request) {
+		// The second GET of the input, after its footer: another segment in its place.
+		if r.Method == http.MethodGet && r.URL.Path == "/seg/in.seg" && gets.Add(1) == 2 {
+			assert.NoError(t, srv.Put("seg", "in.seg", b))
+		}
+	})
+	out := filepath.Join(dir, "out.seg")
+	code, _, errs := segtool(t, "merge", "--out", out, "s3://seg/in.seg")
+	require.Equal(t, 1, code, errs)
+	require.Contains(t, errs, "changed while reading")
+	require.NotContains(t, errs, "corrupt")
+	require.GreaterOrEqual(t, gets.Load(), int32(2))
+	_, err = os.Stat(out)
+	require.ErrorIs(t, err, fs.ErrNotExist)
 }

@@ -22,6 +22,11 @@ var ErrInvalid = invalid.Sentinel("objstore: invalid argument")
 // ErrNotFound marks a missing bucket or object.
 var ErrNotFound = errors.New("objstore: not found")
 
+// ErrChanged marks an object replaced while it was being read: a ranged GET pinned to the
+// ETag seen when the reader opened it (If-Match) found another. It is not corruption: the
+// object is whole, only another one.
+var ErrChanged = errors.New("objstore: object changed while reading")
+
 // Config says how to reach an S3-compatible service. ConfigFromEnv fills it from the
 // variables the AWS SDKs read.
 type Config struct {
@@ -115,18 +120,19 @@ func IsURL(s string) bool { return strings.HasPrefix(s, "s3://") }
 // URL names an object as "s3://bucket/key".
 func URL(bucket, key string) string { return "s3://" + bucket + "/" + key }
 
-// stat returns an object's size, or an error wrapping ErrNotFound if it does not exist.
-func (c *Client) stat(ctx context.Context, bucket, key string) (int64, error) {
+// stat returns an object's size and ETag, or an error wrapping ErrNotFound if it does not
+// exist.
+func (c *Client) stat(ctx context.Context, bucket, key string) (int64, string, error) {
 	info, err := c.core.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
 	if err != nil {
-		return 0, fmt.Errorf("objstore: stat %s: %w", URL(bucket, key), notFound(err))
+		return 0, "", fmt.Errorf("objstore: stat %s: %w", URL(bucket, key), notFound(err))
 	}
-	return info.Size, nil
+	return info.Size, info.ETag, nil
 }
 
 // exists reports whether an object exists.
 func (c *Client) exists(ctx context.Context, bucket, key string) (bool, error) {
-	_, err := c.stat(ctx, bucket, key)
+	_, _, err := c.stat(ctx, bucket, key)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
@@ -180,6 +186,8 @@ func notFound(err error) error {
 	switch e.Code {
 	case "NoSuchKey", "NoSuchBucket", "NotFound":
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case "PreconditionFailed":
+		return fmt.Errorf("%w: %w", ErrChanged, err)
 	}
 	return err
 }

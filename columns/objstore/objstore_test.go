@@ -164,6 +164,29 @@ func TestReaderReadAt(t *testing.T) {
 	t.Logf("%d reads: %d GETs, %d bytes of %d", 500, gets, got, len(data))
 }
 
+// TestReaderChangedObject: an object replaced after a reader opened it fails the reader's next
+// GET with ErrChanged (the GETs carry the ETag seen at open, If-Match), never with the new
+// object's bytes; bytes cached before the change still read.
+func TestReaderChangedObject(t *testing.T) {
+	srv, c := start(t)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
+	require.NoError(t, srv.Put(bucket, "blob", data))
+	r, err := c.NewReader(context.Background(), bucket, "blob", objstore.ReaderOptions{RangeSize: 64 << 10, ReadAhead: -1})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, r.Close()) }()
+	p := make([]byte, 100)
+	_, err = r.ReadAt(p, 0)
+	require.NoError(t, err)
+	other := bytes.Repeat([]byte("x"), len(data))
+	require.NoError(t, srv.Put(bucket, "blob", other))
+	_, err = r.ReadAt(p, 900<<10)
+	require.ErrorIs(t, err, objstore.ErrChanged)
+	require.ErrorContains(t, err, "changed while reading")
+	_, err = r.ReadAt(p[:90], 10) // within the first read's bytes
+	require.NoError(t, err, "cached bytes")
+	require.Equal(t, data[10:100], p[:90])
+}
+
 func TestPlanBadParts(t *testing.T) {
 	srv, c := start(t)
 	require.NoError(t, srv.Put(bucket, "small", make([]byte, 100)))

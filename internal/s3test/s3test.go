@@ -7,12 +7,14 @@ package s3test
 
 import (
 	"bytes"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -73,12 +75,39 @@ func (s *Server) handler(h http.Handler) http.Handler {
 			s.parts[q.Get("uploadId")] = append(s.parts[q.Get("uploadId")], n)
 			s.mu.Unlock()
 		}
+		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && object && len(q) == 0 && !s.ifMatch(w, r) {
+			return
+		}
 		if r.Method == http.MethodGet && object && len(q) == 0 {
 			s.gets.Add(1)
 			w = &countingWriter{ResponseWriter: w, n: &s.getBytes}
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// ifMatch answers a GET or HEAD of an object whose If-Match names another ETag than the
+// object's as S3 does, 412 PreconditionFailed, and reports false; gofakes3 ignores the header.
+func (s *Server) ifMatch(w http.ResponseWriter, r *http.Request) bool {
+	want := r.Header.Get("If-Match")
+	if want == "" {
+		return true
+	}
+	bucket, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	obj, err := s.backend.HeadObject(bucket, key)
+	if err != nil {
+		return true // gofakes3 answers the missing object
+	}
+	if strings.Trim(want, `"`) == hex.EncodeToString(obj.Hash) || want == "*" {
+		return true
+	}
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(http.StatusPreconditionFailed)
+	if r.Method == http.MethodGet {
+		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions you specified did not hold</Message><Condition>If-Match</Condition><Resource>%s</Resource></Error>`, r.URL.Path)
+	}
+	return false
 }
 
 // isObject reports whether u names an object (path-style: /bucket/key), not a bucket.
