@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"io/fs"
 	"net/http"
 	"os"
@@ -119,4 +120,56 @@ func TestMergeInputChanged(t *testing.T) {
 	require.GreaterOrEqual(t, gets.Load(), int32(2))
 	_, err = os.Stat(out)
 	require.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+// TestMergeVerifyInputsFetchOnce: --verify-inputs of s3:// inputs fetches each input byte once
+// (the check and the merge read one local copy, removed after), and merges the same bytes as
+// the local merge.
+func TestMergeVerifyInputsFetchOnce(t *testing.T) {
+	dir := t.TempDir()
+	mustSegtool(t, "gen", "--schema", "basic", "--rows", "30000", "--segments", "2", "--durability", "none", "--out", dir)
+	srv, err := s3test.Start("seg")
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	var size int64
+	for _, n := range []string{"basic-0000.seg", "basic-0001.seg"} {
+		data, err := os.ReadFile(filepath.Join(dir, n))
+		require.NoError(t, err)
+		require.NoError(t, srv.Put("seg", n, data))
+		size += int64(len(data))
+	}
+	for k, v := range map[string]string{"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1",
+		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "testsecret"} {
+		t.Setenv(k, v)
+	}
+	local := filepath.Join(dir, "local.seg")
+	mustSegtool(t, "merge", "--quiet", "--durability", "none", "--out", local,
+		filepath.Join(dir, "basic-0000.seg"), filepath.Join(dir, "basic-0001.seg"))
+	tmp := filepath.Join(dir, "tmp")
+	require.NoError(t, os.Mkdir(tmp, 0o755))
+	srv.ResetCounts()
+	out := filepath.Join(dir, "out.seg")
+	mustSegtool(t, "merge", "--quiet", "--durability", "none", "--verify-inputs", "--tmp-dir", tmp, "--out", out,
+		"s3://seg/basic-0000.seg", "s3://seg/basic-0001.seg")
+	_, fetched := srv.Gets()
+	require.Equal(t, size, fetched, "bytes fetched, against the inputs' sizes")
+	want, err := os.ReadFile(local)
+	require.NoError(t, err)
+	got, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(want, got), "the local merge's bytes")
+	ents, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Empty(t, ents, "copies removed")
+
+	// A corrupt input fails the check, and its copy is removed too.
+	bad := append([]byte(nil), want...)
+	bad[len(bad)/2] ^= 1
+	require.NoError(t, srv.Put("seg", "bad.seg", bad))
+	code, _, errs := segtool(t, "merge", "--quiet", "--verify-inputs", "--tmp-dir", tmp, "--out", filepath.Join(dir, "x.seg"), "s3://seg/bad.seg")
+	require.Equal(t, 1, code, errs)
+	require.Contains(t, errs, "verify s3://seg/bad.seg")
+	ents, err = os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Empty(t, ents, "copies removed")
 }

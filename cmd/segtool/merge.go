@@ -72,7 +72,9 @@ the merge) merges as many at a time as fit, in phases, instead of failing; the o
 same either way.
 Before merging, the CRC-32C of every input part is checked (one read of the inputs): a
 damaged input fails the merge, naming the file, column and part, and no output is written.
---verify-inputs also checks every structural invariant of every input first (decoding it all).
+--verify-inputs also checks every structural invariant of every input first (decoding it all);
+an s3:// input is then fetched once, whole, to a temp file in --tmp-dir that the check and the
+merge both read, and removed after.
 
 On a terminal, standard error shows a progress bar (rows, rate, ETA); the summary goes to
 standard output (none with --quiet). Ctrl-C stops the merge within a second, removes its temp
@@ -135,6 +137,8 @@ type mergeSettings struct {
 	progress    func(merger.Progress)
 	// skipChecksums: the inputs were just verified (--verify-inputs).
 	skipChecksums bool
+	// local maps s3:// inputs to the local files that hold their bytes (fetchInputs).
+	local map[string]string
 	// s3 reaches the s3:// inputs and output; nil: none may be s3://.
 	s3 *s3Flags
 }
@@ -158,7 +162,7 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 	}
 	ins := make([]merger.Input, len(inputs))
 	for i, p := range inputs {
-		ins[i] = mergeInput{path: p, s3: s3}
+		ins[i] = mergeInput{path: p, open: orLocal(s.local, p), s3: s3}
 	}
 	var up *objstore.Upload
 	if objstore.IsURL(dst) {
@@ -224,14 +228,87 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 // mergeInput is an input of mergeFiles, opened by the merge when it reads it: a segment file,
 // or with an s3:// path an object.
 type mergeInput struct {
-	path string
+	path string // its name
+	open string // where it is read: path, or a local copy of an s3:// path
 	s3   *s3Flags
 }
 
 func (m mergeInput) Name() string { return m.path }
 
 func (m mergeInput) Open(ctx context.Context) (*columns.Segment, func() error, error) {
-	return openInput(ctx, m.path, m.s3)
+	return openInput(ctx, m.open, m.s3)
+}
+
+// orLocal returns the local copy of path in local, or path.
+func orLocal(local map[string]string, path string) string {
+	if p, ok := local[path]; ok {
+		return p
+	}
+	return path
+}
+
+// fetchInputs copies each s3:// input among inputs, whole, to a temp file in dir (default:
+// the system's), for --verify-inputs: the check and the merge then read the copy, and every
+// byte is fetched once (verifying the object and then merging it fetched it twice). cleanup
+// removes the copies; it is to be called whatever the error.
+func fetchInputs(ctx context.Context, inputs []string, dir string, s3 *s3Flags) (local map[string]string, cleanup func() error, err error) {
+	local = map[string]string{}
+	cleanup = func() error {
+		var err error
+		for _, p := range local {
+			if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = errors.Join(err, rerr)
+			}
+		}
+		return err
+	}
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	for _, in := range inputs {
+		if !objstore.IsURL(in) || local[in] != "" {
+			continue
+		}
+		p, err := fetchObject(ctx, in, dir, s3)
+		if err != nil {
+			return local, cleanup, fmt.Errorf("verify %s: %w", in, err)
+		}
+		local[in] = p
+	}
+	return local, cleanup, nil
+}
+
+// fetchObject copies the object at url to a new temp file in dir and returns its path.
+func fetchObject(ctx context.Context, url, dir string, s3 *s3Flags) (path string, err error) {
+	bucket, key, err := objstore.ParseURL(url)
+	if err != nil {
+		return "", usageError{err}
+	}
+	c, err := s3.clientFor()
+	if err != nil {
+		return "", err
+	}
+	r, err := c.NewReader(ctx, bucket, key, objstore.ReaderOptions{CacheDir: dir, Progress: func(n int64) {
+		s3.fetched.Add(n)
+		s3.moved()
+	}})
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		g, _ := r.Stats()
+		s3.gets.Add(g)
+		err = errors.Join(err, r.Close())
+	}()
+	f, err := os.CreateTemp(dir, ".writeout-input-*.seg")
+	if err != nil {
+		return "", err
+	}
+	_, err = io.Copy(f, io.NewSectionReader(r, 0, r.Size()))
+	if err = errors.Join(err, f.Close()); err != nil {
+		return "", errors.Join(err, os.Remove(f.Name()))
+	}
+	return f.Name(), nil
 }
 
 // openSegment opens a segment file (mapped where the platform allows). The close function
@@ -244,7 +321,7 @@ func openSegment(path string) (*columns.Segment, func() error, error) {
 	return sg, sg.Close, nil
 }
 
-func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
+func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) (err error) {
 	gran, err := columns.ParseGranularity(f.granularity)
 	if err != nil {
 		return usageError{err}
@@ -305,9 +382,16 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 		}
 	}
 	setMemoryLimit(limit)
+	var local map[string]string // --verify-inputs: s3:// inputs fetched to local files
 	if f.verifyInputs {
+		var cleanup func() error
+		local, cleanup, err = fetchInputs(cmd.Context(), inputs, f.tmpDir, f.s3)
+		defer func() { err = errors.Join(err, cleanup()) }()
+		if err != nil {
+			return err
+		}
 		for _, in := range inputs {
-			if _, err := verifyInput(cmd.Context(), in, f.s3); err != nil {
+			if _, err := verifyInput(cmd.Context(), orLocal(local, in), f.s3); err != nil {
 				return fmt.Errorf("verify %s: %w", in, err)
 			}
 		}
@@ -315,7 +399,7 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) error {
 
 	s := mergeSettings{mediumName: f.medium, tmpDir: f.tmpDir, durability: dur, replace: f.replace, rollup: f.rollup,
 		granularity: gran, inherit: !cmd.Flags().Changed("rollup") && !cmd.Flags().Changed("granularity"), maxFanIn: f.maxFanIn, memoryLimit: limit, dimensions: splitList(f.dimensions), parallelism: f.parallelism,
-		skipChecksums: f.verifyInputs, s3: f.s3}
+		skipChecksums: f.verifyInputs, s3: f.s3, local: local}
 	showBar := !f.quiet && (f.progress == "always" || f.progress == "auto" && isTerminal(cmd.ErrOrStderr()))
 	var bar *phaseBar
 	if showBar {
