@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -172,4 +173,54 @@ func TestMergeVerifyInputsFetchOnce(t *testing.T) {
 	ents, err = os.ReadDir(tmp)
 	require.NoError(t, err)
 	require.Empty(t, ents, "copies removed")
+}
+
+// TestMergeS3Stalled: a service that stops answering after an input's footer was read fails
+// the merge (exit 1) within the request deadline times the tries, naming the request, and
+// leaves no output; one killed mid-body and back 300 ms later merges the right bytes.
+func TestMergeS3Stalled(t *testing.T) {
+	dir := t.TempDir()
+	mustSegtool(t, "gen", "--schema", "basic", "--rows", "20000", "--durability", "none", "--out", dir)
+	in := filepath.Join(dir, "basic-0000.seg")
+	data, err := os.ReadFile(in)
+	require.NoError(t, err)
+	srv, err := s3test.Start("seg")
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	require.NoError(t, srv.Put("seg", "in.seg", data))
+	p, err := s3test.NewProxy(srv.URL)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	for k, v := range map[string]string{"AWS_ENDPOINT_URL": p.URL, "AWS_REGION": "us-east-1",
+		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "testsecret"} {
+		t.Setenv(k, v)
+	}
+	var gets atomic.Int32
+	srv.OnRequest(func(r *http.Request) {
+		if r.Method == http.MethodGet && gets.Add(1) == 2 { // after the footer
+			p.Stall()
+		}
+	})
+	out := filepath.Join(dir, "out.seg")
+	start := time.Now()
+	code, _, errs := segtool(t, "merge", "--s3-request-timeout", "300ms", "--out", out, "s3://seg/in.seg")
+	took := time.Since(start)
+	p.Resume()
+	require.Equal(t, 1, code, errs)
+	require.Contains(t, errs, "get bytes")
+	require.Contains(t, errs, "deadline exceeded")
+	require.Less(t, took, 5*time.Second)
+	_, err = os.Stat(out)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+
+	srv.OnRequest(nil)
+	local := filepath.Join(dir, "local.seg")
+	mustSegtool(t, "merge", "--quiet", "--durability", "none", "--out", local, in)
+	p.KillAfter(64<<10, 300*time.Millisecond)
+	mustSegtool(t, "merge", "--quiet", "--durability", "none", "--out", out, "s3://seg/in.seg")
+	want, err := os.ReadFile(local)
+	require.NoError(t, err)
+	got, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(want, got))
 }

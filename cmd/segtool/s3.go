@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +19,7 @@ import (
 // is made at the first s3:// path; fetched and uploaded count the bytes moved.
 type s3Flags struct {
 	endpoint, region string
+	timeout          time.Duration
 
 	once   sync.Once
 	client *objstore.Client
@@ -33,11 +35,13 @@ region and credentials come from the variables the AWS SDKs read: AWS_ENDPOINT_U
 AWS_ENDPOINT_URL_S3; http://host:port for a plain-HTTP server such as a local MinIO), AWS_REGION,
 AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; --s3-endpoint and --s3-region
 override the first two. An input object is read with ranged GETs planned from its footer;
-the fetched bytes go through a temp file, never fetched twice.`
+the fetched bytes go through a temp file, never fetched twice. Each request has a deadline
+(--s3-request-timeout), and a broken read or upload part is tried again.`
 
 func addS3Flags(cmd *cobra.Command, f *s3Flags) {
 	cmd.Flags().StringVar(&f.endpoint, "s3-endpoint", "", "endpoint of s3:// paths, http(s)://host[:port] (default: $AWS_ENDPOINT_URL, else AWS S3)")
 	cmd.Flags().StringVar(&f.region, "s3-region", "", "region of s3:// paths (default: $AWS_REGION)")
+	cmd.Flags().DurationVar(&f.timeout, "s3-request-timeout", 0, "bound of each request to the object storage, its body included; a failed read or upload part is tried 4 times (default 25s: a stalled service fails the command within 2 minutes)")
 }
 
 // clientFor returns the client of s3:// paths, made once.
@@ -50,6 +54,7 @@ func (f *s3Flags) clientFor() (*objstore.Client, error) {
 		if f.region != "" {
 			cfg.Region = f.region
 		}
+		cfg.RequestTimeout = f.timeout
 		f.client, f.err = objstore.New(cfg)
 		if f.err != nil {
 			f.err = usageError{f.err}

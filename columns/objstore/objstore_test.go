@@ -13,8 +13,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -487,4 +489,121 @@ func FuzzParseURL(f *testing.F) {
 		}
 		require.Equal(t, s, objstore.URL(b, k))
 	})
+}
+
+// startProxied starts a server behind a TCP proxy (s3test.Proxy) and a client of the proxy
+// with the given request timeout and tries.
+func startProxied(t *testing.T, timeout time.Duration, tries int) (*s3test.Server, *s3test.Proxy, *objstore.Client) {
+	t.Helper()
+	srv, err := s3test.Start(bucket)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	p, err := s3test.NewProxy(srv.URL)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	c, err := objstore.New(objstore.Config{Endpoint: p.URL, Region: "us-east-1", AccessKey: "test", SecretKey: "testsecret",
+		RequestTimeout: timeout, Retries: tries})
+	require.NoError(t, err)
+	return srv, p, c
+}
+
+// TestReaderStalled: a service that stops answering mid-read fails the read within the
+// request timeout times the tries, with an error that names the request, instead of hanging.
+func TestReaderStalled(t *testing.T) {
+	srv, p, c := startProxied(t, 300*time.Millisecond, 2)
+	data := bytes.Repeat([]byte("abcdefgh"), 128<<10)
+	require.NoError(t, srv.Put(bucket, "blob", data))
+	r, err := c.NewReader(context.Background(), bucket, "blob", objstore.ReaderOptions{ReadAhead: -1})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, r.Close()) }()
+	p.Stall()
+	defer p.Resume()
+	start := time.Now()
+	_, err = r.ReadAt(make([]byte, 1000), 5000)
+	took := time.Since(start)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "get bytes")
+	require.ErrorContains(t, err, "2 tries")
+	assert.Less(t, took, 3*time.Second, "a stalled read fails in about 2 x 300 ms")
+}
+
+// TestReaderKilledAndRestarted: a service killed 1 MiB into a GET's body and back 300 ms
+// later: the broken GET is tried again, and the read returns the right bytes.
+func TestReaderKilledAndRestarted(t *testing.T) {
+	srv, p, c := startProxied(t, 5*time.Second, 5)
+	data := make([]byte, 4<<20)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	require.NoError(t, srv.Put(bucket, "blob", data))
+	r, err := c.NewReader(context.Background(), bucket, "blob", objstore.ReaderOptions{ReadAhead: -1})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, r.Close()) }()
+	p.KillAfter(1<<20, 300*time.Millisecond) // 1 MiB into the GET's body
+	got := make([]byte, len(data)-100)
+	n, err := r.ReadAt(got, 100)
+	require.NoError(t, err)
+	require.Equal(t, len(got), n)
+	require.True(t, bytes.Equal(data[100:], got))
+	gets, _ := r.Stats()
+	assert.Greater(t, gets, int64(1), "the broken GET was tried again")
+}
+
+// TestUploadStalledAndKilled: an upload whose service stalls fails within the request timeout
+// times the tries, naming the part, and says that its abort failed too; one whose service is
+// killed and back 300 ms later completes, with the right bytes.
+func TestUploadStalledAndKilled(t *testing.T) {
+	srv, p, c := startProxied(t, 300*time.Millisecond, 2)
+	ctx := context.Background()
+	data := randomBytes(6<<20, 5)
+	up, err := c.NewUpload(bucket, "out/stalled.seg", objstore.UploadOptions{PartSize: objstore.MinPartSize})
+	require.NoError(t, err)
+	start := time.Now()
+	err = up.Publish(ctx, func(w io.Writer) error {
+		p.Stall()
+		return writeChunks(data)(w)
+	})
+	took := time.Since(start)
+	p.Resume()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "part 1")
+	require.ErrorContains(t, err, "left pending")
+	assert.Less(t, took, 6*time.Second, "2 x 300 ms, then the abort's 3 s")
+	ok, err := srv.Exists(bucket, "out/stalled.seg")
+	require.NoError(t, err)
+	assert.False(t, ok)
+
+	_, p2, c2 := startProxiedOn(t, srv, 5*time.Second, 5)
+	var once sync.Once
+	srv.OnRequest(func(req *http.Request) {
+		if req.Method == http.MethodPut && req.URL.Query().Get("partNumber") == "1" {
+			once.Do(func() {
+				p2.Stall()
+				go func() {
+					time.Sleep(50 * time.Millisecond)
+					p2.Kill(300 * time.Millisecond)
+					p2.Resume()
+				}()
+			})
+		}
+	})
+	up2, err := c2.NewUpload(bucket, "out/killed.seg", objstore.UploadOptions{PartSize: objstore.MinPartSize})
+	require.NoError(t, err)
+	require.NoError(t, up2.Publish(ctx, writeChunks(data)))
+	got, err := srv.Get(bucket, "out/killed.seg")
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got))
+}
+
+// startProxiedOn is startProxied for a server already running.
+func startProxiedOn(t *testing.T, srv *s3test.Server, timeout time.Duration, tries int) (*s3test.Server, *s3test.Proxy, *objstore.Client) {
+	t.Helper()
+	p, err := s3test.NewProxy(srv.URL)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	c, err := objstore.New(objstore.Config{Endpoint: p.URL, Region: "us-east-1", AccessKey: "test", SecretKey: "testsecret",
+		RequestTimeout: timeout, Retries: tries})
+	require.NoError(t, err)
+	return srv, p, c
 }

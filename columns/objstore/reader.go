@@ -355,7 +355,9 @@ func (r *reader) missing(s span) []span {
 	return out
 }
 
-// get fetches s with one ranged GET into the cache and marks it cached.
+// get fetches s with a ranged GET into the cache and marks it cached. A GET that fails (a
+// broken connection, a service that stops answering within the request timeout) is tried
+// again (Client.retry): each try writes the whole span again.
 func (r *reader) get(s span) error {
 	select {
 	case r.sem <- struct{}{}:
@@ -363,6 +365,22 @@ func (r *reader) get(s span) error {
 		return fmt.Errorf("objstore: %s: %w", r.Name(), r.ctx.Err())
 	}
 	defer func() { <-r.sem }()
+	if err := r.c.retry(r.ctx, func() error { return r.getOnce(s) }); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.have = addSpan(r.have, s)
+	if len(r.have) == 1 && r.have[0] == (span{0, r.size}) {
+		r.complete.Store(true)
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// getOnce is one try of get: one ranged GET, within the client's request timeout.
+func (r *reader) getOnce(s span) error {
+	ctx, cancel := r.c.request(r.ctx)
+	defer cancel()
 	var o minio.GetObjectOptions
 	if err := o.SetRange(s.lo, s.hi-1); err != nil {
 		return fmt.Errorf("objstore: %s: range %d-%d: %w", r.Name(), s.lo, s.hi, err)
@@ -375,9 +393,9 @@ func (r *reader) get(s span) error {
 		}
 	}
 	r.gets.Add(1)
-	body, _, _, err := r.c.core.GetObject(r.ctx, r.bucket, r.key, o)
+	body, _, _, err := r.c.core.GetObject(ctx, r.bucket, r.key, o)
 	if err != nil {
-		return fmt.Errorf("objstore: %s: get bytes %d-%d: %w", r.Name(), s.lo, s.hi, ctxErr(r.ctx, notFound(err)))
+		return fmt.Errorf("objstore: %s: get bytes %d-%d: %w", r.Name(), s.lo, s.hi, ctxErr(ctx, notFound(err)))
 	}
 	defer func() { _ = body.Close() }() // a read error, if any, is the one returned
 	w := &progressWriter{w: io.NewOffsetWriter(r.cache, s.lo), r: r}
@@ -387,14 +405,8 @@ func (r *reader) get(s span) error {
 		err = fmt.Errorf("%w: the service sent %d bytes of %d (the object changed?)", io.ErrUnexpectedEOF, n, s.hi-s.lo)
 	}
 	if err != nil {
-		return fmt.Errorf("objstore: %s: get bytes %d-%d: %w", r.Name(), s.lo, s.hi, ctxErr(r.ctx, err))
+		return fmt.Errorf("objstore: %s: get bytes %d-%d: %w", r.Name(), s.lo, s.hi, ctxErr(ctx, err))
 	}
-	r.mu.Lock()
-	r.have = addSpan(r.have, s)
-	if len(r.have) == 1 && r.have[0] == (span{0, r.size}) {
-		r.complete.Store(true)
-	}
-	r.mu.Unlock()
 	return nil
 }
 

@@ -69,7 +69,9 @@ func (u *Upload) Check(ctx context.Context) error {
 	// The bucket first, Replace or not: a HEAD of a key in a missing bucket reads as a
 	// missing key, and a merge into a bucket that does not exist ran whole before its upload
 	// failed.
-	ok, err := u.c.core.BucketExists(ctx, u.bucket)
+	rctx, cancel := u.c.request(ctx)
+	defer cancel()
+	ok, err := u.c.core.BucketExists(rctx, u.bucket)
 	if err != nil {
 		return fmt.Errorf("objstore: %s: check that bucket %q exists (HEAD bucket, which needs s3:ListBucket): %w", u.Name(), u.bucket, err)
 	}
@@ -89,8 +91,10 @@ func (u *Upload) Check(ctx context.Context) error {
 	return nil
 }
 
-// abortTimeout bounds the abort of a failed upload, which runs even when ctx is done.
-const abortTimeout = 30 * time.Second
+// abortTimeout bounds the abort of a failed upload, which runs even when ctx is done: short,
+// so that an interrupted process ends within seconds even when the service stalls (a
+// pending upload left behind is found and aborted by a sweep, or by the bucket's lifecycle).
+const abortTimeout = 3 * time.Second
 
 // Publish uploads what write writes to its writer as the object:
 //
@@ -112,7 +116,9 @@ func (u *Upload) Publish(ctx context.Context, write func(w io.Writer) error) (er
 		return err
 	}
 	var putOpts minio.PutObjectOptions
-	id, err := u.c.core.NewMultipartUpload(ctx, u.bucket, u.key, putOpts)
+	rctx, cancel := u.c.request(ctx)
+	id, err := u.c.core.NewMultipartUpload(rctx, u.bucket, u.key, putOpts)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("objstore: start upload of %s: %w", u.Name(), ctxErr(ctx, notFound(err)))
 	}
@@ -123,7 +129,7 @@ func (u *Upload) Publish(ctx context.Context, write func(w io.Writer) error) (er
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
 			defer cancel()
 			if aerr := u.c.core.AbortMultipartUpload(actx, u.bucket, u.key, id); aerr != nil {
-				err = errors.Join(err, fmt.Errorf("objstore: abort upload %s of %s: %w", id, u.Name(), aerr))
+				err = errors.Join(err, fmt.Errorf("objstore: abort upload %s of %s failed, the upload is left pending (segtool sweep, or the bucket's AbortIncompleteMultipartUpload rule, removes it): %w", id, u.Name(), aerr))
 			}
 		}
 	}()
@@ -145,7 +151,9 @@ func (u *Upload) Publish(ctx context.Context, write func(w io.Writer) error) (er
 		}
 		putOpts.SetMatchETagExcept("*")
 	}
-	if _, err := u.c.core.CompleteMultipartUpload(ctx, u.bucket, u.key, id, pw.done, putOpts); err != nil {
+	rctx, cancel = u.c.request(ctx)
+	defer cancel()
+	if _, err := u.c.core.CompleteMultipartUpload(rctx, u.bucket, u.key, id, pw.done, putOpts); err != nil {
 		if e := (minio.ErrorResponse{}); errors.As(err, &e) && e.Code == "PreconditionFailed" {
 			err = fmt.Errorf("%w: %w", fs.ErrExist, err)
 		}
@@ -231,8 +239,16 @@ func (w *partWriter) flush(last bool) error {
 	w.inflight = ch
 	go func() {
 		sum := md5.Sum(data)
-		part, err := w.u.c.core.PutObjectPart(w.ctx, w.u.bucket, w.u.key, w.id, num, bytes.NewReader(data), int64(len(data)),
-			minio.PutObjectPartOptions{Md5Base64: base64.StdEncoding.EncodeToString(sum[:]), DisableContentSha256: true})
+		var part minio.ObjectPart
+		err := w.u.c.retry(w.ctx, func() error {
+			// Each try within the request timeout, from the part's first byte.
+			ctx, cancel := w.u.c.request(w.ctx)
+			defer cancel()
+			var err error
+			part, err = w.u.c.core.PutObjectPart(ctx, w.u.bucket, w.u.key, w.id, num, bytes.NewReader(data), int64(len(data)),
+				minio.PutObjectPartOptions{Md5Base64: base64.StdEncoding.EncodeToString(sum[:]), DisableContentSha256: true})
+			return ctxErr(ctx, err)
+		})
 		if err != nil {
 			ch <- fmt.Errorf("objstore: upload %s: part %d (%d bytes): %w", w.u.Name(), num, len(data), ctxErr(w.ctx, err))
 			return
