@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io/fs"
 	"net/http"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -223,4 +226,55 @@ func TestMergeS3Stalled(t *testing.T) {
 	got, err := os.ReadFile(out)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(want, got))
+}
+
+// TestSweepS3: sweep s3://BUCKET/PREFIX aborts the pending multipart uploads under PREFIX
+// started more than --older-than ago (what a merge killed outright leaves), keeps younger
+// ones and those outside PREFIX, and never touches an object.
+func TestSweepS3(t *testing.T) {
+	srv, err := s3test.Start("seg")
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	for k, v := range map[string]string{"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1",
+		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "testsecret"} {
+		t.Setenv(k, v)
+	}
+	require.NoError(t, srv.Put("seg", "out/done.seg", []byte("an object")))
+	mc, err := minio.NewCore(strings.TrimPrefix(srv.URL, "http://"), &minio.Options{
+		Creds: credentials.NewStaticV4("test", "testsecret", ""), Region: "us-east-1"})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, k := range []string{"out/a.seg", "out/b.seg", "other/c.seg"} {
+		_, err := mc.NewMultipartUpload(ctx, "seg", k, minio.PutObjectOptions{})
+		require.NoError(t, err)
+	}
+	list := func(prefix string) []string {
+		res, err := mc.ListMultipartUploads(ctx, "seg", prefix, "", "", "", 1000)
+		require.NoError(t, err)
+		var keys []string
+		for _, u := range res.Uploads {
+			keys = append(keys, u.Key)
+		}
+		return keys
+	}
+	require.ElementsMatch(t, []string{"out/a.seg", "out/b.seg", "other/c.seg"}, list(""))
+
+	// Younger than --older-than (default 1h): kept, and said so.
+	code, stdout, errs := segtool(t, "sweep", "s3://seg/out/")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, stdout, "0 pending upload(s) aborted under s3://seg/out/")
+	require.Contains(t, errs, "kept upload")
+	require.Len(t, list(""), 3)
+
+	// Older than 0s: aborted, under the prefix only.
+	stdout = mustSegtool(t, "sweep", "--older-than", "0s", "s3://seg/out/")
+	require.Contains(t, stdout, "of s3://seg/out/a.seg")
+	require.Contains(t, stdout, "2 pending upload(s) aborted")
+	require.Equal(t, []string{"other/c.seg"}, list(""))
+	ok, err := srv.Exists("seg", "out/done.seg")
+	require.NoError(t, err)
+	require.True(t, ok, "objects are never touched")
+
+	code, _, errs = segtool(t, "sweep", "S3://seg/out/")
+	require.Equal(t, 2, code, errs)
 }

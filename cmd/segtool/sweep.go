@@ -9,12 +9,15 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/afero"
 	"github.com/spf13/cobra"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/objstore"
 	"github.com/writeout/writeout/merger/ingest"
+	"github.com/writeout/writeout/merger/location"
 	"github.com/writeout/writeout/tmpfile"
 )
 
@@ -219,8 +222,10 @@ func isSegmentFile(path string) bool {
 }
 
 func newSweepCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "sweep DIR",
+	s3 := &s3Flags{}
+	var olderThan time.Duration
+	cmd := &cobra.Command{
+		Use:   "sweep DIR | s3://BUCKET/PREFIX",
 		Short: "Remove the leftovers of interrupted runs from a directory",
 		Long: `sweep removes from DIR the temp files that writeout names with a fixed pattern and that a
 killed or crashed process can leave behind, and only those it can prove writeout made: an entry
@@ -232,10 +237,27 @@ an entry that has a pattern but not the content is kept and named on standard er
 segments are never removed. On Linux, merges and publications write unnamed files
 (O_TMPFILE) where the file system allows, which leave nothing to sweep. Run sweep when no
 segtool or writeout program is writing into DIR: a live merge's temp output matches too. It
-prints the name of each entry removed (quoted, as Go quotes strings) and a count.`,
-		Example: `  segtool sweep data`,
-		Args:    usageArgs(cobra.ExactArgs(1)),
+prints the name of each entry removed (quoted, as Go quotes strings) and a count.
+
+With s3://BUCKET/PREFIX, sweep aborts the multipart uploads under PREFIX that were started more
+than --older-than ago and neither completed nor aborted: what a merge, ingest or export killed
+outright (no chance to abort) leaves behind, never an object. Younger ones are kept and named on
+standard error (a live upload of another worker looks the same). MinIO lists the pending
+uploads of an exact key only: there, give the output's s3://BUCKET/KEY, as an upload's error
+names it. The credentials need s3:ListBucketMultipartUploads and s3:AbortMultipartUpload.
+
+` + s3Help,
+		Example: `  segtool sweep data
+  segtool sweep s3://seg/compacted/
+  segtool sweep --older-than 0s s3://seg/compacted/2000-01-01.seg`,
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if rest, ok := strings.CutPrefix(args[0], "s3://"); ok {
+				return sweepS3(cmd, rest, olderThan, s3)
+			}
+			if _, err := location.Parse(args[0]); err != nil {
+				return usageError{err}
+			}
 			dir := args[0]
 			if _, err := os.ReadDir(dir); err != nil {
 				return err
@@ -270,6 +292,51 @@ prints the name of each entry removed (quoted, as Go quotes strings) and a count
 			return errors.Join(errs...)
 		},
 	}
+	cmd.Flags().DurationVar(&olderThan, "older-than", time.Hour, "with s3://, abort only uploads started longer ago than this")
+	addS3Flags(cmd, s3)
+	return cmd
+}
+
+// sweepS3 aborts the pending multipart uploads of bucket/prefix ("BUCKET/PREFIX") started more
+// than olderThan ago.
+func sweepS3(cmd *cobra.Command, bucketPrefix string, olderThan time.Duration, s3 *s3Flags) error {
+	bucket, prefix, _ := strings.Cut(bucketPrefix, "/")
+	if bucket == "" {
+		return usagef("s3://%s: want s3://BUCKET/PREFIX", bucketPrefix)
+	}
+	if olderThan < 0 {
+		return usagef("--older-than %s: want 0 or more", olderThan)
+	}
+	c, err := s3.clientFor()
+	if err != nil {
+		return err
+	}
+	ups, err := c.PendingUploads(cmd.Context(), bucket, prefix)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	var old = ups[:0:0]
+	for _, u := range ups {
+		if !u.Initiated.IsZero() && now.Sub(u.Initiated) < olderThan {
+			fmt.Fprintf(cmd.ErrOrStderr(), "segtool: sweep: kept upload %s of %s: started %s ago (--older-than %s)\n",
+				u.UploadID, objstore.URL(bucket, u.Key), now.Sub(u.Initiated).Round(time.Second), olderThan)
+			continue
+		}
+		old = append(old, u)
+	}
+	var errs []error
+	n := 0
+	for i, u := range old {
+		if err := c.AbortUploads(cmd.Context(), bucket, old[i:i+1]); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "aborted upload %s of %s\n", u.UploadID, objstore.URL(bucket, u.Key))
+		n++
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%d pending upload(s) aborted under s3://%s\n", n, bucketPrefix)
+	return errors.Join(errs...)
 }
 
 // quoteIfNeeded returns s as it is when it is printable text without quotes or backslashes,

@@ -213,7 +213,8 @@ func (c *Client) exists(ctx context.Context, bucket, key string) (bool, error) {
 // PendingUploads returns the keys of the multipart uploads under prefix in bucket that were
 // started and neither completed nor aborted. An upload of this package leaves none behind
 // when it can reach the service; one killed mid-way can, and a bucket lifecycle rule
-// (AbortIncompleteMultipartUpload) or AbortUploads removes them.
+// (AbortIncompleteMultipartUpload) or AbortUploads removes them. MinIO lists the uploads of
+// an exact key only: there, prefix must be the object's key.
 func (c *Client) PendingUploads(ctx context.Context, bucket, prefix string) ([]pending, error) {
 	var out []pending
 	keyMarker, idMarker := "", ""
@@ -223,7 +224,7 @@ func (c *Client) PendingUploads(ctx context.Context, bucket, prefix string) ([]p
 			return nil, fmt.Errorf("objstore: list multipart uploads of %s: %w", bucket, notFound(err))
 		}
 		for _, u := range res.Uploads {
-			out = append(out, pending{Key: u.Key, UploadID: u.UploadID})
+			out = append(out, pending{Key: u.Key, UploadID: u.UploadID, Initiated: u.Initiated})
 		}
 		if !res.IsTruncated {
 			return out, nil
@@ -235,6 +236,7 @@ func (c *Client) PendingUploads(ctx context.Context, bucket, prefix string) ([]p
 // pending is a multipart upload started and neither completed nor aborted.
 type pending struct {
 	Key, UploadID string
+	Initiated     time.Time // when it was started, as the service says (zero if it does not)
 }
 
 // AbortUploads aborts the pending uploads given.
