@@ -44,9 +44,10 @@ type Config struct {
 	Transport http.RoundTripper
 	// RequestTimeout bounds each request, its body included (a ranged GET of RangeSize, an
 	// upload part): a service that stops answering fails the request instead of hanging it.
-	// A failed ranged GET or upload part is tried again, after 100 ms, 200 ms..., Retries
-	// tries in all: with the defaults a stalled service fails a read or an upload within 101
-	// s. 0 means 25 s, negative no bound.
+	// A failed ranged GET or upload part is tried again, after 250 ms, 500 ms, 1 s...,
+	// Retries tries in all: with the defaults a service restarted within a second is
+	// waited for, and a stalled one fails a read or an upload within 102 s. 0 means 25 s,
+	// negative no bound.
 	RequestTimeout time.Duration
 	// Retries is the tries of a ranged GET or an upload part; 0 means 4.
 	Retries int
@@ -97,10 +98,10 @@ func (c *Client) request(ctx context.Context) (context.Context, context.CancelFu
 }
 
 // retry runs try up to the client's tries while it fails with an error worth another (not a
-// missing or changed object, not the end of ctx), sleeping 100 ms, 200 ms... between; it
+// missing or changed object, not the end of ctx), sleeping 250 ms, 500 ms... between; it
 // returns the last error, which says how many tries failed.
 func (c *Client) retry(ctx context.Context, try func() error) error {
-	wait := 100 * time.Millisecond
+	wait := 250 * time.Millisecond
 	var err error
 	for n := 1; ; n++ {
 		if err = try(); err == nil || n >= c.tries || ctx.Err() != nil || !retryable(err) {
