@@ -6,9 +6,13 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -277,4 +281,63 @@ func TestSweepS3(t *testing.T) {
 
 	code, _, errs = segtool(t, "sweep", "S3://seg/out/")
 	require.Equal(t, 2, code, errs)
+}
+
+// TestMergeS3SIGTERMInStall: SIGTERM to a merge whose upload's service has stalled ends the
+// process within 5 s (the abort waits 3 s at most), exit 1, saying that the abort failed and
+// the upload is left pending, and how to remove it; no object appears, and once the service
+// answers again no upload is left after a sweep.
+func TestMergeS3SIGTERMInStall(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGTERM on Windows")
+	}
+	dir := t.TempDir()
+	mustSegtool(t, "gen", "--schema", "basic", "--rows", "200000", "--durability", "none", "--out", dir)
+	srv, err := s3test.Start("seg")
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	p, err := s3test.NewProxy(srv.URL)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	stalled := make(chan struct{})
+	var once sync.Once
+	srv.OnRequest(func(r *http.Request) {
+		if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") != "" {
+			once.Do(func() { p.Stall(); close(stalled) })
+		}
+	})
+	cmd := exec.Command(segtoolBinary(t), "merge", "--quiet", "--out", "s3://seg/out/x.seg", filepath.Join(dir, "basic-0000.seg"))
+	cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL="+p.URL, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=testsecret")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	select {
+	case <-stalled:
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatal("no part was put")
+	}
+	time.Sleep(200 * time.Millisecond)
+	sent := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	werr := cmd.Wait()
+	took := time.Since(sent)
+	var ee *exec.ExitError
+	require.ErrorAs(t, werr, &ee, stderr.String())
+	require.Equal(t, 1, ee.ExitCode(), stderr.String())
+	require.Less(t, took, 5*time.Second, stderr.String())
+	require.Contains(t, stderr.String(), "left pending", "the abort's failure is reported")
+	p.Resume()
+	ok, err := srv.Exists("seg", "out/x.seg")
+	require.NoError(t, err)
+	require.False(t, ok, "no object")
+	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
+	for k, v := range map[string]string{"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "testsecret"} {
+		t.Setenv(k, v)
+	}
+	// The abort the proxy held may still reach the service once it answers; a sweep removes
+	// the upload otherwise. Either way none is left.
+	mustSegtool(t, "sweep", "--older-than", "0s", "s3://seg/out/x.seg")
+	stdout := mustSegtool(t, "sweep", "--older-than", "0s", "s3://seg/out/x.seg")
+	require.Contains(t, stdout, "0 pending upload(s) aborted")
 }

@@ -414,6 +414,10 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) (err error) {
 	}
 	if err != nil {
 		if cmd.Context().Err() != nil {
+			if errors.Is(err, objstore.ErrPending) {
+				// No object, but the upload could not be aborted: say how to remove it.
+				return fmt.Errorf("merge into %s: interrupted; temp files removed, no output written; %w", f.out, err)
+			}
 			return fmt.Errorf("merge into %s: interrupted; temp files removed, no output written", f.out)
 		}
 		if errors.Is(err, fs.ErrExist) {

@@ -28,6 +28,11 @@ var ErrNotFound = errors.New("objstore: not found")
 // object is whole, only another one.
 var ErrChanged = errors.New("objstore: object changed while reading")
 
+// ErrPending marks an upload whose abort failed (the service unreachable or stalled): no object
+// appeared, but the upload is left pending until a sweep (PendingUploads, AbortUploads) or the
+// bucket's lifecycle rule removes it.
+var ErrPending = errors.New("objstore: upload left pending")
+
 // Config says how to reach an S3-compatible service. ConfigFromEnv fills it from the
 // variables the AWS SDKs read.
 type Config struct {

@@ -129,7 +129,7 @@ func (u *Upload) Publish(ctx context.Context, write func(w io.Writer) error) (er
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
 			defer cancel()
 			if aerr := u.c.core.AbortMultipartUpload(actx, u.bucket, u.key, id); aerr != nil {
-				err = errors.Join(err, fmt.Errorf("objstore: abort upload %s of %s failed, the upload is left pending (segtool sweep, or the bucket's AbortIncompleteMultipartUpload rule, removes it): %w", id, u.Name(), aerr))
+				err = errors.Join(err, fmt.Errorf("%w: abort upload %s of %s failed (segtool sweep %s, or the bucket's AbortIncompleteMultipartUpload rule, removes it): %w", ErrPending, id, u.Name(), u.Name(), aerr))
 			}
 		}
 	}()
