@@ -89,7 +89,23 @@ func NewSegmentWith(r io.ReaderAt, size int64, o OpenOptions) (*Segment, error) 
 	if r == nil || size < 0 {
 		return nil, fmt.Errorf("columns: NewSegment: nil reader or negative size: %w", ErrInvalid)
 	}
-	return newSegment(source{r: r, size: size}, o.Name, nil, o)
+	s, err := newSegment(source{r: r, size: size}, o.Name, nil, o)
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := r.(PageDropper); ok {
+		s.dropFn = d.DropPages
+	}
+	return s, nil
+}
+
+// PageDropper is a ReaderAt that keeps what it read in memory of its own that it can give
+// back, as an object store reader maps the cache file of the bytes it fetched: a segment over
+// it releases them (ReleasePages, and the checks that release as they go) through DropPages,
+// which takes the pages of [off, off+n) out of the process's resident set; a later read
+// brings them back.
+type PageDropper interface {
+	DropPages(off, n int64) error
 }
 
 // newSegmentBytes reads a segment from b without copying; b must not change while the segment

@@ -189,6 +189,37 @@ func TestReaderChangedObject(t *testing.T) {
 	require.Equal(t, data[10:100], p[:90])
 }
 
+// TestReaderDropPages: DropPages takes the cache mapping's pages out of the resident set; the
+// bytes read again are the same, from the cache (no GET), and an OpenSegment's ReleasePages
+// goes through it.
+func TestReaderDropPages(t *testing.T) {
+	srv, c := start(t)
+	data := randomBytes(2<<20, 7)
+	require.NoError(t, srv.Put(bucket, "blob", data))
+	r, err := c.NewReader(context.Background(), bucket, "blob", objstore.ReaderOptions{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, r.Close()) }()
+	got := make([]byte, len(data))
+	_, err = r.ReadAt(got, 0)
+	require.NoError(t, err)
+	gets, _ := r.Stats()
+	require.NoError(t, r.DropPages(0, int64(len(data))))
+	require.NoError(t, r.DropPages(12345, 100)) // an unaligned range
+	clear(got)
+	_, err = r.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got))
+	again, _ := r.Stats()
+	require.Equal(t, gets, again, "read again from the cache")
+
+	require.NoError(t, srv.Put(bucket, "seg", segmentBytes(t, 1, 5000, 700)))
+	seg, err := c.OpenSegment(context.Background(), bucket, "seg", objstore.ReaderOptions{})
+	require.NoError(t, err)
+	require.NoError(t, seg.Segment.VerifyChecksumsContext(context.Background()))
+	require.NoError(t, seg.Segment.ReleasePages())
+	require.NoError(t, seg.Close())
+}
+
 func TestPlanBadParts(t *testing.T) {
 	srv, c := start(t)
 	require.NoError(t, srv.Put(bucket, "small", make([]byte, 100)))

@@ -157,6 +157,25 @@ func (r *reader) mapCache() error {
 	return nil
 }
 
+// DropPages takes the cache mapping's pages of [off, off+n) out of the process's resident set
+// (madvise MADV_DONTNEED; the bytes stay in the cache file, and a later read faults them back):
+// a merge releases its inputs' pages as it goes (columns.Segment.ReleasePages), which without it
+// kept every byte fetched resident (an s3:// merge of 376 MB of inputs peaked at 436 MB, the
+// local one at 69). It does nothing where the cache is not mapped.
+func (r *reader) DropPages(off, n int64) error {
+	if r.data == nil {
+		return nil
+	}
+	lo, hi := off&^int64(os.Getpagesize()-1), min(off+n, int64(len(r.data)))
+	if lo < 0 || hi <= lo {
+		return nil
+	}
+	if err := sys.Default.Madvise(r.data[lo:hi], sys.MadvDontneed); err != nil {
+		return fmt.Errorf("objstore: %s: release cached pages: %w", r.Name(), err)
+	}
+	return nil
+}
+
 // Size returns the object's size.
 func (r *reader) Size() int64 { return r.size }
 

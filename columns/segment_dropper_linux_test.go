@@ -1,0 +1,41 @@
+package columns
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// dropRecorder is a ReaderAt that is a PageDropper, recording the ranges dropped.
+type dropRecorder struct {
+	*bytes.Reader
+	dropped [][2]int64
+}
+
+func (d *dropRecorder) DropPages(off, n int64) error {
+	d.dropped = append(d.dropped, [2]int64{off, n})
+	return nil
+}
+
+// TestNewSegmentPageDropper: a segment over a ReaderAt that can drop the pages it holds
+// (columns.PageDropper, an object store reader's mapped cache) releases them through it:
+// ReleasePages drops the whole range; over a plain ReaderAt it does nothing.
+func TestNewSegmentPageDropper(t *testing.T) {
+	path, _ := writeReleaseSegment(t, 1000)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	d := &dropRecorder{Reader: bytes.NewReader(data)}
+	seg, err := NewSegment(d, int64(len(data)))
+	require.NoError(t, err)
+	require.NoError(t, seg.ReleasePages())
+	require.Equal(t, [][2]int64{{0, int64(len(data))}}, d.dropped)
+	require.NoError(t, seg.verifyChecksums())
+	require.NoError(t, seg.Close())
+
+	plain, err := NewSegment(bytes.NewReader(data), int64(len(data)))
+	require.NoError(t, err)
+	require.NoError(t, plain.ReleasePages())
+	require.NoError(t, plain.Close())
+}
