@@ -215,8 +215,8 @@ func TestReaderDropPages(t *testing.T) {
 	require.NoError(t, srv.Put(bucket, "seg", segmentBytes(t, 1, 5000, 700)))
 	seg, err := c.OpenSegment(context.Background(), bucket, "seg", objstore.ReaderOptions{})
 	require.NoError(t, err)
-	require.NoError(t, seg.Segment.VerifyChecksumsContext(context.Background()))
-	require.NoError(t, seg.Segment.ReleasePages())
+	require.NoError(t, seg.VerifyChecksumsContext(context.Background()))
+	require.NoError(t, seg.ReleasePages())
 	require.NoError(t, seg.Close())
 }
 
