@@ -104,6 +104,11 @@ func (s *Segment) partCRC(ctx context.Context, p *segfmt.PartInfo, viaFile bool)
 		s.fileCRCs.Add(1)
 		src = &source{r: src.r, size: src.size}
 	}
+	// A ReaderAt that holds what it read (a PageDropper: an object store reader's mapped
+	// cache) gives each piece back once hashed, as the descriptor would have: else a large
+	// part's whole length stays resident until its reader releases it (an s3:// merge's peak
+	// held 50 MB of one).
+	dropEach := viaFile && s.src.data == nil && s.dropFn != nil
 	if src.data == nil && p.Length > 0 {
 		// Read through a buffer: one from the pool, so that checking a whole file (Verify,
 		// VerifyChecksumsContext, a publish's read-back) costs one buffer (crcPiece), not one
@@ -122,6 +127,11 @@ func (s *Segment) partCRC(ctx context.Context, p *segfmt.PartInfo, viaFile bool)
 			return 0, err
 		}
 		crc = crc32.Update(crc, castagnoli, b)
+		if dropEach {
+			if err := s.dropFn(p.Offset+off, n); err != nil {
+				return 0, err
+			}
+		}
 	}
 	return crc, nil
 }

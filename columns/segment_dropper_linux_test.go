@@ -39,3 +39,29 @@ func TestNewSegmentPageDropper(t *testing.T) {
 	require.NoError(t, plain.ReleasePages())
 	require.NoError(t, plain.Close())
 }
+
+// TestPartCheckDropsPieces: the read path's check of a large part of a segment over a
+// PageDropper gives each piece back once hashed (the mapped cache of an s3:// input would
+// otherwise hold the whole part), and the rows still read right.
+func TestPartCheckDropsPieces(t *testing.T) {
+	saved := crcViaFileMin
+	crcViaFileMin = 1 << 10 // every part past 1 KiB is large
+	t.Cleanup(func() { crcViaFileMin = saved })
+	path, rows := writeReleaseSegment(t, 8000)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	d := &dropRecorder{Reader: bytes.NewReader(data)}
+	seg, err := NewSegment(d, int64(len(data)))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, seg.Close()) }()
+	rr := seg.RowReader()
+	var r Row
+	for i, want := range rows {
+		require.NoError(t, rr.Read(i, &r))
+		requireRowEqual(t, seg.Schema(), i, want, r)
+	}
+	require.NotEmpty(t, d.dropped, "pieces given back")
+	for _, dr := range d.dropped {
+		require.LessOrEqual(t, dr[1], int64(crcPiece))
+	}
+}

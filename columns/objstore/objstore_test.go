@@ -386,6 +386,24 @@ func TestUpload(t *testing.T) {
 	require.ErrorIs(t, err, objstore.ErrInvalid)
 }
 
+// TestUploadPartsGrow: parts double in size every partGrowth parts (2 here), so that the
+// 10,000 parts an upload may have hold large objects while the first parts, held in memory,
+// stay small; the object is the bytes written.
+func TestUploadPartsGrow(t *testing.T) {
+	t.Cleanup(objstore.SetPartGrowth(2))
+	srv, c := start(t)
+	data := randomBytes(31<<20, 9)
+	up, err := c.NewUpload(bucket, "out/grow.seg", objstore.UploadOptions{})
+	require.NoError(t, err)
+	require.NoError(t, up.Publish(context.Background(), writeChunks(data)))
+	got, err := srv.Get(bucket, "out/grow.seg")
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got))
+	ids := srv.Uploads()
+	require.Len(t, ids, 1)
+	assert.Equal(t, []int64{5 << 20, 5 << 20, 10 << 20, 10 << 20, 1 << 20}, srv.PartSizes(ids[0]))
+}
+
 // An upload to a bucket that does not exist fails its Check, Replace or not, with an error
 // that names the bucket, and its Publish fails before any upload starts or write is called.
 func TestUploadMissingBucket(t *testing.T) {
