@@ -81,8 +81,9 @@ standard output (none with --quiet). Ctrl-C stops the merge within a second, rem
 files and leaves no output.
 
 ` + s3Help + ` An s3:// --out is uploaded
-in 8 MiB parts of a multipart upload, the parts staged in the --medium (in --tmp-dir, default
-the system's temp directory) and checked on the way out: the object appears only when the
+in parts of 5 MiB (doubling every 2,000) of a multipart upload, the parts staged in the
+--medium (in --tmp-dir, default the system's temp directory) and checked on the way out: the
+object appears only when the
 upload completes; a failed or interrupted merge aborts the upload and leaves nothing. The
 progress bar also counts the bytes fetched and uploaded.`,
 		Example: `  segtool merge --out all.seg day1.seg day2.seg day3.seg
