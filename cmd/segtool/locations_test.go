@@ -77,10 +77,7 @@ func TestMergeMissingOutputBucket(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	require.NoError(t, srv.Put("seg", "in.seg", data))
-	for k, v := range map[string]string{"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1",
-		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "testsecret"} {
-		t.Setenv(k, v)
-	}
+	useS3(t, srv.URL)
 	for _, replace := range []bool{false, true} {
 		srv.ResetCounts()
 		args := []string{"merge", "--out", "s3://nosuch/out.seg", "s3://seg/in.seg"}
@@ -109,10 +106,7 @@ func TestMergeInputChanged(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	require.NoError(t, srv.Put("seg", "in.seg", a))
-	for k, v := range map[string]string{"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1",
-		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "testsecret"} {
-		t.Setenv(k, v)
-	}
+	useS3(t, srv.URL)
 	var gets atomic.Int32
 	srv.OnRequest(func(r *http.Request) {
 		// The second GET of the input, after its footer: another segment in its place.
@@ -146,10 +140,7 @@ func TestMergeVerifyInputsFetchOnce(t *testing.T) {
 		require.NoError(t, srv.Put("seg", n, data))
 		size += int64(len(data))
 	}
-	for k, v := range map[string]string{"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1",
-		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "testsecret"} {
-		t.Setenv(k, v)
-	}
+	useS3(t, srv.URL)
 	local := filepath.Join(dir, "local.seg")
 	mustSegtool(t, "merge", "--quiet", "--durability", "none", "--out", local,
 		filepath.Join(dir, "basic-0000.seg"), filepath.Join(dir, "basic-0001.seg"))
@@ -198,10 +189,7 @@ func TestMergeS3Stalled(t *testing.T) {
 	p, err := s3test.NewProxy(srv.URL)
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
-	for k, v := range map[string]string{"AWS_ENDPOINT_URL": p.URL, "AWS_REGION": "us-east-1",
-		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "testsecret"} {
-		t.Setenv(k, v)
-	}
+	useS3(t, p.URL)
 	var gets atomic.Int32
 	srv.OnRequest(func(r *http.Request) {
 		if r.Method == http.MethodGet && gets.Add(1) == 2 { // after the footer
@@ -239,10 +227,7 @@ func TestSweepS3(t *testing.T) {
 	srv, err := s3test.Start("seg")
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
-	for k, v := range map[string]string{"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1",
-		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "testsecret"} {
-		t.Setenv(k, v)
-	}
+	useS3(t, srv.URL)
 	require.NoError(t, srv.Put("seg", "out/done.seg", []byte("an object")))
 	mc, err := minio.NewCore(strings.TrimPrefix(srv.URL, "http://"), &minio.Options{
 		Creds: credentials.NewStaticV4("test", "testsecret", ""), Region: "us-east-1"})
@@ -331,13 +316,20 @@ func TestMergeS3SIGTERMInStall(t *testing.T) {
 	ok, err := srv.Exists("seg", "out/x.seg")
 	require.NoError(t, err)
 	require.False(t, ok, "no object")
-	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
-	for k, v := range map[string]string{"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "testsecret"} {
-		t.Setenv(k, v)
-	}
+	useS3(t, srv.URL)
 	// The abort the proxy held may still reach the service once it answers; a sweep removes
 	// the upload otherwise. Either way none is left.
 	mustSegtool(t, "sweep", "--older-than", "0s", "s3://seg/out/x.seg")
 	stdout := mustSegtool(t, "sweep", "--older-than", "0s", "s3://seg/out/x.seg")
 	require.Contains(t, stdout, "0 pending upload(s) aborted")
+}
+
+// useS3 points the segtool runs of t at the S3 server at url (the environment variables
+// segtool reads, restored after t).
+func useS3(t *testing.T, url string) {
+	t.Helper()
+	for k, v := range map[string]string{"AWS_ENDPOINT_URL": url, "AWS_REGION": "us-east-1",
+		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "testsecret"} {
+		t.Setenv(k, v)
+	}
 }

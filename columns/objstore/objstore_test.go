@@ -547,13 +547,7 @@ func startProxied(t *testing.T, timeout time.Duration, tries int) (*s3test.Serve
 	srv, err := s3test.Start(bucket)
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
-	p, err := s3test.NewProxy(srv.URL)
-	require.NoError(t, err)
-	t.Cleanup(p.Close)
-	c, err := objstore.New(objstore.Config{Endpoint: p.URL, Region: "us-east-1", AccessKey: "test", SecretKey: "testsecret",
-		RequestTimeout: timeout, Retries: tries})
-	require.NoError(t, err)
-	return srv, p, c
+	return startProxiedOn(t, srv, timeout, tries)
 }
 
 // TestReaderStalled: a service that stops answering mid-read fails the read within the
