@@ -27,8 +27,7 @@ import (
 
 // TestLocationUsageErrors: every command that reads or writes a segment takes a malformed or
 // unsupported URL (s3:/b/k, S3://b/k, gs://b/k) as a usage error, exit 2, and writes nothing
-// anywhere (no local directory named after the scheme); gen, whose --out is a local directory,
-// refuses s3:// too.
+// anywhere (no local directory named after the scheme).
 func TestLocationUsageErrors(t *testing.T) {
 	dir := t.TempDir()
 	mustSegtool(t, "gen", "--schema", "basic", "--rows", "100", "--durability", "none", "--out", filepath.Join(dir, "in"))
@@ -59,9 +58,6 @@ func TestLocationUsageErrors(t *testing.T) {
 			require.Contains(t, errs, msg, name)
 		}
 	}
-	code, _, errs := segtool(t, "gen", "--schema", "basic", "--rows", "10", "--out", "s3://b/k")
-	require.Equal(t, 2, code, errs)
-	require.Contains(t, errs, "gen writes a local directory")
 	ents, err := os.ReadDir(work)
 	require.NoError(t, err)
 	require.Empty(t, ents, "nothing written")
@@ -335,4 +331,32 @@ func useS3(t *testing.T, url string) {
 		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "testsecret"} {
 		t.Setenv(k, v)
 	}
+}
+
+// TestGenS3RemovesOnFailure: a gen to s3:// whose upload fails midway (an object appeared
+// meanwhile in the place of its second segment) removes the objects it uploaded before, and
+// leaves the one that appeared alone.
+func TestGenS3RemovesOnFailure(t *testing.T) {
+	srv, err := s3test.Start("seg")
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	useS3(t, srv.URL)
+	var once sync.Once
+	srv.OnRequest(func(r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/seg/gen/basic-0001.seg" && r.URL.Query().Has("uploads") {
+			once.Do(func() { assert.NoError(t, srv.Put("seg", "gen/basic-0001.seg", []byte("another's"))) })
+		}
+	})
+	code, _, errs := segtool(t, "gen", "--schema", "basic", "--rows", "2000", "--segments", "3", "--out", "s3://seg/gen")
+	require.Equal(t, 1, code, errs)
+	require.Contains(t, errs, "exists")
+	ok, err := srv.Exists("seg", "gen/basic-0000.seg")
+	require.NoError(t, err)
+	require.False(t, ok, "the first segment's object removed")
+	got, err := srv.Get("seg", "gen/basic-0001.seg")
+	require.NoError(t, err)
+	require.Equal(t, "another's", string(got), "the object that appeared is left alone")
+	ok, err = srv.Exists("seg", "gen/basic-0002.seg")
+	require.NoError(t, err)
+	require.False(t, ok)
 }

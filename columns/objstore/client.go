@@ -248,6 +248,16 @@ type pending struct {
 	Initiated     time.Time // when it was started, as the service says (zero if it does not)
 }
 
+// Remove deletes the object bucket/key (nothing when it does not exist).
+func (c *Client) Remove(ctx context.Context, bucket, key string) error {
+	ctx, cancel := c.request(ctx)
+	defer cancel()
+	if err := c.core.RemoveObject(ctx, bucket, key, minio.RemoveObjectOptions{}); err != nil {
+		return fmt.Errorf("objstore: remove %s: %w", URL(bucket, key), notFound(err))
+	}
+	return nil
+}
+
 // AbortUploads aborts the pending uploads given.
 func (c *Client) AbortUploads(ctx context.Context, bucket string, ups []pending) error {
 	var errs []error
