@@ -68,27 +68,30 @@ func (p *preAgg) releaseEvery(in int32, rows int, last *int) error {
 }
 
 // get returns a slot array of n entries (values unspecified).
-func (p *preAgg) get(n int) []int32 {
-	select {
-	case g := <-p.pool:
-		if cap(g) >= n {
-			return g[:n]
-		}
-	default:
-	}
-	return make([]int32, n, n+n/4)
-}
+func (p *preAgg) get(n int) []int32 { return fromPool(p.pool, n) }
 
 // get16 returns a narrow slot array of n entries (values unspecified).
-func (p *preAgg) get16(n int) []uint16 {
+func (p *preAgg) get16(n int) []uint16 { return fromPool(p.pool16, n) }
+
+// fromPool returns an array of n entries from pool when one there is large enough, else a new
+// one (values unspecified).
+func fromPool[T any](pool chan []T, n int) []T {
 	select {
-	case g := <-p.pool16:
+	case g := <-pool:
 		if cap(g) >= n {
 			return g[:n]
 		}
 	default:
 	}
-	return make([]uint16, n, n+n/4)
+	return make([]T, n, n+n/4)
+}
+
+// toPool keeps g in pool for a later group when there is room, else drops it.
+func toPool[T any](pool chan []T, g []T) {
+	select {
+	case pool <- g:
+	default:
+	}
 }
 
 // narrowSlots is the most slots of a streamed group held in memory whose rows' slots are kept
@@ -132,17 +135,11 @@ func (g *groupAgg) release() {
 			return
 		}
 		if g.gid16 != nil {
-			select {
-			case g.pre.pool16 <- g.gid16:
-			default:
-			}
+			toPool(g.pre.pool16, g.gid16)
 			g.gid16 = nil
 			return
 		}
-		select {
-		case g.pre.pool <- g.gid:
-		default:
-		}
+		toPool(g.pre.pool, g.gid)
 		g.gid = nil
 	}
 }

@@ -119,10 +119,7 @@ func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
 			g16[i] = uint16(slotOf(seen, rank, uint64(k)))
 		}
 		g.gid16 = g16
-		select { // the keys' array is free at once, for the next group
-		case c.pre.pool <- gid[:0]:
-		default:
-		}
+		toPool(c.pre.pool, gid[:0]) // the keys' array is free at once, for the next group
 	} else {
 		for i, k := range gid {
 			gid[i] = slotOf(seen, rank, uint64(k))
@@ -292,10 +289,7 @@ func (st *groupStage) stage() error {
 		}
 		gid = gid[n:]
 	}
-	select {
-	case c.pre.pool <- st.gid[:0]:
-	default:
-	}
+	toPool(c.pre.pool, st.gid[:0])
 	st.gid = nil
 	return nil
 }

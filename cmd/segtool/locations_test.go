@@ -70,9 +70,7 @@ func TestMergeMissingOutputBucket(t *testing.T) {
 	mustSegtool(t, "gen", "--schema", "basic", "--rows", "2000", "--durability", "none", "--out", dir)
 	data, err := os.ReadFile(filepath.Join(dir, "basic-0000.seg"))
 	require.NoError(t, err)
-	srv, err := s3test.Start("seg")
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
+	srv := startSeg(t)
 	require.NoError(t, srv.Put("seg", "in.seg", data))
 	useS3(t, srv.URL)
 	for _, replace := range []bool{false, true} {
@@ -99,9 +97,7 @@ func TestMergeInputChanged(t *testing.T) {
 	require.NoError(t, err)
 	b, err := os.ReadFile(filepath.Join(dir, "basic-0001.seg"))
 	require.NoError(t, err)
-	srv, err := s3test.Start("seg")
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
+	srv := startSeg(t)
 	require.NoError(t, srv.Put("seg", "in.seg", a))
 	useS3(t, srv.URL)
 	var gets atomic.Int32
@@ -127,9 +123,7 @@ func TestMergeInputChanged(t *testing.T) {
 func TestMergeVerifyInputsFetchOnce(t *testing.T) {
 	dir := t.TempDir()
 	mustSegtool(t, "gen", "--schema", "basic", "--rows", "30000", "--segments", "2", "--durability", "none", "--out", dir)
-	srv, err := s3test.Start("seg")
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
+	srv := startSeg(t)
 	var size int64
 	for _, n := range []string{"basic-0000.seg", "basic-0001.seg"} {
 		data, err := os.ReadFile(filepath.Join(dir, n))
@@ -179,9 +173,7 @@ func TestMergeS3Stalled(t *testing.T) {
 	in := filepath.Join(dir, "basic-0000.seg")
 	data, err := os.ReadFile(in)
 	require.NoError(t, err)
-	srv, err := s3test.Start("seg")
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
+	srv := startSeg(t)
 	require.NoError(t, srv.Put("seg", "in.seg", data))
 	p, err := s3test.NewProxy(srv.URL)
 	require.NoError(t, err)
@@ -221,9 +213,7 @@ func TestMergeS3Stalled(t *testing.T) {
 // started more than --older-than ago (what a merge killed outright leaves), keeps younger
 // ones and those outside PREFIX, and never touches an object.
 func TestSweepS3(t *testing.T) {
-	srv, err := s3test.Start("seg")
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
+	srv := startSeg(t)
 	useS3(t, srv.URL)
 	require.NoError(t, srv.Put("seg", "out/done.seg", []byte("an object")))
 	mc, err := minio.NewCore(strings.TrimPrefix(srv.URL, "http://"), &minio.Options{
@@ -275,9 +265,7 @@ func TestMergeS3SIGTERMInStall(t *testing.T) {
 	}
 	dir := t.TempDir()
 	mustSegtool(t, "gen", "--schema", "basic", "--rows", "200000", "--durability", "none", "--out", dir)
-	srv, err := s3test.Start("seg")
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
+	srv := startSeg(t)
 	p, err := s3test.NewProxy(srv.URL)
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
@@ -337,9 +325,7 @@ func useS3(t *testing.T, url string) {
 // meanwhile in the place of its second segment) removes the objects it uploaded before, and
 // leaves the one that appeared alone.
 func TestGenS3RemovesOnFailure(t *testing.T) {
-	srv, err := s3test.Start("seg")
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
+	srv := startSeg(t)
 	useS3(t, srv.URL)
 	var once sync.Once
 	srv.OnRequest(func(r *http.Request) {
@@ -359,4 +345,13 @@ func TestGenS3RemovesOnFailure(t *testing.T) {
 	ok, err = srv.Exists("seg", "gen/basic-0002.seg")
 	require.NoError(t, err)
 	require.False(t, ok)
+}
+
+// startSeg starts a test S3 server holding the bucket "seg", stopped after t.
+func startSeg(t *testing.T) *s3test.Server {
+	t.Helper()
+	srv, err := s3test.Start("seg")
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	return srv
 }
