@@ -217,14 +217,19 @@ func (c *core) dictionaries(w colwrite.Writer) error {
 // mergeRows merges the sources' rows k-way and writes every column but the bitmaps: the
 // cursors (one a source) go into a heap (cursorHeap), the emit step (emitter) takes rows off
 // it into batches, and the pipeline hands the batches to the column tasks.
-func (c *core) mergeRows(w colwrite.Writer) error {
+func (c *core) mergeRows(w colwrite.Writer) (err error) {
 	// The row maps serve the bitmaps rebuilt from the inputs': multi-value dimensions'.
 	c.rowMaps = make([][]uint32, len(c.srcs))
 	withMaps := false
 	for d, dim := range c.out.Dimensions {
 		withMaps = withMaps || c.kinds[d] == kindMulti && !dim.NoBitmapIndex
 	}
-	cursors, total, err := c.cursors(c.preAgg(), withMaps)
+	pre := c.preAgg()
+	if pre != nil {
+		// The preloads read the sources and the scratch medium, and every slot table is freed.
+		defer func() { err = errors.Join(err, pre.loads.close()) }()
+	}
+	cursors, total, err := c.cursors(pre, withMaps)
 	if err != nil {
 		return err
 	}
@@ -235,6 +240,9 @@ func (c *core) mergeRows(w colwrite.Writer) error {
 	tasks, err := c.tasks(w)
 	if err != nil {
 		return err
+	}
+	if pre != nil {
+		c.addPreloads(pre, tasks)
 	}
 	rawPerRow := make([]int, len(c.kinds)) // a raw dimension's bytes a row, as the windows hold them
 	for _, cur := range cursors {
@@ -252,6 +260,34 @@ func (c *core) mergeRows(w colwrite.Writer) error {
 	pl := newPipeline(tasks, c.opts.Parallelism, most, c.kinds, rows, rawPerRow)
 	c.rowsOut, err = newEmitter(c, h, cursors, pl, rows, withMaps, total).run()
 	return err
+}
+
+// addPreloads lets the long metric tasks among tasks combine streamed groups ahead, each
+// preload through readers of its own.
+func (c *core) addPreloads(pre *preAgg, tasks []colTask) {
+	for _, t := range tasks {
+		nt, ok := t.(*numTask[int64])
+		if !ok {
+			continue
+		}
+		lt, ok := nt.rows.(*longTask)
+		if !ok {
+			continue
+		}
+		name, timed := lt.name, lt.times != nil
+		pre.loads.addTask(lt, len(c.srcs), func(in int) slotSrc {
+			var src slotSrc
+			if ch := c.srcs[in].Long(name); ch != nil {
+				src.vals = &source.ChunkCache[int64]{C: ch}
+			}
+			if timed {
+				if ch := c.srcs[in].MetricTimes(name); ch != nil {
+					src.times = &source.ChunkCache[int64]{C: ch}
+				}
+			}
+			return src
+		})
+	}
 }
 
 // preAgg returns the pre-aggregation state of a merge that can pre-aggregate (rollup, every

@@ -109,6 +109,8 @@ type preAggState struct {
 	count         []int32 // preAggregate's memory
 	kbytes        []byte  // a streamed group's keys as they are staged
 	pages         slotPages
+	ahead         slotPages // the next group, streamed while pages' went out (see streamAhead)
+	freeBits      []keyBits // bitmaps of groups paged out
 }
 
 // segCheck is the check of a segment's times as a cursor reads them: they must lie in
@@ -295,6 +297,11 @@ func (c *cursor) fill(ctx context.Context) error {
 	if c.pages.g != nil { // the next page of a streamed group's slots
 		c.loadPage()
 		return nil
+	}
+	if c.ahead.g != nil { // the group streamed ahead
+		pg := c.ahead
+		c.ahead = slotPages{}
+		return c.startPages(ctx, pg)
 	}
 	if c.order == nil {
 		streamed, err := c.fillRange(ctx)

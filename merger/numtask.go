@@ -325,8 +325,10 @@ func readRef[T columns.Number](vals *valReader[T], times *valReader[int64], null
 type longTask struct {
 	numTask[int64]
 	slots     []slotAccs // per source: its pre-aggregated group loaded last
-	spareAccs slotAccs   // the accumulators' memory of a retired source, for the next
+	spareAccs accMem     // the accumulators' memory of a retired source, for the next
+	freeErr   error      // the first error of freeing accumulators' memory (see closeSlots)
 	lastSlots *slotAccs  // the slots of the last single-slot row's group, in this batch
+	pre       *preloader // nil: no group is combined ahead for the task
 }
 
 func (t *longTask) retire(b *batch) {

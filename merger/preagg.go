@@ -11,6 +11,7 @@ import (
 
 	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger/internal/scratch"
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
@@ -56,6 +57,8 @@ type preAgg struct {
 	// it a group of 12 M rows (an hour of the peers' 300 M-row events) stays resident, 100
 	// MiB of it. Nil: nothing to release.
 	release func(in int32) error
+	// loads combines streamed groups ahead for the long tasks (see preload.go).
+	loads preloads
 }
 
 // releaseEvery calls release for input in once rows passed *last by releaseRows.
@@ -120,6 +123,8 @@ type groupAgg struct {
 	row0   int
 	users  atomic.Int32
 	pre    *preAgg
+	// loads: per long task, its accumulators combined ahead (see preloads.start); nil: none.
+	loads []*preload
 }
 
 // release ends one user's use; the last gives the slot array back to the pool.
@@ -150,34 +155,54 @@ func slotOf(seen []uint64, rank []int32, k uint64) int32 {
 	return rank[k>>6] + int32(bits.OnesCount64(seen[k>>6]&(1<<(k&63)-1)))
 }
 
-// slotsAt returns the slots of the group's rows [r, r+n) (source rows), read through sa's
-// buffers when the group is staged.
-func (g *groupAgg) slotsAt(r, n int, sa *slotAccs) ([]int32, error) {
+// stagedReadRows is how many rows' slots a group's load takes at a time: it reads a staged
+// group's keys back that many at a time (64 KiB), in one read of the medium.
+const stagedReadRows = 1 << 14
+
+// slotBuf is where slotsAt puts the slots of a group's rows, and reads a staged group's keys
+// back ahead of them.
+type slotBuf struct {
+	g    *groupAgg // the group kb holds keys of
+	kb   []byte    // keys of g's rows kbLo.., 4 bytes each
+	kbLo int
+	kg   []int32
+}
+
+// slotsAt returns the slots of the group's rows [r, r+n) (source rows), made in sb (valid
+// until its next use).
+func (g *groupAgg) slotsAt(r, n int, sb *slotBuf) ([]int32, error) {
 	k := r - int(g.lo)
 	if g.gid16 != nil {
-		sa.kg = sized(sa.kg, n)
+		sb.kg = sized(sb.kg, n)
 		for i, s := range g.gid16[k : k+n] {
-			sa.kg[i] = int32(s)
+			sb.kg[i] = int32(s)
 		}
-		return sa.kg, nil
+		return sb.kg, nil
 	}
 	if g.staged == nil {
 		return g.gid[k : k+n], nil
 	}
-	sa.kb = sized(sa.kb, 4*n)
-	g.mu.Lock()
-	got, err := g.staged.ReadAt(sa.kb, int64(4*k))
-	g.mu.Unlock()
-	if err != nil && !(errors.Is(err, io.EOF) && got == len(sa.kb)) {
-		return nil, fmt.Errorf("merger: read back a group's keys: %w", err)
+	if sb.g != g || k < sb.kbLo || k+n > sb.kbLo+len(sb.kb)/4 {
+		// Read ahead: stagedReadRows rows at a time.
+		m := min(max(n, stagedReadRows), int(g.hi-g.lo)-k)
+		sb.kb = sized(sb.kb, 4*m)
+		g.mu.Lock()
+		got, err := g.staged.ReadAt(sb.kb, int64(4*k))
+		g.mu.Unlock()
+		if err != nil && !(errors.Is(err, io.EOF) && got == len(sb.kb)) {
+			sb.g = nil
+			return nil, fmt.Errorf("merger: read back a group's keys: %w", err)
+		}
+		sb.g, sb.kbLo = g, k
 	}
-	sa.kg = sized(sa.kg, n)
+	kb := sb.kb[4*(k-sb.kbLo):]
+	sb.kg = sized(sb.kg, n)
 	seen, rank := g.seen, g.rank
-	for i := range sa.kg {
-		key := binary.LittleEndian.Uint32(sa.kb[4*i:])
-		sa.kg[i] = slotOf(seen, rank, uint64(key))
+	for i := range sb.kg {
+		key := binary.LittleEndian.Uint32(kb[4*i:])
+		sb.kg[i] = slotOf(seen, rank, uint64(key))
 	}
-	return sa.kg, nil
+	return sb.kg, nil
 }
 
 // preAggregate pre-aggregates the group of window rows [start, end): it writes the emission
@@ -339,9 +364,9 @@ type slotAccs struct {
 	plain bool
 	accs  []agg.LongAcc
 	v, c  []int64
+	mem   accMem // what accs, v and c are of
 	tmp   agg.LongAcc
-	kb    []byte  // a staged group's keys read back
-	kg    []int32 // and their slots
+	buf   slotBuf
 }
 
 // at returns slot s's accumulator (for plain, valid until the next call).
@@ -361,129 +386,155 @@ func (sa *slotAccs) carry(s uint32) int64 {
 	return sa.c[s]
 }
 
-// load combines the values of g's rows into one accumulator per slot, reading the group's
-// values (and times, for first/last) in row order.
-func (t *longTask) loadSlots(sa *slotAccs, g *groupAgg) error {
-	if sa.g != nil {
-		sa.g.release()
-		sa.g = nil
+// loadSlots combines the values of g's rows into one accumulator per slot, reading the
+// group's values (and times, for first/last) in row order through src.
+func (t *longTask) loadSlots(sa *slotAccs, g *groupAgg, src slotSrc) error {
+	if err := t.startSlots(sa, g); err != nil {
+		return err
 	}
-	kind := t.agg.Kind
-	in := g.in
-	if sa.plain = t.plain[in]; sa.plain {
-		return t.loadPlain(sa, g)
-	}
-	if cap(sa.accs) < g.slots {
-		sa.accs = make([]agg.LongAcc, g.slots, g.slots+g.slots/4)
-	}
-	accs := sa.accs[:g.slots]
-	id := agg.NewLongAcc(kind)
-	for i := range accs {
-		accs[i] = id
-	}
-	sa.accs = accs
-	c := t.vals.r[in]
-	if c == nil || t.nulls.absent[in] { // every row null: no slot is set
-		sa.g = g
-		return nil
-	}
-	bm := t.nulls.bms[in]
-	var tc *source.ChunkCache[int64] // first/last: the times (none: 0, as readRef reads them)
-	if t.times != nil {
-		tc = t.times.r[in]
-	}
-	released := int(g.lo)
-	for r := int(g.lo); r < int(g.hi); {
-		if err := g.pre.releaseEvery(in, r, &released); err != nil {
-			return err
-		}
-		vs, err := c.Range(r, int(g.hi)-r)
-		if err != nil {
-			return t.failIn(in, err)
-		}
-		gid, err := g.slotsAt(r, len(vs), sa)
-		if err != nil {
-			return t.failIn(in, err)
-		}
-		switch {
-		case tc != nil:
-			for k := 0; k < len(vs); {
-				ts, err := tc.Range(r+k, len(vs)-k)
-				if err != nil {
-					return t.failIn(in, err)
-				}
-				for j, tm := range ts {
-					row := r + k + j
-					null := bm != nil && bm.Contains(uint32(row))
-					accs[gid[k+j]].Add(kind, vs[k+j], tm, null)
-				}
-				k += len(ts)
-			}
-		case bm != nil:
-			for j, v := range vs {
-				accs[gid[j]].Add(kind, v, 0, bm.Contains(uint32(r+j)))
-			}
-		default:
-			for j, v := range vs {
-				accs[gid[j]].Add(kind, v, 0, false)
-			}
-		}
-		r += len(vs)
-	}
-	sa.g = g
-	return nil
-}
-
-// loadPlain is loadSlots for a source whose rows all have a value, of a metric without times.
-func (t *longTask) loadPlain(sa *slotAccs, g *groupAgg) error {
-	kind := t.agg.Kind
-	sa.v, sa.c = sized(sa.v, g.slots), sa.c[:0]
-	v := sa.v
-	id := kind.LongIdentity()
-	for i := range v {
-		v[i] = id
-	}
-	c := t.vals.r[g.in]
 	released := int(g.lo)
 	for r := int(g.lo); r < int(g.hi); {
 		if err := g.pre.releaseEvery(g.in, r, &released); err != nil {
 			return err
 		}
-		vs, err := c.Range(r, int(g.hi)-r)
+		gid, err := g.slotsAt(r, min(stagedReadRows, int(g.hi)-r), &sa.buf)
 		if err != nil {
 			return t.failIn(g.in, err)
 		}
-		gid, err := g.slotsAt(r, len(vs), sa)
+		if err := t.addSlots(sa, r, gid, src); err != nil {
+			return err
+		}
+		r += len(gid)
+	}
+	return nil
+}
+
+// startSlots makes sa g's slot accumulators, each empty. It and addSlots read nothing of t
+// that changes once the merge runs: a preload calls them on a goroutine of its own.
+func (t *longTask) startSlots(sa *slotAccs, g *groupAgg) error {
+	if sa.g != nil {
+		sa.g.release()
+		sa.g = nil
+	}
+	kind := t.agg.Kind
+	if sa.plain = t.plainIn(g.in); sa.plain {
+		v, err := accsFor(&sa.mem.v, g.slots)
 		if err != nil {
-			return t.failIn(g.in, err)
+			return err
 		}
-		switch kind {
-		case agg.Min:
-			for j, x := range vs {
-				s := gid[j]
-				v[s] = min(v[s], x)
-			}
-		case agg.Max:
-			for j, x := range vs {
-				s := gid[j]
-				v[s] = max(v[s], x)
-			}
-		case agg.Sum, agg.First, agg.Last, agg.Union: // the sum, as CombineLong takes them
-			for j, x := range vs {
-				s := gid[j]
-				var k int64
-				if v[s], k = agg.AddLong(v[s], x); k != 0 {
-					if len(sa.c) == 0 { // the group's first carry
-						sa.c = sized(sa.c, g.slots)
-						clear(sa.c)
-					}
-					sa.c[s] += k
-				}
-			}
+		id := kind.LongIdentity()
+		for i := range v {
+			v[i] = id
 		}
-		r += len(vs)
+		sa.v, sa.c = v, nil
+	} else {
+		accs, err := accsFor(&sa.mem.accs, g.slots)
+		if err != nil {
+			return err
+		}
+		id := agg.NewLongAcc(kind)
+		for i := range accs {
+			accs[i] = id
+		}
+		sa.accs = accs
 	}
 	sa.g = g
+	return nil
+}
+
+// plainIn is t.plain[in], which the task sets as it writes its first batch.
+func (t *longTask) plainIn(in int32) bool {
+	return t.times == nil && t.vals.r[in] != nil && !t.nulls.absent[in] && t.nulls.bms[in] == nil && t.asIs[in]
+}
+
+// addSlots combines the values of the rows r.. of sa's group, as many as gid holds their slots
+// of, into sa's accumulators, reading them through src.
+func (t *longTask) addSlots(sa *slotAccs, r int, gid []int32, src slotSrc) error {
+	in := sa.g.in
+	c := src.vals
+	if c == nil || t.nulls.absent[in] { // every row null: no slot is set
+		return nil
+	}
+	for k := 0; k < len(gid); {
+		vs, err := c.Range(r+k, len(gid)-k)
+		if err != nil {
+			return t.failIn(in, err)
+		}
+		if sa.plain {
+			err = t.addPlain(sa, vs, gid[k:k+len(vs)])
+		} else {
+			err = t.addAccs(sa, r+k, vs, gid[k:k+len(vs)], src.times)
+		}
+		if err != nil {
+			return err
+		}
+		k += len(vs)
+	}
+	return nil
+}
+
+// addAccs combines vs, the values of rows r.., into the accumulators of slots gid (the times
+// of first/last read through tc).
+func (t *longTask) addAccs(sa *slotAccs, r int, vs []int64, gid []int32, tc *source.ChunkCache[int64]) error {
+	kind, accs, in := t.agg.Kind, sa.accs, sa.g.in
+	bm := t.nulls.bms[in]
+	switch {
+	case tc != nil: // none: 0, as readRef reads them
+		for k := 0; k < len(vs); {
+			ts, err := tc.Range(r+k, len(vs)-k)
+			if err != nil {
+				return t.failIn(in, err)
+			}
+			for j, tm := range ts {
+				null := bm != nil && bm.Contains(uint32(r+k+j))
+				accs[gid[k+j]].Add(kind, vs[k+j], tm, null)
+			}
+			k += len(ts)
+		}
+	case bm != nil:
+		for j, v := range vs {
+			accs[gid[j]].Add(kind, v, 0, bm.Contains(uint32(r+j)))
+		}
+	default:
+		for j, v := range vs {
+			accs[gid[j]].Add(kind, v, 0, false)
+		}
+	}
+	return nil
+}
+
+// addPlain combines vs into the plain accumulators of slots gid: the rows all have a value,
+// and the metric stores no times.
+func (t *longTask) addPlain(sa *slotAccs, vs []int64, gid []int32) error {
+	v := sa.v
+	switch t.agg.Kind {
+	case agg.Min:
+		for j, x := range vs {
+			s := gid[j]
+			v[s] = min(v[s], x)
+		}
+	case agg.Max:
+		for j, x := range vs {
+			s := gid[j]
+			v[s] = max(v[s], x)
+		}
+	case agg.Sum, agg.First, agg.Last, agg.Union: // the sum, as CombineLong takes them
+		for j, x := range vs {
+			s := gid[j]
+			var k int64
+			if v[s], k = agg.AddLong(v[s], x); k != 0 {
+				if len(sa.c) == 0 { // the group's first carry
+					c, err := accsFor(&sa.mem.c, sa.g.slots)
+					if err != nil {
+						return err
+					}
+					clear(c)
+					sa.c = c
+				}
+				sa.c[s] += k
+			}
+		}
+	}
 	return nil
 }
 
@@ -504,10 +555,25 @@ func (t *longTask) slotsOf(b *batch, k int32) (*slotAccs, error) {
 	}
 	for _, g := range b.aggs {
 		if g.in == in && g.lo == lo && g.hi == hi {
-			if sa.g == nil && cap(sa.v) == 0 && cap(sa.accs) == 0 {
-				*sa, t.spareAccs = t.spareAccs, slotAccs{}
+			if l, err := t.pre.take(g); l != nil || err != nil {
+				if err != nil {
+					return nil, err
+				}
+				if sa.g != nil {
+					sa.g.release()
+				}
+				t.pre.giveBack(sa.mem)
+				*sa = l.sa
+				return sa, nil
 			}
-			if err := t.loadSlots(sa, g); err != nil {
+			if sa.g == nil && sa.mem.bytes() == 0 {
+				sa.mem, t.spareAccs = t.spareAccs, accMem{}
+			}
+			src := slotSrc{vals: t.vals.r[in]}
+			if t.times != nil {
+				src.times = t.times.r[in]
+			}
+			if err := t.loadSlots(sa, g, src); err != nil {
 				return nil, err
 			}
 			return sa, nil
@@ -534,9 +600,41 @@ func (t *longTask) retireSlots(b *batch) {
 		if sa.g != nil {
 			sa.g.release()
 		}
-		if sp := &t.spareAccs; cap(sa.v)+cap(sa.accs) > cap(sp.v)+cap(sp.accs) {
-			*sp = slotAccs{accs: sa.accs[:0], v: sa.v[:0], c: sa.c[:0], kb: sa.kb[:0], kg: sa.kg[:0]}
+		m := sa.mem
+		if sp := &t.spareAccs; m.bytes() > sp.bytes() {
+			m, *sp = *sp, m
 		}
+		t.freeErr = errors.Join(t.freeErr, m.free())
 		*sa = slotAccs{}
 	}
+}
+
+// accMem is the memory of a slotAccs' tables, outside the Go heap where it can be (see
+// scratch.New): the tables are read at random and live as long as their group's slots go out,
+// and on the Go heap each byte of them let the collector's heap grow by another (a 300 M-row
+// hour rollup of the peers' events holds some 1.5 MB a table). It passes from a preload to its
+// task, and from a retired source to the next; free gives it back.
+type accMem struct {
+	v, c scratch.Array[int64]
+	accs scratch.Array[agg.LongAcc]
+}
+
+// bytes returns the memory m holds.
+func (m *accMem) bytes() int { return m.v.Bytes() + m.c.Bytes() + m.accs.Bytes() }
+
+// free releases m's memory and returns the first error.
+func (m *accMem) free() error {
+	return errors.Join(m.v.Free(), m.c.Free(), m.accs.Free())
+}
+
+// accsFor returns the first n elements of a, which it makes anew (scratch.NewExact, an
+// eighth more) when a holds fewer.
+func accsFor[T scratch.Elem](a *scratch.Array[T], n int) ([]T, error) {
+	if n > len(a.S) {
+		if err := a.Free(); err != nil {
+			return nil, fmt.Errorf("merger: free a slot table: %w", err)
+		}
+		*a = scratch.NewExact[T](n + n/8)
+	}
+	return a.S[:n], nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -32,8 +33,8 @@ var maxWindowRows = 1 << 14
 var maxMemGroupRows = 1 << 18
 
 // For tests: stagedGroups counts the groups whose keys were staged, pagedGroups those whose
-// slots went through the window in more than one page.
-var stagedGroups, pagedGroups atomic.Int64
+// slots went through the window in more than one page, aheadGroups those streamed ahead.
+var stagedGroups, pagedGroups, aheadGroups atomic.Int64
 
 // For tests: windowRowsPeak is the most rows a window of a source read in row order loaded at
 // once.
@@ -61,6 +62,67 @@ func (c *cursor) canStream() bool {
 // holds the times of rows [p0, p)), chunk by chunk, and leaves the first page of its slots in
 // the window, with their emission order (the next fills load the others, see slotPages).
 func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
+	pg, err := c.streamInto(ctx, p0, p)
+	if err != nil {
+		return err
+	}
+	return c.startPages(ctx, pg)
+}
+
+// startPages makes pg the group whose slots the window pages through: the long tasks start to
+// combine its rows (see preloads), the cursor streams its next group meanwhile when that one
+// streams too (streamAhead), and the window takes pg's first page.
+func (c *cursor) startPages(ctx context.Context, pg slotPages) error {
+	c.pages = pg
+	c.pre.loads.start(pg.g)
+	if err := c.streamAhead(ctx); err != nil {
+		return err
+	}
+	c.loadPage()
+	return nil
+}
+
+// streamAhead streams the group at c.next into c.ahead when it has more rows than a window
+// holds (a look at the times of its first row and the row a window later says so): its
+// slots page through the window once pg's are out, and meanwhile the long tasks combine pg's
+// rows on the other cores.
+func (c *cursor) streamAhead(ctx context.Context) error {
+	k := max(maxWindowRows, 1)
+	p0 := c.next
+	if p0+k >= c.n {
+		return nil
+	}
+	t0, err := c.times.At(p0)
+	if err != nil {
+		return fmt.Errorf("merger: %s: __time: %w", c.name, err)
+	}
+	tk, err := c.times.At(p0 + k)
+	if err != nil {
+		return fmt.Errorf("merger: %s: __time: %w", c.name, err)
+	}
+	if t0 < c.tlo || t0 > c.thi || tk < c.tlo || tk > c.thi || c.gran.Truncate(t0) != c.gran.Truncate(tk) {
+		return nil // not one group (or a bad time, which the group's fill reports)
+	}
+	c.w.reset()
+	p, cut, err := c.fillTimes(ctx, k, 1)
+	if err != nil {
+		return err
+	}
+	if !cut { // sorted times between two of one bucket are all of it
+		return fmt.Errorf("merger: %s: __time: rows %d to %d are not in order: %w", c.name, p0, p0+k, columns.ErrCorrupt)
+	}
+	pg, err := c.streamInto(ctx, p0, p)
+	if err != nil {
+		return err
+	}
+	c.ahead = pg
+	aheadGroups.Add(1)
+	return nil
+}
+
+// streamInto streams the group that starts at source row p0 and goes on past p (the window
+// holds the times of rows [p0, p)) and returns its slots to page.
+func (c *cursor) streamInto(ctx context.Context, p0, p int) (slotPages, error) {
 	w := &c.w
 	t := c.lastT
 	if words := 1 + (1<<c.idBits-1)>>6; len(c.seen) != words {
@@ -73,12 +135,12 @@ func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
 	for lo, cut := p0, true; ; {
 		if err := c.loadDims(lo, p); err != nil {
 			st.discard()
-			return err
+			return slotPages{}, err
 		}
 		windowRowsPeak.note(int64(w.n))
 		if err := st.add(c.wkeys[:w.n]); err != nil {
 			st.discard()
-			return err
+			return slotPages{}, err
 		}
 		c.next = p
 		if !cut { // the group's last rows
@@ -86,11 +148,11 @@ func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
 		}
 		if err := ctx.Err(); err != nil {
 			st.discard()
-			return fmt.Errorf("merger: %w", err)
+			return slotPages{}, fmt.Errorf("merger: %w", err)
 		}
 		if err := c.pre.releaseEvery(int32(c.in), p, &released); err != nil {
 			st.discard()
-			return err
+			return slotPages{}, err
 		}
 		w.reset()
 		lo = p
@@ -98,7 +160,7 @@ func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
 		// The group's next rows, up to its end (minRows 0) or the limit.
 		if p, cut, err = c.fillTimes(ctx, maxWindowRows, 0); err != nil {
 			st.discard()
-			return err
+			return slotPages{}, err
 		}
 	}
 	preAggGroups.Add(1)
@@ -130,9 +192,15 @@ func (c *cursor) streamGroup(ctx context.Context, p0, p int) error {
 	if slots > max(maxWindowRows, 1) {
 		pagedGroups.Add(1)
 	}
-	c.pages = slotPages{g: g, t: t}
-	c.loadPage()
-	return nil
+	// The group's bitmap of keys goes with its pages; the next group's is clear.
+	pg := slotPages{g: g, t: t, seen: seen, sum: sum}
+	if n := len(c.freeBits); n > 0 {
+		c.seen, c.seenSum = c.freeBits[n-1].seen, c.freeBits[n-1].sum
+		c.freeBits = c.freeBits[:n-1]
+	} else {
+		c.seen, c.seenSum = make([]uint64, len(seen)), make([]uint64, len(sum))
+	}
+	return pg, nil
 }
 
 // slotPages is a streamed group whose slots go through the window a page (at most
@@ -149,8 +217,14 @@ type slotPages struct {
 	g  *groupAgg // nil: no page to load
 	t  int64     // the group's truncated time
 	s0 int       // the slot the next page starts at
-	si int       // seenSum's word of the next page's first key (the words before it are clear)
+	si int       // sum's word of the next page's first key (the words before it are clear)
+	// seen and sum are the group's keys still to load and their words' summary, the
+	// cursor's bitmap (seen, seenSum) as the group left it.
+	seen, sum []uint64
 }
+
+// keyBits is a bitmap of packed keys and its words' summary, clear, kept for a later group.
+type keyBits struct{ seen, sum []uint64 }
 
 // loadPage loads the next page of the streamed group's slots into the window (which is
 // empty): a row per slot, its key read off the bitmap and unpacked a dimension at a time.
@@ -165,7 +239,7 @@ func (c *cursor) loadPage() {
 	c.wkeys = sized(c.wkeys, n)
 	c.slot, c.weight = sized(c.slot, n), sized(c.weight, n)
 	dk, weight := c.wkeys, c.weight
-	seen, sum := c.seen, c.seenSum
+	seen, sum := pg.seen, pg.sum
 	si := pg.si
 	for q := 0; q < n; {
 		x := sum[si]
@@ -221,6 +295,7 @@ func (c *cursor) loadPage() {
 	g.pos, g.row0 = -pg.s0, -pg.s0
 	c.npos = n
 	if pg.s0 += n; pg.s0 == g.slots {
+		c.freeBits = append(c.freeBits, keyBits{seen: pg.seen, sum: pg.sum}) // all clear now
 		*pg = slotPages{}
 	} else {
 		pg.si = si

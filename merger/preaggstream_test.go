@@ -2,11 +2,14 @@ package merger
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -40,8 +43,10 @@ func TestMergeStreamedGroups(t *testing.T) {
 	dims := []columns.Dimension{{Name: "a"}, {Name: "b"}}
 	const hour = 3600_000
 	const bound = 500
-	saved, savedMem, savedNarrow := maxWindowRows, maxMemGroupRows, narrowSlots
-	t.Cleanup(func() { maxWindowRows, maxMemGroupRows, narrowSlots = saved, savedMem, savedNarrow })
+	saved, savedMem, savedNarrow, savedPreloads := maxWindowRows, maxMemGroupRows, narrowSlots, maxPreloads
+	t.Cleanup(func() {
+		maxWindowRows, maxMemGroupRows, narrowSlots, maxPreloads = saved, savedMem, savedNarrow, savedPreloads
+	})
 	for c := range 6 {
 		seed := uint64(c)
 		rng := rand.New(rand.NewPCG(seed, 34))
@@ -108,10 +113,25 @@ func TestMergeStreamedGroups(t *testing.T) {
 		}
 		windowRowsPeak.v.Store(0)
 		before, staged, paged := preAggGroups.Load(), stagedGroups.Load(), pagedGroups.Load()
+		ahead, taken := aheadGroups.Load(), preloadsTaken.Load()
 		streamed := filepath.Join(dir, "streamed.seg")
 		_, err := Merge(t.Context(), segs, streamed, opts)
 		require.NoError(t, err, name)
 		require.Greater(t, preAggGroups.Load(), before, "%s: no group pre-aggregated", name)
+		require.Greater(t, aheadGroups.Load(), ahead, "%s: no group streamed ahead", name)
+		require.Greater(t, preloadsTaken.Load(), taken, "%s: no group combined ahead", name)
+
+		// Without preloads the tasks combine every group, and with one at a time some.
+		for _, n := range []int{0, 1} {
+			maxPreloads = n
+			taken := preloadsTaken.Load()
+			noPre := filepath.Join(dir, fmt.Sprintf("preloads%d.seg", n))
+			_, err = Merge(t.Context(), segs, noPre, opts)
+			maxPreloads = savedPreloads
+			require.NoError(t, err, name)
+			require.Equal(t, n > 0, preloadsTaken.Load() > taken, "%s: preloads at most %d", name, n)
+			requireSameFiles(t, noPre, streamed, name)
+		}
 		require.Equal(t, c%3 != 2, stagedGroups.Load() > staged, "%s: groups staged", name)
 		// Even cases' hours hold more distinct keys than a window's rows: their slots load a
 		// page at a time.
@@ -141,4 +161,49 @@ func TestMergeStreamedGroups(t *testing.T) {
 		require.NoError(t, err)
 		requireRowsEqual(t, oracleMerge(schemas, rows, out), readRows(t, openSeg(t, streamed)), false, name)
 	}
+}
+
+// A group combined ahead that fails fails the merge with the preload's error, whichever task
+// takes it, and the merge leaves no output; a merge cancelled while groups are combined ahead
+// stops too.
+func TestMergePreloadFailure(t *testing.T) {
+	saved, savedMem := maxWindowRows, maxMemGroupRows
+	t.Cleanup(func() { maxWindowRows, maxMemGroupRows, preloadFault = saved, savedMem, nil })
+	maxWindowRows, maxMemGroupRows = 200, 0 // every hour streamed, its keys staged
+	ms := []columns.Metric{{Name: "sum", Aggregator: agg.LongSum}, {Name: "max", Aggregator: agg.LongMax}}
+	for i := range ms {
+		ms[i].Type, ms[i].Field = columns.MetricLong, ms[i].Name
+	}
+	s := columns.Schema{Granularity: columns.GranularityNone, Dimensions: []columns.Dimension{{Name: "a"}}, Metrics: ms}
+	rng := rand.New(rand.NewPCG(7, 7))
+	rs := make([]columns.Row, 5000)
+	for r := range rs {
+		rs[r] = columns.Row{Time: 1_700_000_000_000 + int64(r)*3_000, Dims: [][]string{{fmt.Sprintf("v%d", rng.IntN(400))}},
+			Metrics: []columns.Value{{Long: rng.Int64N(100)}, {Long: rng.Int64N(100)}}}
+	}
+	dir := t.TempDir()
+	seg := writeSegment(t, dir, "in.seg", s, rs)
+	opts := Options{Rollup: true, Granularity: columns.GranularityHour, Durability: medium.Durability{Sync: medium.SyncNone}}
+
+	boom := errors.New("boom")
+	var calls atomic.Int32
+	preloadFault = func(*groupAgg) error {
+		if calls.Add(1) == 2 {
+			return boom
+		}
+		return nil
+	}
+	out := t.TempDir()
+	_, err := Merge(t.Context(), []*columns.Segment{seg}, filepath.Join(out, "o.seg"), opts)
+	require.ErrorIs(t, err, boom)
+	require.Empty(t, dirNames(t, out))
+
+	ctx, cancel := context.WithCancel(t.Context())
+	preloadFault = func(*groupAgg) error {
+		cancel()
+		return nil
+	}
+	_, err = Merge(ctx, []*columns.Segment{seg}, filepath.Join(out, "o.seg"), opts)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Empty(t, dirNames(t, out))
 }

@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/sys"
 )
 
@@ -73,10 +74,10 @@ func give(m []byte) error {
 	return unmap(m)
 }
 
-// Elem is what an Array holds: numbers, which hold no pointers (the mapped memory is not
-// scanned by the collector).
+// Elem is what an Array holds: numbers, or accumulators of numbers, which hold no pointers
+// (the mapped memory is not scanned by the collector).
 type Elem interface {
-	uint8 | uint16 | uint32 | uint64 | int32 | int64 | float64
+	uint8 | uint16 | uint32 | uint64 | int32 | int64 | float64 | agg.LongAcc
 }
 
 // Array is n elements of T.
@@ -84,6 +85,7 @@ type Array[T Elem] struct {
 	S      []T
 	mapped []byte      // the mapping behind S, nil when S is on the Go heap
 	filler *populating // Populate's goroutine, nil without Populate
+	exact  bool        // mapped is S's pages only, and Free unmaps it (NewExact)
 }
 
 // populating is a Populate goroutine: Free sets stop, and waits for done.
@@ -111,6 +113,27 @@ func New[T Elem](n int) Array[T] {
 	}
 	return Array[T]{S: make([]T, n)}
 }
+
+// NewExact is New for an array that lives a short while and whose memory should leave with it:
+// mapped (from 64 KiB) to the page, not to mapUnit, and unmapped by Free rather than
+// pooled, so that a process holds only the pages of the arrays in use.
+func NewExact[T Elem](n int) Array[T] {
+	var zero T
+	size := n * int(unsafe.Sizeof(zero))
+	if size >= minExact {
+		if m, ok := mapAnon((size + pageSize - 1) / pageSize * pageSize); ok {
+			return Array[T]{S: unsafe.Slice((*T)(unsafe.Pointer(&m[0])), n), mapped: m, exact: true}
+		}
+	}
+	return Array[T]{S: make([]T, n)}
+}
+
+const (
+	// pageSize is what NewExact rounds mappings to.
+	pageSize = 4 << 10
+	// minExact is the smallest array NewExact maps.
+	minExact = 64 << 10
+)
 
 // Grow makes S hold at least n elements, keeping its first keep: when it must, it moves them
 // to a new array of at least twice the length and frees the old one (so no slice of the old S
@@ -180,14 +203,17 @@ func PopulatedBytes() int64 { return populated.Load() }
 // Free releases the array's memory, once Populate's goroutine is stopped; S must not be used
 // after.
 func (a *Array[T]) Free() error {
-	m, p := a.mapped, a.filler
-	a.S, a.mapped, a.filler = nil, nil, nil
+	m, p, exact := a.mapped, a.filler, a.exact
+	a.S, a.mapped, a.filler, a.exact = nil, nil, nil, false
 	if p != nil {
 		p.stop.Store(true)
 		<-p.done
 	}
 	if m == nil {
 		return nil
+	}
+	if exact {
+		return unmap(m)
 	}
 	return give(m)
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/columns/agg"
 )
 
 // TestArray writes and reads arrays on both sides of the mapping threshold and frees them
@@ -76,4 +78,31 @@ func TestGrow(t *testing.T) {
 	require.NoError(t, f.Grow(minMapped, 3))
 	require.Equal(t, 1.5, f.S[2])
 	require.NoError(t, f.Free())
+}
+
+// TestNewExact: arrays from 64 KiB are mapped to the page, hold what is written, and Free
+// unmaps them instead of pooling them; smaller ones are on the heap.
+func TestNewExact(t *testing.T) {
+	for _, n := range []int{0, 100, minExact / 8, minExact/8 + 1, 3*minMapped/8 + 5} {
+		before := PoolBytes()
+		a := NewExact[int64](n)
+		require.Len(t, a.S, n)
+		if n*8 >= minExact && a.mapped != nil {
+			require.Equal(t, (n*8+pageSize-1)/pageSize*pageSize, len(a.mapped), "%d elements: mapped to the page", n)
+		} else {
+			require.Nil(t, a.mapped, "%d elements: on the heap", n)
+		}
+		for i := range a.S {
+			a.S[i] = int64(i) * 7
+		}
+		for i := range a.S {
+			require.Equal(t, int64(i)*7, a.S[i])
+		}
+		require.NoError(t, a.Free())
+		require.NoError(t, a.Free())
+		require.Equal(t, before, PoolBytes(), "%d elements: not pooled", n)
+	}
+	acc := NewExact[agg.LongAcc](minExact) // accumulators too
+	acc.S[len(acc.S)-1].V = 5
+	require.NoError(t, acc.Free())
 }
