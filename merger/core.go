@@ -257,6 +257,9 @@ func (c *core) mergeRows(w colwrite.Writer) (err error) {
 	if slices.ContainsFunc(rawPerRow, func(n int) bool { return n > 0 }) {
 		most = rawPipelineBatches
 	}
+	if pre != nil {
+		most = preAggPipelineBatches
+	}
 	pl := newPipeline(tasks, c.opts.Parallelism, most, c.kinds, rows, rawPerRow)
 	c.rowsOut, err = newEmitter(c, h, cursors, pl, rows, withMaps, total).run()
 	return err

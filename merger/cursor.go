@@ -110,6 +110,9 @@ type preAggState struct {
 	kbytes        []byte  // a streamed group's keys as they are staged
 	pages         slotPages
 	ahead         slotPages // the next group, streamed while pages' went out (see streamAhead)
+	job           *aheadJob // the next group streaming, nil: none
+	sh            *cursor   // what streams it
+	step          int       // the rows a window loads at a time as it streams; 0: maxWindowRows
 	freeBits      []keyBits // bitmaps of groups paged out
 }
 
@@ -297,6 +300,9 @@ func (c *cursor) fill(ctx context.Context) error {
 	if c.pages.g != nil { // the next page of a streamed group's slots
 		c.loadPage()
 		return nil
+	}
+	if err := c.joinAhead(); err != nil {
+		return err
 	}
 	if c.ahead.g != nil { // the group streamed ahead
 		pg := c.ahead

@@ -348,9 +348,14 @@ func (t *longTask) row(b *batch, r int, start, end int32) error {
 			}
 			t.lastSlots = sa
 		}
-		if s := b.refRow[start]; sa != nil && sa.plain && sa.carry(s) == 0 {
-			t.pend = append(t.pend, sa.v[s])
-			return nil
+		if s := b.refRow[start]; sa != nil && sa.plain {
+			if err := sa.passed(s); err != nil {
+				return err
+			}
+			if sa.carry(s) == 0 {
+				t.pend = append(t.pend, sa.v[s])
+				return nil
+			}
 		}
 	}
 	if end-start == 1 && t.plain[b.refIn[start]] {
@@ -369,6 +374,9 @@ func (t *longTask) row(b *batch, r int, start, end int32) error {
 				return err
 			}
 			if sa != nil {
+				if err := sa.passed(b.refRow[k]); err != nil {
+					return err
+				}
 				acc.Merge(kind, sa.at(b.refRow[k]))
 				continue
 			}

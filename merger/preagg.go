@@ -365,8 +365,11 @@ type slotAccs struct {
 	accs  []agg.LongAcc
 	v, c  []int64
 	mem   accMem // what accs, v and c are of
-	tmp   agg.LongAcc
-	buf   slotBuf
+	// dropped: the tables' slots below it are released (see passed), and nextDrop is the
+	// slot from which passed releases the next.
+	dropped, nextDrop int
+	tmp               agg.LongAcc
+	buf               slotBuf
 }
 
 // at returns slot s's accumulator (for plain, valid until the next call).
@@ -438,7 +441,7 @@ func (t *longTask) startSlots(sa *slotAccs, g *groupAgg) error {
 		}
 		sa.accs = accs
 	}
-	sa.g = g
+	sa.g, sa.dropped, sa.nextDrop = g, 0, dropStep
 	return nil
 }
 
@@ -636,5 +639,43 @@ func accsFor[T scratch.Elem](a *scratch.Array[T], n int) ([]T, error) {
 		}
 		*a = scratch.NewExact[T](n + n/8)
 	}
+	a.Undrop() // the caller writes every element first
 	return a.S[:n], nil
 }
+
+// dropStep is how many slots a task reads between two releases of its slot tables' pages
+// (see slotAccs.passed): 64 KiB of plain values.
+const dropStep = 1 << 13
+
+// passed notes that the task reads slot s of the group next. A task reads a group's slots
+// once, in order (its rows go out in key order, the slots' order): every dropStep slots the
+// pages of the tables below s go back to the system, so that a group whose slots are half
+// out holds half its tables. Five overlapping inputs of the peers' 300 M events hold five
+// groups' tables at once, about 18 MiB whole.
+func (sa *slotAccs) passed(s uint32) error {
+	if int(s) < sa.dropped {
+		return fmt.Errorf("merger: slot %d of a group read after the pages of its first %d slots were released", s, sa.dropped)
+	}
+	if int(s) < sa.nextDrop {
+		return nil
+	}
+	sa.nextDrop = int(s) + dropStep
+	dropped := -1 // the fewest slots an array dropped (arrays on the heap drop none)
+	for _, drop := range []func(int) (int, error){sa.mem.v.DropBelow, sa.mem.c.DropBelow, sa.mem.accs.DropBelow} {
+		n, err := drop(int(s))
+		if err != nil {
+			return err
+		}
+		if n > 0 && (dropped < 0 || n < dropped) {
+			dropped = n
+		}
+	}
+	if dropped > sa.dropped {
+		sa.dropped = dropped
+		slotDrops.Add(1)
+	}
+	return nil
+}
+
+// For tests: slotDrops counts the releases of slot tables' pages.
+var slotDrops atomic.Int64

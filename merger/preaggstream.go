@@ -82,10 +82,10 @@ func (c *cursor) startPages(ctx context.Context, pg slotPages) error {
 	return nil
 }
 
-// streamAhead streams the group at c.next into c.ahead when it has more rows than a window
-// holds (a look at the times of its first row and the row a window later says so): its
-// slots page through the window once pg's are out, and meanwhile the long tasks combine pg's
-// rows on the other cores.
+// streamAhead starts to stream the group at c.next, on a goroutine of its own (see
+// streamer), when it has more rows than a window holds (a look at the times of its first row
+// and the row a window later says so): its slots page through the window once pg's are out
+// (joinAhead), and meanwhile the merge emits pg's slots and the long tasks combine pg's rows.
 func (c *cursor) streamAhead(ctx context.Context) error {
 	k := max(maxWindowRows, 1)
 	p0 := c.next
@@ -103,19 +103,101 @@ func (c *cursor) streamAhead(ctx context.Context) error {
 	if t0 < c.tlo || t0 > c.thi || tk < c.tlo || tk > c.thi || c.gran.Truncate(t0) != c.gran.Truncate(tk) {
 		return nil // not one group (or a bad time, which the group's fill reports)
 	}
-	c.w.reset()
-	p, cut, err := c.fillTimes(ctx, k, 1)
-	if err != nil {
-		return err
+	if !c.pre.loads.aheadSlot() {
+		return nil // enough groups stream ahead: this one streams when its turn comes
 	}
-	if !cut { // sorted times between two of one bucket are all of it
-		return fmt.Errorf("merger: %s: __time: rows %d to %d are not in order: %w", c.name, p0, p0+k, columns.ErrCorrupt)
+	sh := c.streamer()
+	job := &aheadJob{done: make(chan struct{})}
+	c.job = job
+	c.pre.loads.wg.Add(1) // the merge waits for it, whatever becomes of the merge
+	go func() {
+		defer c.pre.loads.wg.Done()
+		defer c.pre.loads.aheadDone()
+		defer close(job.done)
+		sh.w.reset()
+		p, cut, err := sh.fillTimes(ctx, sh.streamRows(), 1)
+		switch {
+		case err != nil:
+			job.err = err
+		case !cut: // sorted times between two of one bucket are all of it (and more than a step)
+			job.err = fmt.Errorf("merger: %s: __time: rows %d to %d are not in order: %w", c.name, p0, p0+k, columns.ErrCorrupt)
+		default:
+			job.pg, job.err = sh.streamInto(ctx, p0, p)
+		}
+	}()
+	return nil
+}
+
+// aheadStep bounds the rows a streamer loads at a time: its window holds nothing else, and
+// each input's is held beside the cursor's window (a quarter of it).
+const aheadStep = 1 << 12
+
+// streamRows returns the rows a window of c takes at a time as it streams a group.
+func (c *cursor) streamRows() int {
+	if c.step > 0 {
+		return c.step
 	}
-	pg, err := c.streamInto(ctx, p0, p)
-	if err != nil {
-		return err
+	return max(maxWindowRows, 1)
+}
+
+// aheadJob is a group streaming ahead: pg is its slots once done is closed, unless err.
+type aheadJob struct {
+	done chan struct{}
+	pg   slotPages
+	err  error
+}
+
+// streamer returns the cursor that streams c's groups ahead: a copy of c's source readers and
+// position (c does not read its source while it streams), its packing and pre-aggregation,
+// with a window, buffers and a clear bitmap of keys of its own.
+func (c *cursor) streamer() *cursor {
+	sh := c.sh
+	if sh == nil {
+		kinds := make([]dimKind, len(c.w.dims))
+		for j, d := range c.w.dims {
+			kinds[j] = d.kind
+		}
+		sh = &cursor{in: c.in, name: c.name, window: window{w: newKeys(kinds), rollup: c.rollup},
+			packState: packState{packBits: c.packBits, idBits: c.idBits}, segCheck: c.segCheck}
+		sh.pre, sh.step = c.pre, min(max(maxWindowRows, 1), aheadStep)
+		c.sh = sh
 	}
-	c.ahead = pg
+	sh.sourceReader = c.sourceReader
+	// Two clear bitmaps: one the group marks (and its pages take), one left clear for the next.
+	for range 2 {
+		if n := len(c.freeBits); n > 0 {
+			sh.freeBits = append(sh.freeBits, c.freeBits[n-1])
+			c.freeBits = c.freeBits[:n-1]
+		}
+	}
+	if n := len(sh.freeBits); n > 0 && sh.seen == nil {
+		sh.seen, sh.seenSum = sh.freeBits[n-1].seen, sh.freeBits[n-1].sum
+		sh.freeBits = sh.freeBits[:n-1]
+	}
+	return sh
+}
+
+// joinAhead waits for the group streaming ahead, if one is, and takes its slots (c.ahead) and
+// the source position its streamer reached.
+func (c *cursor) joinAhead() error {
+	job := c.job
+	if job == nil {
+		return nil
+	}
+	<-job.done
+	c.job = nil
+	if job.err != nil {
+		return job.err
+	}
+	sh := c.sh
+	c.sourceReader = sh.sourceReader
+	// The clear bitmaps come back (the group's went with its pages).
+	c.freeBits = append(c.freeBits, sh.freeBits...)
+	if sh.seen != nil {
+		c.freeBits = append(c.freeBits, keyBits{seen: sh.seen, sum: sh.seenSum})
+	}
+	c.sh = nil // its window and buffers go: of the merge's inputs, few stream ahead at once
+	c.ahead = job.pg
 	aheadGroups.Add(1)
 	return nil
 }
@@ -125,9 +207,12 @@ func (c *cursor) streamAhead(ctx context.Context) error {
 func (c *cursor) streamInto(ctx context.Context, p0, p int) (slotPages, error) {
 	w := &c.w
 	t := c.lastT
-	if words := 1 + (1<<c.idBits-1)>>6; len(c.seen) != words {
-		c.seen, c.rank = make([]uint64, words), make([]int32, words)
-		c.seenSum = make([]uint64, 1+(words-1)>>6)
+	words := 1 + (1<<c.idBits-1)>>6
+	if len(c.seen) != words {
+		c.seen, c.seenSum = make([]uint64, words), make([]uint64, 1+(words-1)>>6)
+	}
+	if len(c.rank) != words {
+		c.rank = make([]int32, words)
 	}
 	seen, sum, rank := c.seen, c.seenSum, c.rank
 	st := groupStage{c: c, gid: c.pre.get(0)[:0]}
@@ -158,7 +243,7 @@ func (c *cursor) streamInto(ctx context.Context, p0, p int) (slotPages, error) {
 		lo = p
 		var err error
 		// The group's next rows, up to its end (minRows 0) or the limit.
-		if p, cut, err = c.fillTimes(ctx, maxWindowRows, 0); err != nil {
+		if p, cut, err = c.fillTimes(ctx, c.streamRows(), 0); err != nil {
 			st.discard()
 			return slotPages{}, err
 		}

@@ -43,9 +43,11 @@ func TestMergeStreamedGroups(t *testing.T) {
 	dims := []columns.Dimension{{Name: "a"}, {Name: "b"}}
 	const hour = 3600_000
 	const bound = 500
-	saved, savedMem, savedNarrow, savedPreloads := maxWindowRows, maxMemGroupRows, narrowSlots, maxPreloads
+	saved, savedMem, savedNarrow := maxWindowRows, maxMemGroupRows, narrowSlots
+	savedPreloads, savedAheads := maxPreloads, maxAheads
 	t.Cleanup(func() {
-		maxWindowRows, maxMemGroupRows, narrowSlots, maxPreloads = saved, savedMem, savedNarrow, savedPreloads
+		maxWindowRows, maxMemGroupRows, narrowSlots = saved, savedMem, savedNarrow
+		maxPreloads, maxAheads = savedPreloads, savedAheads
 	})
 	for c := range 6 {
 		seed := uint64(c)
@@ -121,7 +123,8 @@ func TestMergeStreamedGroups(t *testing.T) {
 		require.Greater(t, aheadGroups.Load(), ahead, "%s: no group streamed ahead", name)
 		require.Greater(t, preloadsTaken.Load(), taken, "%s: no group combined ahead", name)
 
-		// Without preloads the tasks combine every group, and with one at a time some.
+		// Without preloads the tasks combine every group, and with one at a time some;
+		// without groups streamed ahead each streams when the merge reaches it.
 		for _, n := range []int{0, 1} {
 			maxPreloads = n
 			taken := preloadsTaken.Load()
@@ -132,6 +135,14 @@ func TestMergeStreamedGroups(t *testing.T) {
 			require.Equal(t, n > 0, preloadsTaken.Load() > taken, "%s: preloads at most %d", name, n)
 			requireSameFiles(t, noPre, streamed, name)
 		}
+		maxAheads = 0
+		ahead = aheadGroups.Load()
+		noAhead := filepath.Join(dir, "noahead.seg")
+		_, err = Merge(t.Context(), segs, noAhead, opts)
+		maxAheads = savedAheads
+		require.NoError(t, err, name)
+		require.Equal(t, ahead, aheadGroups.Load(), "%s: groups streamed ahead", name)
+		requireSameFiles(t, noAhead, streamed, name)
 		require.Equal(t, c%3 != 2, stagedGroups.Load() > staged, "%s: groups staged", name)
 		// Even cases' hours hold more distinct keys than a window's rows: their slots load a
 		// page at a time.
@@ -206,4 +217,42 @@ func TestMergePreloadFailure(t *testing.T) {
 	_, err = Merge(ctx, []*columns.Segment{seg}, filepath.Join(out, "o.seg"), opts)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Empty(t, dirNames(t, out))
+}
+
+// TestMergeDropsSlotPages: an hour of 30,000 distinct keys has slot tables past 64 KiB, mapped
+// outside the heap; as its rows go out, the tasks give the tables' pages below them back, and
+// the output is the same as without pre-aggregation.
+func TestMergeDropsSlotPages(t *testing.T) {
+	saved := maxWindowRows
+	t.Cleanup(func() { maxWindowRows = saved })
+	maxWindowRows = 1000
+	ms := []columns.Metric{{Name: "sum", Aggregator: agg.LongSum}, {Name: "min", Aggregator: agg.LongMin}, {Name: "last", Aggregator: agg.LongLast}}
+	for i := range ms {
+		ms[i].Type, ms[i].Field = columns.MetricLong, ms[i].Name
+	}
+	s := columns.Schema{Granularity: columns.GranularityNone, Dimensions: []columns.Dimension{{Name: "a"}, {Name: "b"}}, Metrics: ms}
+	rng := rand.New(rand.NewPCG(9, 9))
+	dir := t.TempDir()
+	var segs []*columns.Segment
+	for i := range 2 {
+		rs := make([]columns.Row, 60_000)
+		for r := range rs {
+			k := rng.IntN(30_000)
+			rs[r] = columns.Row{Time: 1_700_000_000_000 + int64(r)*50, Dims: [][]string{{fmt.Sprintf("a%d", k%300)}, {fmt.Sprintf("b%d", k/300)}},
+				Metrics: []columns.Value{{Long: rng.Int64N(1000)}, {Long: rng.Int64N(1000)}, {Long: rng.Int64N(1000)}}}
+		}
+		segs = append(segs, writeSegment(t, dir, fmt.Sprintf("in%d.seg", i), s, rs))
+	}
+	opts := Options{Rollup: true, Granularity: columns.GranularityHour, Durability: medium.Durability{Sync: medium.SyncNone}}
+	drops := slotDrops.Load()
+	on := filepath.Join(dir, "on.seg")
+	_, err := Merge(t.Context(), segs, on, opts)
+	require.NoError(t, err)
+	require.Greater(t, slotDrops.Load(), drops, "no slot table's pages released")
+	preAggOff = true
+	off := filepath.Join(dir, "off.seg")
+	_, err = Merge(t.Context(), segs, off, opts)
+	preAggOff = false
+	require.NoError(t, err)
+	requireSameFiles(t, off, on, "pre-aggregated, tables released")
 }

@@ -16,15 +16,16 @@ import (
 // group. Each took turns, on one core of two: a 300 M-row hour rollup of the peers' events
 // ran a third of its time on one core.
 //
-// So each streamed group is combined ahead, on a goroutine a long task, as soon as its
-// cursor starts to page its slots out, and the cursor streams its next group meanwhile (see
+// So each streamed group is combined ahead, on a goroutine, as soon as its cursor starts to
+// page its slots out, and the cursor's next group streams meanwhile on another (see
 // cursor.streamAhead); the task takes the accumulators when the group's first batch comes.
-// A group the merge streams while too many others wait (maxPreloads) is combined by the
-// task as before: what a merge holds of accumulators stays bounded by the groups in use.
+// A group the merge pages out while maxPreloads others wait to be taken is combined by the
+// tasks as before: what a merge holds of accumulators stays bounded.
 
-// maxPreloads bounds the groups combined ahead and not yet taken by a task, per task (a
-// variable for tests; 0 turns preloads off).
-var maxPreloads = 2
+// maxPreloads bounds the groups combined ahead and not yet taken by every task (a variable
+// for tests; 0 turns preloads off). Four let five overlapping inputs of a 300 M-row hour
+// rollup run 10-20% faster than two, and the slot tables' pages go back as their rows go out.
+var maxPreloads = 4
 
 // For tests: preloadsTaken counts the accumulators that tasks took from a preload;
 // preloadFault, when set, is called before a group is combined ahead, and an error it returns
@@ -69,7 +70,24 @@ type preloads struct {
 	mu      sync.Mutex
 	open    map[*preload]struct{} // the preloads not taken (their memory is theirs)
 	bufs    chan slotBuf          // the preloads' buffers of slots, for the next
+	aheads  atomic.Int32          // groups streaming ahead (see cursor.streamAhead)
 }
+
+// maxAheads bounds the groups that stream ahead at once, each on a goroutine with a window
+// and a group's keys of its own (a variable for tests).
+var maxAheads = 2
+
+// aheadSlot reports whether one more group may stream ahead, and counts it if so.
+func (ps *preloads) aheadSlot() bool {
+	if ps.aheads.Add(1) > int32(maxAheads) {
+		ps.aheads.Add(-1)
+		return false
+	}
+	return true
+}
+
+// aheadDone ends a group's streaming ahead.
+func (ps *preloads) aheadDone() { ps.aheads.Add(-1) }
 
 // addTask makes t's preloader: open returns new readers of source in's values.
 func (ps *preloads) addTask(t *longTask, sources int, open func(in int) slotSrc) {

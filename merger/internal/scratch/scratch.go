@@ -20,6 +20,7 @@
 package scratch
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -86,6 +87,8 @@ type Array[T Elem] struct {
 	mapped []byte      // the mapping behind S, nil when S is on the Go heap
 	filler *populating // Populate's goroutine, nil without Populate
 	exact  bool        // mapped is S's pages only, and Free unmaps it (NewExact)
+	// dropped is how many bytes at the start of mapped DropBelow gave back.
+	dropped int
 }
 
 // populating is a Populate goroutine: Free sets stop, and waits for done.
@@ -129,11 +132,33 @@ func NewExact[T Elem](n int) Array[T] {
 }
 
 const (
-	// pageSize is what NewExact rounds mappings to.
+	// pageSize is what NewExact rounds mappings to, and DropBelow drops.
 	pageSize = 4 << 10
 	// minExact is the smallest array NewExact maps.
 	minExact = 64 << 10
 )
+
+// DropBelow gives back to the system the whole pages of a mapped array that hold only
+// elements below n: a caller that reads an array once, in order, frees what it has read.
+// Those elements read as zero after (the caller must not read them again); it reports how
+// many elements from the start are dropped now. An array on the Go heap drops nothing.
+func (a *Array[T]) DropBelow(n int) (int, error) {
+	var zero T
+	size := int(unsafe.Sizeof(zero))
+	if a.mapped == nil {
+		return 0, nil
+	}
+	if off := min(n*size, len(a.mapped)) / pageSize * pageSize; off > a.dropped {
+		if err := sys.Default.Madvise(a.mapped[a.dropped:off], sys.MadvDontneed); err != nil {
+			return a.dropped / size, fmt.Errorf("merger: release scratch pages: %w", err)
+		}
+		a.dropped = off
+	}
+	return a.dropped / size, nil
+}
+
+// Undrop makes the elements DropBelow dropped usable again: they read as zero until written.
+func (a *Array[T]) Undrop() { a.dropped = 0 }
 
 // Grow makes S hold at least n elements, keeping its first keep: when it must, it moves them
 // to a new array of at least twice the length and frees the old one (so no slice of the old S
@@ -204,7 +229,7 @@ func PopulatedBytes() int64 { return populated.Load() }
 // after.
 func (a *Array[T]) Free() error {
 	m, p, exact := a.mapped, a.filler, a.exact
-	a.S, a.mapped, a.filler, a.exact = nil, nil, nil, false
+	a.S, a.mapped, a.filler, a.exact, a.dropped = nil, nil, nil, false, 0
 	if p != nil {
 		p.stop.Store(true)
 		<-p.done

@@ -106,3 +106,42 @@ func TestNewExact(t *testing.T) {
 	acc.S[len(acc.S)-1].V = 5
 	require.NoError(t, acc.Free())
 }
+
+// TestDropBelow: a mapped array gives back whole pages below n only (the elements past them
+// keep their values, those dropped read as zero); an array on the heap drops nothing.
+func TestDropBelow(t *testing.T) {
+	a := NewExact[int64](3 * pageSize / 8)
+	if a.mapped == nil {
+		t.Skip("no mappings here")
+	}
+	for i := range a.S {
+		a.S[i] = int64(i) + 1
+	}
+	n, err := a.DropBelow(pageSize/8 - 1) // not a whole page
+	require.NoError(t, err)
+	require.Zero(t, n)
+	n, err = a.DropBelow(pageSize/8 + 5)
+	require.NoError(t, err)
+	require.Equal(t, pageSize/8, n)
+	for i := range a.S {
+		if i < n {
+			require.Zero(t, a.S[i], "element %d dropped", i)
+		} else {
+			require.Equal(t, int64(i)+1, a.S[i], "element %d kept", i)
+		}
+	}
+	n, err = a.DropBelow(10) // never back
+	require.NoError(t, err)
+	require.Equal(t, pageSize/8, n)
+	a.Undrop()
+	n, err = a.DropBelow(10)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.NoError(t, a.Free())
+
+	h := NewExact[int64](100)
+	n, err = h.DropBelow(100)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.NoError(t, h.Free())
+}
