@@ -44,7 +44,11 @@
 //     batch column by column. A rollup group that re-sorts
 //     is pre-aggregated when its dimensions are single-value and its metrics long (see
 //     preagg.go): the cursor numbers the group's distinct keys and sorts only those, and each
-//     metric combines the group's values in row order into one accumulator per key.
+//     metric combines the group's values in row order into one accumulator per key. A group
+//     larger than a window streams through it (preaggstream.go); once its keys are numbered,
+//     a goroutine combines its rows for every long metric while the cursor's next group
+//     streams on another and the merge emits this one's slots (preload.go), and each slot
+//     table's pages go back as the slots go out.
 //     A single-value dimension with a bitmap index logs each output row's merged id (1, 2 or
 //     4 bytes a row, by cardinality, in anonymous huge-page mappings pooled for the next merge:
 //     merger/internal/scratch); a multi-value one records each input row's output row in a row
@@ -101,7 +105,7 @@
 // and writes a value with more rows a piece at a time, large pre-aggregated groups stage their
 // keys. The row maps of multi-value dimensions (4 bytes an input row) and the dictionaries
 // still grow with the data. The default staging medium keeps the output in its file's page
-// cache, with at most 4 MiB of buffers.
+// cache, with at most 2 MiB of buffers.
 //
 // A cancelled context stops a merge within milliseconds: every loop checks it at least every
 // few thousand rows or values. The error wraps ctx.Err(), and nothing is left in dst's
