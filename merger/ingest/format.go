@@ -104,11 +104,14 @@ func formatOfName(name string) *inputFormat {
 // given: by the magic bytes of its content (a Parquet file whatever its name), else by the
 // extension of its name. ok is false when neither tells.
 func formatOfFile(path string) (f Format, ok bool) {
-	if file, err := os.Open(path); err == nil {
-		x, _, err := formatOfContent(file)
-		_ = file.Close()
-		if err == nil && x != nil {
-			return x.name, true
+	// Only a regular file's content is read twice: a named pipe's bytes would be gone.
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		if file, err := os.Open(path); err == nil {
+			x, _, err := formatOfContent(file)
+			_ = file.Close()
+			if err == nil && x != nil {
+				return x.name, true
+			}
 		}
 	}
 	if x := formatOfName(path); x != nil {

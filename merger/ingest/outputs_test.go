@@ -131,7 +131,7 @@ func TestRunInputIsOutput(t *testing.T) {
 	require.NoError(t, os.Symlink("a.csv", filepath.Join(dir, "link.seg")))
 	require.NoError(t, os.Link(in, filepath.Join(dir, "hard.seg")))
 	require.NoError(t, os.Link(in, filepath.Join(dir, "day-0002.seg")))
-	input := []Input{{Name: "a.csv", Path: in, Format: CSV, open: func() (io.ReadCloser, error) { return openFile(in) }}}
+	input := []Input{{Name: "a.csv", Path: in, Format: CSV, open: func() (io.ReadCloser, error) { return openFile(context.Background(), in) }}}
 	for _, o := range []Options{
 		{Out: in}, {Out: filepath.Join(dir, "link.seg")}, {Out: filepath.Join(dir, "hard.seg")},
 		{Out: filepath.Join(dir, "day.seg"), RowsPerSegment: 1},

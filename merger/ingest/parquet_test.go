@@ -247,7 +247,7 @@ func TestParquetSameAsCSV(t *testing.T) {
 				var inputs []Input
 				for _, in := range ins {
 					inputs = append(inputs, Input{Name: in, Path: in,
-						open: func() (io.ReadCloser, error) { return openFile(in) }})
+						open: func() (io.ReadCloser, error) { return openFile(context.Background(), in) }})
 				}
 				out := filepath.Join(dir, filepath.Base(ins[0])+".seg")
 				res, err := Run(context.Background(), sp, inputs, Options{Out: out, Replace: true, MaxRowsInMemory: 300_000})
@@ -280,7 +280,7 @@ type pqSums struct {
 func compareReaders(t *testing.T, sp *Spec, pqs []string, csvPath, ndjson string) pqSums {
 	t.Helper()
 	open := func(p string) reader {
-		f, err := openFile(p)
+		f, err := openFile(context.Background(), p)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = f.Close() })
 		format, _ := formatOf(p)
@@ -441,7 +441,7 @@ func TestParquetErrors(t *testing.T) {
 	named := filepath.Join(dir, "rows.csv")
 	require.NoError(t, os.WriteFile(named, data, 0o644))
 	input := func(format Format) []Input {
-		return []Input{{Name: named, Format: format, open: func() (io.ReadCloser, error) { return openFile(named) }}}
+		return []Input{{Name: named, Format: format, open: func() (io.ReadCloser, error) { return openFile(context.Background(), named) }}}
 	}
 	res, err := Run(context.Background(), sp, input(""), Options{Out: filepath.Join(dir, "a.seg")})
 	require.NoError(t, err)
@@ -457,7 +457,7 @@ func TestParquetErrors(t *testing.T) {
 	// A .parquet name on CSV text.
 	fake := filepath.Join(dir, "fake.parquet")
 	require.NoError(t, os.WriteFile(fake, []byte("ts\n1\n"), 0o644))
-	_, err = Run(context.Background(), sp, []Input{{Name: fake, open: func() (io.ReadCloser, error) { return openFile(fake) }}},
+	_, err = Run(context.Background(), sp, []Input{{Name: fake, open: func() (io.ReadCloser, error) { return openFile(context.Background(), fake) }}},
 		Options{Out: filepath.Join(dir, "d.seg")})
 	require.ErrorIs(t, err, ErrInput)
 	require.ErrorContains(t, err, `not a Parquet file (it does not start with "PAR1")`)
@@ -645,7 +645,7 @@ func BenchmarkParquetVsCSV(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				_, err := Run(context.Background(), sp, []Input{{Name: in.path, Path: in.path,
-					open: func() (io.ReadCloser, error) { return openFile(in.path) }}},
+					open: func() (io.ReadCloser, error) { return openFile(context.Background(), in.path) }}},
 					Options{Out: filepath.Join(dir, "out.seg"), Replace: true, Durability: medium.Durability{Sync: medium.SyncNone}})
 				require.NoError(b, err)
 			}

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/writeout/writeout/columns"
@@ -132,9 +134,10 @@ func readErr(name string, err error) error {
 
 // openFile opens the file at path for reading, through gzip when its name ends in .gz. Its
 // errors are os.Open's, or name the file. Unless gzipped, what it returns is also an
-// io.ReaderAt with a Stat method, as a Parquet input needs.
-func openFile(path string) (io.ReadCloser, error) {
-	f, err := os.Open(path)
+// io.ReaderAt with a Stat method, as a Parquet input needs. A named pipe's open waits for a
+// writer: ctx ends the wait.
+func openFile(ctx context.Context, path string) (io.ReadCloser, error) {
+	f, err := openWaiting(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +151,39 @@ func openFile(path string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return readCloser{zr, func() error { return errors.Join(zr.Close(), f.Close()) }}, nil
+}
+
+// openWaiting opens the file at path for reading. Opening a named pipe blocks until a writer
+// opens it, so it waits on a goroutine of its own, and when ctx ends first it returns ctx's
+// error: it then opens the pipe for writing itself (which ends the wait) and closes both ends.
+func openWaiting(ctx context.Context, path string) (*os.File, error) {
+	if fi, err := os.Stat(path); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
+		return os.Open(path)
+	}
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(path)
+		done <- opened{f, err}
+	}()
+	select {
+	case o := <-done:
+		return o.f, o.err
+	case <-ctx.Done():
+	}
+	// A writer of our own ends the open (a non-blocking open for writing succeeds once a
+	// reader waits; should it fail, the reader waits on until a writer comes).
+	if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+		o := <-done
+		if o.f != nil {
+			_ = o.f.Close()
+		}
+		_ = w.Close()
+	}
+	return nil, &cancelled{fmt.Errorf("open %s (a named pipe, no writer yet): %w", path, ctx.Err())}
 }
 
 // fileReader reads a file through a buffer, and also at offsets (for Parquet).

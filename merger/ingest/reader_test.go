@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -361,17 +362,17 @@ func TestOpenFile(t *testing.T) {
 	gz := filepath.Join(dir, "a.csv.gz")
 	require.NoError(t, os.WriteFile(gz, zb.Bytes(), 0o644))
 	for path, want := range map[string]string{plain: "x\n", gz: "y\n"} {
-		rc, err := openFile(path)
+		rc, err := openFile(context.Background(), path)
 		require.NoError(t, err)
 		got, err := io.ReadAll(rc)
 		require.NoError(t, err)
 		require.Equal(t, want, string(got))
 		require.NoError(t, rc.Close())
 	}
-	_, err = openFile(filepath.Join(dir, "missing.csv"))
+	_, err = openFile(context.Background(), filepath.Join(dir, "missing.csv"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 	notGz := filepath.Join(dir, "b.csv.gz")
 	require.NoError(t, os.WriteFile(notGz, []byte("plain text, not gzip"), 0o644))
-	_, err = openFile(notGz)
+	_, err = openFile(context.Background(), notGz)
 	require.ErrorContains(t, err, "b.csv.gz: gzip: invalid header")
 }

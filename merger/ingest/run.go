@@ -198,7 +198,7 @@ func (r *runner) readInput(in Input, format *inputFormat) (err error) {
 	if src == nil {
 		open := in.open
 		if open == nil {
-			open = func() (io.ReadCloser, error) { return openFile(in.Path) }
+			open = func() (io.ReadCloser, error) { return openFile(r.ctx, in.Path) }
 		}
 		rc, err := open()
 		if err != nil {

@@ -110,7 +110,7 @@ func TestRunOneSegment(t *testing.T) {
 	var progress []progressReport
 	res, err := Run(context.Background(), sp, []Input{
 		csvInput("a.csv", hourCSV),
-		{Name: ndPath, open: func() (io.ReadCloser, error) { return openFile(ndPath) }},
+		{Name: ndPath, open: func() (io.ReadCloser, error) { return openFile(context.Background(), ndPath) }},
 	}, Options{Out: out, Durability: noSync, progress: func(p progressReport) { progress = append(progress, p) }, progressRows: 4})
 	require.NoError(t, err)
 	require.Equal(t, int64(6), res.InputRows)
