@@ -228,7 +228,7 @@ func TestValueLimits(t *testing.T) {
 
 	// Exactly maxRowValues values are fine.
 	ok := strings.Repeat("x|", maxRowValues-1) + "x"
-	nd := `{"ts": 1, "tags": ["` + strings.Repeat(`x", "`, maxRowValues) + `x"]}` + "\n" + `{"ts": 2, "tags": "` + ok + `"}` + "\n"
+	nd := `{"ts": 1, "page": null, "body": null, "tags": ["` + strings.Repeat(`x", "`, maxRowValues) + `x"]}` + "\n" + `{"ts": 2, "tags": "` + ok + `"}` + "\n"
 	nr, err := openNDJSON(sp, "v.ndjson", strings.NewReader(nd))
 	require.NoError(t, err)
 	rows, bad, end = readAll(t, sp, nr)
@@ -360,7 +360,7 @@ func TestTimeRangeAndWarning(t *testing.T) {
 		warns = nil
 		in := csvHeader + "1714564800,A,a,b,1,1,u\n1714564800123,A,a,b,1,1,u\n1714564800124,A,a,b,1,1,u\n"
 		if format == NDJSON {
-			in = `{"ts": 1714564800}` + "\n" + `{"ts": 1714564800123}` + "\n" + `{"ts": 1714564800124}` + "\n"
+			in = `{"ts": 1714564800, "page": null, "tags": null, "body": null, "added": null, "d": null, "user": null}` + "\n" + `{"ts": 1714564800123}` + "\n" + `{"ts": 1714564800124}` + "\n"
 		}
 		rr, err = openReaderOptions(sp, format, "w", strings.NewReader(in), readerOptions{OnWarning: func(w Warning) { warns = append(warns, w) }})
 		require.NoError(t, err)
@@ -412,7 +412,7 @@ func TestBOM(t *testing.T) {
 		require.Empty(t, bad)
 		require.Equal(t, []string{`1 ["A"] ["a"] ["b"] 1 1 1 ~1 0`}, rows)
 	}
-	rr, err := openNDJSON(sp, "b.ndjson", strings.NewReader("\ufeff"+`{"ts": 1, "page": "A"}`+"\n"+"\ufeff"+`{"ts": 2}`+"\n"))
+	rr, err := openNDJSON(sp, "b.ndjson", strings.NewReader("\ufeff"+`{"ts": 1, "page": "A", "tags": null, "body": null}`+"\n"+"\ufeff"+`{"ts": 2}`+"\n"))
 	require.NoError(t, err)
 	rows, bad, end := readAll(t, sp, rr)
 	require.NoError(t, end)

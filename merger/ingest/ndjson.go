@@ -4,7 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/writeout/writeout/columns"
 )
@@ -16,7 +20,22 @@ type ndjsonReader struct {
 	obj     map[string]json.RawMessage
 	buf     []byte
 	maxLine int
+	// absent: the spec's dimension and metric fields no object has had yet (what a CSV header
+	// tells at once), and keys some of the keys the objects had, for the message; nil once
+	// every field came.
+	absent []absentField
+	keys   map[string]struct{}
+	rows   int
 }
+
+// absentField is a field of the spec no object of the input has had yet.
+type absentField struct {
+	field, what string
+	metric      int // the metric's index, or -1 for a dimension
+}
+
+// maxKeysShown bounds the keys an absent field's message lists.
+const maxKeysShown = 40
 
 // NDJSON is the name of the NDJSON format.
 const NDJSON Format = "ndjson"
@@ -32,15 +51,75 @@ var ndjsonFormat = inputFormat{
 	help: `NDJSON: one object per line; a string, number or boolean is a value (numbers and booleans
 as their JSON text); null or a missing key is null; an array is a multi-value cell (a single-
 value dimension takes an array of at most one element); a null element of an array is stored
-as the empty string, since a segment has no null inside a list; an empty array is null.`,
+as the empty string, since a segment has no null inside a list; an empty array is null. A
+dimension's field that no object of an input has is an error, as a CSV header without it is
+(a misspelled field); a metric's is a warning.`,
 }
 
 // newNDJSONReader returns a reader of the NDJSON in r, named name in messages. A byte-order
 // mark at the start is skipped. A line longer than the spec's input.maxRecordBytes ends the
 // input with an error wrapping ErrInput.
 func newNDJSONReader(pl *plan, name string, r io.Reader, opts readerOptions) *ndjsonReader {
-	return &ndjsonReader{fieldParser: newFieldParser(pl, name, opts), br: newInput(opts.Context, r), obj: map[string]json.RawMessage{},
-		maxLine: pl.maxRecord}
+	x := &ndjsonReader{fieldParser: newFieldParser(pl, name, opts), br: newInput(opts.Context, r), obj: map[string]json.RawMessage{},
+		maxLine: pl.maxRecord, keys: map[string]struct{}{}}
+	for i, d := range x.sp.Schema.Dimensions {
+		x.absent = append(x.absent, absentField{field: x.dimFields[i], what: "dimension " + d.Name, metric: -1})
+	}
+	for i, m := range x.sp.Schema.Metrics {
+		if f := x.metFields[i]; f != "" {
+			x.absent = append(x.absent, absentField{field: f, what: "metric " + m.Name, metric: i})
+		}
+	}
+	return x
+}
+
+// noteFields strikes the fields of the object just read off absent.
+func (x *ndjsonReader) noteFields() {
+	x.rows++
+	kept := x.absent[:0]
+	for _, a := range x.absent {
+		if _, ok := x.obj[a.field]; !ok {
+			kept = append(kept, a)
+		}
+	}
+	x.absent = kept
+	if len(x.absent) == 0 {
+		x.absent, x.keys = nil, nil
+		return
+	}
+	for k := range x.obj {
+		if len(x.keys) >= maxKeysShown {
+			break
+		}
+		x.keys[k] = struct{}{}
+	}
+}
+
+// checkFields ends the input: a dimension's field that no object had is an error, as a CSV
+// header without it is (a misspelled field would otherwise be an all-null column), a
+// metric's a warning that every value of it is missing.
+func (x *ndjsonReader) checkFields() error {
+	if x.rows == 0 || len(x.absent) == 0 {
+		return nil
+	}
+	keys := slices.Sorted(maps.Keys(x.keys))
+	shown := strings.Join(keys, ", ")
+	if len(keys) >= maxKeysShown {
+		shown += ", ..."
+	}
+	for _, a := range x.absent {
+		if a.metric < 0 {
+			return inputErr("%s: %s: field %q is in none of its %d objects (their keys: %s)", x.file, a.what, a.field, x.rows, shown)
+		}
+	}
+	if x.onWarning != nil {
+		for _, a := range x.absent {
+			x.onWarning(Warning{file: x.file, line: x.line, column: x.sp.Schema.Metrics[a.metric].Name,
+				message: fmt.Sprintf("field %q is in none of the %d objects: every value of %s is missing", a.field, x.rows, a.what)})
+		}
+	}
+	x.absent = nil
+	return nil
 }
 
 // nextLine returns the next non-blank line.
@@ -78,6 +157,11 @@ func (x *ndjsonReader) nextLine() ([]byte, error) {
 // Read implements Reader.
 func (x *ndjsonReader) Read(row *columns.Row) error {
 	line, err := x.nextLine()
+	if err == io.EOF {
+		if err := x.checkFields(); err != nil {
+			return err
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -88,6 +172,9 @@ func (x *ndjsonReader) Read(row *columns.Row) error {
 	if x.obj == nil { // the line was null
 		x.obj = map[string]json.RawMessage{}
 		return x.errf("", "not a JSON object: null")
+	}
+	if x.absent != nil {
+		x.noteFields()
 	}
 	x.shape(row)
 	ts, tnull, err := x.scalar(x.timeField, x.obj[x.timeField])

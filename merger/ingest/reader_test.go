@@ -233,21 +233,21 @@ func TestNDJSONReaderBadRows(t *testing.T) {
 	sp := testSpec(t, nil)
 	long := strings.Repeat("x", columns.MaxValueBytes+1)
 	lines := []string{
-		`{"ts": 1, "page": "Main", "tags": {"a": 1}}`,    // 1
-		`{"ts": 2, "page": ["a", "b"]}`,                  // 2
-		`{"ts": 3, "tags": [["a"]]}`,                     // 3
-		`{"ts": 4, "added": "lots"}`,                     // 4
-		`{"ts": 5, "d": [1]}`,                            // 5
-		`{"page": "Main"}`,                               // 6
-		`{"ts": null}`,                                   // 7
-		`{"ts": "yesterday"}`,                            // 8
-		`["not", "an", "object"]`,                        // 9
-		`{"ts": 10,`,                                     // 10
-		`null`,                                           // 11
-		`{"ts": 12, "user": {}}`,                         // 12
-		`{"ts": 13, "page": "` + long + `"}`,             // 13
-		`{"ts": 14, "page": "bad \u00zz escape"}`,        // 14
-		`{"ts": 15, "page": "Main", "tags": ["a", "b"]}`, // 15: good
+		`{"ts": 1, "page": "Main", "tags": {"a": 1}}`, // 1
+		`{"ts": 2, "page": ["a", "b"]}`,               // 2
+		`{"ts": 3, "tags": [["a"]]}`,                  // 3
+		`{"ts": 4, "added": "lots"}`,                  // 4
+		`{"ts": 5, "d": [1]}`,                         // 5
+		`{"page": "Main"}`,                            // 6
+		`{"ts": null}`,                                // 7
+		`{"ts": "yesterday"}`,                         // 8
+		`["not", "an", "object"]`,                     // 9
+		`{"ts": 10,`,                                  // 10
+		`null`,                                        // 11
+		`{"ts": 12, "user": {}}`,                      // 12
+		`{"ts": 13, "page": "` + long + `"}`,          // 13
+		`{"ts": 14, "page": "bad \u00zz escape"}`,     // 14
+		`{"ts": 15, "page": "Main", "tags": ["a", "b"], "body": null}`, // 15: good
 	}
 	rr, err := openNDJSON(sp, "bad.ndjson", strings.NewReader(strings.Join(lines, "\n")))
 	require.NoError(t, err)
@@ -375,4 +375,42 @@ func TestOpenFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(notGz, []byte("plain text, not gzip"), 0o644))
 	_, err = openFile(context.Background(), notGz)
 	require.ErrorContains(t, err, "b.csv.gz: gzip: invalid header")
+}
+
+// TestNDJSONAbsentField: a dimension's field that no object of an NDJSON input has fails the
+// input as a CSV header without it does, naming the field and the keys the objects had (a
+// misspelling was an all-null column, exit 0); a metric's is a warning that every value is
+// missing, as in CSV. A field some object has, even as null, is no error.
+func TestNDJSONAbsentField(t *testing.T) {
+	read := func(sp *Spec, in string) ([]string, []Warning, error) {
+		var warns []Warning
+		rr, err := openReaderOptions(sp, NDJSON, "in.ndjson", strings.NewReader(in), readerOptions{OnWarning: func(w Warning) { warns = append(warns, w) }})
+		require.NoError(t, err)
+		rows, _, end := readAll(t, sp, rr)
+		return rows, warns, end
+	}
+	in := `{"ts": 1, "pgae": "Main", "tags": "a", "body": "x", "added": 1, "d": 1, "user": "u"}` + "\n" +
+		`{"ts": 2, "pgae": "Talk", "tags": "b", "body": "y", "added": 2, "d": 2, "user": "v"}` + "\n"
+	_, _, err := read(testSpec(t, nil), in)
+	require.ErrorIs(t, err, ErrInput)
+	require.EqualError(t, err, `in.ndjson: dimension page: field "page" is in none of its 2 objects (their keys: added, body, d, pgae, tags, ts, user)`)
+
+	// The field in one object of many, or as null only: fine.
+	fine := strings.Replace(in, `"pgae": "Talk"`, `"page": null`, 1)
+	rows, warns, err := read(testSpec(t, nil), fine)
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.Empty(t, warns)
+
+	// A metric's field in no object: a warning, every value missing.
+	noAdded := strings.ReplaceAll(strings.ReplaceAll(fine, `"added": 1, `, ``), `"added": 2, `, ``)
+	rows, warns, err = read(testSpec(t, nil), noAdded)
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.Equal(t, []Warning{{file: "in.ndjson", line: 2, column: "added",
+		message: `field "added" is in none of the 2 objects: every value of metric added is missing`}}, warns)
+
+	// An empty input tells nothing.
+	_, _, err = read(testSpec(t, nil), "\n\n")
+	require.NoError(t, err)
 }
