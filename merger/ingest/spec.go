@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/big"
 	"strconv"
@@ -146,11 +147,34 @@ func ParseSpec(data []byte) (*Spec, error) {
 	return sp, nil
 }
 
+// atOffset places a JSON syntax or type error of data at its line and column (the byte
+// offset alone says little in a spec of many lines).
+func atOffset(data []byte, err error) error {
+	var off int64
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset - 1 // the byte that was not what the syntax wants
+	case errors.As(err, &te):
+		off = te.Offset
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		off = int64(len(data))
+	default:
+		return err
+	}
+	off = min(max(off, 0), int64(len(data)))
+	before := data[:off]
+	line := 1 + bytes.Count(before, []byte{'\n'})
+	col := int64(len(before)) - int64(bytes.LastIndexByte(before, '\n'))
+	return fmt.Errorf("line %d, column %d: %w", line, col, err)
+}
+
 func decodeSpec(data []byte) (*Spec, error) {
 	var top map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&top); err != nil {
-		return nil, err
+		return nil, atOffset(data, err)
 	}
 	if dec.More() {
 		return nil, errors.New("trailing data after the spec's JSON object")

@@ -164,3 +164,18 @@ func TestMetricField(t *testing.T) {
 	}
 	require.Equal(t, []string{"", "added", "d", "", "ip"}, got)
 }
+
+// TestParseSpecSyntaxPosition: a JSON syntax error in a spec says the line and column of the
+// byte at fault (it gave none: a spec of forty lines left one to count), and an input that
+// ends early says where it ended.
+func TestParseSpecSyntaxPosition(t *testing.T) {
+	for in, want := range map[string]string{
+		"{\"dimensions\": [\n  {\"name\": \"a\",}]}": "line 2, column 16: invalid character '}' looking for beginning of object key string",
+		"{\"dimensions\": [\n  {\"name\": \"a\"}]":   "line 2, column 17: unexpected EOF",
+		"\n\n   nope": "line 3, column 5: invalid character 'o' in literal null (expecting 'u')",
+	} {
+		_, err := ParseSpec([]byte(in))
+		require.ErrorIs(t, err, ErrSpec, in)
+		require.EqualError(t, err, want, in)
+	}
+}
