@@ -91,6 +91,22 @@ func TestRunParseErrorBudget(t *testing.T) {
 	require.ErrorIs(t, err, ErrRow)
 	require.ErrorContains(t, err, "q.csv:6: malformed CSV")
 	require.NoFileExists(t, filepath.Join(dir, "b.seg"))
+
+	// Every row skipped: no segment of no rows (it had a 1970 interval and exit 0), an error.
+	allBad := csvHeader + "x,A,a,b,1,1,u\n" + "y,B,a,b,1,1,u\n"
+	res, err = Run(context.Background(), sp, []Input{csvInput("q.csv", allBad)}, Options{
+		Out: filepath.Join(dir, "c.seg"), MaxParseErrors: 5, Durability: noSync,
+	})
+	require.ErrorIs(t, err, ErrInput)
+	require.EqualError(t, err, "ingest: none of the 2 rows parsed (each skipped: MaxParseErrors, --max-parse-errors, is 5); no segment written")
+	require.Equal(t, 2, res.Skipped)
+	require.NoFileExists(t, filepath.Join(dir, "c.seg"))
+
+	// No row at all is not that: an empty segment, as before.
+	_, err = Run(context.Background(), sp, []Input{csvInput("q.csv", csvHeader)}, Options{
+		Out: filepath.Join(dir, "d.seg"), MaxParseErrors: 5, Durability: noSync,
+	})
+	require.NoError(t, err)
 }
 
 // endless reads c forever, counting the bytes it gives.

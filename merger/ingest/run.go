@@ -138,6 +138,11 @@ func Run(ctx context.Context, sp *Spec, inputs []Input, opts Options) (res Resul
 			return r.res, err
 		}
 	}
+	if r.res.InputRows == 0 && r.res.Skipped > 0 {
+		// A segment of no rows (and an interval at 1970) is no answer to rows that all failed.
+		return r.res, inputErr("ingest: none of the %d rows parsed (each skipped: MaxParseErrors, --max-parse-errors, is %d); no segment written",
+			r.res.Skipped, opts.MaxParseErrors)
+	}
 	r.final = true
 	if err := r.endSegment(); err != nil {
 		return r.res, err
