@@ -47,8 +47,8 @@ zstd-compressed; the segment's schema is in the file's key/value metadata, key w
 Rows stream, --row-group-rows per row group; parquet-go stages each row group's pages in
 --medium (heap, offheap, tmpfile in --tmp-dir, mmapfile).
 
---spec-out writes the ingestion spec that reads the file back ('segtool ingest --spec SPEC.json'
-once ingest reads Parquet). A count metric holding counts above 1 (a rolled-up segment's) is
+--spec-out writes the ingestion spec that reads the file back ('segtool ingest --spec SPEC.json
+FILE.parquet'). A count metric holding counts above 1 (a rolled-up segment's) is
 read back with longSum, since ingestion counts input rows; a hyperUnique sketch of an input
 field that is not a dimension cannot be read back, and --spec-out fails before anything is
 written. The package documentation of merger/export lists what a round trip keeps.
@@ -57,20 +57,18 @@ The file is written under a temp name next to --out, synced per --durability and
 place; an existing --out or --spec-out is an error unless --replace. On failure nothing is left
 behind. An s3://BUCKET/KEY --out or --spec-out is uploaded as one multipart upload that appears
 whole or not at all; an existing object is an error unless --replace. ` + s3Help,
-		Example: `  segtool export --format parquet --out events.parquet events.seg
-  segtool export --format parquet --out basic.parquet --spec-out basic-spec.json data/basic-0000.seg`,
+		Example: `  segtool export --out events.parquet events.seg
+  segtool export --out basic.parquet --spec-out basic-spec.json data/basic-0000.seg`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			for _, name := range []string{"format", "out"} {
-				if err := requireFlag(cmd, name); err != nil {
-					return err
-				}
+			if err := requireFlag(cmd, "out"); err != nil {
+				return err
 			}
 			return runExport(cmd.Context(), cmd, f, args[0])
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.format, "format", "", "output format: parquet (required)")
+	fl.StringVar(&f.format, "format", "parquet", "output format: parquet, the only one")
 	fl.StringVar(&f.out, "out", "", "output file, or s3://BUCKET/KEY (required)")
 	fl.StringVar(&f.specOut, "spec-out", "", "also write the ingestion spec that reads the output back")
 	fl.BoolVar(&f.replace, "replace", false, "replace existing output files")

@@ -157,9 +157,10 @@ func newRoot() (*cobra.Command, func() error) {
 	root := &cobra.Command{
 		Use:   "segtool",
 		Short: "Build, merge, inspect, verify and query writeout segments",
-		Long: `segtool builds columnar segments from CSV or NDJSON files, merges them through a
-write-out medium (heap, offheap, tmpfile, mmapfile), and inspects, verifies, dumps, queries
-and exports them (as Parquet). Start with 'segtool demo'.
+		Long: `segtool builds columnar segments from CSV, NDJSON or Parquet files, merges them through
+a write-out medium (heap, offheap, tmpfile, mmapfile), and inspects, verifies, dumps, queries
+and exports them (as Parquet), on local disks or s3:// object storage. Start with
+'segtool demo'.
 
 Results go to standard output; errors go to standard error as one line naming the file and
 the cause. Exit status: 0 success, 1 failure, 2 usage error.`,
