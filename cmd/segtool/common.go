@@ -208,3 +208,27 @@ func rate(rows int64, d time.Duration) string {
 	}
 	return fmt.Sprintf("%.0f rows/s", r)
 }
+
+// makeTmpDir makes --tmp-dir dir when it is missing, as the temp directory of a command (one
+// level: its parent must exist), and returns what removes it again once the command is done,
+// if it made it and it is empty. dir "" (the default place) makes nothing. Errors name the
+// flag.
+func makeTmpDir(dir string) (remove func(), err error) {
+	nothing := func() {}
+	if dir == "" {
+		return nothing, nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case err == nil && fi.IsDir():
+		return nothing, nil
+	case err == nil:
+		return nil, usagef("--tmp-dir %s: not a directory", dir)
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("--tmp-dir %s: %w", dir, err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("--tmp-dir %s: %w", dir, err)
+	}
+	return func() { _ = os.Remove(dir) }, nil // not when something is left in it
+}

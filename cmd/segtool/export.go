@@ -116,6 +116,12 @@ func runExport(ctx context.Context, cmd *cobra.Command, f exportFlags, segPath s
 	if err != nil {
 		return err
 	}
+	removeTmp, err := makeTmpDir(f.tmpDir)
+	if err != nil {
+		undo()
+		return err
+	}
+	defer removeTmp()
 	tmpDir := f.tmpDir
 	if tmpDir == "" && out.IsS3() {
 		tmpDir = os.TempDir()

@@ -191,3 +191,26 @@ func TestGenFailureRemovesWhatItWrote(t *testing.T) {
 	_, err = os.Lstat(full)
 	assert.True(t, errors.Is(err, os.ErrNotExist), "the failed file is removed too")
 }
+
+// TestTmpDirMissing: a --tmp-dir that does not exist is made for the command and removed
+// after it (merge --help's own example failed with "stat scratch: no such file or directory",
+// not naming the flag); one that cannot be made, or is a file, is an error naming --tmp-dir.
+func TestTmpDirMissing(t *testing.T) {
+	dir := t.TempDir()
+	seg := genOne(t, dir)
+	scratch := filepath.Join(dir, "scratch")
+	code, _, errs := runSegtool(t, "merge", "--quiet", "--max-fan-in", "8", "--tmp-dir", scratch, "--out", filepath.Join(dir, "m.seg"), seg)
+	require.Equal(t, 0, code, errs)
+	require.NoDirExists(t, scratch, "made for the merge, removed after it")
+	require.FileExists(t, filepath.Join(dir, "m.seg"))
+
+	code, _, errs = runSegtool(t, "merge", "--quiet", "--tmp-dir", filepath.Join(dir, "no", "such"), "--out", filepath.Join(dir, "n.seg"), seg)
+	require.Equal(t, 1, code, errs)
+	require.Contains(t, errs, "--tmp-dir "+filepath.Join(dir, "no", "such")+": ")
+	require.NoFileExists(t, filepath.Join(dir, "n.seg"))
+
+	code, _, errs = runSegtool(t, "export", "--quiet", "--tmp-dir", seg, "--out", filepath.Join(dir, "x.parquet"), seg)
+	require.Equal(t, 2, code, errs)
+	require.Contains(t, errs, "--tmp-dir "+seg+": not a directory")
+	require.NoFileExists(t, filepath.Join(dir, "x.parquet"))
+}

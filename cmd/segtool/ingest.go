@@ -179,6 +179,11 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	if stdinUsed > 1 {
 		return usagef("'-' (standard input) given more than once")
 	}
+	removeTmp, err := makeTmpDir(f.tmpDir)
+	if err != nil {
+		return err
+	}
+	defer removeTmp()
 	tmpDir, client, undo, err := ingestPlaces(f, out, dur)
 	if err != nil {
 		return err

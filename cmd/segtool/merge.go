@@ -383,6 +383,11 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) (err error) {
 		}
 	}
 	setMemoryLimit(limit)
+	removeTmp, err := makeTmpDir(f.tmpDir)
+	if err != nil {
+		return err
+	}
+	defer removeTmp()
 	var local map[string]string // --verify-inputs: s3:// inputs fetched to local files
 	if f.verifyInputs {
 		var cleanup func() error
