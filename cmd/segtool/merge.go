@@ -53,9 +53,10 @@ the way), synced per --durability and renamed into place.
 
 Media: heap (Go heap), offheap (anonymous mappings outside the Go heap), tmpfile (one temp file
 in --tmp-dir, the default), mmapfile (a shared file mapping in --tmp-dir; Linux only).
-Durability: none (no syncs), output (fdatasync the output, fsync its directory; the default),
-all (as output, and the synced output is read back from the disk and its checksums checked
-before it is named). --trickle SIZE (default 8MiB; e.g. 512KiB; 0 is off)
+Durability: none (no syncs, and no pacing unless --trickle is given), output (fdatasync the
+output, fsync its directory; the default), all (as output, and the synced output is read back
+from the disk and its checksums checked before it is named). --trickle SIZE (default 8MiB with
+output and all; e.g. 512KiB; 0 is off)
 paces writeback of every file the merge writes (the staging file, intermediate segments,
 the output): each SIZE written is submitted to the disk (sync_file_range) and the one before it
 waited for, so dirty pages stay bounded and the final sync is short; where the call is missing,
@@ -105,7 +106,7 @@ progress bar also counts the bytes fetched and uploaded.`,
 	fl.StringVar(&f.durability, "durability", "output", "none, output or all")
 	// 8MiB: on a 1M-row wide merge (200 MiB written) peak Dirty+Writeback went from 360-382 MiB
 	// without trickle to 19-39 MiB, at no measurable cost in wall time (1-16 MiB all did as well).
-	fl.StringVar(&f.trickle, "trickle", "8MiB", "pace writeback every SIZE bytes written (0: off)")
+	fl.StringVar(&f.trickle, "trickle", "8MiB", "pace writeback every SIZE bytes written (0: off; off by default with --durability none)")
 	fl.BoolVar(&f.rollup, "rollup", false, "combine rows with equal truncated time and dimensions")
 	fl.StringVar(&f.granularity, "granularity", "none", "time granularity: none, second, minute, hour or day")
 	fl.IntVar(&f.maxFanIn, "max-fan-in", 0, "inputs merged (and open) per phase (0: as many as --memory-limit and the open-file limit allow)")
@@ -333,6 +334,9 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) (err error) {
 	}
 	if dur.TrickleBytes, err = parseSize(f.trickle); err != nil {
 		return usagef("--trickle: %v", err)
+	}
+	if dur.Sync == medium.SyncNone && !cmd.Flags().Changed("trickle") {
+		dur.TrickleBytes = 0 // none is no syncs and no pacing, unless --trickle asks for it
 	}
 	limit, err := parseSize(f.memoryLimit)
 	if err != nil {

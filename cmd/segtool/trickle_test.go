@@ -98,6 +98,16 @@ func TestMergeTrickleCLI(t *testing.T) {
 	require.Zero(t, ranges(calls))
 	require.NotContains(t, stdout, "trickle")
 
+	// --durability none is no syncs and no pacing (it reported 56 calls of its 8 MiB default
+	// on 100 MiB); pacing asked for with it paces.
+	stdout, calls, _ = run("none", "--durability", "none", "--medium", "heap")
+	require.Zero(t, ranges(calls))
+	require.NotContains(t, stdout, "trickle")
+	require.Contains(t, stdout, "durability none")
+	stdout, calls, _ = run("none-paced", "--durability", "none", "--trickle", "8KiB", "--medium", "heap")
+	require.Positive(t, ranges(calls))
+	require.Contains(t, stdout, "trickle every 8.0 KiB")
+
 	for _, bad := range []string{"8MB", "-1", "1.5MiB", "8 MiB"} {
 		code, _, errs := segtool(t, "merge", "--trickle", bad, "--out", filepath.Join(dir, "bad.seg"), inputs[0])
 		require.Equal(t, 2, code, bad)
