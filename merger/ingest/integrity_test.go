@@ -455,3 +455,35 @@ func TestSpecDuplicateKeys(t *testing.T) {
 	_, err := ParseSpec([]byte(`{"dimensions": [{"name": "a"}, {"name": "b"}], "metrics": [{"name": "n", "aggregator": "count"}]}`))
 	require.NoError(t, err)
 }
+
+// TestEpochUnitWarning: epoch seconds read as millis land in January 1970, and millis read as
+// nanos in its first second: valid times, so no error, but the input's one warning says which
+// unit would make them plausible, as millis read as seconds (year 56302) always did. A time in
+// 1970 that no larger unit makes plausible, or text in RFC 3339, gets none.
+func TestEpochUnitWarning(t *testing.T) {
+	for _, c := range []struct{ format, in, want string }{
+		{"", "1714564800", `time "1714564800" read as millis is 1970-01-20T20:16:04.8Z, in the first year of the epoch: are the times in seconds? (set timestamp.format); this warning is given once per input`},
+		{"nanos", "1714564800123", `time "1714564800123" read as nanos is 1970-01-01T00:28:34.564Z, in the first year of the epoch: are the times in millis? (set timestamp.format); this warning is given once per input`},
+		{"", "1714564800123", ""},
+		{"seconds", "1714564800", ""},
+		{"", "0", ""},
+		{"", "86400000", ""},
+		{"rfc3339", "1970-01-20T20:16:04.8Z", ""},
+	} {
+		sp := testSpec(t, func(sp *Spec) { sp.timestamp.Format = c.format })
+		var warns []Warning
+		rr, err := openReaderOptions(sp, NDJSON, "w", strings.NewReader(`{"ts": "`+c.in+`", "page": null, "tags": null, "body": null, "added": 1, "d": 1, "user": "u"}`+"\n"),
+			readerOptions{OnWarning: func(w Warning) { warns = append(warns, w) }})
+		require.NoError(t, err)
+		rows, bad, end := readAll(t, sp, rr)
+		require.NoError(t, end, c.in)
+		require.Empty(t, bad, c.in)
+		require.Len(t, rows, 1, c.in)
+		if c.want == "" {
+			require.Empty(t, warns, "%s as %q", c.in, c.format)
+			continue
+		}
+		require.Len(t, warns, 1, c.in)
+		require.Equal(t, c.want, warns[0].message, c.in)
+	}
+}

@@ -316,7 +316,7 @@ func (p *fieldParser) acceptTime(row *columns.Row, t int64, s string) error {
 	if t < columns.MinTime || t > columns.MaxTime {
 		return p.errf(p.timeField, "time %q out of range (%d..%d milliseconds since the epoch)", s, columns.MinTime, columns.MaxTime)
 	}
-	if (t < plausibleMin || t > plausibleMax) && !p.warned {
+	if !p.warned && (t < plausibleMin || t > plausibleMax || t >= 0 && t < epochYear && p.largerUnit(t) != "") {
 		p.warned = true
 		p.warn(s, t)
 	}
@@ -337,6 +337,47 @@ var epochUnits = []struct {
 	millis float64
 }{{"seconds", 1e3}, {"millis", 1}, {"micros", 1e-3}, {"nanos", 1e-6}}
 
+// epochYear is the end of 1970: an epoch time read before it, that a larger unit would put in
+// a plausible year from 1990, is most likely in that unit (epoch seconds read as millis land
+// in January 1970), and gets the warning too.
+var epochYear = time.Date(1971, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+
+// epochFormat returns the epoch unit the spec's timestamp.format reads, or "".
+func (p *fieldParser) epochFormat() string {
+	format := strings.ToLower(p.sp.timestamp.Format)
+	switch format {
+	case "":
+		return "millis"
+	case "posix":
+		return "seconds"
+	}
+	for _, u := range epochUnits {
+		if u.name == format {
+			return format
+		}
+	}
+	return ""
+}
+
+// largerUnit returns the larger epoch unit than the format's in which time t, read in 1970,
+// would fall in 1990..2199, or "".
+func (p *fieldParser) largerUnit(t int64) string {
+	format := p.epochFormat()
+	from := math.Inf(1)
+	for _, u := range epochUnits {
+		if u.name == format {
+			from = u.millis
+		}
+	}
+	low := float64(time.Date(1990, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
+	for _, v := range epochUnits { // the largest first
+		if m := float64(t) / from * v.millis; v.millis > from && low <= m && m <= float64(plausibleMax) {
+			return v.name
+		}
+	}
+	return ""
+}
+
 // warn reports time t, read from s, as implausible.
 func (p *fieldParser) warn(s string, t int64) {
 	if p.onWarning == nil {
@@ -348,6 +389,12 @@ func (p *fieldParser) warn(s string, t int64) {
 		format = "millis"
 	case "posix":
 		format = "seconds"
+	}
+	if t >= plausibleMin && t <= plausibleMax { // in 1970, and plausible in a larger unit
+		p.onWarning(Warning{file: p.file, line: p.line, column: p.timeField,
+			message: fmt.Sprintf("time %q read as %s is %s, in the first year of the epoch: are the times in %s? (set timestamp.format); this warning is given once per input",
+				s, format, time.UnixMilli(t).UTC().Format(time.RFC3339Nano), p.largerUnit(t))})
+		return
 	}
 	msg := fmt.Sprintf("time %q read as %s is in year %d, outside %d..%d", s, format,
 		time.UnixMilli(t).UTC().Year(), 1900, 2199)
