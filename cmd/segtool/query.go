@@ -19,8 +19,9 @@ import (
 // filterHelp documents the filter language of package filter.
 const filterHelp = `The filter language (package merger/query/filter):
 
-  dim = 'value'           the row holds value (a multi-value row: any of its values)
-  dim != 'value'          not that (null rows included: two-valued logic, as Druid's default)
+  dim = 'value'           the row holds value (a multi-value row: any of its values); also ==
+  dim != 'value'          not that (null rows included: two-valued logic, as Druid's default);
+                          also <>
   dim in ('a', 'b')       the row holds any of the values; dim not in (...) is its negation
   dim is null             the row is null (a dimension a segment lacks is null in every row)
   dim is not null

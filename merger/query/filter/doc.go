@@ -4,7 +4,7 @@
 //
 // # Expressions
 //
-//	page = 'home'                    the row holds the value (any of its values, multi-value)
+//	page = 'home'                    the row holds the value (any of its values, multi-value); also "=="
 //	page != 'home'                   not (page = 'home'); also "<>"; null rows match it
 //	page in ('home', 'about')        the row holds any of the values
 //	page not in ('home')             not (page in ('home'))
