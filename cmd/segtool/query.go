@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"slices"
@@ -88,7 +89,7 @@ schemas conflict as merge would refuse them, are errors, found before any row is
 			if err != nil {
 				return err
 			}
-			return runQuery(cmd.Context(), cmd.OutOrStdout(), args, spec, f.text, qs, f.s3)
+			return runQuery(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args, spec, f.text, qs, f.s3)
 		},
 	}
 	fl := cmd.Flags()
@@ -143,8 +144,9 @@ func querySegments(ctx context.Context, paths []string, spec query.Spec, s3 *s3F
 
 // runQuery writes the groups as they come: memory holds one window's groups (query.RunEach),
 // not the whole result.
-func runQuery(ctx context.Context, out io.Writer, paths []string, spec query.Spec, o textOptions, qs quantiles, s3 *s3Flags) error {
+func runQuery(ctx context.Context, out, errOut io.Writer, paths []string, spec query.Spec, o textOptions, qs quantiles, s3 *s3Flags) error {
 	var w *queryWriter
+	groups := 0
 	err := querySegments(ctx, paths, spec, s3, func(part query.Result) error {
 		if w == nil {
 			var err error
@@ -152,10 +154,16 @@ func runQuery(ctx context.Context, out io.Writer, paths []string, spec query.Spe
 				return err
 			}
 		}
+		groups += len(part.Rows)
 		return w.rows(part.Rows)
 	})
 	if err != nil {
 		return err
+	}
+	if groups == 0 && spec.Filter != nil {
+		// The header alone looks like a failure: say what happened (standard error, so that
+		// the output stays the result).
+		fmt.Fprintf(errOut, "segtool: query: no row matches the filter %s\n", spec.Filter)
 	}
 	return w.flush()
 }

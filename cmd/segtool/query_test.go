@@ -120,3 +120,18 @@ func TestQueryWriterMatchesCells(t *testing.T) {
 	// Enough lines to pass the flush size several times.
 	f(textOptions{format: "ndjson", timeFormat: "millis", multiDelim: "|"}, 3*queryFlushBytes/(100*1500)+2)
 }
+
+// TestQueryNoMatch: a filter that matches no row prints the header, and says so on standard
+// error (the header alone looked like a failure); exit 0. A filter that matches says nothing.
+func TestQueryNoMatch(t *testing.T) {
+	seg := genOne(t, t.TempDir())
+	code, out, errs := runSegtool(t, "query", "--filter", "dimZipf = 'no such value'", seg)
+	require.Equal(t, 0, code, errs)
+	require.Equal(t, 1, strings.Count(out, "\n"), out)
+	require.Equal(t, "segtool: query: no row matches the filter dimZipf = 'no such value'\n", errs)
+
+	code, out, errs = runSegtool(t, "query", "--filter", "dimZipf is not null or dimZipf is null", seg)
+	require.Equal(t, 0, code, errs)
+	require.Greater(t, strings.Count(out, "\n"), 1, out)
+	require.Empty(t, errs)
+}
