@@ -111,7 +111,6 @@ type preAggState struct {
 	pages         slotPages
 	ahead         slotPages // the next group, streamed while pages' went out (see streamAhead)
 	job           *aheadJob // the next group streaming, nil: none
-	sh            *cursor   // what streams it
 	step          int       // the rows a window loads at a time as it streams; 0: maxWindowRows
 	freeBits      []keyBits // bitmaps of groups paged out
 }

@@ -107,7 +107,7 @@ func (c *cursor) streamAhead(ctx context.Context) error {
 		return nil // enough groups stream ahead: this one streams when its turn comes
 	}
 	sh := c.streamer()
-	job := &aheadJob{done: make(chan struct{})}
+	job := &aheadJob{done: make(chan struct{}), sh: sh}
 	c.job = job
 	c.pre.loads.wg.Add(1) // the merge waits for it, whatever becomes of the merge
 	go func() {
@@ -140,9 +140,11 @@ func (c *cursor) streamRows() int {
 	return max(maxWindowRows, 1)
 }
 
-// aheadJob is a group streaming ahead: pg is its slots once done is closed, unless err.
+// aheadJob is a group streaming ahead on sh: pg is its slots once done is closed, unless err.
+// sh's window and buffers go with the job: of the merge's inputs, few stream ahead at once.
 type aheadJob struct {
 	done chan struct{}
+	sh   *cursor
 	pg   slotPages
 	err  error
 }
@@ -151,17 +153,13 @@ type aheadJob struct {
 // position (c does not read its source while it streams), its packing and pre-aggregation,
 // with a window, buffers and a clear bitmap of keys of its own.
 func (c *cursor) streamer() *cursor {
-	sh := c.sh
-	if sh == nil {
-		kinds := make([]dimKind, len(c.w.dims))
-		for j, d := range c.w.dims {
-			kinds[j] = d.kind
-		}
-		sh = &cursor{in: c.in, name: c.name, window: window{w: newKeys(kinds), rollup: c.rollup},
-			packState: packState{packBits: c.packBits, idBits: c.idBits}, segCheck: c.segCheck}
-		sh.pre, sh.step = c.pre, min(max(maxWindowRows, 1), aheadStep)
-		c.sh = sh
+	kinds := make([]dimKind, len(c.w.dims))
+	for j, d := range c.w.dims {
+		kinds[j] = d.kind
 	}
+	sh := &cursor{in: c.in, name: c.name, window: window{w: newKeys(kinds), rollup: c.rollup},
+		packState: packState{packBits: c.packBits, idBits: c.idBits}, segCheck: c.segCheck}
+	sh.pre, sh.step = c.pre, min(max(maxWindowRows, 1), aheadStep)
 	sh.sourceReader = c.sourceReader
 	// Two clear bitmaps: one the group marks (and its pages take), one left clear for the next.
 	for range 2 {
@@ -170,7 +168,7 @@ func (c *cursor) streamer() *cursor {
 			c.freeBits = c.freeBits[:n-1]
 		}
 	}
-	if n := len(sh.freeBits); n > 0 && sh.seen == nil {
+	if n := len(sh.freeBits); n > 0 {
 		sh.seen, sh.seenSum = sh.freeBits[n-1].seen, sh.freeBits[n-1].sum
 		sh.freeBits = sh.freeBits[:n-1]
 	}
@@ -189,14 +187,13 @@ func (c *cursor) joinAhead() error {
 	if job.err != nil {
 		return job.err
 	}
-	sh := c.sh
+	sh := job.sh
 	c.sourceReader = sh.sourceReader
 	// The clear bitmaps come back (the group's went with its pages).
 	c.freeBits = append(c.freeBits, sh.freeBits...)
 	if sh.seen != nil {
 		c.freeBits = append(c.freeBits, keyBits{seen: sh.seen, sum: sh.seenSum})
 	}
-	c.sh = nil // its window and buffers go: of the merge's inputs, few stream ahead at once
 	c.ahead = job.pg
 	aheadGroups.Add(1)
 	return nil

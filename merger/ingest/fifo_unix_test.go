@@ -4,6 +4,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,7 +46,7 @@ func TestRunFIFOWithWriter(t *testing.T) {
 		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
 		if err == nil {
 			_, err = w.WriteString(body)
-			err = errorsJoin(err, w.Close())
+			err = errors.Join(err, w.Close())
 		}
 		written <- err
 	}()
@@ -55,11 +56,4 @@ func TestRunFIFOWithWriter(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, <-written)
 	require.EqualValues(t, 2000, res.InputRows+int64(res.Skipped))
-}
-
-func errorsJoin(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }

@@ -34,8 +34,13 @@ type absentField struct {
 	metric      int // the metric's index, or -1 for a dimension
 }
 
-// maxKeysShown bounds the keys an absent field's message lists.
-const maxKeysShown = 40
+// maxKeysShown bounds the keys an absent field's message lists, and keysFromRows the objects
+// it takes them from (a metric's field absent throughout would otherwise have every object's
+// keys read again).
+const (
+	maxKeysShown = 40
+	keysFromRows = 1000
+)
 
 // NDJSON is the name of the NDJSON format.
 const NDJSON Format = "ndjson"
@@ -86,6 +91,9 @@ func (x *ndjsonReader) noteFields() {
 	if len(x.absent) == 0 {
 		x.absent, x.keys = nil, nil
 		return
+	}
+	if x.rows > keysFromRows {
+		return // the keys of the first objects make the message; the rest need not be read
 	}
 	for k := range x.obj {
 		if len(x.keys) >= maxKeysShown {

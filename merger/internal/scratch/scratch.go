@@ -111,10 +111,15 @@ func New[T Elem](n int) Array[T] {
 			}
 		}
 		if m != nil {
-			return Array[T]{S: unsafe.Slice((*T)(unsafe.Pointer(&m[0])), n), mapped: m}
+			return over[T](m, n)
 		}
 	}
 	return Array[T]{S: make([]T, n)}
+}
+
+// over returns the array of n elements of T in mapping m.
+func over[T Elem](m []byte, n int) Array[T] {
+	return Array[T]{S: unsafe.Slice((*T)(unsafe.Pointer(&m[0])), n), mapped: m}
 }
 
 // NewExact is New for an array that lives a short while and whose memory should leave with it:
@@ -125,7 +130,9 @@ func NewExact[T Elem](n int) Array[T] {
 	size := n * int(unsafe.Sizeof(zero))
 	if size >= minExact {
 		if m, ok := mapAnon((size + pageSize - 1) / pageSize * pageSize); ok {
-			return Array[T]{S: unsafe.Slice((*T)(unsafe.Pointer(&m[0])), n), mapped: m, exact: true}
+			a := over[T](m, n)
+			a.exact = true
+			return a
 		}
 	}
 	return Array[T]{S: make([]T, n)}
