@@ -16,6 +16,7 @@ import (
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/internal/suggest"
 )
 
 // textOptions say how values are written as text, by dump and query.
@@ -335,7 +336,7 @@ func dump(ctx context.Context, out io.Writer, path string, o textOptions, cols [
 			}
 		}
 		if pick[k] < 0 {
-			return fmt.Errorf("%s: no column %q (columns: %s)", path, c, strings.Join(all, ", "))
+			return fmt.Errorf("%s: no column %q%s (columns: %s)", path, c, suggest.Hint(c, all), strings.Join(all, ", "))
 		}
 	}
 	tw := newTableWriter(out, o, cols)

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/suggest"
 )
 
 // csvReader reads CSV whose first line is a header of field names (see SpecHelp).
@@ -92,7 +93,7 @@ func newCSVReader(pl *plan, name string, r io.Reader, opts readerOptions) (*csvR
 	find := func(what, field string) (int, error) {
 		i, ok := index[field]
 		if !ok {
-			return 0, inputErr("%s:%d: %s: field %q is not in the header", name, x.sc.start, what, field)
+			return 0, inputErr("%s:%d: %s: field %q is not in the header%s", name, x.sc.start, what, field, suggest.Hint(field, header))
 		}
 		return i, nil
 	}
@@ -124,7 +125,7 @@ func newCSVReader(pl *plan, name string, r io.Reader, opts readerOptions) (*csvR
 				k = -1
 				if p.onWarning != nil {
 					p.onWarning(Warning{file: name, line: x.sc.start, column: m.Name,
-						message: fmt.Sprintf("field %q is not in the header: every value of metric %s is missing", f, m.Name)})
+						message: fmt.Sprintf("field %q is not in the header%s: every value of metric %s is missing", f, suggest.Hint(f, header), m.Name)})
 				}
 			}
 		}

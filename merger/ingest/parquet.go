@@ -13,6 +13,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/suggest"
 )
 
 // Parquet is the name of the Parquet format.
@@ -193,7 +194,8 @@ func (x *parquetReader) findColumn(what, field string) (*pqColumn, error) {
 		c.setType(node.Type())
 		return c, nil
 	}
-	return nil, inputErr("%s: %s: field %q is not a column of the Parquet file (its columns: %s)", x.file, what, field, strings.Join(names, ", "))
+	return nil, inputErr("%s: %s: field %q is not a column of the Parquet file%s (its columns: %s)", x.file, what, field,
+		suggest.Hint(field, names), strings.Join(names, ", "))
 }
 
 // check is the error of column c that cannot be what, or nil when ok.
