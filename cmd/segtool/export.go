@@ -77,7 +77,7 @@ whole or not at all; an existing object is an error unless --replace. ` + s3Help
 	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of the tmpfile and mmapfile media (default: the output's directory)")
 	fl.StringVar(&f.durability, "durability", "output", "none, output (sync the published files) or all (also read them back from the disk and check them)")
 	fl.BoolVar(&f.quiet, "quiet", false, "print no summary")
-	addS3Flags(cmd, f.s3)
+	addS3UploadFlags(cmd, f.s3)
 	return cmd
 }
 

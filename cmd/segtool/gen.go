@@ -102,7 +102,7 @@ upload removes the objects uploaded before it. ` + s3Help,
 	fl.StringVar(&f.medium, "medium", "tmpfile", "staging medium: heap, offheap, tmpfile or mmapfile")
 	fl.StringVar(&f.durability, "durability", "output", "none, output or all")
 	addMemoryFlags(cmd, &f.memory, genMemoryLimit)
-	addS3Flags(cmd, f.s3)
+	addS3UploadFlags(cmd, f.s3)
 	return cmd
 }
 

@@ -110,7 +110,7 @@ appears whole or not at all. ` + s3Help + `
 	fl.IntVar(&f.maxFanIn, "max-fan-in", def.MaxFanIn, "intermediate segments merged at once (at least 2)")
 	fl.Int64Var(&f.maxRecordBytes, "max-record-bytes", def.MaxRecordBytes, "longest CSV record (all its lines) or NDJSON line, in bytes; when not given, the spec's input.maxRecordBytes if set")
 	addMemoryFlags(cmd, &f.memory, def.MemoryLimit)
-	addS3Flags(cmd, f.s3)
+	addS3UploadFlags(cmd, f.s3)
 	return cmd
 }
 

@@ -117,7 +117,7 @@ progress bar also counts the bytes fetched and uploaded.`,
 	fl.StringVar(&f.progress, "progress", "auto", "progress bar: auto (on a terminal), always or never")
 	fl.BoolVar(&f.verifyInputs, "verify-inputs", false, "verify every input (checksums and invariants) before merging")
 	fl.StringVar(&f.memoryLimit, "memory-limit", "256MiB", "the merge's memory budget, at least 16MiB: bounds what it keeps of its rows in memory, and the inputs merged at once (more merge in phases); also the Go runtime's soft memory limit unless GOMEMLIMIT is set")
-	addS3Flags(cmd, f.s3)
+	addS3UploadFlags(cmd, f.s3)
 	return cmd
 }
 
