@@ -656,8 +656,15 @@ func TestQueryValidation(t *testing.T) {
 	f(ab, Spec{GroupBy: []string{"page", "nosuch"}}, ErrInvalid, `group-by dimension "nosuch" is in no input`)
 	f(ab, Spec{GroupBy: []string{"added"}}, ErrInvalid, `group-by "added" is a metric (in a.seg), not a dimension`)
 	f([]string{"b.seg"}, Spec{GroupBy: []string{"rows"}}, ErrInvalid, `group-by dimension "rows" is in no input`)
-	f(ab, Spec{Filter: filter.MustParse("page = 'x' and not nosuch = 'y'")}, ErrInvalid, `filter dimension "nosuch" is in no input`)
-	f(ab, Spec{Filter: filter.MustParse("page = 'x' or added is null")}, ErrInvalid, `filter on "added", a metric (in a.seg), not a dimension`)
+	f(ab, Spec{Filter: filter.MustParse("page = 'x' and not nosuch = 'y'")}, ErrInvalid, `filter column "nosuch" is in no input`)
+	f(ab, Spec{Filter: filter.MustParse("page = 'x' and nosuch > 1")}, ErrInvalid, `filter column "nosuch" is in no input`)
+	// Metrics compare with numbers, dimensions with strings, the schema says which a name is.
+	f(ab, Spec{Filter: filter.MustParse("page = 'x' or added is null")}, nil, "")
+	f(ab, Spec{Filter: filter.MustParse("added > 1 and added between -1 and 5 or rows in (1, 2)")}, nil, "")
+	f(ab, Spec{Filter: filter.MustParse("page = 'x' or added = '3'")}, ErrInvalid, `filter added = '3': "added" is a long metric (in a.seg); compare it with a number, not a quoted string`)
+	f(ab, Spec{Filter: filter.MustParse("page = 'x' or added in ('3')")}, ErrInvalid, `filter added in ('3'): "added" is a long metric`)
+	f(ab, Spec{Filter: filter.MustParse("page > 3")}, ErrInvalid, `filter page > 3: "page" is a dimension; compare it with quoted strings`)
+	f(ab, Spec{Filter: filter.MustParse("tags = 3")}, ErrInvalid, `filter tags = 3: "tags" is a dimension`)
 	f(ab, Spec{Metrics: []string{"rows", "nope"}}, ErrInvalid, `no metric "nope" in the inputs`)
 	f(ab, Spec{Metrics: []string{"page"}}, ErrInvalid, `metric "page" is a dimension`)
 	// Conflicting inputs: Merge's rules, Merge's messages.

@@ -2,8 +2,11 @@ package filter
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/writeout/writeout/columns/agg"
 
 	"github.com/writeout/writeout/merger/internal/source"
 )
@@ -39,13 +42,23 @@ func (e *filterEval) eval(f Filter) (*roaring.Bitmap, error) {
 		return e.values(f.Dim, f.Values)
 	case nullFilter:
 		return e.nulls(f.Dim)
+	case cmpFilter, numInFilter:
+		return e.metric(f, nil)
 	case andFilter:
 		if len(f) == 0 {
 			return e.all(), nil
 		}
+		// Metric comparisons last, over the rows the others left (their values are read
+		// only there when those are few): dimension predicates come from the bitmap indexes.
 		var acc *roaring.Bitmap
-		for _, g := range f {
-			bm, err := e.eval(g)
+		for _, g := range slices.Concat(slices.DeleteFunc(slices.Clone(f), isMetricLeaf), slices.DeleteFunc(slices.Clone(f), notMetricLeaf)) {
+			var bm *roaring.Bitmap
+			var err error
+			if isMetricLeaf(g) {
+				bm, err = e.metric(g, acc)
+			} else {
+				bm, err = e.eval(g)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -160,6 +173,19 @@ func scanIDs(ds source.DimSource, n int, ids []uint32) (*roaring.Bitmap, error) 
 }
 
 func (e *filterEval) nulls(dim string) (*roaring.Bitmap, error) {
+	if k := e.src.Schema().Metric(dim); k >= 0 {
+		if e.src.Schema().Metrics[k].Agg().Type == agg.SketchType {
+			return nil, fmt.Errorf("filter: %s is null: %q is a sketch metric (%s), which is never null", quoteIdent(dim), dim, e.src.Schema().Metrics[k].Aggregator)
+		}
+		bm, err := e.src.MetricNulls(dim)
+		if err != nil {
+			return nil, fmt.Errorf("metric %q: %w", dim, err)
+		}
+		if bm == nil {
+			return roaring.New(), nil
+		}
+		return bm, nil
+	}
 	ds, err := e.src.Dim(dim)
 	if err != nil {
 		return nil, err
