@@ -46,6 +46,14 @@ func check(schemas []columns.Schema, spec *Spec) ([]columns.Metric, error) {
 	if spec.Granularity > columns.GranularityDay {
 		return nil, fmt.Errorf("%w: unknown granularity %d", ErrInvalid, spec.Granularity)
 	}
+	switch {
+	case spec.Period > PeriodYear:
+		return nil, fmt.Errorf("%w: unknown period %d", ErrInvalid, spec.Period)
+	case spec.Period != PeriodNone && spec.All:
+		return nil, fmt.Errorf("%w: period %s and all both set", ErrInvalid, spec.Period)
+	case spec.Period != PeriodNone && spec.Granularity != columns.GranularityNone:
+		return nil, fmt.Errorf("%w: period %s and granularity %s both set", ErrInvalid, spec.Period, spec.Granularity)
+	}
 	// metricIn names the first input holding name as a metric.
 	metricIn := func(name string) string {
 		for i, s := range schemas {
