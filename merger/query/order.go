@@ -180,7 +180,7 @@ func defaultOrder(cols []orderCol, all bool) bool {
 		case c.desc:
 			return false
 		case c.kind == orderTime && i == 0 && !all:
-		case c.kind == orderDim && c.k == next:
+		case c.kind == orderDim && c.k == next && (all || i > 0):
 			next++
 		default:
 			return false
