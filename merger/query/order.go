@@ -363,4 +363,3 @@ func (h *worstFirst) Less(i, j int) bool {
 func (h *worstFirst) Swap(i, j int) { h.held[i], h.held[j] = h.held[j], h.held[i] }
 func (h *worstFirst) Push(any)      { panic("query: worstFirst grows by append and Fix") }
 func (h *worstFirst) Pop() any      { panic("query: worstFirst never pops") }
-
