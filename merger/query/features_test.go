@@ -283,11 +283,16 @@ func featLiteral(rng *rand.Rand, long bool) string {
 func featTree(rng *rand.Rand, depth int) ftree {
 	longs := []string{"rows", "delay", "big", "small"}
 	dbls := []string{"dist", "dmin"}
-	k := rng.IntN(9)
+	k := rng.IntN(10)
 	if depth > 2 {
 		k = rng.IntN(6)
 	}
 	switch k {
+	case 9: // dimension predicates that leave few rows: the metric's values are read there only
+		return ftree{op: "and", subs: []ftree{
+			{op: "eq", col: "country", strs: []string{"日本"}}, {op: "in", col: "tags", strs: []string{"日本"}},
+			{op: "cmp", cop: []string{">", "<=", "!="}[rng.IntN(3)], col: longs[rng.IntN(4)], nums: []string{featLiteral(rng, true)}},
+		}}
 	case 0, 1:
 		col, long := dbls[rng.IntN(2)], false
 		if rng.IntN(3) > 0 {
