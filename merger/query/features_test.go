@@ -16,6 +16,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/merger/internal/fixture"
 	"github.com/writeout/writeout/merger/query/filter"
 )
@@ -651,5 +652,59 @@ func TestPeriodTruncate(t *testing.T) {
 		require.LessOrEqual(t, s, columns.MaxTime)
 		require.Greater(t, s, columns.MaxTime-400*dayMillis)
 		require.Equal(t, int64(math.MaxInt64), p.add(s, 1), p)
+	}
+}
+
+// TestFeaturesBuilder: a builder's rows (in memory, in the order added) answer the feature
+// queries as the oracle does: metric filters read its values and nulls too.
+func TestFeaturesBuilder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(fixture.Seed(t), 53))
+	for c := range 3 {
+		schemas, rows := featCase(rng, 1, 1+rng.IntN(800))
+		bld, err := merger.NewBuilder(schemas[0], merger.BuilderOptions{LiveBitmaps: c%2 == 0})
+		require.NoError(t, err)
+		added := slices.Clone(rows[0])
+		rng.Shuffle(len(added), func(i, j int) { added[i], added[j] = added[j], added[i] })
+		for _, r := range added {
+			require.NoError(t, bld.Add(r))
+		}
+		for n := range 30 {
+			q := randFeatQuery(rng)
+			msg := fmt.Sprintf("case %d query %d: %s", c, n, q)
+			spec := q.spec(t)
+			spec.Metrics = []string{"rows", "delay", "big", "small", "dist", "dmin"}
+			got, err := Run(t.Context(), bld, spec)
+			require.NoError(t, err, msg)
+			requireResultsEqual(t, featOracle(schemas, rows, q), got, false, msg)
+		}
+	}
+}
+
+// TestPeriodWindows: with windows of about 2 rows, RunEach hands each week's, month's,
+// quarter's and year's groups on apart: memory holds a window's groups, as with fixed widths.
+func TestPeriodWindows(t *testing.T) {
+	defer func(n int) { windowRows = n }(windowRows)
+	windowRows = 2
+	rng := rand.New(rand.NewPCG(fixture.Seed(t), 59))
+	schemas, rows := featCase(rng, 1, 3000)
+	for len(rows[0]) < 1000 {
+		schemas, rows = featCase(rng, 1, 3000)
+	}
+	seg := fixture.WriteSegment(t, t.TempDir(), "a.seg", schemas[0], rows[0])
+	for _, g := range []string{"week", "month", "quarter", "year"} {
+		var spec Spec
+		require.NoError(t, spec.SetGranularity(g))
+		buckets := map[int64]bool{}
+		for _, r := range rows[0] {
+			buckets[oracleBucket(g, r.Time)] = true
+		}
+		parts := 0
+		require.NoError(t, RunEach(t.Context(), []Queryable{seg}, spec, func(part Result) error {
+			parts++
+			require.Len(t, part.Rows, 1, "%s: one bucket a part", g)
+			require.True(t, buckets[part.Rows[0].Time], "%s: %d is a bucket start", g, part.Rows[0].Time)
+			return nil
+		}))
+		require.Equal(t, len(buckets), parts, g)
 	}
 }
