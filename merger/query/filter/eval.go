@@ -13,7 +13,11 @@ import (
 
 // Eval evaluates f over a source's rows to the bitmap of the rows it selects; nil means every
 // row. The bitmap may be one of the source's own: the caller must not change it. It is the
-// query engine's entry point: a source is internal to the merger.
+// query engine's entry point: a source is internal to the merger. Dimension predicates come
+// from the bitmap indexes (or a scan of the ids); metric comparisons scan the metric's values
+// a chunk at a time, and in an "and" they run after the other predicates, reading only the
+// rows those left when they are few (under 1/16 of the rows). A metric comparison on a
+// dimension, or on a sketch metric, is an error (the query checks for these first).
 func Eval(src source.Source, f Filter) (*roaring.Bitmap, error) {
 	if f == nil {
 		return nil, nil

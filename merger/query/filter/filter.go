@@ -9,7 +9,8 @@ import (
 // Filter selects every row. String renders a filter in the expression language that
 // Parse reads (see the package documentation), so a filter survives a round trip.
 //
-// Semantics follow Druid's string dimensions:
+// Semantics follow Druid's string dimensions, and SQL's comparisons for metrics (see the
+// package documentation):
 //   - "=" and "in" on a multi-value dimension match a row when any of its values matches.
 //   - "is null" matches a row whose value is null (a multi-value row with an empty list is
 //     null). A multi-value row holding a null element among other values is not null, and "="
