@@ -137,6 +137,10 @@ var denseSlots = defaultDenseSlots
 // next is aggregated, on a goroutine of its own, while each has the one before), however many
 // groups the query has in all. With All there is one bucket, and a builder keeps its rows in
 // the order they were added: then there is one window, and every group is in memory at once.
+//
+// With an OrderBy other than a prefix of the default order, the groups are held (with a Limit,
+// the best Limit of them) and handed on, in parts, once the last row is read; with the default
+// order a Limit ends the query once each has had that many groups.
 func RunEach(ctx context.Context, qs []Queryable, spec Spec, each func(Result) error) error {
 	return runEach(ctx, qs, spec, true, each)
 }
