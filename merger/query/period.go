@@ -26,6 +26,9 @@ const (
 
 var periodNames = [...]string{"none", "week", "month", "quarter", "year"}
 
+// periodMonths is the months of a period (0: not a whole number of months).
+var periodMonths = [...]int64{0, 0, 1, 3, 12}
+
 // String returns the period's name.
 func (p Period) String() string {
 	if int(p) < len(periodNames) {
@@ -44,17 +47,14 @@ const (
 func (p Period) Truncate(ms int64) int64 {
 	days := floorDiv(ms, dayMillis)
 	switch p {
+	case PeriodNone:
+		return ms
 	case PeriodWeek:
 		// 1970-01-01 was a Thursday: Mondays are the days d with (d - 4) mod 7 == 0.
 		return daysToMillis(days - floorMod(days-4, 7))
 	case PeriodMonth, PeriodQuarter, PeriodYear:
 		y, m, _ := time.Unix(days*86400, 0).UTC().Date()
-		switch p {
-		case PeriodYear:
-			m = time.January
-		case PeriodQuarter:
-			m -= (m - 1) % 3
-		}
+		m -= (m - 1) % time.Month(periodMonths[p]) // back to the period's first month
 		return secondsToMillis(time.Date(y, m, 1, 0, 0, 0, 0, time.UTC).Unix())
 	}
 	return ms
@@ -64,19 +64,14 @@ func (p Period) Truncate(ms int64) int64 {
 // math.MaxInt64 past the last int64 millisecond.
 func (p Period) add(start int64, k int64) int64 {
 	switch p {
+	case PeriodNone:
 	case PeriodWeek:
 		if k > (math.MaxInt64-max(start, 0))/weekMillis {
 			return math.MaxInt64
 		}
 		return start + k*weekMillis
 	case PeriodMonth, PeriodQuarter, PeriodYear:
-		months := k
-		switch p {
-		case PeriodQuarter:
-			months *= 3
-		case PeriodYear:
-			months *= 12
-		}
+		months := k * periodMonths[p]
 		if months > 12*400_000_000 { // past every valid time (±292 million years)
 			return math.MaxInt64
 		}

@@ -183,8 +183,7 @@ func (f inFilter) String() string {
 }
 
 func (f cmpFilter) String() string {
-	switch f.Op {
-	case opBetween, opNotBetween:
+	if f.Op == opBetween || f.Op == opNotBetween {
 		return quoteIdent(f.Col) + " " + f.Op.String() + " " + string(f.Lo) + " and " + string(f.Hi)
 	}
 	return quoteIdent(f.Col) + " " + f.Op.String() + " " + string(f.Lo)

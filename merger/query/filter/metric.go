@@ -107,6 +107,8 @@ func (e *filterEval) metric(f Filter, within *roaring.Bitmap) (*roaring.Bitmap, 
 			return roaring.New(), nil
 		}
 		out, err = scan(c, e.n, m, within)
+	case agg.SketchType:
+		return nil, fmt.Errorf("filter: %s: %q is a %s metric; comparisons apply to long and double metrics", f, col, schema.Metrics[k].Aggregator)
 	default:
 		return nil, fmt.Errorf("filter: %s: %q is a %s metric; comparisons apply to long and double metrics", f, col, schema.Metrics[k].Aggregator)
 	}
