@@ -117,29 +117,39 @@ func secondsToMillis(s int64) int64 {
 }
 
 // buckets maps times to a query's time buckets: a fixed width, a calendar period, or one
-// bucket (all). It remembers the last bucket found, [lo, hi): rows come mostly in one bucket
-// after another, found again without a division or a calendar computation.
+// bucket (all). It remembers the last bucket found, start in [lo, hi): rows come mostly in one
+// bucket after another, found again without a division or a calendar computation.
 type buckets struct {
 	gran   columns.Granularity
 	period Period
 	all    bool
+	start  int64
 	lo, hi int64
 }
 
 func newBuckets(spec *Spec) *buckets {
-	return &buckets{gran: spec.Granularity, period: spec.Period, all: spec.All, lo: 1, hi: 0}
+	b := &buckets{gran: spec.Granularity, period: spec.Period, all: spec.All, lo: 1, hi: 0}
+	if b.all { // one bucket, 0, for every time
+		b.lo, b.hi = math.MinInt64, math.MaxInt64
+	}
+	return b
 }
 
 // of returns the start of t's bucket (0 with all).
 func (b *buckets) of(t int64) int64 {
+	if t >= b.lo && t < b.hi {
+		return b.start
+	}
+	return b.find(t)
+}
+
+// find is of for a time past the bucket remembered.
+func (b *buckets) find(t int64) int64 {
 	if b.all {
 		return 0
 	}
-	if t >= b.lo && t < b.hi {
-		return b.lo
-	}
 	lo := b.truncate(t)
-	b.lo, b.hi = lo, b.after(lo, 1)
+	b.start, b.lo, b.hi = lo, lo, b.after(lo, 1)
 	return lo
 }
 
