@@ -240,8 +240,8 @@ var errLimit = errors.New("query: limit reached")
 // ordered applies a query's order and limit to the parts RunEach hands on in default order.
 type ordered struct {
 	cols    []orderCol
-	limit   int // 0: none
-	reuse   bool
+	limit   int  // 0: none
+	reuse   bool // the parts' memory is reused (RunEach): held groups are copied
 	each    func(Result) error
 	stream  bool // the order is the default one: parts go on as they come, cut at the limit
 	groupBy []string
@@ -285,16 +285,24 @@ func (o *ordered) take(part Result) error {
 		seq := o.sent
 		o.sent++
 		if o.limit == 0 || len(o.held) < o.limit {
-			o.held = append(o.held, heldRow{row: cloneRow(r, nil), seq: seq})
+			row := *r // a part of memory of its own (not reuse) is kept as it is
+			if o.reuse {
+				row = cloneRow(r, nil)
+			}
+			o.held = append(o.held, heldRow{row: row, seq: seq})
 			if o.limit > 0 {
 				heap.Fix((*worstFirst)(o), len(o.held)-1)
 			}
 			continue
 		}
 		// Full: r replaces the worst held group when it orders before it (a later group
-		// never does on a tie: stable).
+		// never does on a tie: stable). It takes the worst's memory when that is its own.
 		if compareRows(o.cols, r, &o.held[0].row) < 0 {
-			o.held[0] = heldRow{row: cloneRow(r, &o.held[0].row), seq: seq}
+			var dst *Row
+			if o.reuse {
+				dst = &o.held[0].row
+			}
+			o.held[0] = heldRow{row: cloneRow(r, dst), seq: seq}
 			heap.Fix((*worstFirst)(o), 0)
 		}
 	}
