@@ -199,3 +199,27 @@ func TestPeriodWindows(t *testing.T) {
 		require.Equal(t, len(buckets), parts, g)
 	}
 }
+
+// TestPeriodExtremes: rows at the first and last valid times fall in buckets of their own
+// under every period, without a panic or a wrapped time (a bucket that starts before the
+// first int64 millisecond starts at math.MinInt64).
+func TestPeriodExtremes(t *testing.T) {
+	schema := columns.Schema{Dimensions: featDims[:1], Metrics: featMetrics[:2]}
+	var rows []columns.Row
+	for _, ms := range []int64{columns.MinTime, columns.MinTime + 1, 0, columns.MaxTime - 1, columns.MaxTime} {
+		rows = append(rows, columns.Row{Time: ms, Dims: [][]string{{"x"}}, Metrics: []columns.Value{{Long: 1}, {Long: 2}}})
+	}
+	seg := fixture.WriteSegment(t, t.TempDir(), "a.seg", schema, rows)
+	for _, g := range []string{"week", "month", "quarter", "year"} {
+		var spec Spec
+		require.NoError(t, spec.SetGranularity(g))
+		res, err := Run(t.Context(), seg, spec)
+		require.NoError(t, err, g)
+		require.Len(t, res.Rows, 3, g)
+		require.LessOrEqual(t, res.Rows[0].Time, columns.MinTime, g)
+		require.Equal(t, int64(2), res.Rows[0].Rows, g)
+		require.Equal(t, oracleBucket(g, 0), res.Rows[1].Time, g)
+		require.Greater(t, res.Rows[2].Time, columns.MaxTime-400*dayMillis, g)
+		require.Equal(t, int64(2), res.Rows[2].Rows, g)
+	}
+}
