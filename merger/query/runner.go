@@ -81,7 +81,7 @@ func (r *runner) setup() error {
 	r.rowTimes = source.LongCache{C: src.Times()}
 	r.edge = source.LongCache{C: src.Times()}
 	times := &r.rowTimes
-	gran, all := r.spec.Granularity, r.spec.All
+	bk := newBuckets(r.spec)
 	key := make([]byte, 0, 8+4*len(r.gdims))
 	lists := make([][]uint32, len(r.gdims))
 	pos := make([]int, len(r.gdims))
@@ -93,10 +93,7 @@ func (r *runner) setup() error {
 		if err := r.inOrder(row, t); err != nil {
 			return err
 		}
-		bucket := int64(0)
-		if !all {
-			bucket = gran.Truncate(t)
-		}
+		bucket := bk.of(t)
 		for k := range r.gdims {
 			ids, err := r.gdims[k].rowIDs(row)
 			if err != nil {
@@ -152,7 +149,7 @@ func (r *runner) setup() error {
 		}
 	}
 	r.readers = readers
-	r.bat = &batchAgg{r: r, times: times, readers: readers}
+	r.bat = &batchAgg{r: r, times: times, readers: readers, buckets: *newBuckets(r.spec)}
 	r.visit = visit
 	return nil
 }
