@@ -664,6 +664,10 @@ func TestQueryValidation(t *testing.T) {
 	f([]string{"b.seg"}, Spec{GroupBy: []string{"rows"}}, ErrInvalid, `group-by dimension "rows" is in no input`)
 	f(ab, Spec{Filter: filter.MustParse("page = 'x' and not nosuch = 'y'")}, ErrInvalid, `filter column "nosuch" is in no input`)
 	f(ab, Spec{Filter: filter.MustParse("page = 'x' and nosuch > 1")}, ErrInvalid, `filter column "nosuch" is in no input`)
+	// A near miss names what was probably meant.
+	f(ab, Spec{GroupBy: []string{"pgae"}}, ErrInvalid, `group-by dimension "pgae" is in no input; did you mean "page"?`)
+	f(ab, Spec{Filter: filter.MustParse("adedd > 1")}, ErrInvalid, `filter column "adedd" is in no input; did you mean "added"?`)
+	f(ab, Spec{Metrics: []string{"row"}}, ErrInvalid, `no metric "row" in the inputs; did you mean "rows"?`)
 	// Metrics compare with numbers, dimensions with strings, the schema says which a name is.
 	f(ab, Spec{Filter: filter.MustParse("page = 'x' or added is null")}, nil, "")
 	f(ab, Spec{Filter: filter.MustParse("added > 1 and added between -1 and 5 or rows in (1, 2)")}, nil, "")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/suggest"
 	"github.com/writeout/writeout/merger/internal/schema"
 	"github.com/writeout/writeout/merger/query/filter"
 )
@@ -73,7 +74,7 @@ func check(schemas []columns.Schema, spec *Spec) ([]columns.Metric, error) {
 			return nil, fmt.Errorf("%w: group-by %q is a metric (in %s), not a dimension", ErrInvalid, g, in)
 		}
 		if union.Dimension(g) < 0 {
-			return nil, fmt.Errorf("%w: group-by dimension %q is in no input", ErrInvalid, g)
+			return nil, fmt.Errorf("%w: group-by dimension %q is in no input%s", ErrInvalid, g, suggest.Hint(g, dimensionNames(union)))
 		}
 	}
 	for _, c := range filter.Columns(spec.Filter) {
@@ -91,7 +92,7 @@ func check(schemas []columns.Schema, spec *Spec) ([]columns.Metric, error) {
 			if union.Dimension(n) >= 0 {
 				return nil, fmt.Errorf("%w: metric %q is a dimension", ErrInvalid, n)
 			}
-			return nil, fmt.Errorf("%w: no metric %q in the inputs", ErrInvalid, n)
+			return nil, fmt.Errorf("%w: no metric %q in the inputs%s", ErrInvalid, n, suggest.Hint(n, metricNames(union)))
 		}
 		out = append(out, union.Metrics[k])
 	}
@@ -113,10 +114,29 @@ func checkFilterColumn(union columns.Schema, c filter.Column, metricIn func(stri
 		return nil
 	}
 	if union.Dimension(c.Name) < 0 {
-		return fmt.Errorf("%w: filter column %q is in no input", ErrInvalid, c.Name)
+		return fmt.Errorf("%w: filter column %q is in no input%s", ErrInvalid, c.Name, suggest.Hint(c.Name, columnNames(union)))
 	}
 	if c.Use == filter.UseNumber {
 		return fmt.Errorf("%w: filter %s: %q is a dimension; compare it with quoted strings (= '...', in ('...')); <, <=, >, >=, between and numbers apply to long and double metrics", ErrInvalid, c.Expr, c.Name)
 	}
 	return nil
 }
+
+// dimensionNames, metricNames and columnNames list a schema's names, for "did you mean".
+func dimensionNames(s columns.Schema) []string {
+	names := make([]string, len(s.Dimensions))
+	for i, d := range s.Dimensions {
+		names[i] = d.Name
+	}
+	return names
+}
+
+func metricNames(s columns.Schema) []string {
+	names := make([]string, len(s.Metrics))
+	for i, m := range s.Metrics {
+		names[i] = m.Name
+	}
+	return names
+}
+
+func columnNames(s columns.Schema) []string { return append(dimensionNames(s), metricNames(s)...) }
