@@ -128,7 +128,6 @@ func (p *progressBar) stage(desc string, total int64, unit progressUnit, keep bo
 		progressbar.OptionSetWriter(p.w),
 		progressbar.OptionSetDescription(desc),
 		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionThrottle(100 * time.Millisecond),
 		progressbar.OptionSetWidth(30),
@@ -138,7 +137,7 @@ func (p *progressBar) stage(desc string, total int64, unit progressUnit, keep bo
 	if unit == unitBytes {
 		opts = append(opts, progressbar.OptionShowBytes(true), progressbar.OptionUseIECUnits(true))
 	} else {
-		opts = append(opts, progressbar.OptionSetItsString("rows"))
+		opts = append(opts, progressbar.OptionShowIts(), progressbar.OptionSetItsString("rows"))
 	}
 	if total <= 0 && total != -1 {
 		total = 0
@@ -228,6 +227,18 @@ func (p *progressBar) follow(c *atomic.Int64) {
 			}
 		}
 	}()
+}
+
+// followRows starts a stage named desc of total rows whose count follows the counter it
+// returns (nil for a nil bar): for query.Spec.Progress.
+func (p *progressBar) followRows(desc string, total int64) *atomic.Int64 {
+	if p == nil {
+		return nil
+	}
+	c := new(atomic.Int64)
+	p.stage(desc, total, unitRows, false)
+	p.follow(c)
+	return c
 }
 
 // above returns a writer for messages to w (a warning) that clears the bar's line first: the

@@ -38,14 +38,21 @@ func TestRunProgress(t *testing.T) {
 		want += fi.Size()
 	}
 	want += int64(len(csvData))
+	pqFile, err := os.Open(pqs[0]) // a file given as a Reader, as standard input is
+	require.NoError(t, err)
+	defer pqFile.Close()
+	fi, err := pqFile.Stat()
+	require.NoError(t, err)
+	want += fi.Size()
 	inputs := []Input{{Path: pqs[0]}, {Path: csvPath}, {Path: gz},
 		// A stream: no size, no io.ReaderAt.
-		{Name: "stdin", Format: CSV, Reader: io.MultiReader(bytes.NewReader(csvData))}}
+		{Name: "stdin", Format: CSV, Reader: io.MultiReader(bytes.NewReader(csvData))},
+		{Name: "pq", Reader: pqFile}}
 	var reports []Progress
 	res, err := Run(context.Background(), sp, inputs, Options{Out: filepath.Join(dir, "out.seg"), Durability: noSync,
 		MaxRowsInMemory: 8000, Progress: func(p Progress) { reports = append(reports, p) }})
 	require.NoError(t, err)
-	require.Equal(t, int64(80_000), res.InputRows)
+	require.Equal(t, int64(100_000), res.InputRows)
 	require.Positive(t, res.Runs(), "rows spilled as runs, merged at the end")
 
 	lastRead := -1
@@ -68,7 +75,7 @@ func TestRunProgress(t *testing.T) {
 		}
 	}
 	require.Greater(t, mid, 4, "bytes counted as the inputs are read: %+v", reports)
-	require.Equal(t, Progress{Step: StepRead, Bytes: want, Rows: 80_000}, reports[lastRead])
+	require.Equal(t, Progress{Step: StepRead, Bytes: want, Rows: 100_000}, reports[lastRead])
 	require.Less(t, lastRead, len(reports)-1, "the segment's write comes after the reading")
 	last := reports[len(reports)-1]
 	require.Equal(t, StepWrite, last.Step)

@@ -228,10 +228,7 @@ func (r *runner) readInput(in Input, format *inputFormat) (err error) {
 	}
 	src := in.Reader
 	if src != nil && count != nil {
-		if s, ok := src.(interface{ Size() int64 }); ok {
-			r.inSize = s.Size()
-		}
-		src = countStream(src, count)
+		src, r.inSize = countReader(src, count)
 	}
 	if src == nil {
 		open := in.open
@@ -241,7 +238,7 @@ func (r *runner) readInput(in Input, format *inputFormat) (err error) {
 			open = func() (io.ReadCloser, error) {
 				rc, err := in.open()
 				if _, ok := rc.(io.ReaderAt); err != nil || ok {
-					return rc, err
+					return rc, err // a test's file: counted once read whole
 				}
 				return readCloser{countingReader{r: rc, n: count}, rc.Close}, nil
 			}
@@ -281,14 +278,64 @@ func (r *runner) readInput(in Input, format *inputFormat) (err error) {
 	return r.readRows(in.Name, rr, ahead)
 }
 
-// countStream returns r counting the bytes read into count, when r is a stream: an
-// io.ReaderAt (a Parquet input given as a *bytes.Reader) is returned as it is, for the format
-// readers that need one, and counts once read whole.
-func countStream(r io.Reader, count *atomic.Int64) io.Reader {
-	if _, ok := r.(io.ReaderAt); ok {
-		return r
+// countReader returns r counting the bytes read (by Read and ReadAt) into count, and r's
+// size: Size's, a regular file's, else -1. What it returns has the methods of r that the
+// format readers look for (ReadAt with Size or Stat); an io.ReaderAt with neither is returned
+// as it is, and counts once read whole.
+func countReader(r io.Reader, count *atomic.Int64) (io.Reader, int64) {
+	switch x := r.(type) {
+	case sizedReaderAt:
+		return countedSized{x, count}, x.Size()
+	case statReaderAt:
+		size := int64(-1)
+		if fi, err := x.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+		return countedStat{x, count}, size
+	case io.ReaderAt:
+		return r, -1
 	}
-	return countingReader{r: r, n: count}
+	return countingReader{r: r, n: count}, -1
+}
+
+type sizedReaderAt interface {
+	io.Reader
+	io.ReaderAt
+	Size() int64
+}
+
+type statReaderAt interface {
+	io.Reader
+	io.ReaderAt
+	Stat() (os.FileInfo, error)
+}
+
+// countedSized and countedStat count what is read of their reader into n.
+type countedSized struct {
+	sizedReaderAt
+	n *atomic.Int64
+}
+
+type countedStat struct {
+	statReaderAt
+	n *atomic.Int64
+}
+
+func (c countedSized) Read(p []byte) (int, error) { return counted(c.n)(c.sizedReaderAt.Read(p)) }
+func (c countedSized) ReadAt(p []byte, off int64) (int, error) {
+	return counted(c.n)(c.sizedReaderAt.ReadAt(p, off))
+}
+func (c countedStat) Read(p []byte) (int, error) { return counted(c.n)(c.statReaderAt.Read(p)) }
+func (c countedStat) ReadAt(p []byte, off int64) (int, error) {
+	return counted(c.n)(c.statReaderAt.ReadAt(p, off))
+}
+
+// counted returns a function that adds a read's bytes to n and returns the read's results.
+func counted(n *atomic.Int64) func(int, error) (int, error) {
+	return func(k int, err error) (int, error) {
+		n.Add(int64(k))
+		return k, err
+	}
 }
 
 // bytesRead is Progress.Bytes while an input is read.
