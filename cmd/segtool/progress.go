@@ -68,8 +68,12 @@ func newCommandProgress(mode string, quiet bool, stderr, stdout io.Writer) (*pro
 	return newProgressBar(stderr), nil
 }
 
-// isTerminal reports whether w is a terminal.
+// isTerminal reports whether w is a terminal (standard output through its checkedWriter
+// included).
 func isTerminal(w io.Writer) bool {
+	if c, ok := w.(*checkedWriter); ok {
+		w = c.w
+	}
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
@@ -101,6 +105,7 @@ type progressBar struct {
 
 	stopFollow chan struct{} // closed by finish to end follow's goroutine
 	followDone sync.WaitGroup
+	counter    *atomic.Int64 // followRows's, read once more by finish
 }
 
 func newProgressBar(w io.Writer) *progressBar {
@@ -157,10 +162,17 @@ func (p *progressBar) set(done int64) {
 	if p == nil {
 		return
 	}
+	if testHookProgressSet != nil {
+		testHookProgressSet(done)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.setLocked(done)
 }
+
+// testHookProgressSet, when set, is called with the count of each set: what the work
+// reported, before finish sets a stage to its total.
+var testHookProgressSet func(done int64)
 
 func (p *progressBar) setLocked(done int64) {
 	if p.bar == nil || done < p.done {
@@ -238,6 +250,7 @@ func (p *progressBar) followRows(desc string, total int64) *atomic.Int64 {
 	c := new(atomic.Int64)
 	p.stage(desc, total, unitRows, false)
 	p.follow(c)
+	p.counter = c
 	return c
 }
 
@@ -273,6 +286,9 @@ func (p *progressBar) finish(ok bool) {
 	}
 	close(p.stopFollow)
 	p.followDone.Wait()
+	if p.counter != nil {
+		p.set(p.counter.Load()) // the count at the end, however long since the last tick
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ended {
