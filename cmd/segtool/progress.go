@@ -209,16 +209,6 @@ func (p *progressBar) describe(d string) {
 	}
 }
 
-// isComplete reports whether the stage has reached its total.
-func (p *progressBar) isComplete() bool {
-	if p == nil {
-		return false
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.complete
-}
-
 // follow sets the stage's count from c about every 100 ms until finish: for work that counts
 // on several goroutines at once (a query's inputs).
 func (p *progressBar) follow(c *atomic.Int64) {
