@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -175,4 +176,31 @@ func shellQuote(words []string) string {
 		q[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 	}
 	return strings.Join(q, " ")
+}
+
+// A message while the bar is drawn (ingest's warnings, rows skipped) starts on a line of its
+// own: above clears the bar's line first, and the bar is drawn again at its next update.
+func TestProgressMessageAboveBar(t *testing.T) {
+	var buf bytes.Buffer
+	p := newProgressBar(&buf)
+	p.stage("reading", 100, unitRows, false)
+	p.set(40)
+	require.Contains(t, buf.String(), "reading  40%")
+	fmt.Fprintf(p.above(&buf), "segtool: warning: w\n")
+	s := buf.String()
+	i := strings.Index(s, "segtool: warning: w\n")
+	require.Positive(t, i)
+	require.Equal(t, byte('\r'), s[i-1], "the message starts its line: %q", s)
+	blank := s[strings.LastIndexByte(s[:i-1], '\r')+1 : i-1]
+	require.NotEmpty(t, blank)
+	require.Empty(t, strings.TrimSpace(blank), "the bar's line was blanked: %q", s)
+	time.Sleep(150 * time.Millisecond) // past the bar's throttle
+	p.set(60)
+	require.Contains(t, buf.String()[i:], "reading  60%", "drawn again below the message")
+	p.finish(true)
+	require.Contains(t, buf.String(), "reading 100%")
+	n := buf.Len()
+	p.set(70) // after finish: nothing drawn
+	fmt.Fprintf(p.above(&buf), "after\n")
+	require.Equal(t, "after\n", buf.String()[n:])
 }
