@@ -75,7 +75,7 @@ func demoQueryAnswer(ctx context.Context, path string) (string, error) {
 		return "", err
 	}
 	var res query.Result
-	err = querySegments(ctx, []string{path}, query.Spec{Filter: f, All: true, Metrics: []string{"rows"}}, &s3Flags{},
+	err = querySegments(ctx, []string{path}, query.Spec{Filter: f, All: true, Metrics: []string{"rows"}}, &s3Flags{}, nil,
 		func(r query.Result) error { res = r; return nil })
 	if err != nil {
 		return "", err

@@ -281,13 +281,15 @@ func appendJSONString(b []byte, s string) []byte {
 
 func newDumpCmd() *cobra.Command {
 	var o textOptions
-	var cols string
+	var cols, progress string
 	s3 := &s3Flags{}
 	cmd := &cobra.Command{
 		Use:   "dump [--format csv|ndjson] [--columns a,b] SEG",
 		Short: "Write a segment's rows as CSV or NDJSON",
 		Long: `dump writes every row of a segment, in segment order (time, then dimensions), to standard
 output: __time, the dimensions and the metrics in schema order, or the columns --columns names.
+With standard output redirected and standard error a terminal, standard error shows a progress
+bar of the rows written (--progress always shows it whatever the streams).
 
 ` + textConventionsHelp + `
 
@@ -300,16 +302,24 @@ output: __time, the dimensions and the metrics in schema order, or the columns -
 			if err := o.validate(); err != nil {
 				return err
 			}
-			return dump(cmd.Context(), cmd.OutOrStdout(), args[0], o, splitList(cols), s3)
+			bar, err := newCommandProgress(progress, false, cmd.ErrOrStderr(), cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
+			err = dump(cmd.Context(), cmd.OutOrStdout(), args[0], o, splitList(cols), s3, bar)
+			bar.finish(err == nil)
+			return err
 		},
 	}
 	addTextFlags(cmd, &o)
 	addS3Flags(cmd, s3)
 	cmd.Flags().StringVar(&cols, "columns", "", "comma-separated columns to write (default: all)")
+	addProgressFlag(cmd, &progress, true)
 	return cmd
 }
 
-func dump(ctx context.Context, out io.Writer, path string, o textOptions, cols []string, s3 *s3Flags) (err error) {
+// dump writes the rows of the segment at path to out; bar (nil: none) counts them.
+func dump(ctx context.Context, out io.Writer, path string, o textOptions, cols []string, s3 *s3Flags, bar *progressBar) (err error) {
 	seg, closeSeg, err := openInput(ctx, path, s3)
 	if err != nil {
 		return err
@@ -347,7 +357,11 @@ func dump(ctx context.Context, out io.Writer, path string, o textOptions, cols [
 	var row columns.Row
 	cells := make([]cell, len(cols))
 	nd := len(s.Dimensions)
+	bar.stage("dumping", int64(seg.Rows()), unitRows, false)
 	for r := 0; r < seg.Rows(); r++ {
+		if r%progressBatch == 0 {
+			bar.set(int64(r))
+		}
 		if err := rr.Read(r, &row); err != nil {
 			return fmt.Errorf("%s: row %d: %w", path, r, err)
 		}
@@ -389,5 +403,9 @@ func dump(ctx context.Context, out io.Writer, path string, o textOptions, cols [
 			return err
 		}
 	}
-	return tw.flush()
+	if err := tw.flush(); err != nil {
+		return err
+	}
+	bar.set(int64(seg.Rows()))
+	return nil
 }

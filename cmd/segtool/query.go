@@ -56,6 +56,7 @@ type queryFlags struct {
 	limit       int
 	quantiles   string
 	text        textOptions
+	progress    string
 	s3          *s3Flags
 }
 
@@ -94,6 +95,8 @@ A dimension some segments lack is null in their rows; a --group-by, --filter, --
 --metrics name that is no column of any segment (or a metric where a dimension is wanted), and
 segments whose schemas conflict as merge would refuse them, are errors, found before any row
 is read.
+With standard output redirected and standard error a terminal, standard error shows a progress
+bar of the input rows read (--progress always shows it whatever the streams).
 
 ` + filterHelp + `
 
@@ -120,7 +123,11 @@ is read.
 			if err != nil {
 				return err
 			}
-			return runQuery(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args, spec, f.text, qs, f.s3)
+			bar, err := newCommandProgress(f.progress, false, cmd.ErrOrStderr(), cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
+			return runQuery(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args, spec, f.text, qs, f.s3, bar)
 		},
 	}
 	fl := cmd.Flags()
@@ -132,6 +139,7 @@ is read.
 	fl.IntVar(&f.limit, "limit", 0, "write only the first N groups (0: all)")
 	fl.StringVar(&f.quantiles, "quantiles", "", "comma-separated quantiles in [0, 1] of the metrics whose sketches give them (quantiles)")
 	addTextFlags(cmd, &f.text)
+	addProgressFlag(cmd, &f.progress, true)
 	addS3Flags(cmd, f.s3)
 	return cmd
 }
@@ -162,7 +170,8 @@ func (f queryFlags) spec() (query.Spec, error) {
 
 // querySegments opens the segments (files, or s3:// objects through s3) and runs spec over
 // them as one table, handing the groups to each part by part (query.RunEach).
-func querySegments(ctx context.Context, paths []string, spec query.Spec, s3 *s3Flags, each func(query.Result) error) (err error) {
+// bar (nil: none) counts the rows read.
+func querySegments(ctx context.Context, paths []string, spec query.Spec, s3 *s3Flags, bar *progressBar, each func(query.Result) error) (err error) {
 	qs := make([]query.Queryable, 0, len(paths))
 	var closers []func() error
 	defer func() {
@@ -170,24 +179,27 @@ func querySegments(ctx context.Context, paths []string, spec query.Spec, s3 *s3F
 			err = errors.Join(err, c())
 		}
 	}()
+	var rows int64
 	for _, p := range paths {
 		sg, closeSeg, err := openInput(ctx, p, s3)
 		if err != nil {
 			return err
 		}
 		qs, closers = append(qs, sg), append(closers, closeSeg)
+		rows += int64(sg.Rows())
 	}
 	spec.InputNames = paths
+	spec.Progress = bar.followRows("querying", rows)
 	// The query's errors name the column and the file they are about.
 	return query.RunEach(ctx, qs, spec, each)
 }
 
 // runQuery writes the groups as they come: memory holds one window's groups (query.RunEach),
 // not the whole result.
-func runQuery(ctx context.Context, out, errOut io.Writer, paths []string, spec query.Spec, o textOptions, qs quantiles, s3 *s3Flags) error {
+func runQuery(ctx context.Context, out, errOut io.Writer, paths []string, spec query.Spec, o textOptions, qs quantiles, s3 *s3Flags, bar *progressBar) error {
 	var w *queryWriter
 	groups := 0
-	err := querySegments(ctx, paths, spec, s3, func(part query.Result) error {
+	err := querySegments(ctx, paths, spec, s3, bar, func(part query.Result) error {
 		if w == nil {
 			var err error
 			if w, err = newQueryWriter(out, part, o, qs); err != nil {
@@ -197,6 +209,7 @@ func runQuery(ctx context.Context, out, errOut io.Writer, paths []string, spec q
 		groups += len(part.Rows)
 		return w.rows(part.Rows)
 	})
+	bar.finish(err == nil)
 	if err != nil {
 		return err
 	}

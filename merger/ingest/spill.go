@@ -245,7 +245,8 @@ func (r *runner) endSegment() error {
 	}
 	var mr merger.Result
 	if len(r.runs) == 0 {
-		mr, err = r.b.Persist(r.ctx, staged, merger.PersistOptions{Medium: r.med, Durability: r.opts.Durability})
+		mr, err = r.b.Persist(r.ctx, staged, merger.PersistOptions{Medium: r.med, Durability: r.opts.Durability,
+			Progress: r.writeProgress()})
 		if err != nil {
 			return fmt.Errorf("ingest: %s: %w", dst, err)
 		}
@@ -402,7 +403,8 @@ func (r *runner) mergeGroup(group []runFile, out string, dur medium.Durability, 
 	}
 	if b != nil {
 		// Runs: the output has the bitmap indexes the runs were written without.
-		res, err = b.PersistAfter(r.ctx, segs, out, merger.PersistOptions{Medium: r.med, Durability: dur, InputNames: runs, Runs: true})
+		res, err = b.PersistAfter(r.ctx, segs, out, merger.PersistOptions{Medium: r.med, Durability: dur, InputNames: runs, Runs: true,
+			Progress: r.writeProgress()})
 	} else {
 		mo := merger.Options{
 			Medium:      r.med,
@@ -410,6 +412,7 @@ func (r *runner) mergeGroup(group []runFile, out string, dur medium.Durability, 
 			Rollup:      r.sp.Schema.Rollup,
 			Granularity: r.sp.Schema.Granularity,
 			InputNames:  runs,
+			Progress:    r.writeProgress(),
 		}
 		if len(segs) >= 2 {
 			// In one phase, as planned against MemoryLimit (fanIn): not in phases of what the

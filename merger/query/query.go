@@ -7,6 +7,7 @@ import (
 	"math"
 	"runtime"
 	"strings"
+	"sync/atomic"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/invalid"
@@ -69,6 +70,11 @@ type Spec struct {
 	// InputNames name the inputs in error messages; missing names are the path of a segment
 	// opened from a file (Segment.Name), else "input N".
 	InputNames []string
+	// Progress, when set, counts the input rows done: RunEach adds to it, from the goroutines
+	// that read the inputs, the rows aggregated or passed over by the filter, in batches of
+	// up to 1,024 rows an input, so that it reaches the inputs' total rows when every row is
+	// read. A caller reads it as it likes (a progress bar's ticker).
+	Progress *atomic.Int64
 }
 
 // ParseGranularity parses none, second, minute, hour, day or all (case-insensitively).

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -821,4 +822,47 @@ func writeCase(t *testing.T, rc fixture.Case) []Queryable {
 		qs[i] = fixture.WriteSegment(t, dir, fmt.Sprintf("in%d.seg", i), rc.Schemas[i], rc.Rows[i])
 	}
 	return qs
+}
+
+// Spec.Progress counts every input row once, whether aggregated or passed over by the filter,
+// window by window, and reaches the inputs' rows at the end.
+func TestQueryProgress(t *testing.T) {
+	defer func(n int) { windowRows = n }(windowRows)
+	windowRows = 64
+	rng := rand.New(rand.NewPCG(fixture.Seed(t), 23))
+	rc := fixture.NewCase(rng, 2, 5000)
+	for len(rc.Rows[0]) < 3000 || len(rc.Rows[1]) < 3000 || len(rc.Schemas[0].Dimensions) == 0 {
+		rc = fixture.NewCase(rng, 2, 5000)
+	}
+	qs := writeCase(t, rc)
+	var total int64
+	for _, q := range qs {
+		total += int64(q.(*columns.Segment).Rows())
+	}
+	nothing, err := filter.Parse("false")
+	require.NoError(t, err)
+	some, err := filter.Parse(fmt.Sprintf("%s is not null", rc.Schemas[0].Dimensions[0].Name))
+	require.NoError(t, err)
+	for _, spec := range []Spec{
+		{All: true},
+		{Granularity: columns.GranularityNone},
+		{Granularity: columns.GranularityNone, Filter: some},
+		{All: true, Filter: nothing},
+	} {
+		var done atomic.Int64
+		spec.Progress = &done
+		var seen []int64 // at each part
+		require.NoError(t, RunEach(t.Context(), qs, spec, func(Result) error {
+			seen = append(seen, done.Load())
+			return nil
+		}))
+		require.Equal(t, total, done.Load(), "%+v", spec)
+		require.True(t, slices.IsSorted(seen), "%+v: %v", spec, seen)
+		if !spec.All && spec.Filter == nil {
+			// Windows of about 64 rows: the first part comes before most rows are read.
+			require.Greater(t, len(seen), 2)
+			require.Greater(t, seen[0], int64(0), "%v", seen)
+			require.Less(t, seen[0], total/2, "%v", seen)
+		}
+	}
 }

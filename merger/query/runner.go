@@ -45,6 +45,7 @@ type runner struct {
 	visit      func(row int) error
 	vec        bool
 	windowRows int // rows aggregated into the current groups
+	passed     int // rows before this one are aggregated or passed over (Spec.Progress)
 
 	ordered  bool  // a segment: rows in non-decreasing time, checked as they are read
 	lastTime int64 // the time of the last row aggregated (ordered)
@@ -169,6 +170,9 @@ func (r *runner) fill() error {
 		}
 		r.next += k
 		r.queue = r.buf[:k]
+		if k == 0 {
+			r.pass(r.n)
+		}
 		return nil
 	}
 	k := r.it.NextMany(r.buf)
@@ -176,7 +180,18 @@ func (r *runner) fill() error {
 		return fmt.Errorf("filter bitmap row %d past the %d rows: %w", r.buf[k-1], r.n, columns.ErrCorrupt)
 	}
 	r.queue = r.buf[:k]
+	if k == 0 {
+		r.pass(r.n)
+	}
 	return nil
+}
+
+// pass notes that the rows before row are done, for Spec.Progress.
+func (r *runner) pass(row int) {
+	if p := r.spec.Progress; p != nil && row > r.passed {
+		p.Add(int64(row - r.passed))
+		r.passed = row
+	}
 }
 
 // peek returns the time of the next row to aggregate; more is false at the end.
@@ -227,6 +242,9 @@ func (r *runner) aggregateUntil(end int64) error {
 		}
 		if err := r.do(q[:k]); err != nil {
 			return err
+		}
+		if k > 0 {
+			r.pass(int(q[k-1]) + 1)
 		}
 		r.windowRows += k
 		r.queue = q[k:]
