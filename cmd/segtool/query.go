@@ -39,6 +39,7 @@ type queryFlags struct {
 	groupBy     string
 	metrics     string
 	quantiles   string
+	version     int // of the tables among the inputs; 0: the newest
 	text        textOptions
 	s3          *s3Flags
 }
@@ -75,7 +76,8 @@ schemas conflict as merge would refuse them, are errors, found before any row is
   segtool query --granularity hour --format ndjson day1.seg day2.seg
   segtool query --filter "tags is null or not tags = 'bot'" --metrics added,editors merged.seg
   segtool query --group-by service --quantiles 0.5,0.99 latencies.seg
-  segtool query --group-by page s3://seg/day1.seg s3://seg/day2.seg`,
+  segtool query --group-by page s3://seg/day1.seg s3://seg/day2.seg
+  segtool query --version 3 events/     (a table: its segments in version 3)`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.text.validate(); err != nil {
@@ -89,6 +91,9 @@ schemas conflict as merge would refuse them, are errors, found before any row is
 			if err != nil {
 				return err
 			}
+			if args, err = expandTables(cmd.Context(), args, f.version, f.s3); err != nil {
+				return err
+			}
 			return runQuery(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args, spec, f.text, qs, f.s3)
 		},
 	}
@@ -98,6 +103,7 @@ schemas conflict as merge would refuse them, are errors, found before any row is
 	fl.StringVar(&f.groupBy, "group-by", "", "comma-separated dimensions to group by")
 	fl.StringVar(&f.metrics, "metrics", "", "comma-separated metrics to aggregate (default: all)")
 	fl.StringVar(&f.quantiles, "quantiles", "", "comma-separated quantiles in [0, 1] of the metrics whose sketches give them (quantiles)")
+	fl.IntVar(&f.version, "version", 0, "the version of the tables among the inputs (default: the newest)")
 	addTextFlags(cmd, &f.text)
 	addS3Flags(cmd, f.s3)
 	return cmd
