@@ -335,6 +335,39 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 type s3Store struct {
 	c              *objstore.Client
 	bucket, prefix string // prefix is "" or ends with "/"
+
+	probeOnce sync.Once
+	probeErr  error
+}
+
+// exclusiveChecker is a store whose create-exclusive is only as good as the service behind
+// it: checkExclusive fails, wrapping ErrUnsupported, where it is not.
+type exclusiveChecker interface {
+	checkExclusive(ctx context.Context) error
+}
+
+// checkExclusive probes, once, that the service honours If-None-Match: * on PutObject: it
+// puts _log/.probe-<16 hex> twice, and the second put must be refused; then removes it. A
+// service that ignores the header (older S3-compatible servers) would let two writers both
+// commit a version, the second replacing the first.
+func (s *s3Store) checkExclusive(ctx context.Context) error {
+	s.probeOnce.Do(func() {
+		key := s.key(logDir + "/.probe-" + randomHex())
+		if err := s.c.PutIfAbsent(ctx, s.bucket, key, []byte("probe 1")); err != nil {
+			s.probeErr = fmt.Errorf("table: %s: probe conditional writes: %w", s, err)
+			return
+		}
+		err := s.c.PutIfAbsent(ctx, s.bucket, key, []byte("probe 2"))
+		switch {
+		case err == nil:
+			s.probeErr = fmt.Errorf("%w: %s: the service replaced %s despite If-None-Match: *: it does not honour conditional writes, so two writers could both commit one version",
+				ErrUnsupported, s, objstore.URL(s.bucket, key))
+		case !errors.Is(err, fs.ErrExist):
+			s.probeErr = fmt.Errorf("table: %s: probe conditional writes: %w", s, err)
+		}
+		s.probeErr = multierr.Join(s.probeErr, s.c.Remove(ctx, s.bucket, key))
+	})
+	return s.probeErr
 }
 
 func (s *s3Store) String() string { return "s3://" + s.bucket + "/" + s.prefix }

@@ -82,6 +82,9 @@ func Create(ctx context.Context, loc string, o Options) (*Table, error) {
 	if len(vs) > 0 {
 		return nil, fmt.Errorf("%w: %s (version %d)", ErrExist, t, vs[len(vs)-1])
 	}
+	if err := t.checkExclusive(ctx); err != nil {
+		return nil, err
+	}
 	if err := t.st.init(ctx); err != nil {
 		return nil, err
 	}
@@ -110,6 +113,15 @@ func Open(ctx context.Context, loc string, o Options) (*Table, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// checkExclusive checks, once per Table, that the store's create-exclusive holds (S3: the
+// service honours If-None-Match).
+func (t *Table) checkExclusive(ctx context.Context) error {
+	if c, ok := t.st.(exclusiveChecker); ok {
+		return c.checkExclusive(ctx)
+	}
+	return nil
 }
 
 func (t *Table) now() time.Time { return t.opts.Now().UTC().Truncate(time.Millisecond) }
@@ -229,6 +241,9 @@ func (t *Table) Commit(ctx context.Context, base int, ch Change) (int, error) {
 // commit is Commit; uncertain reports an error after which the entry may exist.
 func (t *Table) commit(ctx context.Context, base int, ch Change) (v int, uncertain bool, err error) {
 	if err := t.checkChange(ch); err != nil {
+		return 0, false, err
+	}
+	if err := t.checkExclusive(ctx); err != nil {
 		return 0, false, err
 	}
 	cur, err := t.read(ctx, base)
@@ -358,6 +373,9 @@ func (t *Table) OpenSegment(ctx context.Context, s Segment) (*columns.Segment, f
 func (t *Table) Append(ctx context.Context, paths []string) (int, error) {
 	if len(paths) == 0 {
 		return 0, fmt.Errorf("%w: %s: append of no segment", ErrInvalid, t)
+	}
+	if err := t.checkExclusive(ctx); err != nil {
+		return 0, err
 	}
 	base, err := t.Snapshot(ctx, 0)
 	if err != nil {

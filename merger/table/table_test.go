@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -232,4 +233,33 @@ func TestLocations(t *testing.T) {
 	require.False(t, IsLocation(mem, "/u"))
 	require.True(t, IsTempName(".tmp-0123456789abcdef-x.json"))
 	require.False(t, IsTempName(".tmp-x.json"))
+}
+
+// TestS3WithoutConditionalWrites: a service that ignores If-None-Match (here, the header
+// stripped on its way in) is found by the probe, and no table is created or appended to.
+func TestS3WithoutConditionalWrites(t *testing.T) {
+	srv, err := s3test.Start("bkt")
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	c, err := objstore.New(objstore.Config{Endpoint: srv.URL, Region: "us-east-1", AccessKey: "test", SecretKey: "testsecret"})
+	require.NoError(t, err)
+	ctx := context.Background()
+	fsys := afero.NewMemMapFs()
+	o := Options{S3: c, Fs: fsys}
+	_, err = Create(ctx, "s3://bkt/t/", o)
+	require.NoError(t, err)
+	srv.OnRequest(func(r *http.Request) { r.Header.Del("If-None-Match") })
+	_, err = Create(ctx, "s3://bkt/u/", o)
+	require.ErrorIs(t, err, ErrUnsupported)
+	require.Contains(t, err.Error(), "If-None-Match")
+	_, err = Open(ctx, "s3://bkt/u/", o)
+	require.ErrorIs(t, err, ErrNotExist)
+	// A Table opened now probes at its first write.
+	tb2, err := Open(ctx, "s3://bkt/t/", o)
+	require.NoError(t, err)
+	_, err = tb2.Append(ctx, writeSegs(t, fsys, "/in", 1, 10))
+	require.ErrorIs(t, err, ErrUnsupported)
+	objs, err := c.List(ctx, "bkt", "")
+	require.NoError(t, err)
+	require.Len(t, objs, 1, "only version 1 of t: no probe or segment left: %v", objs)
 }
