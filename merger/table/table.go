@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"regexp"
 	"slices"
 	"time"
@@ -471,7 +470,7 @@ func (t *Table) copy(ctx context.Context, p string, s Segment) error {
 		return fmt.Errorf("table: %s: append %s: %w", t, p, err)
 	}
 	if FooterChecksum(info) != s.Footer {
-		return fmt.Errorf("table: %s: append %s: the file changed while it was appended: %w", t, p, os.ErrInvalid)
+		return fmt.Errorf("table: %s: append %s: the file changed while it was appended: %w", t, p, ErrInvalid)
 	}
 	if _, err := f.Seek(0, 0); err != nil {
 		return fmt.Errorf("table: %s: append %s: %w", t, p, err)

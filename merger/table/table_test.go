@@ -28,14 +28,15 @@ func tableCase(t *testing.T, loc string, o Options, fsys afero.Fs, srcDir string
 	require.ErrorIs(t, err, ErrNotExist)
 	require.ErrorIs(t, err, fs.ErrNotExist)
 
-	tb, err := Create(ctx, loc, o)
+	created, err := Create(ctx, loc, o)
 	require.NoError(t, err)
 	_, err = Create(ctx, loc, o)
 	require.ErrorIs(t, err, ErrExist)
 	require.ErrorIs(t, err, fs.ErrExist)
 
-	tb, err = Open(ctx, loc, o)
+	tb, err := Open(ctx, loc, o)
 	require.NoError(t, err)
+	require.Equal(t, created.String(), tb.String())
 	e, err := tb.Snapshot(ctx, 0)
 	require.NoError(t, err)
 	require.Equal(t, 1, e.Version)
