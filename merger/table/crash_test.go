@@ -202,3 +202,54 @@ func checkAfterCrash(t *testing.T, fsys *crashfs.FS, at string, wantRows map[int
 	}
 	return e.Version
 }
+
+// TestCreateCrash cuts the power after each mutating operation of Create on an empty file
+// system (every directory missing) and reboots both ways: the location then holds no table
+// (and Create succeeds), or the empty table of version 1; and a Create that returned nil
+// always left version 1.
+func TestCreateCrash(t *testing.T) {
+	ctx := context.Background()
+	start := crashfs.New()
+	points := 0
+	for k := 0; ; k++ {
+		require.Less(t, k, 1000)
+		fsys := start.Clone()
+		fsys.SetCrashAfter(k)
+		_, err := Create(ctx, "/data/tables/t", Options{Fs: fsys})
+		finished := !fsys.Crashed()
+		points++
+		if finished {
+			require.NoError(t, err)
+		} else {
+			require.ErrorIs(t, err, crashfs.ErrCrashed, "k=%d", k)
+		}
+		for _, keepDirs := range []bool{false, true} {
+			after := fsys.Clone()
+			if keepDirs {
+				after.CrashKeepingDirs()
+			} else {
+				after.Crash()
+			}
+			at := fmt.Sprintf("k=%d keepdirs=%v", k, keepDirs)
+			tb, err := Open(ctx, "/data/tables/t", Options{Fs: after})
+			if errors.Is(err, ErrNotExist) {
+				require.False(t, finished, "%s: Create returned nil, yet no table", at)
+				tb, err = Create(ctx, "/data/tables/t", Options{Fs: after})
+				require.NoError(t, err, "%s: Create after the crash", at)
+			}
+			require.NoError(t, err, at)
+			e, err := tb.Snapshot(ctx, 0)
+			require.NoError(t, err, at)
+			require.Equal(t, 1, e.Version, at)
+			after.Crash() // what the second Create did is durable too
+			_, err = Open(ctx, "/data/tables/t", Options{Fs: after})
+			require.NoError(t, err, at)
+		}
+		if finished {
+			break
+		}
+	}
+	// mkdir x4, the temp entry created, written, synced, renamed, directory syncs.
+	require.Greater(t, points, 10)
+	t.Logf("%d crash points", points)
+}
