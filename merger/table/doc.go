@@ -40,7 +40,8 @@
 // and OpenSegment checks it. An entry whose checksum fails, that does not decode, or whose
 // fields are inconsistent (an added segment not live, a name outside segments/) is an error
 // wrapping ErrCorrupt that names the version: never read as another version. A newer format
-// number is ErrVersion.
+// number is ErrVersion. Readers refuse keys they do not know: a writer that adds one writes
+// a new format number.
 //
 // # Commit protocol
 //

@@ -232,6 +232,9 @@ func TestLocations(t *testing.T) {
 	require.NoError(t, mem.MkdirAll("/t/_log", 0o755))
 	require.True(t, IsLocation(mem, "/t"))
 	require.False(t, IsLocation(mem, "/u"))
+	// A file system without a rename that refuses to replace cannot hold a table.
+	_, err = Create(context.Background(), "/t", Options{Fs: afero.NewBasePathFs(afero.NewMemMapFs(), "/base")})
+	require.ErrorIs(t, err, ErrUnsupported)
 	require.True(t, IsTempName(".tmp-0123456789abcdef-x.json"))
 	require.False(t, IsTempName(".tmp-x.json"))
 }
