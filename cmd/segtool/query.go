@@ -77,7 +77,7 @@ schemas conflict as merge would refuse them, are errors, found before any row is
   segtool query --filter "tags is null or not tags = 'bot'" --metrics added,editors merged.seg
   segtool query --group-by service --quantiles 0.5,0.99 latencies.seg
   segtool query --group-by page s3://seg/day1.seg s3://seg/day2.seg
-  segtool query --version 3 events/     (a table: its segments in version 3)`,
+  segtool query --version 3 events/`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.text.validate(); err != nil {

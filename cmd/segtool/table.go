@@ -28,12 +28,12 @@ func newTableCmd() *cobra.Command {
 		Use:   "table",
 		Short: "Create a table of segments, append to it, show its log and segments",
 		Long:  tableHelp,
-		Example: `  segtool table create events/
+		Example: `  segtool table create new-table/
   segtool table append events/ day1.seg day2.seg
   segtool table log events/
   segtool table segments --json events/
   segtool query --group-by page events/
-  segtool table create s3://bucket/tables/events/`,
+  segtool table create s3://seg/tables/events/`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return usagef("table: no subcommand given (create, append, log, segments; see 'segtool table --help')")
@@ -43,7 +43,7 @@ func newTableCmd() *cobra.Command {
 		Use:     "create TABLE",
 		Short:   "Create an empty table (version 1)",
 		Long:    "create makes an empty table at TABLE: its directories on disk, and version 1 of its log.\n\n" + tableHelp,
-		Example: "  segtool table create events/\n  segtool table create s3://bucket/tables/events/",
+		Example: "  segtool table create new-table/\n  segtool table create s3://seg/tables/events/",
 		Args:    usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := tableOptions(args[0], s3)
