@@ -3,6 +3,7 @@ package table
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -198,4 +199,74 @@ func checkChain(t *testing.T, tb *Table) {
 		}
 		require.ElementsMatch(t, want, got, "version %d", e.Version)
 	}
+}
+
+// lostAnswerStore creates an entry, then answers as a retried request does after its first
+// answer was lost: fs.ErrExist, the entry being its own.
+type lostAnswerStore struct {
+	store
+	lost int // creates to answer so
+}
+
+func (s *lostAnswerStore) createExclusive(ctx context.Context, name string, data []byte) error {
+	if err := s.store.createExclusive(ctx, name, data); err != nil || s.lost == 0 {
+		return err
+	}
+	s.lost--
+	return fmt.Errorf("test: a retry found the entry: %w", fs.ErrExist)
+}
+
+// TestCommitLostAnswer: a commit told "exists" about the entry it wrote itself (a retried
+// PutObject whose first answer was lost) reads it back, sees its own bytes, and returns
+// that version: it does not commit its segments a second time on top.
+func TestCommitLostAnswer(t *testing.T) {
+	ctx := context.Background()
+	fsys := afero.NewMemMapFs()
+	tb, err := Create(ctx, "/t", Options{Fs: fsys})
+	require.NoError(t, err)
+	tb.st = &lostAnswerStore{store: tb.st, lost: 1}
+	v, err := tb.Append(ctx, writeSegs(t, fsys, "/in", 1, 30))
+	require.NoError(t, err)
+	require.Equal(t, 2, v)
+	newest, err := tb.Newest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, newest)
+	require.Equal(t, int64(30), liveRows(t, tb, 0))
+}
+
+// unreadableStore is lostAnswerStore whose read-back of the entry it created fails once.
+type unreadableStore struct {
+	lostAnswerStore
+	failReads int
+	created   string
+}
+
+func (s *unreadableStore) createExclusive(ctx context.Context, name string, data []byte) error {
+	if s.lost > 0 {
+		s.created = name
+	}
+	return s.lostAnswerStore.createExclusive(ctx, name, data)
+}
+
+func (s *unreadableStore) read(ctx context.Context, name string) ([]byte, error) {
+	if name == s.created && s.failReads > 0 {
+		s.failReads--
+		return nil, errors.New("test: connection reset")
+	}
+	return s.store.read(ctx, name)
+}
+
+// TestCommitLostAnswerUnreadable: the same, but reading the entry back fails, so the commit
+// rebases and finds its own segments live: it returns the version its earlier try committed,
+// and the segments stay (Append must not remove segments a version lists).
+func TestCommitLostAnswerUnreadable(t *testing.T) {
+	ctx := context.Background()
+	fsys := afero.NewMemMapFs()
+	tb, err := Create(ctx, "/t", Options{Fs: fsys})
+	require.NoError(t, err)
+	tb.st = &unreadableStore{lostAnswerStore: lostAnswerStore{store: tb.st, lost: 1}, failReads: 1}
+	v, err := tb.Append(ctx, writeSegs(t, fsys, "/in", 1, 30))
+	require.NoError(t, err)
+	require.Equal(t, 2, v)
+	require.Equal(t, int64(30), liveRows(t, tb, 0))
 }

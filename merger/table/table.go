@@ -249,7 +249,12 @@ func (t *Table) commit(ctx context.Context, base int, ch Change) (v int, uncerta
 	if err != nil {
 		return 0, false, err
 	}
+	var unsure []int // versions taken whose entry could not be read back: ours, perhaps
 	for try := 1; ; try++ {
+		if len(unsure) > 0 && len(ch.Added) > 0 && cur.Live(ch.Added[0].Name) {
+			// Segment names are unique: only this commit adds them. An earlier try landed.
+			return t.landed(ctx, unsure, ch)
+		}
 		e, err := t.next(cur, ch)
 		if err != nil {
 			return 0, uncertain, err
@@ -266,8 +271,14 @@ func (t *Table) commit(ctx context.Context, base int, ch Change) (v int, uncerta
 			return 0, uncertain || errors.Is(err, errUncertain), fmt.Errorf("table: %s: commit version %d: %w", t, e.Version, err)
 		}
 		// Taken: by an earlier try of ours whose answer was lost, or by another writer.
-		if got, rerr := t.st.read(ctx, entryName(e.Version)); rerr == nil && bytes.Equal(got, b) {
+		got, rerr := t.st.read(ctx, entryName(e.Version))
+		if rerr == nil && bytes.Equal(got, b) {
 			return e.Version, false, nil
+		}
+		if rerr != nil {
+			// Perhaps ours: from now on a failure may leave the entry committed.
+			uncertain = true
+			unsure = append(unsure, e.Version)
 		}
 		if try >= maxCommitTries {
 			return 0, uncertain, fmt.Errorf("%w: %s: version %d taken, gave up after %d tries: %w", ErrConflict, t, e.Version, try, err)
@@ -280,6 +291,21 @@ func (t *Table) commit(ctx context.Context, base int, ch Change) (v int, uncerta
 			return 0, uncertain, err
 		}
 	}
+}
+
+// landed finds which of the versions unsure holds ch, committed by a try whose answer was
+// lost and whose entry could not be read back then.
+func (t *Table) landed(ctx context.Context, unsure []int, ch Change) (int, bool, error) {
+	for _, v := range unsure {
+		e, err := t.read(ctx, v)
+		if err != nil {
+			return 0, true, err
+		}
+		if slices.Contains(e.Operation.Added, ch.Added[0].Name) {
+			return v, false, nil
+		}
+	}
+	return 0, true, fmt.Errorf("%w: %s: segment %s is live, committed by a try of this commit in none of versions %v", errUncertain, t, ch.Added[0].Name, unsure)
 }
 
 // checkChange checks a change's form.
