@@ -78,7 +78,11 @@
 //   - A damaged or missing entry is an error naming its version, never a silent step back to
 //     an older version.
 //   - A writer whose answer was lost (a retried PutObject that finds its own entry) reads the
-//     entry back and compares it byte for byte before it counts the version as another's.
+//     entry back and compares it byte for byte before it counts the version as another's. If
+//     it cannot read it, the outcome is unknown: a rebase that finds its own segments live
+//     (their names are unique) returns the version its earlier try made, and an append whose
+//     outcome is unknown leaves its copied segments in place rather than risk removing live
+//     ones.
 //
 // # What it needs from the store
 //
