@@ -10,6 +10,7 @@
 //	segtool export --format parquet --out FILE [--spec-out SPEC.json] SEG
 //	segtool query [--filter EXPR] [--group-by a,b] SEG...
 //	segtool sweep DIR
+//	segtool table create|append|log|segments TABLE ...
 //
 // Results go to standard output, so they pipe; errors go to standard error as one line that
 // names the file and the cause. The exit status is 0 on success, 1 on a failure and 2 on a
@@ -236,6 +237,7 @@ the cause. Exit status: 0 success, 1 failure, 2 usage error.`,
 		newExportCmd(),
 		newQueryCmd(),
 		newSweepCmd(),
+		newTableCmd(),
 	)
 	return root, stopProfile
 }

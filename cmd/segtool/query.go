@@ -55,6 +55,7 @@ type queryFlags struct {
 	orderBy     string
 	limit       int
 	quantiles   string
+	version     int // of the tables among the inputs; 0: the newest
 	text        textOptions
 	progress    string
 	s3          *s3Flags
@@ -109,7 +110,8 @@ bar of the input rows read (--progress always shows it whatever the streams).
   segtool query --granularity week --group-by language --time-format rfc3339 day1.seg day2.seg
   segtool query --filter "tags is null or not tags = 'bot'" --metrics added,editors merged.seg
   segtool query --group-by service --quantiles 0.5,0.99 latencies.seg
-  segtool query --group-by page s3://seg/day1.seg s3://seg/day2.seg`,
+  segtool query --group-by page s3://seg/day1.seg s3://seg/day2.seg
+  segtool query --version 3 events/`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.text.validate(); err != nil {
@@ -121,6 +123,9 @@ bar of the input rows read (--progress always shows it whatever the streams).
 			}
 			qs, err := parseQuantiles(f.quantiles)
 			if err != nil {
+				return err
+			}
+			if args, err = expandTables(cmd.Context(), args, f.version, f.s3); err != nil {
 				return err
 			}
 			bar, err := newCommandProgress(f.progress, false, cmd.ErrOrStderr(), cmd.OutOrStdout())
@@ -138,6 +143,7 @@ bar of the input rows read (--progress always shows it whatever the streams).
 	fl.StringVar(&f.orderBy, "order-by", "", "comma-separated output columns, each optionally asc or desc (default: time bucket, then group values)")
 	fl.IntVar(&f.limit, "limit", 0, "write only the first N groups (0: all)")
 	fl.StringVar(&f.quantiles, "quantiles", "", "comma-separated quantiles in [0, 1] of the metrics whose sketches give them (quantiles)")
+	fl.IntVar(&f.version, "version", 0, "the version of the tables among the inputs (default: the newest)")
 	addTextFlags(cmd, &f.text)
 	addProgressFlag(cmd, &f.progress, true)
 	addS3Flags(cmd, f.s3)
