@@ -13,7 +13,7 @@ import (
 func isChunkedEncoding(e segfmt.Encoding) bool {
 	switch e {
 	case segfmt.EncLongChunks, segfmt.EncDoubleChunks, segfmt.EncBlobChunks, segfmt.EncIDChunks, segfmt.EncMultiIDChunks,
-		segfmt.EncLongChunksV4, segfmt.EncDoubleChunksV4, segfmt.EncIDChunksV4:
+		segfmt.EncLongChunksV4, segfmt.EncDoubleChunksV4, segfmt.EncIDChunksV4, segfmt.EncIDChunksV5:
 		return true
 	}
 	return false
@@ -43,7 +43,7 @@ func TestPartCodecs(t *testing.T) {
 					require.Zero(t, c)
 					continue
 				}
-				v4 = v4 || p.Encoding == segfmt.EncIDChunksV4
+				v4 = v4 || p.Encoding == segfmt.EncIDChunksV4 || p.Encoding == segfmt.EncIDChunksV5
 				ix := seg.chunkIndexOf(&seg.f.parts[i])
 				require.Equal(t, ix.chunks(), c.Chunks(), "%s %s", p.Column, p.Kind)
 				require.Positive(t, c.Chunks())

@@ -292,20 +292,20 @@ func TestRankedIDs(t *testing.T) {
 	require.Less(t, len(planes), len(packed))
 	require.Equal(t, len(packed), idsSize(len(ranks), w)+1)
 	for name, b := range map[string][]byte{"planes": planes, "packed": packed} {
-		got, rest, err := decodeRankedIDs([]uint32{5}, append(b, 1), len(ranks), perm, pd)
+		got, rest, err := decodeRankedIDs([]uint32{5}, append(b, 1), len(ranks), perm, false, pd)
 		require.NoError(t, err, name)
 		require.Equal(t, []byte{1}, rest, name)
 		require.Equal(t, append([]uint32{5}, want...), got, name)
-		_, _, err = decodeRankedIDs(nil, b, len(ranks)+1, perm, pd)
+		_, _, err = decodeRankedIDs(nil, b, len(ranks)+1, perm, false, pd)
 		require.ErrorIs(t, err, ErrCorrupt, name)
-		_, _, err = decodeRankedIDs(nil, b, len(ranks), perm[:card-1], pd) // width still 10: ranks 999 out of range
+		_, _, err = decodeRankedIDs(nil, b, len(ranks), perm[:card-1], false, pd) // width still 10: ranks 999 out of range
 		require.ErrorIs(t, err, ErrCorrupt, name)
-		_, _, err = decodeRankedIDs(nil, b, len(ranks), perm[:500], pd)
+		_, _, err = decodeRankedIDs(nil, b, len(ranks), perm[:500], false, pd)
 		require.ErrorContains(t, err, "width 10, cardinality 500 needs 9", name)
 	}
 	bad := append([]byte(nil), planes...)
 	bad[uvarintLen(uint64(len(ranks)))+1] = 7
-	_, _, err := decodeRankedIDs(nil, bad, len(ranks), perm, pd)
+	_, _, err := decodeRankedIDs(nil, bad, len(ranks), perm, false, pd)
 	require.ErrorContains(t, err, "unknown form 7")
 
 	table := appendPacked(nil, perm, w)
@@ -633,7 +633,7 @@ func FuzzDecodeRankedIDs(f *testing.F) {
 		for i := range perm {
 			perm[i] = uint32(len(perm) - 1 - i)
 		}
-		got, _, err := decodeRankedIDs(nil, b, -1, perm, newPlaneDecoder())
+		got, _, err := decodeRankedIDs(nil, b, -1, perm, false, newPlaneDecoder())
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("%v does not wrap ErrCorrupt", err)
