@@ -622,18 +622,22 @@ func FuzzDecodeInt64sV(f *testing.F) {
 	})
 }
 
-// FuzzDecodeRankedIDs decodes arbitrary bytes as a ranked ids chunk of a cardinality: no
-// panic, errors wrap ErrCorrupt, every id below the cardinality.
+// FuzzDecodeRankedIDs decodes arbitrary bytes as a ranked ids chunk of a cardinality, of a
+// version 4 part or (deltas) a version 5 one: no panic, errors wrap ErrCorrupt, every id below
+// the cardinality.
 func FuzzDecodeRankedIDs(f *testing.F) {
 	rng := rand.New(rand.NewPCG(19, 20))
-	f.Add(appendRankedIDs(nil, zipfIDs(rng, 500, 300), idWidth(300), newPlaneCoder()), uint16(300))
-	f.Add(appendRankedIDs(nil, zipfIDs(rng, 50, 3), idWidth(3), nil), uint16(3))
-	f.Fuzz(func(t *testing.T, b []byte, card uint16) {
+	f.Add(appendRankedIDs(nil, zipfIDs(rng, 500, 300), idWidth(300), newPlaneCoder()), uint16(300), false)
+	f.Add(appendRankedIDs(nil, zipfIDs(rng, 50, 3), idWidth(3), nil), uint16(3), false)
+	var scratch []uint32
+	sorted, _ := appendIDDeltas(nil, sortedRunIDs(rng, 600, 300, 50), 300, idWidth(300), newPlaneCoder(), &scratch, 1<<20)
+	f.Add(sorted, uint16(300), true)
+	f.Fuzz(func(t *testing.T, b []byte, card uint16, deltas bool) {
 		perm := make([]uint32, card)
 		for i := range perm {
 			perm[i] = uint32(len(perm) - 1 - i)
 		}
-		got, _, err := decodeRankedIDs(nil, b, -1, perm, false, newPlaneDecoder())
+		got, _, err := decodeRankedIDs(nil, b, -1, perm, deltas, newPlaneDecoder())
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("%v does not wrap ErrCorrupt", err)
