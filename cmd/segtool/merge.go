@@ -64,9 +64,10 @@ waited for, so dirty pages stay bounded and the final sync is short; where the c
 the file is fdatasynced every SIZE instead.
 
 --compression is the codec of the output's chunks (values and ids): s2 (the default, the
-fastest to read), zstd (smaller, with the size-oriented encodings of format version 4: ids by
-frequency rank, numbers as entropy-coded byte planes) or none. A chunk is kept compressed only
-when that makes it smaller; readers need no flag, and 'segtool inspect' shows each part's codec.
+fastest to read), zstd (smaller, with the size-oriented encodings of format versions 4 and 5:
+ids by frequency rank or, for ids sorted within time buckets, as differences; numbers as
+entropy-coded byte planes) or none. A chunk is kept compressed only when that makes it
+smaller; readers need no flag, and 'segtool inspect' shows each part's codec.
 
 With --rollup, rows with the same time truncated to --granularity and the same dimensions
 combine through each metric's aggregator; --granularity alone truncates times. Without either
