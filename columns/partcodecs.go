@@ -11,7 +11,9 @@ import (
 // keeps a chunk compressed only when that makes it smaller, so a part written with zstd or s2
 // may hold some chunks stored as they are (None).
 type ChunkCodecs struct {
-	None, S2, Zstd int
+	None int `json:"none"`
+	S2   int `json:"s2"`
+	Zstd int `json:"zstd"`
 }
 
 // Chunks returns the number of chunks counted.
