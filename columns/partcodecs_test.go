@@ -15,6 +15,8 @@ func isChunkedEncoding(e segfmt.Encoding) bool {
 	case segfmt.EncLongChunks, segfmt.EncDoubleChunks, segfmt.EncBlobChunks, segfmt.EncIDChunks, segfmt.EncMultiIDChunks,
 		segfmt.EncLongChunksV4, segfmt.EncDoubleChunksV4, segfmt.EncIDChunksV4, segfmt.EncIDChunksV5:
 		return true
+	case segfmt.EncFrontCoded, segfmt.EncRoaringTable, segfmt.EncRoaring, segfmt.EncRoaringTableV4:
+		return false
 	}
 	return false
 }
@@ -57,6 +59,8 @@ func TestPartCodecs(t *testing.T) {
 			case CompressionS2:
 				require.Zero(t, total.Zstd)
 				require.Positive(t, total.S2)
+			case CompressionDefault:
+				t.Fatal("not written with the default")
 			case CompressionZstd:
 				require.Zero(t, total.S2)
 				require.Positive(t, total.Zstd)

@@ -131,14 +131,14 @@ type ColumnSize struct {
 
 // ColumnSizes returns the columns of the Parquet file at path in file order, with their sizes
 // (parquet_metadata()), to compare a segment's parts with.
-func (d *DuckDB) ColumnSizes(ctx context.Context, path string) ([]ColumnSize, error) {
+func (d *DuckDB) ColumnSizes(ctx context.Context, path string) (_ []ColumnSize, err error) {
 	rows, err := d.db.QueryContext(ctx, "SELECT path_in_schema, sum(total_compressed_size)::BIGINT, sum(total_uncompressed_size)::BIGINT, "+
 		"string_agg(DISTINCT encodings, ';'), string_agg(DISTINCT compression, ';'), count(DISTINCT row_group_id)::BIGINT "+
 		"FROM parquet_metadata("+quote(path)+") GROUP BY path_in_schema ORDER BY min(column_id)")
 	if err != nil {
 		return nil, fmt.Errorf("peers: duckdb: parquet_metadata %s: %w", path, err)
 	}
-	defer rows.Close()
+	defer func() { err = errors.Join(err, rows.Close()) }()
 	var out []ColumnSize
 	for rows.Next() {
 		var c ColumnSize

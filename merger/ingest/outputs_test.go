@@ -249,6 +249,8 @@ func TestRunCompression(t *testing.T) {
 				require.Zero(t, c.S2, "%s: %+v", tc.name, c)
 			case columns.CompressionNone:
 				require.Zero(t, c.Zstd+c.S2, "%s: %+v", tc.name, c)
+			case columns.CompressionS2:
+				t.Fatal("written with the default, not s2 by name")
 			}
 			rows = append(rows, res.Segments[0].Rows)
 		}

@@ -9,7 +9,7 @@
 //	peerjob run -system S -job J -layout L [-every D] [-memprofile F] [-cpuprofile F] [-trace F]
 //	    [-duckdb-memory-limit M] [-duckdb-temp-dir DIR] DIR OUT
 //	    runs one job on DIR's inputs into OUT and prints one line of figures
-//	peerjob pqsizes FILE...
+//	peerjob pqsizes FILE [FILE ...]
 //	    prints each column of each Parquet file with its bytes (DuckDB's parquet_metadata(),
 //	    summed over the row groups), to set against segtool inspect's parts
 //
@@ -74,7 +74,7 @@ func main() {
 
 const usage = "usage: peerjob prepare [-rows N] [-shape S] [-csv=false] [-batch N] [-run-rows N] [-tmp DIR] DIR | " +
 	"peerjob run -system S -job J -layout L [-every D] [-memprofile F] [-cpuprofile F] [-trace F] " +
-	"[-duckdb-memory-limit M] [-duckdb-temp-dir DIR] DIR OUT | peerjob pqsizes FILE..."
+	"[-duckdb-memory-limit M] [-duckdb-temp-dir DIR] DIR OUT | peerjob pqsizes FILE [FILE ...]"
 
 func run(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
@@ -426,7 +426,7 @@ func writeTrace(path string, samples []timedStatus) error {
 
 // pqSizes prints the columns of each Parquet file with their sizes, one line each, and the
 // file's total.
-func pqSizes(args []string, stdout io.Writer) error {
+func pqSizes(args []string, stdout io.Writer) (err error) {
 	if len(args) == 0 {
 		return errors.New(usage)
 	}
@@ -434,7 +434,7 @@ func pqSizes(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer func() { err = errors.Join(err, db.Close()) }()
 	for _, path := range args {
 		cols, err := db.ColumnSizes(context.Background(), path)
 		if err != nil {
