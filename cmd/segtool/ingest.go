@@ -36,6 +36,7 @@ type ingestFlags struct {
 	progress        string
 	maxFanIn        int
 	maxRecordBytes  int64
+	compression     string
 	s3              *s3Flags
 }
 
@@ -66,6 +67,9 @@ limit (--memory-limit) is by default twice --max-bytes-in-memory and 32 MiB more
 defaults, ingesting the 3,000,000 rows of 'segtool gen --schema basic --format csv' peaks
 under 256 MiB.
 
+--compression none, s2 (the default) or zstd is the codec of the outputs' chunks, as for merge
+(the intermediate segments stay s2).
+
 A row that does not parse is reported as FILE:LINE: column NAME: reason. --max-parse-errors N
 skips up to N such rows (each reported on standard error) and fails at the next; the summary
 counts the rows skipped. On failure no output is left behind.
@@ -89,6 +93,7 @@ appears whole or not at all. ` + s3Help + `
 ` + ingest.SpecHelp,
 		Example: `  segtool ingest --spec spec.json --out events.seg events.csv
   segtool ingest --spec spec.json --out edits.seg edits.parquet
+  segtool ingest --spec spec.json --compression zstd --out small.seg events.csv
   segtool ingest --spec spec.json --out day.seg --rows-per-segment 1000000 day-*.ndjson
   zcat events.csv.gz | segtool ingest --spec spec.json --format csv --out events.seg -`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
@@ -118,6 +123,7 @@ appears whole or not at all. ` + s3Help + `
 	fl.IntVar(&f.maxFanIn, "max-fan-in", def.MaxFanIn, "intermediate segments merged at once (at least 2)")
 	fl.Int64Var(&f.maxRecordBytes, "max-record-bytes", def.MaxRecordBytes, "longest CSV record (all its lines) or NDJSON line, in bytes; when not given, the spec's input.maxRecordBytes if set")
 	addMemoryFlags(cmd, &f.memory, def.MemoryLimit)
+	addCompressionFlag(cmd, &f.compression)
 	addS3UploadFlags(cmd, f.s3)
 	return cmd
 }
@@ -142,6 +148,10 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		}
 	}
 	if err := f.memory.check(); err != nil {
+		return err
+	}
+	comp, err := parseCompression(f.compression)
+	if err != nil {
 		return err
 	}
 	bar, err := newCommandProgress(f.progress, f.quiet, cmd.ErrOrStderr(), nil)
@@ -225,6 +235,7 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		MemoryLimit:     f.memory.maxBytes,
 		Medium:          med,
 		Durability:      dur,
+		Compression:     comp,
 		Replace:         f.replace,
 		TmpDir:          tmpDir,
 		MaxFanIn:        f.maxFanIn,

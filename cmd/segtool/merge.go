@@ -36,6 +36,7 @@ type mergeFlags struct {
 	progress     string
 	verifyInputs bool
 	memoryLimit  string
+	compression  string
 	s3           *s3Flags
 }
 
@@ -59,6 +60,12 @@ paces writeback of every file the merge writes (the staging file, intermediate s
 the output): each SIZE written is submitted to the disk (sync_file_range) and the one before it
 waited for, so dirty pages stay bounded and the final sync is short; where the call is missing,
 the file is fdatasynced every SIZE instead.
+
+--compression is the codec of the output's chunks (values and ids): s2 (the default, the
+fastest to read), zstd (smaller, with the size-oriented encodings of format versions 4 and 5:
+ids by frequency rank or, for ids sorted within time buckets, as differences; numbers as
+entropy-coded byte planes) or none. A chunk is kept compressed only when that makes it
+smaller; readers need no flag, and 'segtool inspect' shows each part's codec.
 
 With --rollup, rows with the same time truncated to --granularity and the same dimensions
 combine through each metric's aggregator; --granularity alone truncates times. Without either
@@ -87,6 +94,7 @@ upload completes; a failed or interrupted merge aborts the upload and leaves not
 progress bar also counts the bytes fetched and uploaded.`,
 		Example: `  segtool merge --out all.seg day1.seg day2.seg day3.seg
   segtool merge --out hourly.seg --rollup --granularity hour --medium offheap data/*.seg
+  segtool merge --out small.seg --compression zstd day1.seg day2.seg day3.seg
   segtool merge --out big.seg --max-fan-in 8 --tmp-dir scratch --durability all parts/*.seg
   segtool merge --out s3://seg/all.seg s3://seg/day1.seg s3://seg/day2.seg`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
@@ -115,6 +123,7 @@ progress bar also counts the bytes fetched and uploaded.`,
 	addProgressFlag(cmd, &f.progress, false)
 	fl.BoolVar(&f.verifyInputs, "verify-inputs", false, "verify every input (checksums and invariants) before merging")
 	fl.StringVar(&f.memoryLimit, "memory-limit", "256MiB", "the merge's memory budget, at least 16MiB: bounds what it keeps of its rows in memory, and the inputs merged at once (more merge in phases); also the Go runtime's soft memory limit unless GOMEMLIMIT is set")
+	addCompressionFlag(cmd, &f.compression)
 	addS3UploadFlags(cmd, f.s3)
 	return cmd
 }
@@ -134,6 +143,7 @@ type mergeSettings struct {
 	memoryLimit int64
 	dimensions  []string
 	parallelism int
+	compression columns.Compression // of the output's chunks; the zero value is s2
 	progress    func(merger.Progress)
 	// skipChecksums: the inputs were just verified (--verify-inputs).
 	skipChecksums bool
@@ -208,6 +218,7 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 		MaxFanIn:      s.maxFanIn,
 		MemoryLimit:   s.memoryLimit,
 		Parallelism:   s.parallelism,
+		Compression:   s.compression,
 		Progress:      s.progress,
 
 		SkipChecksums: s.skipChecksums,
@@ -346,6 +357,10 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) (err error) {
 	if f.maxFanIn < 0 || f.maxFanIn == 1 {
 		return usagef("--max-fan-in must be 0 (no limit) or at least 2")
 	}
+	comp, err := parseCompression(f.compression)
+	if err != nil {
+		return err
+	}
 	if f.medium == "mmapfile" && !mmapfileAvailable() {
 		return usagef("--medium mmapfile needs Linux")
 	}
@@ -405,7 +420,7 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) (err error) {
 
 	s := mergeSettings{mediumName: f.medium, tmpDir: f.tmpDir, durability: dur, replace: f.replace, rollup: f.rollup,
 		granularity: gran, inherit: !cmd.Flags().Changed("rollup") && !cmd.Flags().Changed("granularity"), maxFanIn: f.maxFanIn, memoryLimit: limit, dimensions: splitList(f.dimensions), parallelism: f.parallelism,
-		skipChecksums: f.verifyInputs, s3: f.s3, local: local}
+		compression: comp, skipChecksums: f.verifyInputs, s3: f.s3, local: local}
 	var bar *phaseBar
 	if wantProgress(f.progress, f.quiet, cmd.ErrOrStderr(), nil) {
 		bar = newPhaseBar(cmd.ErrOrStderr(), f.s3.transfer)

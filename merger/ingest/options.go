@@ -139,6 +139,9 @@ type Options struct {
 	Medium medium.Medium
 	// Durability of the published outputs; runs are never synced.
 	Durability medium.Durability
+	// Compression of the outputs' chunks (merger.Options.Compression); the zero value is
+	// columns' default, s2. Runs, read back once by the ingestion itself, keep the default.
+	Compression columns.Compression
 	// Replace allows replacing existing output files. Outputs are replaced only when the whole
 	// ingest succeeds: until then they are staged in a temp directory (TempPattern) in Out's
 	// directory, and on failure the old ones stay as they were. With RowsPerSegment the new
@@ -255,6 +258,9 @@ func (o *Options) ensureDefaults() (location.Location, error) {
 	}
 	if err := o.Durability.Validate(); err != nil {
 		return out, fmt.Errorf("ingest: %w", err)
+	}
+	if o.Compression > columns.CompressionS2 {
+		return out, fmt.Errorf("%w: Compression %v (want %s)", ErrInvalid, o.Compression, columns.CompressionNames)
 	}
 	if o.MaxRowsInMemory == 0 {
 		o.MaxRowsInMemory = defaultMaxRowsInMemory
