@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
@@ -166,24 +167,69 @@ func TestParquetFooterRowCounts(t *testing.T) {
 	t.Logf("footer of %d bytes: %d flips an error, %d the same rows", footer, errs, same)
 }
 
-// withCodec returns data, a Parquet file, with the codec of every column chunk set to codec in
-// its footer: its pages are then read with another codec's decoder.
-func withCodec(t testing.TB, data []byte, codec format.CompressionCodec) []byte {
+// withFooter returns data, a Parquet file, with its footer edited.
+func withFooter(t testing.TB, data []byte, edit func(md *format.FileMetaData)) []byte {
 	t.Helper()
 	size := len(data)
 	n := int(binary.LittleEndian.Uint32(data[size-8:]))
 	var md format.FileMetaData
 	require.NoError(t, thrift.Unmarshal(new(thrift.CompactProtocol), data[size-8-n:size-8], &md))
-	for g := range md.RowGroups {
-		for c := range md.RowGroups[g].Columns {
-			md.RowGroups[g].Columns[c].MetaData.Codec = codec
-		}
-	}
+	edit(&md)
 	footer, err := thrift.Marshal(new(thrift.CompactProtocol), &md)
 	require.NoError(t, err)
 	out := append(bytes.Clone(data[:size-8-n]), footer...)
 	out = binary.LittleEndian.AppendUint32(out, uint32(len(footer)))
 	return append(out, parquetMagic...)
+}
+
+// withCodec returns data, a Parquet file, with the codec of every column chunk set to codec in
+// its footer: its pages are then read with another codec's decoder.
+func withCodec(t testing.TB, data []byte, codec format.CompressionCodec) []byte {
+	return withFooter(t, data, func(md *format.FileMetaData) {
+		for g := range md.RowGroups {
+			for c := range md.RowGroups[g].Columns {
+				md.RowGroups[g].Columns[c].MetaData.Codec = codec
+			}
+		}
+	})
+}
+
+// Row counts of the footer, its row groups and column chunks that disagree are an error
+// naming the file, not rows lost: each count of a file of 3 row groups of 100 rows made
+// smaller or larger in turn.
+func TestParquetRowCountsDisagree(t *testing.T) {
+	sp, err := ParseSpec([]byte(pqSpecJSON))
+	require.NoError(t, err)
+	data := smallParquet(t, 300, 100, parquet.Compression(&parquet.Zstd))
+	clean, end, _ := readParquetRows(t, sp, "f.parquet", data)
+	require.NoError(t, end)
+	require.Len(t, clean, 300)
+	f := func(what string, edit func(md *format.FileMetaData)) {
+		t.Helper()
+		rows, end, _ := readParquetRows(t, sp, "f.parquet", withFooter(t, data, edit))
+		require.ErrorIs(t, end, ErrInput, "%s: %d rows read", what, len(rows))
+		require.Contains(t, end.Error(), "f.parquet:", what)
+		t.Logf("%s: %v", what, end)
+	}
+	for _, d := range []int64{-8, -1, 1} {
+		f(fmt.Sprintf("file rows %+d", d), func(md *format.FileMetaData) { md.NumRows += d })
+		f(fmt.Sprintf("group rows %+d", d), func(md *format.FileMetaData) { md.RowGroups[1].NumRows += d })
+		f(fmt.Sprintf("file and group rows %+d", d), func(md *format.FileMetaData) {
+			md.NumRows += d
+			md.RowGroups[2].NumRows += d
+		})
+		f(fmt.Sprintf("file and group rows, chunk values %+d", d), func(md *format.FileMetaData) {
+			md.NumRows += d
+			md.RowGroups[2].NumRows += d
+			for c := range md.RowGroups[2].Columns {
+				if c != 3 { // the list: a value per element
+					md.RowGroups[2].Columns[c].MetaData.NumValues += d
+				}
+			}
+		})
+		f(fmt.Sprintf("column ts values %+d", d), func(md *format.FileMetaData) { md.RowGroups[0].Columns[0].MetaData.NumValues += d })
+		f(fmt.Sprintf("column tags values %+d", d), func(md *format.FileMetaData) { md.RowGroups[0].Columns[3].MetaData.NumValues += d })
+	}
 }
 
 // Pages read with another codec's decoder (one flipped bit turns ZSTD into LZ4_RAW) are an
