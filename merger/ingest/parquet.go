@@ -38,7 +38,9 @@ var parquetFormat = inputFormat{
 micros, nanos), INT32 DATE, an integer in the unit of timestamp.format, or a string;
 dimensions from strings, integers and booleans (their CSV text), a LIST (or repeated field)
 giving multi-value cells (an empty list is null); metrics from integers, floating-point
-numbers and strings; a null is null. A column of another type is an error naming it.`,
+numbers and strings; a null is null. A column of another type is an error naming it. A file
+whose footer, row groups and pages disagree (a length past the file or its column chunk, row
+counts that do not add up, a page that decodes to another size) is an error naming it.`,
 }
 
 // parquetReader reads the rows of a Parquet file (see SpecHelp), with
@@ -64,7 +66,8 @@ numbers and strings; a null is null. A column of another type is an error naming
 //
 // Any other type is an error wrapping ErrInput naming the file, the column and its type, from
 // newParquetReader. A file that is not Parquet, or a corrupt one, is an error wrapping
-// ErrInput (never a panic). A row's errors (*RowError) name its row number, from 1, in place
+// ErrInput (never a panic); every length parquet-go would allocate by is checked first, and
+// the row counts of the footer, the row groups and the pages must agree (parquet_check.go). A row's errors (*RowError) name its row number, from 1, in place
 // of a line.
 type parquetReader struct {
 	fieldParser
