@@ -228,17 +228,16 @@ var maxElem = func() int64 {
 			return
 		}
 		seen[t] = true
-		switch t.Kind() {
-		case reflect.Slice:
+		if k := t.Kind(); k == reflect.Slice {
 			most = max(most, int64(t.Elem().Size()))
 			walk(t.Elem())
-		case reflect.Pointer, reflect.Array:
+		} else if k == reflect.Pointer || k == reflect.Array {
 			walk(t.Elem())
-		case reflect.Map:
+		} else if k == reflect.Map {
 			most = max(most, int64(t.Key().Size()+t.Elem().Size()))
 			walk(t.Key())
 			walk(t.Elem())
-		case reflect.Struct:
+		} else if k == reflect.Struct {
 			for i := range t.NumField() {
 				walk(t.Field(i).Type)
 			}
@@ -522,6 +521,8 @@ func (f *pqFile) checkChunk(g, c int) error {
 	}
 	switch m.Codec {
 	case format.Uncompressed, format.Snappy, format.Gzip, format.Brotli, format.Zstd, format.Lz4Raw:
+	case format.LZO, format.Lz4:
+		return fmt.Errorf("compression codec %s, which ingest does not read", m.Codec)
 	default:
 		return fmt.Errorf("compression codec %s, which ingest does not read", m.Codec)
 	}
@@ -563,6 +564,7 @@ func maxRatio(c format.CompressionCodec) int64 {
 		return 1033
 	case format.Zstd:
 		return 1 << 15
+	case format.Brotli, format.LZO, format.Lz4:
 	}
 	return 0
 }
@@ -681,6 +683,8 @@ func (f *pqFile) checkPages(g, c int) error {
 			if v.IsCompressed.Valid && !v.IsCompressed.V {
 				expect = -1
 			}
+		case format.IndexPage:
+			return at("an index page, which ingest does not read")
 		default:
 			return at(fmt.Sprintf("a page of type %s, which ingest does not read", h.Type))
 		}
@@ -732,6 +736,9 @@ func (f *pqFile) checkCompressed(w *pageWindow, codec format.CompressionCodec, o
 		if fcs, ok := zstdContentSize(b); ok && fcs > uint64(expect) {
 			return fmt.Errorf("zstd data of %d bytes, the page header says %d", fcs, expect)
 		}
+	case format.Uncompressed, format.Gzip, format.Brotli, format.LZO, format.Lz4:
+		// Gzip and brotli stream into a buffer that grows: bounded by maxRatio and
+		// maxPageBytes only.
 	}
 	return nil
 }

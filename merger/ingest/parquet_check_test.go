@@ -37,7 +37,7 @@ func smallParquet(t testing.TB, n, group int, opts ...parquet.WriterOption) []by
 // readParquetRows reads data as Parquet named name: its rows (rowString) and the error that
 // ended reading (nil at its end; a row's error ends it too). It also returns the bytes
 // allocated meanwhile.
-func readParquetRows(t testing.TB, sp *Spec, name string, data []byte) (rows []string, end error, alloc uint64) {
+func readParquetRows(t testing.TB, sp *Spec, name string, data []byte) (rows []string, alloc uint64, end error) {
 	t.Helper()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -47,17 +47,17 @@ func readParquetRows(t testing.TB, sp *Spec, name string, data []byte) (rows []s
 	}()
 	r, err := openParquet(sp, name, bytes.NewReader(data), int64(len(data)))
 	if err != nil {
-		return nil, err, 0
+		return nil, 0, err
 	}
 	defer r.Close()
 	row := sp.newRow()
 	for {
 		err := r.Read(&row)
 		if err == io.EOF {
-			return rows, nil, 0
+			return rows, 0, nil
 		}
 		if err != nil {
-			return rows, err, 0
+			return rows, 0, err
 		}
 		rows = append(rows, rowString(row))
 	}
@@ -72,7 +72,7 @@ func TestParquetFooterLength(t *testing.T) {
 	sp, err := ParseSpec([]byte(pqSpecJSON))
 	require.NoError(t, err)
 	data := smallParquet(t, 20, 7)
-	rows, end, _ := readParquetRows(t, sp, "f.parquet", data)
+	rows, _, end := readParquetRows(t, sp, "f.parquet", data)
 	require.NoError(t, end)
 	require.Len(t, rows, 20)
 	size := len(data)
@@ -80,7 +80,7 @@ func TestParquetFooterLength(t *testing.T) {
 		bad := bytes.Clone(data)
 		binary.LittleEndian.PutUint32(bad[size-8:], n)
 		start := time.Now()
-		_, end, alloc := readParquetRows(t, sp, "f.parquet", bad)
+		_, alloc, end := readParquetRows(t, sp, "f.parquet", bad)
 		require.ErrorIs(t, end, ErrInput, "length %d", n)
 		assert.Contains(t, end.Error(), "f.parquet: not a readable Parquet file: footer length")
 		assert.Less(t, alloc, uint64(1<<20), "length %d: %d bytes allocated", n, alloc)
@@ -89,7 +89,7 @@ func TestParquetFooterLength(t *testing.T) {
 	// The last length that fits: the footer then starts at byte 4, not where it is.
 	bad := bytes.Clone(data)
 	binary.LittleEndian.PutUint32(bad[size-8:], uint32(size-12))
-	_, end, _ = readParquetRows(t, sp, "f.parquet", bad)
+	_, _, end = readParquetRows(t, sp, "f.parquet", bad)
 	require.ErrorIs(t, end, ErrInput)
 }
 
@@ -115,7 +115,7 @@ func TestParquetCorruptBoundedAlloc(t *testing.T) {
 				for _, v := range [][]byte{{0xff}, {0x7f}, {0x80}}[i%3] { // one value per byte
 					bad := bytes.Clone(data)
 					bad[i] = v
-					_, end, alloc := readParquetRows(t, sp, "f.parquet", bad)
+					_, alloc, end := readParquetRows(t, sp, "f.parquet", bad)
 					if end != nil && !errors.Is(end, ErrRow) {
 						require.ErrorIs(t, end, ErrInput, "byte %d = %#x", i, v)
 					}
@@ -135,7 +135,7 @@ func TestParquetFooterRowCounts(t *testing.T) {
 	pq, _, _ := pqFiles(t, t.TempDir(), 9, 3000, 1000)
 	data, err := os.ReadFile(pq)
 	require.NoError(t, err)
-	clean, end, _ := readParquetRows(t, sp, "f.parquet", data)
+	clean, _, end := readParquetRows(t, sp, "f.parquet", data)
 	require.NoError(t, end)
 	require.Len(t, clean, 3000)
 	size := len(data)
@@ -149,7 +149,7 @@ func TestParquetFooterRowCounts(t *testing.T) {
 		for _, bit := range bits {
 			bad := bytes.Clone(data)
 			bad[i] ^= bit
-			rows, end, alloc := readParquetRows(t, sp, "f.parquet", bad)
+			rows, alloc, end := readParquetRows(t, sp, "f.parquet", bad)
 			require.Less(t, alloc, uint64(maxCaseAlloc), "byte %d ^ %#x: %d bytes allocated", i, bit, alloc)
 			if end != nil {
 				errs++
@@ -201,12 +201,12 @@ func TestParquetRowCountsDisagree(t *testing.T) {
 	sp, err := ParseSpec([]byte(pqSpecJSON))
 	require.NoError(t, err)
 	data := smallParquet(t, 300, 100, parquet.Compression(&parquet.Zstd))
-	clean, end, _ := readParquetRows(t, sp, "f.parquet", data)
+	clean, _, end := readParquetRows(t, sp, "f.parquet", data)
 	require.NoError(t, end)
 	require.Len(t, clean, 300)
 	f := func(what string, edit func(md *format.FileMetaData)) {
 		t.Helper()
-		rows, end, _ := readParquetRows(t, sp, "f.parquet", withFooter(t, data, edit))
+		rows, _, end := readParquetRows(t, sp, "f.parquet", withFooter(t, data, edit))
 		require.ErrorIs(t, end, ErrInput, "%s: %d rows read", what, len(rows))
 		require.Contains(t, end.Error(), "f.parquet:", what)
 		t.Logf("%s: %v", what, end)
@@ -243,14 +243,14 @@ func TestParquetWrongCodecBounded(t *testing.T) {
 		format.Lz4Raw: &parquet.Lz4Raw, format.Gzip: &parquet.Gzip, format.Uncompressed: &parquet.Uncompressed}
 	for from, codec := range codecs {
 		data := smallParquet(t, 300, 100, parquet.Compression(codec))
-		clean, end, _ := readParquetRows(t, sp, "f.parquet", data)
+		clean, _, end := readParquetRows(t, sp, "f.parquet", data)
 		require.NoError(t, end)
 		for to := range codecs {
 			if to == from {
 				continue
 			}
 			start := time.Now()
-			rows, end, alloc := readParquetRows(t, sp, "f.parquet", withCodec(t, data, to))
+			rows, alloc, end := readParquetRows(t, sp, "f.parquet", withCodec(t, data, to))
 			if end == nil {
 				require.Equal(t, clean, rows, "%s read as %s", from, to)
 			} else {
