@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"math/bits"
 	"reflect"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/parquet-go/parquet-go/deprecated"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
@@ -276,6 +278,7 @@ type pqFile struct {
 	leafType  []format.Type
 	leafBits  []int // per leaf column: the fewest bits of a PLAIN value
 	leafNames []string
+	scratch   []byte // for counting what a gzip page decodes to
 }
 
 // checkParquetFooter reads the footer of the Parquet file r of size bytes, named name, with
@@ -736,11 +739,38 @@ func (f *pqFile) checkCompressed(w *pageWindow, codec format.CompressionCodec, o
 		if fcs, ok := zstdContentSize(b); ok && fcs > uint64(expect) {
 			return fmt.Errorf("zstd data of %d bytes, the page header says %d", fcs, expect)
 		}
-	case format.Uncompressed, format.Gzip, format.Brotli, format.LZO, format.Lz4:
-		// Gzip and brotli stream into a buffer that grows: bounded by maxRatio and
-		// maxPageBytes only.
+	case format.Gzip: // its decoder grows its buffer until the stream ends: count what it gives
+		b, err := w.at(off, int(n), 64<<10)
+		if err != nil {
+			return err
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return fmt.Errorf("gzip data: %w", err)
+		}
+		if f.scratch == nil {
+			f.scratch = make([]byte, 32<<10)
+		}
+		got, err := io.CopyBuffer(io.Discard, io.LimitReader(zr, expect+1), f.scratch)
+		if err != nil {
+			return fmt.Errorf("gzip data: %w", err)
+		}
+		if got != expect {
+			return fmt.Errorf("gzip data of %s bytes, the page header says %d", atLeast(got, expect), expect)
+		}
+	case format.Uncompressed, format.Brotli, format.LZO, format.Lz4:
+		// Brotli streams into a buffer that grows until the stream ends: bounded by
+		// maxPageBytes only, as no decoder of it is at hand to count what it gives.
 	}
 	return nil
+}
+
+// atLeast writes got, the bytes read with a limit of expect+1: "over expect" when it is.
+func atLeast(got, expect int64) string {
+	if got > expect {
+		return fmt.Sprintf("over %d", expect)
+	}
+	return fmt.Sprint(got)
 }
 
 // zstdContentSize returns the content size in the header of the zstd frame at the start of b,

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
@@ -299,4 +300,41 @@ func FuzzLZ4BlockSize(f *testing.F) {
 		require.NoError(t, err)
 		require.Len(t, out, int(n))
 	})
+}
+
+// What a page's compressed bytes say they decode to is checked against its header before a
+// decoder trusts it: a snappy preamble of 4 GiB, a zstd frame of 1 TiB, an LZ4 block that
+// does not decode, a gzip stream of 64 MiB for a page of 1,000 bytes are errors, with a
+// bounded allocation.
+func TestParquetCompressedSizes(t *testing.T) {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, err := zw.Write(make([]byte, 64<<20))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	snappy := binary.AppendUvarint(nil, 1<<32-1)
+	zstdFrame := []byte{0x28, 0xb5, 0x2f, 0xfd, 0xe0, 0, 0, 0, 0, 0, 1, 0, 0} // single segment, 8-byte size 2^40
+	lz4, err := parquet.Lz4Raw.Encode(nil, bytes.Repeat([]byte("abcd"), 250))
+	require.NoError(t, err)
+	f := func(codec format.CompressionCodec, data []byte, expect int64, want string) {
+		t.Helper()
+		w := pageWindow{r: bytes.NewReader(data), end: int64(len(data))}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		err := new(pqFile).checkCompressed(&w, codec, 0, int64(len(data)), expect)
+		runtime.ReadMemStats(&after)
+		if want == "" {
+			require.NoError(t, err)
+		} else {
+			require.ErrorContains(t, err, want)
+		}
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20)+uint64(len(data)))
+	}
+	f(format.Gzip, gz.Bytes(), 1000, "gzip data of over 1000 bytes, the page header says 1000")
+	f(format.Gzip, gz.Bytes(), 64<<20, "")
+	f(format.Snappy, snappy, 1000, "snappy data of 4294967295 bytes, the page header says 1000")
+	f(format.Zstd, zstdFrame, 1000, "zstd data of 1099511627776 bytes, the page header says 1000")
+	f(format.Lz4Raw, lz4, 1000, "")
+	f(format.Lz4Raw, lz4, 999, "LZ4 data of over 999 bytes")
+	f(format.Lz4Raw, lz4[:len(lz4)-1], 1000, "LZ4")
 }
