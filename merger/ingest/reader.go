@@ -69,7 +69,8 @@ type readerOptions struct {
 	// fails with an error wrapping the context's error.
 	Context context.Context
 	// OnWarning, when set, is called with the input's warnings: a time outside the plausible
-	// years 1900 to 2199, once per input (most likely a wrong timestamp.format).
+	// years 1900 to 2199, once per input (most likely a wrong timestamp.format); CSV quoted
+	// fields over many lines, once per input at its end (most likely an unmatched quote).
 	OnWarning func(Warning)
 }
 
