@@ -395,7 +395,7 @@ func TestNDJSONAbsentField(t *testing.T) {
 		`{"ts": 2, "pgae": "Talk", "tags": "b", "body": "y", "added": 2, "d": 2, "user": "v"}` + "\n"
 	_, _, err := read(testSpec(t, nil), in)
 	require.ErrorIs(t, err, ErrInput)
-	require.EqualError(t, err, `in.ndjson: dimension page: field "page" is in none of its 2 objects (their keys: added, body, d, pgae, tags, ts, user)`)
+	require.EqualError(t, err, `in.ndjson: dimension page: field "page" is in none of its 2 objects; did you mean "pgae"? (their keys: added, body, d, pgae, tags, ts, user)`)
 
 	// The field in one object of many, or as null only: fine.
 	fine := strings.Replace(in, `"pgae": "Talk"`, `"page": null`, 1)
