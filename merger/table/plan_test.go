@@ -1,0 +1,144 @@
+package table
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/columns"
+)
+
+// planSeg is a segment of the plan tests: name, interval from start to end (ms), rows.
+func planSeg(name string, start, end, rows int64) Segment {
+	return Segment{Name: "segments/" + name + ".seg", Interval: columns.Interval{Start: start, End: end}.String(), Rows: rows, Bytes: 1, Footer: "00000000"}
+}
+
+// groupNames returns a plan's chunks as their groups' segment names (without segments/ and .seg).
+func groupNames(p *Plan) [][][]string {
+	var out [][][]string
+	for _, c := range p.Chunks {
+		var gs [][]string
+		for _, g := range c.Groups {
+			var ns []string
+			for _, s := range g {
+				ns = append(ns, s.Name[len("segments/"):len(s.Name)-len(".seg")])
+			}
+			gs = append(gs, ns)
+		}
+		out = append(out, gs)
+	}
+	return out
+}
+
+func TestPlanCompaction(t *testing.T) {
+	const h = int64(time.Hour / time.Millisecond)
+	f := func(o CompactOptions, segs []Segment, want [][][]string, crossing, oversized int) {
+		t.Helper()
+		p, err := PlanCompaction(&Entry{Version: 7, Segments: segs}, o)
+		require.NoError(t, err)
+		require.Equal(t, 7, p.Version)
+		require.Equal(t, want, groupNames(p))
+		require.Len(t, p.Crossing, crossing)
+		require.Len(t, p.Oversized, oversized)
+		for _, c := range p.Chunks {
+			for _, g := range c.Groups {
+				var rows int64
+				for _, s := range g {
+					iv, err := ParseInterval(s.Interval)
+					require.NoError(t, err)
+					require.True(t, iv.Start >= c.Interval.Start && iv.End <= c.Interval.End, "%s outside %s", s.Name, c)
+					rows += s.Rows
+				}
+				require.LessOrEqual(t, rows, max(o.TargetRows, 1))
+			}
+		}
+	}
+	big := CompactOptions{TargetRows: 1000}
+	// Nothing to do: an empty table, one segment a day.
+	f(big, nil, nil, 0, 0)
+	f(big, []Segment{planSeg("a", day, day+h, 10), planSeg("b", day+24*h, day+25*h, 10)}, nil, 0, 0)
+	// Two segments of one day, one of the next: the day merges; days are UTC chunks, by start.
+	f(big, []Segment{planSeg("a", day+23*h, day+24*h, 10), planSeg("b", day, day+h, 10), planSeg("c", day+24*h, day+25*h, 10)},
+		[][][]string{{{"a", "b"}}}, 0, 0)
+	// Several days, in order of their start.
+	f(big, []Segment{planSeg("d2a", day+24*h, day+25*h, 1), planSeg("d0a", day, day+h, 1), planSeg("d2b", day+30*h, day+31*h, 1),
+		planSeg("d0b", day+5*h, day+6*h, 1)}, [][][]string{{{"d0a", "d0b"}}, {{"d2a", "d2b"}}}, 0, 0)
+	// A segment crossing midnight stays, and is listed.
+	f(big, []Segment{planSeg("x", day+23*h, day+25*h, 10), planSeg("a", day, day+h, 10), planSeg("b", day+h, day+2*h, 10)},
+		[][][]string{{{"a", "b"}}}, 1, 0)
+	// A segment ending exactly at midnight lies inside the day (intervals are half-open).
+	f(big, []Segment{planSeg("a", day, day+24*h, 10), planSeg("b", day+h, day+2*h, 10)}, [][][]string{{{"a", "b"}}}, 0, 0)
+	// Target rows: first fit, largest first; segments that fit with no other stay.
+	small := CompactOptions{TargetRows: 100}
+	f(small, []Segment{planSeg("a", day, day+h, 30), planSeg("b", day, day+h, 60), planSeg("c", day, day+h, 40), planSeg("d", day, day+h, 30)},
+		[][][]string{{{"b", "c"}, {"a", "d"}}}, 0, 0)
+	f(small, []Segment{planSeg("a", day, day+h, 60), planSeg("b", day, day+h, 60), planSeg("c", day, day+h, 60)}, nil, 0, 0)
+	f(small, []Segment{planSeg("a", day, day+h, 60), planSeg("b", day, day+h, 60), planSeg("c", day, day+h, 40)},
+		[][][]string{{{"a", "c"}}}, 0, 0)
+	// A segment over the target stays, and is listed.
+	f(small, []Segment{planSeg("a", day, day+h, 101), planSeg("b", day, day+h, 50), planSeg("c", day, day+h, 50)},
+		[][][]string{{{"b", "c"}}}, 0, 1)
+	// Hour chunks: a segment of 10:00-12:00 crosses.
+	hour := CompactOptions{TargetRows: 1000, SegmentGranularity: columns.GranularityHour}
+	f(hour, []Segment{planSeg("a", day, day+h/2, 1), planSeg("b", day+h/2, day+h, 1), planSeg("c", day+10*h, day+12*h, 1), planSeg("d", day+10*h, day+11*h, 1)},
+		[][][]string{{{"a", "b"}}}, 1, 0)
+}
+
+func TestPlanCompactionOptions(t *testing.T) {
+	for _, o := range []CompactOptions{
+		{TargetRows: -1},
+		{SegmentGranularity: columns.GranularitySecond},
+		{SegmentGranularity: columns.Granularity(9)},
+		{Shard: 1},
+		{Shard: 2, Shards: 2},
+		{Shard: -1, Shards: 2},
+		{Shards: -1},
+	} {
+		_, err := PlanCompaction(&Entry{Version: 1}, o)
+		require.ErrorIs(t, err, ErrInvalid, "%+v", o)
+	}
+	// A damaged interval is corruption, naming the segment.
+	_, err := PlanCompaction(&Entry{Version: 3, Segments: []Segment{{Name: "segments/a.seg", Interval: "yesterday"}}}, CompactOptions{})
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, "segments/a.seg")
+}
+
+// TestPlanShards: the shards of N partition the chunks: every chunk that the unsharded plan
+// compacts is compacted by exactly one shard, with the same groups.
+func TestPlanShards(t *testing.T) {
+	const h = int64(time.Hour / time.Millisecond)
+	var segs []Segment
+	for d := range int64(40) {
+		for i := range int64(3) {
+			segs = append(segs, planSeg(fmt.Sprintf("d%02d-%d", d, i), day+d*24*h+i*h, day+d*24*h+(i+1)*h, 10))
+		}
+	}
+	e := &Entry{Version: 2, Segments: segs}
+	all, err := PlanCompaction(e, CompactOptions{})
+	require.NoError(t, err)
+	require.Len(t, all.Chunks, 40)
+	for _, n := range []int{1, 2, 3, 4, 7} {
+		var got []Chunk
+		for i := range n {
+			p, err := PlanCompaction(e, CompactOptions{Shard: i, Shards: n})
+			require.NoError(t, err)
+			for _, c := range p.Chunks {
+				require.Equal(t, i, ChunkShard(c.Interval.Start, n))
+			}
+			if n > 1 && n < 40 {
+				require.NotEmpty(t, p.Chunks, "shard %d/%d takes no chunk of 40", i, n)
+			}
+			got = append(got, p.Chunks...)
+		}
+		slices.SortFunc(got, func(a, b Chunk) int { return int(a.Interval.Start - b.Interval.Start) })
+		require.Equal(t, all.Chunks, got, "shards of %d", n)
+	}
+	// The hash is fixed, so that workers of other builds agree: FNV-1a 64 of
+	// "2024-05-01T00:00:00.000Z" is 597 modulo 1000.
+	require.Equal(t, 597, ChunkShard(day, 1000))
+	require.Equal(t, 16, ChunkShard(day+24*3600_000, 1000))
+	require.Equal(t, 0, ChunkShard(day, 1))
+}
