@@ -42,6 +42,9 @@ type store interface {
 	// putSegment stores the size bytes of src as name: whole or not at all (a temp file
 	// renamed, an upload completed), durable on nil. name is new (a unique name).
 	putSegment(ctx context.Context, name string, src io.Reader, size int64) error
+	// publishSegment stores what write writes as name, as putSegment does: whole or not at
+	// all, durable on nil, nothing left on an error.
+	publishSegment(ctx context.Context, name string, write func(w io.Writer) error) error
 	// location returns where readers of the CLI find name: a local path or an s3:// URL.
 	location(name string) string
 	// openSegment opens the segment name.
@@ -276,6 +279,10 @@ func (s *localStore) putSegment(ctx context.Context, name string, src io.Reader,
 	})
 }
 
+func (s *localStore) publishSegment(ctx context.Context, name string, write func(w io.Writer) error) error {
+	return s.publish(ctx, name, func(w io.Writer) error { return write(&ctxWriter{ctx: ctx, w: w}) })
+}
+
 func (s *localStore) list(_ context.Context, dir string) ([]string, error) {
 	infos, err := afero.ReadDir(s.fs, s.path(dir))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -329,6 +336,19 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+// ctxWriter fails writes once ctx is done.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c *ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
 }
 
 // s3Store is a table under a prefix of a bucket.
@@ -406,6 +426,14 @@ func (s *s3Store) putSegment(ctx context.Context, name string, src io.Reader, si
 		}
 		return err
 	})
+}
+
+func (s *s3Store) publishSegment(ctx context.Context, name string, write func(w io.Writer) error) error {
+	up, err := s.c.NewUpload(s.bucket, s.key(name), objstore.UploadOptions{})
+	if err != nil {
+		return err
+	}
+	return up.Publish(ctx, write)
 }
 
 func (s *s3Store) list(ctx context.Context, dir string) ([]string, error) {
