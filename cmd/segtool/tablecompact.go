@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/merger/table"
+)
+
+const tableCompactHelp = `compact plans the table's newest version: it groups the live segments by time chunk
+(--segment-granularity, UTC days by default) and, in each chunk, packs the segments into
+groups of at most --target-rows rows (largest first). Each group of two or more segments is
+merged into one output aligned to the chunk (rows combined as the table's schema says), and
+each chunk is committed as one version of kind replace: its inputs removed, its outputs
+added, so a reader sees one or the other, never both. Another writer that replaced an input
+first makes the chunk's outputs go and the chunk be planned again from the newest version.
+compact plans again until nothing is left to do, and exits 0 then, having replaced nothing
+or not.
+
+With --shard I/N it takes only the chunks whose start hashes to I (FNV-1a of the chunk's
+start as "2024-05-01T00:00:00.000Z", modulo N): N workers started by any job runner, a
+Kubernetes Indexed Job passing JOB_COMPLETION_INDEX for I say, share a table with no
+coordinator; workers on the same shard, or without --shard, are safe too (the loser of a
+chunk plans again).
+
+Not split yet: a segment that crosses a chunk boundary, and a segment of more than
+--target-rows rows, stay as they are; compact lists how many there are. --rollup must
+match the table's schema (its segments share one).`
+
+// newTableCompactCmd returns "table compact".
+func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
+	var segGran, gran, shard string
+	var target int64
+	var rollup bool
+	cmd := &cobra.Command{
+		Use:   "compact TABLE [--segment-granularity G] [--target-rows N] [--rollup --granularity G] [--shard I/N]",
+		Short: "Replace each time chunk's small segments by a few, in one version a chunk",
+		Long:  tableCompactHelp,
+		Example: `  segtool table compact events/
+  segtool table compact --segment-granularity hour --target-rows 100000 events/
+  segtool table compact --shard 0/4 events/`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o := table.CompactOptions{TargetRows: target, Rollup: rollup}
+			g, err := columns.ParseGranularity(segGran)
+			if err != nil || g < columns.GranularityMinute {
+				return usagef("table compact: --segment-granularity %q: want minute, hour or day", segGran)
+			}
+			o.SegmentGranularity = g
+			if target < 1 {
+				return usagef("table compact: --target-rows %d: want at least 1", target)
+			}
+			if cmd.Flags().Changed("granularity") && !rollup {
+				return usagef("table compact: --granularity applies with --rollup")
+			}
+			if o.RollupGranularity, err = columns.ParseGranularity(gran); err != nil {
+				return usagef("table compact: --granularity %q: want none, second, minute, hour or day", gran)
+			}
+			if shard != "" {
+				if o.Shard, o.Shards, err = parseShard(shard); err != nil {
+					return usagef("table compact: --shard %q: %v", shard, err)
+				}
+			}
+			t, err := openTable(cmd.Context(), args[0], s3)
+			if err != nil {
+				return err
+			}
+			res, err := t.Compact(cmd.Context(), o)
+			if res != nil {
+				if werr := writeCompact(cmd.OutOrStdout(), t, res); werr != nil && err == nil {
+					err = werr
+				}
+			}
+			if err != nil {
+				return tableErr(err)
+			}
+			e, err := t.Snapshot(cmd.Context(), 0)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "compacted %s: %d replacement(s), %d conflict(s); version %d: %d segments, %d rows live\n",
+				t, len(res.Replaced), res.Conflicts, e.Version, len(e.Segments), e.Rows())
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&segGran, "segment-granularity", "day", "the time chunk: minute, hour or day (UTC)")
+	fl.Int64Var(&target, "target-rows", table.DefaultTargetRows, "the most rows of an output")
+	fl.BoolVar(&rollup, "rollup", false, "roll the outputs up (must match the table's schema)")
+	fl.StringVar(&gran, "granularity", "none", "with --rollup: the rollup granularity (none, second, minute, hour, day)")
+	fl.StringVar(&shard, "shard", "", "I/N: take only the chunks of shard I of N (0 <= I < N)")
+	return cmd
+}
+
+// parseShard parses "I/N" with 0 <= I < N.
+func parseShard(s string) (i, n int, err error) {
+	a, b, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, 0, fmt.Errorf("want I/N")
+	}
+	if i, err = strconv.Atoi(a); err == nil {
+		n, err = strconv.Atoi(b)
+	}
+	if err != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("want I/N with 0 <= I < N")
+	}
+	return i, n, nil
+}
+
+// writeCompact prints one line per replacement, and what compaction left as it is.
+func writeCompact(w io.Writer, t *table.Table, res *table.CompactResult) error {
+	for _, r := range res.Replaced {
+		var out int64
+		for _, s := range r.Added {
+			out += s.Rows
+		}
+		if _, err := fmt.Fprintf(w, "replaced %d segment(s), %d rows, of %s/%s by %d segment(s), %d rows: version %d\n",
+			len(r.Removed), r.RowsIn, fmtMillis(r.Chunk.Start), fmtMillis(r.Chunk.End), len(r.Added), out, r.Version); err != nil {
+			return err
+		}
+	}
+	if p := res.Plan; p != nil && len(p.Chunks) == 0 && (len(p.Crossing) > 0 || len(p.Oversized) > 0) {
+		if _, err := fmt.Fprintf(w, "left as they are: %d segment(s) crossing a chunk, %d of more than the target rows\n",
+			len(p.Crossing), len(p.Oversized)); err != nil {
+			return err
+		}
+	}
+	if len(res.Replaced) == 0 {
+		_, err := fmt.Fprintf(w, "nothing to compact in %s\n", t)
+		return err
+	}
+	return nil
+}
+
+// fmtMillis formats ms since the epoch as the log writes times.
+func fmtMillis(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}
