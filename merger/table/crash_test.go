@@ -253,3 +253,85 @@ func TestCreateCrash(t *testing.T) {
 	require.Greater(t, points, 10)
 	t.Logf("%d crash points", points)
 }
+
+// TestCompactCrash cuts the power after each mutating file-system operation in turn of a
+// compaction of a table at version 2 (three segments of one day: 40, 30 and 20 rows) into one
+// segment, until a run finishes without reaching its crash point, and reboots each run both
+// ways (Crash, CrashKeepingDirs). After each reboot: the newest version is 2 (the three
+// inputs) or 3 (one output of 90 rows, kind replace), never both nor neither; its segments
+// open, verify and hold exactly the inputs' rows and sum of metric added; a Compact that
+// returned nil left version 3; and another Compact ends at one segment with the same totals.
+func TestCompactCrash(t *testing.T) {
+	ctx := context.Background()
+	start := crashfs.New()
+	o := Options{Fs: start}
+	tb, err := Create(ctx, "/data/t", o)
+	require.NoError(t, err)
+	var segs []Segment
+	for i, rows := range []int{40, 30, 20} {
+		s, err := newStaged(ctx, tb, segBytes(t, uint64(20+i), rows, day+int64(i)*3600_000, false))
+		require.NoError(t, err)
+		segs = append(segs, s)
+	}
+	schema := testSchema(false)
+	v, err := tb.Commit(ctx, 1, Change{Kind: KindAppend, Added: segs, Schema: &schema})
+	require.NoError(t, err)
+	require.Equal(t, 2, v)
+	want := tableTotals(t, tb)
+	require.Equal(t, int64(90), want.rows)
+
+	points, seen := 0, map[int]int{}
+	for k := 0; ; k++ {
+		require.Less(t, k, 2000, "the workload never finishes")
+		fsys := start.Clone()
+		fsys.SetCrashAfter(k)
+		run, err := Open(ctx, "/data/t", Options{Fs: fsys})
+		require.NoError(t, err)
+		_, err = run.Compact(ctx, CompactOptions{})
+		finished := !fsys.Crashed()
+		points++
+		if finished {
+			require.NoError(t, err, "k=%d", k)
+		} else {
+			require.ErrorIs(t, err, crashfs.ErrCrashed, "k=%d", k)
+		}
+		for _, keepDirs := range []bool{false, true} {
+			after := fsys.Clone()
+			if keepDirs {
+				after.CrashKeepingDirs()
+			} else {
+				after.Crash()
+			}
+			at := fmt.Sprintf("k=%d keepdirs=%v", k, keepDirs)
+			tb, err := Open(ctx, "/data/t", Options{Fs: after})
+			require.NoError(t, err, at)
+			e, err := tb.Snapshot(ctx, 0)
+			require.NoError(t, err, at)
+			seen[e.Version]++
+			switch e.Version {
+			case 2:
+				require.False(t, finished, "%s: Compact returned nil, yet version 2 is the newest", at)
+				require.Len(t, e.Segments, 3, at)
+			case 3:
+				require.Equal(t, KindReplace, e.Operation.Kind, at)
+				require.Len(t, e.Segments, 1, at)
+			default:
+				require.Failf(t, "newest version", "%s: %d", at, e.Version)
+			}
+			require.Equal(t, want, tableTotals(t, tb), at)
+			_, err = tb.Compact(ctx, CompactOptions{})
+			require.NoError(t, err, at)
+			e, err = tb.Snapshot(ctx, 0)
+			require.NoError(t, err, at)
+			require.Len(t, e.Segments, 1, at)
+			require.Equal(t, want, tableTotals(t, tb), at)
+		}
+		if finished {
+			break
+		}
+	}
+	t.Logf("%d crash points, newest version after reboot: %v", points, seen)
+	require.Greater(t, points, 10)
+	require.Positive(t, seen[2])
+	require.Positive(t, seen[3])
+}
