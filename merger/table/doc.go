@@ -1,6 +1,6 @@
 // Package table keeps a table: a location holding segments and a log of versions, each
 // version listing the live segments and what changed. Writers on any number of machines
-// append to it (and, in the next steps, compact and vacuum it) with no coordinator: a version
+// append to it and compact it (vacuum comes next) with no coordinator: a version
 // is committed by creating the next log entry only if it is absent, which a local file
 // system and an S3-compatible object store both offer.
 //
@@ -12,7 +12,8 @@
 //	_log/00000000000000000002.json    version 2, ...: one entry per version
 //	_log/.tmp-<16 hex>-<entry name>   a commit in progress, or left by a crash (disk only)
 //	segments/<start>-<16 hex>.seg     the segments, each under a unique name; <start> is its
-//	                                  interval's start, 20060102T150405Z
+//	                                  interval's start (a compaction's output: its chunk's),
+//	                                  20060102T150405Z
 //	segments/.tmp-<16 hex>-<name>     a copy in progress, or left by a crash (disk only)
 //
 // Version numbers are written in 20 digits so that names sort as versions do. The newest
@@ -83,6 +84,36 @@
 //     (their names are unique) returns the version its earlier try made, and an append whose
 //     outcome is unknown leaves its copied segments in place rather than risk removing live
 //     ones.
+//
+// # Compaction
+//
+// Compact replaces many small segments by a few, chunk by chunk. PlanCompaction groups the
+// newest version's live segments by time chunk (CompactOptions.SegmentGranularity, UTC days
+// by default: a segment belongs to the chunk holding its interval's start, and lies inside
+// it when its interval ends by the chunk's end) and packs each chunk's segments into groups
+// of at most TargetRows rows, first fit, largest first (ties by name, so every worker plans
+// alike). A chunk needs work when some group holds two or more segments; a chunk whose
+// segments fit no two together is done, so repeated compactions converge.
+//
+// Each group merges (merger.MergeInputsTo, rows combined as the table's schema says) into
+// one output, stored as Append stores a segment (a temp file, fsynced, renamed without
+// replacing, segments/ fsynced; on S3 a multipart upload). Then the chunk commits as one
+// version of kind replace: removed, every input of the chunk's groups; added, the outputs.
+// A reader sees either version: the inputs, or the outputs, never both and never neither.
+// When another writer replaced an input first, the commit fails with ErrConflict; the
+// chunk's outputs are removed and Compact plans again from the newest version (the rows are
+// in the other writer's outputs). Compact returns once a plan is empty: any number of
+// compactions can run at once on one table, and each returns nil.
+//
+// With CompactOptions.Shard and Shards, a worker takes only the chunks whose start hashes to
+// its shard (ChunkShard: FNV-1a of the start as "2024-05-01T00:00:00.000Z", modulo Shards).
+// N workers given the indexes 0 to N-1 (a Kubernetes Indexed Job's JOB_COMPLETION_INDEX,
+// say) partition the chunks; workers that overlap are still safe, only wasteful.
+//
+// Not done yet: a segment that crosses a chunk boundary, and one of more than TargetRows
+// rows, stays as it is (Plan.Crossing, Plan.Oversized): splitting needs the merge to take a
+// time range or a row range of an input. Outputs keep the table's rollup and granularity,
+// which all its segments share.
 //
 // # What it needs from the store
 //
