@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 )
@@ -21,8 +22,9 @@ import (
 
 // ObjectInfo describes an object of a listing.
 type ObjectInfo struct {
-	Key  string
-	Size int64
+	Key     string
+	Size    int64
+	ModTime time.Time // when the object was last written (LastModified)
 }
 
 // PutIfAbsent stores data as bucket/key only if no object has that key: one PutObject with
@@ -102,7 +104,7 @@ func (c *Client) List(ctx context.Context, bucket, prefix string) ([]ObjectInfo,
 		if obj.Err != nil {
 			return nil, fmt.Errorf("objstore: list %s: %w", URL(bucket, prefix), ctxErr(ctx, notFound(obj.Err)))
 		}
-		out = append(out, ObjectInfo{Key: obj.Key, Size: obj.Size})
+		out = append(out, ObjectInfo{Key: obj.Key, Size: obj.Size, ModTime: obj.LastModified})
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("objstore: list %s: %w", URL(bucket, prefix), err)

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/afero"
 
@@ -37,6 +38,8 @@ type store interface {
 	createExclusive(ctx context.Context, name string, data []byte) error
 	// list returns the names of the files directly in dir, sorted; none when dir is absent.
 	list(ctx context.Context, dir string) ([]string, error)
+	// listInfo is list with each file's modification time.
+	listInfo(ctx context.Context, dir string) ([]fileInfo, error)
 	// remove removes the file name; a missing one is no error.
 	remove(ctx context.Context, name string) error
 	// putSegment stores the size bytes of src as name: whole or not at all (a temp file
@@ -49,6 +52,12 @@ type store interface {
 	location(name string) string
 	// openSegment opens the segment name.
 	openSegment(ctx context.Context, name string) (*columns.Segment, func() error, error)
+}
+
+// fileInfo is a file of a listing: its base name and when it was last written.
+type fileInfo struct {
+	name string
+	mod  time.Time
 }
 
 // errUncertain marks a failed create whose file may nevertheless exist (an answer lost, a
@@ -301,6 +310,24 @@ func (s *localStore) list(_ context.Context, dir string) ([]string, error) {
 	return names, nil
 }
 
+func (s *localStore) listInfo(_ context.Context, dir string) ([]fileInfo, error) {
+	infos, err := afero.ReadDir(s.fs, s.path(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("table: list %s: %w", s.path(dir), err)
+	}
+	out := make([]fileInfo, 0, len(infos))
+	for _, fi := range infos {
+		if !fi.IsDir() {
+			out = append(out, fileInfo{name: fi.Name(), mod: fi.ModTime()})
+		}
+	}
+	slices.SortFunc(out, func(a, b fileInfo) int { return strings.Compare(a.name, b.name) })
+	return out, nil
+}
+
 func (s *localStore) remove(_ context.Context, name string) error {
 	if err := s.fs.Remove(s.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("table: remove %s: %w", s.path(name), err)
@@ -450,6 +477,22 @@ func (s *s3Store) list(ctx context.Context, dir string) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+func (s *s3Store) listInfo(ctx context.Context, dir string) ([]fileInfo, error) {
+	p := s.key(dir) + "/"
+	objs, err := s.c.List(ctx, s.bucket, p)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]fileInfo, 0, len(objs))
+	for _, o := range objs {
+		if rest := strings.TrimPrefix(o.Key, p); rest != "" && !strings.Contains(rest, "/") {
+			out = append(out, fileInfo{name: rest, mod: o.ModTime})
+		}
+	}
+	slices.SortFunc(out, func(a, b fileInfo) int { return strings.Compare(a.name, b.name) })
+	return out, nil
 }
 
 func (s *s3Store) remove(ctx context.Context, name string) error {
