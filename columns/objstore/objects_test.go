@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -51,6 +52,11 @@ func TestPutIfAbsent(t *testing.T) {
 
 	objs, err := c.List(ctx, bucket, "t/_log/")
 	require.NoError(t, err)
+	require.Len(t, objs, 2)
+	for _, o := range objs {
+		require.WithinDuration(t, time.Now(), o.ModTime, time.Minute, o.Key)
+	}
+	objs[0].ModTime, objs[1].ModTime = time.Time{}, time.Time{}
 	require.Equal(t, []objstore.ObjectInfo{{Key: "t/_log/1.json", Size: 5}, {Key: "t/_log/2.json", Size: 1}}, objs)
 	objs, err = c.List(ctx, bucket, "none/")
 	require.NoError(t, err)
