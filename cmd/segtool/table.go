@@ -22,24 +22,25 @@ If-None-Match: *), so any number of writers on any machines can append at once, 
 sees one whole version. compact replaces a time chunk's many small segments by a few, in
 one version, so that a reader sees the inputs or the outputs, never both. query and verify
 read a table's newest version, or --version N: a directory holding _log/, or an s3://
-location ending in /. Vacuum comes next.`
+location ending in /. vacuum removes what no retained version needs.`
 
 func newTableCmd() *cobra.Command {
 	s3 := &s3Flags{}
 	cmd := &cobra.Command{
 		Use:   "table",
-		Short: "Create a table of segments, append to it, compact it, show its log and segments",
+		Short: "Create a table of segments, append to it, compact and vacuum it, show its log",
 		Long:  tableHelp,
 		Example: `  segtool table create new-table/
   segtool table append events/ day1.seg day2.seg
   segtool table compact --target-rows 1000000 events/
+  segtool table vacuum --retain 24h events/
   segtool table log events/
   segtool table segments --json events/
   segtool query --group-by page events/
   segtool table create s3://seg/tables/events/`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return usagef("table: no subcommand given (create, append, compact, log, segments; see 'segtool table --help')")
+			return usagef("table: no subcommand given (create, append, compact, vacuum, log, segments; see 'segtool table --help')")
 		},
 	}
 	create := &cobra.Command{
@@ -142,7 +143,7 @@ keys.`,
 	}
 	segmentsCmd.Flags().IntVar(&segVersion, "version", 0, "the version to list (default: the newest)")
 	segmentsCmd.Flags().BoolVar(&segJSON, "json", false, "print a JSON array")
-	for _, c := range []*cobra.Command{create, appendCmd, newTableCompactCmd(s3), logCmd, segmentsCmd} {
+	for _, c := range []*cobra.Command{create, appendCmd, newTableCompactCmd(s3), newTableVacuumCmd(s3), logCmd, segmentsCmd} {
 		addS3Flags(c, s3)
 		cmd.AddCommand(c)
 	}
