@@ -1,6 +1,6 @@
 // Package table keeps a table: a location holding segments and a log of versions, each
 // version listing the live segments and what changed. Writers on any number of machines
-// append to it and compact it (vacuum comes next) with no coordinator: a version
+// append to it, compact it and vacuum it with no coordinator: a version
 // is committed by creating the next log entry only if it is absent, which a local file
 // system and an S3-compatible object store both offer.
 //
@@ -114,6 +114,30 @@
 // rows, stays as it is (Plan.Crossing, Plan.Oversized): splitting needs the merge to take a
 // time range or a row range of an input. Outputs keep the table's rollup and granularity,
 // which all its segments share.
+//
+// # Vacuum
+//
+// Vacuum removes what no retained version needs. The rule:
+//
+//   - The newest version is always retained, and every segment it lists is kept: the table
+//     stays readable and writable, whatever the retention.
+//   - An older version v is retained while the entry of the version after it is younger than
+//     VacuumOptions.Retain (by the time the entry records): a reader that opened v before it
+//     was replaced has that long. Retain 0 retains the newest version alone.
+//   - Segments that some version lists but no retained version does are removed first; then
+//     the entries of the versions not retained, oldest first, so the entries left are always
+//     the newest ones, consecutive (Log and Snapshot of a removed version say ErrNotExist);
+//     then files that no version lists (an append's copies or a compaction's outputs never
+//     committed, temp files in _log/ and segments/) once VacuumOptions.PendingAge old.
+//   - A crash during Vacuum leaves at worst an entry not retained whose segments are gone,
+//     which the next Vacuum removes. The newest version is never touched.
+//
+// PendingAge (default an hour) is what keeps running writers safe: a segment an append has
+// stored but not committed yet is listed by no version, and removing it would let the append
+// commit a segment that is gone. A negative PendingAge removes such files at once, for a
+// table no writer is using. A writer whose base version Vacuum removed fails with
+// ErrNotExist and starts again. Pending multipart uploads on S3 are not listed: a bucket's
+// lifecycle rule (AbortIncompleteMultipartUpload) removes them.
 //
 // # What it needs from the store
 //
