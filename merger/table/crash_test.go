@@ -335,3 +335,76 @@ func TestCompactCrash(t *testing.T) {
 	require.Positive(t, seen[2])
 	require.Positive(t, seen[3])
 }
+
+// TestVacuumCrash cuts the power after each mutating operation of a Vacuum (Retain 0, pending
+// files at once) of a table compacted from three segments into one, with a stray segment no
+// version lists, and reboots both ways: the newest version always reads whole with the same
+// rows, and a second Vacuum leaves only the newest entry and the segment it lists.
+func TestVacuumCrash(t *testing.T) {
+	ctx := context.Background()
+	start := crashfs.New()
+	tb, err := Create(ctx, "/data/t", Options{Fs: start})
+	require.NoError(t, err)
+	var segs []Segment
+	for i, rows := range []int{40, 30, 20} {
+		s, err := newStaged(ctx, tb, segBytes(t, uint64(30+i), rows, day+int64(i)*3600_000, false))
+		require.NoError(t, err)
+		segs = append(segs, s)
+	}
+	schema := testSchema(false)
+	_, err = tb.Commit(ctx, 1, Change{Kind: KindAppend, Added: segs, Schema: &schema})
+	require.NoError(t, err)
+	_, err = tb.Compact(ctx, CompactOptions{})
+	require.NoError(t, err)
+	_, err = newStaged(ctx, tb, segBytes(t, 40, 5, day, false))
+	require.NoError(t, err)
+	want := tableTotals(t, tb)
+	newest, err := tb.Newest(ctx)
+	require.NoError(t, err)
+
+	points := 0
+	for k := 0; ; k++ {
+		require.Less(t, k, 1000, "the workload never finishes")
+		fsys := start.Clone()
+		fsys.SetCrashAfter(k)
+		run, err := Open(ctx, "/data/t", Options{Fs: fsys})
+		require.NoError(t, err)
+		_, err = run.Vacuum(ctx, VacuumOptions{PendingAge: -1})
+		finished := !fsys.Crashed()
+		points++
+		if finished {
+			require.NoError(t, err, "k=%d", k)
+		} else {
+			require.ErrorIs(t, err, crashfs.ErrCrashed, "k=%d", k)
+		}
+		for _, keepDirs := range []bool{false, true} {
+			after := fsys.Clone()
+			if keepDirs {
+				after.CrashKeepingDirs()
+			} else {
+				after.Crash()
+			}
+			at := fmt.Sprintf("k=%d keepdirs=%v", k, keepDirs)
+			tb, err := Open(ctx, "/data/t", Options{Fs: after})
+			require.NoError(t, err, at)
+			v, err := tb.Newest(ctx)
+			require.NoError(t, err, at)
+			require.Equal(t, newest, v, at)
+			require.Equal(t, want, tableTotals(t, tb), at)
+			_, err = tb.Vacuum(ctx, VacuumOptions{PendingAge: -1})
+			require.NoError(t, err, at)
+			e, err := tb.Snapshot(ctx, 0)
+			require.NoError(t, err, at)
+			require.Len(t, e.Segments, 1, at)
+			require.Equal(t, []string{e.Segments[0].Name[len(segmentsDir)+1:]}, listSegments(t, tb), at)
+			names, err := tb.st.list(ctx, logDir)
+			require.NoError(t, err, at)
+			require.Equal(t, []string{entryName(newest)[len(logDir)+1:]}, names, at)
+		}
+		if finished {
+			break
+		}
+	}
+	t.Logf("%d crash points", points)
+	require.Greater(t, points, 5)
+}
