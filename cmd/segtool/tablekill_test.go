@@ -136,3 +136,123 @@ func copyTable(t *testing.T, src string) string {
 	require.NoError(t, os.CopyFS(dst, os.DirFS(src)))
 	return dst
 }
+
+// TestTableCompactSIGKILL kills `segtool table compact` (4 segments of one day, appended one
+// by one: versions 2 to 5) with SIGKILL at a random moment, trial after trial (as
+// TestTableAppendSIGKILL). After each kill the newest version is 5 (the inputs) or 6 (one
+// output of kind replace), its live segments open and verify, for exactly the inputs' rows;
+// `table vacuum --retain 0 --pending-age 0` then leaves only the files the newest version
+// lists; and another compact ends with one segment of the same rows.
+func TestTableCompactSIGKILL(t *testing.T) {
+	trials := 8
+	if s := os.Getenv(envKillTrials); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err, envKillTrials)
+		trials = n
+	}
+	if testing.Short() && os.Getenv(envKillTrials) == "" {
+		trials = 2
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(envKillSeed); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, envKillSeed)
+		seed = n
+	}
+	t.Logf("%d trials, seed %d", trials, seed)
+	rng := rand.New(rand.NewPCG(seed, 37))
+
+	in := t.TempDir()
+	rows := 20000
+	if raceEnabled {
+		rows = 5000
+	}
+	mustSegtool(t, "gen", "--rows", strconv.Itoa(rows), "--segments", "4", "--durability", "none", "--out", in)
+	base := filepath.Join(t.TempDir(), "base")
+	mustSegtool(t, "table", "create", base)
+	for k := range 4 {
+		mustSegtool(t, "table", "append", base, filepath.Join(in, fmt.Sprintf("basic-%04d.seg", k)))
+	}
+	compactArgs := func(dir string) []string { return []string{"table", "compact", dir} }
+	want := int64(4 * rows)
+
+	full := time.Duration(0)
+	for range 2 {
+		dir := copyTable(t, base)
+		start := time.Now()
+		out, err := exec.Command(segtoolBinary(t), compactArgs(dir)...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		if d := time.Since(start); full == 0 || d < full {
+			full = d
+		}
+	}
+	t.Logf("an uninterrupted compact takes %v", full)
+
+	ctx := context.Background()
+	check := func(trial int, tb *table.Table) *table.Entry {
+		t.Helper()
+		e, err := tb.Snapshot(ctx, 0)
+		require.NoError(t, err, "trial %d", trial)
+		var got int64
+		for _, s := range e.Segments {
+			sg, closeSeg, err := tb.OpenSegment(ctx, s)
+			require.NoError(t, err, "trial %d: %s", trial, s.Name)
+			require.NoError(t, sg.Verify(), "trial %d: %s", trial, s.Name)
+			got += int64(sg.Rows())
+			require.NoError(t, closeSeg())
+		}
+		require.Equal(t, want, got, "trial %d: version %d", trial, e.Version)
+		return e
+	}
+	outcomes := map[string]int{}
+	for trial := range trials {
+		dir := copyTable(t, base)
+		cmd := exec.Command(segtoolBinary(t), compactArgs(dir)...)
+		require.NoError(t, cmd.Start())
+		after := time.Duration(rng.Int64N(int64(full)))
+		time.Sleep(after)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		waitErr := cmd.Wait()
+		var ee *exec.ExitError
+		killed := errors.As(waitErr, &ee) && ee.Sys().(syscall.WaitStatus).Signaled()
+		require.True(t, waitErr == nil || killed, "trial %d: %v", trial, waitErr)
+
+		tb, err := table.Open(ctx, dir, table.Options{})
+		require.NoError(t, err, "trial %d", trial)
+		e := check(trial, tb)
+		switch e.Version {
+		case 5:
+			require.False(t, waitErr == nil, "trial %d: the compact finished, yet version 5", trial)
+			require.Len(t, e.Segments, 4, "trial %d", trial)
+		case 6:
+			require.Equal(t, table.KindReplace, e.Operation.Kind, "trial %d", trial)
+			require.Len(t, e.Segments, 1, "trial %d", trial)
+		default:
+			require.Failf(t, "newest version", "trial %d: %d", trial, e.Version)
+		}
+		outcome := fmt.Sprintf("killed=%v version=%d", killed, e.Version)
+		outcomes[outcome]++
+		t.Logf("trial %d: killed after %v: %s", trial, after, outcome)
+
+		mustSegtool(t, "table", "vacuum", "--retain", "0", "--pending-age", "0", dir)
+		var live []string
+		for _, s := range e.Segments {
+			live = append(live, filepath.Base(s.Name))
+		}
+		ents, err := os.ReadDir(filepath.Join(dir, "segments"))
+		require.NoError(t, err)
+		var files []string
+		for _, ent := range ents {
+			files = append(files, ent.Name())
+		}
+		require.ElementsMatch(t, live, files, "trial %d: after vacuum, only the newest version's segments", trial)
+		logs, err := os.ReadDir(filepath.Join(dir, "_log"))
+		require.NoError(t, err)
+		require.Len(t, logs, 1, "trial %d: after vacuum, only the newest entry", trial)
+
+		mustSegtool(t, "table", "compact", dir)
+		e2 := check(trial, tb)
+		require.Len(t, e2.Segments, 1, "trial %d", trial)
+	}
+	t.Logf("outcomes: %v", outcomes)
+}
