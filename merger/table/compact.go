@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/multierr"
@@ -40,8 +41,9 @@ const maxCompactRounds = 10_000
 // group of each chunk's segments into one output (merger.MergeInputsTo, rows combined as
 // the table's schema says), stores the outputs under new names in segments/ as Append stores
 // segments, and commits each chunk as one version of kind replace: its inputs removed, its
-// outputs added. A chunk whose inputs another writer replaced first (ErrConflict) has its
-// outputs removed and is planned again from the newest version, as are chunks that a
+// outputs added. A chunk whose inputs another writer replaced first (ErrConflict), or a
+// vacuum removed (an input's file, or the entry of the version planned), has its outputs
+// removed and is planned again from the newest version, as are chunks that a
 // replacement leaves packable. It returns when a plan has nothing left to do, with what it
 // replaced (none: nothing to do, no error). A rollup other than the table's is ErrInvalid.
 //
@@ -106,6 +108,10 @@ func (t *Table) compactChunk(ctx context.Context, e *Entry, c Chunk, o CompactOp
 		if s.Name != "" {
 			put = append(put, s.Name)
 		}
+		if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, ErrConflict) {
+			// An input removed by a vacuum after another writer replaced it.
+			err = fmt.Errorf("%w: an input is gone: %w", ErrConflict, err)
+		}
 		if err != nil {
 			return r, cleanup(err)
 		}
@@ -119,6 +125,10 @@ func (t *Table) compactChunk(ctx context.Context, e *Entry, c Chunk, o CompactOp
 	if err != nil {
 		if uncertain {
 			return r, err // the outputs may be live: vacuum finds them if not
+		}
+		if errors.Is(err, ErrNotExist) && !errors.Is(err, ErrConflict) {
+			// The base version's entry, removed by a vacuum: plan again from the newest.
+			err = fmt.Errorf("%w: %w", ErrConflict, err)
 		}
 		return r, cleanup(fmt.Errorf("table: %s: compact %s: %w", t, c, err))
 	}

@@ -3,6 +3,7 @@ package table
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -202,4 +203,53 @@ func TestCompactRollupMismatch(t *testing.T) {
 	require.ErrorContains(t, err, "rollup")
 	_, err = tb.Compact(ctx, CompactOptions{TargetRows: -5})
 	require.ErrorIs(t, err, ErrInvalid)
+}
+
+// TestCompactAfterVacuum: a compaction planned on a version whose entry and inputs a vacuum
+// then removed (after another compaction replaced them) reports a conflict, leaves none of
+// its outputs, and Compact goes on from the newest version.
+func TestCompactAfterVacuum(t *testing.T) {
+	ctx := context.Background()
+	fsys := afero.NewMemMapFs()
+	tb, err := Create(ctx, "/t", Options{Fs: fsys})
+	require.NoError(t, err)
+	smallSegments(t, tb, fsys, "/in", 10, 2)
+	want := tableTotals(t, tb)
+	e, err := tb.Snapshot(ctx, 0)
+	require.NoError(t, err)
+	p, err := PlanCompaction(e, CompactOptions{})
+	require.NoError(t, err)
+	require.Len(t, p.Chunks, 2)
+	_, err = tb.Compact(ctx, CompactOptions{})
+	require.NoError(t, err)
+	_, err = tb.Vacuum(ctx, VacuumOptions{PendingAge: -1})
+	require.NoError(t, err)
+	before := listSegments(t, tb)
+
+	// Its inputs are gone: the merge fails, as a conflict.
+	_, err = tb.compactChunk(ctx, e, p.Chunks[0], CompactOptions{TargetRows: DefaultTargetRows})
+	require.ErrorIs(t, err, ErrConflict)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.Equal(t, before, listSegments(t, tb))
+	// Its base version is gone (inputs still there, as if read before the vacuum): a conflict.
+	e2, err := tb.Snapshot(ctx, 0)
+	require.NoError(t, err)
+	smallSegments(t, tb, fsys, "/in2", 4, 1)
+	e3, err := tb.Snapshot(ctx, 0)
+	require.NoError(t, err)
+	p3, err := PlanCompaction(e3, CompactOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, p3.Chunks)
+	stale := *e3
+	stale.Version = e2.Version - 1 // an entry the vacuum removed
+	before = listSegments(t, tb)
+	_, err = tb.compactChunk(ctx, &stale, p3.Chunks[0], CompactOptions{TargetRows: DefaultTargetRows})
+	require.ErrorIs(t, err, ErrConflict)
+	require.ErrorIs(t, err, ErrNotExist)
+	require.Equal(t, before, listSegments(t, tb))
+
+	_, err = tb.Compact(ctx, CompactOptions{})
+	require.NoError(t, err)
+	got := tableTotals(t, tb)
+	require.Greater(t, got.rows, want.rows)
 }
