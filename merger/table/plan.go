@@ -73,11 +73,11 @@ type Plan struct {
 	Version int
 	// Chunks are the chunks of the shard that need compacting, by start.
 	Chunks []Chunk
-	// Crossing are the live segments that cross a chunk boundary. They stay as they are:
-	// splitting a segment by time is not done yet.
+	// Crossing are the live segments of the shard (by the chunk of their start) that cross a
+	// chunk boundary. They stay as they are: splitting a segment by time is not done yet.
 	Crossing []Segment
-	// Oversized are live segments inside one chunk with more than TargetRows rows. They stay as
-	// they are: splitting a segment by rows is not done yet.
+	// Oversized are the live segments of the shard inside one chunk with more than TargetRows
+	// rows. They stay as they are: splitting a segment by rows is not done yet.
 	Oversized []Segment
 }
 
@@ -109,11 +109,11 @@ func PlanCompaction(e *Entry, o CompactOptions) (*Plan, error) {
 			return nil, fmt.Errorf("%w: version %d: segment %s: %w", ErrCorrupt, e.Version, s.Name, err)
 		}
 		start := g.Truncate(iv.Start)
-		if iv.End > start+g.Millis() {
-			p.Crossing = append(p.Crossing, s)
+		if ChunkShard(start, o.Shards) != o.Shard {
 			continue
 		}
-		if ChunkShard(start, o.Shards) != o.Shard {
+		if iv.End > start+g.Millis() {
+			p.Crossing = append(p.Crossing, s)
 			continue
 		}
 		if s.Rows > o.TargetRows {

@@ -136,6 +136,18 @@ func TestPlanShards(t *testing.T) {
 		slices.SortFunc(got, func(a, b Chunk) int { return int(a.Interval.Start - b.Interval.Start) })
 		require.Equal(t, all.Chunks, got, "shards of %d", n)
 	}
+	// Crossing and oversized segments are each listed by the shard of their start's chunk.
+	odd := append(slices.Clone(segs), planSeg("x", day+23*h, day+25*h, 1), planSeg("y", day+48*h, day+49*h, 5000))
+	for _, n := range []int{1, 3} {
+		crossing, oversized := 0, 0
+		for i := range n {
+			p, err := PlanCompaction(&Entry{Version: 2, Segments: odd}, CompactOptions{TargetRows: 100, Shard: i, Shards: n})
+			require.NoError(t, err)
+			crossing, oversized = crossing+len(p.Crossing), oversized+len(p.Oversized)
+		}
+		require.Equal(t, 1, crossing, "shards of %d", n)
+		require.Equal(t, 1, oversized, "shards of %d", n)
+	}
 	// The hash is fixed, so that workers of other builds agree: FNV-1a 64 of
 	// "2024-05-01T00:00:00.000Z" is 597 modulo 1000.
 	require.Equal(t, 597, ChunkShard(day, 1000))
