@@ -4,12 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/spf13/afero"
 	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/merger"
 )
 
 // totals are what a table's rows add up to: rows, the sum of metric added, the sum of times.
@@ -252,4 +257,55 @@ func TestCompactAfterVacuum(t *testing.T) {
 	require.NoError(t, err)
 	got := tableTotals(t, tb)
 	require.Greater(t, got.rows, want.rows)
+}
+
+// TestCompactRollupTable: a table whose segments are rolled up at hour granularity compacts
+// with rollup: rows of one hour and page in several inputs combine into one, the sums stay,
+// and the outputs keep the table's schema.
+func TestCompactRollupTable(t *testing.T) {
+	ctx := context.Background()
+	fsys := afero.NewMemMapFs()
+	schema := testSchema(false)
+	schema.Rollup, schema.Granularity = true, columns.GranularityHour
+	var paths []string
+	var sum int64
+	for i := range 6 {
+		b, err := merger.NewBuilder(schema, merger.BuilderOptions{})
+		require.NoError(t, err)
+		for r := range 100 {
+			v := int64(i*1000 + r)
+			sum += v
+			require.NoError(t, b.Add(columns.Row{Time: day + int64(r%3)*3600_000 + int64(i)*1000, Dims: [][]string{{fmt.Sprintf("p%d", r%4)}},
+				Metrics: []columns.Value{{Long: v}}}))
+		}
+		p := filepath.Join(t.TempDir(), "r.seg")
+		_, err = b.Persist(ctx, p, merger.PersistOptions{Durability: medium.Durability{Sync: medium.SyncNone}})
+		require.NoError(t, err)
+		require.NoError(t, b.Close())
+		data, err := os.ReadFile(p)
+		require.NoError(t, err)
+		in := fmt.Sprintf("/in/r%d.seg", i)
+		require.NoError(t, afero.WriteFile(fsys, in, data, 0o644))
+		paths = append(paths, in)
+	}
+	tb, err := Create(ctx, "/t", Options{Fs: fsys})
+	require.NoError(t, err)
+	_, err = tb.Append(ctx, paths)
+	require.NoError(t, err)
+	before := tableTotals(t, tb)
+	require.Equal(t, sum, before.added)
+	require.Equal(t, int64(6*12), before.rows, "each input: 3 hours x 4 pages")
+
+	res, err := tb.Compact(ctx, CompactOptions{Rollup: true, RollupGranularity: columns.GranularityHour})
+	require.NoError(t, err)
+	require.Len(t, res.Replaced, 1)
+	after := tableTotals(t, tb)
+	require.Equal(t, sum, after.added)
+	require.Equal(t, int64(12), after.rows, "one row an hour and page")
+	e, err := tb.Snapshot(ctx, 0)
+	require.NoError(t, err)
+	require.True(t, e.Schema.Equal(schema))
+	// A rollup other than the table's is refused.
+	_, err = tb.Compact(ctx, CompactOptions{Rollup: true, RollupGranularity: columns.GranularityDay})
+	require.ErrorIs(t, err, ErrInvalid)
 }
