@@ -14,7 +14,7 @@ import (
 const tableVacuumHelp = `vacuum removes what no retained version of the table needs: the segments that no retained
 version lists, the log entries of versions not retained, and files that no version lists
 (segments copied by an append or written by a compaction that never committed, temp files
-a crash left) once they are --pending-age old.
+a crash left; on S3, pending multipart uploads of segments) once they are --pending-age old.
 
 The newest version is always retained, with every segment it lists: the table stays
 readable and writable throughout. An older version is retained while the version after it
@@ -52,6 +52,9 @@ func newTableVacuumCmd(s3 *s3Flags) *cobra.Command {
 			if res != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "vacuumed %s: removed %d segment(s), %d log entries, %d unlisted or temp file(s); retained version(s) %s (newest %d)\n",
 					t, len(res.Segments), len(res.Entries), len(res.Temp), versionList(res.Retained), res.Newest)
+				if len(res.Uploads) > 0 {
+					fmt.Fprintf(cmd.OutOrStdout(), "aborted %d pending upload(s) or marker(s)\n", len(res.Uploads))
+				}
 			}
 			return tableErr(err)
 		},

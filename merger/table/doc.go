@@ -136,8 +136,10 @@
 // stored but not committed yet is listed by no version, and removing it would let the append
 // commit a segment that is gone. A negative PendingAge removes such files at once, for a
 // table no writer is using. A writer whose base version Vacuum removed fails with
-// ErrNotExist and starts again. Pending multipart uploads on S3 are not listed: a bucket's
-// lifecycle rule (AbortIncompleteMultipartUpload) removes them.
+// ErrNotExist and starts again. On S3, Vacuum also aborts the pending multipart uploads under
+// segments/ (a killed append or compaction) once PendingAge old (when the service says when
+// they started; with PendingAge negative, all of them), and removes the upload markers
+// (objstore.MarkerInfix) of uploads no longer pending.
 //
 // # What it needs from the store
 //

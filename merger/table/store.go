@@ -417,6 +417,41 @@ func (s *s3Store) checkExclusive(ctx context.Context) error {
 	return s.probeErr
 }
 
+// uploadSweeper is a store whose writers may leave pending uploads (a killed multipart upload
+// of a segment) and upload markers: sweepUploads aborts those under segments/ that old says
+// are old (their start; an upload whose start the service does not give is old only when
+// everything is), and removes the markers of uploads no longer pending. It returns the keys.
+type uploadSweeper interface {
+	sweepUploads(ctx context.Context, old func(time.Time) bool, all bool) ([]string, error)
+}
+
+func (s *s3Store) sweepUploads(ctx context.Context, old func(time.Time) bool, all bool) ([]string, error) {
+	prefix := s.key(segmentsDir + "/")
+	ups, err := s.c.PendingUploads(ctx, s.bucket, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("table: %s: vacuum: %w", s, err)
+	}
+	stale := ups[:0]
+	var keys []string
+	for _, u := range ups {
+		if all || !u.Initiated.IsZero() && old(u.Initiated) {
+			stale = append(stale, u)
+			keys = append(keys, u.Key)
+		}
+	}
+	if err := s.c.AbortUploads(ctx, s.bucket, stale); err != nil {
+		return nil, fmt.Errorf("table: %s: vacuum: %w", s, err)
+	}
+	markers, err := s.c.StaleMarkers(ctx, s.bucket, prefix, 0)
+	if err == nil {
+		err = s.c.RemoveMarkers(ctx, s.bucket, markers)
+	}
+	if err != nil {
+		return keys, fmt.Errorf("table: %s: vacuum: %w", s, err)
+	}
+	return append(keys, markers...), nil
+}
+
 func (s *s3Store) String() string { return "s3://" + s.bucket + "/" + s.prefix }
 
 func (s *s3Store) key(name string) string { return s.prefix + name }

@@ -3,7 +3,10 @@ package table
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/writeout/writeout/columns/objstore"
 )
 
 // VacuumOptions configure Vacuum. The zero value keeps only the newest version, and removes
@@ -32,6 +35,9 @@ type VacuumResult struct {
 	Segments []string // segment files removed (names in the table)
 	Entries  []string // log entries removed
 	Temp     []string // temp files and files no version listed, removed
+	// Uploads are the keys of the pending multipart uploads aborted and the upload markers
+	// removed (S3).
+	Uploads []string
 }
 
 // Vacuum removes what no retained version needs: the segments no retained version lists,
@@ -42,7 +48,8 @@ type VacuumResult struct {
 //
 // The order makes a crash harmless: segments first, then the entries of versions not
 // retained (oldest first, so the versions left are the newest ones, consecutive), then
-// unlisted and temp files. A crash between leaves at worst an entry not retained that lists
+// unlisted and temp files, and on S3 pending multipart uploads of segments (aborted) and
+// the markers of uploads no longer pending. A crash between leaves at worst an entry not retained that lists
 // removed segments, which the next Vacuum removes.
 //
 // Writers and Vacuum may run at once, provided PendingAge exceeds the time a writer takes
@@ -87,6 +94,8 @@ func (t *Table) Vacuum(ctx context.Context, o VacuumOptions) (*VacuumResult, err
 	for _, f := range files {
 		name := segmentsDir + "/" + f.name
 		switch {
+		case strings.Contains(f.name, objstore.MarkerInfix):
+			// An upload's marker: sweepUploads removes it once its upload is not pending.
 		case keep[name]:
 		case listed[name]:
 			if err := t.st.remove(ctx, name); err != nil {
@@ -117,6 +126,13 @@ func (t *Table) Vacuum(ctx context.Context, o VacuumOptions) (*VacuumResult, err
 			return res, err
 		}
 		res.Temp = append(res.Temp, name)
+	}
+	if sw, ok := t.st.(uploadSweeper); ok {
+		ups, err := sw.sweepUploads(ctx, func(start time.Time) bool { return now.Sub(start) >= o.PendingAge }, o.PendingAge < 0)
+		res.Uploads = ups
+		if err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }

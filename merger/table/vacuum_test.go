@@ -2,12 +2,18 @@ package table
 
 import (
 	"context"
+	"net/url"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/spf13/afero"
 	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/columns/objstore"
+	"github.com/writeout/writeout/internal/s3test"
 )
 
 // TestVacuum: on a table appended to and compacted, with a temp file and an unlisted segment
@@ -109,4 +115,45 @@ func TestVacuumRetain(t *testing.T) {
 	require.Equal(t, int64(20), liveRows(t, tb, 3))
 	_, err = tb.Vacuum(ctx, VacuumOptions{Retain: -time.Second})
 	require.ErrorIs(t, err, ErrInvalid)
+}
+
+// TestVacuumS3Uploads: a multipart upload of a segment left pending (a killed append) is kept
+// while younger than PendingAge and aborted by a Vacuum with PendingAge negative.
+func TestVacuumS3Uploads(t *testing.T) {
+	ctx := context.Background()
+	srv, err := s3test.Start("bkt")
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	c, err := objstore.New(objstore.Config{Endpoint: srv.URL, Region: "us-east-1", AccessKey: "test", SecretKey: "testsecret"})
+	require.NoError(t, err)
+	tb, err := Create(ctx, "s3://bkt/t/", Options{S3: c})
+	require.NoError(t, err)
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	core, err := minio.NewCore(u.Host, &minio.Options{Creds: credentials.NewStaticV4("test", "testsecret", ""), Region: "us-east-1"})
+	require.NoError(t, err)
+	_, err = core.NewMultipartUpload(ctx, "bkt", "t/segments/20240501T000000Z-0123456789abcdef.seg", minio.PutObjectOptions{})
+	require.NoError(t, err)
+	_, err = core.NewMultipartUpload(ctx, "bkt", "elsewhere/x.seg", minio.PutObjectOptions{})
+	require.NoError(t, err)
+	ups, err := c.PendingUploads(ctx, "bkt", "t/")
+	require.NoError(t, err)
+	require.Len(t, ups, 1)
+
+	res, err := tb.Vacuum(ctx, VacuumOptions{})
+	require.NoError(t, err)
+	require.Empty(t, res.Uploads)
+	ups, err = c.PendingUploads(ctx, "bkt", "t/")
+	require.NoError(t, err)
+	require.Len(t, ups, 1, "a young upload stays")
+
+	res, err = tb.Vacuum(ctx, VacuumOptions{PendingAge: -1})
+	require.NoError(t, err)
+	require.Equal(t, []string{"t/segments/20240501T000000Z-0123456789abcdef.seg"}, res.Uploads)
+	ups, err = c.PendingUploads(ctx, "bkt", "t/")
+	require.NoError(t, err)
+	require.Empty(t, ups)
+	ups, err = c.PendingUploads(ctx, "bkt", "")
+	require.NoError(t, err)
+	require.Len(t, ups, 1, "an upload outside the table stays")
 }
