@@ -48,6 +48,11 @@ type Segment struct {
 	longs    []*Column[int64]
 	doubles  []*Column[float64]
 	sketches []*SketchColumn
+
+	// structs are the structural checks of the parts (structure.go); pairSeed keys their
+	// hashes of (row, id) pairs.
+	structs  []*structCheck
+	pairSeed uint64
 }
 
 // Open opens a segment file. On Linux it maps the file (read-only, shared); elsewhere, or if
@@ -276,6 +281,7 @@ func (s *Segment) parseColumns() error {
 		}
 		s.longs, s.doubles, s.sketches = append(s.longs, l), append(s.doubles, d), append(s.sketches, sk)
 	}
+	s.addStructChecks()
 	return nil
 }
 
@@ -386,6 +392,14 @@ func (s *Segment) readNulls(name string, pc *partCheck) (*roaring.Bitmap, error)
 	if err := pc.check(); err != nil {
 		return nil, err
 	}
+	return s.decodeNulls(name, pc)
+}
+
+// decodeNulls is readNulls after the part's check: it checks the CRC only.
+func (s *Segment) decodeNulls(name string, pc *partCheck) (*roaring.Bitmap, error) {
+	if err := pc.checkCRC(); err != nil {
+		return nil, err
+	}
 	p := pc.part
 	raw, err := s.src.view(p.Offset, p.Length, nil)
 	if err != nil {
@@ -402,6 +416,9 @@ func (c *chunkReader) seg(row int) error {
 	}
 	if rows := c.ix.rows; row < 0 || row >= rows {
 		return rowErr(row, rows)
+	}
+	if c.crcOnly {
+		return c.ix.chk.checkCRC()
 	}
 	return c.ix.chk.check()
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/writeout/writeout/internal/segfmt"
 )
 
@@ -77,6 +79,7 @@ func (s *Segment) Verify() error {
 			return err
 		}
 	}
+	s.markStructPassed()
 	return nil
 }
 
@@ -103,6 +106,12 @@ func verifyNulls[T Number](c *Column[T]) error {
 	if err != nil {
 		return err
 	}
+	return nullsStoreZero(c, nulls)
+}
+
+// nullsStoreZero checks a metric's null rows: nulls not empty, and every null row stored as
+// the writer stores it (see verifyMetricNulls).
+func nullsStoreZero[T Number](c *Column[T], nulls *roaring.Bitmap) error {
 	name := c.name
 	if nulls.IsEmpty() {
 		return partError(name, segfmt.PartNulls, corruptf("empty (a metric without null rows has no nulls part)"))
@@ -249,8 +258,18 @@ func (s *Segment) eachChunk(ix *chunkIndex, fn func(row int) error) error {
 	return nil
 }
 
+// verifyTime checks the __time column (Verify checked its CRC): times in order, valid, within
+// the interval and truncated to the granularity, and the interval the one the first and last
+// times give.
 func (s *Segment) verifyTime() error {
 	c := s.time.Cursor()
+	c.cr.crcOnly = true
+	defer c.Release()
+	return s.timeRows(c)
+}
+
+// timeRows is verifyTime through the cursor c over the __time column.
+func (s *Segment) timeRows(c *Cursor[int64]) error {
 	prev, first := int64(0), int64(0)
 	iv := s.f.interval
 	g := s.f.schema.Granularity

@@ -31,7 +31,7 @@ import (
 // dictionary's, bitmap index's or null bitmap's bytes) changed, the part re-encoded with its
 // own codec and every offset and CRC recomputed (internal/segsurgery). Each copy that verify
 // rejects is then dumped, exported, queried and merged with a clean segment, and each command
-// must either fail saying corrupt or give exactly what the clean file gives; a merge that
+// must either fail saying corrupt and naming the file, or give exactly what the clean file gives; a merge that
 // succeeds must give an output that verify rejects or that dumps as the clean merge does, and a
 // merge that fails must name the damaged input.
 //
@@ -390,11 +390,11 @@ func (r *faultRun) fault(b []byte, what string, tl *faultTally) {
 	tally := func(cmd string, code int, same bool, errs string) {
 		c := tl.cmd(cmd)
 		switch {
-		case code != 0 && strings.Contains(errs, "corrupt"):
+		case code != 0 && strings.Contains(errs, "corrupt") && strings.Contains(errs, r.path):
 			c.corrupt++
 		case code != 0:
 			c.otherErr++
-			tl.example(fmt.Sprintf("%s: %s fails without saying corrupt: %s", what, cmd, errs))
+			tl.example(fmt.Sprintf("%s: %s fails without saying corrupt and naming the file: %s", what, cmd, errs))
 		case same:
 			c.same++
 		default:
