@@ -28,8 +28,10 @@ import (
 // error wrapping ErrCorrupt that names the file, the column and the part. VerifyChecksumsContext and
 // Verify check every part at once, and the reads that follow compute nothing again;
 // TrustChecksums (or OpenOptions.TrustChecksums, from Open on) skips the checks for bytes the
-// caller has just checked another way. The invariants that need the whole data (dictionary
-// order, ids against bitmaps, ...) are checked by Verify only.
+// caller has just checked another way. Once a part's CRC matches, its first read also checks
+// the part's structure (dictionary order, ids against bitmaps and null rows, times against the
+// interval, ...; see structure.go), once, remembering a failure the same way; what needs every
+// column at once (the rollup key order) is checked by Verify only.
 type Segment struct {
 	name    string // the path given to Open, or OpenOptions.Name; "" for newSegmentBytes
 	src     source
@@ -62,7 +64,8 @@ func Open(path string) (*Segment, error) { return openWith(path, &sys.Default, O
 // OpenOptions are the options of OpenWith and NewSegmentWith. The zero value is what Open and
 // NewSegment do.
 type OpenOptions struct {
-	// TrustChecksums skips every CRC check of the read path: the segment is opened as if
+	// TrustChecksums skips every CRC check of the read path, and the structural checks that
+	// follow them: the segment is opened as if
 	// every part had been checked. It is for a file
 	// whose bytes the caller has just checked; damaged bytes then
 	// give wrong answers or decoding errors rather than a checksum error.
