@@ -14,14 +14,28 @@ import (
 )
 
 // TestStructuralFaultsReadPath (issue 37, defect 1): every byte (a spread of 160 in a larger
-// part) of the decoded content of every part of the flip segments (every part kind; none, zstd, s2, version 4 encodings) changed in
+// part) of the decoded content of every part of the flip segments (every part kind; none, zstd,
+// s2, version 4 encodings; null metric values) changed in
 // turn, the part re-encoded and every CRC recomputed, so that only the structure is wrong. When
 // Verify rejects the file, reading every column through the public API must fail with an error
 // wrapping ErrCorrupt that names the faulted part's column, or read exactly what
 // the intact file reads; it never reads something else. Faults Verify accepts are counted.
 func TestStructuralFaultsReadPath(t *testing.T) {
-	for _, name := range []string{"none", "zstd", "s2", "v4"} {
-		good := flipSegments(t)[name]
+	segs := flipSegments(t)
+	// With null metric values: the metrics' nulls parts (format version 3).
+	rows := flipRows(12, 3)
+	for i := range rows {
+		if i%3 == 0 {
+			rows[i].Metrics[1] = Value{Null: true}
+		}
+		if i%4 == 1 {
+			rows[i].Metrics[3] = Value{Null: true}
+			rows[i].Metrics[4] = Value{Null: true}
+		}
+	}
+	segs["nulls"] = writeRows(t, flipSchema(), rows, writerOptions{ChunkRows: 4, Compression: CompressionS2})
+	for _, name := range []string{"none", "zstd", "s2", "v4", "nulls"} {
+		good := segs[name]
 		seg, err := newSegmentBytes(good)
 		require.NoError(t, err)
 		want, err := readEveryColumn(seg)
