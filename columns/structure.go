@@ -1,6 +1,7 @@
 package columns
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -28,9 +29,9 @@ import (
 //	dictionary                         values strictly increasing, blocks exactly filled
 //	ids, bitmaps, nulls (dictionary)   ids below the cardinality (as every read does), the null id
 //	                                   alone in its row; the bitmaps hold exactly the distinct
-//	                                   (row, id) pairs of the ids (a keyed sum of a hash of each
-//	                                   pair, random per Segment, and the count, compared); the
-//	                                   null rows exactly the rows holding the null id
+//	                                   (row, id) pairs of the ids (a sum over the pairs keyed at
+//	                                   random per Segment, and the count, compared: see rowKey);
+//	                                   the null rows exactly the rows holding the null id
 //	nulls (raw dimension)              every null row holds no bytes
 //	nulls (long or double metric)      not empty, every null row stores 0 (time 0, empty tail)
 //
@@ -183,7 +184,7 @@ func (s *Segment) checkDict(c *DimColumn) error {
 			if err := it.next(); err != nil {
 				return s.fileError(d.part, fmt.Errorf("block %d value %d: %w", b, k, err))
 			}
-			if (b > 0 || k > 0) && strings.Compare(string(prev), string(it.val)) >= 0 {
+			if (b > 0 || k > 0) && bytes.Compare(prev, it.val) >= 0 {
 				return s.fileError(d.part, corruptf("value %d (%.40q) does not sort after %.40q", b*dictBlock+k, it.val, prev))
 			}
 			prev = append(prev[:0], it.val...)
@@ -195,15 +196,33 @@ func (s *Segment) checkDict(c *DimColumn) error {
 	return nil
 }
 
-// pairSums sums a keyed hash of (row, id) pairs, and counts them.
-type pairSums struct {
-	seed       uint64
-	sum, count uint64
+// The (row, id) pairs of a dimension are compared as a sum and a count: the sum of
+// rowKey(row) * (2*id + 1) over the pairs, where rowKey is a keyed hash of the row (the key
+// random per open Segment). A row's key is computed once however many ids it holds, and the
+// bitmap of id sums its rows' keys and multiplies once. A row moved from id a to id b changes
+// the sum by 2*rowKey(row)*(b-a), which is 0 mod 2^64 only when rowKey(row) has as many
+// trailing zero bits as 2^63/(b-a) needs (at least 31 for ids below 2^32); two rows swapping
+// their ids change it by 2*(rowKey(r1)-rowKey(r2))*(a-b), as unlikely to be 0.
+
+// rowKey is the keyed hash of a row.
+func rowKey(seed uint64, row uint32) uint64 { return mix.Mix64(uint64(row) ^ seed) }
+
+// pairSums is the sum and the count of a set of pairs, or of rows (id 0 for every row).
+type pairSums struct{ sum, count uint64 }
+
+// rowSums sums the keys of rows handed to it piece by piece (a roaringDecoder's fn).
+type rowSums struct {
+	seed, sum, count uint64
 }
 
-func (p *pairSums) add(row, id uint32) {
-	p.sum += mix.Mix64((uint64(row)<<32 | uint64(id)) ^ p.seed)
-	p.count++
+func (s *rowSums) rows(rs []uint32) error {
+	sum := s.sum
+	for _, r := range rs {
+		sum += rowKey(s.seed, r)
+	}
+	s.sum = sum
+	s.count += uint64(len(rs))
+	return nil
 }
 
 // checkDimRows checks a dictionary dimension's ids against its bitmaps and null rows: the
@@ -221,14 +240,14 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 			return err
 		}
 	}
+	seed := s.pairSeed
 	rows := s.f.rows
-	pairs := pairSums{seed: s.pairSeed}
-	nullRows := pairSums{seed: s.pairSeed}
+	var pairs, nullRows pairSums
 	hasNull := c.dict.hasNull
+	withBitmaps := c.bms != nil
 	cur := c.Cursor()
 	cur.cr.crcOnly = true
 	defer cur.Release()
-	withBitmaps := c.bms != nil
 	var scratch []uint32
 	for r := 0; r < rows; {
 		first, ids, offs, err := cur.Chunk(r)
@@ -236,37 +255,70 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 			return s.inFile(err)
 		}
 		if offs == nil {
+			var sum, nsum, ncount uint64
 			for k, id := range ids {
-				if hasNull && id == 0 {
-					nullRows.add(uint32(first+k), 0)
+				key := rowKey(seed, uint32(first+k))
+				sum += key * (2*uint64(id) + 1)
+				if id == 0 {
+					nsum += key
+					ncount++
 				}
 			}
 			if withBitmaps {
-				for k, id := range ids {
-					pairs.add(uint32(first+k), id)
-				}
+				pairs.sum += sum
+				pairs.count += uint64(len(ids))
+			}
+			if hasNull {
+				nullRows.sum += nsum
+				nullRows.count += ncount
 			}
 			r = first + len(ids)
 			continue
 		}
 		for k := 0; k+1 < len(offs); k++ {
 			row := ids[offs[k]:offs[k+1]]
+			key := rowKey(seed, uint32(first+k))
 			if hasNull && row[0] == 0 {
-				nullRows.add(uint32(first+k), 0)
+				nullRows.sum += key
+				nullRows.count++
 			}
 			if !withBitmaps {
 				continue
 			}
-			if len(row) > 16 { // a long row: its distinct ids, sorted
+			switch {
+			case len(row) == 1:
+				pairs.sum += key * (2*uint64(row[0]) + 1)
+				pairs.count++
+				continue
+			case len(row) > 16: // a long row: its distinct ids, sorted
 				scratch = append(scratch[:0], row...)
 				slices.Sort(scratch)
 				row = slices.Compact(scratch)
+				for _, id := range row {
+					pairs.sum += key * (2*uint64(id) + 1)
+				}
+				pairs.count += uint64(len(row))
+				continue
 			}
-			for j, id := range row {
-				if j == 0 || len(row) > 16 || !slices.Contains(row[:j], id) {
-					pairs.add(uint32(first+k), id)
+			// A short row: an id seen earlier in it is skipped (a loop the compiler keeps
+			// inline, where slices.Contains costs a call per id).
+			var w, n uint64
+			for j := range row {
+				id := row[j]
+				dup := false
+				for i := 0; i < j; i++ {
+					if row[i] == id {
+						dup = true
+						break
+					}
+				}
+				if !dup {
+					w += 2*uint64(id) + 1
+					n++
 				}
 			}
+			pairs.sum += key * w
+			pairs.count += n
 		}
 		r = first + len(offs) - 1
 	}
@@ -274,9 +326,10 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 	if err != nil {
 		return s.inFile(err)
 	}
-	got := pairSums{seed: s.pairSeed}
+	var got pairSums
 	for it := nulls.Iterator(); it.HasNext(); {
-		got.add(it.Next(), 0)
+		got.sum += rowKey(seed, it.Next())
+		got.count++
 	}
 	if got != nullRows {
 		return s.fileError(c.nulls.part, corruptf("%d null rows, %d rows hold the null id (or other rows)", got.count, nullRows.count))
@@ -284,26 +337,23 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 	if !withBitmaps {
 		return nil
 	}
-	got = pairSums{seed: s.pairSeed}
+	got = pairSums{}
 	bp := uint32Pool.Get(4096)
 	defer func() { uint32Pool.Put(bp) }()
 	buf := bp[:4096]
+	rs := &rowSums{seed: seed}
 	for id := 0; id < c.bms.count; id++ {
 		raw, err := c.bms.raw(id)
 		if err != nil {
 			return s.fileError(c.bms.part, err)
 		}
+		rs.sum, rs.count = 0, 0
 		d := roaringDecoder{out: buf[:0], piece: len(buf)}
-		uid := uint32(id)
-		err = d.eachStored(raw, c.bms.v4, uint64(rows), func(rs []uint32) error {
-			for _, r := range rs {
-				got.add(r, uid)
-			}
-			return nil
-		})
-		if err != nil {
+		if err := d.eachStored(raw, c.bms.v4, uint64(rows), rs.rows); err != nil {
 			return s.fileError(c.bms.part, fmt.Errorf("bitmap %d: %w", id, err))
 		}
+		got.sum += rs.sum * (2*uint64(id) + 1)
+		got.count += rs.count
 	}
 	if got != pairs {
 		return s.fileError(c.bms.part, corruptf("the bitmaps hold %d rows in all, the rows hold %d distinct values (or other rows than the bitmaps)", got.count, pairs.count))
