@@ -129,6 +129,7 @@ func Chunked(e segfmt.Encoding) bool {
 	case segfmt.EncLongChunks, segfmt.EncDoubleChunks, segfmt.EncBlobChunks, segfmt.EncIDChunks,
 		segfmt.EncMultiIDChunks, segfmt.EncLongChunksV4, segfmt.EncDoubleChunksV4, segfmt.EncIDChunksV4:
 		return true
+	case segfmt.EncFrontCoded, segfmt.EncRoaringTable, segfmt.EncRoaring, segfmt.EncRoaringTableV4:
 	}
 	return false
 }
