@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -8,7 +10,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/gen"
@@ -20,7 +24,8 @@ import (
 // process on generated basic segments (WRITEOUT_BENCH_ROWS rows each, default 200,000), each
 // iteration opening its inputs afresh, so that every part a command reads has its checksum and
 // structural checks run once, as a segtool run does. Output goes to io.Discard, or to a file
-// in the benchmark's directory (export, merge; no syncs).
+// in the benchmark's directory (export, merge; no syncs). cpu-ns/op is the process's CPU time
+// (user and system) per run: on a shared machine it varies less than the elapsed time.
 func BenchmarkReadCommands(b *testing.B) {
 	rows := 200_000
 	if s := os.Getenv("WRITEOUT_BENCH_ROWS"); s != "" {
@@ -61,12 +66,25 @@ func BenchmarkReadCommands(b *testing.B) {
 		b.Run(fmt.Sprintf("rows=%d/op=%s", rows, op.name), func(b *testing.B) {
 			b.SetBytes(op.bytes)
 			b.ReportAllocs()
+			var cpu time.Duration
 			for b.Loop() {
+				c0 := cpuTime(b)
 				var errb strings.Builder
 				if code := run(context.Background(), op.args, strings.NewReader(""), io.Discard, &errb); code != 0 {
 					b.Fatalf("segtool %s: %s", strings.Join(op.args, " "), errb.String())
 				}
+				cpu += cpuTime(b) - c0
 			}
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// cpuTime is the process's CPU time so far, user and system.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
