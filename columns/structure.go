@@ -2,6 +2,7 @@ package columns
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -172,12 +173,28 @@ func (s *Segment) checkTime() error {
 // increasing.
 func (s *Segment) checkDict(c *DimColumn) error {
 	d := c.dict
-	var prev []byte
+	var prev, buf []byte
 	var it blockIter
+	// The block table read once (blockRaw reads two entries a block, into a buffer that
+	// escapes: an allocation a block).
+	tbl, err := d.src.view(d.part.Offset+d.tableOff, int64(d.nblocks)*4, nil)
+	if err != nil {
+		return s.fileError(d.part, err)
+	}
 	for b := 0; b < d.nblocks; b++ {
-		raw, err := d.blockRaw(b, nil)
+		start, end := int64(binary.LittleEndian.Uint32(tbl[4*b:])), d.tableOff
+		if b+1 < d.nblocks {
+			end = int64(binary.LittleEndian.Uint32(tbl[4*(b+1):]))
+		}
+		if start >= end || end > d.tableOff || (b == 0 && start != 0) {
+			return s.fileError(d.part, corruptf("dictionary block %d at [%d, %d) outside [0, %d)", b, start, end, d.tableOff))
+		}
+		raw, err := d.src.view(d.part.Offset+start, end-start, buf)
 		if err != nil {
 			return s.fileError(d.part, err)
+		}
+		if d.src.data == nil {
+			buf = raw
 		}
 		it.rest, it.i = raw, 0
 		for k := 0; k < d.blockLen(b); k++ {
