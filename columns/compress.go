@@ -38,8 +38,12 @@ func (c Compression) String() string {
 	return fmt.Sprintf("Compression(%d)", uint8(c))
 }
 
-// parseCompression parses "none", "zstd", "s2" or "default" (or "").
-func parseCompression(s string) (Compression, error) {
+// CompressionNames lists the compressions ParseCompression takes, as the CLI spells them.
+const CompressionNames = "none, s2 or zstd"
+
+// ParseCompression parses "none", "s2", "zstd" or "default" (or ""), in any case. Anything
+// else is an error wrapping ErrInvalid.
+func ParseCompression(s string) (Compression, error) {
 	switch strings.ToLower(s) {
 	case "", "default":
 		return CompressionDefault, nil
@@ -50,7 +54,7 @@ func parseCompression(s string) (Compression, error) {
 	case "s2":
 		return CompressionS2, nil
 	}
-	return 0, fmt.Errorf("columns: unknown compression %q (want none, zstd or s2): %w", s, ErrInvalid)
+	return 0, fmt.Errorf("columns: unknown compression %q (want %s): %w", s, CompressionNames, ErrInvalid)
 }
 
 // Chunk codec bytes, the first byte of every chunk.

@@ -17,7 +17,9 @@ type DimColumn struct {
 	ix    *chunkIndex
 	bms   *bitmapsReader // nil without a bitmap index
 	nulls *partCheck
-	perm  []uint32 // a version 4 ids part's rank table (perm[rank] is the id), else nil
+	perm  []uint32 // a version 4 or 5 ids part's rank table (perm[rank] is the id), else nil
+	// deltas: a version 5 ids part, whose chunks may also be in the id-deltas form
+	deltas bool
 }
 
 // Dimension returns the column's schema entry.
@@ -349,7 +351,7 @@ func (c *DimCursor) load(row int) error {
 			if c.pd == nil {
 				c.pd = newPlaneDecoder()
 			}
-			c.ids, rest, err = decodeRankedIDs(c.ids[:0], raw, n, c.col.perm, c.pd)
+			c.ids, rest, err = decodeRankedIDs(c.ids[:0], raw, n, c.col.perm, c.col.deltas, c.pd)
 		} else {
 			c.ids, rest, err = decodeIDs(c.ids[:0], raw, n, card)
 		}

@@ -347,9 +347,10 @@ func (d *dimWriter) closeRows() error {
 		return err
 	}
 	var perm []uint32
+	deltas := false
 	if d.firstB != nil {
 		var err error
-		if perm, err = d.rankIDs(); err != nil {
+		if perm, deltas, err = d.rankIDs(); err != nil {
 			return d.fail(err)
 		}
 	}
@@ -361,15 +362,26 @@ func (d *dimWriter) closeRows() error {
 			return d.fail(err)
 		}
 		d.ids.st.spec.enc = segfmt.EncIDChunksV4
+		if deltas {
+			d.ids.st.spec.enc = segfmt.EncIDChunksV5
+		}
 	}
 	d.vals, d.counts, d.raw, d.seen, d.nullRows = nil, nil, nil, nil, nil
 	return nil
 }
 
+// deltaRecheck: after a chunk whose id-deltas form was the smaller, rankIDs writes the next
+// chunks worth trying in that form without encoding their ranks to compare, but for every
+// deltaRecheck-th chunk.
+const deltaRecheck = 16
+
 // rankIDs writes the staged chunks to the ids part as frequency ranks (segfmt.EncIDChunksV4), one
 // chunk at a time, releases the first stage and returns the rank table: the ids by rows
-// descending, ties by id.
-func (d *dimWriter) rankIDs() (perm []uint32, err error) {
+// descending, ties by id. A chunk whose ids ascend within runs (deltasWorthTrying) is written
+// in the id-deltas form instead when that is smaller; deltas reports whether one was, making
+// the part segfmt.EncIDChunksV5. Once the id-deltas form has been the smaller, the next
+// chunks' ranks are not encoded to compare but every deltaRecheck-th chunk's.
+func (d *dimWriter) rankIDs() (perm []uint32, deltas bool, err error) {
 	first, firstBytes := d.first, d.firstB
 	d.first, d.firstB = nil, nil
 	defer func() { err = multierr.Join(err, first.Close()) }()
@@ -385,11 +397,13 @@ func (d *dimWriter) rankIDs() (perm []uint32, err error) {
 	}
 	d.freq = nil
 	var buf []byte
+	var diffs []uint32
+	deltasWon := false // the last chunk compared kept its id-deltas form
 	ids := d.vals[:0]
-	for _, c := range d.staged {
+	for k, c := range d.staged {
 		buf = grow(buf[:0], c.size)
 		if _, err := firstBytes.ReadAt(buf, c.off); err != nil {
-			return nil, fmt.Errorf("ids stage: read back: %w", err)
+			return nil, false, fmt.Errorf("ids stage: read back: %w", err)
 		}
 		var rest []byte
 		ids, rest, err = decodeIDs(ids[:0], buf, c.rows, d.card)
@@ -397,18 +411,33 @@ func (d *dimWriter) rankIDs() (perm []uint32, err error) {
 			err = corruptf("%d trailing bytes", len(rest))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("ids stage: %w", err)
+			return nil, false, fmt.Errorf("ids stage: %w", err)
+		}
+		tryDeltas := d.width > 0 && deltasWorthTrying(ids)
+		if tryDeltas {
+			// buf is free once ids are decoded: it takes the id-deltas form.
+			buf, tryDeltas = appendIDDeltas(buf[:0], ids, d.card, d.width, d.pc, &diffs, maxFrame(len(ids)*4))
+		}
+		if tryDeltas && deltasWon && k%deltaRecheck != 0 {
+			if err := d.ids.writeChunk(buf, c.rows); err != nil {
+				return nil, false, err
+			}
+			continue
 		}
 		for i, id := range ids {
 			ids[i] = rank[id]
 		}
 		d.raw = appendRankedIDs(d.raw[:0], ids, d.width, d.pc)
-		if err := d.ids.writeChunk(d.raw, c.rows); err != nil {
-			return nil, err
+		out := d.raw
+		if deltasWon = tryDeltas && len(buf) < len(d.raw); deltasWon {
+			out, deltas = buf, true
+		}
+		if err := d.ids.writeChunk(out, c.rows); err != nil {
+			return nil, false, err
 		}
 	}
 	d.staged = nil
-	return perm, nil
+	return perm, deltas, nil
 }
 
 func (d *dimWriter) finish() error {

@@ -51,7 +51,7 @@ func TestErrorConvention(t *testing.T) {
 	f("Compression", err, invalid...)
 	f("Validate", checkWriterOptions(writerOptions{Compression: 99}), invalid...)
 	require.NoError(t, checkWriterOptions(writerOptions{}))
-	_, err = parseCompression("lz4")
+	_, err = ParseCompression("lz4")
 	f("ParseCompression", err, invalid...)
 	_, err = NewSegment(nil, 0)
 	f("NewSegment", err, invalid...)

@@ -14,11 +14,12 @@ import (
 const (
 	magic = "WOSEG"
 	// maxVersion is the newest format version this package writes and reads. A segment is written
-	// as version 4 when some part uses an encoding of version 4 (encodingsV4); else as version 3
+	// as version 5 when some part uses an encoding of version 5 (encodingsV5); else as version 4
+	// when some part uses an encoding of version 4 (encodingsV4); else as version 3
 	// when some long or double metric has a null row (its segfmt.PartNulls part, see layout); otherwise
 	// as version 2, byte for byte what writers before version 3 wrote. It also reads version 1,
 	// whose layout lacks the metrics' side parts (segfmt.PartTimes, segfmt.PartTails).
-	maxVersion = 4
+	maxVersion = 5
 	minVersion = 1
 	// versionNoNulls is the version of a segment without metric nulls parts.
 	versionNoNulls = 2
@@ -27,7 +28,10 @@ const (
 	versionNulls = 3
 	// versionV4 is the version of a segment with at least one part in a version 4 encoding;
 	// its metrics may have nulls parts or not.
-	versionV4  = 4
+	versionV4 = 4
+	// versionV5 is the version of a segment with at least one part in a version 5 encoding;
+	// its other parts may use the encodings of version 4 or not.
+	versionV5  = 5
 	headerSize = len(magic) + 1
 	// trailer: footer CRC-32C u32 | footer length u32 | magic
 	trailerSize = 4 + 4 + len(magic)
@@ -44,6 +48,23 @@ var encodingsV4 = map[segfmt.Encoding]segfmt.Encoding{
 	segfmt.EncDoubleChunks: segfmt.EncDoubleChunksV4,
 	segfmt.EncIDChunks:     segfmt.EncIDChunksV4,
 	segfmt.EncRoaringTable: segfmt.EncRoaringTableV4,
+}
+
+// encodingsV5 maps an encoding of version 2 to the encoding a version 5 segment may use instead
+// for the same part, besides the one of encodingsV4 (see doc.go). The segment is version 5
+// exactly when some part uses one.
+var encodingsV5 = map[segfmt.Encoding]segfmt.Encoding{
+	segfmt.EncIDChunks: segfmt.EncIDChunksV5,
+}
+
+// isV5Encoding reports whether e is an encoding of version 5.
+func isV5Encoding(e segfmt.Encoding) bool {
+	for _, v5 := range encodingsV5 {
+		if v5 == e {
+			return true
+		}
+	}
+	return false
 }
 
 // isV4Encoding reports whether e is an encoding of version 4.
@@ -271,7 +292,7 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 	ncols := 1 + len(schema.Dimensions) + len(schema.Metrics)
 	next := int64(headerSize)
 	f.parts = make([]segfmt.PartInfo, 0, np)
-	metricNulls, partsV4 := 0, 0
+	metricNulls, partsV4, partsV5 := 0, 0, 0
 	seenNulls := map[int]bool{}
 	for i := 0; i < int(np); i++ {
 		c, k := binary.Uvarint(rest)
@@ -305,6 +326,10 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 			enc = p.Encoding
 			partsV4++
 		}
+		if f.version >= versionV5 && p.Encoding != enc && encodingsV5[enc] == p.Encoding {
+			enc = p.Encoding
+			partsV5++
+		}
 		if enc != p.Encoding {
 			return nil, corruptf("columns: column %q part %s: encoding %s, want %s", p.Column, p.Kind, p.Encoding, enc)
 		}
@@ -326,8 +351,11 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 	if f.version == versionNulls && metricNulls == 0 {
 		return nil, bad("version %d without a metric nulls part (such a segment is version %d)", f.version, versionNoNulls)
 	}
-	if f.version >= versionV4 && partsV4 == 0 {
+	if f.version == versionV4 && partsV4 == 0 {
 		return nil, bad("version %d without a part in a version %d encoding (such a segment is version %d or %d)", f.version, versionV4, versionNoNulls, versionNulls)
+	}
+	if f.version == versionV5 && partsV5 == 0 {
+		return nil, bad("version %d without a part in a version %d encoding (such a segment is version %d at most)", f.version, versionV5, versionV4)
 	}
 	if len(rest) != 0 {
 		return nil, bad("%d trailing bytes", len(rest))

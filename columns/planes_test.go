@@ -292,20 +292,20 @@ func TestRankedIDs(t *testing.T) {
 	require.Less(t, len(planes), len(packed))
 	require.Equal(t, len(packed), idsSize(len(ranks), w)+1)
 	for name, b := range map[string][]byte{"planes": planes, "packed": packed} {
-		got, rest, err := decodeRankedIDs([]uint32{5}, append(b, 1), len(ranks), perm, pd)
+		got, rest, err := decodeRankedIDs([]uint32{5}, append(b, 1), len(ranks), perm, false, pd)
 		require.NoError(t, err, name)
 		require.Equal(t, []byte{1}, rest, name)
 		require.Equal(t, append([]uint32{5}, want...), got, name)
-		_, _, err = decodeRankedIDs(nil, b, len(ranks)+1, perm, pd)
+		_, _, err = decodeRankedIDs(nil, b, len(ranks)+1, perm, false, pd)
 		require.ErrorIs(t, err, ErrCorrupt, name)
-		_, _, err = decodeRankedIDs(nil, b, len(ranks), perm[:card-1], pd) // width still 10: ranks 999 out of range
+		_, _, err = decodeRankedIDs(nil, b, len(ranks), perm[:card-1], false, pd) // width still 10: ranks 999 out of range
 		require.ErrorIs(t, err, ErrCorrupt, name)
-		_, _, err = decodeRankedIDs(nil, b, len(ranks), perm[:500], pd)
+		_, _, err = decodeRankedIDs(nil, b, len(ranks), perm[:500], false, pd)
 		require.ErrorContains(t, err, "width 10, cardinality 500 needs 9", name)
 	}
 	bad := append([]byte(nil), planes...)
 	bad[uvarintLen(uint64(len(ranks)))+1] = 7
-	_, _, err := decodeRankedIDs(nil, bad, len(ranks), perm, pd)
+	_, _, err := decodeRankedIDs(nil, bad, len(ranks), perm, false, pd)
 	require.ErrorContains(t, err, "unknown form 7")
 
 	table := appendPacked(nil, perm, w)
@@ -622,18 +622,22 @@ func FuzzDecodeInt64sV(f *testing.F) {
 	})
 }
 
-// FuzzDecodeRankedIDs decodes arbitrary bytes as a ranked ids chunk of a cardinality: no
-// panic, errors wrap ErrCorrupt, every id below the cardinality.
+// FuzzDecodeRankedIDs decodes arbitrary bytes as a ranked ids chunk of a cardinality, of a
+// version 4 part or (deltas) a version 5 one: no panic, errors wrap ErrCorrupt, every id below
+// the cardinality.
 func FuzzDecodeRankedIDs(f *testing.F) {
 	rng := rand.New(rand.NewPCG(19, 20))
-	f.Add(appendRankedIDs(nil, zipfIDs(rng, 500, 300), idWidth(300), newPlaneCoder()), uint16(300))
-	f.Add(appendRankedIDs(nil, zipfIDs(rng, 50, 3), idWidth(3), nil), uint16(3))
-	f.Fuzz(func(t *testing.T, b []byte, card uint16) {
+	f.Add(appendRankedIDs(nil, zipfIDs(rng, 500, 300), idWidth(300), newPlaneCoder()), uint16(300), false)
+	f.Add(appendRankedIDs(nil, zipfIDs(rng, 50, 3), idWidth(3), nil), uint16(3), false)
+	var scratch []uint32
+	sorted, _ := appendIDDeltas(nil, sortedRunIDs(rng, 600, 300, 50), 300, idWidth(300), newPlaneCoder(), &scratch, 1<<20)
+	f.Add(sorted, uint16(300), true)
+	f.Fuzz(func(t *testing.T, b []byte, card uint16, deltas bool) {
 		perm := make([]uint32, card)
 		for i := range perm {
 			perm[i] = uint32(len(perm) - 1 - i)
 		}
-		got, _, err := decodeRankedIDs(nil, b, -1, perm, newPlaneDecoder())
+		got, _, err := decodeRankedIDs(nil, b, -1, perm, deltas, newPlaneDecoder())
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("%v does not wrap ErrCorrupt", err)

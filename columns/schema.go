@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/suggest"
 )
 
 // TimeColumn is the name of the time column every segment has: int64 milliseconds since the
@@ -144,34 +145,34 @@ func (s Schema) Validate() error {
 	name := func(kind, n string) error {
 		switch {
 		case n == "":
-			return fmt.Errorf("columns: schema: %s with an empty name: %w", kind, ErrSchema)
+			return fmt.Errorf("%w: %s with an empty name", ErrSchema, kind)
 		case len(n) > maxNameLen:
-			return fmt.Errorf("columns: schema: %s %.40q...: name longer than %d bytes: %w", kind, n, maxNameLen, ErrSchema)
+			return fmt.Errorf("%w: %s %.40q...: name longer than %d bytes", ErrSchema, kind, n, maxNameLen)
 		case !utf8.ValidString(n):
-			return fmt.Errorf("columns: schema: %s %q: name is not UTF-8: %w", kind, n, ErrSchema)
+			return fmt.Errorf("%w: %s %q: name is not UTF-8", ErrSchema, kind, n)
 		case n == TimeColumn:
-			return fmt.Errorf("columns: schema: %s %q: name is reserved for the time column: %w", kind, n, ErrSchema)
+			return fmt.Errorf("%w: %s %q: name is reserved for the time column", ErrSchema, kind, n)
 		case seen[n]:
-			return fmt.Errorf("columns: schema: %s %q: duplicate column name: %w", kind, n, ErrSchema)
+			return fmt.Errorf("%w: %s %q: duplicate column name", ErrSchema, kind, n)
 		}
 		seen[n] = true
 		return nil
 	}
 	if n := len(s.Dimensions) + len(s.Metrics); n > maxColumns {
-		return fmt.Errorf("columns: schema: %d columns, at most %d: %w", n, maxColumns, ErrSchema)
+		return fmt.Errorf("%w: %d columns, at most %d", ErrSchema, n, maxColumns)
 	}
 	for _, d := range s.Dimensions {
 		if err := name("dimension", d.Name); err != nil {
 			return err
 		}
 		if d.Type != "" && d.Type != DimString {
-			return fmt.Errorf("columns: schema: dimension %q: unknown type %q (want %q): %w", d.Name, d.Type, DimString, ErrSchema)
+			return fmt.Errorf("%w: dimension %q: unknown type %q (want %q)", ErrSchema, d.Name, d.Type, DimString)
 		}
 		if d.Raw && d.MultiValue {
-			return fmt.Errorf("columns: schema: dimension %q: a raw dimension cannot be multi-value: %w", d.Name, ErrSchema)
+			return fmt.Errorf("%w: dimension %q: a raw dimension cannot be multi-value", ErrSchema, d.Name)
 		}
 		if d.Raw && d.NoBitmapIndex {
-			return fmt.Errorf("columns: schema: dimension %q: noBitmapIndex is for dictionary dimensions (raw ones have no index): %w", d.Name, ErrSchema)
+			return fmt.Errorf("%w: dimension %q: noBitmapIndex is for dictionary dimensions (raw ones have no index)", ErrSchema, d.Name)
 		}
 	}
 	for _, m := range s.Metrics {
@@ -180,34 +181,40 @@ func (s Schema) Validate() error {
 		}
 		want := m.Aggregator.valueType()
 		if want == "" {
-			return fmt.Errorf("columns: schema: metric %q: unknown aggregator %q (want one of %s): %w", m.Name, m.Aggregator, aggregatorList(), ErrSchema)
+			return fmt.Errorf("%w: metric %q: unknown aggregator %q (want one of %s)%s", ErrSchema, m.Name, m.Aggregator,
+				aggregatorList(), suggest.Hint(string(m.Aggregator), aggregatorNames()))
 		}
 		if _, err := m.Sketches(); err != nil {
-			return fmt.Errorf("columns: schema: metric %q: %w: %w", m.Name, err, ErrSchema)
+			return fmt.Errorf("%w: metric %q: %w", ErrSchema, m.Name, err)
 		}
 		if m.InputSketch && m.Agg().Type != agg.SketchType {
-			return fmt.Errorf("columns: schema: metric %q: isInputSketch is for sketch aggregators: %w", m.Name, ErrSchema)
+			return fmt.Errorf("%w: metric %q: isInputSketch is for sketch aggregators", ErrSchema, m.Name)
 		}
 		switch m.Type {
 		case "", want:
 		case MetricLong, MetricDouble, MetricHyperUnique:
-			return fmt.Errorf("columns: schema: metric %q: aggregator %q works on %s, not %s: %w", m.Name, m.Aggregator, want, m.Type, ErrSchema)
+			return fmt.Errorf("%w: metric %q: aggregator %q works on %s, not %s", ErrSchema, m.Name, m.Aggregator, want, m.Type)
 		default:
-			return fmt.Errorf("columns: schema: metric %q: unknown type %q (want long, double or hyperUnique): %w", m.Name, m.Type, ErrSchema)
+			return fmt.Errorf("%w: metric %q: unknown type %q (want long, double or hyperUnique)", ErrSchema, m.Name, m.Type)
 		}
 	}
 	if !s.Granularity.valid() {
-		return fmt.Errorf("columns: schema: unknown granularity %d: %w", s.Granularity, ErrSchema)
+		return fmt.Errorf("%w: unknown granularity %d", ErrSchema, s.Granularity)
 	}
 	return nil
 }
 
-func aggregatorList() string {
+// aggregatorNames returns the aggregators' names, in the order of aggregators.
+func aggregatorNames() []string {
 	names := make([]string, len(aggregators))
 	for i, a := range aggregators {
 		names[i] = string(a)
 	}
-	return strings.Join(names, ", ")
+	return names
+}
+
+func aggregatorList() string {
+	return strings.Join(aggregatorNames(), ", ")
 }
 
 // Limits of the format, checked by the writer and the reader.
@@ -289,10 +296,10 @@ func ParseSchema(data []byte) (Schema, error) {
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
-		return Schema{}, fmt.Errorf("columns: schema: %w: %w", ErrSchema, err)
+		return Schema{}, fmt.Errorf("%w: %w%s", ErrSchema, err, suggest.JSONField(err, &s))
 	}
 	if dec.More() {
-		return Schema{}, fmt.Errorf("columns: schema: trailing data after the schema: %w", ErrSchema)
+		return Schema{}, fmt.Errorf("%w: trailing data after the schema", ErrSchema)
 	}
 	if err := s.Validate(); err != nil {
 		return Schema{}, err

@@ -67,8 +67,11 @@ func (w *writer) seal() (*footer, error) {
 		return nil, w.fail(multierr.Join(errs...))
 	}
 	for _, s := range w.stages {
-		if isV4Encoding(s.spec.enc) {
+		if isV4Encoding(s.spec.enc) && version < versionV4 {
 			version = versionV4
+		}
+		if isV5Encoding(s.spec.enc) {
+			version = versionV5
 		}
 	}
 	f := &footer{version: version, rows: rows, schema: w.schema}

@@ -197,7 +197,8 @@ func (s *Segment) parseColumns() error {
 			return s.openError(dp, corruptf("empty dictionary for %d rows", rows))
 		}
 		ip := s.part(c, segfmt.PartIDs)
-		if ip.Encoding == segfmt.EncIDChunksV4 {
+		if ip.Encoding == segfmt.EncIDChunksV4 || ip.Encoding == segfmt.EncIDChunksV5 {
+			dc.deltas = ip.Encoding == segfmt.EncIDChunksV5
 			// The chunked part, then the rank table.
 			tail := rankTableSize(card)
 			if tail > ip.Length {

@@ -12,8 +12,9 @@ import (
 // metric nulls parts optional).
 func TestFooterVersion4(t *testing.T) {
 	const fake segfmt.Encoding = 250 // stands in for a version 4 encoding of segfmt.EncLongChunks
+	real := encodingsV4[segfmt.EncLongChunks]
 	encodingsV4[segfmt.EncLongChunks] = fake
-	t.Cleanup(func() { delete(encodingsV4, segfmt.EncLongChunks) })
+	t.Cleanup(func() { encodingsV4[segfmt.EncLongChunks] = real }) // not delete: later tests write long-chunks-v4
 
 	s, rows := goldenRows()
 	good := writeColumns(t, s, rows, writerOptions{Compression: CompressionNone, ChunkRows: 3})
@@ -50,4 +51,54 @@ func TestFooterVersion4(t *testing.T) {
 	// A version 4 encoding stands only for the part kind it replaces.
 	_, err = decode(func(f *footer) { f.version = versionV4; toV4(f); f.parts[1].Encoding = fake })
 	require.ErrorIs(t, err, ErrCorrupt)
+}
+
+// TestFooterVersion5 pins the rule of version 5: an ids part may be id-chunks-v5 only in a
+// version 5 segment, a version 5 segment has at least one version 5 part, and its other parts
+// may be in version 4 encodings or not. A reader of version 4 refuses version 5 (ErrVersion).
+func TestFooterVersion5(t *testing.T) {
+	s, rows := deltaRows(seedFor(t, 0), 3000, 100)
+	good := writeRows(t, s, rows, writerOptions{Compression: CompressionZstd})
+	seg, err := newSegmentBytes(good)
+	require.NoError(t, err)
+	require.Equal(t, uint8(versionV5), seg.f.version)
+	idx := -1
+	for i, p := range seg.f.parts {
+		if p.Encoding == segfmt.EncIDChunksV5 {
+			idx = i
+		}
+	}
+	require.GreaterOrEqual(t, idx, 0)
+
+	decode := func(edit func(f *footer)) (*footer, error) {
+		f := *seg.f
+		f.parts = append([]segfmt.PartInfo(nil), seg.f.parts...)
+		edit(&f)
+		fb, err := appendFooter(nil, &f)
+		require.NoError(t, err)
+		last := f.parts[len(f.parts)-1]
+		return decodeFooter(fb, last.Offset+last.Length)
+	}
+	_, err = decode(func(f *footer) {})
+	require.NoError(t, err)
+
+	_, err = decode(func(f *footer) { f.version = versionV4 })
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, "encoding id-chunks-v5, want id-chunks")
+
+	_, err = decode(func(f *footer) { f.parts[idx].Encoding = segfmt.EncIDChunksV4 })
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, "version 5 without a part in a version 5 encoding")
+
+	// Only for an ids part.
+	_, err = decode(func(f *footer) { f.parts[0].Encoding = segfmt.EncIDChunksV5 })
+	require.ErrorIs(t, err, ErrCorrupt)
+
+	// A reader of versions up to 4 (this one, told so) refuses the file with ErrVersion.
+	fb, err := appendFooter(nil, seg.f)
+	require.NoError(t, err)
+	last := seg.f.parts[len(seg.f.parts)-1]
+	fb[0] = maxVersion + 1
+	_, err = decodeFooter(fb, last.Offset+last.Length)
+	require.ErrorIs(t, err, ErrVersion)
 }

@@ -108,7 +108,7 @@ var goldenOutputs = map[string]string{
 	"18/plain":         "bf94ce67ad391ccacdb0f5b612d1f7928e9f5b9f42251565791104f2623fd252",
 	"18/rollup-hour":   "2860e21e9ab9c8cc0a4ee4615919adecb757f06acc138a32c55d47c034c5b11a",
 	"18/rollup-phases": "429864d3bcbbcbb0a5992ad9927d6535166bdf05d3fb8e01d153500cfe405a87",
-	"18/zstd":          "a16b857f957bc342da12fadeba6c00b755e2581bbcaa0999e2584b11f674e000",
+	"18/zstd":          "b74c15bcb8a4bd0994e8b35a45b47e6e0fb4095975bdaacae30329b743cdddb1", // id-chunks-v5 from 332a4c1
 	"18/builder":       "d5fc0666526e7fc72c93776f8da32e88b730e1557dd1d28b6f5272590f85274e",
 	"19/plain":         "98571dbb67b2f583ae57746d03e770151c280ef3d0dc36a27b4fa0cdfb12b97c",
 	"19/rollup-hour":   "99241f29253176031db2f2cd95911f5531aed9f2875ab1c5a0ead4ebab829446",

@@ -124,19 +124,26 @@ func (f *segFile) set(t testing.TB, column int, kind segfmt.PartKind, data []byt
 	t.Fatalf("no part %s of column %d", kind, column)
 }
 
-// encodingV2 maps each version 4 encoding to the version 2 encoding it replaces.
+// encodingV2 maps each version 4 or 5 encoding to the version 2 encoding it replaces.
 var encodingV2 = map[segfmt.Encoding]segfmt.Encoding{
+	segfmt.EncIDChunksV5:     segfmt.EncIDChunks,
 	segfmt.EncLongChunksV4:   segfmt.EncLongChunks,
 	segfmt.EncDoubleChunksV4: segfmt.EncDoubleChunks,
 	segfmt.EncIDChunksV4:     segfmt.EncIDChunks,
 	segfmt.EncRoaringTableV4: segfmt.EncRoaringTable,
 }
 
-// minVersion returns the format version the parts need, as the writer decides it: 4 with a
-// part in a version 4 encoding, else 3 with a metric's nulls part, else 2 (1 stays 1).
+// minVersion returns the format version the parts need, as the writer decides it: 5 with a
+// part in a version 5 encoding, else 4 with a part in a version 4 encoding, else 3 with a
+// metric's nulls part, else 2 (1 stays 1).
 func (f *segFile) minVersion() byte {
 	if f.version < 2 {
 		return f.version
+	}
+	for _, p := range f.parts {
+		if p.enc == segfmt.EncIDChunksV5 {
+			return 5
+		}
 	}
 	for _, p := range f.parts {
 		if _, ok := encodingV2[p.enc]; ok {

@@ -117,3 +117,38 @@ func (d *DuckDB) Exec(ctx context.Context, stmt string) (int64, error) {
 	}
 	return n, nil
 }
+
+// ColumnSize is one column of a Parquet file as DuckDB's parquet_metadata() reports it,
+// summed over the row groups.
+type ColumnSize struct {
+	Column       string // path_in_schema
+	Compressed   int64  // total_compressed_size: the bytes of its pages in the file
+	Uncompressed int64  // total_uncompressed_size
+	Encodings    string // the distinct encodings of its chunks
+	Compression  string // the distinct codecs of its chunks
+	RowGroups    int
+}
+
+// ColumnSizes returns the columns of the Parquet file at path in file order, with their sizes
+// (parquet_metadata()), to compare a segment's parts with.
+func (d *DuckDB) ColumnSizes(ctx context.Context, path string) (_ []ColumnSize, err error) {
+	rows, err := d.db.QueryContext(ctx, "SELECT path_in_schema, sum(total_compressed_size)::BIGINT, sum(total_uncompressed_size)::BIGINT, "+
+		"string_agg(DISTINCT encodings, ';'), string_agg(DISTINCT compression, ';'), count(DISTINCT row_group_id)::BIGINT "+
+		"FROM parquet_metadata("+quote(path)+") GROUP BY path_in_schema ORDER BY min(column_id)")
+	if err != nil {
+		return nil, fmt.Errorf("peers: duckdb: parquet_metadata %s: %w", path, err)
+	}
+	defer func() { err = errors.Join(err, rows.Close()) }()
+	var out []ColumnSize
+	for rows.Next() {
+		var c ColumnSize
+		if err := rows.Scan(&c.Column, &c.Compressed, &c.Uncompressed, &c.Encodings, &c.Compression, &c.RowGroups); err != nil {
+			return nil, fmt.Errorf("peers: duckdb: parquet_metadata %s: %w", path, err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("peers: duckdb: parquet_metadata %s: %w", path, err)
+	}
+	return out, nil
+}

@@ -13,11 +13,6 @@ import (
 	"github.com/writeout/writeout/merger"
 )
 
-// countWriter counts the bytes written to it.
-type countWriter struct{ n int64 }
-
-func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
-
 // writeOneSegment writes events (in order) as one segment with the given bitmap indexes and
 // compression, through a merger.Builder (rollup off) persisted without sync, and returns its
 // bytes.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/mmapfile"
 	"github.com/writeout/writeout/offheap"
@@ -51,6 +52,23 @@ func setMemoryLimit(limit int64) {
 	if limit > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(limit)
 	}
+}
+
+// compressionHelp is the --compression flag's usage text.
+const compressionHelp = "codec of the segment's chunks: none, s2 (fast to read) or zstd (smaller; also enables the size-oriented encodings)"
+
+// addCompressionFlag adds --compression to cmd, s2 by default.
+func addCompressionFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "compression", "s2", compressionHelp)
+}
+
+// parseCompression parses --compression: a usage error names the flag and the values allowed.
+func parseCompression(s string) (columns.Compression, error) {
+	c, err := columns.ParseCompression(s)
+	if err != nil || s == "" || strings.EqualFold(s, "default") {
+		return 0, usagef("--compression %q: want %s", s, columns.CompressionNames)
+	}
+	return c, nil
 }
 
 // parseDurability parses --durability.

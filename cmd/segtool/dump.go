@@ -16,6 +16,7 @@ import (
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/internal/suggest"
 )
 
 // textOptions say how values are written as text, by dump and query.
@@ -280,35 +281,73 @@ func appendJSONString(b []byte, s string) []byte {
 
 func newDumpCmd() *cobra.Command {
 	var o textOptions
-	var cols string
+	var cols, progress string
+	var version int
 	s3 := &s3Flags{}
 	cmd := &cobra.Command{
-		Use:   "dump [--format csv|ndjson] [--columns a,b] SEG",
+		Use:   "dump [--format csv|ndjson] [--columns a,b] SEG|TABLE",
 		Short: "Write a segment's rows as CSV or NDJSON",
 		Long: `dump writes every row of a segment, in segment order (time, then dimensions), to standard
 output: __time, the dimensions and the metrics in schema order, or the columns --columns names.
+With standard output redirected and standard error a terminal, standard error shows a progress
+bar of the rows written (--progress always shows it whatever the streams).
+A table (a directory holding _log/, or an s3:// location ending in /) stands for the segments
+of its newest version (or --version N), dumped one after the other under one header.
 
 ` + textConventionsHelp + `
 
 ` + s3Help,
 		Example: `  segtool dump events.seg | head
   segtool dump --format ndjson --columns __time,page,added events.seg
-  segtool dump s3://seg/day1.seg`,
+  segtool dump s3://seg/day1.seg
+  segtool dump --version 2 events/`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validate(); err != nil {
 				return err
 			}
-			return dump(cmd.Context(), cmd.OutOrStdout(), args[0], o, splitList(cols), s3)
+			paths, err := expandTables(cmd.Context(), args, version, s3)
+			if err != nil {
+				return err
+			}
+			bar, err := newCommandProgress(progress, false, cmd.ErrOrStderr(), cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
+			err = dump(cmd.Context(), cmd.OutOrStdout(), paths, o, splitList(cols), s3, bar)
+			bar.finish(err == nil)
+			return err
 		},
 	}
 	addTextFlags(cmd, &o)
 	addS3Flags(cmd, s3)
 	cmd.Flags().StringVar(&cols, "columns", "", "comma-separated columns to write (default: all)")
+	cmd.Flags().IntVar(&version, "version", 0, "the version of a table argument (default: the newest)")
+	addProgressFlag(cmd, &progress, true)
 	return cmd
 }
 
-func dump(ctx context.Context, out io.Writer, path string, o textOptions, cols []string, s3 *s3Flags) (err error) {
+// dump writes the rows of the segments at paths one after the other, under one header (the
+// segments of a table, whose schemas are equal); bar (nil: none) counts them, a stage a
+// segment.
+func dump(ctx context.Context, out io.Writer, paths []string, o textOptions, cols []string, s3 *s3Flags, bar *progressBar) error {
+	var tw *tableWriter
+	for i, p := range paths {
+		desc := "dumping"
+		if len(paths) > 1 {
+			desc = fmt.Sprintf("dumping %d/%d", i+1, len(paths))
+		}
+		if err := dumpSegment(ctx, out, p, o, cols, s3, &tw, bar, desc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dumpSegment writes the rows of the segment at path through *tw, made (and its header
+// written) by the first segment; bar shows them as a stage named desc.
+func dumpSegment(ctx context.Context, out io.Writer, path string, o textOptions, cols []string, s3 *s3Flags, twp **tableWriter,
+	bar *progressBar, desc string) (err error) {
 	seg, closeSeg, err := openInput(ctx, path, s3)
 	if err != nil {
 		return err
@@ -335,18 +374,26 @@ func dump(ctx context.Context, out io.Writer, path string, o textOptions, cols [
 			}
 		}
 		if pick[k] < 0 {
-			return fmt.Errorf("%s: no column %q (columns: %s)", path, c, strings.Join(all, ", "))
+			return fmt.Errorf("%s: no column %q%s (columns: %s)", path, c, suggest.Hint(c, all), strings.Join(all, ", "))
 		}
 	}
-	tw := newTableWriter(out, o, cols)
-	if err := tw.header(); err != nil {
-		return err
+	tw := *twp
+	if tw == nil {
+		tw = newTableWriter(out, o, cols)
+		if err := tw.header(); err != nil {
+			return err
+		}
+		*twp = tw
 	}
 	rr := seg.RowReader()
 	var row columns.Row
 	cells := make([]cell, len(cols))
 	nd := len(s.Dimensions)
+	bar.stage(desc, int64(seg.Rows()), unitRows, false)
 	for r := 0; r < seg.Rows(); r++ {
+		if r%progressBatch == 0 {
+			bar.set(int64(r))
+		}
 		if err := rr.Read(r, &row); err != nil {
 			return fmt.Errorf("%s: row %d: %w", path, r, err)
 		}
@@ -388,5 +435,9 @@ func dump(ctx context.Context, out io.Writer, path string, o textOptions, cols [
 			return err
 		}
 	}
-	return tw.flush()
+	if err := tw.flush(); err != nil {
+		return err
+	}
+	bar.set(int64(seg.Rows()))
+	return nil
 }

@@ -162,6 +162,7 @@ func tail(s string) string {
 //	data/*.seg                3 generated segments of the basic schema
 //	parts/*.seg               10 small generated segments
 //	scratch/                  an empty directory (--tmp-dir)
+//	events/                   a table: day1.seg (version 2), day2.seg and day3.seg (version 3)
 func exampleFixtures(t *testing.T) string {
 	dir := t.TempDir()
 	tour := "testdata/tour"
@@ -210,6 +211,9 @@ func exampleFixtures(t *testing.T) string {
 	segtool("gen", "--schema", "basic", "--rows", "2000", "--segments", "3", "--out", at("data"))
 	segtool("gen", "--schema", "basic", "--rows", "200", "--segments", "10", "--out", at("parts"))
 	require.NoError(t, os.Mkdir(at("scratch"), 0o755))
+	segtool("table", "create", at("events"))
+	segtool("table", "append", at("events"), at("day1.seg"))
+	segtool("table", "append", at("events"), at("day2.seg"), at("day3.seg"))
 	return dir
 }
 

@@ -30,6 +30,7 @@ type exportFlags struct {
 	tmpDir       string
 	durability   string
 	quiet        bool
+	progress     string
 	s3           *s3Flags
 }
 
@@ -55,8 +56,10 @@ written. The package documentation of merger/export lists what a round trip keep
 
 The file is written under a temp name next to --out, synced per --durability and renamed into
 place; an existing --out or --spec-out is an error unless --replace. On failure nothing is left
-behind. An s3://BUCKET/KEY --out or --spec-out is uploaded as one multipart upload that appears
-whole or not at all; an existing object is an error unless --replace. ` + s3Help,
+behind. On a terminal, standard error shows a progress bar (rows, rate, ETA) while the rows are
+written; the summary goes to standard output (none with --quiet). An s3://BUCKET/KEY --out or
+--spec-out is uploaded as one multipart upload that appears whole or not at all; an existing
+object is an error unless --replace. ` + s3Help,
 		Example: `  segtool export --out events.parquet events.seg
   segtool export --out basic.parquet --spec-out basic-spec.json data/basic-0000.seg`,
 		Args: usageArgs(cobra.ExactArgs(1)),
@@ -76,8 +79,9 @@ whole or not at all; an existing object is an error unless --replace. ` + s3Help
 	fl.StringVar(&f.medium, "medium", "tmpfile", "where parquet-go stages a row group's pages: heap, offheap, tmpfile or mmapfile")
 	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of the tmpfile and mmapfile media (default: the output's directory)")
 	fl.StringVar(&f.durability, "durability", "output", "none, output (sync the published files) or all (also read them back from the disk and check them)")
-	fl.BoolVar(&f.quiet, "quiet", false, "print no summary")
-	addS3Flags(cmd, f.s3)
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar, no summary")
+	addProgressFlag(cmd, &f.progress, false)
+	addS3UploadFlags(cmd, f.s3)
 	return cmd
 }
 
@@ -90,6 +94,10 @@ func runExport(ctx context.Context, cmd *cobra.Command, f exportFlags, segPath s
 		return usagef("--row-group-rows must be at least 1")
 	}
 	dur, err := parseDurability(f.durability)
+	if err != nil {
+		return err
+	}
+	bar, err := newCommandProgress(f.progress, f.quiet, cmd.ErrOrStderr(), nil)
 	if err != nil {
 		return err
 	}
@@ -133,8 +141,15 @@ func runExport(ctx context.Context, cmd *cobra.Command, f exportFlags, segPath s
 		undo()
 		return err
 	}
-	info, err := export.ParquetTo(ctx, sinks[0], seg, export.Options{RowGroupRows: f.rowGroupRows, Medium: med})
-	if err := multierr.Join(err, med.Close()); err != nil {
+	opts := export.Options{RowGroupRows: f.rowGroupRows, Medium: med}
+	if bar != nil {
+		bar.stage("exporting", int64(seg.Rows()), unitRows, false)
+		opts.Progress = bar.set
+	}
+	info, err := export.ParquetTo(ctx, sinks[0], seg, opts)
+	err = multierr.Join(err, med.Close())
+	bar.finish(err == nil)
+	if err != nil {
 		if info.Path == "" {
 			undo()
 		}

@@ -37,6 +37,7 @@ type genFlags struct {
 	medium      string
 	durability  string
 	memory      memoryFlags
+	compression string
 	s3          *s3Flags
 }
 
@@ -102,7 +103,8 @@ upload removes the objects uploaded before it. ` + s3Help,
 	fl.StringVar(&f.medium, "medium", "tmpfile", "staging medium: heap, offheap, tmpfile or mmapfile")
 	fl.StringVar(&f.durability, "durability", "output", "none, output or all")
 	addMemoryFlags(cmd, &f.memory, genMemoryLimit)
-	addS3Flags(cmd, f.s3)
+	addCompressionFlag(cmd, &f.compression)
+	addS3UploadFlags(cmd, f.s3)
 	return cmd
 }
 
@@ -251,6 +253,10 @@ func runGen(ctx context.Context, f genFlags) (sums []genSummary, err error) {
 	if err != nil {
 		return nil, err
 	}
+	comp, err := parseCompression(f.compression)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := newGenerator(f.schema, f.seed, 0, f.payloadLen); err != nil {
 		var u usageError
 		if errors.As(err, &u) {
@@ -325,7 +331,7 @@ func runGen(ctx context.Context, f genFlags) (sums []genSummary, err error) {
 	defer func() { err = multierr.Join(err, med.Close()) }()
 	for k := range f.segments {
 		seg, err := genSegment(ctx, name(k), f.schema, f.seed+int64(k), f.rows, f.payloadLen, f.rollup, gran,
-			ingest.Options{Medium: med, Durability: dur, Replace: f.replace, MemoryLimit: f.memory.maxBytes})
+			ingest.Options{Medium: med, Durability: dur, Compression: comp, Replace: f.replace, MemoryLimit: f.memory.maxBytes})
 		if err != nil {
 			return sums, err
 		}

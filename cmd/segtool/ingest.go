@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,8 +33,10 @@ type ingestFlags struct {
 	tmpDir          string
 	durability      string
 	quiet           bool
+	progress        string
 	maxFanIn        int
 	maxRecordBytes  int64
+	compression     string
 	s3              *s3Flags
 }
 
@@ -63,9 +67,16 @@ limit (--memory-limit) is by default twice --max-bytes-in-memory and 32 MiB more
 defaults, ingesting the 3,000,000 rows of 'segtool gen --schema basic --format csv' peaks
 under 256 MiB.
 
+--compression none, s2 (the default) or zstd is the codec of the outputs' chunks, as for merge
+(the intermediate segments stay s2).
+
 A row that does not parse is reported as FILE:LINE: column NAME: reason. --max-parse-errors N
 skips up to N such rows (each reported on standard error) and fails at the next; the summary
 counts the rows skipped. On failure no output is left behind.
+
+On a terminal, standard error shows a progress bar: the input bytes read, against the sum of the
+files' sizes (with a pipe or a named pipe, a count without a percentage), then the rows
+of each segment as it is written; the summary goes to standard output (none with --quiet).
 
 Outputs are written next to --out in a temp directory and moved into place only when the whole
 ingest has succeeded: with --replace, a failed ingest leaves the old outputs as they were. An
@@ -82,6 +93,7 @@ appears whole or not at all. ` + s3Help + `
 ` + ingest.SpecHelp,
 		Example: `  segtool ingest --spec spec.json --out events.seg events.csv
   segtool ingest --spec spec.json --out edits.seg edits.parquet
+  segtool ingest --spec spec.json --compression zstd --out small.seg events.csv
   segtool ingest --spec spec.json --out day.seg --rows-per-segment 1000000 day-*.ndjson
   zcat events.csv.gz | segtool ingest --spec spec.json --format csv --out events.seg -`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
@@ -106,11 +118,13 @@ appears whole or not at all. ` + s3Help + `
 	fl.StringVar(&f.medium, "medium", "tmpfile", "staging medium: heap, offheap, tmpfile or mmapfile")
 	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of temp files (default: the output's directory)")
 	fl.StringVar(&f.durability, "durability", "output", "none, output (sync the published file) or all (also read it back from the disk and check it)")
-	fl.BoolVar(&f.quiet, "quiet", false, "print no summary")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar, no summary")
+	addProgressFlag(cmd, &f.progress, false)
 	fl.IntVar(&f.maxFanIn, "max-fan-in", def.MaxFanIn, "intermediate segments merged at once (at least 2)")
 	fl.Int64Var(&f.maxRecordBytes, "max-record-bytes", def.MaxRecordBytes, "longest CSV record (all its lines) or NDJSON line, in bytes; when not given, the spec's input.maxRecordBytes if set")
 	addMemoryFlags(cmd, &f.memory, def.MemoryLimit)
-	addS3Flags(cmd, f.s3)
+	addCompressionFlag(cmd, &f.compression)
+	addS3UploadFlags(cmd, f.s3)
 	return cmd
 }
 
@@ -134,6 +148,14 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		}
 	}
 	if err := f.memory.check(); err != nil {
+		return err
+	}
+	comp, err := parseCompression(f.compression)
+	if err != nil {
+		return err
+	}
+	bar, err := newCommandProgress(f.progress, f.quiet, cmd.ErrOrStderr(), nil)
+	if err != nil {
 		return err
 	}
 	dur, err := parseDurability(f.durability)
@@ -197,7 +219,11 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 	if cmd.Flags().Changed("max-record-bytes") {
 		maxRecordBytes = f.maxRecordBytes
 	}
-	stderr := cmd.ErrOrStderr()
+	stderr := bar.above(cmd.ErrOrStderr()) // messages while the bar is drawn go above it
+	var progress func(ingest.Progress)
+	if bar != nil {
+		progress = newIngestBar(bar, inputBytes(files, cmd.InOrStdin())).update
+	}
 	res, err := ingest.Run(ctx, sp, inputs, ingest.Options{
 		Out:             f.out,
 		S3:              client,
@@ -209,12 +235,15 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 		MemoryLimit:     f.memory.maxBytes,
 		Medium:          med,
 		Durability:      dur,
+		Compression:     comp,
 		Replace:         f.replace,
 		TmpDir:          tmpDir,
 		MaxFanIn:        f.maxFanIn,
 		MaxRecordBytes:  maxRecordBytes,
+		Progress:        progress,
 	})
 	err = errors.Join(err, med.Close())
+	bar.finish(err == nil)
 	if err != nil {
 		undo()
 		if errors.Is(err, ingest.ErrInvalid) {
@@ -241,6 +270,63 @@ func runIngest(ctx context.Context, cmd *cobra.Command, f ingestFlags, files []s
 			res.InputRows, len(files), res.Skipped, len(res.Segments), rows, humanDuration(el), rate(res.InputRows, el))
 	}
 	return nil
+}
+
+// inputBytes is the sum of the sizes of the input files ('-' is stdin), or -1 when one is no
+// regular file (a pipe, a named pipe): the bytes to read are then unknown.
+func inputBytes(files []string, stdin io.Reader) int64 {
+	var n int64
+	for _, p := range files {
+		var fi os.FileInfo
+		var err error
+		if p != "-" {
+			fi, err = os.Stat(p)
+		} else if f, ok := stdin.(*os.File); ok {
+			fi, err = f.Stat()
+		} else {
+			return -1
+		}
+		if err != nil || !fi.Mode().IsRegular() {
+			return -1
+		}
+		n += fi.Size()
+	}
+	return n
+}
+
+// ingestBar shows ingest.Progress: the input bytes read (a count without a percentage when
+// their total is unknown), then the rows of each write of a segment.
+type ingestBar struct {
+	pb    *progressBar
+	total int64 // input bytes; -1: unknown
+
+	mu                    sync.Mutex
+	step                  string
+	writeDone, writeTotal int64
+}
+
+func newIngestBar(pb *progressBar, total int64) *ingestBar {
+	pb.stage("reading", total, unitBytes, false)
+	return &ingestBar{pb: pb, total: total, step: ingest.StepRead}
+}
+
+func (b *ingestBar) update(p ingest.Progress) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch p.Step {
+	case ingest.StepRead:
+		if b.step != ingest.StepRead {
+			b.pb.stage("reading", b.total, unitBytes, false)
+		}
+		b.pb.set(p.Bytes)
+	case ingest.StepWrite:
+		if b.step != ingest.StepWrite || p.WriteTotal != b.writeTotal || p.WriteDone < b.writeDone {
+			b.pb.stage("writing", p.WriteTotal, unitRows, false)
+		}
+		b.writeDone, b.writeTotal = p.WriteDone, p.WriteTotal
+		b.pb.set(p.WriteDone)
+	}
+	b.step = p.Step
 }
 
 // checkOutputs checks the local outputs of an ingest: with --rows-per-segment, every member

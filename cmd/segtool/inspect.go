@@ -44,9 +44,14 @@ type columnReport struct {
 type part struct {
 	Kind     string `json:"kind"`
 	Encoding string `json:"encoding"`
-	Offset   int64  `json:"offset"`
-	Bytes    int64  `json:"bytes"`
-	CRC      string `json:"crc32c"`
+	// Compression is the codec of a chunked part's chunks (columns.ChunkCodecs.String: "s2",
+	// "zstd", "none", or with counts when they differ, "zstd:12+none:3"); empty for the
+	// other parts. Chunks holds the counts.
+	Compression string               `json:"compression,omitempty"`
+	Chunks      *columns.ChunkCodecs `json:"chunks,omitempty"`
+	Offset      int64                `json:"offset"`
+	Bytes       int64                `json:"bytes"`
+	CRC         string               `json:"crc32c"`
 }
 
 func newInspectCmd() *cobra.Command {
@@ -57,11 +62,14 @@ func newInspectCmd() *cobra.Command {
 		Short: "Describe a segment: schema, rows, interval, and each column's parts and sizes",
 		Long: `inspect prints a segment's schema, row count and interval, then one line per column: its type,
 its cardinality (dictionary dimensions: distinct values, null counted as one; long and double
-metrics: "- (N null)" when N rows hold null, nullRows in --json), the bytes of each
-of its parts (values, dictionary, ids, bitmaps, nulls) with their encodings, and its compression
+metrics: "- (N null)" when N rows hold null, nullRows in --json), the bytes of each of its
+parts (values, dictionary, ids, bitmaps, nulls) with their encodings, and its compression
 ratio: the column's plain size over its bytes in the file. The plain size is 8 bytes a row for
 __time and numbers, the bytes of every row's strings for dimensions, and the serialized bytes of
-every row's sketch for hyperUnique. --json prints the same as one JSON object.
+every row's sketch for hyperUnique. A chunked part (values, ids) also shows the codec of its
+chunks: none, s2 or zstd (merge and ingest --compression), or the counts when it mixes them,
+as zstd:12+none:3 (a chunk is stored uncompressed when compressing does not make it smaller).
+--json prints the same as one JSON object.
 
 ` + s3Help,
 		Example: `  segtool inspect events.seg
@@ -159,13 +167,21 @@ func inspectWith(ctx context.Context, path string, s3 *s3Flags) (_ *segmentRepor
 	for i := range rep.Columns {
 		byName[rep.Columns[i].Name] = &rep.Columns[i]
 	}
-	for _, p := range seg.Info().Parts {
+	for i, p := range seg.Info().Parts {
 		c := byName[p.Column]
 		if c == nil {
 			continue
 		}
-		c.Parts = append(c.Parts, part{Kind: p.Kind.String(), Encoding: p.Encoding.String(), Offset: p.Offset, Bytes: p.Length,
-			CRC: fmt.Sprintf("%08x", p.CRC)})
+		pr := part{Kind: p.Kind.String(), Encoding: p.Encoding.String(), Offset: p.Offset, Bytes: p.Length,
+			CRC: fmt.Sprintf("%08x", p.CRC)}
+		codecs, chunked, err := seg.PartCodecs(i)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if chunked {
+			pr.Compression, pr.Chunks = codecs.String(), &codecs
+		}
+		c.Parts = append(c.Parts, pr)
 		c.Bytes += p.Length
 	}
 	for i := range rep.Columns {
@@ -262,7 +278,7 @@ func printReport(out io.Writer, rep *segmentReport) error {
 	}
 	fmt.Fprintln(out)
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "column\ttype\tcardinality\tbytes\tplain\tratio\tparts (kind encoding bytes)")
+	fmt.Fprintln(tw, "column\ttype\tcardinality\tbytes\tplain\tratio\tparts (kind encoding [compression] bytes)")
 	for _, c := range rep.Columns {
 		card := "-"
 		if c.NullRows > 0 {
@@ -280,6 +296,10 @@ func printReport(out io.Writer, rep *segmentReport) error {
 		}
 		var parts []string
 		for _, p := range c.Parts {
+			if p.Compression != "" {
+				parts = append(parts, fmt.Sprintf("%s %s %s %d", p.Kind, p.Encoding, p.Compression, p.Bytes))
+				continue
+			}
 			parts = append(parts, fmt.Sprintf("%s %s %d", p.Kind, p.Encoding, p.Bytes))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f\t%s\n", c.Name, typ, card, c.Bytes, c.PlainBytes, c.Ratio, strings.Join(parts, ", "))

@@ -355,3 +355,63 @@ func startSeg(t *testing.T) *s3test.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+// TestSweepS3KilledMergeMinIO: a merge into s3:// killed outright (SIGKILL, mid-upload) on a
+// service that lists pending uploads by exact key only, as MinIO does, leaves its upload
+// and the upload's marker; a sweep of the output's prefix finds the upload through the
+// marker, aborts it and removes the marker, leaving nothing under the prefix. With
+// --s3-upload-markers never, the same sweep finds nothing (MinIO's listing), which is what
+// the marker is for.
+func TestSweepS3KilledMergeMinIO(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGKILL on Windows")
+	}
+	dir := t.TempDir()
+	mustSegtool(t, "gen", "--schema", "basic", "--rows", "200000", "--durability", "none", "--out", dir)
+	for _, markers := range []string{"auto", "never"} {
+		t.Run(markers, func(t *testing.T) {
+			srv := startSeg(t)
+			srv.LikeMinIO()
+			useS3(t, srv.URL)
+			parts := make(chan struct{})
+			var once sync.Once
+			srv.OnRequest(func(r *http.Request) {
+				if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") == "1" {
+					once.Do(func() { close(parts) })
+				}
+			})
+			cmd := exec.Command(segtoolBinary(t), "merge", "--quiet", "--s3-upload-markers", markers, "--out", "s3://seg/out/x.seg",
+				filepath.Join(dir, "basic-0000.seg"))
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			require.NoError(t, cmd.Start())
+			select {
+			case <-parts:
+			case <-time.After(time.Minute):
+				_ = cmd.Process.Kill()
+				t.Fatal("no part was put")
+			}
+			require.NoError(t, cmd.Process.Kill())
+			_ = cmd.Wait()
+
+			code, stdout, errs := segtool(t, "sweep", "--older-than", "0s", "s3://seg/out/")
+			require.Equal(t, 0, code, errs)
+			c, err := objstore.New(objstore.Config{Endpoint: srv.URL, Region: "us-east-1", AccessKey: "test", SecretKey: "testsecret"})
+			require.NoError(t, err)
+			left, err := c.PendingUploads(context.Background(), "seg", "out/x.seg")
+			require.NoError(t, err)
+			keys, err := srv.Keys("seg", "out/")
+			require.NoError(t, err)
+			if markers == "never" {
+				require.Contains(t, stdout, "0 pending upload(s) aborted under s3://seg/out/")
+				require.Len(t, left, 1, "MinIO lists it for its exact key only")
+				require.Empty(t, keys)
+				return
+			}
+			require.Contains(t, stdout, "aborted upload ")
+			require.Contains(t, stdout, "1 pending upload(s) aborted under s3://seg/out/")
+			require.Empty(t, left, "the killed merge's upload is aborted")
+			require.Empty(t, keys, "and its marker removed")
+		})
+	}
+}

@@ -10,6 +10,7 @@
 //	segtool export --format parquet --out FILE [--spec-out SPEC.json] SEG
 //	segtool query [--filter EXPR] [--group-by a,b] SEG...
 //	segtool sweep DIR
+//	segtool table create|append|log|segments TABLE ...
 //
 // Results go to standard output, so they pipe; errors go to standard error as one line that
 // names the file and the cause. The exit status is 0 on success, 1 on a failure and 2 on a
@@ -28,6 +29,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/writeout/writeout/internal/suggest"
 )
 
 // Exit statuses.
@@ -174,11 +177,13 @@ the cause. Exit status: 0 success, 1 failure, 2 usage error.`,
 			if len(args) == 0 {
 				return nil
 			}
-			msg := fmt.Sprintf("unknown command %q (see 'segtool --help')", args[0])
-			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-				msg += "; did you mean " + strings.Join(s, " or ") + "?"
+			var names []string
+			for _, c := range cmd.Commands() {
+				if c.IsAvailableCommand() {
+					names = append(names, c.Name())
+				}
 			}
-			return usageError{errors.New(msg)}
+			return usageError{fmt.Errorf("unknown command %q (see 'segtool --help')%s", args[0], suggest.Hint(args[0], names))}
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return usagef("no command given (see 'segtool --help')")
@@ -219,7 +224,7 @@ the cause. Exit status: 0 success, 1 failure, 2 usage error.`,
 		return nil
 	}
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return usageError{withCommand(cmd, err)}
+		return usageError{withCommand(cmd, flagHint(cmd, err))}
 	})
 	root.AddCommand(
 		newDemoCmd(),
@@ -232,6 +237,28 @@ the cause. Exit status: 0 success, 1 failure, 2 usage error.`,
 		newExportCmd(),
 		newQueryCmd(),
 		newSweepCmd(),
+		newTableCmd(),
 	)
 	return root, stopProfile
+}
+
+// flagHint adds to pflag's error for an unknown flag the nearest flag cmd has, if one is near:
+// "unknown flag: --granulrity; did you mean --granularity?".
+func flagHint(cmd *cobra.Command, err error) error {
+	const prefix = "unknown flag: --"
+	name, ok := strings.CutPrefix(err.Error(), prefix)
+	if !ok {
+		return err
+	}
+	name, _, _ = strings.Cut(name, "=")
+	var names []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden {
+			names = append(names, f.Name)
+		}
+	})
+	if c := suggest.Closest(name, names); c != "" {
+		return fmt.Errorf("%w; did you mean --%s?", err, c)
+	}
+	return err
 }

@@ -37,6 +37,7 @@ func TestScripts(t *testing.T) {
 			"pqdump":   cmdPQDump,
 			"s3put":    cmdS3Put,
 			"s3get":    cmdS3Get,
+			"smaller":  cmdSmaller,
 		},
 	})
 }
@@ -79,4 +80,19 @@ func TestEveryCommandHasAnExample(t *testing.T) {
 		require.NotEmpty(t, c.Example, "command %s has no example", c.Name())
 		require.NotEmpty(t, c.Short, "command %s has no short help", c.Name())
 	}
+}
+
+// cmdSmaller checks file sizes: smaller A B passes when A has fewer bytes than B.
+func cmdSmaller(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: smaller A B")
+	}
+	a, err := os.Stat(ts.MkAbs(args[0]))
+	ts.Check(err)
+	b, err := os.Stat(ts.MkAbs(args[1]))
+	ts.Check(err)
+	if (a.Size() < b.Size()) == neg {
+		ts.Fatalf("%s has %d bytes, %s %d", args[0], a.Size(), args[1], b.Size())
+	}
+	ts.Logf("%s: %d bytes, %s: %d bytes", args[0], a.Size(), args[1], b.Size())
 }

@@ -11,9 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/objstore"
@@ -38,6 +36,7 @@ type mergeFlags struct {
 	progress     string
 	verifyInputs bool
 	memoryLimit  string
+	compression  string
 	s3           *s3Flags
 }
 
@@ -61,6 +60,12 @@ paces writeback of every file the merge writes (the staging file, intermediate s
 the output): each SIZE written is submitted to the disk (sync_file_range) and the one before it
 waited for, so dirty pages stay bounded and the final sync is short; where the call is missing,
 the file is fdatasynced every SIZE instead.
+
+--compression is the codec of the output's chunks (values and ids): s2 (the default, the
+fastest to read), zstd (smaller, with the size-oriented encodings of format versions 4 and 5:
+ids by frequency rank or, for ids sorted within time buckets, as differences; numbers as
+entropy-coded byte planes) or none. A chunk is kept compressed only when that makes it
+smaller; readers need no flag, and 'segtool inspect' shows each part's codec.
 
 With --rollup, rows with the same time truncated to --granularity and the same dimensions
 combine through each metric's aggregator; --granularity alone truncates times. Without either
@@ -89,6 +94,7 @@ upload completes; a failed or interrupted merge aborts the upload and leaves not
 progress bar also counts the bytes fetched and uploaded.`,
 		Example: `  segtool merge --out all.seg day1.seg day2.seg day3.seg
   segtool merge --out hourly.seg --rollup --granularity hour --medium offheap data/*.seg
+  segtool merge --out small.seg --compression zstd day1.seg day2.seg day3.seg
   segtool merge --out big.seg --max-fan-in 8 --tmp-dir scratch --durability all parts/*.seg
   segtool merge --out s3://seg/all.seg s3://seg/day1.seg s3://seg/day2.seg`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
@@ -114,10 +120,11 @@ progress bar also counts the bytes fetched and uploaded.`,
 	fl.IntVar(&f.parallelism, "parallelism", 0, "goroutines writing columns (0: one per CPU)")
 	fl.BoolVar(&f.replace, "replace", false, "replace an existing output")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar, no summary")
-	fl.StringVar(&f.progress, "progress", "auto", "progress bar: auto (on a terminal), always or never")
+	addProgressFlag(cmd, &f.progress, false)
 	fl.BoolVar(&f.verifyInputs, "verify-inputs", false, "verify every input (checksums and invariants) before merging")
 	fl.StringVar(&f.memoryLimit, "memory-limit", "256MiB", "the merge's memory budget, at least 16MiB: bounds what it keeps of its rows in memory, and the inputs merged at once (more merge in phases); also the Go runtime's soft memory limit unless GOMEMLIMIT is set")
-	addS3Flags(cmd, f.s3)
+	addCompressionFlag(cmd, &f.compression)
+	addS3UploadFlags(cmd, f.s3)
 	return cmd
 }
 
@@ -136,6 +143,7 @@ type mergeSettings struct {
 	memoryLimit int64
 	dimensions  []string
 	parallelism int
+	compression columns.Compression // of the output's chunks; the zero value is s2
 	progress    func(merger.Progress)
 	// skipChecksums: the inputs were just verified (--verify-inputs).
 	skipChecksums bool
@@ -210,6 +218,7 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 		MaxFanIn:      s.maxFanIn,
 		MemoryLimit:   s.memoryLimit,
 		Parallelism:   s.parallelism,
+		Compression:   s.compression,
 		Progress:      s.progress,
 
 		SkipChecksums: s.skipChecksums,
@@ -348,13 +357,15 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) (err error) {
 	if f.maxFanIn < 0 || f.maxFanIn == 1 {
 		return usagef("--max-fan-in must be 0 (no limit) or at least 2")
 	}
+	comp, err := parseCompression(f.compression)
+	if err != nil {
+		return err
+	}
 	if f.medium == "mmapfile" && !mmapfileAvailable() {
 		return usagef("--medium mmapfile needs Linux")
 	}
-	switch f.progress {
-	case "auto", "always", "never":
-	default:
-		return usagef("--progress %q: want auto, always or never", f.progress)
+	if err := checkProgress(f.progress); err != nil {
+		return err
 	}
 	if _, err := openMediumCheck(f.medium); err != nil {
 		return err
@@ -409,11 +420,10 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) (err error) {
 
 	s := mergeSettings{mediumName: f.medium, tmpDir: f.tmpDir, durability: dur, replace: f.replace, rollup: f.rollup,
 		granularity: gran, inherit: !cmd.Flags().Changed("rollup") && !cmd.Flags().Changed("granularity"), maxFanIn: f.maxFanIn, memoryLimit: limit, dimensions: splitList(f.dimensions), parallelism: f.parallelism,
-		skipChecksums: f.verifyInputs, s3: f.s3, local: local}
-	showBar := !f.quiet && (f.progress == "always" || f.progress == "auto" && isTerminal(cmd.ErrOrStderr()))
+		compression: comp, skipChecksums: f.verifyInputs, s3: f.s3, local: local}
 	var bar *phaseBar
-	if showBar {
-		bar = &phaseBar{w: cmd.ErrOrStderr(), transfer: f.s3.transfer}
+	if wantProgress(f.progress, f.quiet, cmd.ErrOrStderr(), nil) {
+		bar = newPhaseBar(cmd.ErrOrStderr(), f.s3.transfer)
 		s.progress = bar.update
 		f.s3.onBytes = bar.refresh
 	}
@@ -482,78 +492,57 @@ func abs(p string) string {
 	return a
 }
 
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// phaseBar draws a progress bar per merge phase on a terminal. Its description ends with
-// transfer's text (the bytes fetched and uploaded), redrawn by refresh as they move.
+// phaseBar shows a merge's progress (merger.Progress) on a progressBar: a stage per phase,
+// each left on a line of its own. Its description ends with transfer's text (the bytes fetched
+// and uploaded), redrawn by refresh as they move.
 type phaseBar struct {
-	w        io.Writer
+	pb       *progressBar
 	transfer func() string // nil: none
 
-	mu    sync.Mutex // update runs in the merge, refresh in the transfers
-	bar   *progressbar.ProgressBar
-	phase int
-	desc  string
-	step  string // the description's merge part
-	line  int    // the length of the status line written after the bar finished, 0 if none
+	mu      sync.Mutex // update runs in the merge, refresh in the transfers
+	started bool
+	phase   int
+	desc    string
+	step    string // the description's merge part
+}
+
+func newPhaseBar(w io.Writer, transfer func() string) *phaseBar {
+	return &phaseBar{pb: newProgressBar(w), transfer: transfer}
 }
 
 // refresh redraws the description with the bytes moved so far.
 func (p *phaseBar) refresh() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.describe()
+	if p.started {
+		p.describe()
+	}
 }
 
 // describe sets the bar's description. p.mu is held.
 func (p *phaseBar) describe() {
-	if p.bar == nil {
-		return
-	}
 	d := p.step
 	if p.transfer != nil {
 		if t := p.transfer(); t != "" {
 			d += ", " + t
 		}
 	}
-	if !p.bar.IsFinished() {
-		p.bar.Describe(d)
-		return
-	}
-	// The bar is done with the rows and cleared; the bytes still move (the upload): a status
-	// line of its own, overwritten in place.
-	fmt.Fprintf(p.w, "\r%-*s", p.line, d)
-	p.line = len(d)
+	// Once the rows are done the bar is cleared; the bytes still move (the upload): the
+	// description goes on a status line of its own, overwritten in place.
+	p.pb.describe(d)
 }
 
 func (p *phaseBar) update(pr merger.Progress) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.bar == nil || pr.Phase != p.phase {
-		if p.bar != nil {
-			_ = p.bar.Finish()
-			fmt.Fprintln(p.w)
-		}
+	if !p.started || pr.Phase != p.phase {
 		p.phase = pr.Phase
 		p.desc = "merging"
 		if pr.Phases > 1 {
 			p.desc = fmt.Sprintf("phase %d/%d", pr.Phase, pr.Phases)
 		}
-		p.bar = progressbar.NewOptions64(pr.RowsTotal,
-			progressbar.OptionSetWriter(p.w),
-			progressbar.OptionSetDescription(p.desc),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("rows"),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionClearOnFinish(),
-		)
+		p.pb.stage(p.desc, pr.RowsTotal, unitRows, p.started)
+		p.started = true
 	}
 	// The bar counts rows; while bitmap indexes are rebuilt (after a segment's rows), its
 	// description counts them.
@@ -563,22 +552,7 @@ func (p *phaseBar) update(pr merger.Progress) {
 		p.step = p.desc
 	}
 	p.describe()
-	_ = p.bar.Set64(pr.RowsDone)
+	p.pb.set(pr.RowsDone)
 }
 
-func (p *phaseBar) finish(ok bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.bar == nil {
-		return
-	}
-	if ok {
-		_ = p.bar.Finish()
-	} else {
-		_ = p.bar.Exit()
-	}
-	_ = p.bar.Clear()
-	if p.line > 0 {
-		fmt.Fprintf(p.w, "\r%*s\r", p.line, "")
-	}
-}
+func (p *phaseBar) finish(ok bool) { p.pb.finish(ok) }

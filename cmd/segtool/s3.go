@@ -20,6 +20,7 @@ import (
 type s3Flags struct {
 	endpoint, region string
 	timeout          time.Duration
+	markers          string
 
 	once   sync.Once
 	client *objstore.Client
@@ -38,6 +39,12 @@ override the first two. An input object is read with ranged GETs planned from it
 the fetched bytes go through a temp file, never fetched twice. Each request has a deadline
 (--s3-request-timeout), and a broken read or upload part is tried again.`
 
+// addS3UploadFlags adds the flags of a command that uploads to s3:// (addS3Flags too).
+func addS3UploadFlags(cmd *cobra.Command, f *s3Flags) {
+	addS3Flags(cmd, f)
+	cmd.Flags().StringVar(&f.markers, "s3-upload-markers", "auto", "auto|always|never: while an upload is pending, a marker object KEY"+objstore.MarkerInfix+"HASH beside it lets 'segtool sweep s3://BUCKET/PREFIX' find it where the service lists pending uploads by exact key only (MinIO; auto: when the service names itself MinIO)")
+}
+
 func addS3Flags(cmd *cobra.Command, f *s3Flags) {
 	cmd.Flags().StringVar(&f.endpoint, "s3-endpoint", "", "endpoint of s3:// paths, http(s)://host[:port] (default: $AWS_ENDPOINT_URL, else AWS S3)")
 	cmd.Flags().StringVar(&f.region, "s3-region", "", "region of s3:// paths (default: $AWS_REGION)")
@@ -55,6 +62,12 @@ func (f *s3Flags) clientFor() (*objstore.Client, error) {
 			cfg.Region = f.region
 		}
 		cfg.RequestTimeout = f.timeout
+		if f.markers != "" {
+			if cfg.Markers, f.err = objstore.ParseMarkers(f.markers); f.err != nil {
+				f.err = usageError{fmt.Errorf("--s3-upload-markers: %w", f.err)}
+				return
+			}
+		}
 		f.client, f.err = objstore.New(cfg)
 		if f.err != nil {
 			f.err = usageError{f.err}

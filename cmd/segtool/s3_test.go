@@ -83,7 +83,7 @@ func cmdS3Get(ts *testscript.TestScript, neg bool, args []string) {
 func TestPhaseBarTransfer(t *testing.T) {
 	var buf bytes.Buffer
 	moved := ""
-	p := &phaseBar{w: &buf, transfer: func() string { return moved }}
+	p := newPhaseBar(&buf, func() string { return moved })
 	p.update(merger.Progress{Phase: 1, Phases: 1, Step: merger.StepRows, RowsDone: 10, RowsTotal: 10})
 	require.NotContains(t, buf.String(), "uploaded")
 	moved = "fetched 1.0 MiB, uploaded 8.0 MiB"

@@ -243,8 +243,11 @@ With s3://BUCKET/PREFIX, sweep aborts the multipart uploads under PREFIX that we
 than --older-than ago and neither completed nor aborted: what a merge, ingest or export killed
 outright (no chance to abort) leaves behind, never an object. Younger ones are kept and named on
 standard error (a live upload of another worker looks the same). MinIO lists the pending
-uploads of an exact key only: there, give the output's s3://BUCKET/KEY, as an upload's error
-names it. The credentials need s3:ListBucketMultipartUploads and s3:AbortMultipartUpload.
+uploads of an exact key only; there, a pending upload of segtool has a marker object beside
+its key (KEY.writeout-upload-HASH, --s3-upload-markers), which sweep lists under PREFIX to
+find the upload; it removes a marker with its upload, and one older than --older-than whose
+upload is gone. The credentials need s3:ListBucket, s3:ListBucketMultipartUploads,
+s3:AbortMultipartUpload and, for markers, s3:DeleteObject.
 
 ` + s3Help,
 		Example: `  segtool sweep data
@@ -336,6 +339,17 @@ func sweepS3(cmd *cobra.Command, bucketPrefix string, olderThan time.Duration, s
 		n++
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%d pending upload(s) aborted under s3://%s\n", n, bucketPrefix)
+	stale, err := c.StaleMarkers(cmd.Context(), bucket, prefix, olderThan)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, m := range stale {
+		if err := c.RemoveMarkers(cmd.Context(), bucket, []string{m}); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "removed marker %s (its upload is no longer pending)\n", objstore.URL(bucket, m))
+	}
 	return errors.Join(errs...)
 }
 

@@ -12,6 +12,7 @@ import (
 
 func newVerifyCmd() *cobra.Command {
 	s3 := &s3Flags{}
+	var version int
 	cmd := &cobra.Command{
 		Use:   "verify SEG...",
 		Short: "Check every checksum and invariant of segments",
@@ -22,14 +23,20 @@ decodable.
 
 A good segment prints "SEG: ok" with its rows and parts on standard output. A bad one prints
 one line on standard error naming the file, the column and the part, and the exit status is 1
-(all segments are checked either way).
+(all segments are checked either way). A table (a directory holding _log/, or an s3://
+location ending in /) stands for the segments of its newest version, or of --version N.
 
 ` + s3Help,
 		Example: `  segtool verify merged.seg
   segtool verify data/*.seg
+  segtool verify events/
   segtool verify --s3-region us-east-1 s3://seg/merged.seg`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			args, err := expandTables(cmd.Context(), args, version, s3)
+			if err != nil {
+				return err
+			}
 			if err := parseLocations(args); err != nil {
 				return err
 			}
@@ -49,6 +56,7 @@ one line on standard error naming the file, the column and the part, and the exi
 			return nil
 		},
 	}
+	cmd.Flags().IntVar(&version, "version", 0, "the version of the tables among the arguments (default: the newest)")
 	addS3Flags(cmd, s3)
 	return cmd
 }

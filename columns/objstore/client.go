@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -56,6 +57,34 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Retries is the tries of a ranged GET or an upload part; 0 means 4.
 	Retries int
+	// Markers says whether an Upload leaves a marker object beside its key while it is
+	// pending (see Upload.Publish), so that PendingUploads finds it by a prefix on a service
+	// that lists pending uploads by exact key only (MinIO). The default, MarkersAuto, writes
+	// them when the service names itself MinIO in its responses' Server header.
+	Markers Markers
+}
+
+// Markers is Config.Markers.
+type Markers int
+
+// Config.Markers' values.
+const (
+	MarkersAuto   Markers = iota // on a service that says it is MinIO
+	MarkersAlways                // on every service
+	MarkersNever                 // never: a pending upload is found by its exact key on MinIO
+)
+
+// ParseMarkers parses auto, always or never.
+func ParseMarkers(s string) (Markers, error) {
+	switch s {
+	case "auto":
+		return MarkersAuto, nil
+	case "always":
+		return MarkersAlways, nil
+	case "never":
+		return MarkersNever, nil
+	}
+	return 0, fmt.Errorf("%w: markers %q: want auto, always or never", ErrInvalid, s)
 }
 
 // ConfigFromEnv returns the Config of the environment: AWS_ENDPOINT_URL_S3 or
@@ -84,6 +113,28 @@ type Client struct {
 	core    minio.Core
 	timeout time.Duration // Config.RequestTimeout; 0: none
 	tries   int
+	markers Markers
+	minio   *atomic.Bool // a response said "Server: MinIO"
+}
+
+// serverSniffer carries requests through rt and notes whether a response names MinIO as its
+// server.
+type serverSniffer struct {
+	rt    http.RoundTripper
+	minio *atomic.Bool
+}
+
+func (s serverSniffer) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := s.rt.RoundTrip(r)
+	if err == nil && strings.HasPrefix(strings.ToLower(resp.Header.Get("Server")), "minio") {
+		s.minio.Store(true)
+	}
+	return resp, err
+}
+
+// marks reports whether uploads leave markers (Config.Markers).
+func (c *Client) marks() bool {
+	return c.markers == MarkersAlways || c.markers == MarkersAuto && c.minio.Load()
 }
 
 // defaultRequestTimeout and defaultTries are Config.RequestTimeout's and Config.Retries'
@@ -161,7 +212,12 @@ func New(cfg Config) (*Client, error) {
 	if tr == nil {
 		tr = http.DefaultTransport.(*http.Transport).Clone()
 	}
-	c, err := minio.NewCore(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: cfg.Region, Transport: tr})
+	if cfg.Markers < MarkersAuto || cfg.Markers > MarkersNever {
+		return nil, fmt.Errorf("%w: markers %d", ErrInvalid, cfg.Markers)
+	}
+	isMinIO := new(atomic.Bool)
+	c, err := minio.NewCore(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: cfg.Region,
+		Transport: serverSniffer{rt: tr, minio: isMinIO}})
 	if err != nil {
 		return nil, fmt.Errorf("objstore: endpoint %q: %w: %w", cfg.Endpoint, ErrInvalid, err)
 	}
@@ -173,7 +229,7 @@ func New(cfg Config) (*Client, error) {
 	if tries == 0 {
 		tries = defaultTries
 	}
-	return &Client{core: *c, timeout: timeout, tries: max(tries, 1)}, nil
+	return &Client{core: *c, timeout: timeout, tries: max(tries, 1), markers: cfg.Markers, minio: isMinIO}, nil
 }
 
 // ParseURL splits "s3://bucket/key" into its bucket and key.
@@ -216,21 +272,69 @@ func (c *Client) exists(ctx context.Context, bucket, key string) (bool, error) {
 	return err == nil, err
 }
 
-// PendingUploads returns the keys of the multipart uploads under prefix in bucket that were
-// started and neither completed nor aborted. An upload of this package leaves none behind
-// when it can reach the service; one killed mid-way can, and a bucket lifecycle rule
-// (AbortIncompleteMultipartUpload) or AbortUploads removes them. MinIO lists the uploads of
-// an exact key only: there, prefix must be the object's key.
+// PendingUploads returns the multipart uploads under prefix in bucket that were started and
+// neither completed nor aborted. An upload of this package leaves none behind when it can
+// reach the service; one killed mid-way can, and a bucket lifecycle rule
+// (AbortIncompleteMultipartUpload) or AbortUploads removes them.
+//
+// The uploads are listed by prefix, which S3 does; MinIO lists the uploads of an exact key
+// only, so the markers under prefix (see Config.Markers) are listed too, and the uploads of
+// each marked key by that key.
 func (c *Client) PendingUploads(ctx context.Context, bucket, prefix string) ([]pending, error) {
+	out, err := c.listUploads(ctx, bucket, prefix)
+	if err != nil {
+		return nil, err
+	}
+	markers, err := c.listMarkers(ctx, bucket, prefix)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(out))
+	for _, u := range out {
+		seen[u.UploadID] = true
+	}
+	listed := map[string]bool{}
+	for _, m := range markers {
+		if listed[m.key] {
+			continue
+		}
+		listed[m.key] = true
+		ups, err := c.listUploads(ctx, bucket, m.key)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range ups {
+			if u.Key == m.key && !seen[u.UploadID] {
+				seen[u.UploadID] = true
+				out = append(out, u)
+			}
+		}
+	}
+	byKey := make(map[string]marker, len(markers))
+	for _, m := range markers {
+		byKey[m.name] = m
+	}
+	for i := range out {
+		if m, ok := byKey[markerKey(out[i].Key, out[i].UploadID)]; ok {
+			out[i].Marker = m.name
+		}
+	}
+	return out, nil
+}
+
+// listUploads lists the pending uploads the service lists for prefix.
+func (c *Client) listUploads(ctx context.Context, bucket, prefix string) ([]pending, error) {
 	var out []pending
 	keyMarker, idMarker := "", ""
 	for {
-		res, err := c.core.ListMultipartUploads(ctx, bucket, prefix, keyMarker, idMarker, "", 1000)
+		rctx, cancel := c.request(ctx)
+		res, err := c.core.ListMultipartUploads(rctx, bucket, prefix, keyMarker, idMarker, "", 1000)
+		cancel()
 		if e := (minio.ErrorResponse{}); errors.As(err, &e) && e.Code == "NoSuchUpload" {
 			return out, nil // none: gofakes3 (the tests' server) says so of a bucket without any
 		}
 		if err != nil {
-			return nil, fmt.Errorf("objstore: list multipart uploads of %s: %w", bucket, notFound(err))
+			return nil, fmt.Errorf("objstore: list the multipart uploads of %s (needs s3:ListBucketMultipartUploads): %w", URL(bucket, prefix), notFound(err))
 		}
 		for _, u := range res.Uploads {
 			out = append(out, pending{Key: u.Key, UploadID: u.UploadID, Initiated: u.Initiated})
@@ -242,10 +346,76 @@ func (c *Client) PendingUploads(ctx context.Context, bucket, prefix string) ([]p
 	}
 }
 
+// marker is a marker object: its key, the key of the upload it marks, and when it was written.
+type marker struct {
+	name, key string
+	written   time.Time
+}
+
+// listMarkers lists the markers under prefix.
+func (c *Client) listMarkers(ctx context.Context, bucket, prefix string) ([]marker, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the listing's goroutine on an early return
+	var out []marker
+	for o := range c.core.Client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if o.Err != nil {
+			return nil, fmt.Errorf("objstore: list the objects of %s, to find upload markers (needs s3:ListBucket): %w", URL(bucket, prefix), notFound(o.Err))
+		}
+		i := strings.LastIndex(o.Key, MarkerInfix)
+		if i <= 0 || len(o.Key)-i-len(MarkerInfix) != 16 {
+			continue
+		}
+		out = append(out, marker{name: o.Key, key: o.Key[:i], written: o.LastModified})
+	}
+	return out, nil
+}
+
 // pending is a multipart upload started and neither completed nor aborted.
 type pending struct {
 	Key, UploadID string
 	Initiated     time.Time // when it was started, as the service says (zero if it does not)
+	Marker        string    // the key of its marker, if it has one
+}
+
+// StaleMarkers returns the markers under prefix written over age ago whose upload is no
+// longer pending (a process that completed or aborted its upload but could not remove the
+// marker): RemoveMarkers removes them.
+func (c *Client) StaleMarkers(ctx context.Context, bucket, prefix string, age time.Duration) ([]string, error) {
+	markers, err := c.listMarkers(ctx, bucket, prefix)
+	if err != nil || len(markers) == 0 {
+		return nil, err
+	}
+	live := map[string]bool{}
+	listed := map[string]bool{}
+	var out []string
+	now := time.Now()
+	for _, m := range markers {
+		if !listed[m.key] {
+			listed[m.key] = true
+			ups, err := c.listUploads(ctx, bucket, m.key)
+			if err != nil {
+				return nil, err
+			}
+			for _, u := range ups {
+				live[markerKey(u.Key, u.UploadID)] = true
+			}
+		}
+		if !live[m.name] && now.Sub(m.written) >= age {
+			out = append(out, m.name)
+		}
+	}
+	return out, nil
+}
+
+// RemoveMarkers removes markers (keys StaleMarkers returned).
+func (c *Client) RemoveMarkers(ctx context.Context, bucket string, keys []string) error {
+	var errs []error
+	for _, k := range keys {
+		if err := c.Remove(ctx, bucket, k); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Remove deletes the object bucket/key (nothing when it does not exist).
@@ -258,12 +428,21 @@ func (c *Client) Remove(ctx context.Context, bucket, key string) error {
 	return nil
 }
 
-// AbortUploads aborts the pending uploads given.
+// AbortUploads aborts the pending uploads given, and removes their markers.
 func (c *Client) AbortUploads(ctx context.Context, bucket string, ups []pending) error {
 	var errs []error
 	for _, u := range ups {
-		if err := c.core.AbortMultipartUpload(ctx, bucket, u.Key, u.UploadID); err != nil {
+		rctx, cancel := c.request(ctx)
+		err := c.core.AbortMultipartUpload(rctx, bucket, u.Key, u.UploadID)
+		cancel()
+		if err != nil {
 			errs = append(errs, fmt.Errorf("objstore: abort upload %s of %s: %w", u.UploadID, URL(bucket, u.Key), err))
+			continue
+		}
+		if u.Marker != "" {
+			if err := c.Remove(ctx, bucket, u.Marker); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -650,3 +650,127 @@ func startProxiedOn(t *testing.T, srv *s3test.Server, timeout time.Duration, tri
 	require.NoError(t, err)
 	return srv, p, c
 }
+
+// TestUploadMarkersMinIO: a service that lists pending uploads by exact key only, as MinIO
+// does, hides an upload left pending from a listing of its prefix; the marker an upload
+// writes beside its key there makes PendingUploads find it, and AbortUploads removes both.
+// On a service that does not say it is MinIO no marker is written (MarkersAuto).
+func TestUploadMarkersMinIO(t *testing.T) {
+	ctx := context.Background()
+	data := randomBytes(6<<20, 7)
+	for _, c := range []struct {
+		name    string
+		minio   bool
+		markers objstore.Markers
+		found   bool // PendingUploads("out/") finds the upload left pending
+		marked  bool // a marker is there while it is pending
+	}{
+		{"minio auto", true, objstore.MarkersAuto, true, true},
+		{"minio never", true, objstore.MarkersNever, false, false},
+		{"s3 auto", false, objstore.MarkersAuto, true, false},
+		{"s3 always", false, objstore.MarkersAlways, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, err := s3test.Start(bucket)
+			require.NoError(t, err)
+			t.Cleanup(srv.Close)
+			if c.minio {
+				srv.LikeMinIO()
+			}
+			p, err := s3test.NewProxy(srv.URL)
+			require.NoError(t, err)
+			t.Cleanup(p.Close)
+			cl, err := objstore.New(objstore.Config{Endpoint: p.URL, Region: "us-east-1", AccessKey: "test", SecretKey: "testsecret",
+				RequestTimeout: 300 * time.Millisecond, Retries: 1, Markers: c.markers})
+			require.NoError(t, err)
+
+			// An upload whose service goes away mid-way, so that its abort fails: what a
+			// process killed outright leaves.
+			up, err := cl.NewUpload(bucket, "out/x.seg", objstore.UploadOptions{})
+			require.NoError(t, err)
+			err = up.Publish(ctx, func(w io.Writer) error {
+				if _, err := w.Write(data[:1<<20]); err != nil {
+					return err
+				}
+				p.Kill(time.Hour)
+				return writeChunks(data[1<<20:])(w)
+			})
+			require.ErrorIs(t, err, objstore.ErrPending)
+			if c.marked {
+				require.ErrorContains(t, err, "segtool sweep s3://segments/out/", "a prefix finds it")
+			} else {
+				require.ErrorContains(t, err, "segtool sweep s3://segments/out/x.seg,", "its key finds it")
+			}
+			keys, err := srv.Keys(bucket, "out/")
+			require.NoError(t, err)
+			if c.marked {
+				require.Len(t, keys, 1)
+				require.True(t, strings.HasPrefix(keys[0], "out/x.seg"+objstore.MarkerInfix), keys[0])
+			} else {
+				require.Empty(t, keys)
+			}
+
+			c2, err := objstore.New(objstore.Config{Endpoint: srv.URL, Region: "us-east-1", AccessKey: "test", SecretKey: "testsecret", Markers: c.markers})
+			require.NoError(t, err)
+			ups, err := c2.PendingUploads(ctx, bucket, "out/")
+			require.NoError(t, err)
+			if !c.found {
+				require.Empty(t, ups, "MinIO lists no upload for a prefix that is not its key")
+				ups, err = c2.PendingUploads(ctx, bucket, "out/x.seg")
+				require.NoError(t, err)
+			}
+			require.Len(t, ups, 1)
+			require.Equal(t, "out/x.seg", ups[0].Key)
+			require.NoError(t, c2.AbortUploads(ctx, bucket, ups))
+			left, err := c2.PendingUploads(ctx, bucket, "out/x.seg")
+			require.NoError(t, err)
+			require.Empty(t, left)
+			keys, err = srv.Keys(bucket, "out/")
+			require.NoError(t, err)
+			require.Empty(t, keys, "the marker goes with its upload")
+		})
+	}
+}
+
+// TestUploadMarkerRemoved: a completed or aborted upload removes its marker; one left by a
+// process that could not remove it is a stale marker once its upload is gone, and only once
+// older than the age given.
+func TestUploadMarkerRemoved(t *testing.T) {
+	ctx := context.Background()
+	srv, c := start(t)
+	srv.LikeMinIO()
+	up, err := c.NewUpload(bucket, "out/done.seg", objstore.UploadOptions{})
+	require.NoError(t, err)
+	var during []string
+	require.NoError(t, up.Publish(ctx, func(w io.Writer) error {
+		during, err = srv.Keys(bucket, "out/")
+		require.NoError(t, err)
+		_, err := w.Write([]byte("segment"))
+		return err
+	}))
+	require.Len(t, during, 1, "the marker while the upload is pending")
+	keys, err := srv.Keys(bucket, "out/")
+	require.NoError(t, err)
+	require.Equal(t, []string{"out/done.seg"}, keys)
+
+	up, err = c.NewUpload(bucket, "out/failed.seg", objstore.UploadOptions{})
+	require.NoError(t, err)
+	require.ErrorContains(t, up.Publish(ctx, func(w io.Writer) error { return errors.New("no") }), "no")
+	keys, err = srv.Keys(bucket, "out/")
+	require.NoError(t, err)
+	require.Equal(t, []string{"out/done.seg"}, keys, "an aborted upload leaves no marker")
+
+	// A marker whose upload is gone.
+	stale := "out/gone.seg" + objstore.MarkerInfix + "0123456789abcdef"
+	require.NoError(t, srv.Put(bucket, stale, []byte("{}")))
+	got, err := c.StaleMarkers(ctx, bucket, "out/", time.Hour)
+	require.NoError(t, err)
+	require.Empty(t, got, "younger than the age")
+	got, err = c.StaleMarkers(ctx, bucket, "out/", 0)
+	require.NoError(t, err)
+	require.Equal(t, []string{stale}, got)
+	require.NoError(t, c.RemoveMarkers(ctx, bucket, got))
+	keys, err = srv.Keys(bucket, "out/")
+	require.NoError(t, err)
+	require.Equal(t, []string{"out/done.seg"}, keys)
+}

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -130,16 +134,34 @@ func (u *Upload) Publish(ctx context.Context, write func(w io.Writer) error) (er
 		return fmt.Errorf("objstore: start upload of %s: %w", u.Name(), ctxErr(ctx, notFound(err)))
 	}
 	pw := &partWriter{u: u, ctx: ctx, id: id, buf: make([]byte, 0, u.opts.PartSize), spare: make([]byte, 0, u.opts.PartSize)}
+	marker := ""
 	defer func() {
 		if err != nil {
 			_ = pw.wait() // the part in flight, if any, before the abort (its error is in err or later)
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
 			defer cancel()
 			if aerr := u.c.core.AbortMultipartUpload(actx, u.bucket, u.key, id); aerr != nil {
-				err = errors.Join(err, fmt.Errorf("%w: abort upload %s of %s failed (segtool sweep %s, or the bucket's AbortIncompleteMultipartUpload rule, removes it): %w", ErrPending, id, u.Name(), u.Name(), aerr))
+				sweep := u.Name()
+				if marker != "" { // the marker makes it found by a prefix
+					sweep = URL(u.bucket, u.key[:strings.LastIndexByte(u.key, '/')+1])
+				}
+				err = errors.Join(err, fmt.Errorf("%w: abort upload %s of %s failed (segtool sweep %s, or the bucket's AbortIncompleteMultipartUpload rule, removes it): %w", ErrPending, id, u.Name(), sweep, aerr))
+				return // the marker stays with the upload
 			}
 		}
+		if marker != "" {
+			// The upload is complete or aborted: its marker goes. One left (the service
+			// unreachable) names no pending upload; a sweep removes it.
+			mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+			defer cancel()
+			_ = u.c.core.RemoveObject(mctx, u.bucket, marker, minio.RemoveObjectOptions{})
+		}
 	}()
+	if u.c.marks() {
+		if marker, err = u.putMarker(ctx, id); err != nil {
+			return err
+		}
+	}
 	if err := write(pw); err != nil {
 		return fmt.Errorf("objstore: upload %s: %w", u.Name(), err)
 	}
@@ -167,6 +189,40 @@ func (u *Upload) Publish(ctx context.Context, write func(w io.Writer) error) (er
 		return fmt.Errorf("objstore: complete upload of %s: %w", u.Name(), ctxErr(ctx, err))
 	}
 	return nil
+}
+
+// MarkerInfix is what a marker's key adds to its upload's key, before a hash of the upload's
+// id: a marker of the upload of "out/x.seg" is "out/x.seg.writeout-upload-0123456789abcdef",
+// so that a listing of any prefix of the key lists it too.
+const MarkerInfix = ".writeout-upload-"
+
+// markerKey returns the key of the marker of upload id of key.
+func markerKey(key, id string) string {
+	h := sha256.Sum256([]byte(id))
+	return key + MarkerInfix + hex.EncodeToString(h[:8])
+}
+
+// putMarker writes the marker of upload id, a small JSON object that says what it marks.
+func (u *Upload) putMarker(ctx context.Context, id string) (string, error) {
+	key := markerKey(u.key, id)
+	body, err := json.Marshal(struct {
+		Key      string    `json:"key"`
+		UploadID string    `json:"uploadId"`
+		Started  time.Time `json:"started"`
+	}{u.key, id, time.Now().UTC()})
+	if err != nil {
+		return "", err
+	}
+	sum := md5.Sum(body)
+	rctx, cancel := u.c.request(ctx)
+	defer cancel()
+	if _, err := u.c.core.PutObject(rctx, u.bucket, key, bytes.NewReader(body), int64(len(body)), base64.StdEncoding.EncodeToString(sum[:]), "",
+		minio.PutObjectOptions{ContentType: "application/json", DisableContentSha256: true}); err != nil {
+		return "", fmt.Errorf("objstore: %s: put the marker of upload %s, which lets a sweep of a prefix find it on MinIO "+
+			"(needs s3:PutObject and s3:DeleteObject on %s; Config.Markers, --s3-upload-markers never, goes without): %w",
+			u.Name(), id, URL(u.bucket, key), ctxErr(ctx, notFound(err)))
+	}
+	return key, nil
 }
 
 // ctxErr wraps err with ctx's error when ctx is done, so that a cancelled request says so.

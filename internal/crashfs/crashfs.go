@@ -42,8 +42,9 @@
 //
 // # Crash points
 //
-// Every mutating operation (creating or truncating open, Mkdir, Remove, Rename, Chmod, Chown,
-// Chtimes, Write, WriteAt, WriteString, Truncate, Sync) is counted; Ops returns the count. With
+// Every mutating operation (creating or truncating open, Mkdir, Remove, Rename,
+// RenameNoReplace, Chmod, Chown, Chtimes, Write, WriteAt, WriteString, Truncate, Sync) is
+// counted; Ops returns the count. With
 // SetCrashAfter(n) the first n mutating operations succeed and the next one fails with
 // ErrCrashed without any effect, as does every operation after it, of any kind: the machine
 // is off. A test runs its workload with n = 0, 1, 2, ... then calls Crash and checks what

@@ -498,3 +498,57 @@ func TestCrashClone(t *testing.T) {
 	base.Crash()
 	require.Equal(t, map[string]string{"/d/": "", "/e/": "", "/d/a": "synced", "/e/a": "synced"}, tree(t, base))
 }
+
+// TestRenameNoReplace checks the rename that never replaces: a taken name (file, directory, or
+// the source itself) fails with fs.ErrExist and changes nothing, counted as one operation; a
+// free one renames as Rename does, undone by a crash unless the directory is synced.
+func TestRenameNoReplace(t *testing.T) {
+	f := crashCase(t)
+	f("free name, dir synced", func(t *testing.T, fsys afero.Fs) {
+		write(t, fsys, "/d/tmp", "new", true)
+		require.NoError(t, fsys.(*crashfs.FS).RenameNoReplace("/d/tmp", "/d/dst"))
+		syncDir(t, fsys, "/d")
+	}, with("/d/dst", "new"), with("/d/dst", "new"))
+	f("free name, dir not synced: undone", func(t *testing.T, fsys afero.Fs) {
+		write(t, fsys, "/d/tmp", "new", true)
+		syncDir(t, fsys, "/d")
+		require.NoError(t, fsys.(*crashfs.FS).RenameNoReplace("/d/tmp", "/d/dst"))
+	}, with("/d/dst", "new"), with("/d/tmp", "new"))
+	f("taken name: refused, both kept", func(t *testing.T, fsys afero.Fs) {
+		write(t, fsys, "/d/dst", "old", true)
+		write(t, fsys, "/d/tmp", "new", true)
+		syncDir(t, fsys, "/d")
+		err := fsys.(*crashfs.FS).RenameNoReplace("/d/tmp", "/d/dst")
+		require.ErrorIs(t, err, fs.ErrExist)
+		var le *os.LinkError
+		require.ErrorAs(t, err, &le)
+	}, map[string]string{"/d/": "", "/d/dst": "old", "/d/tmp": "new"},
+		map[string]string{"/d/": "", "/d/dst": "old", "/d/tmp": "new"})
+	f("onto a directory or itself: refused", func(t *testing.T, fsys afero.Fs) {
+		require.NoError(t, fsys.Mkdir("/d/sub", 0o755))
+		write(t, fsys, "/d/tmp", "new", true)
+		syncDir(t, fsys, "/d")
+		require.ErrorIs(t, fsys.(*crashfs.FS).RenameNoReplace("/d/tmp", "/d/sub"), fs.ErrExist)
+		require.ErrorIs(t, fsys.(*crashfs.FS).RenameNoReplace("/d/tmp", "/d/tmp"), fs.ErrExist)
+		require.ErrorIs(t, fsys.(*crashfs.FS).RenameNoReplace("/d/none", "/d/x"), fs.ErrNotExist)
+	}, map[string]string{"/d/": "", "/d/sub/": "", "/d/tmp": "new"},
+		map[string]string{"/d/": "", "/d/sub/": "", "/d/tmp": "new"})
+
+	// A crash point: the rename is one mutating operation; a refused one is not counted, and
+	// past the crash point the call fails with ErrCrashed and does nothing.
+	fsys := crashfs.New()
+	require.NoError(t, fsys.Mkdir("/d", 0o755))
+	write(t, fsys, "/d/a", "a", true)
+	write(t, fsys, "/d/b", "b", true)
+	syncDir(t, fsys, "/d")
+	syncDir(t, fsys, "/")
+	fsys.SetCrashAfter(1)
+	require.ErrorIs(t, fsys.RenameNoReplace("/d/a", "/d/b"), fs.ErrExist)
+	require.Equal(t, 0, fsys.Ops())
+	require.NoError(t, fsys.RenameNoReplace("/d/a", "/d/c"))
+	require.Equal(t, 1, fsys.Ops())
+	require.ErrorIs(t, fsys.RenameNoReplace("/d/c", "/d/e"), crashfs.ErrCrashed)
+	require.True(t, fsys.Crashed())
+	fsys.CrashKeepingDirs()
+	require.Equal(t, map[string]string{"/d/": "", "/d/b": "b", "/d/c": "a"}, tree(t, fsys))
+}

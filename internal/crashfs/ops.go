@@ -160,11 +160,24 @@ func (f *FS) RemoveAll(name string) error {
 
 // Rename renames oldname to newname, replacing a file there; a directory can only be renamed
 // to a name that does not exist.
-func (f *FS) Rename(oldname, newname string) error {
+func (f *FS) Rename(oldname, newname string) error { return f.rename(oldname, newname, false) }
+
+// RenameNoReplace renames oldname to newname only if newname does not exist, as Linux
+// renameat2 with RENAME_NOREPLACE does: an existing newname (file or directory, even oldname
+// itself) fails with an error wrapping fs.ErrExist and changes nothing. It is a mutating
+// operation modelled as Rename is: a directory change of each directory involved, durable
+// only once that directory is synced.
+func (f *FS) RenameNoReplace(oldname, newname string) error { return f.rename(oldname, newname, true) }
+
+func (f *FS) rename(oldname, newname string, noReplace bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	op := "crashfs: rename"
+	if noReplace {
+		op = "crashfs: rename (no replace)"
+	}
 	lerr := func(err error) error {
-		return &os.LinkError{Op: "crashfs: rename", Old: oldname, New: newname, Err: err}
+		return &os.LinkError{Op: op, Old: oldname, New: newname, Err: err}
 	}
 	if err := f.alive(); err != nil {
 		return lerr(err)
@@ -180,6 +193,9 @@ func (f *FS) Rename(oldname, newname string) error {
 	nd, nbase, err := f.parent(newname)
 	if err != nil {
 		return lerr(err)
+	}
+	if _, ok := nd.entries[nbase]; ok && noReplace {
+		return lerr(fs.ErrExist)
 	}
 	if od == nd && obase == nbase {
 		return nil

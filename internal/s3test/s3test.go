@@ -8,6 +8,7 @@ package s3test
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/xml"
 	"fmt"
 	"io"
 	"net/http"
@@ -37,7 +38,15 @@ type Server struct {
 	mu    sync.Mutex
 	parts map[string][]int64 // upload id -> sizes of the parts put, by part number order of arrival
 	hook  func(r *http.Request)
+
+	minio atomic.Bool // answer as MinIO does: see LikeMinIO
 }
+
+// LikeMinIO makes the server answer as MinIO does where it differs from S3 in what writeout
+// relies on: every response names the server ("Server: MinIO"), and a listing of multipart
+// uploads with a prefix lists only the uploads of the key equal to the prefix (MinIO lists
+// no other: "working as intended", minio/minio#20989).
+func (s *Server) LikeMinIO() { s.minio.Store(true) }
 
 // Start starts a server with the given buckets; Close stops it. Tests call Close through
 // t.Cleanup.
@@ -82,8 +91,64 @@ func (s *Server) handler(h http.Handler) http.Handler {
 			s.gets.Add(1)
 			w = &countingWriter{ResponseWriter: w, n: &s.getBytes}
 		}
+		if s.minio.Load() {
+			w = &minioWriter{ResponseWriter: w}
+			if r.Method == http.MethodGet && !object && q.Has("uploads") && q.Get("prefix") != "" {
+				exactKeyUploads(w, r, h, q.Get("prefix"))
+				return
+			}
+		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// exactKeyUploads serves a listing of multipart uploads with h, keeping only the uploads of
+// key, as MinIO lists them for a prefix.
+func exactKeyUploads(w http.ResponseWriter, r *http.Request, h http.Handler, key string) {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	body := rec.Body.Bytes()
+	if rec.Code == http.StatusOK {
+		var res struct {
+			XMLName xml.Name `xml:"ListMultipartUploadsResult"`
+			Inner   []byte   `xml:",innerxml"`
+		}
+		if err := xml.Unmarshal(body, &res); err == nil {
+			// Drop every <Upload> element whose <Key> is not key; keep the rest as it was.
+			var kept bytes.Buffer
+			dec := xml.NewDecoder(bytes.NewReader(res.Inner))
+			for {
+				start := dec.InputOffset()
+				tok, err := dec.Token()
+				if err != nil {
+					break
+				}
+				se, ok := tok.(xml.StartElement)
+				if !ok || se.Name.Local != "Upload" {
+					kept.Write(res.Inner[start:dec.InputOffset()])
+					continue
+				}
+				var up struct {
+					Key string `xml:"Key"`
+				}
+				if err := dec.DecodeElement(&up, &se); err != nil {
+					break
+				}
+				if up.Key == key {
+					kept.Write(res.Inner[start:dec.InputOffset()])
+				}
+			}
+			body = append(append([]byte(`<?xml version="1.0" encoding="UTF-8"?>`+"\n"+`<ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">`),
+				kept.Bytes()...), "</ListMultipartUploadsResult>"...)
+		}
+	}
+	for k, v := range rec.Header() {
+		if k != "Content-Length" {
+			w.Header()[k] = v
+		}
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(body)
 }
 
 // ifMatch answers a GET or HEAD of an object whose If-Match names another ETag than the
@@ -202,4 +267,41 @@ func (s *Server) Exists(bucket, key string) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// Keys returns the keys of the objects under prefix in bucket, read directly from the
+// server's backend, in order.
+func (s *Server) Keys(bucket, prefix string) ([]string, error) {
+	p := gofakes3.NewPrefix(&prefix, nil)
+	list, err := s.backend.ListBucket(bucket, &p, gofakes3.ListBucketPage{})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(list.Contents))
+	for _, c := range list.Contents {
+		keys = append(keys, c.Key)
+	}
+	return keys, nil
+}
+
+// minioWriter names MinIO as the server of a response (gofakes3 names AmazonS3 as it
+// writes its header).
+type minioWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *minioWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.wrote = true
+		w.Header().Set("Server", "MinIO")
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *minioWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
 }

@@ -59,6 +59,9 @@ const (
 	// EncRoaringTableV4 is EncRoaringTable's version 4 replacement: each bitmap is empty,
 	// Elias-Fano or roaring, whichever is smallest (doc.go, "Version 4 encodings: bitmap index").
 	EncRoaringTableV4 Encoding = 14
+	// EncIDChunksV5 is EncIDChunksV4 whose chunks may also take the id-deltas form (doc.go,
+	// "Version 5 encodings"), for ids sorted within runs of rows.
+	EncIDChunksV5 Encoding = 15
 )
 
 func (e Encoding) String() string {
@@ -87,6 +90,8 @@ func (e Encoding) String() string {
 		return "id-chunks-v4"
 	case EncRoaringTableV4:
 		return "roaring-table-v4"
+	case EncIDChunksV5:
+		return "id-chunks-v5"
 	}
 	return fmt.Sprintf("encoding%d", uint8(e))
 }

@@ -46,6 +46,12 @@ type Options struct {
 	// PageBufferSize is parquet-go's page buffer size (see parquet.PageBufferSize); 0 means
 	// parquet-go's default.
 	PageBufferSize int
+	// Progress, when set, is called with the rows written so far, from the export's
+	// goroutine, about every ProgressRows rows and after the last row (with the segment's
+	// rows; no call for a segment of none), before the file is closed. It must return quickly.
+	Progress func(rowsDone int64)
+	// ProgressRows is the interval of Progress calls; 0 means 65536 rows.
+	ProgressRows int
 }
 
 func (o *Options) ensureDefaults() error {
@@ -54,8 +60,14 @@ func (o *Options) ensureDefaults() error {
 		return fmt.Errorf("%w: RowGroupRows %d is negative", ErrInvalid, o.RowGroupRows)
 	case o.PageBufferSize < 0:
 		return fmt.Errorf("%w: PageBufferSize %d is negative", ErrInvalid, o.PageBufferSize)
-	case o.RowGroupRows == 0:
+	case o.ProgressRows < 0:
+		return fmt.Errorf("%w: ProgressRows %d is negative", ErrInvalid, o.ProgressRows)
+	}
+	if o.RowGroupRows == 0 {
 		o.RowGroupRows = DefaultRowGroupRows
+	}
+	if o.ProgressRows == 0 {
+		o.ProgressRows = 1 << 16
 	}
 	return nil
 }
@@ -292,6 +304,7 @@ func (x *exporter) run(ctx context.Context, w io.Writer, opts Options) (info Inf
 	tc := x.seg.Time().Cursor()
 	batch := make([]parquet.Row, 0, batchRows)
 	var arena []byte
+	nextProgress := opts.ProgressRows
 	for start := 0; start < rows; start += batchRows {
 		if err := ctx.Err(); err != nil {
 			return info, fmt.Errorf("export: %s: %w", x.name(), err)
@@ -317,6 +330,10 @@ func (x *exporter) run(ctx context.Context, w io.Writer, opts Options) (info Inf
 		}
 		if _, err := pw.WriteRows(batch); err != nil {
 			return info, fmt.Errorf("export: %s: write: %w", x.name(), err)
+		}
+		if opts.Progress != nil && (end >= nextProgress || end == rows) {
+			opts.Progress(int64(end))
+			nextProgress = end + opts.ProgressRows
 		}
 	}
 	if err := pw.Close(); err != nil {

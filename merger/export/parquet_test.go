@@ -520,3 +520,23 @@ func TestIngestSpec(t *testing.T) {
 }
 
 func ingestParse(data []byte) (*ingest.Spec, error) { return ingest.ParseSpec(data) }
+
+// Progress counts the rows written in batches, up to the segment's rows, in order.
+func TestWriteParquetProgress(t *testing.T) {
+	seg := openSeg(t, buildSegment(t, testSchema(false), testRows(3, 1000)))
+	var got []int64
+	opts := Options{ProgressRows: 300, Progress: func(done int64) { got = append(got, done) }}
+	_, err := WriteParquet(context.Background(), io.Discard, seg, opts)
+	require.NoError(t, err)
+	// Rows go to parquet-go 256 at a time: a call at the first batch end past each 300 rows.
+	require.Equal(t, []int64{512, 1000}, got)
+
+	got = nil
+	opts.ProgressRows = 0 // every 65536 rows: only the end
+	_, err = WriteParquet(context.Background(), io.Discard, seg, opts)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1000}, got)
+
+	_, err = WriteParquet(context.Background(), io.Discard, seg, Options{ProgressRows: -1})
+	require.ErrorIs(t, err, ErrInvalid)
+}

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/suggest"
 )
 
 // csvReader reads CSV whose first line is a header of field names (see SpecHelp).
@@ -24,16 +25,57 @@ import (
 // *RowError naming the line where the record starts, and reading goes on at the line after
 // that one: an unmatched quote costs its own line, not the rest of the input. A record is
 // at most the spec's input.maxRecordBytes long (all its lines, line endings included): a longer record of several
-// lines is a *RowError as above, a single line that long ends the input (ErrInput).
+// lines is a *RowError as above, a single line that long ends the input (ErrInput). A quoted
+// field over more than longQuoteLines lines, or over longQuoteBytes bytes on several lines,
+// is read as RFC 4180 says but gets a warning at the end of the input (see longQuote).
 type csvReader struct {
 	fieldParser
 	sc        csvScanner
 	timeIdx   int
+	header    []string // the header's field names
 	dimIdx    []int
 	metricIdx []int // -1: no field
 	null      string
 	multi     string
 	nfields   int
+	// The quoted fields of the records read that span more than longQuoteLines lines or
+	// longQuoteBytes bytes over several lines: their number, and the first.
+	longQuotes int
+	firstQuote longQuote
+}
+
+// A quoted field that spans more than longQuoteLines lines, or more than longQuoteBytes
+// bytes over two lines or more, is RFC 4180 CSV but most likely an unmatched quote that folds
+// the rows after it into one field: the input gets a warning naming the line where the first
+// such field opened, and how many more there are.
+const (
+	longQuoteLines = 4
+	longQuoteBytes = 64 << 10
+)
+
+// longQuote is a long quoted field: the line where it opened, its field's index, its lines
+// and bytes.
+type longQuote struct {
+	line, field, lines, bytes int
+}
+
+// warnLongQuotes gives the input's warning of its long quoted fields, once, at its end.
+func (x *csvReader) warnLongQuotes() {
+	if x.longQuotes == 0 || x.onWarning == nil {
+		x.longQuotes = 0
+		return
+	}
+	q, more := x.firstQuote, x.longQuotes-1
+	x.longQuotes = 0
+	column := ""
+	if q.field < len(x.header) {
+		column = x.header[q.field]
+	}
+	msg := fmt.Sprintf("a quoted field opened on this line spans %d lines (%d bytes): the rows on those lines are one field of one record; is a quote unmatched?", q.lines, q.bytes)
+	if more > 0 {
+		msg += fmt.Sprintf(" (and %d more quoted fields over more than %d lines or %d KiB)", more, longQuoteLines, longQuoteBytes>>10)
+	}
+	x.onWarning(Warning{file: x.file, line: q.line, column: column, message: msg})
 }
 
 // CSV is the name of the CSV format.
@@ -50,7 +92,8 @@ var csvFormat = inputFormat{
 	help: `CSV: the first line is the header of field names; input.delimiter separates fields (default
 ","); a multi-value cell is split on input.multiValueDelimiter (default "|"); a field equal
 to input.nullValue (default: the empty field) is null. An empty element of a multi-value cell
-is the empty string.`,
+is the empty string. A quoted field over more than 4 lines (or over 64 KiB on several lines)
+gets a warning naming the line where it opened: most likely an unmatched quote.`,
 }
 
 // newCSVReader returns a reader of the CSV in r, named name in messages, and reads its header
@@ -82,6 +125,7 @@ func newCSVReader(pl *plan, name string, r io.Reader, opts readerOptions) (*csvR
 		}
 		return nil, fmt.Errorf("%s: header: %w", name, err)
 	}
+	x.header = append([]string(nil), header...)
 	index := make(map[string]int, len(header))
 	for i, h := range header {
 		if _, dup := index[h]; dup {
@@ -92,7 +136,7 @@ func newCSVReader(pl *plan, name string, r io.Reader, opts readerOptions) (*csvR
 	find := func(what, field string) (int, error) {
 		i, ok := index[field]
 		if !ok {
-			return 0, inputErr("%s:%d: %s: field %q is not in the header", name, x.sc.start, what, field)
+			return 0, inputErr("%s:%d: %s: field %q is not in the header%s", name, x.sc.start, what, field, suggest.Hint(field, header))
 		}
 		return i, nil
 	}
@@ -124,7 +168,7 @@ func newCSVReader(pl *plan, name string, r io.Reader, opts readerOptions) (*csvR
 				k = -1
 				if p.onWarning != nil {
 					p.onWarning(Warning{file: name, line: x.sc.start, column: m.Name,
-						message: fmt.Sprintf("field %q is not in the header: every value of metric %s is missing", f, m.Name)})
+						message: fmt.Sprintf("field %q is not in the header%s: every value of metric %s is missing", f, suggest.Hint(f, header), m.Name)})
 				}
 			}
 		}
@@ -140,11 +184,13 @@ func (x *csvReader) Read(row *columns.Row) error {
 		var re *RowError
 		switch {
 		case err == io.EOF:
+			x.warnLongQuotes()
 			return io.EOF
 		case errors.As(err, &re):
 			x.line = re.Line
 			return re
 		case errors.Is(err, ErrInput):
+			x.warnLongQuotes()
 			return err
 		}
 		return readErr(x.file, err)
@@ -158,6 +204,12 @@ func (x *csvReader) Read(row *columns.Row) error {
 			return x.errf("", "%d fields, the header has %d (a record over lines %d-%d: is a quote unmatched?)", len(rec), x.nfields, x.sc.start, end)
 		}
 		return x.errf("", "%d fields, the header has %d", len(rec), x.nfields)
+	}
+	if q := x.sc.recQuote; q.lines > 0 {
+		if x.longQuotes == 0 {
+			x.firstQuote = q
+		}
+		x.longQuotes++
 	}
 	x.shape(row)
 	if err := x.setTime(row, rec[x.timeIdx], rec[x.timeIdx] == x.null); err != nil {
@@ -223,6 +275,9 @@ type csvScanner struct {
 	// line without quotes (fast); the other records read it through pending.
 	block string
 	ring  blockRing
+	// recQuote is the first long quoted field of the record read last (see longQuote), or
+	// the zero value.
+	recQuote longQuote
 }
 
 // blockRing recycles the memory of fast's blocks when the reader's user says which blocks
@@ -540,10 +595,20 @@ func zeroBytes(w uint64) uint64 {
 	return ^((w&low7 + low7) | w | low7)
 }
 
+// quoted notes the quoted field that opened on line open and starts at from in fields, now
+// read, in recQuote when it is the record's first long one.
+func (s *csvScanner) quoted(open, from int) {
+	lines, n := s.line-open+1, len(s.fields)-from
+	if s.recQuote.lines == 0 && lines > 1 && (lines > longQuoteLines || n > longQuoteBytes) {
+		s.recQuote = longQuote{line: open, field: len(s.ends), lines: lines, bytes: n}
+	}
+}
+
 // next returns the next record: its fields (valid until the next call), io.EOF at the end, a
 // *RowError for a malformed record, an error wrapping ErrInput for a line over the limit, or
 // the input's error.
 func (s *csvScanner) next() ([]string, error) {
+	s.recQuote = longQuote{}
 	if rec, ok := s.fast(); ok {
 		return rec, nil
 	}
@@ -593,6 +658,7 @@ fields:
 			continue
 		}
 		cur = cur[1:]
+		open, from := s.line, len(s.fields)
 		for {
 			i := bytes.IndexByte(cur, '"')
 			if i >= 0 {
@@ -603,10 +669,12 @@ fields:
 					s.fields = append(s.fields, '"')
 					cur = cur[1:]
 				case bytes.HasPrefix(cur, s.comma):
+					s.quoted(open, from)
 					s.ends = append(s.ends, len(s.fields))
 					cur = cur[len(s.comma):]
 					continue fields
 				case len(cur) == 0:
+					s.quoted(open, from)
 					s.ends = append(s.ends, len(s.fields))
 					break fields
 				default:

@@ -487,3 +487,44 @@ func TestEpochUnitWarning(t *testing.T) {
 		require.Equal(t, c.want, warns[0].message, c.in)
 	}
 }
+
+// An unmatched quote that RFC 4180 still reads folds the rows after it into one field: the
+// input gets one warning, at its end, naming the line where the quote opened and how many
+// more such fields there are. A quoted field over a few lines gets none.
+func TestCSVLongQuotedFieldWarns(t *testing.T) {
+	sp := testSpec(t, nil)
+	row := func(i int) string { return fmt.Sprintf("17145648000%02d,A,a,b,1,1,u\n", i) }
+	read := func(in string) (rows []string, warns []string) {
+		t.Helper()
+		rr, err := openReaderOptions(sp, CSV, "q.csv", strings.NewReader(in),
+			readerOptions{OnWarning: func(w Warning) { warns = append(warns, w.String()) }})
+		require.NoError(t, err)
+		rows, bad, end := readAll(t, sp, rr)
+		require.NoError(t, end)
+		require.Empty(t, bad)
+		return rows, warns
+	}
+
+	// 10 rows on lines 2-11; the quote opened on line 4 closes on line 8: 6 rows come out.
+	in := csvHeader + row(1) + row(2) + "1714564800003,A,a,\"oops,1,1,u\n" + row(4) + row(5) + row(6) +
+		"1714564800007,A,a,b\",1,1,u\n" + row(8) + row(9) + row(10)
+	rows, warns := read(in)
+	require.Len(t, rows, 6)
+	require.Equal(t, []string{`q.csv:4: column body: a quoted field opened on this line spans 5 lines (108 bytes): the rows on those lines are one field of one record; is a quote unmatched?`}, warns)
+
+	// Two of them: one warning, the first named, the other counted.
+	rows, warns = read(in + "1714564800011,A,a,\"x\n\n\n\n\nend\",1,1,u\n")
+	require.Len(t, rows, 7)
+	require.Len(t, warns, 1)
+	require.True(t, strings.HasPrefix(warns[0], "q.csv:4: column body: a quoted field opened on this line spans 5 lines"), warns[0])
+	require.True(t, strings.HasSuffix(warns[0], "(and 1 more quoted fields over more than 4 lines or 64 KiB)"), warns[0])
+
+	// Over 64 KiB on two lines: a warning; a field over 4 lines, or a long one on one line: none.
+	long := strings.Repeat("z", 70_000)
+	_, warns = read(csvHeader + row(1) + "1714564800002,A,a,\"" + long + "\n" + long + "\",1,1,u\n")
+	require.Len(t, warns, 1)
+	require.Contains(t, warns[0], "q.csv:3: column body: a quoted field opened on this line spans 2 lines (140001 bytes)")
+	rows, warns = read(csvHeader + "1714564800002,A,a,\"line 1\nline 2\n\nline 4\",1,1,u\n" + "1714564800003,A,a,\"" + long + "\",1,1,u\n")
+	require.Len(t, rows, 2)
+	require.Empty(t, warns)
+}

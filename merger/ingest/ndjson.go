@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/suggest"
 )
 
 // ndjsonReader reads one JSON object per line (see SpecHelp). Blank lines are skipped.
@@ -117,13 +118,15 @@ func (x *ndjsonReader) checkFields() error {
 	}
 	for _, a := range x.absent {
 		if a.metric < 0 {
-			return inputErr("%s: %s: field %q is in none of its %d objects (their keys: %s)", x.file, a.what, a.field, x.rows, shown)
+			return inputErr("%s: %s: field %q is in none of its %d objects%s (their keys: %s)", x.file, a.what, a.field, x.rows,
+				suggest.Hint(a.field, keys), shown)
 		}
 	}
 	if x.onWarning != nil {
 		for _, a := range x.absent {
 			x.onWarning(Warning{file: x.file, line: x.line, column: x.sp.Schema.Metrics[a.metric].Name,
-				message: fmt.Sprintf("field %q is in none of the %d objects: every value of %s is missing", a.field, x.rows, a.what)})
+				message: fmt.Sprintf("field %q is in none of the %d objects%s: every value of %s is missing", a.field, x.rows,
+					suggest.Hint(a.field, keys), a.what)})
 		}
 	}
 	x.absent = nil

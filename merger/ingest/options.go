@@ -139,6 +139,9 @@ type Options struct {
 	Medium medium.Medium
 	// Durability of the published outputs; runs are never synced.
 	Durability medium.Durability
+	// Compression of the outputs' chunks (merger.Options.Compression); the zero value is
+	// columns' default, s2. Runs, read back once by the ingestion itself, keep the default.
+	Compression columns.Compression
 	// Replace allows replacing existing output files. Outputs are replaced only when the whole
 	// ingest succeeds: until then they are staged in a temp directory (TempPattern) in Out's
 	// directory, and on failure the old ones stay as they were. With RowsPerSegment the new
@@ -156,12 +159,40 @@ type Options struct {
 	// MaxRecordBytes, when positive, bounds the bytes of one CSV record or NDJSON line in
 	// place of the spec's input.maxRecordBytes.
 	MaxRecordBytes int64
+	// Progress, when set, is called with how far the Run is: every 65536 input rows and after
+	// each input (Step StepRead), and while a segment is written, as merger.Options.Progress
+	// is called (Step StepWrite), one call at a time, from Run's goroutine or the one writing
+	// the segment. It must return quickly.
+	Progress func(Progress)
 	// progress, when set, is called every progressRows input rows, after each run and after
 	// each segment, from Run's goroutine. It must return quickly.
 	progress func(progressReport)
 	// progressRows is the interval of progress calls; 0 means 65536 rows.
 	progressRows int
 }
+
+// Progress says how far a Run is (Options.Progress).
+type Progress struct {
+	// Step is StepRead while the inputs are read, StepWrite while a segment is written (the
+	// rows in memory, or the runs and those rows merged into it).
+	Step string
+	// Bytes counts the input bytes read: the size of each input read whole (a file's size, as
+	// os.Stat gives it, or a stream's bytes), and the bytes of the input being read so far,
+	// at most its size. Files are counted as read from the disk, before any decompression,
+	// so that at the end Bytes is the sum of the inputs' sizes. Inputs of Rows count none.
+	Bytes int64
+	// Rows counts the input rows read so far, those skipped included.
+	Rows int64
+	// In step StepWrite: the rows of the write done, and its rows in all
+	// (merger.Progress.RowsDone and RowsTotal).
+	WriteDone, WriteTotal int64
+}
+
+// The steps of a Run that Progress reports.
+const (
+	StepRead  = "read"
+	StepWrite = "write"
+)
 
 // progressReport says how far a Run is (tests watch it).
 type progressReport struct {
@@ -227,6 +258,9 @@ func (o *Options) ensureDefaults() (location.Location, error) {
 	}
 	if err := o.Durability.Validate(); err != nil {
 		return out, fmt.Errorf("ingest: %w", err)
+	}
+	if o.Compression > columns.CompressionS2 {
+		return out, fmt.Errorf("%w: Compression %v (want %s)", ErrInvalid, o.Compression, columns.CompressionNames)
 	}
 	if o.MaxRowsInMemory == 0 {
 		o.MaxRowsInMemory = defaultMaxRowsInMemory

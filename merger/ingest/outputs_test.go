@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
 )
 
@@ -200,4 +201,63 @@ func TestRunNoReplaceRace(t *testing.T) {
 	_, err = Run(context.Background(), sp, []Input{csvInput("a.csv", hourCSV)}, Options{Out: filepath.Join(dir, "day.seg"), RowsPerSegment: 2, Durability: noSync})
 	require.ErrorIs(t, err, fs.ErrExist)
 	require.Equal(t, map[string]string{"day-0001.seg": "theirs"}, readFiles(t, dir))
+}
+
+// Options.Compression is the outputs' codec, whether the rows go straight to the output, or
+// through runs merged in phases (MaxFanIn 2); anything but the four compressions is invalid.
+func TestRunCompression(t *testing.T) {
+	sp, err := ParseSpec([]byte(fmt.Sprintf(genSpecJSON, "")))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	data := genCSV(7, 20_000)
+	codecs := func(path string) columns.ChunkCodecs {
+		seg, err := columns.Open(path)
+		require.NoError(t, err)
+		defer seg.Close()
+		var all columns.ChunkCodecs
+		for i := range seg.Info().Parts {
+			c, _, err := seg.PartCodecs(i)
+			require.NoError(t, err)
+			all.None, all.S2, all.Zstd = all.None+c.None, all.S2+c.S2, all.Zstd+c.Zstd
+		}
+		return all
+	}
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"straight", Options{}},
+		{"runs", Options{MaxRowsInMemory: 3000, MaxFanIn: 2}},
+	} {
+		var rows []int64
+		for _, comp := range []columns.Compression{columns.CompressionDefault, columns.CompressionZstd, columns.CompressionNone} {
+			o := tc.opts
+			o.Out = filepath.Join(dir, fmt.Sprintf("%s-%s.seg", tc.name, comp))
+			o.Durability, o.Compression = noSync, comp
+			res, err := Run(context.Background(), sp, []Input{csvInput("a.csv", data)}, o)
+			require.NoError(t, err)
+			if tc.name == "runs" {
+				require.Greater(t, res.runs, 2, "merged in phases")
+			}
+			c := codecs(o.Out)
+			switch comp {
+			case columns.CompressionDefault:
+				require.Positive(t, c.S2, "%s: %+v", tc.name, c)
+				require.Zero(t, c.Zstd, "%s: %+v", tc.name, c)
+			case columns.CompressionZstd:
+				require.Positive(t, c.Zstd, "%s: %+v", tc.name, c)
+				require.Zero(t, c.S2, "%s: %+v", tc.name, c)
+			case columns.CompressionNone:
+				require.Zero(t, c.Zstd+c.S2, "%s: %+v", tc.name, c)
+			case columns.CompressionS2:
+				t.Fatal("written with the default, not s2 by name")
+			}
+			rows = append(rows, res.Segments[0].Rows)
+		}
+		require.Equal(t, rows[0], rows[1])
+		require.Equal(t, rows[0], rows[2])
+	}
+	_, err = Run(context.Background(), sp, []Input{csvInput("a.csv", data)}, Options{Out: filepath.Join(dir, "x.seg"), Compression: 99})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, "want none, s2 or zstd")
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/suggest"
 )
 
 // Parquet is the name of the Parquet format.
@@ -38,7 +39,9 @@ var parquetFormat = inputFormat{
 micros, nanos), INT32 DATE, an integer in the unit of timestamp.format, or a string;
 dimensions from strings, integers and booleans (their CSV text), a LIST (or repeated field)
 giving multi-value cells (an empty list is null); metrics from integers, floating-point
-numbers and strings; a null is null. A column of another type is an error naming it.`,
+numbers and strings; a null is null. A column of another type is an error naming it. A file
+whose footer, row groups and pages disagree (a length past the file or its column chunk, row
+counts that do not add up, a page that decodes to another size) is an error naming it.`,
 }
 
 // parquetReader reads the rows of a Parquet file (see SpecHelp), with
@@ -64,12 +67,14 @@ numbers and strings; a null is null. A column of another type is an error naming
 //
 // Any other type is an error wrapping ErrInput naming the file, the column and its type, from
 // newParquetReader. A file that is not Parquet, or a corrupt one, is an error wrapping
-// ErrInput (never a panic). A row's errors (*RowError) name its row number, from 1, in place
+// ErrInput (never a panic); every length parquet-go would allocate by is checked first, and
+// the row counts of the footer, the row groups and the pages must agree (parquet_check.go). A row's errors (*RowError) name its row number, from 1, in place
 // of a line.
 type parquetReader struct {
 	fieldParser
 	ctx     context.Context
 	pf      *parquet.File
+	pqf     *pqFile // the footer, checked (parquet_check.go)
 	groups  []parquet.RowGroup
 	group   int   // the next row group
 	left    int64 // rows left in the current one
@@ -92,12 +97,19 @@ func newParquetReader(pl *plan, name string, r io.ReaderAt, size int64, opts rea
 			x, err = nil, inputErr("%s: not a readable Parquet file: %v", name, v)
 		}
 	}()
+	pqf, err := checkParquetFooter(name, r, size)
+	if err != nil {
+		return nil, err
+	}
 	pf, err := parquet.OpenFile(r, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true),
 		parquet.ReadBufferSize(pqReadBuffer))
 	if err != nil {
 		return nil, inputErr("%s: not a readable Parquet file: %v", name, err)
 	}
-	x = &parquetReader{fieldParser: p, ctx: opts.Context, pf: pf, groups: pf.RowGroups()}
+	x = &parquetReader{fieldParser: p, ctx: opts.Context, pf: pf, pqf: pqf, groups: pf.RowGroups()}
+	if len(x.groups) != len(pqf.md.RowGroups) {
+		return nil, inputErr("%s: not a readable Parquet file: %d row groups, its footer says %d", name, len(x.groups), len(pqf.md.RowGroups))
+	}
 	byField := map[string]*pqColumn{}
 	column := func(what, field string) (*pqColumn, error) {
 		if c := byField[field]; c != nil {
@@ -193,7 +205,8 @@ func (x *parquetReader) findColumn(what, field string) (*pqColumn, error) {
 		c.setType(node.Type())
 		return c, nil
 	}
-	return nil, inputErr("%s: %s: field %q is not a column of the Parquet file (its columns: %s)", x.file, what, field, strings.Join(names, ", "))
+	return nil, inputErr("%s: %s: field %q is not a column of the Parquet file%s (its columns: %s)", x.file, what, field,
+		suggest.Hint(field, names), strings.Join(names, ", "))
 }
 
 // check is the error of column c that cannot be what, or nil when ok.
@@ -306,6 +319,11 @@ func (x *parquetReader) Read(row *columns.Row) (err error) {
 			return x.corrupt(fmt.Errorf("column %q: %w", c.name, err))
 		}
 	}
+	if x.left == 0 {
+		if err := x.endGroup(); err != nil {
+			return x.corrupt(err)
+		}
+	}
 	x.shape(row)
 	if err := x.readTime(row); err != nil {
 		return err
@@ -335,7 +353,8 @@ func (x *parquetReader) corrupt(err error) error {
 	return x.err
 }
 
-// openGroup starts reading the next row group.
+// openGroup starts reading the next row group, once the pages of each column read are
+// checked (checkPages).
 func (x *parquetReader) openGroup() error {
 	g := x.groups[x.group]
 	x.group++
@@ -345,12 +364,32 @@ func (x *parquetReader) openGroup() error {
 		if c.index < 0 || c.index >= len(chunks) {
 			return fmt.Errorf("row group %d has no column %d", x.group-1, c.index)
 		}
+		if err := x.pqf.checkPages(x.group-1, c.index); err != nil {
+			return fmt.Errorf("row group %d, column %q: %w", x.group-1, c.name, err)
+		}
 		c.pages = chunks[c.index].Pages()
 		c.li, c.n = 0, 0
 	}
 	x.left = g.NumRows()
-	if x.left < 0 {
+	if x.left < 0 || x.left != x.pqf.md.RowGroups[x.group-1].NumRows {
 		return fmt.Errorf("row group %d of %d rows", x.group-1, x.left)
+	}
+	return nil
+}
+
+// endGroup checks, after the last row of a row group, that no column read holds more.
+func (x *parquetReader) endGroup() error {
+	for _, c := range x.cols {
+		for c.li == c.n {
+			if err := c.load(); err == io.EOF {
+				break
+			} else if err != nil {
+				return fmt.Errorf("column %q: %w", c.name, err)
+			}
+		}
+		if c.li < c.n {
+			return fmt.Errorf("column %q: more values than row group %d has rows (%d)", c.name, x.group-1, x.groups[x.group-1].NumRows())
+		}
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -68,7 +69,8 @@ type readerOptions struct {
 	// fails with an error wrapping the context's error.
 	Context context.Context
 	// OnWarning, when set, is called with the input's warnings: a time outside the plausible
-	// years 1900 to 2199, once per input (most likely a wrong timestamp.format).
+	// years 1900 to 2199, once per input (most likely a wrong timestamp.format); CSV quoted
+	// fields over many lines, once per input at its end (most likely an unmatched quote).
 	OnWarning func(Warning)
 }
 
@@ -137,13 +139,23 @@ func readErr(name string, err error) error {
 // io.ReaderAt with a Stat method, as a Parquet input needs. A named pipe's open waits for a
 // writer: ctx ends the wait.
 func openFile(ctx context.Context, path string) (io.ReadCloser, error) {
+	return openCounted(ctx, path, nil)
+}
+
+// openCounted is openFile; when count is not nil, every byte read from the file (by Read or
+// ReadAt, before any decompression) is added to it.
+func openCounted(ctx context.Context, path string, count *atomic.Int64) (io.ReadCloser, error) {
 	f, err := openWaiting(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	br := bufio.NewReaderSize(f, 256<<10)
+	var src io.Reader = f
+	if count != nil {
+		src = countingReader{r: f, n: count}
+	}
+	br := bufio.NewReaderSize(src, 256<<10)
 	if !strings.HasSuffix(strings.ToLower(path), ".gz") {
-		return fileReader{br, f}, nil
+		return fileReader{br, f, count}, nil
 	}
 	zr, err := gzip.NewReader(br)
 	if err != nil {
@@ -190,11 +202,30 @@ func openWaiting(ctx context.Context, path string) (*os.File, error) {
 type fileReader struct {
 	*bufio.Reader
 	f *os.File
+	n *atomic.Int64 // when not nil, counts the bytes read
 }
 
-func (r fileReader) ReadAt(p []byte, off int64) (int, error) { return r.f.ReadAt(p, off) }
-func (r fileReader) Stat() (os.FileInfo, error)              { return r.f.Stat() }
-func (r fileReader) Close() error                            { return r.f.Close() }
+func (r fileReader) ReadAt(p []byte, off int64) (int, error) {
+	n, err := r.f.ReadAt(p, off)
+	if r.n != nil {
+		r.n.Add(int64(n))
+	}
+	return n, err
+}
+
+// countingReader adds the bytes read from r to n.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+func (r fileReader) Stat() (os.FileInfo, error) { return r.f.Stat() }
+func (r fileReader) Close() error               { return r.f.Close() }
 
 type readCloser struct {
 	io.Reader

@@ -180,6 +180,8 @@ func TestCSVReaderHeader(t *testing.T) {
 	bad("ts,page,ts\n", `h.csv:1: field "ts" appears twice in the header`)
 	bad("time,page,tags,body,added,d,user\n", `h.csv:1: timestamp: field "ts" is not in the header`)
 	bad("ts,tags,body,added,d,user\n", `h.csv:1: dimension page: field "page" is not in the header`)
+	bad("ts,pgae,tags,body,added,d,user\n", `h.csv:1: dimension page: field "page" is not in the header; did you mean "pgae"?`)
+	bad("Ts,page,tags,body,added,d,user\n", `h.csv:1: timestamp: field "ts" is not in the header; did you mean "Ts"?`)
 	bad("ts,page,\"tags\n", `h.csv:1: header: malformed CSV: a quoted field is still open at the end of the input: is a quote unmatched?`)
 	bad("ts,page,\"ta\"gs\"\n", `h.csv:1: header: malformed CSV: extraneous or missing " in quoted-field`)
 
@@ -393,7 +395,7 @@ func TestNDJSONAbsentField(t *testing.T) {
 		`{"ts": 2, "pgae": "Talk", "tags": "b", "body": "y", "added": 2, "d": 2, "user": "v"}` + "\n"
 	_, _, err := read(testSpec(t, nil), in)
 	require.ErrorIs(t, err, ErrInput)
-	require.EqualError(t, err, `in.ndjson: dimension page: field "page" is in none of its 2 objects (their keys: added, body, d, pgae, tags, ts, user)`)
+	require.EqualError(t, err, `in.ndjson: dimension page: field "page" is in none of its 2 objects; did you mean "pgae"? (their keys: added, body, d, pgae, tags, ts, user)`)
 
 	// The field in one object of many, or as null only: fine.
 	fine := strings.Replace(in, `"pgae": "Talk"`, `"page": null`, 1)

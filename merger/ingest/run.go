@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sync/atomic"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/medium"
@@ -192,6 +193,12 @@ type runner struct {
 	untilCheck int
 	nextProg   int64
 	input      string
+	// Options.Progress's count of input bytes: inBytes is read of the input being read (on the
+	// read-ahead goroutine), at most inSize of it counts (-1: a stream, all of it); bytesDone
+	// is of the inputs before.
+	inBytes   atomic.Int64
+	inSize    int64
+	bytesDone int64
 }
 
 // readInput feeds the rows of one input to the Builder.
@@ -199,15 +206,51 @@ func (r *runner) readInput(in Input, format *inputFormat) (err error) {
 	if in.Rows != nil {
 		return r.readRows(in.Name, rowsReader{rows: in.Rows, name: in.Name}, nil)
 	}
+	var count *atomic.Int64 // the bytes read, for Options.Progress
+	if r.opts.Progress != nil {
+		count = &r.inBytes
+		r.inBytes.Store(0)
+		r.inSize = -1
+		defer func() {
+			if err != nil {
+				return
+			}
+			// Read whole: a file counts its size, a stream what was read of it.
+			if r.inSize >= 0 {
+				r.bytesDone += r.inSize
+			} else {
+				r.bytesDone += r.inBytes.Load()
+			}
+			r.inBytes.Store(0)
+			r.inSize = -1
+			r.report()
+		}()
+	}
 	src := in.Reader
+	if src != nil && count != nil {
+		src, r.inSize = countReader(src, count)
+	}
 	if src == nil {
 		open := in.open
 		if open == nil {
-			open = func() (io.ReadCloser, error) { return openFile(r.ctx, in.Path) }
+			open = func() (io.ReadCloser, error) { return openCounted(r.ctx, in.Path, count) }
+		} else if count != nil {
+			open = func() (io.ReadCloser, error) {
+				rc, err := in.open()
+				if _, ok := rc.(io.ReaderAt); err != nil || ok {
+					return rc, err // a test's file: counted once read whole
+				}
+				return readCloser{countingReader{r: rc, n: count}, rc.Close}, nil
+			}
 		}
 		rc, err := open()
 		if err != nil {
 			return err
+		}
+		if count != nil && in.open == nil {
+			if fi, err := os.Stat(in.Path); err == nil && fi.Mode().IsRegular() {
+				r.inSize = fi.Size()
+			}
 		}
 		defer func() {
 			if cerr := rc.Close(); cerr != nil && err == nil {
@@ -233,6 +276,75 @@ func (r *runner) readInput(in Input, format *inputFormat) (err error) {
 		}()
 	}
 	return r.readRows(in.Name, rr, ahead)
+}
+
+// countReader returns r counting the bytes read (by Read and ReadAt) into count, and r's
+// size: Size's, a regular file's, else -1. What it returns has the methods of r that the
+// format readers look for (ReadAt with Size or Stat); an io.ReaderAt with neither is returned
+// as it is, and counts once read whole.
+func countReader(r io.Reader, count *atomic.Int64) (io.Reader, int64) {
+	switch x := r.(type) {
+	case sizedReaderAt:
+		return countedSized{x, count}, x.Size()
+	case statReaderAt:
+		size := int64(-1)
+		if fi, err := x.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+		return countedStat{x, count}, size
+	case io.ReaderAt:
+		return r, -1
+	}
+	return countingReader{r: r, n: count}, -1
+}
+
+type sizedReaderAt interface {
+	io.Reader
+	io.ReaderAt
+	Size() int64
+}
+
+type statReaderAt interface {
+	io.Reader
+	io.ReaderAt
+	Stat() (os.FileInfo, error)
+}
+
+// countedSized and countedStat count what is read of their reader into n.
+type countedSized struct {
+	sizedReaderAt
+	n *atomic.Int64
+}
+
+type countedStat struct {
+	statReaderAt
+	n *atomic.Int64
+}
+
+func (c countedSized) Read(p []byte) (int, error) { return counted(c.n)(c.sizedReaderAt.Read(p)) }
+func (c countedSized) ReadAt(p []byte, off int64) (int, error) {
+	return counted(c.n)(c.sizedReaderAt.ReadAt(p, off))
+}
+func (c countedStat) Read(p []byte) (int, error) { return counted(c.n)(c.statReaderAt.Read(p)) }
+func (c countedStat) ReadAt(p []byte, off int64) (int, error) {
+	return counted(c.n)(c.statReaderAt.ReadAt(p, off))
+}
+
+// counted returns a function that adds a read's bytes to n and returns the read's results.
+func counted(n *atomic.Int64) func(int, error) (int, error) {
+	return func(k int, err error) (int, error) {
+		n.Add(int64(k))
+		return k, err
+	}
+}
+
+// bytesRead is Progress.Bytes while an input is read.
+func (r *runner) bytesRead() int64 {
+	n := r.inBytes.Load()
+	if r.inSize >= 0 {
+		n = min(n, r.inSize)
+	}
+	return r.bytesDone + n
 }
 
 // rowsReader is the reader of an Input's Rows.
@@ -340,9 +452,10 @@ func (r *runner) add(row *columns.Row) error {
 	r.segRows++
 	r.added++
 	r.res.InputRows++
-	if r.opts.progress != nil && r.res.InputRows >= r.nextProg {
+	if r.reporting() && r.res.InputRows >= r.nextProg {
 		r.nextProg = r.res.InputRows + int64(r.opts.progressRows)
 		r.progress()
+		r.report()
 	}
 	return nil
 }
@@ -389,7 +502,7 @@ func (r *runner) quietRows() int {
 	if r.opts.RowsPerSegment > 0 {
 		n = min(n, int(int64(r.opts.RowsPerSegment)-r.segRows))
 	}
-	if r.opts.progress != nil {
+	if r.reporting() {
 		n = min(n, int(r.nextProg-r.res.InputRows)-1)
 	}
 	return n
@@ -442,6 +555,29 @@ const growAfter = 1 << 16
 
 // maxCheckRows is the most rows added between two memory estimates.
 const maxCheckRows = 4096
+
+// reporting reports whether progress is reported every progressRows rows (add).
+func (r *runner) reporting() bool { return r.opts.progress != nil || r.opts.Progress != nil }
+
+// report calls Options.Progress with the step StepRead.
+func (r *runner) report() {
+	if r.opts.Progress != nil {
+		r.opts.Progress(Progress{Step: StepRead, Bytes: r.bytesRead(), Rows: r.res.InputRows + int64(r.res.Skipped)})
+	}
+}
+
+// writeProgress returns the merger.Options.Progress of a write of a segment (the step
+// StepWrite of Options.Progress), nil without Options.Progress.
+func (r *runner) writeProgress() func(merger.Progress) {
+	if r.opts.Progress == nil {
+		return nil
+	}
+	p := Progress{Step: StepWrite, Bytes: r.bytesRead(), Rows: r.res.InputRows + int64(r.res.Skipped)}
+	return func(mp merger.Progress) {
+		p.WriteDone, p.WriteTotal = mp.RowsDone, mp.RowsTotal
+		r.opts.Progress(p)
+	}
+}
 
 func (r *runner) progress() {
 	if r.opts.progress != nil {

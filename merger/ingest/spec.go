@@ -15,6 +15,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
+	"github.com/writeout/writeout/internal/suggest"
 )
 
 // Spec is an ingestion spec: the segment schema plus how input fields map to it. Its JSON form
@@ -195,7 +196,7 @@ func decodeSpec(data []byte) (*Spec, error) {
 		d := json.NewDecoder(bytes.NewReader(raw))
 		d.DisallowUnknownFields()
 		if err := d.Decode(into); err != nil {
-			return fmt.Errorf("%q: %w", key, err)
+			return fmt.Errorf("%q: %w%s", key, err, suggest.JSONField(err, into))
 		}
 		return nil
 	}

@@ -3,6 +3,7 @@ package ingest
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -106,8 +107,21 @@ func TestParseSpec(t *testing.T) {
 	_, err = ParseSpec([]byte(`{"metrics": [{"name": "x", "aggregator": "longAverage"}]}`))
 	require.ErrorIs(t, err, columns.ErrSchema)
 	require.ErrorIs(t, err, ErrSpec)
-	require.ErrorContains(t, err, `columns: schema: metric "x": unknown aggregator "longAverage"`)
+	require.ErrorContains(t, err, `columns: invalid schema: metric "x": unknown aggregator "longAverage"`)
 	require.NotContains(t, err.Error(), "ingest:", "the message reads as it did")
+	require.Equal(t, 1, strings.Count(err.Error(), "columns:"), "no prefix repeated: %v", err)
+
+	// Near misses name what was probably meant: an aggregator, a field of the schema or of
+	// the timestamp mapping.
+	_, err = ParseSpec([]byte(`{"metrics": [{"name": "x", "aggregator": "longsumm", "field": "x"}]}`))
+	require.ErrorContains(t, err, `unknown aggregator "longsumm" (want one of count, longSum`)
+	require.ErrorContains(t, err, `; did you mean "longSum"?`)
+	_, err = ParseSpec([]byte(`{"dimension": [{"name": "x"}]}`))
+	require.ErrorIs(t, err, columns.ErrSchema)
+	require.ErrorContains(t, err, `json: unknown field "dimension"; did you mean "dimensions"?`)
+	_, err = ParseSpec([]byte(`{"timestamp": {"field": "t", "fromat": "millis"}, "dimensions": []}`))
+	require.ErrorIs(t, err, ErrSpec)
+	require.ErrorContains(t, err, `"timestamp": json: unknown field "fromat"; did you mean "format"?`)
 }
 
 func TestSpecJSONRoundTrip(t *testing.T) {

@@ -245,7 +245,8 @@ func (r *runner) endSegment() error {
 	}
 	var mr merger.Result
 	if len(r.runs) == 0 {
-		mr, err = r.b.Persist(r.ctx, staged, merger.PersistOptions{Medium: r.med, Durability: r.opts.Durability})
+		mr, err = r.b.Persist(r.ctx, staged, merger.PersistOptions{Medium: r.med, Durability: r.opts.Durability,
+			Progress: r.writeProgress(), Compression: r.opts.Compression})
 		if err != nil {
 			return fmt.Errorf("ingest: %s: %w", dst, err)
 		}
@@ -300,7 +301,7 @@ func (r *runner) mergeRuns(staged, dst string) (merger.Result, error) {
 			}
 			path := filepath.Join(r.runDir, fmt.Sprintf("merged-%06d.seg", r.merged))
 			r.merged++
-			if _, err := r.mergeGroup(r.runs[i:i+n], path, medium.Durability{Sync: medium.SyncNone}, nil); err != nil {
+			if _, err := r.mergeGroup(r.runs[i:i+n], path, medium.Durability{Sync: medium.SyncNone}, columns.CompressionDefault, nil); err != nil {
 				return merger.Result{}, fmt.Errorf("ingest: merge runs: %w", err)
 			}
 			open, err := estimateRun(path)
@@ -312,7 +313,7 @@ func (r *runner) mergeRuns(staged, dst string) (merger.Result, error) {
 		}
 		r.runs = next
 	}
-	res, err := r.mergeGroup(r.runs, staged, r.opts.Durability, r.b)
+	res, err := r.mergeGroup(r.runs, staged, r.opts.Durability, r.opts.Compression, r.b)
 	if err != nil {
 		return res, fmt.Errorf("ingest: merge runs into %s: %w", dst, err)
 	}
@@ -359,10 +360,11 @@ func (r *runner) runsBudget() int64 {
 	return budget
 }
 
-// mergeGroup merges runs, then b's rows when b is not nil, into out and removes the runs.
+// mergeGroup merges runs, then b's rows when b is not nil, into out (its chunks compressed
+// with comp) and removes the runs.
 // Runs are read with pread through a few read-ahead blocks, not mapped, so that the pages
 // read do not stay in the process's resident set.
-func (r *runner) mergeGroup(group []runFile, out string, dur medium.Durability, b *merger.Builder) (res merger.Result, err error) {
+func (r *runner) mergeGroup(group []runFile, out string, dur medium.Durability, comp columns.Compression, b *merger.Builder) (res merger.Result, err error) {
 	if testHookMergeRuns != nil {
 		testHookMergeRuns(group, r.runsBudget())
 	}
@@ -402,14 +404,17 @@ func (r *runner) mergeGroup(group []runFile, out string, dur medium.Durability, 
 	}
 	if b != nil {
 		// Runs: the output has the bitmap indexes the runs were written without.
-		res, err = b.PersistAfter(r.ctx, segs, out, merger.PersistOptions{Medium: r.med, Durability: dur, InputNames: runs, Runs: true})
+		res, err = b.PersistAfter(r.ctx, segs, out, merger.PersistOptions{Medium: r.med, Durability: dur, InputNames: runs, Runs: true,
+			Progress: r.writeProgress(), Compression: comp})
 	} else {
 		mo := merger.Options{
 			Medium:      r.med,
 			Durability:  dur,
+			Compression: comp,
 			Rollup:      r.sp.Schema.Rollup,
 			Granularity: r.sp.Schema.Granularity,
 			InputNames:  runs,
+			Progress:    r.writeProgress(),
 		}
 		if len(segs) >= 2 {
 			// In one phase, as planned against MemoryLimit (fanIn): not in phases of what the

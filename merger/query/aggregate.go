@@ -394,6 +394,7 @@ type batchAgg struct {
 	ids     [][]uint32
 	scratch batchScratch
 	key     []byte
+	buckets buckets // the rows' time buckets (runner.setup)
 	// the group of the last bucket, when there is no group-by dimension
 	lastBucket int64
 	lastGroup  int32
@@ -451,13 +452,10 @@ func (b *batchAgg) run(rows []uint32) error {
 // mapGroups finds (or makes) the groups of the batch's rows through the runner's maps.
 func (b *batchAgg) mapGroups() {
 	r := b.r
-	gran, all := r.spec.Granularity, r.spec.All
+	bk := &b.buckets
 	a := r.acc
 	for i := range b.gid {
-		bucket := int64(0)
-		if !all {
-			bucket = gran.Truncate(b.t[i])
-		}
+		bucket := bk.of(b.t[i])
 		if len(r.gdims) == 0 && len(r.times) > 0 && bucket == b.lastBucket {
 			b.gid[i] = b.lastGroup
 		} else {

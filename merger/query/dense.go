@@ -119,25 +119,12 @@ func (d *denseIndex) reset(slots []uint64) {
 
 // groups finds (or makes) the groups of the batch's rows, as batchAgg.mapGroups does.
 func (d *denseIndex) groups(r *runner, b *batchAgg) error {
-	gran, all := r.spec.Granularity, r.spec.All
 	a := r.acc
-	// The bucket of the last time truncated, [bLo, bHi) (empty at first): rows are mostly in
-	// the one before's, found without a division. A valid time's bucket ends by MaxTime and
-	// a day, which fits an int64.
-	width := gran.Millis()
-	bLo, bHi := int64(0), int64(0)
+	bk := &b.buckets
 	made := len(r.times) // the groups made before the batch's
 	for i := range b.gid {
 		t := b.t[i]
-		bucket := int64(0)
-		if !all {
-			if t >= bLo && t < bHi {
-				bucket = bLo
-			} else {
-				bucket = gran.Truncate(t)
-				bLo, bHi = bucket, bucket+width
-			}
-		}
+		bucket := bk.of(t)
 		if !d.open || bucket != d.bucket {
 			d.finish(r)
 			d.bucket, d.open = bucket, true

@@ -6,9 +6,25 @@
 // where there are some, by scanning the rows otherwise), then aggregate the matching rows
 // grouped by time bucket and by the values of chosen dimensions. Multi-value dimensions
 // explode as in Druid: a row counts in the group of each of its values. Results come sorted by
-// time, then group values (null first, then byte order). Sums of doubles are exact and rounded
-// once, so a query gives the same result on a merged segment as on its inputs (without
-// rollup; with rollup the stored partial sums were rounded).
+// time bucket, then group values (null first, then byte order), under every granularity (with
+// All, one bucket: by group values); Spec.OrderBy sorts by output columns instead, stably,
+// and Spec.Limit keeps the first groups. Sums of doubles are exact and rounded once, so a
+// query gives the same result on a merged segment as on its inputs (without rollup; with
+// rollup the stored partial sums were rounded).
+//
+// # Time buckets
+//
+// A bucket is fixed-width (Spec.Granularity: none, second, minute, hour, day, as rollup uses)
+// or a UTC calendar period (Spec.Period: ISO weeks from Monday 00:00, months, quarters,
+// years), whose widths vary: windows advance bucket by bucket through Period's arithmetic, so
+// calendar queries stream as fixed-width ones do. A group's Time is its bucket's start.
+//
+// # Order and limit
+//
+// An OrderBy that is a prefix of the default order (__time, then the group-by dimensions,
+// ascending) streams; any other holds the groups until the last row is read: all of them, or
+// with a Limit the best Limit in a heap whose root is the worst held. Ties keep the default
+// order. With the default order, a Limit ends the query once it has its groups.
 //
 // # Memory
 //

@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
@@ -121,4 +122,40 @@ func ExampleParseGranularity() {
 	// hour false false
 	// none true false
 	// none false true
+}
+
+// Filter on a metric, bucket by ISO week (2020-12-31 is in the week from Monday 2020-12-28)
+// and keep the group that added most.
+func ExampleSpec_SetGranularity() {
+	day := func(s string) int64 {
+		t, err := time.Parse(time.DateOnly, s)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return t.UnixMilli()
+	}
+	b := exampleBuilder(
+		row(day("2020-12-27"), "Main", nil, 50),
+		row(day("2020-12-31"), "Main", nil, 120),
+		row(day("2021-01-01"), "Paris", nil, 980),
+		row(day("2021-01-02"), "Main", nil, 4),
+	)
+	spec := query.Spec{
+		Filter:  filter.MustParse("added between 10 and 1000"),
+		GroupBy: []string{"page"},
+		OrderBy: []query.OrderKey{{Column: "added", Desc: true}},
+		Limit:   1,
+	}
+	if err := spec.SetGranularity("week"); err != nil {
+		log.Fatal(err)
+	}
+	res, err := query.Run(context.Background(), b, spec)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range res.Rows {
+		fmt.Printf("%s page=%s added=%s\n", time.UnixMilli(r.Time).UTC().Format(time.DateOnly), r.Groups[0], r.Values[1])
+	}
+	// Output:
+	// 2020-12-28 page=Paris added=980
 }

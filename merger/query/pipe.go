@@ -82,7 +82,7 @@ func (p *pipeline) skip(g *globalTable) { p.free <- g } // never blocks: room fo
 
 // emit sorts g's groups in the Result's order and hands g on.
 func (p *pipeline) emit(g *globalTable) error {
-	g.sort(p.all)
+	g.sort()
 	if p.inline {
 		err := p.consume(g)
 		p.free <- g

@@ -2,10 +2,12 @@ package query
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
 	"strings"
+	"sync/atomic"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/invalid"
@@ -42,7 +44,11 @@ type Spec struct {
 	// Granularity buckets rows by time: a row's bucket is Granularity.Truncate(time). With All
 	// every row falls in one bucket, whose Time is the earliest time among its rows.
 	Granularity columns.Granularity
-	All         bool
+	// Period, when not PeriodNone, buckets rows by UTC calendar period instead (a row's
+	// bucket is Period.Truncate(time)); Granularity must then be none and All false.
+	// SetGranularity sets Granularity, Period and All from a name.
+	Period Period
+	All    bool
 	// GroupBy names dimensions to group by. A multi-value dimension explodes as in Druid: a
 	// row counts once in the group of each of its values (a row holding a value twice counts
 	// twice in its group), several exploded dimensions give every combination, and a null
@@ -52,9 +58,23 @@ type Spec struct {
 	// (first seen first). A source lacking a long or double metric reads as null there (an
 	// empty sketch for hyperUnique), as its rows do once merged.
 	Metrics []string
+	// OrderBy orders the groups by output columns (see OrderKey), stably: groups equal in
+	// them keep the default order (by time bucket, then group values). nil keeps the default
+	// order. An order other than a prefix of the default one holds every group (with Limit,
+	// the best Limit groups) until the last input row is read.
+	OrderBy []OrderKey
+	// Limit, when above 0, keeps only the first Limit groups in the result's order. With the
+	// default order the query stops reading once it has them (except with All, whose one
+	// bucket needs every row).
+	Limit int
 	// InputNames name the inputs in error messages; missing names are the path of a segment
 	// opened from a file (Segment.Name), else "input N".
 	InputNames []string
+	// Progress, when set, counts the input rows done: RunEach adds to it, from the goroutines
+	// that read the inputs, the rows aggregated or passed over by the filter, in batches of
+	// up to 1,024 rows an input, so that it reaches the inputs' total rows when every row is
+	// read. A caller reads it as it likes (a progress bar's ticker).
+	Progress *atomic.Int64
 }
 
 // ParseGranularity parses none, second, minute, hour, day or all (case-insensitively).
@@ -123,12 +143,16 @@ var denseSlots = defaultDenseSlots
 // next is aggregated, on a goroutine of its own, while each has the one before), however many
 // groups the query has in all. With All there is one bucket, and a builder keeps its rows in
 // the order they were added: then there is one window, and every group is in memory at once.
+//
+// With an OrderBy other than a prefix of the default order, the groups are held (with a Limit,
+// the best Limit of them) and handed on, in parts, once the last row is read; with the default
+// order a Limit ends the query once each has had that many groups.
 func RunEach(ctx context.Context, qs []Queryable, spec Spec, each func(Result) error) error {
 	return runEach(ctx, qs, spec, true, each)
 }
 
 // runEach is RunEach; with reuse false every part has memory of its own.
-func runEach(ctx context.Context, qs []Queryable, spec Spec, reuse bool, each func(Result) error) error {
+func runEach(ctx context.Context, qs []Queryable, spec Spec, reuse bool, each func(Result) error) (err error) {
 	spec.InputNames = pathNames(qs, spec.InputNames)
 	srcs := make([]source.Source, len(qs))
 	views := map[any]source.Source{} // a builder listed twice is read-locked once
@@ -170,6 +194,22 @@ func runEach(ctx context.Context, qs []Queryable, spec Spec, reuse bool, each fu
 	if err != nil {
 		return err
 	}
+	order, err := resolveOrder(&spec, metrics)
+	if err != nil {
+		return err
+	}
+	if len(order) > 0 || spec.Limit > 0 {
+		o := newOrdered(order, spec.Limit, spec.All, reuse, each)
+		each = o.take
+		defer func() {
+			if errors.Is(err, errLimit) {
+				err = nil
+			}
+			if err == nil {
+				err = o.finish()
+			}
+		}()
+	}
 	runners := make([]*runner, len(srcs))
 	procs := runtime.GOMAXPROCS(0)
 	err = parallel.Run(len(srcs), procs, func(i int) error {
@@ -185,8 +225,8 @@ func runEach(ctx context.Context, qs []Queryable, spec Spec, reuse bool, each fu
 	}
 	for _, r := range runners {
 		// One input's groups go to the result as they are (takeInto): its dense index sorts
-		// them, by bucket, unless the result's order is by each group's first time (All).
-		r.dense = newDenseIndex(r, denseSlots/len(runners), len(runners) == 1 && !spec.All)
+		// them, bucket by bucket.
+		r.dense = newDenseIndex(r, denseSlots/len(runners), len(runners) == 1)
 	}
 	p := newPipeline(metrics, spec.GroupBy, spec.All, reuse, oneWindow(runners, &spec))
 	return p.run(func() error { return produce(ctx, runners, &spec, p) }, each)
@@ -266,7 +306,7 @@ func produce(ctx context.Context, runners []*runner, spec *Spec, p *pipeline) er
 		_, err := window(math.MaxInt64)
 		return err
 	}
-	width := spec.Granularity.Millis()
+	bk := newBuckets(spec)
 	span := int64(1) // buckets a window
 	for {
 		first, ok := int64(math.MaxInt64), false
@@ -282,18 +322,14 @@ func produce(ctx context.Context, runners []*runner, spec *Spec, p *pipeline) er
 		if !ok {
 			break
 		}
-		start := spec.Granularity.Truncate(first)
-		end := int64(math.MaxInt64)
-		if w := span * width; start <= math.MaxInt64-w {
-			end = start + w
-		}
+		end := bk.after(bk.truncate(first), span)
 		rows, err := window(end)
 		if err != nil {
 			return err
 		}
 		// Windows of about 4096 rows: widen while they hold fewer, narrow while more.
 		switch {
-		case rows < windowRows/2 && span*width < 1<<60: // never past int64 with start added
+		case rows < windowRows/2 && span < 1<<40:
 			span *= 2
 		case rows > 2*windowRows && span > 1:
 			span /= 2

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -165,7 +166,13 @@ func oracleQuery(schemas []columns.Schema, rows [][]columns.Row, spec Spec) Resu
 		g.finish(metrics)
 		res.Rows = append(res.Rows, g.row)
 	}
-	sort.Slice(res.Rows, func(i, j int) bool { return cmpResultRows(res.Rows[i], res.Rows[j]) < 0 })
+	sort.Slice(res.Rows, func(i, j int) bool {
+		a, b := res.Rows[i], res.Rows[j]
+		if spec.All { // one bucket: by group values alone
+			a.Time, b.Time = 0, 0
+		}
+		return cmpResultRows(a, b) < 0
+	})
 	return res
 }
 
@@ -656,8 +663,19 @@ func TestQueryValidation(t *testing.T) {
 	f(ab, Spec{GroupBy: []string{"page", "nosuch"}}, ErrInvalid, `group-by dimension "nosuch" is in no input`)
 	f(ab, Spec{GroupBy: []string{"added"}}, ErrInvalid, `group-by "added" is a metric (in a.seg), not a dimension`)
 	f([]string{"b.seg"}, Spec{GroupBy: []string{"rows"}}, ErrInvalid, `group-by dimension "rows" is in no input`)
-	f(ab, Spec{Filter: filter.MustParse("page = 'x' and not nosuch = 'y'")}, ErrInvalid, `filter dimension "nosuch" is in no input`)
-	f(ab, Spec{Filter: filter.MustParse("page = 'x' or added is null")}, ErrInvalid, `filter on "added", a metric (in a.seg), not a dimension`)
+	f(ab, Spec{Filter: filter.MustParse("page = 'x' and not nosuch = 'y'")}, ErrInvalid, `filter column "nosuch" is in no input`)
+	f(ab, Spec{Filter: filter.MustParse("page = 'x' and nosuch > 1")}, ErrInvalid, `filter column "nosuch" is in no input`)
+	// A near miss names what was probably meant.
+	f(ab, Spec{GroupBy: []string{"pgae"}}, ErrInvalid, `group-by dimension "pgae" is in no input; did you mean "page"?`)
+	f(ab, Spec{Filter: filter.MustParse("adedd > 1")}, ErrInvalid, `filter column "adedd" is in no input; did you mean "added"?`)
+	f(ab, Spec{Metrics: []string{"row"}}, ErrInvalid, `no metric "row" in the inputs; did you mean "rows"?`)
+	// Metrics compare with numbers, dimensions with strings, the schema says which a name is.
+	f(ab, Spec{Filter: filter.MustParse("page = 'x' or added is null")}, nil, "")
+	f(ab, Spec{Filter: filter.MustParse("added > 1 and added between -1 and 5 or rows in (1, 2)")}, nil, "")
+	f(ab, Spec{Filter: filter.MustParse("page = 'x' or added = '3'")}, ErrInvalid, `filter added = '3': "added" is a long metric (in a.seg); compare it with a number, not a quoted string`)
+	f(ab, Spec{Filter: filter.MustParse("page = 'x' or added in ('3')")}, ErrInvalid, `filter added in ('3'): "added" is a long metric`)
+	f(ab, Spec{Filter: filter.MustParse("page > 3")}, ErrInvalid, `filter page > 3: "page" is a dimension; compare it with quoted strings`)
+	f(ab, Spec{Filter: filter.MustParse("tags = 3")}, ErrInvalid, `filter tags = 3: "tags" is a dimension`)
 	f(ab, Spec{Metrics: []string{"rows", "nope"}}, ErrInvalid, `no metric "nope" in the inputs`)
 	f(ab, Spec{Metrics: []string{"page"}}, ErrInvalid, `metric "page" is a dimension`)
 	// Conflicting inputs: Merge's rules, Merge's messages.
@@ -711,7 +729,9 @@ func TestQueryWindows(t *testing.T) {
 				require.Equal(t, spec.GroupBy, part.GroupBy, msg)
 				if parts > 1 {
 					require.NotEmpty(t, part.Rows, "%s: an empty part after the first", msg)
-					require.LessOrEqual(t, got.Rows[len(got.Rows)-1].Time, part.Rows[0].Time, "%s: parts out of time order", msg)
+					if !spec.All {
+						require.LessOrEqual(t, got.Rows[len(got.Rows)-1].Time, part.Rows[0].Time, "%s: parts out of time order", msg)
+					}
 				}
 				part = part.Clone() // the part's memory is reused once each returns
 				if got.Rows == nil {
@@ -802,4 +822,47 @@ func writeCase(t *testing.T, rc fixture.Case) []Queryable {
 		qs[i] = fixture.WriteSegment(t, dir, fmt.Sprintf("in%d.seg", i), rc.Schemas[i], rc.Rows[i])
 	}
 	return qs
+}
+
+// Spec.Progress counts every input row once, whether aggregated or passed over by the filter,
+// window by window, and reaches the inputs' rows at the end.
+func TestQueryProgress(t *testing.T) {
+	defer func(n int) { windowRows = n }(windowRows)
+	windowRows = 64
+	rng := rand.New(rand.NewPCG(fixture.Seed(t), 23))
+	rc := fixture.NewCase(rng, 2, 5000)
+	for len(rc.Rows[0]) < 3000 || len(rc.Rows[1]) < 3000 || len(rc.Schemas[0].Dimensions) == 0 {
+		rc = fixture.NewCase(rng, 2, 5000)
+	}
+	qs := writeCase(t, rc)
+	var total int64
+	for _, q := range qs {
+		total += int64(q.(*columns.Segment).Rows())
+	}
+	nothing, err := filter.Parse("false")
+	require.NoError(t, err)
+	some, err := filter.Parse(fmt.Sprintf("%s is not null", rc.Schemas[0].Dimensions[0].Name))
+	require.NoError(t, err)
+	for _, spec := range []Spec{
+		{All: true},
+		{Granularity: columns.GranularityNone},
+		{Granularity: columns.GranularityNone, Filter: some},
+		{All: true, Filter: nothing},
+	} {
+		var done atomic.Int64
+		spec.Progress = &done
+		var seen []int64 // at each part
+		require.NoError(t, RunEach(t.Context(), qs, spec, func(Result) error {
+			seen = append(seen, done.Load())
+			return nil
+		}))
+		require.Equal(t, total, done.Load(), "%+v", spec)
+		require.True(t, slices.IsSorted(seen), "%+v: %v", spec, seen)
+		if !spec.All && spec.Filter == nil {
+			// Windows of about 64 rows: the first part comes before most rows are read.
+			require.Greater(t, len(seen), 2)
+			require.Greater(t, seen[0], int64(0), "%v", seen)
+			require.Less(t, seen[0], total/2, "%v", seen)
+		}
+	}
 }

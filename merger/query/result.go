@@ -165,12 +165,12 @@ type partBuf struct {
 }
 
 // sort puts g's groups in the Result's order: it lays them out in it (arrange).
-func (g *globalTable) sort(all bool) {
-	if g.laidOut && !all {
+func (g *globalTable) sort() {
+	if g.laidOut {
 		g.perm = nil
 		return
 	}
-	g.perm = g.order(all)
+	g.perm = g.order()
 	g.arrange()
 }
 
@@ -265,11 +265,11 @@ func (g *globalTable) result(groupBy []string, all bool, buf *partBuf, lo, hi in
 	return res
 }
 
-// order returns g's groups in the Result's order: by time, then by values (null first, then
-// byte order), which a segment's dictionary ids follow (byIDs).
-func (g *globalTable) order(all bool) []int32 {
+// order returns g's groups in the Result's order: by time bucket, then by values (null
+// first, then byte order), which a segment's dictionary ids follow (byIDs).
+func (g *globalTable) order() []int32 {
 	n, nd := len(g.times), g.nd
-	if g.byIDs && !all && len(g.sorted) == n { // one segment's, sorted by its dense index
+	if g.byIDs && len(g.sorted) == n { // one segment's, sorted by its dense index
 		return g.sorted
 	}
 	perm := slices.Grow(g.scratch[:0], n)[:n]
@@ -277,12 +277,7 @@ func (g *globalTable) order(all bool) []int32 {
 	for i := range perm {
 		perm[i] = int32(i)
 	}
-	timeOf := func(i int32) int64 {
-		if all {
-			return g.acc.minTime[i]
-		}
-		return g.times[i]
-	}
+	timeOf := func(i int32) int64 { return g.times[i] } // with all, every bucket is 0
 	if g.byIDs {
 		slices.SortFunc(perm, func(a, b int32) int {
 			if c := cmp.Compare(timeOf(a), timeOf(b)); c != 0 {
@@ -313,8 +308,9 @@ func (g *globalTable) order(all bool) []int32 {
 	return perm
 }
 
-// Result holds a query's groups in a defined order: by time, then by group values
-// (dimension by dimension, null first, then in byte order).
+// Result holds a query's groups in a defined order: by time bucket, then by group values
+// (dimension by dimension, null first, then in byte order), whatever the granularity (with
+// all, one bucket: by group values); or in Spec.OrderBy's order.
 type Result struct {
 	GroupBy []string
 	Metrics []columns.Metric

@@ -45,6 +45,7 @@ type runner struct {
 	visit      func(row int) error
 	vec        bool
 	windowRows int // rows aggregated into the current groups
+	passed     int // rows before this one are aggregated or passed over (Spec.Progress)
 
 	ordered  bool  // a segment: rows in non-decreasing time, checked as they are read
 	lastTime int64 // the time of the last row aggregated (ordered)
@@ -81,7 +82,7 @@ func (r *runner) setup() error {
 	r.rowTimes = source.LongCache{C: src.Times()}
 	r.edge = source.LongCache{C: src.Times()}
 	times := &r.rowTimes
-	gran, all := r.spec.Granularity, r.spec.All
+	bk := newBuckets(r.spec)
 	key := make([]byte, 0, 8+4*len(r.gdims))
 	lists := make([][]uint32, len(r.gdims))
 	pos := make([]int, len(r.gdims))
@@ -93,10 +94,7 @@ func (r *runner) setup() error {
 		if err := r.inOrder(row, t); err != nil {
 			return err
 		}
-		bucket := int64(0)
-		if !all {
-			bucket = gran.Truncate(t)
-		}
+		bucket := bk.of(t)
 		for k := range r.gdims {
 			ids, err := r.gdims[k].rowIDs(row)
 			if err != nil {
@@ -152,7 +150,7 @@ func (r *runner) setup() error {
 		}
 	}
 	r.readers = readers
-	r.bat = &batchAgg{r: r, times: times, readers: readers}
+	r.bat = &batchAgg{r: r, times: times, readers: readers, buckets: *newBuckets(r.spec)}
 	r.visit = visit
 	return nil
 }
@@ -172,6 +170,9 @@ func (r *runner) fill() error {
 		}
 		r.next += k
 		r.queue = r.buf[:k]
+		if k == 0 {
+			r.pass(r.n)
+		}
 		return nil
 	}
 	k := r.it.NextMany(r.buf)
@@ -179,7 +180,18 @@ func (r *runner) fill() error {
 		return fmt.Errorf("filter bitmap row %d past the %d rows: %w", r.buf[k-1], r.n, columns.ErrCorrupt)
 	}
 	r.queue = r.buf[:k]
+	if k == 0 {
+		r.pass(r.n)
+	}
 	return nil
+}
+
+// pass notes that the rows before row are done, for Spec.Progress.
+func (r *runner) pass(row int) {
+	if p := r.spec.Progress; p != nil && row > r.passed {
+		p.Add(int64(row - r.passed))
+		r.passed = row
+	}
 }
 
 // peek returns the time of the next row to aggregate; more is false at the end.
@@ -230,6 +242,9 @@ func (r *runner) aggregateUntil(end int64) error {
 		}
 		if err := r.do(q[:k]); err != nil {
 			return err
+		}
+		if k > 0 {
+			r.pass(int(q[k-1]) + 1)
 		}
 		r.windowRows += k
 		r.queue = q[k:]

@@ -24,7 +24,8 @@ import (
 // every iteration opens the segment, runs the query and closes it, so that with checks=on
 // every part the query reads has its CRC-32C computed once (as a query run by segtool
 // does); with checks=off the segment is opened with columns.OpenOptions.TrustChecksums. The
-// filters are BenchmarkBuilderQuery's, plus every row (an empty filter). cpu-ns/op is the
+// filters are BenchmarkBuilderQuery's, plus every row (an empty filter), and metric
+// comparisons alone and after a dimension predicate. cpu-ns/op is the
 // process's CPU time (user and system) per query: on a shared machine it varies less than the
 // elapsed time.
 func BenchmarkSegmentQuery(b *testing.B) {
@@ -46,6 +47,8 @@ func BenchmarkSegmentQuery(b *testing.B) {
 		{"eq", "dimSequential = '7'"},
 		{"and", "dimZipf = '9' and dimMultivalEnumerated = 'Bar'"},
 		{"every", ""},
+		{"metric", "sumLongSequential > 100 and sumFloatNormal between -1 and 1"},
+		{"dim-and-metric", "dimZipf = '9' and sumLongSequential > 100"},
 	}
 	numeric := []string{"rows", "sumLongSequential", "maxLongUniform", "sumFloatNormal", "minFloatZipf"}
 	for _, metrics := range []string{"numeric", "all"} {

@@ -2,15 +2,22 @@ package filter
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/writeout/writeout/columns/agg"
 
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
 // Eval evaluates f over a source's rows to the bitmap of the rows it selects; nil means every
 // row. The bitmap may be one of the source's own: the caller must not change it. It is the
-// query engine's entry point: a source is internal to the merger.
+// query engine's entry point: a source is internal to the merger. Dimension predicates come
+// from the bitmap indexes (or a scan of the ids); metric comparisons scan the metric's values
+// a chunk at a time, and in an "and" they run after the other predicates, reading only the
+// rows those left when they are few (under 1/16 of the rows). A metric comparison on a
+// dimension, or on a sketch metric, is an error (the query checks for these first).
 func Eval(src source.Source, f Filter) (*roaring.Bitmap, error) {
 	if f == nil {
 		return nil, nil
@@ -39,13 +46,23 @@ func (e *filterEval) eval(f Filter) (*roaring.Bitmap, error) {
 		return e.values(f.Dim, f.Values)
 	case nullFilter:
 		return e.nulls(f.Dim)
+	case cmpFilter, numInFilter:
+		return e.metric(f, nil)
 	case andFilter:
 		if len(f) == 0 {
 			return e.all(), nil
 		}
+		// Metric comparisons last, over the rows the others left (their values are read
+		// only there when those are few): dimension predicates come from the bitmap indexes.
 		var acc *roaring.Bitmap
-		for _, g := range f {
-			bm, err := e.eval(g)
+		for _, g := range slices.Concat(slices.DeleteFunc(slices.Clone(f), isMetricLeaf), slices.DeleteFunc(slices.Clone(f), notMetricLeaf)) {
+			var bm *roaring.Bitmap
+			var err error
+			if isMetricLeaf(g) {
+				bm, err = e.metric(g, acc)
+			} else {
+				bm, err = e.eval(g)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -160,6 +177,19 @@ func scanIDs(ds source.DimSource, n int, ids []uint32) (*roaring.Bitmap, error) 
 }
 
 func (e *filterEval) nulls(dim string) (*roaring.Bitmap, error) {
+	if k := e.src.Schema().Metric(dim); k >= 0 {
+		if e.src.Schema().Metrics[k].Agg().Type == agg.SketchType {
+			return nil, fmt.Errorf("filter: %s is null: %q is a sketch metric (%s), which is never null", quoteIdent(dim), dim, e.src.Schema().Metrics[k].Aggregator)
+		}
+		bm, err := e.src.MetricNulls(dim)
+		if err != nil {
+			return nil, fmt.Errorf("metric %q: %w", dim, err)
+		}
+		if bm == nil {
+			return roaring.New(), nil
+		}
+		return bm, nil
+	}
 	ds, err := e.src.Dim(dim)
 	if err != nil {
 		return nil, err

@@ -19,5 +19,5 @@ func ExampleParse() {
 	// Output:
 	// country in ('fr', 'de') and not "user agent" is null
 	// ["country" "user agent"]
-	// filter: column 11: expected a quoted string after the comparison, found name "fr"
+	// filter: column 11: expected a quoted string or a number after the comparison, found name "fr"
 }

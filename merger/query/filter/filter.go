@@ -9,7 +9,8 @@ import (
 // Filter selects every row. String renders a filter in the expression language that
 // Parse reads (see the package documentation), so a filter survives a round trip.
 //
-// Semantics follow Druid's string dimensions:
+// Semantics follow Druid's string dimensions, and SQL's comparisons for metrics (see the
+// package documentation):
 //   - "=" and "in" on a multi-value dimension match a row when any of its values matches.
 //   - "is null" matches a row whose value is null (a multi-value row with an empty list is
 //     null). A multi-value row holding a null element among other values is not null, and "="
@@ -39,6 +40,45 @@ type nullFilter struct {
 	Dim string
 }
 
+// cmpOp is a comparison of a metric with numbers.
+type cmpOp uint8
+
+const (
+	opEq cmpOp = iota
+	opNe
+	opLt
+	opLe
+	opGt
+	opGe
+	opBetween
+	opNotBetween
+)
+
+var opNames = [...]string{"=", "!=", "<", "<=", ">", ">=", "between", "not between"}
+
+func (o cmpOp) String() string { return opNames[o] }
+
+// Number is a number literal as written in an expression: an optional minus sign, decimal
+// digits with an optional point, an optional exponent (-12, 2.5, .5, 1e9, 2.5E-3). It is kept
+// as text so that a comparison with a long metric is exact (see package documentation).
+type Number string
+
+// cmpFilter matches rows whose metric Col compares with Lo as Op says (Lo and Hi, inclusive,
+// for between); a null value matches no comparison, not even !=.
+type cmpFilter struct {
+	Col    string
+	Op     cmpOp
+	Lo, Hi Number
+}
+
+// numInFilter matches rows whose metric Col equals any of Nums (Not: none of them); a null
+// value matches neither.
+type numInFilter struct {
+	Col  string
+	Nums []Number
+	Not  bool
+}
+
 // andFilter matches rows that every filter matches; an empty one matches every row (true).
 type andFilter []Filter
 
@@ -50,25 +90,43 @@ type notFilter struct {
 	Filter Filter
 }
 
-// Dims returns the dimension names f reads, each once, first seen first (nil for nil).
-func Dims(f Filter) []string {
-	var out []string
-	seen := map[string]bool{}
-	add := func(d string) {
-		if !seen[d] {
-			seen[d] = true
-			out = append(out, d)
-		}
-	}
+// Use is what a filter does with a column, which the column's kind must allow.
+type Use uint8
+
+const (
+	// UseString compares the column with strings (=, !=, in): a dimension's use.
+	UseString Use = iota + 1
+	// UseNumber compares the column with numbers (<, <=, >, >=, =, !=, between, in): a long or
+	// double metric's use.
+	UseNumber
+	// UseNull tests the column for null: a dimension or a long or double metric.
+	UseNull
+)
+
+// Column is a column a filter reads, with what it does with it and the predicate as
+// written (for messages).
+type Column struct {
+	Name string
+	Use  Use
+	Expr string
+}
+
+// Columns returns the predicates of f, each with its column, in the order written.
+func Columns(f Filter) []Column {
+	var out []Column
 	var walk func(Filter)
 	walk = func(f Filter) {
 		switch f := f.(type) {
 		case eqFilter:
-			add(f.Dim)
+			out = append(out, Column{f.Dim, UseString, f.String()})
 		case inFilter:
-			add(f.Dim)
+			out = append(out, Column{f.Dim, UseString, f.String()})
 		case nullFilter:
-			add(f.Dim)
+			out = append(out, Column{f.Dim, UseNull, f.String()})
+		case cmpFilter:
+			out = append(out, Column{f.Col, UseNumber, f.String()})
+		case numInFilter:
+			out = append(out, Column{f.Col, UseNumber, f.String()})
 		case andFilter:
 			for _, g := range f {
 				walk(g)
@@ -85,12 +143,28 @@ func Dims(f Filter) []string {
 	return out
 }
 
-func (eqFilter) isFilter()   {}
-func (inFilter) isFilter()   {}
-func (nullFilter) isFilter() {}
-func (andFilter) isFilter()  {}
-func (orFilter) isFilter()   {}
-func (notFilter) isFilter()  {}
+// Dims returns the column names f reads (dimensions and metrics), each once, first seen
+// first (nil for nil).
+func Dims(f Filter) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range Columns(f) {
+		if !seen[c.Name] {
+			seen[c.Name] = true
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+func (eqFilter) isFilter()    {}
+func (inFilter) isFilter()    {}
+func (nullFilter) isFilter()  {}
+func (cmpFilter) isFilter()   {}
+func (numInFilter) isFilter() {}
+func (andFilter) isFilter()   {}
+func (orFilter) isFilter()    {}
+func (notFilter) isFilter()   {}
 
 func (f eqFilter) String() string { return quoteIdent(f.Dim) + " = " + quoteString(f.Value) }
 
@@ -103,6 +177,30 @@ func (f inFilter) String() string {
 			b.WriteString(", ")
 		}
 		b.WriteString(quoteString(v))
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+func (f cmpFilter) String() string {
+	if f.Op == opBetween || f.Op == opNotBetween {
+		return quoteIdent(f.Col) + " " + f.Op.String() + " " + string(f.Lo) + " and " + string(f.Hi)
+	}
+	return quoteIdent(f.Col) + " " + f.Op.String() + " " + string(f.Lo)
+}
+
+func (f numInFilter) String() string {
+	var b strings.Builder
+	b.WriteString(quoteIdent(f.Col))
+	if f.Not {
+		b.WriteString(" not")
+	}
+	b.WriteString(" in (")
+	for i, v := range f.Nums {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(string(v))
 	}
 	b.WriteString(")")
 	return b.String()
@@ -211,7 +309,7 @@ func isPlainIdent(s string) bool {
 
 func isKeyword(s string) bool {
 	switch strings.ToLower(s) {
-	case "and", "or", "not", "in", "is", "null", "true", "false":
+	case "and", "or", "not", "in", "is", "null", "true", "false", "between":
 		return true
 	}
 	return false

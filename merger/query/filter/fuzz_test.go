@@ -17,6 +17,8 @@ func FuzzParse(f *testing.F) {
 		`page = '\u00e9\x41\n\'\\'`, "true", "false", "", "   ", "page ~ 'a'", "page not 'a'",
 		"((a = 'x'))", "a in ()", "not not a is null", "a = 'x' and (b = 'y' or c = 'z') and d = ''",
 		`"\xff" = '\U0001F600'`, "a = 'x", `a = '\uD800'`, "AND = 'x'", `"and" = 'x'`,
+		"delay > 10 and distance between 100 and 500", "x <= -1.5e-3 or y >= .5", "x != 1E+400", "x <> 1.",
+		"x not between 1 and 2", "x in (1, 2.5, -3)", "x not in (1)", "x > 1x", "x > -", "x between 1 or 2",
 	} {
 		f.Add(s)
 	}

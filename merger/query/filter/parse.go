@@ -60,6 +60,11 @@ const (
 	tokComma
 	tokEq
 	tokNe
+	tokLt
+	tokLe
+	tokGt
+	tokGe
+	tokNumber
 )
 
 type token struct {
@@ -88,6 +93,10 @@ func (t token) String() string {
 		return `"="`
 	case tokNe:
 		return `"!="`
+	case tokLt, tokLe, tokGt, tokGe:
+		return fmt.Sprintf("%q", t.text)
+	case tokNumber:
+		return "number " + t.text
 	}
 	return "token"
 }
@@ -132,13 +141,34 @@ func (p *parser) next() error {
 			p.off++
 		}
 		p.tok = token{kind: tokEq, pos: start}
-	case c == '!' || c == '<':
-		if c == '!' && p.off+1 < len(s) && s[p.off+1] == '=' || c == '<' && p.off+1 < len(s) && s[p.off+1] == '>' {
+	case c == '!':
+		if p.off+1 < len(s) && s[p.off+1] == '=' {
 			p.off += 2
 			p.tok = token{kind: tokNe, pos: start}
 			return nil
 		}
 		return p.errorf(start, "unexpected %q (did you mean != ?)", c)
+	case c == '<' || c == '>':
+		p.off++
+		kind, text := tokLt, "<"
+		if c == '>' {
+			kind, text = tokGt, ">"
+		}
+		switch {
+		case p.off < len(s) && s[p.off] == '=':
+			p.off++
+			kind, text = kind+1, text+"=" // tokLe, tokGe
+		case c == '<' && p.off < len(s) && s[p.off] == '>':
+			p.off++
+			kind, text = tokNe, "<>"
+		}
+		p.tok = token{kind: kind, text: text, pos: start}
+	case '0' <= c && c <= '9' || c == '.' || c == '-':
+		text, err := p.number()
+		if err != nil {
+			return err
+		}
+		p.tok = token{kind: tokNumber, text: text, pos: start}
 	case c == '\'' || c == '"':
 		text, err := p.quoted(c)
 		if err != nil {
@@ -348,14 +378,37 @@ func (p *parser) parseComparison() (Filter, error) {
 		if err := p.next(); err != nil {
 			return nil, err
 		}
+		if p.tok.kind == tokNumber {
+			op := opEq
+			if ne {
+				op = opNe
+			}
+			f := cmpFilter{Col: dim, Op: op, Lo: Number(p.tok.text)}
+			return f, p.next()
+		}
 		if p.tok.kind != tokString {
-			return nil, p.errorf(p.tok.pos, "expected a quoted string after the comparison, found %s", p.tok)
+			return nil, p.errorf(p.tok.pos, "expected a quoted string or a number after the comparison, found %s", p.tok)
 		}
 		var f Filter = eqFilter{Dim: dim, Value: p.tok.text}
 		if ne {
 			f = notFilter{f}
 		}
 		return f, p.next()
+	case p.tok.kind >= tokLt && p.tok.kind <= tokGe:
+		op := map[tokKind]cmpOp{tokLt: opLt, tokLe: opLe, tokGt: opGt, tokGe: opGe}[p.tok.kind]
+		if err := p.next(); err != nil {
+			return nil, err
+		}
+		if p.tok.kind != tokNumber {
+			return nil, p.errorf(p.tok.pos, "expected a number after %s (ordering comparisons apply to long and double metrics), found %s", op, p.tok)
+		}
+		f := cmpFilter{Col: dim, Op: op, Lo: Number(p.tok.text)}
+		return f, p.next()
+	case p.isKeyword("between"):
+		if err := p.next(); err != nil {
+			return nil, err
+		}
+		return p.parseBetween(dim, opBetween)
 	case p.isKeyword("in"):
 		if err := p.next(); err != nil {
 			return nil, err
@@ -365,8 +418,14 @@ func (p *parser) parseComparison() (Filter, error) {
 		if err := p.next(); err != nil {
 			return nil, err
 		}
+		if p.isKeyword("between") {
+			if err := p.next(); err != nil {
+				return nil, err
+			}
+			return p.parseBetween(dim, opNotBetween)
+		}
 		if !p.isKeyword("in") {
-			return nil, p.errorf(p.tok.pos, "expected \"in\" after %q not, found %s", dim, p.tok)
+			return nil, p.errorf(p.tok.pos, "expected \"in\" or \"between\" after %q not, found %s", dim, p.tok)
 		}
 		if err := p.next(); err != nil {
 			return nil, err
@@ -374,6 +433,10 @@ func (p *parser) parseComparison() (Filter, error) {
 		f, err := p.parseIn(dim)
 		if err != nil {
 			return nil, err
+		}
+		if in, ok := f.(numInFilter); ok {
+			in.Not = true // null rows match neither in nor not in
+			return in, nil
 		}
 		return notFilter{f}, nil
 	case p.isKeyword("is"):
@@ -396,25 +459,57 @@ func (p *parser) parseComparison() (Filter, error) {
 		}
 		return f, p.next()
 	}
-	return nil, p.errorf(p.tok.pos, "expected =, !=, in, not in or is after %q, found %s", dim, p.tok)
+	return nil, p.errorf(p.tok.pos, "expected =, !=, <, <=, >, >=, between, in, not in or is after %q, found %s", dim, p.tok)
 }
 
+func (p *parser) parseBetween(col string, op cmpOp) (Filter, error) {
+	if p.tok.kind != tokNumber {
+		return nil, p.errorf(p.tok.pos, "expected a number after \"between\", found %s", p.tok)
+	}
+	lo := Number(p.tok.text)
+	if err := p.next(); err != nil {
+		return nil, err
+	}
+	if !p.isKeyword("and") {
+		return nil, p.errorf(p.tok.pos, "expected \"and\" after \"between %s\", found %s", lo, p.tok)
+	}
+	if err := p.next(); err != nil {
+		return nil, err
+	}
+	if p.tok.kind != tokNumber {
+		return nil, p.errorf(p.tok.pos, "expected a number after \"between %s and\", found %s", lo, p.tok)
+	}
+	f := cmpFilter{Col: col, Op: op, Lo: lo, Hi: Number(p.tok.text)}
+	return f, p.next()
+}
+
+// parseIn parses the list after "in": quoted strings (a dimension's values), or numbers (a
+// metric's).
 func (p *parser) parseIn(dim string) (Filter, error) {
 	if p.tok.kind != tokLParen {
 		return nil, p.errorf(p.tok.pos, "expected \"(\" after \"in\", found %s", p.tok)
 	}
 	f := inFilter{Dim: dim, Values: []string{}}
+	var nums []Number
 	for {
 		if err := p.next(); err != nil {
 			return nil, err
 		}
-		if p.tok.kind == tokRParen && len(f.Values) == 0 {
+		if p.tok.kind == tokRParen && len(f.Values) == 0 && len(nums) == 0 {
 			break
 		}
-		if p.tok.kind != tokString {
-			return nil, p.errorf(p.tok.pos, "expected a quoted string in the list, found %s", p.tok)
+		switch {
+		case p.tok.kind == tokString && nums == nil:
+			f.Values = append(f.Values, p.tok.text)
+		case p.tok.kind == tokNumber && len(f.Values) == 0:
+			nums = append(nums, Number(p.tok.text))
+		case nums != nil:
+			return nil, p.errorf(p.tok.pos, "expected a number in the list of numbers, found %s", p.tok)
+		case len(f.Values) > 0:
+			return nil, p.errorf(p.tok.pos, "expected a quoted string in the list of strings, found %s", p.tok)
+		default:
+			return nil, p.errorf(p.tok.pos, "expected a quoted string or a number in the list, found %s", p.tok)
 		}
-		f.Values = append(f.Values, p.tok.text)
 		if err := p.next(); err != nil {
 			return nil, err
 		}
@@ -425,5 +520,49 @@ func (p *parser) parseIn(dim string) (Filter, error) {
 			return nil, p.errorf(p.tok.pos, "expected \",\" or \")\" in the list, found %s", p.tok)
 		}
 	}
+	if nums != nil {
+		return numInFilter{Col: dim, Nums: nums}, p.next()
+	}
 	return f, p.next()
+}
+
+// number reads a number literal starting at p.off: an optional minus sign, digits with an
+// optional decimal point (1, 1.5, .5, 1.), and an optional exponent (1e9, 2.5E-3).
+func (p *parser) number() (string, error) {
+	s := p.src
+	start := p.off
+	digits := func() int {
+		n := 0
+		for p.off < len(s) && '0' <= s[p.off] && s[p.off] <= '9' {
+			p.off++
+			n++
+		}
+		return n
+	}
+	if s[p.off] == '-' {
+		p.off++
+	}
+	n := digits()
+	if p.off < len(s) && s[p.off] == '.' {
+		p.off++
+		n += digits()
+	}
+	if n == 0 {
+		return "", p.errorf(start, "malformed number %q: digits expected", s[start:p.off])
+	}
+	if p.off < len(s) && (s[p.off] == 'e' || s[p.off] == 'E') {
+		p.off++
+		if p.off < len(s) && (s[p.off] == '+' || s[p.off] == '-') {
+			p.off++
+		}
+		if digits() == 0 {
+			return "", p.errorf(start, "malformed number %q: exponent digits expected", s[start:p.off])
+		}
+	}
+	if p.off < len(s) {
+		if c := s[p.off]; c == '_' || c == '.' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			return "", p.errorf(start, "malformed number: %q follows %q", c, s[start:p.off])
+		}
+	}
+	return s[start:p.off], nil
 }

@@ -34,6 +34,22 @@ func TestParse(t *testing.T) {
 	f("true", andFilter{})
 	f("false", orFilter{})
 	f("not not a is null", notFilter{notFilter{nullFilter{"a"}}})
+	// Comparisons with numbers (metrics).
+	f("delay > 10", cmpFilter{"delay", opGt, "10", ""})
+	f("delay>=-1.5e3", cmpFilter{"delay", opGe, "-1.5e3", ""})
+	f("delay < .5", cmpFilter{"delay", opLt, ".5", ""})
+	f("delay <= 1.", cmpFilter{"delay", opLe, "1.", ""})
+	f("delay = 7", cmpFilter{"delay", opEq, "7", ""})
+	f("delay == 7", cmpFilter{"delay", opEq, "7", ""})
+	f("delay != 7E+2", cmpFilter{"delay", opNe, "7E+2", ""})
+	f("delay <> -0", cmpFilter{"delay", opNe, "-0", ""})
+	f("distance BETWEEN 100 AND 500", cmpFilter{"distance", opBetween, "100", "500"})
+	f("distance not between -1 and 1 or x = 'a'", orFilter{cmpFilter{"distance", opNotBetween, "-1", "1"}, eqFilter{"x", "a"}})
+	f("delay > 10 and distance between 100 and 500", andFilter{cmpFilter{"delay", opGt, "10", ""}, cmpFilter{"distance", opBetween, "100", "500"}})
+	f("delay in (1, -2.5)", numInFilter{"delay", []Number{"1", "-2.5"}, false})
+	f("delay not in (3)", numInFilter{"delay", []Number{"3"}, true})
+	f("not delay > 1", notFilter{cmpFilter{"delay", opGt, "1", ""}})
+	f(`"between" > 1`, cmpFilter{"between", opGt, "1", ""})
 }
 
 func TestParseErrors(t *testing.T) {
@@ -46,9 +62,21 @@ func TestParseErrors(t *testing.T) {
 		require.Equal(t, pos, pe.pos, "%s: %v", expr, err)
 		require.Contains(t, err.Error(), msg, expr)
 	}
-	f("page = home", 8, "expected a quoted string")
+	f("page = home", 8, "expected a quoted string or a number")
+	f("delay > 'x'", 9, "expected a number after >")
+	f("delay >= x", 10, "expected a number after >=")
+	f("delay > 1x", 9, `malformed number: 'x' follows "1"`)
+	f("delay > 1.2.3", 9, "malformed number")
+	f("delay > -", 9, "malformed number \"-\": digits expected")
+	f("delay > 1e", 9, "exponent digits expected")
+	f("delay between 1 or 2", 17, `expected "and" after "between 1"`)
+	f("delay between 'a' and 2", 15, `expected a number after "between"`)
+	f("delay between 1 and x", 21, `expected a number after "between 1 and"`)
+	f("delay in (1, 'a')", 14, "expected a number in the list of numbers")
+	f("page in ('a', 1)", 15, "expected a quoted string in the list of strings")
+	f("delay not 5", 11, `expected "in" or "between"`)
 	f("page = 'home", 8, "unterminated quoted string")
-	f("page", 5, "expected =, !=, in")
+	f("page", 5, "expected =, !=, <, <=, >, >=, between, in")
 	f("page = 'a' and", 15, "expected a dimension name")
 	f("(page = 'a'", 12, `to close the "(" at column 1`)
 	f("page = 'a')", 11, "unexpected")
@@ -77,11 +105,25 @@ func TestStringRoundTrip(t *testing.T) {
 	vals := []string{"", "v", "it's", `back\slash`, "tab\t", "\xff\xfe", "日本", "\x7f"}
 	var gen func(depth int) Filter
 	gen = func(depth int) Filter {
-		k := rng.IntN(6)
+		nums := []Number{"0", "-1", "2.5", ".5", "1e300", "-9223372036854775808", "7E-3", "1."}
+		k := rng.IntN(8)
 		if depth > 3 {
 			k = rng.IntN(3)
 		}
 		switch k {
+		case 6:
+			op := cmpOp(rng.IntN(len(opNames)))
+			c := cmpFilter{Col: names[rng.IntN(len(names))], Op: op, Lo: nums[rng.IntN(len(nums))]}
+			if op == opBetween || op == opNotBetween {
+				c.Hi = nums[rng.IntN(len(nums))]
+			}
+			return c
+		case 7:
+			in := numInFilter{Col: names[rng.IntN(len(names))], Not: rng.IntN(2) == 0}
+			for i := 1 + rng.IntN(3); i > 0; i-- {
+				in.Nums = append(in.Nums, nums[rng.IntN(len(nums))])
+			}
+			return in
 		case 0:
 			return eqFilter{names[rng.IntN(len(names))], vals[rng.IntN(len(vals))]}
 		case 1:

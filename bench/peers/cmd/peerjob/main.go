@@ -9,6 +9,9 @@
 //	peerjob run -system S -job J -layout L [-every D] [-memprofile F] [-cpuprofile F] [-trace F]
 //	    [-duckdb-memory-limit M] [-duckdb-temp-dir DIR] DIR OUT
 //	    runs one job on DIR's inputs into OUT and prints one line of figures
+//	peerjob pqsizes FILE [FILE ...]
+//	    prints each column of each Parquet file with its bytes (DuckDB's parquet_metadata(),
+//	    summed over the row groups), to set against segtool inspect's parts
 //
 // prepare streams (peers.Prepare): its memory does not grow with -rows (but for the merge of
 // each input segment's runs, which is merger.Merge's), and the files are those of the
@@ -71,7 +74,7 @@ func main() {
 
 const usage = "usage: peerjob prepare [-rows N] [-shape S] [-csv=false] [-batch N] [-run-rows N] [-tmp DIR] DIR | " +
 	"peerjob run -system S -job J -layout L [-every D] [-memprofile F] [-cpuprofile F] [-trace F] " +
-	"[-duckdb-memory-limit M] [-duckdb-temp-dir DIR] DIR OUT"
+	"[-duckdb-memory-limit M] [-duckdb-temp-dir DIR] DIR OUT | peerjob pqsizes FILE [FILE ...]"
 
 func run(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
@@ -82,6 +85,8 @@ func run(args []string, stdout io.Writer) error {
 		return prepare(args[1:], stdout)
 	case "run":
 		return runJob(args[1:], stdout)
+	case "pqsizes":
+		return pqSizes(args[1:], stdout)
 	default:
 		return fmt.Errorf("unknown command %q; %s", args[0], usage)
 	}
@@ -417,4 +422,35 @@ func writeTrace(path string, samples []timedStatus) error {
 			float64(s.st.VmRSS)/(1<<20), float64(s.st.RssAnon)/(1<<20), float64(s.st.RssFile)/(1<<20))
 	}
 	return os.WriteFile(path, b, 0o644)
+}
+
+// pqSizes prints the columns of each Parquet file with their sizes, one line each, and the
+// file's total.
+func pqSizes(args []string, stdout io.Writer) (err error) {
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	db, err := peers.OpenDuckDB()
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, db.Close()) }()
+	for _, path := range args {
+		cols, err := db.ColumnSizes(context.Background(), path)
+		if err != nil {
+			return err
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			return err
+		}
+		var sum int64
+		for _, c := range cols {
+			sum += c.Compressed
+			fmt.Fprintf(stdout, "%s column=%s bytes=%d uncompressed=%d row_groups=%d compression=%s encodings=%s\n",
+				path, c.Column, c.Compressed, c.Uncompressed, c.RowGroups, c.Compression, c.Encodings)
+		}
+		fmt.Fprintf(stdout, "%s columns_bytes=%d file_bytes=%d\n", path, sum, st.Size())
+	}
+	return nil
 }

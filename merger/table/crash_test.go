@@ -1,0 +1,255 @@
+package table
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/spf13/afero"
+	"github.com/stretchr/testify/require"
+
+	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/crashfs"
+)
+
+// TestAppendCrash cuts the power after each mutating file-system operation in turn of a
+// workload of two writers on a table at version 2 (one segment of 40 rows), until a run
+// finishes without reaching its crash point:
+//
+//  1. writer B, which read version 2, stores its segment (20 rows) in segments/;
+//  2. writer A appends a segment of 30 rows: version 3;
+//  3. writer B commits its segment on base 2: version 3 is taken, so it rebases: version 4.
+//
+// Each run is rebooted twice, dropping every unsynced directory change (crashfs Crash) and
+// keeping them all (CrashKeepingDirs); file data always reverts to its last sync. After each
+// reboot: Open succeeds; the newest version is 2, 3 or 4, with exactly 40, 70 or 90 rows in
+// its live segments, each of which opens, verifies and matches its footer checksum, and so
+// does every older version; a writer that returned nil has its rows in the newest version;
+// _log/ holds entries and temp files only; and another append commits the next version.
+func TestAppendCrash(t *testing.T) {
+	ctx := context.Background()
+	start := crashfs.New()
+	o := Options{Fs: start}
+	tb, err := Create(ctx, "/data/t", o)
+	require.NoError(t, err)
+	require.NoError(t, start.MkdirAll("/in", 0o755))
+	put := func(name string, seed uint64, rows int) {
+		f, err := start.Create(name)
+		require.NoError(t, err)
+		_, err = f.Write(segBytes(t, seed, rows, day, false))
+		require.NoError(t, err)
+		require.NoError(t, f.Sync())
+		require.NoError(t, f.Close())
+	}
+	put("/in/old.seg", 1, 40)
+	put("/in/a.seg", 2, 30)
+	put("/in/more.seg", 4, 5)
+	bBytes := segBytes(t, 3, 20, day, false)
+	for _, d := range []string{"/in", "/"} {
+		f, err := start.Open(d)
+		require.NoError(t, err)
+		require.NoError(t, f.Sync())
+		require.NoError(t, f.Close())
+	}
+	v, err := tb.Append(ctx, []string{"/in/old.seg"})
+	require.NoError(t, err)
+	require.Equal(t, 2, v)
+	wantRows := map[int]int64{2: 40, 3: 70, 4: 90}
+
+	points, reboots, violations := 0, 0, 0
+	violate := func(format string, args ...any) {
+		t.Helper()
+		violations++
+		if violations <= 10 {
+			t.Errorf(format, args...)
+		}
+	}
+	seen := map[int]int{}
+	for k := 0; ; k++ {
+		require.Less(t, k, 1000, "the workload never finishes")
+		fsys := start.Clone()
+		fsys.SetCrashAfter(k)
+		errA, errB := crashWorkload(fsys, bBytes)
+		finished := !fsys.Crashed()
+		points++
+		for _, err := range []error{errA, errB} {
+			if finished && err != nil {
+				violate("k=%d: finished without a crash, yet failed: %v", k, err)
+			}
+			if !finished && err != nil && !errors.Is(err, crashfs.ErrCrashed) {
+				violate("k=%d: an error that does not wrap the crash: %v", k, err)
+			}
+		}
+		for _, keepDirs := range []bool{false, true} {
+			after := fsys.Clone()
+			if keepDirs {
+				after.CrashKeepingDirs()
+			} else {
+				after.Crash()
+			}
+			reboots++
+			at := fmt.Sprintf("k=%d keepdirs=%v", k, keepDirs)
+			newest := checkAfterCrash(t, after, at, wantRows, errA == nil, errB == nil, violate)
+			seen[newest]++
+		}
+		if finished {
+			break
+		}
+	}
+	t.Logf("%d crash points, %d reboots, newest version after reboot: %v, %d violations", points, reboots, seen, violations)
+	require.Zero(t, violations)
+	require.Greater(t, points, 15)
+	require.Positive(t, seen[2])
+	require.Positive(t, seen[3])
+	require.Positive(t, seen[4])
+}
+
+// crashWorkload runs the two writers of TestAppendCrash on fsys; errA and errB are their
+// outcomes (a writer not reached fails with the crash too).
+func crashWorkload(fsys *crashfs.FS, bBytes []byte) (errA, errB error) {
+	ctx := context.Background()
+	tb, err := Open(ctx, "/data/t", Options{Fs: fsys})
+	if err != nil {
+		return err, err
+	}
+	bSeg, err := newStaged(ctx, tb, bBytes)
+	if err != nil {
+		return err, err
+	}
+	_, errA = tb.Append(ctx, []string{"/in/a.seg"})
+	if errA != nil {
+		return errA, errA
+	}
+	schema := testSchema(false)
+	_, errB = tb.Commit(ctx, 2, Change{Kind: KindAppend, Added: []Segment{bSeg}, Schema: &schema})
+	return errA, errB
+}
+
+// newStaged stores b as a new segment of the table and returns its entry.
+func newStaged(ctx context.Context, tb *Table, b []byte) (Segment, error) {
+	info, err := columns.ReadInfo(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		return Segment{}, err
+	}
+	s := Segment{Name: newSegmentName(info.Interval.Start), Interval: info.Interval.String(), Rows: int64(info.Rows),
+		Bytes: info.Size, Footer: FooterChecksum(info)}
+	return s, tb.st.putSegment(ctx, s.Name, bytes.NewReader(b), s.Bytes)
+}
+
+// checkAfterCrash checks a rebooted file system (see TestAppendCrash) and returns its newest
+// version.
+func checkAfterCrash(t *testing.T, fsys *crashfs.FS, at string, wantRows map[int]int64, okA, okB bool, violate func(string, ...any)) int {
+	ctx := context.Background()
+	tb, err := Open(ctx, "/data/t", Options{Fs: fsys})
+	if err != nil {
+		violate("%s: open: %v", at, err)
+		return -1
+	}
+	e, err := tb.Snapshot(ctx, 0)
+	if err != nil {
+		violate("%s: newest version: %v", at, err)
+		return -1
+	}
+	if _, ok := wantRows[e.Version]; !ok {
+		violate("%s: newest version %d", at, e.Version)
+		return e.Version
+	}
+	switch {
+	case okB && e.Version != 4:
+		violate("%s: writer B committed, yet the newest version is %d", at, e.Version)
+	case okA && e.Version < 3:
+		violate("%s: writer A committed, yet the newest version is %d", at, e.Version)
+	}
+	for v := 2; v <= e.Version; v++ {
+		s, err := tb.Snapshot(ctx, v)
+		if err != nil {
+			violate("%s: version %d: %v", at, v, err)
+			continue
+		}
+		var rows int64
+		for _, seg := range s.Segments {
+			cs, closeSeg, err := tb.OpenSegment(ctx, seg)
+			if err == nil {
+				err = cs.Verify()
+				rows += int64(cs.Rows())
+				err = errors.Join(err, closeSeg())
+			}
+			if err != nil {
+				violate("%s: version %d: segment %s: %v", at, v, seg.Name, err)
+			}
+		}
+		if rows != wantRows[v] {
+			violate("%s: version %d has %d rows in its segments, want %d", at, v, rows, wantRows[v])
+		}
+	}
+	names, err := afero.ReadDir(fsys, "/data/t/_log")
+	if err != nil {
+		violate("%s: list _log: %v", at, err)
+	}
+	for _, fi := range names {
+		if _, ok := parseEntryName(fi.Name()); !ok && !IsTempName(fi.Name()) {
+			violate("%s: _log/%s is neither an entry nor a temp file", at, fi.Name())
+		}
+	}
+	// The table goes on: another append commits the next version.
+	v, err := tb.Append(ctx, []string{"/in/more.seg"})
+	if err != nil || v != e.Version+1 {
+		violate("%s: append after the crash: version %d, %v", at, v, err)
+	} else if n := liveRows(t, tb, v); n != wantRows[e.Version]+5 {
+		violate("%s: after the append, %d rows", at, n)
+	}
+	return e.Version
+}
+
+// TestCreateCrash cuts the power after each mutating operation of Create on an empty file
+// system (every directory missing) and reboots both ways: the location then holds no table
+// (and Create succeeds), or the empty table of version 1; and a Create that returned nil
+// always left version 1.
+func TestCreateCrash(t *testing.T) {
+	ctx := context.Background()
+	start := crashfs.New()
+	points := 0
+	for k := 0; ; k++ {
+		require.Less(t, k, 1000)
+		fsys := start.Clone()
+		fsys.SetCrashAfter(k)
+		_, err := Create(ctx, "/data/tables/t", Options{Fs: fsys})
+		finished := !fsys.Crashed()
+		points++
+		if finished {
+			require.NoError(t, err)
+		} else {
+			require.ErrorIs(t, err, crashfs.ErrCrashed, "k=%d", k)
+		}
+		for _, keepDirs := range []bool{false, true} {
+			after := fsys.Clone()
+			if keepDirs {
+				after.CrashKeepingDirs()
+			} else {
+				after.Crash()
+			}
+			at := fmt.Sprintf("k=%d keepdirs=%v", k, keepDirs)
+			tb, err := Open(ctx, "/data/tables/t", Options{Fs: after})
+			if errors.Is(err, ErrNotExist) {
+				require.False(t, finished, "%s: Create returned nil, yet no table", at)
+				tb, err = Create(ctx, "/data/tables/t", Options{Fs: after})
+				require.NoError(t, err, "%s: Create after the crash", at)
+			}
+			require.NoError(t, err, at)
+			e, err := tb.Snapshot(ctx, 0)
+			require.NoError(t, err, at)
+			require.Equal(t, 1, e.Version, at)
+			after.Crash() // what the second Create did is durable too
+			_, err = Open(ctx, "/data/tables/t", Options{Fs: after})
+			require.NoError(t, err, at)
+		}
+		if finished {
+			break
+		}
+	}
+	// mkdir x4, the temp entry created, written, synced, renamed, directory syncs.
+	require.Greater(t, points, 10)
+	t.Logf("%d crash points", points)
+}
