@@ -28,13 +28,21 @@ import (
 //	                                   interval, truncated to the granularity, and the interval
 //	                                   the one the first and last times give
 //	dictionary                         values strictly increasing, blocks exactly filled
-//	ids, bitmaps, nulls (dictionary)   ids below the cardinality (as every read does), the null id
-//	                                   alone in its row; the bitmaps hold exactly the distinct
-//	                                   (row, id) pairs of the ids (a sum over the pairs keyed at
-//	                                   random per Segment, and the count, compared: see rowKey);
-//	                                   the null rows exactly the rows holding the null id
+//	ids, nulls (dictionary)            ids below the cardinality (as every read does), the null id
+//	                                   alone in its row; the null rows exactly the rows holding
+//	                                   the null id (keyed sums, see rowKey); with a bitmap index,
+//	                                   each bitmap's count (from its header) the number of rows
+//	                                   holding its id
+//	one bitmap (on its first read)     exactly the rows holding its id (keyed sums over one pass
+//	                                   of the ids); after bitmapChecksAlone such checks of a
+//	                                   column, every bitmap of it at once (checkAllBitmaps)
 //	nulls (raw dimension)              every null row holds no bytes
 //	nulls (long or double metric)      not empty, every null row stores 0 (time 0, empty tail)
+//
+// The ids are held against the bitmaps' counts, not their rows, until a bitmap is read: an id
+// changed in place changes two counts and fails every read of the ids, while ids permuted among
+// rows (two rows swapping theirs) keep every count and fail only a read of one of their bitmaps,
+// or Verify. A read of the ids alone (a merge, which rebuilds the bitmaps) decodes no bitmap.
 //
 // Every sketch read as bytes (SketchCursor.Bytes) is checked to decode, row by row
 // (agg.Sketches.Check, which does not allocate).
@@ -122,11 +130,10 @@ func (s *Segment) addStructChecks() {
 		}
 		dc := s.dims[i]
 		attach(newStructCheck(func() error { return s.checkDict(dc) }), dc.dict.part)
-		ps := []*segfmt.PartInfo{s.part(c, segfmt.PartIDs), s.part(c, segfmt.PartNulls)}
+		attach(newStructCheck(func() error { return s.checkDimRows(dc) }), s.part(c, segfmt.PartIDs), s.part(c, segfmt.PartNulls))
 		if dc.bms != nil {
-			ps = append(ps, dc.bms.part)
+			dc.bmChecked = make([]atomic.Uint64, (dc.bms.count+63)/64)
 		}
-		attach(newStructCheck(func() error { return s.checkDimRows(dc) }), ps...)
 	}
 	for i := range s.f.schema.Metrics {
 		p := s.part(1+len(s.f.schema.Dimensions)+i, segfmt.PartNulls)
@@ -152,6 +159,11 @@ func (s *Segment) addStructChecks() {
 func (s *Segment) markStructPassed() {
 	for _, sc := range s.structs {
 		sc.markPassed()
+	}
+	for _, dc := range s.dims {
+		if dc != nil {
+			dc.markBitmapsPassed()
+		}
 	}
 }
 
@@ -242,9 +254,13 @@ func (s *rowSums) rows(rs []uint32) error {
 	return nil
 }
 
-// checkDimRows checks a dictionary dimension's ids against its bitmaps and null rows: the
-// bitmaps hold exactly the distinct (row, id) pairs of the ids, and the null rows are exactly
-// the rows holding the null id. It reads each part once, a chunk or a bitmap at a time.
+// checkDimRows checks a dictionary dimension's ids against its null rows and, when it has a
+// bitmap index, against the counts its bitmaps store: the null rows are exactly the rows
+// holding the null id (keyed sums, see rowKey), and bitmap id holds as many rows as there are
+// rows holding id (read from each bitmap's header: a roaring bitmap's container cardinalities,
+// an Elias-Fano bitmap's count), so that an id changed in place, which changes two ids' counts,
+// never reads as a wrong answer through the ids. It reads the ids once, a chunk at a time, and
+// no bitmap's rows: a bitmap's rows are checked against the ids when it is read (checkBitmap).
 func (s *Segment) checkDimRows(c *DimColumn) error {
 	if err := c.ix.chk.checkCRC(); err != nil {
 		return err
@@ -258,86 +274,50 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 		}
 	}
 	seed := s.pairSeed
-	rows := s.f.rows
-	var pairs, nullRows pairSums
+	var nullRows pairSums
 	hasNull := c.dict.hasNull
-	withBitmaps := c.bms != nil
-	cur := c.Cursor()
-	cur.cr.crcOnly = true
-	defer cur.Release()
+	var counts []uint64
+	if c.bms != nil {
+		counts = make([]uint64, c.bms.count)
+	}
 	var scratch []uint32
-	for r := 0; r < rows; {
-		first, ids, offs, err := cur.Chunk(r)
-		if err != nil {
-			return s.inFile(err)
-		}
+	err := s.eachIDChunk(c, func(first int, ids, offs []uint32) {
 		if offs == nil {
-			var sum, nsum, ncount uint64
-			for k, id := range ids {
-				key := rowKey(seed, uint32(first+k))
-				sum += key * (2*uint64(id) + 1)
-				if id == 0 {
-					nsum += key
-					ncount++
+			if counts != nil {
+				for _, id := range ids {
+					counts[id]++ // ids are below the cardinality (the cursor checks them)
 				}
 			}
-			if withBitmaps {
-				pairs.sum += sum
-				pairs.count += uint64(len(ids))
-			}
 			if hasNull {
+				var nsum, ncount uint64
+				for k, id := range ids {
+					if id == 0 {
+						nsum += rowKey(seed, uint32(first+k))
+						ncount++
+					}
+				}
 				nullRows.sum += nsum
 				nullRows.count += ncount
 			}
-			r = first + len(ids)
-			continue
+			return
 		}
 		for k := 0; k+1 < len(offs); k++ {
 			row := ids[offs[k]:offs[k+1]]
-			key := rowKey(seed, uint32(first+k))
 			if hasNull && row[0] == 0 {
-				nullRows.sum += key
+				nullRows.sum += rowKey(seed, uint32(first+k))
 				nullRows.count++
 			}
-			if !withBitmaps {
+			if counts == nil {
 				continue
 			}
-			switch {
-			case len(row) == 1:
-				pairs.sum += key * (2*uint64(row[0]) + 1)
-				pairs.count++
-				continue
-			case len(row) > 16: // a long row: its distinct ids, sorted
-				scratch = append(scratch[:0], row...)
-				slices.Sort(scratch)
-				row = slices.Compact(scratch)
-				for _, id := range row {
-					pairs.sum += key * (2*uint64(id) + 1)
-				}
-				pairs.count += uint64(len(row))
-				continue
+			row, scratch = distinctRow(row, scratch)
+			for _, id := range row {
+				counts[id]++
 			}
-			// A short row: an id seen earlier in it is skipped (a loop the compiler keeps
-			// inline, where slices.Contains costs a call per id).
-			var w, n uint64
-			for j := range row {
-				id := row[j]
-				dup := false
-				for i := 0; i < j; i++ {
-					if row[i] == id {
-						dup = true
-						break
-					}
-				}
-				if !dup {
-					w += 2*uint64(id) + 1
-					n++
-				}
-			}
-			pairs.sum += key * w
-			pairs.count += n
 		}
-		r = first + len(offs) - 1
+	})
+	if err != nil {
+		return s.inFile(err)
 	}
 	nulls, err := s.decodeNulls(c.dim.Name, c.nulls)
 	if err != nil {
@@ -351,26 +331,258 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 	if got != nullRows {
 		return s.fileError(c.nulls.part, corruptf("%d null rows, %d rows hold the null id (or other rows)", got.count, nullRows.count))
 	}
-	if !withBitmaps {
-		return nil
-	}
-	got = pairSums{}
-	bp := uint32Pool.Get(4096)
-	defer func() { uint32Pool.Put(bp) }()
-	buf := bp[:4096]
-	rs := &rowSums{seed: seed}
-	for id := 0; id < c.bms.count; id++ {
+	for id, want := range counts {
 		raw, err := c.bms.raw(id)
 		if err != nil {
 			return s.fileError(c.bms.part, err)
 		}
-		rs.sum, rs.count = 0, 0
-		d := roaringDecoder{out: buf[:0], piece: len(buf)}
-		if err := d.eachStored(raw, c.bms.v4, uint64(rows), rs.rows); err != nil {
+		n, err := storedCount(raw, c.bms.v4)
+		if err != nil {
 			return s.fileError(c.bms.part, fmt.Errorf("bitmap %d: %w", id, err))
 		}
-		got.sum += rs.sum * (2*uint64(id) + 1)
-		got.count += rs.count
+		if n != want {
+			return s.fileError(c.bms.part, corruptf("bitmap %d holds %d rows, %d rows hold id %d", id, n, want, id))
+		}
+	}
+	return nil
+}
+
+// distinctRow returns the distinct ids of a multi-value row: row itself when they are
+// distinct (the usual case), else a sorted, compacted copy in scratch.
+func distinctRow(row, scratch []uint32) ([]uint32, []uint32) {
+	if len(row) <= 16 {
+		// A short row: a loop the compiler keeps inline, where slices.Contains costs a call.
+		dup := false
+		for j := 1; j < len(row) && !dup; j++ {
+			for i := 0; i < j; i++ {
+				if row[i] == row[j] {
+					dup = true
+					break
+				}
+			}
+		}
+		if !dup {
+			return row, scratch
+		}
+	}
+	scratch = append(scratch[:0], row...)
+	slices.Sort(scratch)
+	scratch = slices.Compact(scratch)
+	return scratch, scratch
+}
+
+// eachIDChunk hands fn every chunk of a dimension's ids in row order (as DimCursor.Chunk
+// returns them), reading through the parts' CRC checks only.
+func (s *Segment) eachIDChunk(c *DimColumn, fn func(first int, ids, offs []uint32)) error {
+	cur := c.Cursor()
+	cur.cr.crcOnly = true
+	defer cur.Release()
+	for r := 0; r < s.f.rows; {
+		first, ids, offs, err := cur.Chunk(r)
+		if err != nil {
+			return err
+		}
+		fn(first, ids, offs)
+		if offs == nil {
+			r = first + len(ids)
+		} else {
+			r = first + len(offs) - 1
+		}
+	}
+	return nil
+}
+
+// storedCount returns the number of rows a stored bitmap holds, from its header alone (a
+// version 4 form when v4): the sum of a roaring bitmap's container cardinalities, or an
+// Elias-Fano bitmap's count. The rest of the bitmap is checked when it is decoded.
+func storedCount(b []byte, v4 bool) (uint64, error) {
+	if v4 && len(b) == 0 {
+		return 0, nil
+	}
+	if v4 && b[0] == efTag {
+		n, k := binary.Uvarint(b[1:])
+		if k <= 0 || n == 0 {
+			return 0, corruptf("elias-fano: bad count")
+		}
+		return n, nil
+	}
+	if len(b) < 4 {
+		return 0, corruptf("roaring: %d bytes", len(b))
+	}
+	cookie := binary.LittleEndian.Uint32(b)
+	pos, size := 4, 0
+	switch {
+	case cookie&0xffff == roaringCookieRun:
+		size = int(cookie>>16) + 1
+		pos += (size + 7) / 8
+	case cookie == roaringCookieNoRun:
+		if len(b) < 8 {
+			return 0, corruptf("roaring: truncated size")
+		}
+		size = int(binary.LittleEndian.Uint32(b[4:]))
+		pos = 8
+	default:
+		return 0, corruptf("roaring: unknown cookie %#x", cookie)
+	}
+	if size > 1<<16 || len(b) < pos+4*size {
+		return 0, corruptf("roaring: %d containers in %d bytes", size, len(b))
+	}
+	var n uint64
+	for i := 0; i < size; i++ {
+		n += uint64(binary.LittleEndian.Uint16(b[pos+4*i+2:])) + 1
+	}
+	return n, nil
+}
+
+// How many bitmaps of a dimension are checked one at a time, each with a pass over the ids,
+// before the rest are checked together in one pass (checkAllBitmaps).
+const bitmapChecksAlone = 4
+
+// checkBitmap checks, before bitmap id of c is first read, that it holds exactly the rows
+// holding id (the ids' check first: see checkDimRows). A bitmap that passed costs an atomic
+// load; a verdict of corrupt is remembered for every later bitmap read of the column.
+func (c *DimColumn) checkBitmap(id uint32) error {
+	if checkState(c.bms.chk.state.Load()>>32) == checkTrusted || c.bmChecked == nil || int(id) >= c.bms.count {
+		return nil
+	}
+	if c.bmChecked[id/64].Load()&(1<<(id%64)) != 0 && !c.bmBad.Load() {
+		return nil
+	}
+	if err := c.ix.chk.check(); err != nil {
+		return err
+	}
+	c.bmMu.Lock()
+	defer c.bmMu.Unlock()
+	switch {
+	case c.bmErr != nil:
+		return c.bmErr
+	case c.bmChecked[id/64].Load()&(1<<(id%64)) != 0:
+		return nil
+	}
+	var err error
+	if c.bmAlone < bitmapChecksAlone {
+		c.bmAlone++
+		if err = c.seg.checkOneBitmap(c, id); err == nil {
+			c.bmChecked[id/64].Or(1 << (id % 64))
+		}
+	} else if err = c.seg.checkAllBitmaps(c); err == nil {
+		c.markBitmapsPassed()
+	}
+	if errors.Is(err, ErrCorrupt) {
+		c.bmErr = err
+		c.bmBad.Store(true)
+	}
+	return err
+}
+
+// markBitmapsPassed records every bitmap of c as checked.
+func (c *DimColumn) markBitmapsPassed() {
+	for i := range c.bmChecked {
+		c.bmChecked[i].Store(^uint64(0))
+	}
+}
+
+// checkOneBitmap checks that bitmap id of c holds exactly the rows holding id: keyed sums
+// (rowKey) of the rows, one pass over the ids.
+func (s *Segment) checkOneBitmap(c *DimColumn, id uint32) error {
+	seed := s.pairSeed
+	var want pairSums
+	err := s.eachIDChunk(c, func(first int, ids, offs []uint32) {
+		if offs == nil {
+			var sum, n uint64
+			for k, v := range ids {
+				if v == id {
+					sum += rowKey(seed, uint32(first+k))
+					n++
+				}
+			}
+			want.sum += sum
+			want.count += n
+			return
+		}
+		for k := 0; k+1 < len(offs); k++ {
+			for _, v := range ids[offs[k]:offs[k+1]] {
+				if v == id {
+					want.sum += rowKey(seed, uint32(first+k))
+					want.count++
+					break
+				}
+			}
+		}
+	})
+	if err != nil {
+		return s.inFile(err)
+	}
+	got, err := s.bitmapSums(c, int(id), nil)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return s.fileError(c.bms.part, corruptf("bitmap %d holds %d rows, %d rows hold id %d (or other rows than the bitmap)", id, got.count, want.count, id))
+	}
+	return nil
+}
+
+// bitmapSums returns the keyed sum (rowKey) and the count of the rows of bitmap id of c.
+func (s *Segment) bitmapSums(c *DimColumn, id int, buf []uint32) (pairSums, error) {
+	raw, err := c.bms.raw(id)
+	if err != nil {
+		return pairSums{}, s.fileError(c.bms.part, err)
+	}
+	if len(buf) == 0 {
+		bp := uint32Pool.Get(4096)
+		defer func() { uint32Pool.Put(bp) }()
+		buf = bp[:4096]
+	}
+	rs := &rowSums{seed: s.pairSeed}
+	d := roaringDecoder{out: buf[:0], piece: len(buf)}
+	if err := d.eachStored(raw, c.bms.v4, uint64(s.f.rows), rs.rows); err != nil {
+		return pairSums{}, s.fileError(c.bms.part, fmt.Errorf("bitmap %d: %w", id, err))
+	}
+	return pairSums{sum: rs.sum, count: rs.count}, nil
+}
+
+// checkAllBitmaps checks that c's bitmaps hold exactly the distinct (row, id) pairs of its
+// ids: one pass over the ids and every bitmap decoded, the pairs compared as keyed sums (see
+// rowKey).
+func (s *Segment) checkAllBitmaps(c *DimColumn) error {
+	seed := s.pairSeed
+	var pairs pairSums
+	var scratch []uint32
+	err := s.eachIDChunk(c, func(first int, ids, offs []uint32) {
+		if offs == nil {
+			var sum uint64
+			for k, id := range ids {
+				sum += rowKey(seed, uint32(first+k)) * (2*uint64(id) + 1)
+			}
+			pairs.sum += sum
+			pairs.count += uint64(len(ids))
+			return
+		}
+		for k := 0; k+1 < len(offs); k++ {
+			key := rowKey(seed, uint32(first+k))
+			var row []uint32
+			row, scratch = distinctRow(ids[offs[k]:offs[k+1]], scratch)
+			for _, id := range row {
+				pairs.sum += key * (2*uint64(id) + 1)
+			}
+			pairs.count += uint64(len(row))
+		}
+	})
+	if err != nil {
+		return s.inFile(err)
+	}
+	bp := uint32Pool.Get(4096)
+	defer func() { uint32Pool.Put(bp) }()
+	buf := bp[:4096]
+	var got pairSums
+	for id := 0; id < c.bms.count; id++ {
+		ps, err := s.bitmapSums(c, id, buf)
+		if err != nil {
+			return err
+		}
+		got.sum += ps.sum * (2*uint64(id) + 1)
+		got.count += ps.count
 	}
 	if got != pairs {
 		return s.fileError(c.bms.part, corruptf("the bitmaps hold %d rows in all, the rows hold %d distinct values (or other rows than the bitmaps)", got.count, pairs.count))
