@@ -439,17 +439,16 @@ func storedCount(b []byte, v4 bool) (uint64, error) {
 const bitmapChecksAlone = 4
 
 // checkBitmap checks, before bitmap id of c is first read, that it holds exactly the rows
-// holding id (the ids' check first: see checkDimRows). A bitmap that passed costs an atomic
-// load; a verdict of corrupt is remembered for every later bitmap read of the column.
+// holding id. It needs neither the ids' own check (checkDimRows) nor the other bitmaps: a
+// read of bitmaps alone (a filter) reads the ids once for each of the first bitmapChecksAlone
+// bitmaps it reads. A bitmap that passed costs an atomic load; a verdict of corrupt is
+// remembered for every later bitmap read of the column.
 func (c *DimColumn) checkBitmap(id uint32) error {
 	if checkState(c.bms.chk.state.Load()>>32) == checkTrusted || c.bmChecked == nil || int(id) >= c.bms.count {
 		return nil
 	}
 	if c.bmChecked[id/64].Load()&(1<<(id%64)) != 0 && !c.bmBad.Load() {
 		return nil
-	}
-	if err := c.ix.chk.check(); err != nil {
-		return err
 	}
 	c.bmMu.Lock()
 	defer c.bmMu.Unlock()
