@@ -127,7 +127,7 @@ func (f *File) Assemble() []byte {
 func Chunked(e segfmt.Encoding) bool {
 	switch e {
 	case segfmt.EncLongChunks, segfmt.EncDoubleChunks, segfmt.EncBlobChunks, segfmt.EncIDChunks,
-		segfmt.EncMultiIDChunks, segfmt.EncLongChunksV4, segfmt.EncDoubleChunksV4, segfmt.EncIDChunksV4:
+		segfmt.EncMultiIDChunks, segfmt.EncLongChunksV4, segfmt.EncDoubleChunksV4, segfmt.EncIDChunksV4, segfmt.EncIDChunksV5:
 		return true
 	case segfmt.EncFrontCoded, segfmt.EncRoaringTable, segfmt.EncRoaring, segfmt.EncRoaringTableV4:
 	}
@@ -297,7 +297,7 @@ func (f *File) Decode(i int) (*Decoded, error) {
 		return &Decoded{data: p.Data}, nil
 	}
 	tail := 0
-	if p.Enc == segfmt.EncIDChunksV4 {
+	if p.Enc == segfmt.EncIDChunksV4 || p.Enc == segfmt.EncIDChunksV5 {
 		for _, q := range f.Parts {
 			if q.Column == p.Column && q.Kind == segfmt.PartDictionary {
 				tail = RankTableSize(DictCardinality(q.Data))
