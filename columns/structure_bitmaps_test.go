@@ -223,3 +223,48 @@ func TestBitmapCheckedWhenRead(t *testing.T) {
 	t.Logf("faults keeping the count: %d", found)
 	require.Positive(t, found)
 }
+
+// TestStructuralFaultsVersion5: faults in the decoded chunks of a version 5 ids part (id
+// differences; segsurgery decodes its chunks and keeps its rank table), the part re-encoded
+// and every CRC recomputed: when Verify rejects the file, reading every column fails with
+// ErrCorrupt or reads what the intact file reads.
+func TestStructuralFaultsVersion5(t *testing.T) {
+	s, rows := deltaRows(seedFor(t, 0), 2000, 115)
+	good := writeRows(t, s, rows, writerOptions{Compression: CompressionZstd, ChunkRows: 512})
+	seg, err := newSegmentBytes(good)
+	require.NoError(t, err)
+	want, err := readEveryColumn(seg)
+	require.NoError(t, err)
+	f, err := segsurgery.Parse(good)
+	require.NoError(t, err)
+	k := -1
+	for i, p := range f.Parts {
+		if p.Enc == segfmt.EncIDChunksV5 {
+			k = i
+		}
+	}
+	require.GreaterOrEqual(t, k, 0, "no version 5 ids part")
+	dec, err := f.Decode(k)
+	require.NoError(t, err)
+	require.NotEqual(t, len(f.Parts[k].Data), dec.Len(), "the part decoded as its stored bytes, not as chunks")
+	var rejected, failed int
+	for pos := 0; pos < dec.Len(); pos += 7 {
+		b := f.Faulted(k, dec, pos, []byte{0x01, 0x10, 0x80}[pos%3])
+		vs, err := newSegmentBytes(b)
+		if err != nil || vs.Verify() == nil {
+			continue
+		}
+		rejected++
+		s2, err := newSegmentBytes(b)
+		require.NoError(t, err)
+		got, err := readEveryColumn(s2)
+		if err == nil {
+			require.Equal(t, want, got, "decoded byte %d: Verify rejects the file, the read path read something else", pos)
+			continue
+		}
+		require.ErrorIs(t, err, ErrCorrupt)
+		failed++
+	}
+	t.Logf("%d faults Verify rejects, the read path fails on %d", rejected, failed)
+	require.Positive(t, rejected)
+}
