@@ -27,6 +27,9 @@ type partCheck struct {
 	// state is the part's check state in one atomic word: the state (checkState) in the high
 	// half, and for checkBad the CRC of the part's bytes in the low half.
 	state atomic.Uint64
+	// sc is the structural check the part's first read runs once its CRC matches (see
+	// structure.go); nil for a part without one. Parts checked together share it.
+	sc *structCheck
 }
 
 // checkState is what a part's check found.
@@ -44,10 +47,27 @@ func (pc *partCheck) load() (checkState, uint32) {
 	return checkState(w >> 32), uint32(w)
 }
 
-// check returns nil when the part's bytes match the footer's CRC (or were trusted), computing
-// the CRC on the first call; otherwise an error wrapping ErrCorrupt that names the file, the
-// column and the part. After the first call it costs an atomic load.
+// check returns nil when the part's bytes match the footer's CRC and pass its structural
+// check (or were trusted), computing both on the first call; otherwise an error wrapping
+// ErrCorrupt that names the file, the column and the part. After the first call it costs two
+// atomic loads.
 func (pc *partCheck) check() error {
+	st := checkState(pc.state.Load() >> 32)
+	if st == checkTrusted || st == checkGood && (pc.sc == nil || pc.sc.passed()) {
+		return nil
+	}
+	if err := pc.checkCRC(); err != nil {
+		return err
+	}
+	if pc.sc != nil && checkState(pc.state.Load()>>32) == checkGood {
+		return pc.sc.run()
+	}
+	return nil
+}
+
+// checkCRC is check without the structural check: for the structural checks themselves,
+// which read the parts they check.
+func (pc *partCheck) checkCRC() error {
 	if st := checkState(pc.state.Load() >> 32); st == checkGood || st == checkTrusted {
 		return nil
 	}

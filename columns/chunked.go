@@ -273,6 +273,8 @@ type chunkReader struct {
 	hi    int // first row after it
 	frame []byte
 	buf   []byte
+	// crcOnly skips the parts' structural checks (the reader of a structural check).
+	crcOnly bool
 }
 
 func newChunkReader(src *source, ix *chunkIndex) chunkReader {

@@ -158,6 +158,11 @@ func (d *dictReader) block(b int, buf []byte) ([]byte, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
+	return d.blockRaw(b, buf)
+}
+
+// blockRaw is block without the part's check.
+func (d *dictReader) blockRaw(b int, buf []byte) ([]byte, error) {
 	var ends [8]byte
 	n := int64(8)
 	if b == d.nblocks-1 {

@@ -2,6 +2,8 @@ package columns
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/writeout/writeout/internal/segfmt"
@@ -20,6 +22,14 @@ type DimColumn struct {
 	perm  []uint32 // a version 4 or 5 ids part's rank table (perm[rank] is the id), else nil
 	// deltas: a version 5 ids part, whose chunks may also be in the id-deltas form
 	deltas bool
+	// The bitmaps' read-path checks (structure.go, checkBitmap): a bit per bitmap that passed,
+	// whether one was found corrupt, and under bmMu how many were checked alone and the first
+	// verdict of corrupt.
+	bmChecked []atomic.Uint64
+	bmBad     atomic.Bool
+	bmMu      sync.Mutex
+	bmAlone   int
+	bmErr     error
 }
 
 // Dimension returns the column's schema entry.
@@ -85,6 +95,9 @@ func (c *DimColumn) Bitmap(id uint32) (*roaring.Bitmap, error) {
 	if err := c.bms.chk.check(); err != nil {
 		return nil, err
 	}
+	if err := c.checkBitmap(id); err != nil {
+		return nil, err
+	}
 	bm, err := c.bms.bitmap(int(id))
 	return bm, partError(c.dim.Name, segfmt.PartBitmaps, err)
 }
@@ -126,6 +139,9 @@ func (c *DimColumn) bitmapBytes(id uint32) ([]byte, error) {
 		return nil, fmt.Errorf("columns: column %q: %w", c.dim.Name, errClosed)
 	}
 	if err := c.bms.chk.check(); err != nil {
+		return nil, err
+	}
+	if err := c.checkBitmap(id); err != nil {
 		return nil, err
 	}
 	raw, err := c.bms.raw(int(id))

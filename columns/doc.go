@@ -287,5 +287,28 @@
 // checked; OpenWith and
 // NewSegmentWith with OpenOptions.TrustChecksums open a segment that way (for a file the caller wrote and read back, or verified through
 // another Segment). Damaged bytes that are trusted give wrong answers or decoding errors.
+//
+// A matching CRC says the bytes are the ones written, not that the writer wrote them right: a
+// buggy writer or a faulty tool leaves parts that agree with their CRCs and break the format's
+// invariants. So the first read of a part, once its CRC matches, also runs the cheap invariants
+// Verify checks of it, over the whole part, once per open segment, remembering a failure as it
+// does a bad CRC (the error names the file, column and part):
+//
+//	__time values                    in order, inside the interval, truncated to the
+//	                                 granularity; the interval the first and last times give
+//	dictionary                       strictly increasing, every block exactly filled
+//	ids, bitmaps, nulls (dictionary  one check, run by the first read of any of the three: the
+//	dimension)                       bitmaps hold exactly the distinct (row, id) pairs of the
+//	                                 ids, the null rows exactly the rows holding the null id
+//	                                 (a sum of a hash of each pair, keyed at random per open
+//	                                 segment, and the counts, compared)
+//	nulls (raw dimension)            every null row holds no bytes
+//	nulls (long or double metric)    not empty; every null row stores 0, time 0, no tail
+//
+// and every sketch read as bytes (SketchCursor.Bytes) must decode (agg.Sketches.Check, without
+// allocating). Each is a pass over the parts it checks, done once: a query that reads one
+// bitmap of a dimension pays for decoding its ids and every bitmap once. Verify alone checks
+// what needs every column of a row at once: under rollup, that no two rows share a key.
+// TrustChecksums skips these checks too.
 // Verify also decodes everything and checks every invariant the format states.
 package columns

@@ -28,8 +28,10 @@ import (
 // error wrapping ErrCorrupt that names the file, the column and the part. VerifyChecksumsContext and
 // Verify check every part at once, and the reads that follow compute nothing again;
 // TrustChecksums (or OpenOptions.TrustChecksums, from Open on) skips the checks for bytes the
-// caller has just checked another way. The invariants that need the whole data (dictionary
-// order, ids against bitmaps, ...) are checked by Verify only.
+// caller has just checked another way. Once a part's CRC matches, its first read also checks
+// the part's structure (dictionary order, ids against bitmaps and null rows, times against the
+// interval, ...; see structure.go), once, remembering a failure the same way; what needs every
+// column at once (the rollup key order) is checked by Verify only.
 type Segment struct {
 	name    string // the path given to Open, or OpenOptions.Name; "" for newSegmentBytes
 	src     source
@@ -48,6 +50,11 @@ type Segment struct {
 	longs    []*Column[int64]
 	doubles  []*Column[float64]
 	sketches []*SketchColumn
+
+	// structs are the structural checks of the parts (structure.go); pairSeed keys their
+	// hashes of (row, id) pairs.
+	structs  []*structCheck
+	pairSeed uint64
 }
 
 // Open opens a segment file. On Linux it maps the file (read-only, shared); elsewhere, or if
@@ -57,7 +64,8 @@ func Open(path string) (*Segment, error) { return openWith(path, &sys.Default, O
 // OpenOptions are the options of OpenWith and NewSegmentWith. The zero value is what Open and
 // NewSegment do.
 type OpenOptions struct {
-	// TrustChecksums skips every CRC check of the read path: the segment is opened as if
+	// TrustChecksums skips every CRC check of the read path, and the structural checks that
+	// follow them: the segment is opened as if
 	// every part had been checked. It is for a file
 	// whose bytes the caller has just checked; damaged bytes then
 	// give wrong answers or decoding errors rather than a checksum error.
@@ -277,6 +285,7 @@ func (s *Segment) parseColumns() error {
 		}
 		s.longs, s.doubles, s.sketches = append(s.longs, l), append(s.doubles, d), append(s.sketches, sk)
 	}
+	s.addStructChecks()
 	return nil
 }
 
@@ -387,6 +396,14 @@ func (s *Segment) readNulls(name string, pc *partCheck) (*roaring.Bitmap, error)
 	if err := pc.check(); err != nil {
 		return nil, err
 	}
+	return s.decodeNulls(name, pc)
+}
+
+// decodeNulls is readNulls after the part's check: it checks the CRC only.
+func (s *Segment) decodeNulls(name string, pc *partCheck) (*roaring.Bitmap, error) {
+	if err := pc.checkCRC(); err != nil {
+		return nil, err
+	}
 	p := pc.part
 	raw, err := s.src.view(p.Offset, p.Length, nil)
 	if err != nil {
@@ -403,6 +420,9 @@ func (c *chunkReader) seg(row int) error {
 	}
 	if rows := c.ix.rows; row < 0 || row >= rows {
 		return rowErr(row, rows)
+	}
+	if c.crcOnly {
+		return c.ix.chk.checkCRC()
 	}
 	return c.ix.chk.check()
 }

@@ -161,7 +161,17 @@ type SketchCursor struct {
 
 // Bytes returns the serialized sketch of row (as the writer stores it), valid
 // until the cursor's next call.
-func (c *SketchCursor) Bytes(row int) ([]byte, error) { return c.at(row) }
+// Bytes that do not decode (agg.Sketches.Check) are an error wrapping ErrCorrupt.
+func (c *SketchCursor) Bytes(row int) ([]byte, error) {
+	b, err := c.at(row)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.sks.Check(b); err != nil {
+		return nil, partError(c.name, segfmt.PartValues, corruptf("row %d: sketch: %v", row, err))
+	}
+	return b, nil
+}
 
 // sketch returns the sketch of row, decoded.
 func (c *SketchCursor) sketch(row int) (agg.Sketch, error) {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/writeout/writeout/internal/segfmt"
 )
 
@@ -77,6 +79,7 @@ func (s *Segment) Verify() error {
 			return err
 		}
 	}
+	s.markStructPassed()
 	return nil
 }
 
@@ -103,6 +106,12 @@ func verifyNulls[T Number](c *Column[T]) error {
 	if err != nil {
 		return err
 	}
+	return nullsStoreZero(c, nulls)
+}
+
+// nullsStoreZero checks a metric's null rows: nulls not empty, and every null row stored as
+// the writer stores it (see verifyMetricNulls).
+func nullsStoreZero[T Number](c *Column[T], nulls *roaring.Bitmap) error {
 	name := c.name
 	if nulls.IsEmpty() {
 		return partError(name, segfmt.PartNulls, corruptf("empty (a metric without null rows has no nulls part)"))
@@ -249,8 +258,18 @@ func (s *Segment) eachChunk(ix *chunkIndex, fn func(row int) error) error {
 	return nil
 }
 
+// verifyTime checks the __time column (Verify checked its CRC): times in order, valid, within
+// the interval and truncated to the granularity, and the interval the one the first and last
+// times give.
 func (s *Segment) verifyTime() error {
 	c := s.time.Cursor()
+	c.cr.crcOnly = true
+	defer c.Release()
+	return s.timeRows(c)
+}
+
+// timeRows is verifyTime through the cursor c over the __time column.
+func (s *Segment) timeRows(c *Cursor[int64]) error {
 	prev, first := int64(0), int64(0)
 	iv := s.f.interval
 	g := s.f.schema.Granularity
@@ -258,6 +277,13 @@ func (s *Segment) verifyTime() error {
 		start, vals, err := c.Chunk(row)
 		if err != nil {
 			return err
+		}
+		if len(vals) > 0 && timesGood(vals, start, prev, iv, g) {
+			if start == 0 {
+				first = vals[0]
+			}
+			prev = vals[len(vals)-1]
+			return nil
 		}
 		for k, v := range vals {
 			r := start + k
@@ -299,6 +325,42 @@ func (s *Segment) verifyTime() error {
 			iv.Start, iv.End, iv, s.f.rows-1, first, prev, g, want.Start, want.End, want)
 	}
 	return nil
+}
+
+// timesGood reports whether the times of a chunk starting at row start, after a time prev
+// (unless start is 0), pass timeRows' checks, quickly: in order, the first and last inside
+// the interval and the times a segment can hold (so all of them are), each time truncated
+// where it differs from the one before. When it reports false, timeRows checks the chunk row
+// by row to say what is wrong.
+func timesGood(vals []int64, start int, prev int64, iv Interval, g Granularity) bool {
+	lo, hi := vals[0], vals[len(vals)-1]
+	if !g.validTime(lo) || !g.validTime(hi) || !iv.Contains(lo) || !iv.Contains(hi) {
+		return false
+	}
+	if start == 0 {
+		prev = lo
+		if g.Truncate(lo) != lo {
+			return false
+		}
+	}
+	if g == GranularityNone {
+		for _, v := range vals {
+			if v < prev {
+				return false
+			}
+			prev = v
+		}
+		return true
+	}
+	for _, v := range vals {
+		if v != prev {
+			if v < prev || g.Truncate(v) != v {
+				return false
+			}
+			prev = v
+		}
+	}
+	return true
 }
 
 // verifyRollup checks, under rollup, that the rows are strictly increasing by their key, which

@@ -79,7 +79,8 @@ func TestMergeChecksInputChecksums(t *testing.T) {
 // TestMergeChecksUnreadParts: a byte flipped in a part the merge never reads (the bitmap index
 // of a single-value dimension, which the merge rebuilds from the ids) fails it too, before
 // anything is published, naming the input and the part; with SkipChecksums, which leaves the
-// checks to the read path, the same merge succeeds, and its output is sound.
+// checks to the read path, the same merge fails too: reading the dimension's ids runs its
+// structural check, which reads its bitmaps (columns/structure.go).
 func TestMergeChecksUnreadParts(t *testing.T) {
 	dir := t.TempDir()
 	a := genSegment(t, dir, 1, 5000)
@@ -108,6 +109,8 @@ func TestMergeChecksUnreadParts(t *testing.T) {
 
 	bad = openSeg(t, path)
 	_, err = Merge(context.Background(), []*columns.Segment{a, bad}, dst, Options{SkipChecksums: true})
-	require.NoError(t, err)
-	require.NoError(t, openSeg(t, dst).Verify())
+	require.ErrorIs(t, err, columns.ErrCorrupt)
+	require.ErrorContains(t, err, path)
+	require.ErrorContains(t, err, fmt.Sprintf("column %q part %s: CRC ", dim, segfmt.PartBitmaps))
+	require.Equal(t, before, dirNames(t, dir), "nothing written")
 }
