@@ -61,40 +61,49 @@ func (d *roaringDecoder) each(src []byte, limit uint64, fn func([]uint32) error)
 	return n, d.fnErr
 }
 
-// decode reads one bitmap from the front of b and returns its length in bytes.
-func (d *roaringDecoder) decode(b []byte, limit uint64, fn func([]uint32) error) (int, error) {
+// roaringHeader parses the front of a serialized roaring bitmap: its container headers (4 bytes
+// each: key, cardinality - 1), its run flags (nil without runs), the position just past the
+// headers, and whether container offsets follow them.
+func roaringHeader(b []byte) (header, runFlags []byte, pos int, hasOffsets bool, err error) {
 	if len(b) < 4 {
-		return 0, corruptf("roaring: %d bytes", len(b))
+		return nil, nil, 0, false, corruptf("roaring: %d bytes", len(b))
 	}
 	cookie := binary.LittleEndian.Uint32(b)
-	pos := 4
+	pos = 4
 	var size int
-	var runFlags []byte
-	hasOffsets := true
+	hasOffsets = true
 	switch {
 	case cookie&0xffff == roaringCookieRun:
 		size = int(cookie>>16) + 1
 		n := (size + 7) / 8
 		if len(b) < pos+n {
-			return 0, corruptf("roaring: truncated run flags")
+			return nil, nil, 0, false, corruptf("roaring: truncated run flags")
 		}
 		runFlags = b[pos : pos+n]
 		pos += n
 		hasOffsets = size >= roaringNoOffsetMax
 	case cookie == roaringCookieNoRun:
 		if len(b) < 8 {
-			return 0, corruptf("roaring: truncated size")
+			return nil, nil, 0, false, corruptf("roaring: truncated size")
 		}
 		size = int(binary.LittleEndian.Uint32(b[4:]))
 		pos = 8
 	default:
-		return 0, corruptf("roaring: unknown cookie %#x", cookie)
+		return nil, nil, 0, false, corruptf("roaring: unknown cookie %#x", cookie)
 	}
 	if size > 1<<16 || len(b) < pos+4*size {
-		return 0, corruptf("roaring: %d containers in %d bytes", size, len(b))
+		return nil, nil, 0, false, corruptf("roaring: %d containers in %d bytes", size, len(b))
 	}
-	header := b[pos : pos+4*size]
-	pos += 4 * size
+	return b[pos : pos+4*size], runFlags, pos + 4*size, hasOffsets, nil
+}
+
+// decode reads one bitmap from the front of b and returns its length in bytes.
+func (d *roaringDecoder) decode(b []byte, limit uint64, fn func([]uint32) error) (int, error) {
+	header, runFlags, pos, hasOffsets, err := roaringHeader(b)
+	if err != nil {
+		return 0, err
+	}
+	size := len(header) / 4
 	if hasOffsets {
 		if len(b) < pos+4*size {
 			return 0, corruptf("roaring: truncated offsets")

@@ -406,30 +406,13 @@ func storedCount(b []byte, v4 bool) (uint64, error) {
 		}
 		return n, nil
 	}
-	if len(b) < 4 {
-		return 0, corruptf("roaring: %d bytes", len(b))
-	}
-	cookie := binary.LittleEndian.Uint32(b)
-	pos, size := 4, 0
-	switch {
-	case cookie&0xffff == roaringCookieRun:
-		size = int(cookie>>16) + 1
-		pos += (size + 7) / 8
-	case cookie == roaringCookieNoRun:
-		if len(b) < 8 {
-			return 0, corruptf("roaring: truncated size")
-		}
-		size = int(binary.LittleEndian.Uint32(b[4:]))
-		pos = 8
-	default:
-		return 0, corruptf("roaring: unknown cookie %#x", cookie)
-	}
-	if size > 1<<16 || len(b) < pos+4*size {
-		return 0, corruptf("roaring: %d containers in %d bytes", size, len(b))
+	header, _, _, _, err := roaringHeader(b)
+	if err != nil {
+		return 0, err
 	}
 	var n uint64
-	for i := 0; i < size; i++ {
-		n += uint64(binary.LittleEndian.Uint16(b[pos+4*i+2:])) + 1
+	for i := 0; i+4 <= len(header); i += 4 {
+		n += uint64(binary.LittleEndian.Uint16(header[i+2:])) + 1
 	}
 	return n, nil
 }
