@@ -38,6 +38,44 @@ func (f fileInput) Open(context.Context) (*columns.Segment, func() error, error)
 	return seg, seg.Close, nil
 }
 
+// RowRange returns the Input of rows [lo, hi) of in's segment, in the segment's order: a merge
+// reads it as a segment of hi-lo rows holding just those, whose dictionaries hold only the
+// values those rows hold. A segment's rows are in time order, so the rows of a time interval
+// are a range (columns.Segment.TimeRows): compaction splits a segment by time or by rows with
+// it. A range outside the segment fails the merge with ErrInvalid; the checksums verified
+// (Options.SkipChecksums false) are the whole segment's.
+func RowRange(in Input, lo, hi int) Input { return rowRange{in: in, lo: lo, hi: hi} }
+
+type rowRange struct {
+	in     Input
+	lo, hi int
+}
+
+func (r rowRange) Name() string {
+	if n := r.in.Name(); n != "" {
+		return fmt.Sprintf("%s rows [%d, %d)", n, r.lo, r.hi)
+	}
+	return ""
+}
+
+func (r rowRange) Open(ctx context.Context) (*columns.Segment, func() error, error) {
+	return r.in.Open(ctx)
+}
+
+// sourceOf returns the source a merge reads of in, opened as seg: the segment, or the range
+// of its rows RowRange gives.
+func sourceOf(in Input, seg *columns.Segment) (source.Source, error) {
+	src := source.OfSegment(seg)
+	r, ok := in.(rowRange)
+	if !ok {
+		return src, nil
+	}
+	if r.lo < 0 || r.hi <= r.lo || r.hi > seg.Rows() {
+		return nil, fmt.Errorf("%w: rows [%d, %d) of a segment of %d rows", ErrInvalid, r.lo, r.hi, seg.Rows())
+	}
+	return source.Slice(src, r.lo, r.hi)
+}
+
 // MergeInputs is Merge over inputs it opens itself: a phase opens only the inputs it merges
 // and closes them when it is done, so that at most Options.MaxFanIn inputs are open at once,
 // and with MaxFanIn 0 it picks a fan-in that fits the process's limit on open files when all
@@ -103,10 +141,14 @@ func mergeInputs(ctx context.Context, inputs []Input, dst target, opts Options) 
 			}
 		}
 		schemas[i] = seg.Schema()
-		l := level{name: name, rows: seg.Rows(), verify: !opts.SkipChecksums,
+		src, err := sourceOf(in, seg)
+		if err != nil {
+			return res, multierr.Join(fmt.Errorf("merger: %s: %w", name, err), closeSeg())
+		}
+		l := level{name: name, rows: src.Rows(), verify: !opts.SkipChecksums,
 			open: reopen(in, name, seg.Rows(), schemas[i])}
 		if onePhase {
-			l.src, l.closeFn = source.OfSegment(seg), closeSeg
+			l.src, l.closeFn = src, closeSeg
 		} else if err := closeSeg(); err != nil {
 			return res, fmt.Errorf("merger: close %s: %w", name, err)
 		}
@@ -122,8 +164,8 @@ func mergeInputs(ctx context.Context, inputs []Input, dst target, opts Options) 
 	return mergeSources(ctx, ls, out, dst, opts, start)
 }
 
-// reopen returns the open function of a level of in, which a merge read before as holding
-// rows rows of schema sc: it fails if the segment is no longer that one.
+// reopen returns the open function of a level of in, whose segment a merge read before as
+// holding rows rows of schema sc: it fails if the segment is no longer that one.
 func reopen(in Input, name string, rows int, sc columns.Schema) func(ctx context.Context) (source.Source, func() error, error) {
 	return func(ctx context.Context) (source.Source, func() error, error) {
 		seg, closeSeg, err := in.Open(ctx)
@@ -137,7 +179,11 @@ func reopen(in Input, name string, rows int, sc columns.Schema) func(ctx context
 		case !seg.Schema().Equal(sc):
 			changed = "its schema is not the one it had when the merge began"
 		default:
-			return source.OfSegment(seg), closeSeg, nil
+			src, err := sourceOf(in, seg)
+			if err != nil {
+				return nil, nil, multierr.Join(fmt.Errorf("merger: %s: %w", name, err), closeSeg())
+			}
+			return src, closeSeg, nil
 		}
 		return nil, nil, multierr.Join(fmt.Errorf("%w: %s changed during the merge: %s", ErrInvalid, name, changed), closeSeg())
 	}

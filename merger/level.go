@@ -127,7 +127,7 @@ func verifierOf(ls []level, par int) func(context.Context) error {
 	var segs []*columns.Segment
 	var names []string
 	for _, l := range ls {
-		if seg := source.SegmentOf(l.src); l.verify && seg != nil {
+		if seg := source.Base(l.src); l.verify && seg != nil {
 			segs, names = append(segs, seg), append(names, l.name)
 		}
 	}

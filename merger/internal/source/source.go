@@ -135,6 +135,9 @@ func OfSegmentPages(seg *columns.Segment, release func() error) Source {
 // columns.Segment.ReleasePages, or the function given to OfSegmentPages. Other sources (a
 // Builder's rows) have none; for them it does nothing.
 func ReleasePages(src Source) error {
+	if sl, ok := src.(*sliceSource); ok {
+		return ReleasePages(sl.in)
+	}
 	s, ok := src.(*segSource)
 	if !ok {
 		return nil
@@ -161,6 +164,10 @@ func SegmentOf(src Source) *columns.Segment {
 // skipped; Release may be called again later.
 func Release(srcs ...Source) {
 	for _, src := range srcs {
+		if sl, ok := src.(*sliceSource); ok {
+			Release(sl.in)
+			continue
+		}
 		if s, ok := src.(*segSource); ok {
 			s.mu.Lock()
 			rs, maps := s.readers, s.idMaps
