@@ -175,7 +175,9 @@ type shiftedTails struct {
 	lo int
 }
 
-func (r shiftedTails) Tail(row int, dst []float64) ([]float64, error) { return r.in.Tail(row+r.lo, dst) }
+func (r shiftedTails) Tail(row int, dst []float64) ([]float64, error) {
+	return r.in.Tail(row+r.lo, dst)
+}
 
 type shiftedSketch struct {
 	in SketchReader
