@@ -14,11 +14,14 @@ import (
 )
 
 const tableCompactHelp = `compact plans the table's newest version: it groups the live segments by time chunk
-(--segment-granularity, UTC days by default) and, in each chunk, packs the segments into
-groups of at most --target-rows rows (largest first). Each group of two or more segments is
-merged into one output aligned to the chunk (rows combined as the table's schema says), and
-each chunk is committed as one version of kind replace: its inputs removed, its outputs
-added, so a reader sees one or the other, never both. Another writer that replaced an input
+(--segment-granularity, UTC days by default) and, in each chunk, cuts a segment of more than
+--target-rows rows into pieces of that many rows and packs the pieces into groups of at most
+--target-rows rows (largest first). Each group of two or more pieces, or holding a piece of a
+cut segment, is merged into one output aligned to the chunk (rows combined as the table's
+schema says), and each chunk is committed as one version of kind replace: its inputs
+removed, its outputs added, so a reader sees one or the other, never both. A segment that
+crosses a chunk boundary is first split into one piece per chunk it holds rows of (each cut
+to --target-rows too), committed as a replacement of its own. Another writer that replaced an input
 first makes the chunk's outputs go and the chunk be planned again from the newest version.
 compact plans again until nothing is left to do, and exits 0 then, having replaced nothing
 or not.
@@ -29,9 +32,8 @@ Kubernetes Indexed Job passing JOB_COMPLETION_INDEX for I say, share a table wit
 coordinator; workers on the same shard, or without --shard, are safe too (the loser of a
 chunk plans again).
 
-Not split yet: a segment that crosses a chunk boundary, and a segment of more than
---target-rows rows, stay as they are; compact lists how many there are. --rollup must
-match the table's schema (its segments share one).`
+--rollup must match the table's schema (its segments share one), and the chunks must be
+at least as coarse as its granularity.`
 
 // newTableCompactCmd returns "table compact".
 func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
@@ -40,7 +42,7 @@ func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
 	var rollup bool
 	cmd := &cobra.Command{
 		Use:   "compact TABLE [--segment-granularity G] [--target-rows N] [--rollup --granularity G] [--shard I/N]",
-		Short: "Replace each time chunk's small segments by a few, in one version a chunk",
+		Short: "Replace each time chunk's segments by a few of at most N rows, in one version a chunk",
 		Long:  tableCompactHelp,
 		Example: `  segtool table compact events/
   segtool table compact --segment-granularity hour --target-rows 100000 events/
@@ -120,14 +122,12 @@ func writeCompact(w io.Writer, t *table.Table, res *table.CompactResult) error {
 		for _, s := range r.Added {
 			out += s.Rows
 		}
-		if _, err := fmt.Fprintf(w, "replaced %d segment(s), %d rows, of %s/%s by %d segment(s), %d rows: version %d\n",
-			len(r.Removed), r.RowsIn, fmtMillis(r.Chunk.Start), fmtMillis(r.Chunk.End), len(r.Added), out, r.Version); err != nil {
-			return err
+		format := "replaced %d segment(s), %d rows, of %s/%s by %d segment(s), %d rows: version %d\n"
+		if r.Split {
+			format = "split %d segment, %d rows, of %s/%s by chunk into %d segment(s), %d rows: version %d\n"
 		}
-	}
-	if p := res.Plan; p != nil && len(p.Chunks) == 0 && (len(p.Crossing) > 0 || len(p.Oversized) > 0) {
-		if _, err := fmt.Fprintf(w, "left as they are: %d segment(s) crossing a chunk, %d of more than the target rows\n",
-			len(p.Crossing), len(p.Oversized)); err != nil {
+		if _, err := fmt.Fprintf(w, format,
+			len(r.Removed), r.RowsIn, fmtMillis(r.Chunk.Start), fmtMillis(r.Chunk.End), len(r.Added), out, r.Version); err != nil {
 			return err
 		}
 	}

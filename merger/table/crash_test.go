@@ -408,3 +408,78 @@ func TestVacuumCrash(t *testing.T) {
 	t.Logf("%d crash points", points)
 	require.Greater(t, points, 5)
 }
+
+// TestSplitCrash cuts the power after each mutating file-system operation of a compaction that
+// splits: a segment crossing midnight (30 rows before, 20 after) and a segment of the first day
+// (10 rows), target 100 rows: the split commits version 3 (three segments), then the first
+// day's two merge into version 4. After each reboot (both ways) the newest version is 2, 3 or
+// 4, its segments hold exactly the rows of version 2, a Compact that returned nil left
+// version 4, and another Compact ends compacted with the same rows.
+func TestSplitCrash(t *testing.T) {
+	ctx := context.Background()
+	start := crashfs.New()
+	tb, err := Create(ctx, "/data/t", Options{Fs: start})
+	require.NoError(t, err)
+	var segs []Segment
+	for _, b := range [][]byte{
+		segBytesStep(t, 50, 50, day+24*3600_000-30*60_000, 60_000, false), // 23:30 to 00:19
+		segBytes(t, 51, 10, day+3600_000, false),
+	} {
+		s, err := newStaged(ctx, tb, b)
+		require.NoError(t, err)
+		segs = append(segs, s)
+	}
+	schema := testSchema(false)
+	_, err = tb.Commit(ctx, 1, Change{Kind: KindAppend, Added: segs, Schema: &schema})
+	require.NoError(t, err)
+	want := tableRows(t, tb)
+	require.Len(t, want, 60)
+	o := CompactOptions{TargetRows: 100}
+
+	points, seen := 0, map[int]int{}
+	for k := 0; ; k++ {
+		require.Less(t, k, 2000, "the workload never finishes")
+		fsys := start.Clone()
+		fsys.SetCrashAfter(k)
+		run, err := Open(ctx, "/data/t", Options{Fs: fsys})
+		require.NoError(t, err)
+		_, err = run.Compact(ctx, o)
+		finished := !fsys.Crashed()
+		points++
+		if finished {
+			require.NoError(t, err, "k=%d", k)
+		} else {
+			require.ErrorIs(t, err, crashfs.ErrCrashed, "k=%d", k)
+		}
+		for _, keepDirs := range []bool{false, true} {
+			after := fsys.Clone()
+			if keepDirs {
+				after.CrashKeepingDirs()
+			} else {
+				after.Crash()
+			}
+			at := fmt.Sprintf("k=%d keepdirs=%v", k, keepDirs)
+			tb, err := Open(ctx, "/data/t", Options{Fs: after})
+			require.NoError(t, err, at)
+			e, err := tb.Snapshot(ctx, 0)
+			require.NoError(t, err, at)
+			seen[e.Version]++
+			require.Contains(t, []int{2, 3, 4}, e.Version, at)
+			if finished {
+				require.Equal(t, 4, e.Version, "%s: Compact returned nil", at)
+			}
+			require.Equal(t, want, tableRows(t, tb), at)
+			_, err = tb.Compact(ctx, o)
+			require.NoError(t, err, at)
+			require.Equal(t, want, tableRows(t, tb), at)
+			requireCompacted(t, tb, o.TargetRows)
+		}
+		if finished {
+			break
+		}
+	}
+	t.Logf("%d crash points, newest version after reboot: %v", points, seen)
+	require.Positive(t, seen[2])
+	require.Positive(t, seen[3])
+	require.Positive(t, seen[4])
+}

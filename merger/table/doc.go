@@ -90,10 +90,21 @@
 // Compact replaces many small segments by a few, chunk by chunk. PlanCompaction groups the
 // newest version's live segments by time chunk (CompactOptions.SegmentGranularity, UTC days
 // by default: a segment belongs to the chunk holding its interval's start, and lies inside
-// it when its interval ends by the chunk's end) and packs each chunk's segments into groups
-// of at most TargetRows rows, first fit, largest first (ties by name, so every worker plans
-// alike). A chunk needs work when some group holds two or more segments; a chunk whose
-// segments fit no two together is done, so repeated compactions converge.
+// it when its interval ends by the chunk's end). In each chunk a segment of more than
+// TargetRows rows is cut into pieces of TargetRows rows and a last of the rest (ranges of its
+// rows, in its order: merger.RowRange), and the pieces are packed into groups of at most
+// TargetRows rows, first fit, largest first (ties by name and row, so every worker plans
+// alike). A chunk needs work when some group holds two or more pieces, or a piece of a cut
+// segment; a chunk whose segments fit no two together and none over the target is done, so
+// repeated compactions converge.
+//
+// A segment that crosses a chunk boundary (Plan.Crossing) is split first, a replacement of
+// its own: its rows are in time order, so each chunk's rows are one range (found by binary
+// search over its times, columns.Segment.TimeRows), merged alone into a piece inside the chunk
+// (cut to TargetRows rows too); the commit replaces the segment by its pieces, which join
+// their chunks at the next plan. A split is planned by the shard of the segment's first chunk.
+// A granularity of the table coarser than the chunks is refused: a segment's interval is whole
+// granules, so every segment would cross a chunk.
 //
 // Each group merges (merger.MergeInputsTo, rows combined as the table's schema says) into
 // one output, stored as Append stores a segment (a temp file, fsynced, renamed without
@@ -110,10 +121,9 @@
 // N workers given the indexes 0 to N-1 (a Kubernetes Indexed Job's JOB_COMPLETION_INDEX,
 // say) partition the chunks; workers that overlap are still safe, only wasteful.
 //
-// Not done yet: a segment that crosses a chunk boundary, and one of more than TargetRows
-// rows, stays as it is (Plan.Crossing, Plan.Oversized): splitting needs the merge to take a
-// time range or a row range of an input. Outputs keep the table's rollup and granularity,
-// which all its segments share.
+// Outputs keep the table's rollup and granularity, which all its segments share. Splitting
+// by rows never splits a rolled-up row (a rolled-up segment has one row a key); in a table
+// that is not rolled up, equal rows may land in two outputs, as they may in two appends.
 //
 // # Vacuum
 //

@@ -36,7 +36,13 @@ var segCache sync.Map
 // segBytes returns a segment of n rows (seeded), times from start ms, one a second.
 func segBytes(t testing.TB, seed uint64, n int, start int64, extra bool) []byte {
 	t.Helper()
-	key := fmt.Sprint(seed, n, start, extra)
+	return segBytesStep(t, seed, n, start, 1000, extra)
+}
+
+// segBytesStep is segBytes with rows step ms apart.
+func segBytesStep(t testing.TB, seed uint64, n int, start, step int64, extra bool) []byte {
+	t.Helper()
+	key := fmt.Sprint(seed, n, start, step, extra)
 	if b, ok := segCache.Load(key); ok {
 		return b.([]byte)
 	}
@@ -45,7 +51,7 @@ func segBytes(t testing.TB, seed uint64, n int, start int64, extra bool) []byte 
 	defer func() { _ = b.Close() }()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	for i := range n {
-		row := columns.Row{Time: start + int64(i)*1000, Dims: [][]string{{fmt.Sprintf("p%d", rng.IntN(50))}},
+		row := columns.Row{Time: start + int64(i)*step, Dims: [][]string{{fmt.Sprintf("p%d", rng.IntN(50))}},
 			Metrics: []columns.Value{{Long: rng.Int64N(1000)}}}
 		if extra {
 			row.Metrics = append(row.Metrics, columns.Value{Double: 1.5})

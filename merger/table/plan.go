@@ -57,15 +57,31 @@ func (o *CompactOptions) ensureDefaults() error {
 	return nil
 }
 
+// Piece is rows [Lo, Hi) of a live segment, in the segment's order: all of them (Whole), or
+// one of the ranges a segment of more than TargetRows rows is cut into.
+type Piece struct {
+	Segment
+	Lo, Hi int64
+}
+
+// Whole reports whether the piece is its segment's every row.
+func (p Piece) Whole() bool { return p.Lo == 0 && p.Hi == p.Segment.Rows }
+
+// Len returns the piece's rows.
+func (p Piece) Len() int64 { return p.Hi - p.Lo }
+
 // Chunk is one time chunk of a plan: its interval, the live segments that lie inside it,
 // and, for a chunk to compact, how they are grouped into outputs.
 type Chunk struct {
 	Interval columns.Interval
 	// Segments are the live segments inside the chunk, by name.
 	Segments []Segment
-	// Groups partition the segments to merge, each into one output of at most TargetRows rows
-	// (rows before rollup); empty when the chunk needs nothing. Segments in no group stay.
-	Groups [][]Segment
+	// Groups partition the pieces to merge, each into one output of at most TargetRows rows
+	// (rows before rollup); empty when the chunk needs nothing. A segment of more than
+	// TargetRows rows is cut into pieces of TargetRows rows and a last of the rest, each of
+	// which is in a group (alone, or packed with others); a segment that fits is one piece,
+	// left as it is when no other fits with it (in no group).
+	Groups [][]Piece
 }
 
 // Plan is what a compaction of a version does.
@@ -74,11 +90,10 @@ type Plan struct {
 	// Chunks are the chunks of the shard that need compacting, by start.
 	Chunks []Chunk
 	// Crossing are the live segments of the shard (by the chunk of their start) that cross a
-	// chunk boundary. They stay as they are: splitting a segment by time is not done yet.
+	// chunk boundary, by name. Compact splits each into pieces inside one chunk before it
+	// compacts the chunks: a replacement of its own, which the plan's chunks do not wait for
+	// (the pieces join their chunks in the next plan).
 	Crossing []Segment
-	// Oversized are the live segments of the shard inside one chunk with more than TargetRows
-	// rows. They stay as they are: splitting a segment by rows is not done yet.
-	Oversized []Segment
 }
 
 // ChunkShard returns the shard of shards that the chunk starting at start (milliseconds since
@@ -92,10 +107,11 @@ func ChunkShard(start int64, shards int) int {
 }
 
 // PlanCompaction plans the compaction of version e: it groups e's live segments by time chunk
-// (o.SegmentGranularity, UTC) and, for each chunk of shard o.Shard of o.Shards whose segments
-// can be packed into fewer outputs of at most o.TargetRows rows, groups them so (first fit,
-// largest first). A segment alone in its group is left as it is. Segments that cross a chunk
-// boundary, and segments over TargetRows, are listed and left as they are.
+// (o.SegmentGranularity, UTC) and, for each chunk of shard o.Shard of o.Shards, cuts segments
+// of more than o.TargetRows rows into pieces of at most that many and packs the pieces into
+// outputs of at most o.TargetRows rows (first fit, largest first). A segment that fits and
+// packs with no other is left as it is; a chunk with nothing else to do is not listed.
+// Segments that cross a chunk boundary are listed in Crossing, for Compact to split.
 func PlanCompaction(e *Entry, o CompactOptions) (*Plan, error) {
 	if err := o.ensureDefaults(); err != nil {
 		return nil, err
@@ -116,10 +132,6 @@ func PlanCompaction(e *Entry, o CompactOptions) (*Plan, error) {
 			p.Crossing = append(p.Crossing, s)
 			continue
 		}
-		if s.Rows > o.TargetRows {
-			p.Oversized = append(p.Oversized, s)
-			continue
-		}
 		c := byStart[start]
 		if c == nil {
 			c = &Chunk{Interval: columns.Interval{Start: start, End: start + g.Millis()}}
@@ -134,35 +146,56 @@ func PlanCompaction(e *Entry, o CompactOptions) (*Plan, error) {
 		}
 	}
 	slices.SortFunc(p.Chunks, func(a, b Chunk) int { return cmp.Compare(a.Interval.Start, b.Interval.Start) })
+	slices.SortFunc(p.Crossing, func(a, b Segment) int { return cmp.Compare(a.Name, b.Name) })
 	return p, nil
 }
 
-// pack groups segs (each of at most target rows) into bins of at most target rows, first fit
-// by rows, largest first (ties by name, so every worker plans alike), and returns the bins of
-// more than one segment: nil when no two segments fit together.
-func pack(segs []Segment, target int64) [][]Segment {
-	sorted := slices.Clone(segs)
-	slices.SortFunc(sorted, func(a, b Segment) int {
-		if c := cmp.Compare(b.Rows, a.Rows); c != 0 {
+// cut returns s as pieces of at most target rows: itself whole when it fits, else pieces of
+// target rows and a last of the rest.
+func cut(s Segment, target int64) []Piece {
+	if s.Rows <= target {
+		return []Piece{{Segment: s, Lo: 0, Hi: s.Rows}}
+	}
+	var ps []Piece
+	for lo := int64(0); lo < s.Rows; lo += target {
+		ps = append(ps, Piece{Segment: s, Lo: lo, Hi: min(lo+target, s.Rows)})
+	}
+	return ps
+}
+
+// pack cuts segs into pieces of at most target rows and packs them into bins of at most
+// target rows, first fit by rows, largest first (ties by name, then row, so every worker
+// plans alike). It returns the bins to merge: those of more than one piece, and those holding
+// a piece of a segment that was cut; nil when no segment needs rewriting.
+func pack(segs []Segment, target int64) [][]Piece {
+	var pieces []Piece
+	for _, s := range segs {
+		pieces = append(pieces, cut(s, target)...)
+	}
+	slices.SortFunc(pieces, func(a, b Piece) int {
+		if c := cmp.Compare(b.Len(), a.Len()); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Name, b.Name)
+		if c := cmp.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Lo, b.Lo)
 	})
-	var bins [][]Segment
+	var bins [][]Piece
 	var rows []int64
-	for _, s := range sorted {
-		i := slices.IndexFunc(rows, func(r int64) bool { return r+s.Rows <= target })
+	for _, pc := range pieces {
+		i := slices.IndexFunc(rows, func(r int64) bool { return r+pc.Len() <= target })
 		if i < 0 {
 			bins = append(bins, nil)
 			rows = append(rows, 0)
 			i = len(bins) - 1
 		}
-		bins[i] = append(bins[i], s)
-		rows[i] += s.Rows
+		bins[i] = append(bins[i], pc)
+		rows[i] += pc.Len()
 	}
-	var out [][]Segment
+	var out [][]Piece
 	for _, b := range bins {
-		if len(b) > 1 {
+		if len(b) > 1 || !b[0].Whole() {
 			out = append(out, b)
 		}
 	}

@@ -23,8 +23,12 @@ func groupNames(p *Plan) [][][]string {
 		var gs [][]string
 		for _, g := range c.Groups {
 			var ns []string
-			for _, s := range g {
-				ns = append(ns, s.Name[len("segments/"):len(s.Name)-len(".seg")])
+			for _, pc := range g {
+				n := pc.Name[len("segments/") : len(pc.Name)-len(".seg")]
+				if !pc.Whole() {
+					n += fmt.Sprintf("[%d:%d]", pc.Lo, pc.Hi)
+				}
+				ns = append(ns, n)
 			}
 			gs = append(gs, ns)
 		}
@@ -35,56 +39,69 @@ func groupNames(p *Plan) [][][]string {
 
 func TestPlanCompaction(t *testing.T) {
 	const h = int64(time.Hour / time.Millisecond)
-	f := func(o CompactOptions, segs []Segment, want [][][]string, crossing, oversized int) {
+	f := func(o CompactOptions, segs []Segment, want [][][]string, crossing int) {
 		t.Helper()
 		p, err := PlanCompaction(&Entry{Version: 7, Segments: segs}, o)
 		require.NoError(t, err)
 		require.Equal(t, 7, p.Version)
 		require.Equal(t, want, groupNames(p))
 		require.Len(t, p.Crossing, crossing)
-		require.Len(t, p.Oversized, oversized)
 		for _, c := range p.Chunks {
+			covered := map[string]int64{}
 			for _, g := range c.Groups {
 				var rows int64
-				for _, s := range g {
-					iv, err := ParseInterval(s.Interval)
+				for _, pc := range g {
+					iv, err := ParseInterval(pc.Interval)
 					require.NoError(t, err)
-					require.True(t, iv.Start >= c.Interval.Start && iv.End <= c.Interval.End, "%s outside %s", s.Name, c)
-					rows += s.Rows
+					require.True(t, iv.Start >= c.Interval.Start && iv.End <= c.Interval.End, "%s outside %s", pc.Name, c)
+					require.True(t, pc.Lo >= 0 && pc.Lo < pc.Hi && pc.Hi <= pc.Rows, "%s [%d:%d]", pc.Name, pc.Lo, pc.Hi)
+					rows += pc.Len()
+					covered[pc.Name] += pc.Len()
 				}
 				require.LessOrEqual(t, rows, max(o.TargetRows, 1))
+			}
+			// A segment in a group is there whole: every row of it, in one piece or several.
+			for _, s := range c.Segments {
+				if n, ok := covered[s.Name]; ok {
+					require.Equal(t, s.Rows, n, "%s", s.Name)
+				}
 			}
 		}
 	}
 	big := CompactOptions{TargetRows: 1000}
 	// Nothing to do: an empty table, one segment a day.
-	f(big, nil, nil, 0, 0)
-	f(big, []Segment{planSeg("a", day, day+h, 10), planSeg("b", day+24*h, day+25*h, 10)}, nil, 0, 0)
+	f(big, nil, nil, 0)
+	f(big, []Segment{planSeg("a", day, day+h, 10), planSeg("b", day+24*h, day+25*h, 10)}, nil, 0)
 	// Two segments of one day, one of the next: the day merges; days are UTC chunks, by start.
 	f(big, []Segment{planSeg("a", day+23*h, day+24*h, 10), planSeg("b", day, day+h, 10), planSeg("c", day+24*h, day+25*h, 10)},
-		[][][]string{{{"a", "b"}}}, 0, 0)
+		[][][]string{{{"a", "b"}}}, 0)
 	// Several days, in order of their start.
 	f(big, []Segment{planSeg("d2a", day+24*h, day+25*h, 1), planSeg("d0a", day, day+h, 1), planSeg("d2b", day+30*h, day+31*h, 1),
-		planSeg("d0b", day+5*h, day+6*h, 1)}, [][][]string{{{"d0a", "d0b"}}, {{"d2a", "d2b"}}}, 0, 0)
-	// A segment crossing midnight stays, and is listed.
+		planSeg("d0b", day+5*h, day+6*h, 1)}, [][][]string{{{"d0a", "d0b"}}, {{"d2a", "d2b"}}}, 0)
+	// A segment crossing midnight is listed to split, in no chunk.
 	f(big, []Segment{planSeg("x", day+23*h, day+25*h, 10), planSeg("a", day, day+h, 10), planSeg("b", day+h, day+2*h, 10)},
-		[][][]string{{{"a", "b"}}}, 1, 0)
+		[][][]string{{{"a", "b"}}}, 1)
 	// A segment ending exactly at midnight lies inside the day (intervals are half-open).
-	f(big, []Segment{planSeg("a", day, day+24*h, 10), planSeg("b", day+h, day+2*h, 10)}, [][][]string{{{"a", "b"}}}, 0, 0)
+	f(big, []Segment{planSeg("a", day, day+24*h, 10), planSeg("b", day+h, day+2*h, 10)}, [][][]string{{{"a", "b"}}}, 0)
 	// Target rows: first fit, largest first; segments that fit with no other stay.
 	small := CompactOptions{TargetRows: 100}
 	f(small, []Segment{planSeg("a", day, day+h, 30), planSeg("b", day, day+h, 60), planSeg("c", day, day+h, 40), planSeg("d", day, day+h, 30)},
-		[][][]string{{{"b", "c"}, {"a", "d"}}}, 0, 0)
-	f(small, []Segment{planSeg("a", day, day+h, 60), planSeg("b", day, day+h, 60), planSeg("c", day, day+h, 60)}, nil, 0, 0)
+		[][][]string{{{"b", "c"}, {"a", "d"}}}, 0)
+	f(small, []Segment{planSeg("a", day, day+h, 60), planSeg("b", day, day+h, 60), planSeg("c", day, day+h, 60)}, nil, 0)
 	f(small, []Segment{planSeg("a", day, day+h, 60), planSeg("b", day, day+h, 60), planSeg("c", day, day+h, 40)},
-		[][][]string{{{"a", "c"}}}, 0, 0)
-	// A segment over the target stays, and is listed.
+		[][][]string{{{"a", "c"}}}, 0)
+	// A segment over the target is cut into pieces of the target and the rest, every piece
+	// written (alone or packed with others).
 	f(small, []Segment{planSeg("a", day, day+h, 101), planSeg("b", day, day+h, 50), planSeg("c", day, day+h, 50)},
-		[][][]string{{{"b", "c"}}}, 0, 1)
+		[][][]string{{{"a[0:100]"}, {"b", "c"}, {"a[100:101]"}}}, 0)
+	f(small, []Segment{planSeg("a", day, day+h, 250), planSeg("b", day, day+h, 30), planSeg("c", day, day+h, 20)},
+		[][][]string{{{"a[0:100]"}, {"a[100:200]"}, {"a[200:250]", "b", "c"}}}, 0)
+	f(small, []Segment{planSeg("a", day, day+h, 200)}, [][][]string{{{"a[0:100]"}, {"a[100:200]"}}}, 0)
+	f(small, []Segment{planSeg("a", day, day+h, 100)}, nil, 0)
 	// Hour chunks: a segment of 10:00-12:00 crosses.
 	hour := CompactOptions{TargetRows: 1000, SegmentGranularity: columns.GranularityHour}
 	f(hour, []Segment{planSeg("a", day, day+h/2, 1), planSeg("b", day+h/2, day+h, 1), planSeg("c", day+10*h, day+12*h, 1), planSeg("d", day+10*h, day+11*h, 1)},
-		[][][]string{{{"a", "b"}}}, 1, 0)
+		[][][]string{{{"a", "b"}}}, 1)
 }
 
 func TestPlanCompactionOptions(t *testing.T) {
@@ -136,17 +153,19 @@ func TestPlanShards(t *testing.T) {
 		slices.SortFunc(got, func(a, b Chunk) int { return int(a.Interval.Start - b.Interval.Start) })
 		require.Equal(t, all.Chunks, got, "shards of %d", n)
 	}
-	// Crossing and oversized segments are each listed by the shard of their start's chunk.
-	odd := append(slices.Clone(segs), planSeg("x", day+23*h, day+25*h, 1), planSeg("y", day+48*h, day+49*h, 5000))
+	// A crossing segment is listed by the shard of its start's chunk only.
+	odd := append(slices.Clone(segs), planSeg("x", day+23*h, day+25*h, 1))
 	for _, n := range []int{1, 3} {
-		crossing, oversized := 0, 0
+		crossing := 0
 		for i := range n {
 			p, err := PlanCompaction(&Entry{Version: 2, Segments: odd}, CompactOptions{TargetRows: 100, Shard: i, Shards: n})
 			require.NoError(t, err)
-			crossing, oversized = crossing+len(p.Crossing), oversized+len(p.Oversized)
+			crossing += len(p.Crossing)
+			if len(p.Crossing) > 0 {
+				require.Equal(t, i, ChunkShard(day, n))
+			}
 		}
 		require.Equal(t, 1, crossing, "shards of %d", n)
-		require.Equal(t, 1, oversized, "shards of %d", n)
 	}
 	// The hash is fixed, so that workers of other builds agree: FNV-1a 64 of
 	// "2024-05-01T00:00:00.000Z" is 597 modulo 1000.
