@@ -65,7 +65,7 @@ type Piece struct {
 }
 
 // Whole reports whether the piece is its segment's every row.
-func (p Piece) Whole() bool { return p.Lo == 0 && p.Hi == p.Segment.Rows }
+func (p Piece) Whole() bool { return p.Lo == 0 && p.Hi == p.Rows }
 
 // Len returns the piece's rows.
 func (p Piece) Len() int64 { return p.Hi - p.Lo }
