@@ -134,7 +134,7 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) (err error) {
 	var inBytes int64
 	for k := range f.segments {
 		p := filepath.Join(inDir, fmt.Sprintf("basic-%04d.seg", k))
-		seg, err := genSegment(ctx, p, "basic", gen.BasicSeed+int64(k), f.rows, 0, false, columns.GranularityNone,
+		seg, err := genSegment(ctx, p, genSource{schema: "basic", seed: gen.BasicSeed + int64(k), rows: f.rows}, false, columns.GranularityNone,
 			ingest.Options{Durability: medium.Durability{Sync: medium.SyncNone}, MemoryLimit: genMemoryLimit})
 		if err != nil {
 			return err

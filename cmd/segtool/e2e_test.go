@@ -51,7 +51,7 @@ var bigInputs = sync.OnceValues(func() ([]string, error) {
 	var paths []string
 	for k := range 5 {
 		p := filepath.Join(dir, fmt.Sprintf("basic-%04d.seg", k))
-		if _, err := genSegment(context.Background(), p, "basic", gen.BasicSeed+int64(k), 80000, 0, false,
+		if _, err := genSegment(context.Background(), p, genSource{schema: "basic", seed: gen.BasicSeed + int64(k), rows: 80000}, false,
 			columns.GranularityNone, ingest.Options{Durability: medium.Durability{Sync: medium.SyncNone}}); err != nil {
 			return nil, err
 		}

@@ -31,6 +31,9 @@ type genFlags struct {
 	out         string
 	format      string
 	payloadLen  int
+	start       string
+	span        string
+	step        string
 	rollup      bool
 	granularity string
 	replace     bool
@@ -50,10 +53,18 @@ func newGenCmd() *cobra.Command {
 uses seed S+k, so the same flags give the same files. The schemas:
 
   basic  Apache Druid's "basic" benchmark schema: nine string dimensions (three multi-value),
-         one day of 2000-01-01, metrics rows (count), sumLongSequential, maxLongUniform,
-         sumFloatNormal, minFloatZipf and hyper (hyperUnique of dimHyperUnique)
+         metrics rows (count), sumLongSequential, maxLongUniform, sumFloatNormal,
+         minFloatZipf and hyper (hyperUnique of dimHyperUnique)
   wide   a 25-column table in the shape of Apache Pinot's segment-creation benchmark, with raw
          payload columns of --payload-len bytes
+
+A segment's rows have times spread evenly, in order, over an interval --span long (24h by
+default; a Go duration, or days as 3d or 1d12h). Segment 0's starts at --start (2000-01-01 by
+default; a date or an RFC 3339 time such as 2024-01-01T06:00:00Z, UTC), and segment k's at
+--start + k * --step (--step 0 by default: every segment covers the same interval). So
+'--segments 30 --start 2024-01-01 --span 3d --step 3d' spreads 30 segments over 90 days, one
+after another: data for a table compacted by day. Only the times move (and wide's json, which
+holds them): the other values of segment k are the same whatever the interval.
 
 Files are named DIR/SCHEMA-K.seg (basic-0000.seg, ...). Rows stream into a segment as an
 ingest's do: in memory up to --max-bytes-in-memory, then written as intermediate segments in a
@@ -68,7 +79,8 @@ DIR may be s3://BUCKET/PREFIX: the files are made in a temp directory, then each
 PREFIX/NAME; every object is checked first (an existing one needs --replace), and a failed
 upload removes the objects uploaded before it. ` + s3Help,
 		Example: `  segtool gen --schema basic --rows 75000 --segments 5 --seed 9999 --out data
-  segtool gen --schema basic --rows 100000 --format csv --out csv`,
+  segtool gen --schema basic --rows 100000 --format csv --out csv
+  segtool gen --schema basic --rows 2000 --segments 30 --start 2024-01-01 --span 3d --step 3d --out months`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := requireFlag(cmd, "out"); err != nil {
@@ -97,6 +109,9 @@ upload removes the objects uploaded before it. ` + s3Help,
 	fl.StringVar(&f.out, "out", "", "output directory, created if missing, or s3://BUCKET/PREFIX (required)")
 	fl.StringVar(&f.format, "format", "segment", "segment, csv or ndjson")
 	fl.IntVar(&f.payloadLen, "payload-len", gen.DefaultPayloadLen, "wide: bytes of each payload value")
+	fl.StringVar(&f.start, "start", "2000-01-01", "start of segment 0's interval: "+timeFlagHelp)
+	fl.StringVar(&f.span, "span", "24h", "length of each segment's interval: "+durationFlagHelp)
+	fl.StringVar(&f.step, "step", "0", "segment k's interval starts at --start + k * --step (0: all the same)")
 	fl.BoolVar(&f.rollup, "rollup", false, "segments: roll rows up (same truncated time and dimensions)")
 	fl.StringVar(&f.granularity, "granularity", "none", "segments: time granularity (none, second, minute, hour, day)")
 	fl.BoolVar(&f.replace, "replace", false, "replace existing files")
@@ -112,15 +127,26 @@ upload removes the objects uploaded before it. ` + s3Help,
 // segment is generated (ingest.Options.MemoryLimit).
 const genMemoryLimit = 24 << 20
 
+// genSource is what makes one segment's rows: the schema's generator, its seed and row count,
+// the wide schema's payload length (0: the default) and the interval of the rows' times (the
+// zero TimeRange: the generators' default, the day of 2000-01-01).
+type genSource struct {
+	schema     string
+	seed       int64
+	rows       int
+	payloadLen int
+	time       gen.TimeRange
+}
+
 // newGenerator returns the generator of one segment.
-func newGenerator(schema string, seed int64, rows, payloadLen int) (gen.Generator, error) {
-	switch schema {
+func newGenerator(src genSource) (gen.Generator, error) {
+	switch src.schema {
 	case "basic":
-		return gen.Basic(seed, rows)
+		return gen.BasicWith(src.seed, src.rows, gen.BasicOptions{Time: src.time})
 	case "wide":
-		return gen.Wide(seed, rows, gen.WideOptions{PayloadLen: payloadLen})
+		return gen.Wide(src.seed, src.rows, gen.WideOptions{PayloadLen: src.payloadLen, Time: src.time})
 	}
-	return nil, usagef("--schema %q: want basic or wide", schema)
+	return nil, usagef("--schema %q: want basic or wide", src.schema)
 }
 
 // genMapping maps a generator's columns to a segment schema and converts its rows.
@@ -257,7 +283,16 @@ func runGen(ctx context.Context, f genFlags) (sums []genSummary, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := newGenerator(f.schema, f.seed, 0, f.payloadLen); err != nil {
+	times, err := parseGenTimes(f.start, f.span, f.step, f.segments)
+	if err != nil {
+		return nil, err
+	}
+	source := func(k int) genSource {
+		return genSource{schema: f.schema, seed: f.seed + int64(k), rows: f.rows, payloadLen: f.payloadLen, time: times.of(k)}
+	}
+	check := source(f.segments - 1) // the last segment: its interval ends the latest
+	check.rows = 0
+	if _, err := newGenerator(check); err != nil {
 		var u usageError
 		if errors.As(err, &u) {
 			return nil, err
@@ -297,7 +332,7 @@ func runGen(ctx context.Context, f genFlags) (sums []genSummary, err error) {
 	}()
 	if f.format != "segment" {
 		for k := range f.segments {
-			g, err := newGenerator(f.schema, f.seed+int64(k), f.rows, f.payloadLen)
+			g, err := newGenerator(source(k))
 			if err != nil {
 				return sums, err
 			}
@@ -330,7 +365,7 @@ func runGen(ctx context.Context, f genFlags) (sums []genSummary, err error) {
 	}
 	defer func() { err = multierr.Join(err, med.Close()) }()
 	for k := range f.segments {
-		seg, err := genSegment(ctx, name(k), f.schema, f.seed+int64(k), f.rows, f.payloadLen, f.rollup, gran,
+		seg, err := genSegment(ctx, name(k), source(k), f.rollup, gran,
 			ingest.Options{Medium: med, Durability: dur, Compression: comp, Replace: f.replace, MemoryLimit: f.memory.maxBytes})
 		if err != nil {
 			return sums, err
@@ -415,9 +450,9 @@ func genS3(ctx context.Context, f genFlags) (sums []genSummary, err error) {
 
 // genSegment writes one generated segment at dst: the generator's rows are ingested
 // (ingest.Run with opts, whose Out is dst), held in memory only up to opts.MemoryLimit.
-func genSegment(ctx context.Context, dst, schema string, seed int64, rows, payloadLen int, rollup bool,
-	gran columns.Granularity, opts ingest.Options) (ingest.Segment, error) {
-	res, err := genRun(ctx, dst, schema, seed, rows, payloadLen, rollup, gran, opts)
+func genSegment(ctx context.Context, dst string, src genSource, rollup bool, gran columns.Granularity,
+	opts ingest.Options) (ingest.Segment, error) {
+	res, err := genRun(ctx, dst, src, rollup, gran, opts)
 	if err != nil {
 		return ingest.Segment{}, err
 	}
@@ -425,9 +460,9 @@ func genSegment(ctx context.Context, dst, schema string, seed int64, rows, paylo
 }
 
 // genRun is genSegment's ingestion, whose result tells how many runs it spilled.
-func genRun(ctx context.Context, dst, schema string, seed int64, rows, payloadLen int, rollup bool,
-	gran columns.Granularity, opts ingest.Options) (ingest.Result, error) {
-	g, err := newGenerator(schema, seed, rows, payloadLen)
+func genRun(ctx context.Context, dst string, src genSource, rollup bool, gran columns.Granularity,
+	opts ingest.Options) (ingest.Result, error) {
+	g, err := newGenerator(src)
 	if err != nil {
 		return ingest.Result{}, err
 	}
@@ -437,7 +472,7 @@ func genRun(ctx context.Context, dst, schema string, seed int64, rows, payloadLe
 	}
 	opts.Out = dst
 	res, err := ingest.Run(ctx, ingest.NewSpec(m.schema),
-		[]ingest.Input{{Name: fmt.Sprintf("%s rows of seed %d", schema, seed), Rows: (&genRows{g: g, m: m}).ReadRow}}, opts)
+		[]ingest.Input{{Name: fmt.Sprintf("%s rows of seed %d", src.schema, src.seed), Rows: (&genRows{g: g, m: m}).ReadRow}}, opts)
 	if err != nil {
 		return ingest.Result{}, fmt.Errorf("%s: %w", dst, err)
 	}

@@ -44,6 +44,10 @@ func TestGenGoldenBytes(t *testing.T) {
 		{[]string{"--rows", "2000", "--segments", "2", "--seed", "5"}, map[string]string{
 			"basic-0000.seg": "016ab428922895a768a977ba6c8d97c7a2363e4696b44764f5e1864699deef57",
 			"basic-0001.seg": "d6848f1c9aee5ec7b02c3f9116860e38e83e8d4774100b9bf9ca5d2101a100d5"}},
+		// The time flags' defaults, given: the same bytes.
+		{[]string{"--rows", "2000", "--segments", "2", "--seed", "5", "--start", "2000-01-01T00:00:00Z", "--span", "1d", "--step", "0s"}, map[string]string{
+			"basic-0000.seg": "016ab428922895a768a977ba6c8d97c7a2363e4696b44764f5e1864699deef57",
+			"basic-0001.seg": "d6848f1c9aee5ec7b02c3f9116860e38e83e8d4774100b9bf9ca5d2101a100d5"}},
 	} {
 		dir := t.TempDir()
 		mustSegtool(t, append([]string{"gen", "--durability", "none", "--out", dir}, tc.args...)...)
@@ -69,7 +73,7 @@ func TestGenStreams(t *testing.T) {
 			gran = columns.GranularityMinute
 		}
 		streamed := filepath.Join(dir, "streamed.seg")
-		res, err := genRun(context.Background(), streamed, "basic", gen.BasicSeed, rows, 0, rollup, gran,
+		res, err := genRun(context.Background(), streamed, genSource{schema: "basic", seed: gen.BasicSeed, rows: rows}, rollup, gran,
 			ingest.Options{Durability: medium.Durability{Sync: medium.SyncNone}, Replace: true, MaxRowsInMemory: inMemory, MemoryLimit: -1})
 		require.NoError(t, err)
 		if !rollup { // rollup makes a Builder hold fewer rows than it took: fewer runs
@@ -79,7 +83,7 @@ func TestGenStreams(t *testing.T) {
 		}
 
 		// The reference: every row in one Builder, persisted once.
-		g, err := newGenerator("basic", gen.BasicSeed, rows, 0)
+		g, err := newGenerator(genSource{schema: "basic", seed: gen.BasicSeed, rows: rows})
 		require.NoError(t, err)
 		m, err := newGenMapping(g, rollup, gran)
 		require.NoError(t, err)

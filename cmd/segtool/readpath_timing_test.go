@@ -40,7 +40,7 @@ func BenchmarkReadCommands(b *testing.B) {
 	var size int64
 	for k := range 2 {
 		p := filepath.Join(dir, fmt.Sprintf("basic-%d.seg", k))
-		res, err := genSegment(context.Background(), p, "basic", gen.BasicSeed+int64(k), rows, 0, false,
+		res, err := genSegment(context.Background(), p, genSource{schema: "basic", seed: gen.BasicSeed + int64(k), rows: rows}, false,
 			columns.GranularityNone, ingest.Options{Durability: medium.Durability{Sync: medium.SyncNone}})
 		if err != nil {
 			b.Fatal(err)

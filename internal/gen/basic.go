@@ -41,7 +41,6 @@ var basicAggregators = []Column{
 	{Name: "hyper", Kind: Sketch, Slot: -1, Aggregator: AggHyperUnique, Source: "dimHyperUnique"},
 }
 
-// tableGen generates rows from a list of column specs.
 // genBase is what every generator keeps and answers the same way: its columns, the rows it
 // makes, its clock and the row it is at.
 type genBase struct {
@@ -61,6 +60,7 @@ func (g *genBase) Interval() (start, end int64) {
 	return g.clock.start, g.clock.start + int64(g.clock.span)
 }
 
+// tableGen generates rows from a list of column specs.
 type tableGen struct {
 	genBase
 	nStr  int
@@ -68,7 +68,7 @@ type tableGen struct {
 	nDbl  int
 }
 
-func newTableGen(specs []spec, aggs []Column, seed int64, rows int) *tableGen {
+func newTableGen(specs []spec, aggs []Column, seed int64, rows int, tr TimeRange) *tableGen {
 	g := &tableGen{genBase: genBase{aggs: aggs, rows: rows}}
 	g.schema = append(g.schema, Column{Name: "__time", Kind: Time})
 	for k, s := range specs {
@@ -85,8 +85,7 @@ func newTableGen(specs []spec, aggs []Column, seed int64, rows int) *tableGen {
 		g.schema = append(g.schema, s.column(slot))
 		g.cols = append(g.cols, newColState(s, slot, seed, uint64(k)+1))
 	}
-	g.clock = clock{start: Start2000, span: uint64(DayMillis), n: uint64(max(rows, 1))}
-	seedStream(&g.clock.rng, seed, 0)
+	g.clock = newClock(tr, uint64(rows), seed)
 	return g
 }
 
@@ -96,6 +95,7 @@ func newTableGen(specs []spec, aggs []Column, seed int64, rows int) *tableGen {
 // Columns, in Schema order (ranges half-open, [start, end)):
 //
 //	__time                          2000-01-01T00:00Z + [0, 1 day), non-decreasing
+//	                                (BasicWith: BasicOptions.Time)
 //	dimSequential                   "0".."999" in turn
 //	dimZipf                         "1".."100", Zipf exponent 1.0 ("1" most frequent)
 //	dimUniform                      "1".."99999" uniform
@@ -117,10 +117,29 @@ func newTableGen(specs []spec, aggs []Column, seed int64, rows int) *tableGen {
 //
 // A negative row count or one above MaxRows is an error wrapping ErrInvalid.
 func Basic(seed int64, rows int) (Generator, error) {
+	return BasicWith(seed, rows, BasicOptions{})
+}
+
+// BasicOptions configures BasicWith. The zero value is the default, Basic's.
+type BasicOptions struct {
+	// Time is the interval of the rows' times; the zero TimeRange is one
+	// day from Start2000.
+	Time TimeRange
+}
+
+// BasicWith is Basic with options: Basic(seed, rows) is BasicWith(seed,
+// rows, BasicOptions{}). Only the rows' times depend on opts.Time: the
+// other columns are Basic's, value for value.
+//
+// A bad row count or option is an error wrapping ErrInvalid.
+func BasicWith(seed int64, rows int, opts BasicOptions) (Generator, error) {
 	if err := checkRows("basic", rows); err != nil {
 		return nil, err
 	}
-	return newTableGen(basicSpecs(), basicAggregators, seed, rows), nil
+	if err := opts.Time.ensureDefaults("basic"); err != nil {
+		return nil, err
+	}
+	return newTableGen(basicSpecs(), basicAggregators, seed, rows, opts.Time), nil
 }
 
 func (g *tableGen) Next(r *Row) bool {

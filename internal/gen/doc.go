@@ -28,11 +28,15 @@
 //
 // # Time
 //
-// Rows come out in non-decreasing time order, spread evenly over the
-// interval [2000-01-01T00:00Z, 2000-01-02T00:00Z) with seeded jitter: row i
-// of n has time start + floor((i + u) * day / n) for a seeded u in [0, 1),
-// computed in integer arithmetic. (Druid's generator spaces rows exactly
-// evenly, without jitter.)
+// Rows come out in non-decreasing time order, spread evenly over an
+// interval [start, start+span) with seeded jitter: row i of n has time
+// start + floor((i + u) * span / n) for a seeded u in [0, 1), computed in
+// integer arithmetic. (Druid's generator spaces rows exactly evenly, without
+// jitter.) The interval is [2000-01-01T00:00Z, 2000-01-02T00:00Z) unless
+// BasicOptions.Time or WideOptions.Time sets another TimeRange, anywhere in
+// [MinTime, MaxTime], the times a segment can hold; Interval reports it. The
+// interval moves only the times (and Wide's json, which holds the time):
+// every other value is the same whatever the interval.
 //
 // # Distributions
 //

@@ -2,6 +2,8 @@ package gen
 
 import (
 	"fmt"
+	"math"
+	"math/bits"
 
 	"github.com/writeout/writeout/internal/invalid"
 )
@@ -189,28 +191,81 @@ func checkRows(name string, rows int) error {
 }
 
 // Start2000 is 2000-01-01T00:00:00Z in milliseconds since the Unix epoch,
-// the start of the interval of both generators.
+// the start of the default interval of both generators.
 const Start2000 int64 = 946684800000
 
 // DayMillis is the length of a day in milliseconds.
 const DayMillis int64 = 86_400_000
 
-// clock hands out non-decreasing timestamps spread evenly over
-// [start, start+span) with seeded jitter: row i of n gets
-// start + floor((i + u) * span / n) with u uniform in [0, 1), computed in
-// exact integer arithmetic.
-type clock struct {
-	rng   rng
-	start int64
-	span  uint64
-	n     uint64
+// MinTime and MaxTime bound the times a TimeRange may hold: they are
+// columns.MinTime and columns.MaxTime, the times a segment can hold, copied
+// here since gen imports nothing of writeout's (a test checks they agree).
+const (
+	MinTime int64 = math.MinInt64 + 2*DayMillis
+	MaxTime int64 = math.MaxInt64 - 2*DayMillis
+)
+
+// TimeRange is the interval [Start, Start+Span) in milliseconds since the
+// Unix epoch, UTC, that a generator spreads its rows' times over. The zero
+// value selects the default, one day from Start2000: [Start2000,
+// Start2000+DayMillis).
+type TimeRange struct {
+	// Start is the first time of the interval.
+	Start int64
+	// Span is the length of the interval: more than 0, with Start at least
+	// MinTime and Start+Span at most MaxTime. It is 0 only in the zero
+	// TimeRange, the default.
+	Span int64
 }
 
+// ensureDefaults fills in the default interval for the zero TimeRange and
+// checks any other; name is the generator's, for the error.
+func (tr *TimeRange) ensureDefaults(name string) error {
+	if *tr == (TimeRange{}) {
+		*tr = TimeRange{Start: Start2000, Span: DayMillis}
+		return nil
+	}
+	if tr.Span <= 0 {
+		return fmt.Errorf("gen: %s: time span %d ms: want more than 0: %w", name, tr.Span, ErrInvalid)
+	}
+	// MaxTime-Start may pass the int64 range (Start below 0); as uint64 it is exact.
+	if tr.Start < MinTime || tr.Start > MaxTime || uint64(tr.Span) > uint64(MaxTime)-uint64(tr.Start) {
+		return fmt.Errorf("gen: %s: time range of %d ms from %d: outside [%d, %d], the times a segment can hold: %w",
+			name, tr.Span, tr.Start, MinTime, MaxTime, ErrInvalid)
+	}
+	return nil
+}
+
+// clock hands out non-decreasing timestamps spread evenly over
+// [start, start+span) with seeded jitter: row i of n gets
+// start + floor((i + u) * span / n) with u a multiple of 2^-jitter in
+// [0, 1), computed in exact integer arithmetic.
+type clock struct {
+	rng    rng
+	start  int64
+	span   uint64
+	n      uint64
+	jitter uint // bits of u
+}
+
+// jitterBits is the jitter's resolution (clock.jitter) for every span below
+// 2^40 ms (about 35 years), the default day among them; longer spans have
+// fewer bits, so that the product of the row and the span fits 128 bits.
 const jitterBits = 24
 
+// newClock returns the clock of n rows (0 counts as 1) over tr, which
+// ensureDefaults has checked, seeded from seed's stream 0.
+func newClock(tr TimeRange, n uint64, seed int64) clock {
+	span := uint64(tr.Span)
+	c := clock{start: tr.Start, span: span, n: max(n, 1), jitter: min(jitterBits, 64-uint(bits.Len64(span)))}
+	seedStream(&c.rng, seed, 0)
+	return c
+}
+
 func (c *clock) at(i uint64) int64 {
-	x := i<<jitterBits | c.rng.Uint64()>>(64-jitterBits)
+	// x < n<<jitter and span < 1<<(64-jitter), so x*span < n<<64: the quotient fits.
+	x := i<<c.jitter | c.rng.Uint64()>>(64-c.jitter)
 	hi, lo := mul64(x, c.span)
-	q, _ := div64(hi, lo, c.n) // hi < n because x < n<<jitterBits and span < 1<<(64-jitterBits)
-	return c.start + int64(q>>jitterBits)
+	q, _ := div64(hi, lo, c.n)
+	return c.start + int64(q>>c.jitter)
 }

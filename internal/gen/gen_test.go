@@ -326,8 +326,7 @@ func TestTimeOrderAndRange(t *testing.T) {
 func TestClockExtremes(t *testing.T) {
 	// The clock is exact integer arithmetic for any row count up to MaxRows.
 	for _, n := range []uint64{1, 2, 86_400_000, 86_400_001, 1 << 32, uint64(MaxRows)} {
-		c := clock{start: Start2000, span: uint64(DayMillis), n: n}
-		seedStream(&c.rng, 7, 0)
+		c := newClock(TimeRange{Start: Start2000, Span: DayMillis}, n, 7)
 		idx := []uint64{0, 1, 2, n / 3, n / 2, n - 2, n - 1}
 		slices.Sort(idx)
 		idx = slices.Compact(idx)

@@ -12,6 +12,9 @@ type WideOptions struct {
 	// PayloadLen is the length in bytes of each of the two payload
 	// columns' values: 0 means 64; otherwise 1..MaxPayloadLen.
 	PayloadLen int
+	// Time is the interval of the rows' times; the zero TimeRange is one
+	// day from Start2000.
+	Time TimeRange
 }
 
 // MaxPayloadLen is the largest WideOptions.PayloadLen.
@@ -27,7 +30,7 @@ func (o *WideOptions) ensureDefaults() error {
 	if o.PayloadLen < 1 || o.PayloadLen > MaxPayloadLen {
 		return fmt.Errorf("gen: wide: payload length %d outside [1, %d]: %w", o.PayloadLen, MaxPayloadLen, ErrInvalid)
 	}
-	return nil
+	return o.Time.ensureDefaults("wide")
 }
 
 // rawIntBase is the first value of the wide table's rawInt0 (a row id).
@@ -105,7 +108,7 @@ type wideGen struct {
 //
 // Columns, in Schema order (ranges half-open, [start, end)):
 //
-//	__time                   2000-01-01T00:00Z + [0, 1 day), non-decreasing
+//	__time                   2000-01-01T00:00Z + [0, 1 day), non-decreasing (WideOptions.Time)
 //	dictInt0..dictInt9       dictionary-encoded int-like dimensions; 0..4 with Bitmap:
 //	                         0 uniform 0..9; 1 Zipf(1.0) 0..99; 2 sequential 0..999;
 //	                         3 uniform 0..9999; 4 Zipf(1.1) 0..99999; 5 uniform 0..1;
@@ -175,8 +178,7 @@ func Wide(seed int64, rows int, opts WideOptions) (Generator, error) {
 		g.aggs = append(g.aggs, Column{Name: fmt.Sprintf("metric%d", i), Kind: Long, Slot: -1,
 			Aggregator: AggLongSum, Source: fmt.Sprintf("metric%d", i)})
 	}
-	g.clock = clock{start: Start2000, span: uint64(DayMillis), n: uint64(max(rows, 1))}
-	seedStream(&g.clock.rng, seed, 0)
+	g.clock = newClock(opts.Time, uint64(rows), seed)
 	return g, nil
 }
 
