@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/writeout/writeout/columns"
@@ -88,11 +90,28 @@ func (t *Table) Compact(ctx context.Context, o CompactOptions) (*CompactResult, 
 		if len(p.Chunks) == 0 && len(p.Crossing) == 0 {
 			return res, nil
 		}
+		if res.Conflicts > 0 {
+			// Another writer works on the table: start at a random chunk rather than where
+			// it is likely to be, having planned the same.
+			rotate(p)
+		}
 		if err := t.compactPlan(ctx, e, p, o, res); errors.Is(err, ErrConflict) {
 			res.Conflicts++ // plan again from the newest version
 		} else if err != nil {
 			return res, err
 		}
+	}
+}
+
+// rotate starts p's splits and chunks at random ones, keeping their cyclic order.
+func rotate(p *Plan) {
+	if n := len(p.Crossing); n > 1 {
+		k := rand.IntN(n)
+		p.Crossing = slices.Concat(p.Crossing[k:], p.Crossing[:k])
+	}
+	if n := len(p.Chunks); n > 1 {
+		k := rand.IntN(n)
+		p.Chunks = slices.Concat(p.Chunks[k:], p.Chunks[:k])
 	}
 }
 

@@ -173,3 +173,25 @@ func TestPlanShards(t *testing.T) {
 	require.Equal(t, 16, ChunkShard(day+24*3600_000, 1000))
 	require.Equal(t, 0, ChunkShard(day, 1))
 }
+
+// TestRotate: a rotated plan holds the same splits and chunks in the same cyclic order, and
+// starts at each one of them some time.
+func TestRotate(t *testing.T) {
+	var chunks []Chunk
+	for i := range 5 {
+		chunks = append(chunks, Chunk{Interval: columns.Interval{Start: int64(i)}})
+	}
+	starts := map[int64]bool{}
+	for range 200 {
+		p := &Plan{Chunks: slices.Clone(chunks), Crossing: []Segment{{Name: "a"}, {Name: "b"}}}
+		rotate(p)
+		require.Len(t, p.Chunks, 5)
+		first := p.Chunks[0].Interval.Start
+		for i, c := range p.Chunks {
+			require.Equal(t, (first+int64(i))%5, c.Interval.Start)
+		}
+		starts[first] = true
+		require.ElementsMatch(t, []string{"a", "b"}, []string{p.Crossing[0].Name, p.Crossing[1].Name})
+	}
+	require.Len(t, starts, 5)
+}
