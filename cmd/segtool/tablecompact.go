@@ -31,15 +31,19 @@ chunk plans again).
 
 Not split yet: a segment that crosses a chunk boundary, and a segment of more than
 --target-rows rows, stay as they are; compact lists how many there are. --rollup must
-match the table's schema (its segments share one).`
+match the table's schema (its segments share one).
+
+On an S3 service that does not honour conditional writes, compact writes only with
+--single-writer, and then only one writer at a time may work on the table (see 'segtool
+table --help').`
 
 // newTableCompactCmd returns "table compact".
 func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
 	var segGran, gran, shard string
 	var target int64
-	var rollup bool
+	var rollup, singleWriter bool
 	cmd := &cobra.Command{
-		Use:   "compact TABLE [--segment-granularity G] [--target-rows N] [--rollup --granularity G] [--shard I/N]",
+		Use:   "compact TABLE [--segment-granularity G] [--target-rows N] [--rollup --granularity G] [--shard I/N] [--single-writer]",
 		Short: "Replace each time chunk's small segments by a few, in one version a chunk",
 		Long:  tableCompactHelp,
 		Example: `  segtool table compact events/
@@ -67,7 +71,7 @@ func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
 					return usagef("table compact: --shard %q: %v", shard, err)
 				}
 			}
-			t, err := openTable(cmd.Context(), args[0], s3)
+			t, err := openWriter(cmd.Context(), args[0], s3, singleWriter)
 			if err != nil {
 				return err
 			}
@@ -78,7 +82,7 @@ func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
 				}
 			}
 			if err != nil {
-				return tableErr(err)
+				return writeErr(args[0], err)
 			}
 			e, err := t.Snapshot(cmd.Context(), 0)
 			if err != nil {
@@ -95,6 +99,7 @@ func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
 	fl.BoolVar(&rollup, "rollup", false, "roll the outputs up (must match the table's schema)")
 	fl.StringVar(&gran, "granularity", "none", "with --rollup: the rollup granularity (none, second, minute, hour, day)")
 	fl.StringVar(&shard, "shard", "", "I/N: take only the chunks of shard I of N (0 <= I < N)")
+	addSingleWriterFlag(cmd, &singleWriter)
 	return cmd
 }
 
