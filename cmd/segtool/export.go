@@ -13,11 +13,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/merger/export"
 	"github.com/writeout/writeout/merger/location"
+	"github.com/writeout/writeout/merger/table"
 )
 
 type exportFlags struct {
@@ -31,14 +33,15 @@ type exportFlags struct {
 	durability   string
 	quiet        bool
 	progress     string
+	version      int // of a table; 0: the newest
 	s3           *s3Flags
 }
 
 func newExportCmd() *cobra.Command {
 	f := exportFlags{s3: &s3Flags{}}
 	cmd := &cobra.Command{
-		Use:   "export --format parquet --out FILE [--spec-out SPEC.json] SEG",
-		Short: "Write a segment's rows as a Parquet file",
+		Use:   "export --format parquet --out FILE [--spec-out SPEC.json] SEG|TABLE",
+		Short: "Write a segment's or a table's rows as a Parquet file",
 		Long: `export writes every row of a segment, in segment order (time, then dimensions), as a Parquet
 file: __time as INT64 TIMESTAMP(MILLIS, UTC), each dimension as an optional STRING (null as
 null; dictionary-encoded, raw dimensions plain), a multi-value dimension as an optional LIST of
@@ -47,6 +50,11 @@ DOUBLE, hyperUnique metrics as optional BYTE_ARRAY holding the sketch's bytes. E
 zstd-compressed; the segment's schema is in the file's key/value metadata, key writeout.schema.
 Rows stream, --row-group-rows per row group; parquet-go stages each row group's pages in
 --medium (heap, offheap, tmpfile in --tmp-dir, mmapfile).
+
+A table (a directory holding _log/, or an s3:// location ending in /) stands for the segments
+live in its newest version, or in --version N: their rows go into one file, one segment
+after the other (each in segment order), with the columns and metadata of one segment's
+export (the segments of a table share one schema).
 
 --spec-out writes the ingestion spec that reads the file back ('segtool ingest --spec SPEC.json
 FILE.parquet'). A count metric holding counts above 1 (a rolled-up segment's) is
@@ -61,7 +69,9 @@ written; the summary goes to standard output (none with --quiet). An s3://BUCKET
 --spec-out is uploaded as one multipart upload that appears whole or not at all; an existing
 object is an error unless --replace. ` + s3Help,
 		Example: `  segtool export --out events.parquet events.seg
-  segtool export --out basic.parquet --spec-out basic-spec.json data/basic-0000.seg`,
+  segtool export --out basic.parquet --spec-out basic-spec.json data/basic-0000.seg
+  segtool export --out all-days.parquet events/
+  segtool export --version 2 --out day1.parquet events/`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := requireFlag(cmd, "out"); err != nil {
@@ -80,9 +90,55 @@ object is an error unless --replace. ` + s3Help,
 	fl.StringVar(&f.tmpDir, "tmp-dir", "", "directory of the tmpfile and mmapfile media (default: the output's directory)")
 	fl.StringVar(&f.durability, "durability", "output", "none, output (sync the published files) or all (also read them back from the disk and check them)")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar, no summary")
+	fl.IntVar(&f.version, "version", 0, "the version of a table (default: the newest)")
 	addProgressFlag(cmd, &f.progress, false)
 	addS3UploadFlags(cmd, f.s3)
 	return cmd
+}
+
+// exportSource is what an export reads: a segment, or the live segments of a table's version.
+type exportSource struct {
+	name   string // in the summary
+	schema columns.Schema
+	rows   int64
+	seg    *columns.Segment // a segment; nil for a table
+	inputs []merger.Input   // a table's segments
+}
+
+// openExportSource opens the segment at path, or reads the version of the table there; close
+// closes the segment.
+func openExportSource(ctx context.Context, f exportFlags, path string) (src exportSource, closeSrc func() error, err error) {
+	if !table.IsLocation(nil, path) {
+		if f.version != 0 {
+			return src, nil, usagef("--version applies to tables, and %s is none", path)
+		}
+		seg, closeSeg, err := openInput(ctx, path, f.s3)
+		if err != nil {
+			return src, nil, err
+		}
+		return exportSource{name: path, schema: seg.Schema(), rows: int64(seg.Rows()), seg: seg}, closeSeg, nil
+	}
+	t, e, err := tableVersion(ctx, path, f.version, f.s3)
+	if err != nil {
+		return src, nil, err
+	}
+	if len(e.Segments) == 0 || e.Schema == nil {
+		return src, nil, noSegment(t, e)
+	}
+	src = exportSource{name: fmt.Sprintf("%s (version %d, %d segments)", path, e.Version, len(e.Segments)), schema: *e.Schema, rows: e.Rows()}
+	for _, s := range e.Segments {
+		loc := t.Location(s.Name)
+		src.inputs = append(src.inputs, mergeInput{path: loc, open: loc, s3: f.s3})
+	}
+	return src, func() error { return nil }, nil
+}
+
+// export writes the source's rows into out.
+func (src exportSource) export(ctx context.Context, out merger.Output, opts export.Options) (export.Info, error) {
+	if src.seg != nil {
+		return export.ParquetTo(ctx, out, src.seg, opts)
+	}
+	return export.ParquetInputsTo(ctx, out, src.schema, src.inputs, opts)
 }
 
 func runExport(ctx context.Context, cmd *cobra.Command, f exportFlags, segPath string) (err error) {
@@ -105,14 +161,14 @@ func runExport(ctx context.Context, cmd *cobra.Command, f exportFlags, segPath s
 	if err != nil {
 		return err
 	}
-	seg, closeSeg, err := openInput(ctx, segPath, f.s3)
+	src, closeSrc, err := openExportSource(ctx, f, segPath)
 	if err != nil {
 		return err
 	}
-	defer func() { err = multierr.Join(err, closeSeg()) }()
+	defer func() { err = multierr.Join(err, closeSrc()) }()
 	if f.specOut != "" {
 		// Fail before writing anything when no spec can read the export back.
-		if _, err := (export.Info{Schema: seg.Schema()}).IngestSpec(); err != nil {
+		if _, err := (export.Info{Schema: src.schema}).IngestSpec(); err != nil {
 			return fmt.Errorf("%s: --spec-out: %w", segPath, err)
 		}
 	}
@@ -143,10 +199,10 @@ func runExport(ctx context.Context, cmd *cobra.Command, f exportFlags, segPath s
 	}
 	opts := export.Options{RowGroupRows: f.rowGroupRows, Medium: med}
 	if bar != nil {
-		bar.stage("exporting", int64(seg.Rows()), unitRows, false)
+		bar.stage("exporting", src.rows, unitRows, false)
 		opts.Progress = bar.set
 	}
-	info, err := export.ParquetTo(ctx, sinks[0], seg, opts)
+	info, err := src.export(ctx, sinks[0], opts)
 	err = multierr.Join(err, med.Close())
 	bar.finish(err == nil)
 	if err != nil {
@@ -177,7 +233,7 @@ func runExport(ctx context.Context, cmd *cobra.Command, f exportFlags, segPath s
 		w := cmd.OutOrStdout()
 		el := time.Since(start)
 		fmt.Fprintf(w, "exported %s: %d rows in %d row group(s), %s, to %s in %s (%s)\n",
-			segPath, info.Rows, info.RowGroups, humanBytes(info.Size), f.out, humanDuration(el), rate(int64(info.Rows), el))
+			src.name, info.Rows, info.RowGroups, humanBytes(info.Size), f.out, humanDuration(el), rate(int64(info.Rows), el))
 		if f.specOut != "" {
 			fmt.Fprintf(w, "wrote %s: the ingestion spec that reads %s back\n", f.specOut, f.out)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/multierr"
+	"github.com/writeout/writeout/merger/table"
 )
 
 // segmentReport is what inspect prints; its JSON form is --json's output.
@@ -28,10 +29,15 @@ type segmentReport struct {
 	Columns     []columnReport   `json:"columns"`
 }
 
+// schemaColumn is a column as a schema says it: its name, type and aggregator.
+type schemaColumn struct {
+	Name       string `json:"name"`
+	Type       string `json:"type"` // long (time), string, string multi-value, string raw, long, double, hyperUnique
+	Aggregator string `json:"aggregator,omitempty"`
+}
+
 type columnReport struct {
-	Name        string  `json:"name"`
-	Type        string  `json:"type"` // long (time), string, string multi-value, string raw, long, double, hyperUnique
-	Aggregator  string  `json:"aggregator,omitempty"`
+	schemaColumn
 	Cardinality int     `json:"cardinality,omitempty"` // dictionary dimensions: ids, null included
 	HasNull     bool    `json:"hasNull,omitempty"`
 	NullRows    int64   `json:"nullRows,omitempty"` // long and double metrics: the rows holding null
@@ -56,10 +62,11 @@ type part struct {
 
 func newInspectCmd() *cobra.Command {
 	var asJSON bool
+	var version int
 	s3 := &s3Flags{}
 	cmd := &cobra.Command{
-		Use:   "inspect [--json] SEG",
-		Short: "Describe a segment: schema, rows, interval, and each column's parts and sizes",
+		Use:   "inspect [--json] SEG|TABLE",
+		Short: "Describe a segment (schema, rows, interval, each column's parts and sizes) or a table",
 		Long: `inspect prints a segment's schema, row count and interval, then one line per column: its type,
 its cardinality (dictionary dimensions: distinct values, null counted as one; long and double
 metrics: "- (N null)" when N rows hold null, nullRows in --json), the bytes of each of its
@@ -71,12 +78,30 @@ chunks: none, s2 or zstd (merge and ingest --compression), or the counts when it
 as zstd:12+none:3 (a chunk is stored uncompressed when compressing does not make it smaller).
 --json prints the same as one JSON object.
 
+A table (a directory holding _log/, or an s3:// location ending in /) is described from the
+log entry of its newest version, or of --version N, without reading its segments: the
+version, its segment count, rows, bytes and interval (spanning its segments'), the schema's
+columns with their types, then one line per live segment: name, interval, rows, bytes.
+--json prints one object with the keys table, version, segmentCount, rows, bytes, interval,
+intervalISO, rollup, granularity, schema, columns and segments (each with name, interval,
+rows, bytes).
+
 ` + s3Help,
 		Example: `  segtool inspect events.seg
-  segtool inspect --json events.seg | jq '.columns[] | {name, ratio}'`,
+  segtool inspect --json events.seg | jq '.columns[] | {name, ratio}'
+  segtool inspect events/
+  segtool inspect --version 2 --json events/`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := inspectWith(cmd.Context(), args[0], s3)
+			var rep any
+			var err error
+			if table.IsLocation(nil, args[0]) {
+				rep, err = inspectTable(cmd.Context(), args[0], version, s3)
+			} else if version != 0 {
+				return usagef("--version applies to tables, and %s is none", args[0])
+			} else {
+				rep, err = inspectWith(cmd.Context(), args[0], s3)
+			}
 			if err != nil {
 				return err
 			}
@@ -86,10 +111,14 @@ as zstd:12+none:3 (a chunk is stored uncompressed when compressing does not make
 				enc.SetIndent("", "  ")
 				return enc.Encode(rep)
 			}
-			return printReport(out, rep)
+			if t, ok := rep.(*tableReport); ok {
+				return printTableReport(out, t)
+			}
+			return printReport(out, rep.(*segmentReport))
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().IntVar(&version, "version", 0, "the version of a table (default: the newest)")
 	addS3Flags(cmd, s3)
 	return cmd
 }
@@ -108,23 +137,13 @@ func inspectWith(ctx context.Context, path string, s3 *s3Flags) (_ *segmentRepor
 	s := seg.Schema()
 	rep := &segmentReport{Path: path, Size: seg.Info().Size, Rows: seg.Rows(), Interval: seg.Interval(),
 		IntervalISO: seg.Interval().String(), Rollup: s.Rollup, Granularity: s.Granularity.String(), Schema: s}
-	byName := map[string]*columnReport{}
-	add := func(c columnReport) {
-		rep.Columns = append(rep.Columns, c)
+	for _, c := range schemaColumns(s) {
+		rep.Columns = append(rep.Columns, columnReport{schemaColumn: c})
 	}
 	rows := int64(seg.Rows())
-	add(columnReport{Name: columns.TimeColumn, Type: "long (time)", PlainBytes: rows * 8})
-	for _, d := range s.Dimensions {
-		c := columnReport{Name: d.Name, Type: "string"}
-		switch {
-		case d.Raw:
-			c.Type = "string raw"
-		case d.MultiValue:
-			c.Type = "string multi-value"
-		}
-		if d.NoBitmapIndex {
-			c.Type += " (no bitmap index)"
-		}
+	rep.Columns[0].PlainBytes = rows * 8
+	for i, d := range s.Dimensions {
+		c := &rep.Columns[1+i]
 		var err error
 		if d.Raw {
 			c.PlainBytes, err = rawPlainBytes(seg, d.Name)
@@ -134,10 +153,10 @@ func inspectWith(ctx context.Context, path string, s3 *s3Flags) (_ *segmentRepor
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		add(c)
 	}
-	for _, m := range s.Metrics {
-		c := columnReport{Name: m.Name, Type: string(m.ValueType()), Aggregator: string(m.Aggregator), PlainBytes: rows * 8}
+	for i, m := range s.Metrics {
+		c := &rep.Columns[1+len(s.Dimensions)+i]
+		c.PlainBytes = rows * 8
 		var err error
 		var nulls *roaring.Bitmap
 		switch m.ValueType() {
@@ -162,8 +181,8 @@ func inspectWith(ctx context.Context, path string, s3 *s3Flags) (_ *segmentRepor
 		if nulls != nil {
 			c.NullRows = int64(nulls.GetCardinality())
 		}
-		add(c)
 	}
+	byName := map[string]*columnReport{}
 	for i := range rep.Columns {
 		byName[rep.Columns[i].Name] = &rep.Columns[i]
 	}
@@ -191,6 +210,38 @@ func inspectWith(ctx context.Context, path string, s3 *s3Flags) (_ *segmentRepor
 		}
 	}
 	return rep, nil
+}
+
+// schemaColumns returns the columns of schema s, __time first, each with its type as inspect
+// names it.
+func schemaColumns(s columns.Schema) []schemaColumn {
+	out := []schemaColumn{{Name: columns.TimeColumn, Type: "long (time)"}}
+	for _, d := range s.Dimensions {
+		c := schemaColumn{Name: d.Name, Type: "string"}
+		switch {
+		case d.Raw:
+			c.Type = "string raw"
+		case d.MultiValue:
+			c.Type = "string multi-value"
+		}
+		if d.NoBitmapIndex {
+			c.Type += " (no bitmap index)"
+		}
+		out = append(out, c)
+	}
+	for _, m := range s.Metrics {
+		out = append(out, schemaColumn{Name: m.Name, Type: string(m.ValueType()), Aggregator: string(m.Aggregator)})
+	}
+	return out
+}
+
+// typeText is the column's type as inspect prints it: with its aggregator where that says
+// more.
+func (c schemaColumn) typeText() string {
+	if c.Aggregator != "" && c.Aggregator != c.Type {
+		return c.Type + " " + c.Aggregator
+	}
+	return c.Type
 }
 
 // dimStats returns a dictionary dimension's cardinality, whether it has null, and the bytes
@@ -290,10 +341,6 @@ func printReport(out io.Writer, rep *segmentReport) error {
 				card += " (null)"
 			}
 		}
-		typ := c.Type
-		if c.Aggregator != "" && c.Aggregator != c.Type {
-			typ += " " + c.Aggregator
-		}
 		var parts []string
 		for _, p := range c.Parts {
 			if p.Compression != "" {
@@ -302,7 +349,7 @@ func printReport(out io.Writer, rep *segmentReport) error {
 			}
 			parts = append(parts, fmt.Sprintf("%s %s %d", p.Kind, p.Encoding, p.Bytes))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f\t%s\n", c.Name, typ, card, c.Bytes, c.PlainBytes, c.Ratio, strings.Join(parts, ", "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f\t%s\n", c.Name, c.typeText(), card, c.Bytes, c.PlainBytes, c.Ratio, strings.Join(parts, ", "))
 	}
 	return tw.Flush()
 }

@@ -20,12 +20,19 @@ every live segment; a version is committed by creating the next log entry only i
 absent (on disk a rename that never replaces, then a directory fsync; on S3 a PutObject with
 If-None-Match: *), so any number of writers on any machines can append at once, and a reader
 sees one whole version. compact replaces a time chunk's many small segments by a few, in
-one version, so that a reader sees the inputs or the outputs, never both. query and verify
-read a table's newest version, or --version N: a directory holding _log/, or an s3://
-location ending in /. vacuum removes what no retained version needs.`
+one version, so that a reader sees the inputs or the outputs, never both. query, dump,
+export, inspect and verify read a table's newest version, or --version N: a directory
+holding _log/, or an s3:// location ending in /. vacuum removes what no retained version
+needs.
+
+Whether an S3 service honours If-None-Match is probed once, at a command's first write: on
+one that does not, create, append and compact refuse to write, since two writers could both
+commit one version, unless --single-writer is given. Then each commit checks that its log
+entry is absent and puts it plainly: safe only while no other writer works on the table.`
 
 func newTableCmd() *cobra.Command {
 	s3 := &s3Flags{}
+	var singleWriter bool // of create and append: one command runs
 	cmd := &cobra.Command{
 		Use:   "table",
 		Short: "Create a table of segments, append to it, compact and vacuum it, show its log",
@@ -44,7 +51,7 @@ func newTableCmd() *cobra.Command {
 		},
 	}
 	create := &cobra.Command{
-		Use:     "create TABLE",
+		Use:     "create [--single-writer] TABLE",
 		Short:   "Create an empty table (version 1)",
 		Long:    "create makes an empty table at TABLE: its directories on disk, and version 1 of its log.\n\n" + tableHelp,
 		Example: "  segtool table create new-table/\n  segtool table create s3://seg/tables/events/",
@@ -54,16 +61,17 @@ func newTableCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			o.SingleWriter = singleWriter
 			t, err := table.Create(cmd.Context(), args[0], o)
 			if err != nil {
-				return tableErr(err)
+				return writeErr(args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "created table %s (version 1)\n", t)
 			return nil
 		},
 	}
 	appendCmd := &cobra.Command{
-		Use:   "append TABLE SEG...",
+		Use:   "append [--single-writer] TABLE SEG...",
 		Short: "Copy segments into a table and commit them as one version",
 		Long: `append checks each segment file (its footer, every checksum, a schema equal to the table's:
 the first append sets it), copies or uploads them into the table under new names, then
@@ -73,13 +81,13 @@ commits one version that adds them, on top of whatever version is newest by then
 		Example: "  segtool table append events/ day1.seg day2.seg",
 		Args:    usageArgs(cobra.MinimumNArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := openTable(cmd.Context(), args[0], s3)
+			t, err := openWriter(cmd.Context(), args[0], s3, singleWriter)
 			if err != nil {
 				return err
 			}
 			v, err := t.Append(cmd.Context(), args[1:])
 			if err != nil {
-				return tableErr(err)
+				return writeErr(args[0], err)
 			}
 			e, err := t.Snapshot(cmd.Context(), v)
 			if err != nil {
@@ -143,6 +151,8 @@ keys.`,
 	}
 	segmentsCmd.Flags().IntVar(&segVersion, "version", 0, "the version to list (default: the newest)")
 	segmentsCmd.Flags().BoolVar(&segJSON, "json", false, "print a JSON array")
+	addSingleWriterFlag(create, &singleWriter)
+	addSingleWriterFlag(appendCmd, &singleWriter)
 	for _, c := range []*cobra.Command{create, appendCmd, newTableCompactCmd(s3), newTableVacuumCmd(s3), logCmd, segmentsCmd} {
 		addS3Flags(c, s3)
 		cmd.AddCommand(c)
@@ -165,15 +175,66 @@ func tableOptions(loc string, s3 *s3Flags) (table.Options, error) {
 
 // openTable opens the table at loc; a malformed location is a usage error.
 func openTable(ctx context.Context, loc string, s3 *s3Flags) (*table.Table, error) {
+	return openWriter(ctx, loc, s3, false)
+}
+
+// openWriter opens the table at loc for a command that writes it: singleWriter is
+// --single-writer (table.Options.SingleWriter).
+func openWriter(ctx context.Context, loc string, s3 *s3Flags, singleWriter bool) (*table.Table, error) {
 	o, err := tableOptions(loc, s3)
 	if err != nil {
 		return nil, err
 	}
+	o.SingleWriter = singleWriter
 	t, err := table.Open(ctx, loc, o)
 	if err != nil {
 		return nil, tableErr(err)
 	}
 	return t, nil
+}
+
+// addSingleWriterFlag adds --single-writer to a command that commits versions of a table.
+func addSingleWriterFlag(cmd *cobra.Command, v *bool) {
+	cmd.Flags().BoolVar(v, "single-writer", false,
+		"on an S3 service that ignores conditional writes (If-None-Match), commit anyway: check, then put; safe only while no other writer works on the table")
+}
+
+// writeErr is tableErr for a command that writes the table at loc: a service found not to
+// honour conditional writes names --single-writer.
+func writeErr(loc string, err error) error {
+	if errors.Is(err, table.ErrUnsupported) && strings.HasPrefix(loc, "s3://") {
+		return fmt.Errorf("%w; with no other writer on the table meanwhile, run this command with --single-writer", err)
+	}
+	return tableErr(err)
+}
+
+// tableVersion opens the table at loc and reads its version (0: the newest).
+func tableVersion(ctx context.Context, loc string, version int, s3 *s3Flags) (*table.Table, *table.Entry, error) {
+	if err := checkVersion(version); err != nil {
+		return nil, nil, err
+	}
+	t, err := openTable(ctx, loc, s3)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := t.Snapshot(ctx, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, e, nil
+}
+
+// checkVersion checks a --version value.
+func checkVersion(version int) error {
+	if version < 0 {
+		return usagef("--version %d: want a version number (0: the newest)", version)
+	}
+	return nil
+}
+
+// noSegment is the error of a table's version that holds no segment to read.
+func noSegment(t *table.Table, e *table.Entry) error {
+	return fmt.Errorf("no segment to read: table %s holds no segment in version %d", t, e.Version)
 }
 
 // tableErr makes a malformed location or argument a usage error.
@@ -224,23 +285,19 @@ func writeSegments(w io.Writer, e *table.Entry, asJSON bool) error {
 // newest); other arguments stay as they are. A --version given with no table among args is a
 // usage error.
 func expandTables(ctx context.Context, args []string, version int, s3 *s3Flags) ([]string, error) {
-	if version < 0 {
-		return nil, usagef("--version %d: want a version number (0: the newest)", version)
+	if err := checkVersion(version); err != nil {
+		return nil, err
 	}
 	out := make([]string, 0, len(args))
 	tables := 0
-	empty := ""
+	var empty error
 	for _, a := range args {
 		if !table.IsLocation(nil, a) {
 			out = append(out, a)
 			continue
 		}
 		tables++
-		t, err := openTable(ctx, a, s3)
-		if err != nil {
-			return nil, err
-		}
-		e, err := t.Snapshot(ctx, version)
+		t, e, err := tableVersion(ctx, a, version, s3)
 		if err != nil {
 			return nil, err
 		}
@@ -248,14 +305,14 @@ func expandTables(ctx context.Context, args []string, version int, s3 *s3Flags) 
 			out = append(out, t.Location(s.Name))
 		}
 		if len(e.Segments) == 0 {
-			empty = fmt.Sprintf("table %s holds no segment in version %d", t, e.Version)
+			empty = noSegment(t, e)
 		}
 	}
 	if version != 0 && tables == 0 {
 		return nil, usagef("--version applies to tables, and no argument is one")
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no segment to read: %s", empty)
+		return nil, empty
 	}
 	return out, nil
 }

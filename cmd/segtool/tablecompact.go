@@ -33,15 +33,19 @@ coordinator; workers on the same shard, or without --shard, are safe too (the lo
 chunk plans again).
 
 --rollup must match the table's schema (its segments share one), and the chunks must be
-at least as coarse as its granularity.`
+at least as coarse as its granularity.
+
+On an S3 service that does not honour conditional writes, compact writes only with
+--single-writer, and then only one writer at a time may work on the table (see 'segtool
+table --help').`
 
 // newTableCompactCmd returns "table compact".
 func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
 	var segGran, gran, shard string
 	var target int64
-	var rollup bool
+	var rollup, singleWriter bool
 	cmd := &cobra.Command{
-		Use:   "compact TABLE [--segment-granularity G] [--target-rows N] [--rollup --granularity G] [--shard I/N]",
+		Use:   "compact TABLE [--segment-granularity G] [--target-rows N] [--rollup --granularity G] [--shard I/N] [--single-writer]",
 		Short: "Replace each time chunk's segments by a few of at most N rows, in one version a chunk",
 		Long:  tableCompactHelp,
 		Example: `  segtool table compact events/
@@ -69,7 +73,7 @@ func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
 					return usagef("table compact: --shard %q: %v", shard, err)
 				}
 			}
-			t, err := openTable(cmd.Context(), args[0], s3)
+			t, err := openWriter(cmd.Context(), args[0], s3, singleWriter)
 			if err != nil {
 				return err
 			}
@@ -80,7 +84,7 @@ func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
 				}
 			}
 			if err != nil {
-				return tableErr(err)
+				return writeErr(args[0], err)
 			}
 			e, err := t.Snapshot(cmd.Context(), 0)
 			if err != nil {
@@ -97,6 +101,7 @@ func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
 	fl.BoolVar(&rollup, "rollup", false, "roll the outputs up (must match the table's schema)")
 	fl.StringVar(&gran, "granularity", "none", "with --rollup: the rollup granularity (none, second, minute, hour, day)")
 	fl.StringVar(&shard, "shard", "", "I/N: take only the chunks of shard I of N (0 <= I < N)")
+	addSingleWriterFlag(cmd, &singleWriter)
 	return cmd
 }
 

@@ -39,10 +39,24 @@ type ObjectInfo struct {
 // does). A service that ignores If-None-Match replaces the object silently: callers that
 // depend on exclusivity probe for it first.
 func (c *Client) PutIfAbsent(ctx context.Context, bucket, key string, data []byte) error {
+	return c.put(ctx, bucket, key, data, true)
+}
+
+// Put stores data as bucket/key with a plain PutObject, replacing any object of that key, its
+// body sent as PutIfAbsent sends it and tried again as it is. It is for a service that does
+// not honour If-None-Match, where a caller that alone writes the key checks with Exists first.
+func (c *Client) Put(ctx context.Context, bucket, key string, data []byte) error {
+	return c.put(ctx, bucket, key, data, false)
+}
+
+// put is PutIfAbsent when ifAbsent, else Put.
+func (c *Client) put(ctx context.Context, bucket, key string, data []byte, ifAbsent bool) error {
 	md := md5.Sum(data)
 	sh := sha256.Sum256(data)
 	opts := minio.PutObjectOptions{ContentType: "application/octet-stream"}
-	opts.SetMatchETagExcept("*")
+	if ifAbsent {
+		opts.SetMatchETagExcept("*")
+	}
 	err := c.retry(ctx, func() error {
 		rctx, cancel := c.request(ctx)
 		defer cancel()
@@ -52,13 +66,28 @@ func (c *Client) PutIfAbsent(ctx context.Context, bucket, key string, data []byt
 	})
 	if err != nil {
 		var e minio.ErrorResponse
-		if errors.As(err, &e) && (e.Code == "PreconditionFailed" || e.StatusCode == http.StatusPreconditionFailed ||
+		if ifAbsent && errors.As(err, &e) && (e.Code == "PreconditionFailed" || e.StatusCode == http.StatusPreconditionFailed ||
 			e.Code == "ConditionalRequestConflict") {
 			return fmt.Errorf("objstore: put %s: exists: %w: %w", URL(bucket, key), fs.ErrExist, err)
 		}
 		return fmt.Errorf("objstore: put %s: %w", URL(bucket, key), ctxErr(ctx, notFound(err)))
 	}
 	return nil
+}
+
+// Exists reports whether the object bucket/key exists: a HEAD request (StatObject), tried
+// again as a read is.
+func (c *Client) Exists(ctx context.Context, bucket, key string) (bool, error) {
+	var ok bool
+	err := c.retry(ctx, func() error {
+		var err error
+		ok, err = c.exists(ctx, bucket, key)
+		return err
+	})
+	if err != nil {
+		return false, ctxErr(ctx, err)
+	}
+	return ok, nil
 }
 
 // ReadObject returns the whole object bucket/key, which must be at most limit bytes (a small

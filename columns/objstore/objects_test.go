@@ -64,3 +64,21 @@ func TestPutIfAbsent(t *testing.T) {
 	_, err = c.List(ctx, "nobucket", "t/")
 	require.ErrorIs(t, err, objstore.ErrNotFound)
 }
+
+// TestPutAndExists: Put replaces an object, Exists sees it and its absence.
+func TestPutAndExists(t *testing.T) {
+	_, c := start(t)
+	ctx := context.Background()
+	ok, err := c.Exists(ctx, bucket, "t/_log/1.json")
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.NoError(t, c.Put(ctx, bucket, "t/_log/1.json", []byte("first")))
+	ok, err = c.Exists(ctx, bucket, "t/_log/1.json")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, c.Put(ctx, bucket, "t/_log/1.json", []byte("second")))
+	b, err := c.ReadObject(ctx, bucket, "t/_log/1.json", 100)
+	require.NoError(t, err)
+	require.Equal(t, "second", string(b))
+	require.ErrorIs(t, c.Put(ctx, "nobucket", "k", []byte("x")), objstore.ErrNotFound)
+}

@@ -39,7 +39,8 @@ type Server struct {
 	parts map[string][]int64 // upload id -> sizes of the parts put, by part number order of arrival
 	hook  func(r *http.Request)
 
-	minio atomic.Bool // answer as MinIO does: see LikeMinIO
+	minio         atomic.Bool // answer as MinIO does: see LikeMinIO
+	unconditional atomic.Bool // ignore If-None-Match on writes: see IgnoreConditionalWrites
 }
 
 // LikeMinIO makes the server answer as MinIO does where it differs from S3 in what writeout
@@ -47,6 +48,12 @@ type Server struct {
 // uploads with a prefix lists only the uploads of the key equal to the prefix (MinIO lists
 // no other: "working as intended", minio/minio#20989).
 func (s *Server) LikeMinIO() { s.minio.Store(true) }
+
+// IgnoreConditionalWrites makes the server ignore If-None-Match on writes, as S3 did before
+// 2024 and older S3-compatible servers still do: the header is dropped from every PUT and POST
+// before gofakes3 (which honours it) sees it, so a PutObject with If-None-Match: * replaces an
+// existing object.
+func (s *Server) IgnoreConditionalWrites() { s.unconditional.Store(true) }
 
 // Start starts a server with the given buckets; Close stops it. Tests call Close through
 // t.Cleanup.
@@ -75,6 +82,9 @@ func (s *Server) handler(h http.Handler) http.Handler {
 		s.mu.Unlock()
 		if hook != nil {
 			hook(r)
+		}
+		if s.unconditional.Load() && (r.Method == http.MethodPut || r.Method == http.MethodPost) {
+			r.Header.Del("If-None-Match")
 		}
 		q := r.URL.Query()
 		object := isObject(r.URL)

@@ -1,6 +1,8 @@
 // Package export writes a segment's rows out of writeout, in segment order (time, then
 // dimensions), as a Parquet file, with github.com/parquet-go/parquet-go (WriteParquet to an
-// io.Writer, ParquetFile to a file published as segments are).
+// io.Writer, ParquetFile to a file published as segments are). ParquetInputsTo writes the
+// rows of several segments of one schema (a table's live segments) one after the other into
+// one file, the same file a segment holding all those rows would export to.
 //
 // # The file
 //

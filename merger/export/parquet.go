@@ -102,10 +102,7 @@ func WriteParquet(ctx context.Context, w io.Writer, seg *columns.Segment, opts O
 	if err := opts.ensureDefaults(); err != nil {
 		return Info{}, err
 	}
-	x, err := newExporter(seg)
-	if err != nil {
-		return Info{}, err
-	}
+	x := newExporter(seg.Schema(), []merger.Input{segmentInput{seg}})
 	cw := &countingWriter{w: w}
 	info, err := x.run(ctx, cw, opts)
 	info.Size = cw.n
@@ -131,10 +128,29 @@ func ParquetTo(ctx context.Context, out merger.Output, seg *columns.Segment, opt
 	if err := opts.ensureDefaults(); err != nil {
 		return Info{}, err
 	}
-	x, err := newExporter(seg)
-	if err != nil {
+	return newExporter(seg.Schema(), []merger.Input{segmentInput{seg}}).publish(ctx, out, opts)
+}
+
+// ParquetInputsTo writes the rows of inputs one after the other, each in segment order, into
+// out as one Parquet file, published as ParquetTo publishes one segment's: the live segments
+// of a table, say, which share one schema. The file's columns and metadata are those of the
+// export of a segment of schema s (its types spelled out, as a segment's are). Each input is opened when its turn comes and closed once
+// its rows are written; one whose schema is not s fails the export with an error naming it
+// and wrapping columns.ErrSchema. Info counts the rows of every input (CountsAbove1 lists a
+// count metric above 1 in any), and Options.Progress the rows written so far over all of
+// them. With no input the file holds no row.
+func ParquetInputsTo(ctx context.Context, out merger.Output, s columns.Schema, inputs []merger.Input, opts Options) (Info, error) {
+	if err := opts.ensureDefaults(); err != nil {
 		return Info{}, err
 	}
+	if err := s.Validate(); err != nil {
+		return Info{}, fmt.Errorf("%w: schema: %w", ErrInvalid, err)
+	}
+	return newExporter(s.Normalized(), inputs).publish(ctx, out, opts)
+}
+
+// publish runs the export into out.
+func (x *exporter) publish(ctx context.Context, out merger.Output, opts Options) (Info, error) {
 	if err := out.Check(ctx); err != nil {
 		return Info{}, fmt.Errorf("export: %w", err)
 	}
@@ -142,7 +158,7 @@ func ParquetTo(ctx context.Context, out merger.Output, seg *columns.Segment, opt
 		info   Info
 		runErr error
 	)
-	err = out.Publish(ctx, func(w io.Writer) error {
+	err := out.Publish(ctx, func(w io.Writer) error {
 		cw := &countingWriter{w: w}
 		info, runErr = x.run(ctx, cw, opts)
 		info.Size = cw.n
@@ -161,24 +177,38 @@ func ParquetTo(ctx context.Context, out merger.Output, seg *columns.Segment, opt
 	return info, nil
 }
 
-// exporter holds a segment's column readers and the Parquet schema of its export.
+// exporter writes the rows of its inputs, one after the other, as one Parquet file of schema.
 type exporter struct {
-	seg    *columns.Segment
 	schema columns.Schema
 	pq     *parquet.Schema
+	inputs []merger.Input
 }
 
-func newExporter(seg *columns.Segment) (*exporter, error) {
-	s := seg.Schema()
-	return &exporter{seg: seg, schema: s, pq: parquetSchema(s)}, nil
+func newExporter(s columns.Schema, inputs []merger.Input) *exporter {
+	return &exporter{schema: s, pq: parquetSchema(s), inputs: inputs}
 }
 
-// name is the segment's name in errors.
+// name names the export in errors that are about no one input: the input's name when there
+// is one, else how many.
 func (x *exporter) name() string {
-	if n := x.seg.Name(); n != "" {
+	if len(x.inputs) == 1 {
+		return x.inputs[0].Name()
+	}
+	return fmt.Sprintf("%d segments", len(x.inputs))
+}
+
+// segmentInput is an open segment as a merger.Input; its close leaves it open.
+type segmentInput struct{ seg *columns.Segment }
+
+func (in segmentInput) Name() string {
+	if n := in.seg.Name(); n != "" {
 		return n
 	}
 	return "segment"
+}
+
+func (in segmentInput) Open(context.Context) (*columns.Segment, func() error, error) {
+	return in.seg, func() error { return nil }, nil
 }
 
 // column reads one segment column row by row and appends its Parquet values.
@@ -195,19 +225,19 @@ type column struct {
 	above1 bool            // the count metric held a value other than 1
 }
 
-func (x *exporter) columns() ([]column, error) {
-	s := x.schema
+// segmentColumns returns the column readers of seg, of schema s.
+func segmentColumns(seg *columns.Segment, s columns.Schema) ([]column, error) {
 	cols := make([]column, 0, len(s.Dimensions)+len(s.Metrics))
 	for i, d := range s.Dimensions {
 		c := column{index: 1 + i, multi: d.MultiValue}
 		if d.Raw {
-			rc, err := x.seg.Raw(d.Name)
+			rc, err := seg.Raw(d.Name)
 			if err != nil {
 				return nil, err
 			}
 			c.raw = rc.Cursor()
 		} else {
-			dc, err := x.seg.Dim(d.Name)
+			dc, err := seg.Dim(d.Name)
 			if err != nil {
 				return nil, err
 			}
@@ -221,19 +251,19 @@ func (x *exporter) columns() ([]column, error) {
 		switch storedType(m) {
 		case columns.MetricLong:
 			var lc *columns.Column[int64]
-			if lc, err = x.seg.Long(m.Name); err == nil {
+			if lc, err = seg.Long(m.Name); err == nil {
 				c.long = lc.Cursor()
-				c.nulls, err = metricNulls(x.seg, m)
+				c.nulls, err = metricNulls(seg, m)
 			}
 		case columns.MetricDouble:
 			var dc *columns.Column[float64]
-			if dc, err = x.seg.Double(m.Name); err == nil {
+			if dc, err = seg.Double(m.Name); err == nil {
 				c.double = dc.Cursor()
-				c.nulls, err = metricNulls(x.seg, m)
+				c.nulls, err = metricNulls(seg, m)
 			}
 		case columns.MetricHyperUnique:
 			var sc *columns.SketchColumn
-			if sc, err = x.seg.Sketch(m.Name); err == nil {
+			if sc, err = seg.Sketch(m.Name); err == nil {
 				c.sketch = sc.Cursor()
 			}
 		}
@@ -267,16 +297,25 @@ func metricNulls(seg *columns.Segment, m columns.Metric) (*roaring.Bitmap, error
 	return nil, nil
 }
 
+// rowWriter hands the rows of segments to one parquet.Writer, batchRows at a time, and counts
+// them for Options.Progress.
+type rowWriter struct {
+	pw       parquet.RowWriter
+	opts     Options
+	batch    []parquet.Row
+	arena    []byte
+	done     int    // rows written, over every segment
+	next     int    // the row count of the next Progress call
+	reported int    // the rows of the last Progress call
+	above1   []bool // by metric: a count metric held a value other than 1
+}
+
 // run writes the Parquet file to w.
 func (x *exporter) run(ctx context.Context, w io.Writer, opts Options) (info Info, err error) {
 	info.Schema = x.schema
 	meta, err := json.Marshal(x.schema)
 	if err != nil {
 		return info, fmt.Errorf("export: %s: schema: %w", x.name(), err)
-	}
-	cols, err := x.columns()
-	if err != nil {
-		return info, fmt.Errorf("export: %s: %w", x.name(), err)
 	}
 	wopts := []parquet.WriterOption{
 		x.pq,
@@ -300,17 +339,56 @@ func (x *exporter) run(ctx context.Context, w io.Writer, opts Options) (info Inf
 		return info, fmt.Errorf("export: %s: %w", x.name(), err)
 	}
 	pw := parquet.NewWriter(w, cfg)
-	rows := x.seg.Rows()
-	tc := x.seg.Time().Cursor()
-	batch := make([]parquet.Row, 0, batchRows)
-	var arena []byte
-	nextProgress := opts.ProgressRows
+	rw := &rowWriter{pw: pw, opts: opts, batch: make([]parquet.Row, 0, batchRows),
+		next: opts.ProgressRows, above1: make([]bool, len(x.schema.Metrics))}
+	for _, in := range x.inputs {
+		if err := x.writeInput(ctx, rw, in); err != nil {
+			return info, err
+		}
+	}
+	if opts.Progress != nil && rw.done > rw.reported {
+		opts.Progress(int64(rw.done))
+	}
+	if err := pw.Close(); err != nil {
+		return info, fmt.Errorf("export: %s: write: %w", x.name(), err)
+	}
+	info.Rows = rw.done
+	info.RowGroups = (rw.done + opts.RowGroupRows - 1) / opts.RowGroupRows
+	for i, above := range rw.above1 {
+		if above {
+			info.CountsAbove1 = append(info.CountsAbove1, x.schema.Metrics[i].Name)
+		}
+	}
+	return info, nil
+}
+
+// writeInput opens in and writes its rows through rw.
+func (x *exporter) writeInput(ctx context.Context, rw *rowWriter, in merger.Input) (err error) {
+	name := in.Name()
+	seg, closeSeg, err := in.Open(ctx)
+	if err != nil {
+		return fmt.Errorf("export: %s: %w", name, err)
+	}
+	defer func() {
+		if cerr := closeSeg(); cerr != nil {
+			err = multierr.Join(err, fmt.Errorf("export: %s: %w", name, cerr))
+		}
+	}()
+	if !seg.Schema().Equal(x.schema) {
+		return fmt.Errorf("export: %s: %w: the segment's schema differs from the export's", name, columns.ErrSchema)
+	}
+	cols, err := segmentColumns(seg, x.schema)
+	if err != nil {
+		return fmt.Errorf("export: %s: %w", name, err)
+	}
+	rows := seg.Rows()
+	tc := seg.Time().Cursor()
 	for start := 0; start < rows; start += batchRows {
 		if err := ctx.Err(); err != nil {
-			return info, fmt.Errorf("export: %s: %w", x.name(), err)
+			return fmt.Errorf("export: %s: %w", name, err)
 		}
 		end := min(start+batchRows, rows)
-		batch, arena = batch[:0], arena[:0]
+		batch, arena := rw.batch[:0], rw.arena[:0]
 		for r := start; r < end; r++ {
 			var row parquet.Row
 			if k := len(batch); k < cap(batch) {
@@ -318,35 +396,33 @@ func (x *exporter) run(ctx context.Context, w io.Writer, opts Options) (info Inf
 			}
 			t, err := tc.At(r)
 			if err != nil {
-				return info, fmt.Errorf("export: %s: row %d: %w", x.name(), r, err)
+				return fmt.Errorf("export: %s: row %d: %w", name, r, err)
 			}
 			row = append(row, parquet.Int64Value(t).Level(0, 0, 0))
 			for i := range cols {
 				if row, arena, err = cols[i].appendValues(row, arena, r); err != nil {
-					return info, fmt.Errorf("export: %s: row %d: %w", x.name(), r, err)
+					return fmt.Errorf("export: %s: row %d: %w", name, r, err)
 				}
 			}
 			batch = append(batch, row)
 		}
-		if _, err := pw.WriteRows(batch); err != nil {
-			return info, fmt.Errorf("export: %s: write: %w", x.name(), err)
+		rw.batch, rw.arena = batch, arena
+		if _, err := rw.pw.WriteRows(batch); err != nil {
+			return fmt.Errorf("export: %s: write: %w", name, err)
 		}
-		if opts.Progress != nil && (end >= nextProgress || end == rows) {
-			opts.Progress(int64(end))
-			nextProgress = end + opts.ProgressRows
+		rw.done += end - start
+		if rw.opts.Progress != nil && rw.done >= rw.next {
+			rw.opts.Progress(int64(rw.done))
+			rw.reported, rw.next = rw.done, rw.done+rw.opts.ProgressRows
 		}
 	}
-	if err := pw.Close(); err != nil {
-		return info, fmt.Errorf("export: %s: write: %w", x.name(), err)
-	}
-	info.Rows = rows
-	info.RowGroups = (rows + opts.RowGroupRows - 1) / opts.RowGroupRows
+	nd := len(x.schema.Dimensions)
 	for i, c := range cols {
 		if c.above1 {
-			info.CountsAbove1 = append(info.CountsAbove1, x.schema.Metrics[i-len(x.schema.Dimensions)].Name)
+			rw.above1[i-nd] = true
 		}
 	}
-	return info, nil
+	return nil
 }
 
 // appendValues appends row r's values of column c to row; the bytes of strings and sketches

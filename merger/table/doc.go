@@ -159,4 +159,14 @@
 // fsync makes their data durable. An S3 table needs strong read-after-write consistency of
 // objects and listings (S3 since 2020, MinIO, R2, GCS), PutObject with If-None-Match: *
 // (S3 since 2024; MinIO; R2; GCS's equivalent), and multipart uploads.
+//
+// Whether the service honours If-None-Match is probed once, at a Table's first write: a probe
+// object put twice with it, the second put must be refused. Where it is not, every write
+// (Create, Append, Commit, Compact) fails with ErrUnsupported, since two writers could both
+// commit one version. With Options.SingleWriter the writes go on there instead: a commit
+// checks that its entry is absent (a HEAD), then stores it with a plain PutObject. The check
+// and the put are two requests, not one atomic step, so that is safe only while one writer
+// at a time works on the table: the caller vouches for it (a lock of its own, a single
+// scheduled job). Readers and Vacuum need no conditional write. Where the probe finds
+// conditional writes honoured, SingleWriter changes nothing.
 package table

@@ -80,6 +80,26 @@ func (e *Entry) Bytes() int64 {
 	return n
 }
 
+// Interval returns the interval spanning every live segment's, false when the version holds
+// no segment. A segment whose interval does not parse (never one of an entry DecodeEntry
+// returned) is left out.
+func (e *Entry) Interval() (columns.Interval, bool) {
+	var out columns.Interval
+	ok := false
+	for _, s := range e.Segments {
+		iv, err := ParseInterval(s.Interval)
+		if err != nil {
+			continue
+		}
+		if !ok {
+			out, ok = iv, true
+			continue
+		}
+		out.Start, out.End = min(out.Start, iv.Start), max(out.End, iv.End)
+	}
+	return out, ok
+}
+
 // Live reports whether the segment name is live in the version.
 func (e *Entry) Live(name string) bool {
 	return slices.ContainsFunc(e.Segments, func(s Segment) bool { return s.Name == name })

@@ -171,3 +171,18 @@ func FuzzDecodeEntry(f *testing.F) {
 		}
 	})
 }
+
+// TestEntryInterval: the interval spans every live segment's; none without segments.
+func TestEntryInterval(t *testing.T) {
+	e := sampleEntry()
+	iv, ok := e.Interval()
+	require.True(t, ok)
+	require.Equal(t, "2024-05-01T00:00:00.000Z/2024-05-02T00:00:00.001Z", iv.String())
+	e.Segments = e.Segments[1:]
+	iv, ok = e.Interval()
+	require.True(t, ok)
+	require.Equal(t, "2024-05-02T00:00:00.000Z/2024-05-02T00:00:00.001Z", iv.String())
+	e.Segments = nil
+	_, ok = e.Interval()
+	require.False(t, ok)
+}

@@ -33,7 +33,8 @@ var (
 	// name. It matches medium.ErrInvalid.
 	ErrInvalid = invalid.Sentinel("table: invalid argument")
 	// ErrUnsupported marks a store that lacks what a commit needs: a file system with no
-	// rename that refuses to replace (RenameNoReplacer).
+	// rename that refuses to replace (RenameNoReplacer), or an S3 service that does not honour
+	// conditional writes (unless Options.SingleWriter).
 	ErrUnsupported = errors.New("table: unsupported store")
 )
 

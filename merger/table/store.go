@@ -383,8 +383,14 @@ type s3Store struct {
 	c              *objstore.Client
 	bucket, prefix string // prefix is "" or ends with "/"
 
+	singleWriter bool // Options.SingleWriter
+
 	probeOnce sync.Once
 	probeErr  error
+	// checked is set by the probe when the service ignores If-None-Match and singleWriter
+	// allows that: createExclusive then checks for the entry and puts it plainly. Read only
+	// after checkExclusive returned (sync.Once orders the write before).
+	checked bool
 }
 
 // exclusiveChecker is a store whose create-exclusive is only as good as the service behind
@@ -396,7 +402,8 @@ type exclusiveChecker interface {
 // checkExclusive probes, once, that the service honours If-None-Match: * on PutObject: it
 // puts _log/.probe-<16 hex> twice, and the second put must be refused; then removes it. A
 // service that ignores the header (older S3-compatible servers) would let two writers both
-// commit a version, the second replacing the first.
+// commit a version, the second replacing the first: ErrUnsupported, unless singleWriter
+// (then createExclusive checks, then puts).
 func (s *s3Store) checkExclusive(ctx context.Context) error {
 	s.probeOnce.Do(func() {
 		key := s.key(logDir + "/.probe-" + randomHex())
@@ -406,8 +413,10 @@ func (s *s3Store) checkExclusive(ctx context.Context) error {
 		}
 		err := s.c.PutIfAbsent(ctx, s.bucket, key, []byte("probe 2"))
 		switch {
+		case err == nil && s.singleWriter:
+			s.checked = true
 		case err == nil:
-			s.probeErr = fmt.Errorf("%w: %s: the service replaced %s despite If-None-Match: *: it does not honour conditional writes, so two writers could both commit one version",
+			s.probeErr = fmt.Errorf("%w: %s: the service replaced %s despite If-None-Match: *: it does not honour conditional writes, so two writers could both commit one version (Options.SingleWriter lets one writer at a time go on)",
 				ErrUnsupported, s, objstore.URL(s.bucket, key))
 		case !errors.Is(err, fs.ErrExist):
 			s.probeErr = fmt.Errorf("table: %s: probe conditional writes: %w", s, err)
@@ -469,8 +478,30 @@ func (s *s3Store) read(ctx context.Context, name string) ([]byte, error) {
 }
 
 func (s *s3Store) createExclusive(ctx context.Context, name string, data []byte) error {
+	if s.checked {
+		return s.createChecked(ctx, name, data)
+	}
 	err := s.c.PutIfAbsent(ctx, s.bucket, s.key(name), data)
 	if err != nil && !errors.Is(err, fs.ErrExist) && !errors.Is(err, objstore.ErrNotFound) {
+		return fmt.Errorf("%w: %w", errUncertain, err)
+	}
+	return err
+}
+
+// createChecked is createExclusive on a service that ignores If-None-Match, for a single
+// writer (Options.SingleWriter): a HEAD of name, then, if it is absent, a plain PutObject.
+// Another writer's put between the two would be replaced.
+func (s *s3Store) createChecked(ctx context.Context, name string, data []byte) error {
+	key := s.key(name)
+	ok, err := s.c.Exists(ctx, s.bucket, key)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return fmt.Errorf("table: %s exists: %w", objstore.URL(s.bucket, key), fs.ErrExist)
+	}
+	err = s.c.Put(ctx, s.bucket, key, data)
+	if err != nil && !errors.Is(err, objstore.ErrNotFound) {
 		return fmt.Errorf("%w: %w", errUncertain, err)
 	}
 	return err
@@ -561,7 +592,7 @@ func parseLocation(loc string, o *Options) (store, error) {
 		if o.S3 == nil {
 			return nil, fmt.Errorf("%w: %s: no S3 client (Options.S3)", ErrInvalid, loc)
 		}
-		return &s3Store{c: o.S3, bucket: bucket, prefix: prefix}, nil
+		return &s3Store{c: o.S3, bucket: bucket, prefix: prefix, singleWriter: o.SingleWriter}, nil
 	}
 	if ok || len(loc) >= 3 && strings.EqualFold(loc[:3], "s3:") {
 		return nil, fmt.Errorf("%w: %q: want a local directory or s3://bucket/prefix/", ErrInvalid, loc)

@@ -28,6 +28,15 @@ type Options struct {
 	S3 *objstore.Client
 	// Now gives the time written in each entry; nil means time.Now.
 	Now func() time.Time
+	// SingleWriter lets an s3:// table be written on a service that does not honour
+	// conditional writes (If-None-Match: *, probed once at a Table's first write), where
+	// writes otherwise fail with ErrUnsupported: each commit then checks that its entry is
+	// absent (a HEAD) and stores it with a plain PutObject. That is safe only while one
+	// writer at a time (Create, Append, Commit, Compact) works on the table, which the caller
+	// vouches for: two at once could both commit one version, the second replacing the first.
+	// Where the service honours conditional writes, and on a local table, it changes nothing.
+	// False means conditional writes are required.
+	SingleWriter bool
 
 	calls *sys.Calls // the system calls of an OsFs (tests replace some)
 }
@@ -115,7 +124,7 @@ func Open(ctx context.Context, loc string, o Options) (*Table, error) {
 }
 
 // checkExclusive checks, once per Table, that the store's create-exclusive holds (S3: the
-// service honours If-None-Match).
+// service honours If-None-Match, or Options.SingleWriter stands in for it).
 func (t *Table) checkExclusive(ctx context.Context) error {
 	if c, ok := t.st.(exclusiveChecker); ok {
 		return c.checkExclusive(ctx)

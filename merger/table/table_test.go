@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/spf13/afero"
@@ -266,4 +267,85 @@ func TestS3WithoutConditionalWrites(t *testing.T) {
 	objs, err := c.List(ctx, "bkt", "")
 	require.NoError(t, err)
 	require.Len(t, objs, 1, "only version 1 of t: no probe or segment left: %v", objs)
+}
+
+// TestS3SingleWriter: on a service that ignores If-None-Match, Options.SingleWriter lets one
+// writer create, append, commit and compact. Each commit checks for its entry first (a
+// HEAD), so a commit on a stale base rebases rather than replacing the version there. Where
+// the service honours conditional writes, SingleWriter still sends If-None-Match: *.
+func TestS3SingleWriter(t *testing.T) {
+	srv, err := s3test.Start("bkt")
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	srv.IgnoreConditionalWrites()
+	c, err := objstore.New(objstore.Config{Endpoint: srv.URL, Region: "us-east-1", AccessKey: "test", SecretKey: "testsecret"})
+	require.NoError(t, err)
+	ctx := context.Background()
+	fsys := afero.NewMemMapFs()
+	_, err = Create(ctx, "s3://bkt/t/", Options{S3: c, Fs: fsys})
+	require.ErrorIs(t, err, ErrUnsupported)
+	require.Contains(t, err.Error(), "SingleWriter")
+
+	o := Options{S3: c, Fs: fsys, SingleWriter: true}
+	tb, err := Create(ctx, "s3://bkt/t/", o)
+	require.NoError(t, err)
+	v, err := tb.Append(ctx, writeSegs(t, fsys, "/in", 1, 10, 20))
+	require.NoError(t, err)
+	require.Equal(t, 2, v)
+	v, err = tb.Append(ctx, writeSegs(t, fsys, "/in", 3, 30))
+	require.NoError(t, err)
+	require.Equal(t, 3, v)
+	require.EqualValues(t, 60, liveRows(t, tb, 0))
+
+	// A commit on version 2 finds version 3 taken and commits version 4 on top of it.
+	three, err := srv.Get("bkt", "t/"+entryName(3))
+	require.NoError(t, err)
+	e2, err := tb.Snapshot(ctx, 2)
+	require.NoError(t, err)
+	v, err = tb.Commit(ctx, 2, Change{Kind: KindReplace, Removed: []string{e2.Segments[0].Name}})
+	require.NoError(t, err)
+	require.Equal(t, 4, v)
+	got, err := srv.Get("bkt", "t/"+entryName(3))
+	require.NoError(t, err)
+	require.Equal(t, three, got, "version 3 replaced")
+	require.EqualValues(t, 50, liveRows(t, tb, 4))
+
+	// Another Table probes again; a compaction commits through the check too.
+	tb2, err := Open(ctx, "s3://bkt/t/", o)
+	require.NoError(t, err)
+	res, err := tb2.Compact(ctx, CompactOptions{})
+	require.NoError(t, err)
+	require.Len(t, res.Replaced, 1)
+	require.Equal(t, 5, res.Replaced[0].Version)
+	require.EqualValues(t, 50, liveRows(t, tb2, 0))
+	keys, err := srv.Keys("bkt", "t/_log/")
+	require.NoError(t, err)
+	require.Len(t, keys, 5, "no probe left: %v", keys)
+
+	// A service that honours conditional writes: every entry is put with If-None-Match.
+	srv2, err := s3test.Start("bkt")
+	require.NoError(t, err)
+	t.Cleanup(srv2.Close)
+	c2, err := objstore.New(objstore.Config{Endpoint: srv2.URL, Region: "us-east-1", AccessKey: "test", SecretKey: "testsecret"})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var puts, conditional int
+	srv2.OnRequest(func(r *http.Request) {
+		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/_log/0") {
+			mu.Lock()
+			puts++
+			if r.Header.Get("If-None-Match") == "*" {
+				conditional++
+			}
+			mu.Unlock()
+		}
+	})
+	tb3, err := Create(ctx, "s3://bkt/t/", Options{S3: c2, Fs: fsys, SingleWriter: true})
+	require.NoError(t, err)
+	_, err = tb3.Append(ctx, writeSegs(t, fsys, "/in", 1, 10))
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 2, puts)
+	require.Equal(t, 2, conditional)
 }
