@@ -138,8 +138,9 @@ func openFDs(t *testing.T) int {
 // /proc/self/maps is back where it started and the directory holds no file.
 //
 // The Go runtime and libc map memory of their own (heaps, stacks of the threads that block in
-// system calls), so the workload runs once to warm them up and the counts are taken around a
-// second run of it.
+// system calls; more under -race), so the workload runs once to warm them up and the counts
+// are taken around four more runs of it: a mapping leaked by each run adds at least four,
+// while the runtime's own may add one or two at any time (seen under -race: 81 for 80).
 func TestMappingsReleased(t *testing.T) {
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 4096) // 64 KiB
 	got := make([]byte, 3<<20)
@@ -173,6 +174,9 @@ func TestMappingsReleased(t *testing.T) {
 		allBefore, inDirBefore := fileMappings(t, dir)
 		fdsBefore := openFDs(t)
 		inDirOpen := workload(dir, window)
+		for range 3 {
+			workload(dir, window)
+		}
 		allAfter, inDirAfter := fileMappings(t, dir)
 		fdsAfter := openFDs(t)
 		t.Logf("window=%d: mappings before %d (%d of the medium), %d of the medium while open, after Close %d (%d); fds %d -> %d",
@@ -180,7 +184,7 @@ func TestMappingsReleased(t *testing.T) {
 		require.Zero(t, inDirBefore)
 		require.Greater(t, inDirOpen, 0, "the medium's windows are in /proc/self/maps while it is open")
 		require.Zero(t, inDirAfter, "a window of the medium is still mapped after Close")
-		require.Equal(t, allBefore, allAfter, "count of mappings after Close")
+		require.InDelta(t, allBefore, allAfter, 2, "count of mappings after Close, four runs later")
 		require.Equal(t, fdsBefore, fdsAfter, "open file descriptors after Close")
 		requireEmptyDir(t, dir)
 	}
