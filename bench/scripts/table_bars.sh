@@ -219,7 +219,7 @@ race() {
 	for i in 0 1 2 3; do tail -1 "$dir/$1.c$i"; done
 	for c in "${codes[@]}"; do [ "$c" = 0 ] || fail "bar 2: a compact exited $c"; done
 	[ "$bad" = 0 ] || fail "bar 2: $bad reads were wrong"
-	[ "$reads" -ge 10 ] || fail "bar 2: only $reads reads"
+	[ "$reads" -ge 5 ] || fail "bar 2: only $reads reads"
 	exact "$1" || fail "bar 2: the final table is not exact"
 	compacted "$1"
 }
