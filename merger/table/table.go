@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"regexp"
 	"slices"
@@ -470,7 +471,11 @@ func (t *Table) check(ctx context.Context, p string) (Segment, columns.Schema, e
 	if err != nil {
 		return Segment{}, columns.Schema{}, fmt.Errorf("table: %s: append %s: %w", t, p, err)
 	}
-	seg, err := columns.NewSegmentWith(f, fi.Size(), columns.OpenOptions{Name: p})
+	var r io.ReaderAt = f
+	if _, ok := t.opts.Fs.(*afero.OsFs); !ok {
+		r = &lockedReaderAt{r: f}
+	}
+	seg, err := columns.NewSegmentWith(r, fi.Size(), columns.OpenOptions{Name: p})
 	if err != nil {
 		return Segment{}, columns.Schema{}, fmt.Errorf("table: %s: append: %w", t, err)
 	}
