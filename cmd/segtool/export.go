@@ -54,7 +54,9 @@ Rows stream, --row-group-rows per row group; parquet-go stages each row group's 
 A table (a directory holding _log/, or an s3:// location ending in /) stands for the segments
 live in its newest version, or in --version N: their rows go into one file, one segment
 after the other (each in segment order), with the columns and metadata of one segment's
-export (the segments of a table share one schema).
+export (the segments of a table share their columns). Where they differ in rollup (after
+'table compact --rollup'), each row is exported as its segment stores it, and the metadata's
+schema is one every segment fits: rolled up only when all are, at the finest granularity.
 
 --spec-out writes the ingestion spec that reads the file back ('segtool ingest --spec SPEC.json
 FILE.parquet'). A count metric holding counts above 1 (a rolled-up segment's) is
@@ -125,7 +127,9 @@ func openExportSource(ctx context.Context, f exportFlags, path string) (src expo
 	if len(e.Segments) == 0 || e.Schema == nil {
 		return src, nil, noSegment(t, e)
 	}
-	src = exportSource{name: fmt.Sprintf("%s (version %d, %d segments)", path, e.Version, len(e.Segments)), schema: *e.Schema, rows: e.Rows()}
+	// Segments may differ in rollup: the file declares one every segment's rows fit.
+	common, _ := e.CommonSchema()
+	src = exportSource{name: fmt.Sprintf("%s (version %d, %d segments)", path, e.Version, len(e.Segments)), schema: common, rows: e.Rows()}
 	for _, s := range e.Segments {
 		loc := t.Location(s.Name)
 		src.inputs = append(src.inputs, mergeInput{path: loc, open: loc, s3: f.s3})

@@ -73,9 +73,11 @@ func newTableCmd() *cobra.Command {
 	appendCmd := &cobra.Command{
 		Use:   "append [--single-writer] TABLE SEG...",
 		Short: "Copy segments into a table and commit them as one version",
-		Long: `append checks each segment file (its footer, every checksum, a schema equal to the table's:
-the first append sets it), copies or uploads them into the table under new names, then
-commits one version that adds them, on top of whatever version is newest by then.
+		Long: `append checks each segment file (its footer, every checksum, columns equal to the table's:
+the first append sets its schema), copies or uploads them into the table under new names,
+then commits one version that adds them, on top of whatever version is newest by then. A
+segment whose rollup or granularity differs from the table's schema is appended all the
+same: the log records its own ('table segments' shows it).
 
 ` + tableHelp,
 		Example: "  segtool table append events/ day1.seg day2.seg",
@@ -130,8 +132,10 @@ in it.`,
 		Use:   "segments [--version N] [--json] TABLE",
 		Short: "List the live segments of a table's version",
 		Long: `segments lists the segments live in the newest version of the table (or --version N): name,
-interval, rows, bytes and footer checksum; with --json, a JSON array of objects with those
-keys.`,
+interval, rows, bytes and footer checksum, and, for a segment whose rollup differs from the
+table's schema (after 'table compact --rollup', say), its own rollup and granularity; with
+--json, a JSON array of objects with those keys (rollup and granularity only where they
+differ).`,
 		Example: "  segtool table segments events/\n  segtool table segments --version 3 --json events/",
 		Args:    usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -262,7 +266,8 @@ func writeLog(w io.Writer, log []*table.Entry) error {
 	return nil
 }
 
-// writeSegments prints a version's live segments, as text or JSON.
+// writeSegments prints a version's live segments, as text or JSON: a segment's own rollup only
+// where it differs from the table's.
 func writeSegments(w io.Writer, e *table.Entry, asJSON bool) error {
 	if asJSON {
 		b, err := json.MarshalIndent(e.Segments, "", "  ")
@@ -273,7 +278,12 @@ func writeSegments(w io.Writer, e *table.Entry, asJSON bool) error {
 		return err
 	}
 	for _, s := range e.Segments {
-		if _, err := fmt.Fprintf(w, "%s  %s  %d rows  %d bytes  footer %s\n", s.Name, s.Interval, s.Rows, s.Bytes, s.Footer); err != nil {
+		own := ""
+		if s.Rollup != nil {
+			sch := e.SegmentSchema(s)
+			own = fmt.Sprintf("  rollup %v granularity %s", sch.Rollup, sch.Granularity)
+		}
+		if _, err := fmt.Fprintf(w, "%s  %s  %d rows  %d bytes  footer %s%s\n", s.Name, s.Interval, s.Rows, s.Bytes, s.Footer, own); err != nil {
 			return err
 		}
 	}

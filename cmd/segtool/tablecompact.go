@@ -32,8 +32,16 @@ Kubernetes Indexed Job passing JOB_COMPLETION_INDEX for I say, share a table wit
 coordinator; workers on the same shard, or without --shard, are safe too (the loser of a
 chunk plans again).
 
---rollup must match the table's schema (its segments share one), and the chunks must be
-at least as coarse as its granularity.
+--rollup --granularity G rolls the table up (Druid's compaction with rollup and a query
+granularity): every output is rolled up at G, and every segment not already rolled up at G
+is rewritten, alone in its chunk or not (a segment crossing a chunk is split and rolled up
+at once), chunk by chunk, one version a chunk, so readers see exact totals throughout. The
+segments of a table share their columns, not their rollup: the log records a segment's own
+rollup and granularity where they differ from the table's schema (see 'segtool table
+segments'), and raw segments appended later are rolled up by the next compaction with
+--rollup. G must be no coarser than --segment-granularity. Without --rollup, outputs keep
+their inputs' rollup and granularity, segments that differ in them are never merged
+together, and the chunks must be at least as coarse as every segment's granularity.
 
 On an S3 service that does not honour conditional writes, compact writes only with
 --single-writer, and then only one writer at a time may work on the table (see 'segtool
@@ -50,7 +58,8 @@ func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
 		Long:  tableCompactHelp,
 		Example: `  segtool table compact events/
   segtool table compact --segment-granularity hour --target-rows 100000 events/
-  segtool table compact --shard 0/4 events/`,
+  segtool table compact --shard 0/4 events/
+  segtool table compact --rollup --granularity hour events/`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o := table.CompactOptions{TargetRows: target, Rollup: rollup}
@@ -98,7 +107,7 @@ func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&segGran, "segment-granularity", "day", "the time chunk: minute, hour or day (UTC)")
 	fl.Int64Var(&target, "target-rows", table.DefaultTargetRows, "the most rows of an output")
-	fl.BoolVar(&rollup, "rollup", false, "roll the outputs up (must match the table's schema)")
+	fl.BoolVar(&rollup, "rollup", false, "roll the table up at --granularity: every segment not rolled up at it is rewritten")
 	fl.StringVar(&gran, "granularity", "none", "with --rollup: the rollup granularity (none, second, minute, hour, day)")
 	fl.StringVar(&shard, "shard", "", "I/N: take only the chunks of shard I of N (0 <= I < N)")
 	addSingleWriterFlag(cmd, &singleWriter)

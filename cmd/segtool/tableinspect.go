@@ -19,20 +19,27 @@ type tableReport struct {
 	// Interval spans the segments' intervals; null (IntervalISO empty) when there is none.
 	Interval    *columns.Interval `json:"interval"`
 	IntervalISO string            `json:"intervalISO"`
-	Rollup      bool              `json:"rollup"`
-	Granularity string            `json:"granularity"`
-	// Schema is the table's, null until a segment is appended; Columns lists its columns.
+	// Rollup and Granularity are Schema's; MixedRollup says the segments differ in them
+	// (each segment's are in Segments).
+	Rollup      bool   `json:"rollup"`
+	Granularity string `json:"granularity"`
+	MixedRollup bool   `json:"mixedRollup"`
+	// Schema is one every live segment fits (table.Entry.CommonSchema): the table's columns,
+	// rolled up only when every segment is, at the finest of their granularities. Null until
+	// a segment is appended; Columns lists its columns.
 	Schema   *columns.Schema `json:"schema"`
 	Columns  []schemaColumn  `json:"columns"`
 	Segments []tableSegment  `json:"segments"`
 }
 
-// tableSegment is a live segment of a table's version, as its log lists it.
+// tableSegment is a live segment of a table's version, as its log lists it, with its rollup.
 type tableSegment struct {
-	Name     string `json:"name"`
-	Interval string `json:"interval"`
-	Rows     int64  `json:"rows"`
-	Bytes    int64  `json:"bytes"`
+	Name        string `json:"name"`
+	Interval    string `json:"interval"`
+	Rows        int64  `json:"rows"`
+	Bytes       int64  `json:"bytes"`
+	Rollup      bool   `json:"rollup"`
+	Granularity string `json:"granularity"`
 }
 
 // inspectTable describes version (0: the newest) of the table at loc, from its log entry.
@@ -46,13 +53,16 @@ func inspectTable(ctx context.Context, loc string, version int, s3 *s3Flags) (*t
 	if iv, ok := e.Interval(); ok {
 		rep.Interval, rep.IntervalISO = &iv, iv.String()
 	}
-	if e.Schema != nil {
-		rep.Schema, rep.Rollup, rep.Granularity = e.Schema, e.Schema.Rollup, e.Schema.Granularity.String()
-		rep.Columns = schemaColumns(*e.Schema)
+	if common, ok := e.CommonSchema(); ok {
+		rep.Schema, rep.Rollup, rep.Granularity = &common, common.Rollup, common.Granularity.String()
+		rep.Columns = schemaColumns(common)
 	}
 	for _, s := range e.Segments {
-		rep.Segments = append(rep.Segments, tableSegment{Name: s.Name, Interval: s.Interval, Rows: s.Rows, Bytes: s.Bytes})
+		sch := e.SegmentSchema(s)
+		rep.Segments = append(rep.Segments, tableSegment{Name: s.Name, Interval: s.Interval, Rows: s.Rows, Bytes: s.Bytes,
+			Rollup: sch.Rollup, Granularity: sch.Granularity.String()})
 	}
+	rep.MixedRollup = e.Mixed()
 	return rep, nil
 }
 
@@ -74,7 +84,11 @@ func printTableReport(out io.Writer, rep *tableReport) error {
 		fmt.Fprintf(tw, "schema\tnone yet (no segment appended)\n")
 		return tw.Flush()
 	}
-	fmt.Fprintf(tw, "rollup\t%v (granularity %s)\n", rep.Rollup, rep.Granularity)
+	mixed := ""
+	if rep.MixedRollup {
+		mixed = "; the segments differ, each below"
+	}
+	fmt.Fprintf(tw, "rollup\t%v (granularity %s%s)\n", rep.Rollup, rep.Granularity, mixed)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -92,9 +106,9 @@ func printTableReport(out io.Writer, rep *tableReport) error {
 	}
 	fmt.Fprintln(out)
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "segment\tinterval\trows\tbytes")
+	fmt.Fprintln(tw, "segment\tinterval\trows\tbytes\trollup")
 	for _, s := range rep.Segments {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", s.Name, s.Interval, s.Rows, s.Bytes)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%v (%s)\n", s.Name, s.Interval, s.Rows, s.Bytes, s.Rollup, s.Granularity)
 	}
 	return tw.Flush()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger"
 	"github.com/writeout/writeout/merger/location"
@@ -38,8 +39,8 @@ func (in countedInput) Open(ctx context.Context) (*columns.Segment, func() error
 
 // TestParquetInputsTo exports three segments of one schema into one file: their rows one
 // after the other, row groups cut across segments, the columns and metadata of one
-// segment's export, one input open at a time, progress over them all. A segment of another
-// schema fails the export and leaves nothing.
+// segment's export, one input open at a time, progress over them all. A segment of other
+// columns fails the export and leaves nothing.
 func TestParquetInputsTo(t *testing.T) {
 	s := testSchema(true)
 	ns := []int{300, 450, 250}
@@ -99,12 +100,43 @@ func TestParquetInputsTo(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(single, one), "%d bytes, ParquetTo %d", len(one), len(single))
 
-	// Another schema: an error naming the input, nothing published.
-	other := buildSegment(t, testSchema(false), testRows(9, 10))
+	// Other columns: an error naming the input, nothing published.
+	otherSchema := columns.Schema{Dimensions: []columns.Dimension{{Name: "page"}}, Metrics: []columns.Metric{{Name: "added", Aggregator: agg.LongSum}}}
+	other := buildSegment(t, otherSchema, []columns.Row{{Time: 5, Dims: [][]string{{"p"}}, Metrics: []columns.Value{{Long: 1}}}})
 	_, err = ParquetInputsTo(t.Context(), out("bad.parquet"), s, append(inputs[:2:2], merger.FileInput(other)), Options{})
 	require.ErrorIs(t, err, columns.ErrSchema)
 	require.Contains(t, err.Error(), other)
 	require.NoFileExists(t, filepath.Join(dir, "bad.parquet"))
 	_, err = ParquetInputsTo(t.Context(), out("bad.parquet"), columns.Schema{Metrics: []columns.Metric{{Name: "x"}}}, inputs, Options{})
 	require.ErrorIs(t, err, ErrInvalid)
+}
+
+// TestParquetInputsToRollupClasses exports a table's segments that share their columns but
+// not their rollup: a raw segment and one rolled up at hour. The file holds each row as its
+// segment stores it, under the schema given (one both fit: no rollup), and the count column
+// still adds up to the rows ingested (a rolled-up row's count is its count).
+func TestParquetInputsToRollupClasses(t *testing.T) {
+	raw, rolled := testSchema(false), testSchema(true)
+	rawRows, rolledRows := testRows(31, 200), testRows(32, 300)
+	paths := []string{buildSegment(t, raw, rawRows), buildSegment(t, rolled, rolledRows)}
+	segs := []*columns.Segment{openSeg(t, paths[0]), openSeg(t, paths[1])}
+	require.Less(t, segs[1].Rows(), len(rolledRows), "rolled up: fewer rows")
+	inputs := []merger.Input{merger.FileInput(paths[0]), merger.FileInput(paths[1])}
+	dst := filepath.Join(t.TempDir(), "mixed.parquet")
+	info, err := ParquetInputsTo(t.Context(), &location.File{Path: dst, Options: columns.PublishOptions{Durability: medium.Durability{Sync: medium.SyncNone}}},
+		raw, inputs, Options{})
+	require.NoError(t, err)
+	require.Equal(t, segs[0].Rows()+segs[1].Rows(), info.Rows)
+	require.Equal(t, []string{"rows"}, info.CountsAbove1)
+	require.True(t, info.Schema.Equal(raw.Normalized()))
+	f := openParquet(t, mustRead(t, dst))
+	checkFileSchema(t, f, raw)
+	got := readExport(t, f, raw)
+	requireExportEqual(t, segs[0], got[:segs[0].Rows()])
+	requireExportEqual(t, segs[1], got[segs[0].Rows():])
+	var counted int64
+	for _, r := range got {
+		counted += *r.longs[0]
+	}
+	require.Equal(t, int64(len(rawRows)+len(rolledRows)), counted, "the count column adds up to the rows ingested")
 }

@@ -133,12 +133,17 @@ func ParquetTo(ctx context.Context, out merger.Output, seg *columns.Segment, opt
 
 // ParquetInputsTo writes the rows of inputs one after the other, each in segment order, into
 // out as one Parquet file, published as ParquetTo publishes one segment's: the live segments
-// of a table, say, which share one schema. The file's columns and metadata are those of the
-// export of a segment of schema s (its types spelled out, as a segment's are). Each input is opened when its turn comes and closed once
-// its rows are written; one whose schema is not s fails the export with an error naming it
-// and wrapping columns.ErrSchema. Info counts the rows of every input (CountsAbove1 lists a
-// count metric above 1 in any), and Options.Progress the rows written so far over all of
-// them. With no input the file holds no row.
+// of a table, say, which share their columns. The file's columns and metadata are those of
+// the export of a segment of schema s (its types spelled out, as a segment's are). Each
+// input is opened when its turn comes and closed once its rows are written; one whose
+// columns are not s's fails the export with an error naming it and wrapping
+// columns.ErrSchema. Inputs may differ from s in rollup and granularity, which the Parquet
+// columns do not hold: a row is exported as its segment stores it (a rolled-up row's count
+// is its count: CountsAbove1), so s should be one every input's rows fit (a table's
+// table.Entry.CommonSchema: rolled up only when every input is, at the finest granularity).
+// Info counts the rows of every input (CountsAbove1 lists a count metric above 1 in any),
+// and Options.Progress the rows written so far over all of them. With no input the file
+// holds no row.
 func ParquetInputsTo(ctx context.Context, out merger.Output, s columns.Schema, inputs []merger.Input, opts Options) (Info, error) {
 	if err := opts.ensureDefaults(); err != nil {
 		return Info{}, err
@@ -374,8 +379,10 @@ func (x *exporter) writeInput(ctx context.Context, rw *rowWriter, in merger.Inpu
 			err = multierr.Join(err, fmt.Errorf("export: %s: %w", name, cerr))
 		}
 	}()
-	if !seg.Schema().Equal(x.schema) {
-		return fmt.Errorf("export: %s: %w: the segment's schema differs from the export's", name, columns.ErrSchema)
+	got := seg.Schema()
+	got.Rollup, got.Granularity = x.schema.Rollup, x.schema.Granularity // not in the columns
+	if !got.Equal(x.schema) {
+		return fmt.Errorf("export: %s: %w: the segment's columns differ from the export's", name, columns.ErrSchema)
 	}
 	cols, err := segmentColumns(seg, x.schema)
 	if err != nil {

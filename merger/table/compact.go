@@ -51,9 +51,15 @@ const maxCompactRounds = 10_000
 // replaced first (ErrConflict), or a vacuum removed (an input's file, or the entry of the
 // version planned), has its outputs removed and is planned again from the newest version, as
 // are chunks that a replacement leaves packable. It returns when a plan has nothing left to
-// do, with what it replaced (none: nothing to do, no error). A rollup other than the table's
-// is ErrInvalid, as is a segment granularity finer than the table's own granularity (its
-// segments' intervals are whole granules of it, so they would cross every chunk).
+// do, with what it replaced (none: nothing to do, no error). A segment granularity finer
+// than the granularity of a segment the compaction keeps (its interval is whole granules of
+// it, so it would cross every chunk), or than o.RollupGranularity, is ErrInvalid.
+//
+// With o.Rollup, every output, splits' included, is merged with rollup at
+// o.RollupGranularity, and segments not rolled up at it are rewritten even alone: the table's
+// rows are rolled up chunk by chunk, a version a chunk, and readers stay exact throughout
+// (an output holds its inputs' rows combined). Without it, outputs keep their inputs' rollup
+// and granularity (Entry.SegmentSchema), which a group's inputs share.
 //
 // Readers see the inputs or the outputs of a chunk, never both nor neither: the outputs are
 // in no entry until the commit, which removes the inputs in the same entry. What a failure
@@ -74,13 +80,8 @@ func (t *Table) Compact(ctx context.Context, o CompactOptions) (*CompactResult, 
 		if err != nil {
 			return res, err
 		}
-		if e.Schema != nil && o.Rollup && (!e.Schema.Rollup || e.Schema.Granularity != o.RollupGranularity) {
-			return res, fmt.Errorf("%w: %s: compact with rollup at %s: the table's segments are rollup %v at %s, and outputs must share their schema",
-				ErrInvalid, t, o.RollupGranularity, e.Schema.Rollup, e.Schema.Granularity)
-		}
-		if e.Schema != nil && e.Schema.Granularity.Millis() > o.SegmentGranularity.Millis() {
-			return res, fmt.Errorf("%w: %s: compact by %s: the table's granularity is %s, and a segment granularity must be at least as coarse",
-				ErrInvalid, t, o.SegmentGranularity, e.Schema.Granularity)
+		if err := t.checkGranularities(e, o); err != nil {
+			return res, err
 		}
 		p, err := PlanCompaction(e, o)
 		if err != nil {
@@ -138,8 +139,34 @@ func (t *Table) compactPlan(ctx context.Context, e *Entry, p *Plan, o CompactOpt
 	return nil
 }
 
+// checkGranularities checks that the chunks of o are at least as coarse as the granularity of
+// every live segment of e the compaction keeps: with o.Rollup none (every output is at
+// o.RollupGranularity, which ensureDefaults checked), else all.
+func (t *Table) checkGranularities(e *Entry, o CompactOptions) error {
+	if o.Rollup {
+		return nil
+	}
+	for _, s := range e.Segments {
+		if g := s.classIn(e.Schema).gran; g.Millis() > o.SegmentGranularity.Millis() {
+			return fmt.Errorf("%w: %s: compact by %s: segment %s has granularity %s, and a segment granularity must be at least as coarse",
+				ErrInvalid, t, o.SegmentGranularity, s.Name, g)
+		}
+	}
+	return nil
+}
+
+// outputClass returns the class of the output of pieces g of version e: o's target with
+// o.Rollup, else the pieces' own (PlanCompaction groups pieces of one class).
+func outputClass(e *Entry, g []Piece, o CompactOptions) class {
+	if c, ok := o.target(); ok {
+		return c
+	}
+	return g[0].classIn(e.Schema)
+}
+
 // splitSegment splits segment s of version e, which crosses a chunk boundary, into pieces
 // inside one chunk each, of at most o.TargetRows rows each, and commits them in its place.
+// The pieces keep s's rollup and granularity, or are rolled up as o.Rollup says.
 func (t *Table) splitSegment(ctx context.Context, e *Entry, s Segment, o CompactOptions) (Replacement, error) {
 	iv, err := ParseInterval(s.Interval)
 	if err != nil {
@@ -310,8 +337,9 @@ func conflictIfGone(err error) error {
 	return err
 }
 
-// mergePieces merges the pieces g, inside interval within, into a new segment of the table and
-// returns its entry; segments in shared are read as they are open. A non-empty name with an
+// mergePieces merges the pieces g, inside interval within, into a new segment of the table,
+// rolled up as outputClass says, and returns its entry (recording its own rollup when that is
+// not the table's); segments in shared are read as they are open. A non-empty name with an
 // error is an output that may exist and must be removed.
 func (t *Table) mergePieces(ctx context.Context, e *Entry, within columns.Interval, g []Piece, shared sharedSegments, o CompactOptions) (Segment, error) {
 	inputs := make([]merger.Input, len(g))
@@ -328,16 +356,19 @@ func (t *Table) mergePieces(ctx context.Context, e *Entry, within columns.Interv
 	name := newSegmentName(within.Start)
 	what := fmt.Sprintf("%s/%s", fmtTime(within.Start), fmtTime(within.End))
 	out := segmentOutput{t: t, name: name}
+	c := outputClass(e, g, o)
+	want := c.apply(e.Schema.Clone())
 	mres, err := merger.MergeInputsTo(ctx, inputs, out, merger.Options{
-		Rollup:      e.Schema.Rollup,
-		Granularity: e.Schema.Granularity,
+		Rollup:      c.rollup,
+		Granularity: c.gran,
 		MemoryLimit: o.MemoryLimit,
 	})
 	if err != nil {
 		return Segment{}, conflictIfGone(fmt.Errorf("table: %s: compact %s: merge: %w", t, what, err))
 	}
 	info := mres.Info
-	s := Segment{Name: name, Interval: info.Interval.String(), Rows: int64(info.Rows), Bytes: info.Size, Footer: FooterChecksum(info)}
+	s := Segment{Name: name, Interval: info.Interval.String(), Rows: int64(info.Rows), Bytes: info.Size, Footer: FooterChecksum(info)}.
+		withClass(*e.Schema, c)
 	if info.Interval.Start < within.Start || info.Interval.End > within.End {
 		return s, fmt.Errorf("table: %s: compact %s: output %s has interval %s, outside the chunk", t, what, name, s.Interval)
 	}
@@ -345,12 +376,12 @@ func (t *Table) mergePieces(ctx context.Context, e *Entry, within columns.Interv
 	if err != nil {
 		return s, err
 	}
-	same := seg.Schema().Equal(*e.Schema)
+	same := seg.Schema().Equal(want)
 	if err := closeSeg(); err != nil {
 		return s, fmt.Errorf("table: %s: compact %s: %w", t, what, err)
 	}
 	if !same {
-		return s, fmt.Errorf("%w: %s: compact %s: the output's schema differs from the table's", ErrSchema, t, what)
+		return s, fmt.Errorf("%w: %s: compact %s: the output's schema differs from the table's columns with %s", ErrSchema, t, what, c)
 	}
 	return s, nil
 }

@@ -197,17 +197,30 @@ func TestCompactConflict(t *testing.T) {
 	require.Empty(t, orphans(t, tb))
 }
 
-func TestCompactRollupMismatch(t *testing.T) {
+// TestCompactOptionsInvalid: a rollup coarser than the chunks, a rollup granularity without
+// rollup and a negative target are ErrInvalid, and change nothing.
+func TestCompactOptionsInvalid(t *testing.T) {
 	ctx := context.Background()
 	fsys := afero.NewMemMapFs()
 	tb, err := Create(ctx, "/t", Options{Fs: fsys})
 	require.NoError(t, err)
 	smallSegments(t, tb, fsys, "/in", 4, 1)
-	_, err = tb.Compact(ctx, CompactOptions{Rollup: true})
-	require.ErrorIs(t, err, ErrInvalid)
-	require.ErrorContains(t, err, "rollup")
-	_, err = tb.Compact(ctx, CompactOptions{TargetRows: -5})
-	require.ErrorIs(t, err, ErrInvalid)
+	v, err := tb.Newest(ctx)
+	require.NoError(t, err)
+	f := func(o CompactOptions, want string) {
+		t.Helper()
+		_, err := tb.Compact(ctx, o)
+		require.ErrorIs(t, err, ErrInvalid)
+		require.ErrorContains(t, err, want)
+		_, err = PlanCompaction(&Entry{Version: 1}, o)
+		require.ErrorIs(t, err, ErrInvalid)
+	}
+	f(CompactOptions{Rollup: true, RollupGranularity: columns.GranularityDay, SegmentGranularity: columns.GranularityHour}, "rollup")
+	f(CompactOptions{RollupGranularity: columns.GranularityHour}, "without rollup")
+	f(CompactOptions{TargetRows: -5}, "target rows")
+	after, err := tb.Newest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, v, after)
 }
 
 // TestCompactAfterVacuum: a compaction planned on a version whose entry and inputs a vacuum
@@ -305,7 +318,21 @@ func TestCompactRollupTable(t *testing.T) {
 	e, err := tb.Snapshot(ctx, 0)
 	require.NoError(t, err)
 	require.True(t, e.Schema.Equal(schema))
-	// A rollup other than the table's is refused.
-	_, err = tb.Compact(ctx, CompactOptions{Rollup: true, RollupGranularity: columns.GranularityDay})
-	require.ErrorIs(t, err, ErrInvalid)
+	require.Equal(t, Format1, e.Format, "the outputs have the table's schema: nothing of their own")
+
+	// Rolled up further, at day: one row a page, each output recording its own rollup; the
+	// table's schema stays.
+	res, err = tb.Compact(ctx, CompactOptions{Rollup: true, RollupGranularity: columns.GranularityDay})
+	require.NoError(t, err)
+	require.Len(t, res.Replaced, 1)
+	after = tableTotals(t, tb)
+	require.Equal(t, sum, after.added)
+	require.Equal(t, int64(4), after.rows, "one row a day and page")
+	e, err = tb.Snapshot(ctx, 0)
+	require.NoError(t, err)
+	require.True(t, e.Schema.Equal(schema))
+	require.Equal(t, Format2, e.Format)
+	for _, s := range e.Segments {
+		require.Equal(t, class{rollup: true, gran: columns.GranularityDay}, classOf(e.SegmentSchema(s)), s.Name)
+	}
 }

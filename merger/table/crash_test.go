@@ -336,6 +336,87 @@ func TestCompactCrash(t *testing.T) {
 	require.Positive(t, seen[3])
 }
 
+// TestCompactRollupCrash is TestCompactCrash for a compaction that rolls a raw table up at
+// hour (three raw segments of one day: 400, 300 and 200 rows into one rolled-up output). After
+// each reboot the newest version is 2 (the raw inputs) or 3 (one output rolled up at hour,
+// recording it), and the counts, sums and hourly sums are exact in either; another
+// compaction with rollup ends at that one output.
+func TestCompactRollupCrash(t *testing.T) {
+	ctx := context.Background()
+	start := crashfs.New()
+	tb, err := Create(ctx, "/data/t", Options{Fs: start})
+	require.NoError(t, err)
+	var segs []Segment
+	for i, rows := range []int{400, 300, 200} {
+		s, err := newStaged(ctx, tb, countSegBytes(t, uint64(30+i), rows, day+int64(i)*3600_000, 5000, raw))
+		require.NoError(t, err)
+		segs = append(segs, s)
+	}
+	schema := countSchema(raw)
+	v, err := tb.Commit(ctx, 1, Change{Kind: KindAppend, Added: segs, Schema: &schema})
+	require.NoError(t, err)
+	require.Equal(t, 2, v)
+	want, rows, _ := readHourTotals(t, tb)
+	require.Equal(t, int64(900), rows)
+	ro := CompactOptions{Rollup: true, RollupGranularity: columns.GranularityHour}
+
+	points, seen := 0, map[int]int{}
+	for k := 0; ; k++ {
+		require.Less(t, k, 2000, "the workload never finishes")
+		fsys := start.Clone()
+		fsys.SetCrashAfter(k)
+		run, err := Open(ctx, "/data/t", Options{Fs: fsys})
+		require.NoError(t, err)
+		_, err = run.Compact(ctx, ro)
+		finished := !fsys.Crashed()
+		points++
+		if finished {
+			require.NoError(t, err, "k=%d", k)
+		} else {
+			require.ErrorIs(t, err, crashfs.ErrCrashed, "k=%d", k)
+		}
+		for _, keepDirs := range []bool{false, true} {
+			after := fsys.Clone()
+			if keepDirs {
+				after.CrashKeepingDirs()
+			} else {
+				after.Crash()
+			}
+			at := fmt.Sprintf("k=%d keepdirs=%v", k, keepDirs)
+			tb, err := Open(ctx, "/data/t", Options{Fs: after})
+			require.NoError(t, err, at)
+			e, err := tb.Snapshot(ctx, 0)
+			require.NoError(t, err, at)
+			seen[e.Version]++
+			got, _, classes := readHourTotals(t, tb)
+			require.Equal(t, want, got, at)
+			switch e.Version {
+			case 2:
+				require.False(t, finished, "%s: Compact returned nil, yet version 2 is the newest", at)
+				require.Equal(t, map[class]int{raw: 3}, classes, at)
+			case 3:
+				require.Equal(t, KindReplace, e.Operation.Kind, at)
+				require.Equal(t, map[class]int{byHour: 1}, classes, at)
+				require.Equal(t, byHour, e.Segments[0].classIn(e.Schema), at)
+			default:
+				require.Failf(t, "newest version", "%s: %d", at, e.Version)
+			}
+			_, err = tb.Compact(ctx, ro)
+			require.NoError(t, err, at)
+			got, _, classes = readHourTotals(t, tb)
+			require.Equal(t, want, got, at)
+			require.Equal(t, map[class]int{byHour: 1}, classes, at)
+		}
+		if finished {
+			break
+		}
+	}
+	t.Logf("%d crash points, newest version after reboot: %v", points, seen)
+	require.Greater(t, points, 10)
+	require.Positive(t, seen[2])
+	require.Positive(t, seen[3])
+}
+
 // TestVacuumCrash cuts the power after each mutating operation of a Vacuum (Retain 0, pending
 // files at once) of a table compacted from three segments into one, with a stray segment no
 // version lists, and reboots both ways: the newest version always reads whole with the same

@@ -35,10 +35,34 @@
 //	    "rows":75000,"bytes":1843210,"footer":"5d2e8a1c"}]},
 //	 "crc32c":"0c8f4e2a"}
 //
-// (shown on several lines; the file holds one). A segment's footer checksum (FooterChecksum)
-// is a CRC-32C over its rows, interval, size and every part's column, kind, offset, length and
-// CRC as the segment's footer lists them: it identifies the content without reading the data,
-// and OpenSegment checks it. An entry whose checksum fails, that does not decode, or whose
+// (shown on several lines; the file holds one).
+//
+// The segments of a table share their columns, not their rollup: a segment whose rollup or
+// granularity differs from the entry's schema (a rollup compaction's output, an append of a
+// segment rolled up otherwise) records its own, both keys together, and its schema is the
+// entry's with those (Entry.SegmentSchema); a segment without them has the entry's. An entry
+// where some segment records its own is format 2, any other format 1, so that readers of
+// format 1 still read every table that needs nothing newer, and refuse (ErrVersion) one that
+// does rather than misread it:
+//
+//	{"entry":{"format":2,"version":5,...,
+//	  "schema":{...,"rollup":false,"granularity":"none"},
+//	  "segments":[{"name":"segments/20240501T000000Z-3c4e2a1b0f9d8e7c.seg",
+//	    "interval":"2024-05-01T00:00:00.000Z/2024-05-02T00:00:00.000Z",
+//	    "rows":1200,"bytes":48210,"footer":"8e21f0a4","rollup":true,"granularity":"hour"},
+//	   {"name":"segments/20240502T031500Z-9f86d081884c7d65.seg",...,"footer":"5d2e8a1c"}]},
+//	 "crc32c":"..."}
+//
+// The entry's schema is set by the first segment committed and never changes: it is the
+// table's columns, and the rollup the other segments are recorded against. A rollup
+// compaction leaves it as it was (its outputs record their rollup) rather than rewriting every
+// other segment's record; so one rule holds for every entry, and an entry changes only in the
+// segments a commit adds and removes. A segment recording the entry's own rollup, one key
+// without the other, an unknown granularity, or either key in format 1, is ErrCorrupt.
+//
+// A segment's footer checksum (FooterChecksum) is a CRC-32C over its rows, interval, size and
+// every part's column, kind, offset, length and CRC as the segment's footer lists them: it
+// identifies the content without reading the data, and OpenSegment checks it. An entry whose checksum fails, that does not decode, or whose
 // fields are inconsistent (an added segment not live, a name outside segments/) is an error
 // wrapping ErrCorrupt that names the version: never read as another version. A newer format
 // number is ErrVersion. Readers refuse keys they do not know: a writer that adds one writes
@@ -103,10 +127,12 @@
 // search over its times, columns.Segment.TimeRows), merged alone into a piece inside the chunk
 // (cut to TargetRows rows too); the commit replaces the segment by its pieces, which join
 // their chunks at the next plan. A split is planned by the shard of the segment's first chunk.
-// A granularity of the table coarser than the chunks is refused: a segment's interval is whole
-// granules, so every segment would cross a chunk.
+// Chunks finer than a segment's own granularity are refused: its interval is whole granules
+// of it, so it would cross every chunk. With CompactOptions.Rollup the segments' own do not
+// matter, every one not rolled up at RollupGranularity being rewritten at it: that must be no
+// coarser than the chunks.
 //
-// Each group merges (merger.MergeInputsTo, rows combined as the table's schema says) into
+// Each group merges (merger.MergeInputsTo, rows combined as its rollup says, below) into
 // one output, stored as Append stores a segment (a temp file, fsynced, renamed without
 // replacing, segments/ fsynced; on S3 a multipart upload). Then the chunk commits as one
 // version of kind replace: removed, every input of the chunk's groups; added, the outputs.
@@ -121,9 +147,24 @@
 // N workers given the indexes 0 to N-1 (a Kubernetes Indexed Job's JOB_COMPLETION_INDEX,
 // say) partition the chunks; workers that overlap are still safe, only wasteful.
 //
-// Outputs keep the table's rollup and granularity, which all its segments share. Splitting
-// by rows never splits a rolled-up row (a rolled-up segment has one row a key); in a table
-// that is not rolled up, equal rows may land in two outputs, as they may in two appends.
+// # Rollup
+//
+// The segments of a chunk are packed with those of their own rollup and granularity only, and
+// each output keeps them: a compaction without rollup never changes how a row is stored.
+// With CompactOptions.Rollup and RollupGranularity G (Druid's compaction with rollup and a
+// coarser query granularity), a chunk's segments are packed all together, every output is
+// merged with rollup at G, and a segment not rolled up at G is rewritten even alone in its
+// chunk; a segment crossing a chunk is split and rolled up at once. Each chunk is still one
+// version, so readers see exact counts and sums throughout, the inputs' rows or their rollup,
+// and a second compaction with the same options has nothing to do. A raw segment appended
+// later stays raw (its own rollup recorded) until a compaction with rollup takes its chunk.
+// Counts stay right across the change: a count metric is stored per row, and rolled-up
+// rows add their counts.
+//
+// Splitting by rows never splits a rolled-up row of one input (a rolled-up segment has one
+// row a key), but two outputs of one chunk, cut from one large segment or packed apart, may
+// hold rows of one key, as two appends may: readers add them, and a later compaction that
+// packs the two together combines them.
 //
 // # Vacuum
 //

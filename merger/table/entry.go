@@ -15,8 +15,17 @@ import (
 	"github.com/writeout/writeout/columns"
 )
 
-// Format is the format number of the log entries this package writes and reads.
-const Format = 1
+// The format numbers of log entries. An entry whose segments all have the entry's schema is
+// written in format 1, which every reader reads; one where a segment records a rollup of its
+// own (Segment.Rollup) in format 2. This package reads both.
+const (
+	// Format1 lists segments of the entry's schema only.
+	Format1 = 1
+	// Format2 adds a segment's own rollup and granularity (Segment.Rollup, Granularity).
+	Format2 = 2
+	// Format is the newest format this package writes and reads.
+	Format = Format2
+)
 
 // Kind is what a version's change did.
 type Kind string
@@ -42,6 +51,13 @@ type Segment struct {
 	// Footer is the segment's footer checksum (FooterChecksum), 8 hex digits: it identifies
 	// the segment's content without reading its data.
 	Footer string `json:"footer"`
+	// Rollup and Granularity, set together or not at all, are the segment's own rollup state
+	// where it differs from the entry's schema (format 2): the segment's schema is the
+	// entry's with Rollup and Granularity these (Entry.SegmentSchema). nil, nil means the
+	// entry's. The segments of a table share their columns, not their rollup: an append of
+	// a segment rolled up otherwise, or a compaction with CompactOptions.Rollup, records it.
+	Rollup      *bool                `json:"rollup,omitempty"`
+	Granularity *columns.Granularity `json:"granularity,omitempty"`
 }
 
 // Operation is what a version changed: the names of the segments it added and removed.
@@ -171,8 +187,8 @@ func DecodeEntry(b []byte) (*Entry, error) {
 	if err := json.Unmarshal(w.Entry, &f); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	if f.Format != Format {
-		return nil, fmt.Errorf("%w: format %d (this reader reads %d)", ErrVersion, f.Format, Format)
+	if f.Format < Format1 || f.Format > Format {
+		return nil, fmt.Errorf("%w: format %d (this reader reads %d to %d)", ErrVersion, f.Format, Format1, Format)
 	}
 	e := new(Entry)
 	dec = json.NewDecoder(bytes.NewReader(w.Entry))
@@ -196,15 +212,16 @@ func validSegmentName(name string) bool {
 
 // validate checks an entry's fields and their consistency: a version of at least 1, a known
 // kind (create only as version 1), segment names of the table's form, each live once, with a
-// parsable interval, non-negative rows and bytes and a footer checksum; added segments live,
-// removed ones not, and a schema that validates once there are segments. Errors wrap
-// ErrCorrupt.
+// parsable interval, non-negative rows and bytes, a footer checksum and a rollup of its own
+// only in format 2, whole (rollup and granularity) and other than the schema's; added
+// segments live, removed ones not, and a schema that validates once there are segments.
+// Errors wrap ErrCorrupt.
 func (e *Entry) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: version %d: %s", ErrCorrupt, e.Version, fmt.Sprintf(format, args...))
 	}
-	if e.Format != Format {
-		return fmt.Errorf("%w: version %d: format %d (this package reads %d)", ErrVersion, e.Version, e.Format, Format)
+	if e.Format < Format1 || e.Format > Format {
+		return fmt.Errorf("%w: version %d: format %d (this package reads %d to %d)", ErrVersion, e.Version, e.Format, Format1, Format)
 	}
 	switch {
 	case e.Version < 1:
@@ -240,6 +257,9 @@ func (e *Entry) validate() error {
 		}
 		if _, err := strconv.ParseUint(s.Footer, 16, 32); err != nil || len(s.Footer) != 8 {
 			return bad("segment %s: footer checksum %q", s.Name, s.Footer)
+		}
+		if err := e.checkOwnRollup(s); err != nil {
+			return bad("segment %s: %v", s.Name, err)
 		}
 	}
 	for _, n := range e.Operation.Added {

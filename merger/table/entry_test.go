@@ -16,7 +16,7 @@ import (
 
 func sampleEntry() *Entry {
 	s := testSchema(false)
-	return &Entry{Format: Format, Version: 3, Time: time.Date(2026, 12, 6, 15, 4, 5, 123e6, time.UTC),
+	return &Entry{Format: Format1, Version: 3, Time: time.Date(2026, 12, 6, 15, 4, 5, 123e6, time.UTC),
 		Operation: Operation{Kind: KindReplace, Added: []string{"segments/20240501T000000Z-0123456789abcdef.seg"},
 			Removed: []string{"segments/a.seg", "segments/b.seg"}},
 		Schema: &s,
@@ -50,7 +50,7 @@ func TestEntryRoundTrip(t *testing.T) {
 	require.Equal(t, int64(1843510), got.Bytes())
 
 	// Version 1: no schema, no segments.
-	c := &Entry{Format: Format, Version: 1, Time: e.Time, Operation: Operation{Kind: KindCreate, Added: []string{}, Removed: []string{}}, Segments: []Segment{}}
+	c := &Entry{Format: Format1, Version: 1, Time: e.Time, Operation: Operation{Kind: KindCreate, Added: []string{}, Removed: []string{}}, Segments: []Segment{}}
 	b, err = AppendEntry(nil, c)
 	require.NoError(t, err)
 	got, err = DecodeEntry(b)
@@ -123,7 +123,8 @@ func TestEntryValidate(t *testing.T) {
 	f("bad footer", func(e *Entry) { e.Segments[1].Footer = "xyz" }, ErrCorrupt)
 	f("added not live", func(e *Entry) { e.Operation.Added = []string{"segments/zz.seg"} }, ErrCorrupt)
 	f("removed live", func(e *Entry) { e.Operation.Removed = []string{"segments/c.seg"} }, ErrCorrupt)
-	f("format 2", func(e *Entry) { e.Format = 2 }, ErrVersion)
+	f("format 3", func(e *Entry) { e.Format = 3 }, ErrVersion)
+	f("format 0", func(e *Entry) { e.Format = 0 }, ErrVersion)
 }
 
 // marshalUnchecked encodes e with a right checksum, without AppendEntry's checks.
@@ -135,7 +136,7 @@ func marshalUnchecked(e *Entry) ([]byte, error) {
 		return nil, err
 	}
 	if e.Format != Format {
-		b = bytes.Replace(b, []byte(`"format":1`), fmt.Appendf(nil, `"format":%d`, e.Format), 1)
+		b = bytes.Replace(b, fmt.Appendf(nil, `"format":%d`, Format), fmt.Appendf(nil, `"format":%d`, e.Format), 1)
 	}
 	return appendWrapped(nil, b), nil
 }
@@ -150,6 +151,13 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(b)
 	f.Add([]byte(`{"entry":{},"crc32c":"00000000"}`))
 	f.Add([]byte(strings.Replace(string(b), "75000", "75001", 1)))
+	own := sampleEntry()
+	own.Format = Format2
+	own.Segments[1] = own.Segments[1].withClass(*own.Schema, class{rollup: true, gran: columns.GranularityDay})
+	if b, err = AppendEntry(nil, own); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := DecodeEntry(data)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"time"
 
@@ -21,11 +22,14 @@ type CompactOptions struct {
 	// Shard and Shards take only the chunks whose start hashes to Shard of Shards (ChunkShard),
 	// so that Shards workers share a table with no coordinator. Shards 0 means 1: every chunk.
 	Shard, Shards int
-	// Rollup and RollupGranularity ask for outputs rolled up at that granularity. A table's
-	// segments share one schema, rollup and granularity included, so they must be the table's
-	// (a table that is not rolled up cannot be compacted into rolled-up outputs yet); with
-	// Rollup false the table's own rollup is used. Outputs are merged as the table's schema
-	// says either way.
+	// Rollup and RollupGranularity roll the table up (Druid's compaction with rollup and a
+	// query granularity): every output is rolled up at RollupGranularity, and every segment
+	// not already rolled up at it is rewritten, alone in its chunk or not, so that a
+	// compaction with these options leaves each chunk's segments all rolled up at it.
+	// RollupGranularity must be no coarser than SegmentGranularity. With Rollup false,
+	// outputs keep their inputs' rollup and granularity, and segments that differ in them
+	// are never merged together. RollupGranularity other than none without Rollup is
+	// invalid.
 	Rollup            bool
 	RollupGranularity columns.Granularity
 	// MemoryLimit is passed to merger.Options.MemoryLimit; 0 means its default.
@@ -54,7 +58,22 @@ func (o *CompactOptions) ensureDefaults() error {
 	if o.Shards < 1 || o.Shard < 0 || o.Shard >= o.Shards {
 		return fmt.Errorf("%w: shard %d/%d (want 0 <= I < N)", ErrInvalid, o.Shard, o.Shards)
 	}
+	if o.RollupGranularity != columns.GranularityNone && !o.Rollup {
+		return fmt.Errorf("%w: rollup granularity %s without rollup", ErrInvalid, o.RollupGranularity)
+	}
+	if o.RollupGranularity > columns.GranularityDay {
+		return fmt.Errorf("%w: unknown rollup granularity %d", ErrInvalid, o.RollupGranularity)
+	}
+	if o.Rollup && o.RollupGranularity.Millis() > o.SegmentGranularity.Millis() {
+		return fmt.Errorf("%w: rollup at %s by %s chunks: a segment granularity must be at least as coarse as the rollup's",
+			ErrInvalid, o.RollupGranularity, o.SegmentGranularity)
+	}
 	return nil
+}
+
+// target returns the class a rollup compaction's outputs have, ok false without Rollup.
+func (o *CompactOptions) target() (c class, ok bool) {
+	return class{rollup: true, gran: o.RollupGranularity}, o.Rollup
 }
 
 // Piece is rows [Lo, Hi) of a live segment, in the segment's order: all of them (Whole), or
@@ -71,7 +90,9 @@ func (p Piece) Whole() bool { return p.Lo == 0 && p.Hi == p.Rows }
 func (p Piece) Len() int64 { return p.Hi - p.Lo }
 
 // Chunk is one time chunk of a plan: its interval, the live segments that lie inside it,
-// and, for a chunk to compact, how they are grouped into outputs.
+// and, for a chunk to compact, how they are grouped into outputs. The pieces of a group share
+// their rollup and granularity (Entry.SegmentSchema), unless CompactOptions.Rollup rolls
+// them all up alike.
 type Chunk struct {
 	Interval columns.Interval
 	// Segments are the live segments inside the chunk, by name.
@@ -109,9 +130,12 @@ func ChunkShard(start int64, shards int) int {
 // PlanCompaction plans the compaction of version e: it groups e's live segments by time chunk
 // (o.SegmentGranularity, UTC) and, for each chunk of shard o.Shard of o.Shards, cuts segments
 // of more than o.TargetRows rows into pieces of at most that many and packs the pieces into
-// outputs of at most o.TargetRows rows (first fit, largest first). A segment that fits and
-// packs with no other is left as it is; a chunk with nothing else to do is not listed.
-// Segments that cross a chunk boundary are listed in Crossing, for Compact to split.
+// outputs of at most o.TargetRows rows (first fit, largest first). Segments are packed with
+// those of their own rollup and granularity only; with o.Rollup, all together, and each that
+// is not rolled up at o.RollupGranularity is rewritten even alone. A segment that fits, packs
+// with no other and keeps its rollup is left as it is; a chunk with nothing else to do is
+// not listed. Segments that cross a chunk boundary are listed in Crossing, for Compact to
+// split.
 func PlanCompaction(e *Entry, o CompactOptions) (*Plan, error) {
 	if err := o.ensureDefaults(); err != nil {
 		return nil, err
@@ -140,7 +164,7 @@ func PlanCompaction(e *Entry, o CompactOptions) (*Plan, error) {
 		c.Segments = append(c.Segments, s)
 	}
 	for _, c := range byStart {
-		c.Groups = pack(c.Segments, o.TargetRows)
+		c.Groups = planChunk(e, c.Segments, o)
 		if len(c.Groups) > 0 {
 			p.Chunks = append(p.Chunks, *c)
 		}
@@ -163,11 +187,32 @@ func cut(s Segment, target int64) []Piece {
 	return ps
 }
 
+// planChunk returns the groups of a chunk's segments segs of version e: packed all together
+// with o.Rollup, each rolled up otherwise rewritten; else packed class by class (no rollup
+// first, then by granularity), each class's outputs its own.
+func planChunk(e *Entry, segs []Segment, o CompactOptions) [][]Piece {
+	if want, ok := o.target(); ok {
+		return pack(segs, o.TargetRows, func(s Segment) bool { return s.classIn(e.Schema) != want })
+	}
+	byClass := map[class][]Segment{}
+	for _, s := range segs {
+		c := s.classIn(e.Schema)
+		byClass[c] = append(byClass[c], s)
+	}
+	classes := slices.SortedFunc(maps.Keys(byClass), class.compare)
+	var out [][]Piece
+	for _, c := range classes {
+		out = append(out, pack(byClass[c], o.TargetRows, nil)...)
+	}
+	return out
+}
+
 // pack cuts segs into pieces of at most target rows and packs them into bins of at most
 // target rows, first fit by rows, largest first (ties by name, then row, so every worker
-// plans alike). It returns the bins to merge: those of more than one piece, and those holding
-// a piece of a segment that was cut; nil when no segment needs rewriting.
-func pack(segs []Segment, target int64) [][]Piece {
+// plans alike). It returns the bins to merge: those of more than one piece, those holding
+// a piece of a segment that was cut, and those of a segment rewrite (may be nil) says must
+// be rewritten; nil when no segment needs rewriting.
+func pack(segs []Segment, target int64, rewrite func(Segment) bool) [][]Piece {
 	var pieces []Piece
 	for _, s := range segs {
 		pieces = append(pieces, cut(s, target)...)
@@ -195,7 +240,7 @@ func pack(segs []Segment, target int64) [][]Piece {
 	}
 	var out [][]Piece
 	for _, b := range bins {
-		if len(b) > 1 || !b[0].Whole() {
+		if len(b) > 1 || !b[0].Whole() || rewrite != nil && rewrite(b[0].Segment) {
 			out = append(out, b)
 		}
 	}

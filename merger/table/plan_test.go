@@ -104,6 +104,37 @@ func TestPlanCompaction(t *testing.T) {
 		[][][]string{{{"a", "b"}}}, 1)
 }
 
+// TestPlanRollupClasses: without rollup a chunk's segments are packed with those of their own
+// rollup and granularity only (no rollup first); with rollup all together, and one not
+// rolled up at the granularity asked is rewritten even alone.
+func TestPlanRollupClasses(t *testing.T) {
+	const h = int64(time.Hour / time.Millisecond)
+	schema := testSchema(false)
+	own := func(s Segment, c class) Segment { return s.withClass(schema, c) }
+	byDay := class{rollup: true, gran: columns.GranularityDay}
+	segs := []Segment{
+		own(planSeg("a", day, day+h, 10), byHour), planSeg("b", day+h, day+2*h, 10), own(planSeg("c", day+2*h, day+3*h, 10), byHour),
+		planSeg("d", day+3*h, day+4*h, 10), own(planSeg("e", day+24*h, day+48*h, 10), byDay), // alone in day 2
+		own(planSeg("f", day+48*h, day+49*h, 10), byHour), // alone in day 3
+	}
+	e := &Entry{Version: 4, Schema: &schema, Segments: segs}
+	f := func(o CompactOptions, want [][][]string) {
+		t.Helper()
+		p, err := PlanCompaction(e, o)
+		require.NoError(t, err)
+		require.Equal(t, want, groupNames(p))
+		require.Empty(t, p.Crossing)
+	}
+	f(CompactOptions{}, [][][]string{{{"b", "d"}, {"a", "c"}}})
+	f(CompactOptions{Rollup: true, RollupGranularity: columns.GranularityHour}, [][][]string{{{"a", "b", "c", "d"}}, {{"e"}}})
+	f(CompactOptions{Rollup: true, RollupGranularity: columns.GranularityDay}, [][][]string{{{"a", "b", "c", "d"}}, {{"f"}}})
+	f(CompactOptions{Rollup: true}, [][][]string{{{"a", "b", "c", "d"}}, {{"e"}}, {{"f"}}})
+	// A segment of a granularity coarser than the chunks crosses them; to be split.
+	p, err := PlanCompaction(e, CompactOptions{SegmentGranularity: columns.GranularityHour})
+	require.NoError(t, err)
+	require.Len(t, p.Crossing, 1)
+}
+
 func TestPlanCompactionOptions(t *testing.T) {
 	for _, o := range []CompactOptions{
 		{TargetRows: -1},

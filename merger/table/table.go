@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"regexp"
 	"slices"
@@ -96,7 +97,7 @@ func Create(ctx context.Context, loc string, o Options) (*Table, error) {
 	if err := t.st.init(ctx); err != nil {
 		return nil, err
 	}
-	e := &Entry{Format: Format, Version: 1, Time: t.now(), Operation: Operation{Kind: KindCreate, Added: []string{}, Removed: []string{}},
+	e := &Entry{Format: Format1, Version: 1, Time: t.now(), Operation: Operation{Kind: KindCreate, Added: []string{}, Removed: []string{}},
 		Segments: []Segment{}}
 	b, err := AppendEntry(nil, e)
 	if err != nil {
@@ -222,8 +223,11 @@ type Change struct {
 	Kind    Kind // KindAppend or KindReplace
 	Added   []Segment
 	Removed []string
-	// Schema is the added segments' schema: required when Added is not empty. The first
-	// segments committed set the table's; later ones must have an equal one.
+	// Schema is the added segments' schema: required when Added is not empty. An added
+	// segment's Rollup and Granularity, when set, are its own against Schema (its columns are
+	// Schema's). The first segments committed set the table's schema; later ones must have
+	// its columns, and each whose rollup or granularity differs from the table's records its
+	// own in the entry.
 	Schema *columns.Schema
 }
 
@@ -234,7 +238,7 @@ const maxCommitTries = 1000
 // entry of version base+1 only if no writer has (the store's create-exclusive); if another
 // did, it reads the newest version and, if every segment ch removes is still live there,
 // tries again on top of it (appends always can). A removed segment no longer live fails
-// with ErrConflict naming it; an added schema other than the table's with ErrSchema. It
+// with ErrConflict naming it; added columns other than the table's with ErrSchema. It
 // returns the version committed.
 //
 // The segments added must be in the table's store already, durable: a commit makes them
@@ -333,6 +337,9 @@ func (t *Table) checkChange(ch Change) error {
 		if !validSegmentName(s.Name) || seen[s.Name] {
 			return fmt.Errorf("%w: %s: added segment name %q (invalid or twice)", ErrInvalid, t, s.Name)
 		}
+		if err := checkOwnRollupForm(s); err != nil {
+			return fmt.Errorf("%w: %s: added segment %s: %v", ErrInvalid, t, s.Name, err)
+		}
 		seen[s.Name] = true
 	}
 	for _, n := range ch.Removed {
@@ -360,11 +367,11 @@ func (t *Table) next(cur *Entry, ch Change) (*Entry, error) {
 		case schema == nil:
 			s := ch.Schema.Clone()
 			schema = &s
-		case !schema.Equal(*ch.Schema):
-			return nil, fmt.Errorf("%w: %s: the segments' schema differs from the table's (version %d)", ErrSchema, t, cur.Version)
+		case !sameColumns(*schema, *ch.Schema):
+			return nil, fmt.Errorf("%w: %s: the segments' columns differ from the table's (version %d)", ErrSchema, t, cur.Version)
 		}
 	}
-	e := &Entry{Format: Format, Version: cur.Version + 1, Time: t.now(), Schema: schema,
+	e := &Entry{Version: cur.Version + 1, Time: t.now(), Schema: schema,
 		Operation: Operation{Kind: ch.Kind, Added: []string{}, Removed: []string{}}}
 	for _, s := range cur.Segments {
 		if !slices.Contains(ch.Removed, s.Name) {
@@ -375,13 +382,15 @@ func (t *Table) next(cur *Entry, ch Change) (*Entry, error) {
 		if cur.Live(s.Name) {
 			return nil, fmt.Errorf("%w: %s: added segment %s is live already", ErrInvalid, t, s.Name)
 		}
-		e.Segments = append(e.Segments, s)
+		// Its own rollup against ch.Schema, recorded against the table's.
+		e.Segments = append(e.Segments, s.withClass(*schema, s.classIn(ch.Schema)))
 		e.Operation.Added = append(e.Operation.Added, s.Name)
 	}
 	e.Operation.Removed = append(e.Operation.Removed, ch.Removed...)
 	if e.Segments == nil {
 		e.Segments = []Segment{}
 	}
+	e.Format = entryFormat(e.Segments)
 	return e, nil
 }
 
@@ -401,8 +410,10 @@ func (t *Table) OpenSegment(ctx context.Context, s Segment) (*columns.Segment, f
 // Append copies the segment files at paths (read through Options.Fs) into the table and
 // commits them as one version of kind append, on top of whatever version is newest then
 // (an append never conflicts). Every file is opened and checked first (footer, every part's
-// checksum, a schema equal to the table's and to each other's: ErrSchema); nothing is copied
-// unless all pass. It returns the version committed. Segments copied but not committed
+// checksum, columns equal to the table's and to each other's: ErrSchema); nothing is copied
+// unless all pass. A segment whose rollup or granularity differs from the table's schema
+// records its own in the log (Segment.Rollup): the first append sets the table's schema,
+// that of its first segment. It returns the version committed. Segments copied but not committed
 // are removed, unless the commit's outcome is unknown (then vacuum finds them).
 func (t *Table) Append(ctx context.Context, paths []string) (int, error) {
 	if len(paths) == 0 {
@@ -424,10 +435,10 @@ func (t *Table) Append(ctx context.Context, paths []string) (int, error) {
 		}
 		if schema == nil {
 			schema = &sch
-		} else if !schema.Equal(sch) {
-			return 0, fmt.Errorf("%w: %s: append %s: its schema differs from the table's", ErrSchema, t, p)
+		} else if !sameColumns(*schema, sch) {
+			return 0, fmt.Errorf("%w: %s: append %s: its columns differ from the table's", ErrSchema, t, p)
 		}
-		segs[i] = s
+		segs[i] = s.withClass(*schema, classOf(sch))
 	}
 	var put []string
 	cleanup := func(err error) error {
@@ -470,7 +481,11 @@ func (t *Table) check(ctx context.Context, p string) (Segment, columns.Schema, e
 	if err != nil {
 		return Segment{}, columns.Schema{}, fmt.Errorf("table: %s: append %s: %w", t, p, err)
 	}
-	seg, err := columns.NewSegmentWith(f, fi.Size(), columns.OpenOptions{Name: p})
+	var r io.ReaderAt = f
+	if _, ok := t.opts.Fs.(*afero.OsFs); !ok {
+		r = &lockedReaderAt{r: f}
+	}
+	seg, err := columns.NewSegmentWith(r, fi.Size(), columns.OpenOptions{Name: p})
 	if err != nil {
 		return Segment{}, columns.Schema{}, fmt.Errorf("table: %s: append: %w", t, err)
 	}
