@@ -91,6 +91,9 @@ func (t *Table) Compact(ctx context.Context, o CompactOptions) (*CompactResult, 
 		if len(p.Chunks) == 0 && len(p.Crossing) == 0 {
 			return res, nil
 		}
+		if err := rewritesOwn(p, res); err != nil {
+			return res, fmt.Errorf("table: %s: compact: %w", t, err)
+		}
 		if res.Conflicts > 0 {
 			// Another writer works on the table: start at a random chunk rather than where
 			// it is likely to be, having planned the same.
@@ -102,6 +105,26 @@ func (t *Table) Compact(ctx context.Context, o CompactOptions) (*CompactResult, 
 			return res, err
 		}
 	}
+}
+
+// rewritesOwn fails when plan p would rewrite, alone and whole, a segment that this
+// compaction wrote (in res): planning and merging disagree about what a finished segment is,
+// and compacting again would loop until maxCompactRounds.
+func rewritesOwn(p *Plan, res *CompactResult) error {
+	own := map[string]bool{}
+	for _, r := range res.Replaced {
+		for _, s := range r.Added {
+			own[s.Name] = true
+		}
+	}
+	for _, c := range p.Chunks {
+		for _, g := range c.Groups {
+			if len(g) == 1 && g[0].Whole() && own[g[0].Name] {
+				return fmt.Errorf("%w: the plan would rewrite %s, which this compaction wrote, as it is: a bug, stopped rather than loop", ErrInvalid, g[0].Name)
+			}
+		}
+	}
+	return nil
 }
 
 // rotate starts p's splits and chunks at random ones, keeping their cyclic order.

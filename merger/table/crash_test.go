@@ -254,6 +254,41 @@ func TestCreateCrash(t *testing.T) {
 	t.Logf("%d crash points", points)
 }
 
+// crashLoop runs work on clones of start that lose power after each mutating file-system
+// operation in turn (k = 0, 1, ...) until a run finishes before its crash point: a run that
+// crashed must fail wrapping crashfs.ErrCrashed, one that finished must succeed. Each run is
+// rebooted both ways (Crash, CrashKeepingDirs) and handed to check, with a label naming the
+// point and whether the work finished. It returns the crash points tried.
+func crashLoop(t *testing.T, start *crashfs.FS, work func(fsys *crashfs.FS) error, check func(after *crashfs.FS, at string, finished bool)) int {
+	t.Helper()
+	points := 0
+	for k := 0; ; k++ {
+		require.Less(t, k, 2000, "the workload never finishes")
+		fsys := start.Clone()
+		fsys.SetCrashAfter(k)
+		err := work(fsys)
+		finished := !fsys.Crashed()
+		points++
+		if finished {
+			require.NoError(t, err, "k=%d", k)
+		} else {
+			require.ErrorIs(t, err, crashfs.ErrCrashed, "k=%d", k)
+		}
+		for _, keepDirs := range []bool{false, true} {
+			after := fsys.Clone()
+			if keepDirs {
+				after.CrashKeepingDirs()
+			} else {
+				after.Crash()
+			}
+			check(after, fmt.Sprintf("k=%d keepdirs=%v", k, keepDirs), finished)
+		}
+		if finished {
+			return points
+		}
+	}
+}
+
 // TestCompactCrash cuts the power after each mutating file-system operation in turn of a
 // compaction of a table at version 2 (three segments of one day: 40, 30 and 20 rows) into one
 // segment, until a run finishes without reaching its crash point, and reboots each run both
@@ -280,56 +315,36 @@ func TestCompactCrash(t *testing.T) {
 	want := tableTotals(t, tb)
 	require.Equal(t, int64(90), want.rows)
 
-	points, seen := 0, map[int]int{}
-	for k := 0; ; k++ {
-		require.Less(t, k, 2000, "the workload never finishes")
-		fsys := start.Clone()
-		fsys.SetCrashAfter(k)
+	seen := map[int]int{}
+	points := crashLoop(t, start, func(fsys *crashfs.FS) error {
 		run, err := Open(ctx, "/data/t", Options{Fs: fsys})
 		require.NoError(t, err)
 		_, err = run.Compact(ctx, CompactOptions{})
-		finished := !fsys.Crashed()
-		points++
-		if finished {
-			require.NoError(t, err, "k=%d", k)
-		} else {
-			require.ErrorIs(t, err, crashfs.ErrCrashed, "k=%d", k)
-		}
-		for _, keepDirs := range []bool{false, true} {
-			after := fsys.Clone()
-			if keepDirs {
-				after.CrashKeepingDirs()
-			} else {
-				after.Crash()
-			}
-			at := fmt.Sprintf("k=%d keepdirs=%v", k, keepDirs)
-			tb, err := Open(ctx, "/data/t", Options{Fs: after})
-			require.NoError(t, err, at)
-			e, err := tb.Snapshot(ctx, 0)
-			require.NoError(t, err, at)
-			seen[e.Version]++
-			switch e.Version {
-			case 2:
-				require.False(t, finished, "%s: Compact returned nil, yet version 2 is the newest", at)
-				require.Len(t, e.Segments, 3, at)
-			case 3:
-				require.Equal(t, KindReplace, e.Operation.Kind, at)
-				require.Len(t, e.Segments, 1, at)
-			default:
-				require.Failf(t, "newest version", "%s: %d", at, e.Version)
-			}
-			require.Equal(t, want, tableTotals(t, tb), at)
-			_, err = tb.Compact(ctx, CompactOptions{})
-			require.NoError(t, err, at)
-			e, err = tb.Snapshot(ctx, 0)
-			require.NoError(t, err, at)
+		return err
+	}, func(after *crashfs.FS, at string, finished bool) {
+		tb, err := Open(ctx, "/data/t", Options{Fs: after})
+		require.NoError(t, err, at)
+		e, err := tb.Snapshot(ctx, 0)
+		require.NoError(t, err, at)
+		seen[e.Version]++
+		switch e.Version {
+		case 2:
+			require.False(t, finished, "%s: Compact returned nil, yet version 2 is the newest", at)
+			require.Len(t, e.Segments, 3, at)
+		case 3:
+			require.Equal(t, KindReplace, e.Operation.Kind, at)
 			require.Len(t, e.Segments, 1, at)
-			require.Equal(t, want, tableTotals(t, tb), at)
+		default:
+			require.Failf(t, "newest version", "%s: %d", at, e.Version)
 		}
-		if finished {
-			break
-		}
-	}
+		require.Equal(t, want, tableTotals(t, tb), at)
+		_, err = tb.Compact(ctx, CompactOptions{})
+		require.NoError(t, err, at)
+		e, err = tb.Snapshot(ctx, 0)
+		require.NoError(t, err, at)
+		require.Len(t, e.Segments, 1, at)
+		require.Equal(t, want, tableTotals(t, tb), at)
+	})
 	t.Logf("%d crash points, newest version after reboot: %v", points, seen)
 	require.Greater(t, points, 10)
 	require.Positive(t, seen[2])
@@ -360,57 +375,37 @@ func TestCompactRollupCrash(t *testing.T) {
 	require.Equal(t, int64(900), rows)
 	ro := CompactOptions{Rollup: true, RollupGranularity: columns.GranularityHour}
 
-	points, seen := 0, map[int]int{}
-	for k := 0; ; k++ {
-		require.Less(t, k, 2000, "the workload never finishes")
-		fsys := start.Clone()
-		fsys.SetCrashAfter(k)
+	seen := map[int]int{}
+	points := crashLoop(t, start, func(fsys *crashfs.FS) error {
 		run, err := Open(ctx, "/data/t", Options{Fs: fsys})
 		require.NoError(t, err)
 		_, err = run.Compact(ctx, ro)
-		finished := !fsys.Crashed()
-		points++
-		if finished {
-			require.NoError(t, err, "k=%d", k)
-		} else {
-			require.ErrorIs(t, err, crashfs.ErrCrashed, "k=%d", k)
-		}
-		for _, keepDirs := range []bool{false, true} {
-			after := fsys.Clone()
-			if keepDirs {
-				after.CrashKeepingDirs()
-			} else {
-				after.Crash()
-			}
-			at := fmt.Sprintf("k=%d keepdirs=%v", k, keepDirs)
-			tb, err := Open(ctx, "/data/t", Options{Fs: after})
-			require.NoError(t, err, at)
-			e, err := tb.Snapshot(ctx, 0)
-			require.NoError(t, err, at)
-			seen[e.Version]++
-			got, _, classes := readHourTotals(t, tb)
-			require.Equal(t, want, got, at)
-			switch e.Version {
-			case 2:
-				require.False(t, finished, "%s: Compact returned nil, yet version 2 is the newest", at)
-				require.Equal(t, map[class]int{raw: 3}, classes, at)
-			case 3:
-				require.Equal(t, KindReplace, e.Operation.Kind, at)
-				require.Equal(t, map[class]int{byHour: 1}, classes, at)
-				require.Equal(t, byHour, e.Segments[0].classIn(e.Schema), at)
-			default:
-				require.Failf(t, "newest version", "%s: %d", at, e.Version)
-			}
-			_, err = tb.Compact(ctx, ro)
-			require.NoError(t, err, at)
-			got, _, classes = readHourTotals(t, tb)
-			require.Equal(t, want, got, at)
+		return err
+	}, func(after *crashfs.FS, at string, finished bool) {
+		tb, err := Open(ctx, "/data/t", Options{Fs: after})
+		require.NoError(t, err, at)
+		e, err := tb.Snapshot(ctx, 0)
+		require.NoError(t, err, at)
+		seen[e.Version]++
+		got, _, classes := readHourTotals(t, tb)
+		require.Equal(t, want, got, at)
+		switch e.Version {
+		case 2:
+			require.False(t, finished, "%s: Compact returned nil, yet version 2 is the newest", at)
+			require.Equal(t, map[class]int{raw: 3}, classes, at)
+		case 3:
+			require.Equal(t, KindReplace, e.Operation.Kind, at)
 			require.Equal(t, map[class]int{byHour: 1}, classes, at)
+			require.Equal(t, byHour, e.Segments[0].classIn(e.Schema), at)
+		default:
+			require.Failf(t, "newest version", "%s: %d", at, e.Version)
 		}
-		if finished {
-			break
-		}
-	}
+		_, err = tb.Compact(ctx, ro)
+		require.NoError(t, err, at)
+		got, _, classes = readHourTotals(t, tb)
+		require.Equal(t, want, got, at)
+		require.Equal(t, map[class]int{byHour: 1}, classes, at)
+	})
 	t.Logf("%d crash points, newest version after reboot: %v", points, seen)
 	require.Greater(t, points, 10)
 	require.Positive(t, seen[2])
@@ -443,49 +438,28 @@ func TestVacuumCrash(t *testing.T) {
 	newest, err := tb.Newest(ctx)
 	require.NoError(t, err)
 
-	points := 0
-	for k := 0; ; k++ {
-		require.Less(t, k, 1000, "the workload never finishes")
-		fsys := start.Clone()
-		fsys.SetCrashAfter(k)
+	points := crashLoop(t, start, func(fsys *crashfs.FS) error {
 		run, err := Open(ctx, "/data/t", Options{Fs: fsys})
 		require.NoError(t, err)
 		_, err = run.Vacuum(ctx, VacuumOptions{PendingAge: -1})
-		finished := !fsys.Crashed()
-		points++
-		if finished {
-			require.NoError(t, err, "k=%d", k)
-		} else {
-			require.ErrorIs(t, err, crashfs.ErrCrashed, "k=%d", k)
-		}
-		for _, keepDirs := range []bool{false, true} {
-			after := fsys.Clone()
-			if keepDirs {
-				after.CrashKeepingDirs()
-			} else {
-				after.Crash()
-			}
-			at := fmt.Sprintf("k=%d keepdirs=%v", k, keepDirs)
-			tb, err := Open(ctx, "/data/t", Options{Fs: after})
-			require.NoError(t, err, at)
-			v, err := tb.Newest(ctx)
-			require.NoError(t, err, at)
-			require.Equal(t, newest, v, at)
-			require.Equal(t, want, tableTotals(t, tb), at)
-			_, err = tb.Vacuum(ctx, VacuumOptions{PendingAge: -1})
-			require.NoError(t, err, at)
-			e, err := tb.Snapshot(ctx, 0)
-			require.NoError(t, err, at)
-			require.Len(t, e.Segments, 1, at)
-			require.Equal(t, []string{e.Segments[0].Name[len(segmentsDir)+1:]}, listSegments(t, tb), at)
-			names, err := tb.st.list(ctx, logDir)
-			require.NoError(t, err, at)
-			require.Equal(t, []string{entryName(newest)[len(logDir)+1:]}, names, at)
-		}
-		if finished {
-			break
-		}
-	}
+		return err
+	}, func(after *crashfs.FS, at string, finished bool) {
+		tb, err := Open(ctx, "/data/t", Options{Fs: after})
+		require.NoError(t, err, at)
+		v, err := tb.Newest(ctx)
+		require.NoError(t, err, at)
+		require.Equal(t, newest, v, at)
+		require.Equal(t, want, tableTotals(t, tb), at)
+		_, err = tb.Vacuum(ctx, VacuumOptions{PendingAge: -1})
+		require.NoError(t, err, at)
+		e, err := tb.Snapshot(ctx, 0)
+		require.NoError(t, err, at)
+		require.Len(t, e.Segments, 1, at)
+		require.Equal(t, []string{e.Segments[0].Name[len(segmentsDir)+1:]}, listSegments(t, tb), at)
+		names, err := tb.st.list(ctx, logDir)
+		require.NoError(t, err, at)
+		require.Equal(t, []string{entryName(newest)[len(logDir)+1:]}, names, at)
+	})
 	t.Logf("%d crash points", points)
 	require.Greater(t, points, 5)
 }
@@ -517,48 +491,28 @@ func TestSplitCrash(t *testing.T) {
 	require.Len(t, want, 60)
 	o := CompactOptions{TargetRows: 100}
 
-	points, seen := 0, map[int]int{}
-	for k := 0; ; k++ {
-		require.Less(t, k, 2000, "the workload never finishes")
-		fsys := start.Clone()
-		fsys.SetCrashAfter(k)
+	seen := map[int]int{}
+	points := crashLoop(t, start, func(fsys *crashfs.FS) error {
 		run, err := Open(ctx, "/data/t", Options{Fs: fsys})
 		require.NoError(t, err)
 		_, err = run.Compact(ctx, o)
-		finished := !fsys.Crashed()
-		points++
+		return err
+	}, func(after *crashfs.FS, at string, finished bool) {
+		tb, err := Open(ctx, "/data/t", Options{Fs: after})
+		require.NoError(t, err, at)
+		e, err := tb.Snapshot(ctx, 0)
+		require.NoError(t, err, at)
+		seen[e.Version]++
+		require.Contains(t, []int{2, 3, 4}, e.Version, at)
 		if finished {
-			require.NoError(t, err, "k=%d", k)
-		} else {
-			require.ErrorIs(t, err, crashfs.ErrCrashed, "k=%d", k)
+			require.Equal(t, 4, e.Version, "%s: Compact returned nil", at)
 		}
-		for _, keepDirs := range []bool{false, true} {
-			after := fsys.Clone()
-			if keepDirs {
-				after.CrashKeepingDirs()
-			} else {
-				after.Crash()
-			}
-			at := fmt.Sprintf("k=%d keepdirs=%v", k, keepDirs)
-			tb, err := Open(ctx, "/data/t", Options{Fs: after})
-			require.NoError(t, err, at)
-			e, err := tb.Snapshot(ctx, 0)
-			require.NoError(t, err, at)
-			seen[e.Version]++
-			require.Contains(t, []int{2, 3, 4}, e.Version, at)
-			if finished {
-				require.Equal(t, 4, e.Version, "%s: Compact returned nil", at)
-			}
-			require.Equal(t, want, tableRows(t, tb), at)
-			_, err = tb.Compact(ctx, o)
-			require.NoError(t, err, at)
-			require.Equal(t, want, tableRows(t, tb), at)
-			requireCompacted(t, tb, o.TargetRows)
-		}
-		if finished {
-			break
-		}
-	}
+		require.Equal(t, want, tableRows(t, tb), at)
+		_, err = tb.Compact(ctx, o)
+		require.NoError(t, err, at)
+		require.Equal(t, want, tableRows(t, tb), at)
+		requireCompacted(t, tb, o.TargetRows)
+	})
 	t.Logf("%d crash points, newest version after reboot: %v", points, seen)
 	require.Positive(t, seen[2])
 	require.Positive(t, seen[3])

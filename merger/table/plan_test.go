@@ -226,3 +226,18 @@ func TestRotate(t *testing.T) {
 	}
 	require.Len(t, starts, 5)
 }
+
+// TestRewritesOwn: a plan that would rewrite, alone and whole, an output of the same
+// compaction is refused; one that packs it with another segment, or rewrites another, is not.
+func TestRewritesOwn(t *testing.T) {
+	own := planSeg("own", day, day+1, 10)
+	other := planSeg("other", day, day+1, 10)
+	res := &CompactResult{Replaced: []Replacement{{Added: []Segment{own}}}}
+	plan := func(groups ...[]Piece) *Plan { return &Plan{Chunks: []Chunk{{Groups: groups}}} }
+	whole := func(s Segment) Piece { return Piece{Segment: s, Lo: 0, Hi: s.Rows} }
+	require.ErrorIs(t, rewritesOwn(plan([]Piece{whole(own)}), res), ErrInvalid)
+	require.NoError(t, rewritesOwn(plan([]Piece{whole(own), whole(other)}), res))
+	require.NoError(t, rewritesOwn(plan([]Piece{whole(other)}), res))
+	require.NoError(t, rewritesOwn(plan([]Piece{{Segment: own, Lo: 0, Hi: 5}}), res))
+	require.NoError(t, rewritesOwn(plan([]Piece{whole(own)}), &CompactResult{}))
+}
