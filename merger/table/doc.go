@@ -126,7 +126,8 @@
 // its own: its rows are in time order, so each chunk's rows are one range (found by binary
 // search over its times, columns.Segment.TimeRows), merged alone into a piece inside the chunk
 // (cut to TargetRows rows too); the commit replaces the segment by its pieces, which join
-// their chunks at the next plan. A split is planned by the shard of the segment's first chunk.
+// their chunks at the next plan. Every shard whose chunks a crossing segment reaches plans its
+// split (the first commit wins), so no piece lands in the chunk of a worker already done.
 // Chunks finer than a segment's own granularity are refused: its interval is whole granules
 // of it, so it would cross every chunk. With CompactOptions.Rollup the segments' own do not
 // matter, every one not rolled up at RollupGranularity being rewritten at it: that must be no

@@ -110,11 +110,35 @@ type Plan struct {
 	Version int
 	// Chunks are the chunks of the shard that need compacting, by start.
 	Chunks []Chunk
-	// Crossing are the live segments of the shard (by the chunk of their start) that cross a
-	// chunk boundary, by name. Compact splits each into pieces inside one chunk before it
+	// Crossing are the live segments that cross a chunk boundary and reach a chunk of the
+	// shard (touchesShard), by name. Compact splits each into pieces inside one chunk before it
 	// compacts the chunks: a replacement of its own, which the plan's chunks do not wait for
 	// (the pieces join their chunks in the next plan).
 	Crossing []Segment
+}
+
+// maxShardChunks bounds the chunks touchesShard hashes: a segment over more chunks is every
+// shard's to split.
+const maxShardChunks = 10_000
+
+// touchesShard reports whether a segment of interval iv holds a chunk of granularity g that
+// is shard's of shards: every worker whose chunks a crossing segment reaches splits it (the
+// first to commit wins; the others meet a conflict and plan again), so that no worker's
+// chunks wait for pieces that another worker, perhaps done already, would make.
+func touchesShard(iv columns.Interval, g columns.Granularity, shard, shards int) bool {
+	if shards == 1 {
+		return true
+	}
+	first := g.Truncate(iv.Start)
+	if (iv.End-first)/g.Millis() > maxShardChunks {
+		return true
+	}
+	for c := first; c < iv.End; c += g.Millis() {
+		if ChunkShard(c, shards) == shard {
+			return true
+		}
+	}
+	return false
 }
 
 // ChunkShard returns the shard of shards that the chunk starting at start (milliseconds since
@@ -149,11 +173,13 @@ func PlanCompaction(e *Entry, o CompactOptions) (*Plan, error) {
 			return nil, fmt.Errorf("%w: version %d: segment %s: %w", ErrCorrupt, e.Version, s.Name, err)
 		}
 		start := g.Truncate(iv.Start)
-		if ChunkShard(start, o.Shards) != o.Shard {
+		if iv.End > start+g.Millis() {
+			if touchesShard(iv, g, o.Shard, o.Shards) {
+				p.Crossing = append(p.Crossing, s)
+			}
 			continue
 		}
-		if iv.End > start+g.Millis() {
-			p.Crossing = append(p.Crossing, s)
+		if ChunkShard(start, o.Shards) != o.Shard {
 			continue
 		}
 		c := byStart[start]

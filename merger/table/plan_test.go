@@ -184,19 +184,30 @@ func TestPlanShards(t *testing.T) {
 		slices.SortFunc(got, func(a, b Chunk) int { return int(a.Interval.Start - b.Interval.Start) })
 		require.Equal(t, all.Chunks, got, "shards of %d", n)
 	}
-	// A crossing segment is listed by the shard of its start's chunk only.
-	odd := append(slices.Clone(segs), planSeg("x", day+23*h, day+25*h, 1))
-	for _, n := range []int{1, 3} {
-		crossing := 0
+	// A crossing segment is listed by every shard whose chunks it reaches (x: days 0 and 1;
+	// y: days 0 to 9), and by no other.
+	odd := append(slices.Clone(segs), planSeg("x", day+23*h, day+25*h, 1), planSeg("y", day+1, day+9*24*h+1, 1))
+	for _, n := range []int{1, 3, 7} {
+		listed := map[string][]int{}
 		for i := range n {
 			p, err := PlanCompaction(&Entry{Version: 2, Segments: odd}, CompactOptions{TargetRows: 100, Shard: i, Shards: n})
 			require.NoError(t, err)
-			crossing += len(p.Crossing)
-			if len(p.Crossing) > 0 {
-				require.Equal(t, i, ChunkShard(day, n))
+			for _, s := range p.Crossing {
+				listed[s.Name] = append(listed[s.Name], i)
 			}
 		}
-		require.Equal(t, 1, crossing, "shards of %d", n)
+		for name, days := range map[string]int64{"segments/x.seg": 2, "segments/y.seg": 10} {
+			var want []int
+			for i := range n {
+				for d := range days {
+					if ChunkShard(day+d*24*h, n) == i {
+						want = append(want, i)
+						break
+					}
+				}
+			}
+			require.Equal(t, want, listed[name], "%s, shards of %d", name, n)
+		}
 	}
 	// The hash is fixed, so that workers of other builds agree: FNV-1a 64 of
 	// "2024-05-01T00:00:00.000Z" is 597 modulo 1000.

@@ -135,3 +135,37 @@ func TestCompactGranularityTooFine(t *testing.T) {
 	_, err = tb.Compact(ctx, CompactOptions{})
 	require.NoError(t, err)
 }
+
+// TestShardsSplitTheirCrossings: sharded workers run one after the other, each to its end,
+// leave nothing for an unsharded plan: a worker splits every segment that reaches one of its
+// chunks, so no piece lands in the chunk of a worker already done.
+func TestShardsSplitTheirCrossings(t *testing.T) {
+	ctx := context.Background()
+	fsys := afero.NewMemMapFs()
+	tb, err := Create(ctx, "/t", Options{Fs: fsys})
+	require.NoError(t, err)
+	require.NoError(t, fsys.MkdirAll("/in", 0o755))
+	var paths []string
+	for i := range 8 {
+		p := filepath.Join("/in", fmt.Sprintf("s%d.seg", i))
+		// Each over about three days, starting a day apart: every day holds pieces of three.
+		require.NoError(t, afero.WriteFile(fsys, p, segBytesStep(t, uint64(60+i), 300, day+int64(i)*24*3600_000+3600_000, 800_000, false), 0o644))
+		paths = append(paths, p)
+	}
+	_, err = tb.Append(ctx, paths)
+	require.NoError(t, err)
+	want := tableRows(t, tb)
+	const shards = 3
+	for i := range shards {
+		_, err := tb.Compact(ctx, CompactOptions{TargetRows: 1000, Shard: i, Shards: shards})
+		require.NoError(t, err)
+	}
+	require.Equal(t, want, tableRows(t, tb))
+	requireCompacted(t, tb, 1000)
+	e, err := tb.Snapshot(ctx, 0)
+	require.NoError(t, err)
+	p, err := PlanCompaction(e, CompactOptions{TargetRows: 1000})
+	require.NoError(t, err)
+	require.Empty(t, p.Crossing)
+	require.Empty(t, p.Chunks)
+}
