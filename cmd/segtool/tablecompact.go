@@ -27,7 +27,8 @@ compact plans again until nothing is left to do, and exits 0 then, having replac
 or not.
 
 With --shard I/N it takes only the chunks whose start hashes to I (FNV-1a of the chunk's
-start as "2024-05-01T00:00:00.000Z", modulo N): N workers started by any job runner, a
+start as "2024-05-01T00:00:00.000Z", modulo N), and the crossing segments that reach one of
+them (the first worker to split one wins): N workers started by any job runner, a
 Kubernetes Indexed Job passing JOB_COMPLETION_INDEX for I say, share a table with no
 coordinator; workers on the same shard, or without --shard, are safe too (the loser of a
 chunk plans again).
