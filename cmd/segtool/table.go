@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/writeout/writeout/columns/objstore"
 	"github.com/writeout/writeout/merger/table"
 )
 
@@ -76,14 +77,16 @@ func newTableCmd() *cobra.Command {
 		Long: `append checks each segment file (its footer, every checksum, columns equal to the table's:
 the first append sets its schema), copies or uploads them into the table under new names,
 then commits one version that adds them, on top of whatever version is newest by then. A
-segment whose rollup or granularity differs from the table's schema is appended all the
-same: the log records its own ('table segments' shows it).
+segment may be a local file or an object (s3://BUCKET/KEY: fetched once, checked, then
+uploaded or written to disk), whatever the table's location. A segment whose rollup or
+granularity differs from the table's schema is appended all the same: the log records its
+own ('table segments' shows it).
 
 ` + tableHelp,
-		Example: "  segtool table append events/ day1.seg day2.seg",
+		Example: "  segtool table append events/ day1.seg day2.seg\n  segtool table append events/ s3://seg/day1.seg",
 		Args:    usageArgs(cobra.MinimumNArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := openWriter(cmd.Context(), args[0], s3, singleWriter)
+			t, err := openWriter(cmd.Context(), args[0], s3, singleWriter, args[1:]...)
 			if err != nil {
 				return err
 			}
@@ -183,11 +186,17 @@ func openTable(ctx context.Context, loc string, s3 *s3Flags) (*table.Table, erro
 }
 
 // openWriter opens the table at loc for a command that writes it: singleWriter is
-// --single-writer (table.Options.SingleWriter).
-func openWriter(ctx context.Context, loc string, s3 *s3Flags, singleWriter bool) (*table.Table, error) {
+// --single-writer (table.Options.SingleWriter). sources are the files the command reads
+// besides the table: with an s3:// one among them, the table gets the S3 client too.
+func openWriter(ctx context.Context, loc string, s3 *s3Flags, singleWriter bool, sources ...string) (*table.Table, error) {
 	o, err := tableOptions(loc, s3)
 	if err != nil {
 		return nil, err
+	}
+	if o.S3 == nil && slices.ContainsFunc(sources, objstore.IsURL) {
+		if o.S3, err = s3.clientFor(); err != nil {
+			return nil, err
+		}
 	}
 	o.SingleWriter = singleWriter
 	t, err := table.Open(ctx, loc, o)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"regexp"
 	"slices"
@@ -428,8 +427,21 @@ func (t *Table) Append(ctx context.Context, paths []string) (int, error) {
 	}
 	schema := base.Schema
 	segs := make([]Segment, len(paths))
+	srcs := make([]*appendSource, len(paths))
+	defer func() {
+		for _, src := range srcs {
+			if src != nil {
+				_ = src.release() // read only: nothing of ours to lose
+			}
+		}
+	}()
 	for i, p := range paths {
-		s, sch, err := t.check(ctx, p)
+		src, err := t.openSource(ctx, p)
+		if err != nil {
+			return 0, err
+		}
+		srcs[i] = src
+		s, sch, err := t.check(ctx, src)
 		if err != nil {
 			return 0, err
 		}
@@ -447,8 +459,8 @@ func (t *Table) Append(ctx context.Context, paths []string) (int, error) {
 		}
 		return err
 	}
-	for i, p := range paths {
-		if err := t.copy(ctx, p, segs[i]); err != nil {
+	for i := range paths {
+		if err := t.copy(ctx, srcs[i], segs[i]); err != nil {
 			return 0, cleanup(err)
 		}
 		put = append(put, segs[i].Name)
@@ -461,74 +473,6 @@ func (t *Table) Append(ctx context.Context, paths []string) (int, error) {
 		return 0, cleanup(err)
 	}
 	return v, nil
-}
-
-// check opens the segment file p and checks it whole; it returns its entry in the log (under
-// a new name) and its schema.
-func (t *Table) check(ctx context.Context, p string) (Segment, columns.Schema, error) {
-	if objstore.IsURL(p) {
-		return Segment{}, columns.Schema{}, fmt.Errorf("%w: %s: append %s: segments are appended from local files", ErrInvalid, t, p)
-	}
-	f, err := t.opts.Fs.Open(p)
-	if err != nil {
-		return Segment{}, columns.Schema{}, fmt.Errorf("table: %s: append: %w", t, err)
-	}
-	defer func() { _ = f.Close() }()
-	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("%w: not a regular file", ErrInvalid)
-	}
-	if err != nil {
-		return Segment{}, columns.Schema{}, fmt.Errorf("table: %s: append %s: %w", t, p, err)
-	}
-	var r io.ReaderAt = f
-	if _, ok := t.opts.Fs.(*afero.OsFs); !ok {
-		r = &lockedReaderAt{r: f}
-	}
-	seg, err := columns.NewSegmentWith(r, fi.Size(), columns.OpenOptions{Name: p})
-	if err != nil {
-		return Segment{}, columns.Schema{}, fmt.Errorf("table: %s: append: %w", t, err)
-	}
-	defer func() { _ = seg.Close() }()
-	if err := seg.VerifyChecksumsContext(ctx); err != nil {
-		return Segment{}, columns.Schema{}, fmt.Errorf("table: %s: append: %w", t, err)
-	}
-	info := seg.Info()
-	return Segment{
-		Name:     newSegmentName(info.Interval.Start),
-		Interval: info.Interval.String(),
-		Rows:     int64(info.Rows),
-		Bytes:    info.Size,
-		Footer:   FooterChecksum(info),
-	}, seg.Schema(), nil
-}
-
-// copy stores the file p as the table's segment s, checking on the way that it is still the
-// file check saw (its size and footer).
-func (t *Table) copy(ctx context.Context, p string, s Segment) error {
-	f, err := t.opts.Fs.Open(p)
-	if err != nil {
-		return fmt.Errorf("table: %s: append: %w", t, err)
-	}
-	defer func() { _ = f.Close() }()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("table: %s: append %s: %w", t, p, err)
-	}
-	info, err := columns.ReadInfo(f, fi.Size())
-	if err != nil {
-		return fmt.Errorf("table: %s: append %s: %w", t, p, err)
-	}
-	if FooterChecksum(info) != s.Footer {
-		return fmt.Errorf("table: %s: append %s: the file changed while it was appended: %w", t, p, ErrInvalid)
-	}
-	if _, err := f.Seek(0, 0); err != nil {
-		return fmt.Errorf("table: %s: append %s: %w", t, p, err)
-	}
-	if err := t.st.putSegment(ctx, s.Name, f, s.Bytes); err != nil {
-		return fmt.Errorf("table: %s: append %s as %s: %w", t, p, s.Name, err)
-	}
-	return nil
 }
 
 // segmentStampOK is the form of a time stamp in a segment's name.
