@@ -265,9 +265,9 @@ var structuralFaults = []structuralFault{
 			return false
 		}
 		if rng.IntN(2) == 0 {
-			m.times[len(m.times)-1] = f.ivEnd + rng.Int64N(5000)
+			m.times[len(m.times)-1] = f.IvEnd + rng.Int64N(5000)
 		} else {
-			m.times[0] = f.ivStart - 1 - rng.Int64N(5000)
+			m.times[0] = f.IvStart - 1 - rng.Int64N(5000)
 		}
 		m.encodeTime(f)
 		return true
@@ -277,11 +277,11 @@ var structuralFaults = []structuralFault{
 			return false
 		}
 		if rng.IntN(2) == 0 {
-			f.ivEnd = m.times[len(m.times)-1] - rng.Int64N(3)
-			f.ivStart = min(f.ivStart, f.ivEnd)
+			f.IvEnd = m.times[len(m.times)-1] - rng.Int64N(3)
+			f.IvStart = min(f.IvStart, f.IvEnd)
 		} else {
-			f.ivStart = m.times[0] + 1 + rng.Int64N(3)
-			f.ivEnd = max(f.ivEnd, f.ivStart)
+			f.IvStart = m.times[0] + 1 + rng.Int64N(3)
+			f.IvEnd = max(f.IvEnd, f.IvStart)
 		}
 		return true
 	}},
@@ -293,10 +293,10 @@ var structuralFaults = []structuralFault{
 		}
 		if rng.IntN(2) == 0 {
 			m.times[len(m.times)-1] = math.MaxInt64 - 1 - rng.Int64N(1000)
-			f.ivEnd = m.times[len(m.times)-1] + 1
+			f.IvEnd = m.times[len(m.times)-1] + 1
 		} else {
 			m.times[0] = math.MinInt64 + rng.Int64N(1000)
-			f.ivStart = m.times[0]
+			f.IvStart = m.times[0]
 		}
 		m.encodeTime(f)
 		return true

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -18,6 +17,7 @@ import (
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/segfmt"
+	"github.com/writeout/writeout/internal/segsurgery"
 )
 
 // Segment surgery for the tests of structural faults: a segment file taken apart into its
@@ -25,99 +25,30 @@ import (
 // columns/doc.go, always uncompressed), and put back together with every offset and CRC
 // recomputed, so that the file opens and its checksums agree with the fault.
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-const segMagic = "WOSEG"
-
-// segFile is a segment file taken apart.
-type segFile struct {
-	version        byte
-	rows           uint64
-	ivStart, ivEnd int64
-	schema         []byte // JSON
-	parts          []filePart
-}
-
-// filePart is one part: its footer entry (offset, length and CRC left to assemble) and bytes.
-type filePart struct {
-	column int // 0 __time, then dimensions, then metrics, in schema order
-	kind   segfmt.PartKind
-	enc    segfmt.Encoding
-	data   []byte
-}
+// segFile is a segment file taken apart (internal/segsurgery).
+type segFile struct{ *segsurgery.File }
 
 // parseSegFile takes b apart (it must be a well-formed segment).
 func parseSegFile(t testing.TB, b []byte) *segFile {
 	t.Helper()
-	n := len(b)
-	require.Equal(t, segMagic, string(b[n-len(segMagic):]))
-	flen := int(binary.LittleEndian.Uint32(b[n-len(segMagic)-4:]))
-	fstart := n - len(segMagic) - 8 - flen
-	fb := b[fstart : fstart+flen]
-	f := &segFile{version: fb[0], rows: binary.LittleEndian.Uint64(fb[1:]),
-		ivStart: int64(binary.LittleEndian.Uint64(fb[9:])), ivEnd: int64(binary.LittleEndian.Uint64(fb[17:]))}
-	rest := fb[25:]
-	sl, k := binary.Uvarint(rest)
-	f.schema = append([]byte(nil), rest[k:k+int(sl)]...)
-	rest = rest[k+int(sl):]
-	np, k := binary.Uvarint(rest)
-	rest = rest[k:]
-	for range np {
-		c, k := binary.Uvarint(rest)
-		rest = rest[k:]
-		off := binary.LittleEndian.Uint64(rest[2:])
-		length := binary.LittleEndian.Uint64(rest[10:])
-		f.parts = append(f.parts, filePart{column: int(c), kind: segfmt.PartKind(rest[0]), enc: segfmt.Encoding(rest[1]),
-			data: append([]byte(nil), b[off:off+length]...)})
-		rest = rest[22:]
-	}
-	require.Empty(t, rest)
-	return f
+	f, err := segsurgery.Parse(b)
+	require.NoError(t, err)
+	return &segFile{f}
 }
 
-// assemble puts the file back together.
-func (f *segFile) assemble() []byte {
-	out := append([]byte(segMagic), f.version)
-	type entry struct {
-		off, n int
-		crc    uint32
-	}
-	ents := make([]entry, len(f.parts))
-	for i, p := range f.parts {
-		ents[i] = entry{len(out), len(p.data), crc32.Checksum(p.data, castagnoli)}
-		out = append(out, p.data...)
-	}
-	var fb []byte
-	fb = append(fb, f.version)
-	fb = binary.LittleEndian.AppendUint64(fb, f.rows)
-	fb = binary.LittleEndian.AppendUint64(fb, uint64(f.ivStart))
-	fb = binary.LittleEndian.AppendUint64(fb, uint64(f.ivEnd))
-	fb = binary.AppendUvarint(fb, uint64(len(f.schema)))
-	fb = append(fb, f.schema...)
-	fb = binary.AppendUvarint(fb, uint64(len(f.parts)))
-	for i, p := range f.parts {
-		fb = binary.AppendUvarint(fb, uint64(p.column))
-		fb = append(fb, byte(p.kind), byte(p.enc))
-		fb = binary.LittleEndian.AppendUint64(fb, uint64(ents[i].off))
-		fb = binary.LittleEndian.AppendUint64(fb, uint64(ents[i].n))
-		fb = binary.LittleEndian.AppendUint32(fb, ents[i].crc)
-	}
-	out = append(out, fb...)
-	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(fb, castagnoli))
-	out = binary.LittleEndian.AppendUint32(out, uint32(len(fb)))
-	return append(out, segMagic...)
-}
+// assemble puts the file back together, every offset and CRC recomputed.
+func (f *segFile) assemble() []byte { return f.Assemble() }
 
 // set replaces the bytes of column's part of kind.
 func (f *segFile) set(t testing.TB, column int, kind segfmt.PartKind, data []byte) {
 	t.Helper()
-	for i := range f.parts {
-		if f.parts[i].column == column && f.parts[i].kind == kind {
-			f.parts[i].data = data
-			if enc, ok := encodingV2[f.parts[i].enc]; ok {
-				f.parts[i].enc = enc // the encoders here write the version 2 layouts
+	for i := range f.Parts {
+		if f.Parts[i].Column == column && f.Parts[i].Kind == kind {
+			f.Parts[i].Data = data
+			if enc, ok := encodingV2[f.Parts[i].Enc]; ok {
+				f.Parts[i].Enc = enc // the encoders here write the version 2 layouts
 			}
-			f.version = f.minVersion()
+			f.Version = f.minVersion()
 			return
 		}
 	}
@@ -137,23 +68,23 @@ var encodingV2 = map[segfmt.Encoding]segfmt.Encoding{
 // part in a version 5 encoding, else 4 with a part in a version 4 encoding, else 3 with a
 // metric's nulls part, else 2 (1 stays 1).
 func (f *segFile) minVersion() byte {
-	if f.version < 2 {
-		return f.version
+	if f.Version < 2 {
+		return f.Version
 	}
-	for _, p := range f.parts {
-		if p.enc == segfmt.EncIDChunksV5 {
+	for _, p := range f.Parts {
+		if p.Enc == segfmt.EncIDChunksV5 {
 			return 5
 		}
 	}
-	for _, p := range f.parts {
-		if _, ok := encodingV2[p.enc]; ok {
+	for _, p := range f.Parts {
+		if _, ok := encodingV2[p.Enc]; ok {
 			return 4
 		}
 	}
 	var s columns.Schema
-	if err := json.Unmarshal(f.schema, &s); err == nil {
-		for _, p := range f.parts {
-			if p.kind == segfmt.PartNulls && p.column > len(s.Dimensions) {
+	if err := json.Unmarshal(f.Schema, &s); err == nil {
+		for _, p := range f.Parts {
+			if p.Kind == segfmt.PartNulls && p.Column > len(s.Dimensions) {
 				return 3
 			}
 		}
@@ -472,12 +403,12 @@ func readModel(t testing.TB, seg *columns.Segment) *segModel {
 }
 
 func (m *segModel) encodeTime(f *segFile) {
-	f.parts[m.partIndex(f, 0, segfmt.PartValues)].data = longPart(m.times)
+	f.Parts[m.partIndex(f, 0, segfmt.PartValues)].Data = longPart(m.times)
 }
 
 func (m *segModel) partIndex(f *segFile, col int, kind segfmt.PartKind) int {
-	for i, p := range f.parts {
-		if p.column == col && p.kind == kind {
+	for i, p := range f.Parts {
+		if p.Column == col && p.Kind == kind {
 			return i
 		}
 	}
