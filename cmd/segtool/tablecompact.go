@@ -52,7 +52,7 @@ table --help').`
 func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
 	var segGran, gran, shard string
 	var target int64
-	var rollup, singleWriter bool
+	var rollup, singleWriter, dryRun bool
 	cmd := &cobra.Command{
 		Use:   "compact TABLE [--segment-granularity G] [--target-rows N] [--rollup --granularity G] [--shard I/N] [--single-writer]",
 		Short: "Replace each time chunk's segments by a few of at most N rows, in one version a chunk",
@@ -60,7 +60,8 @@ func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
 		Example: `  segtool table compact events/
   segtool table compact --segment-granularity hour --target-rows 100000 events/
   segtool table compact --shard 0/4 events/
-  segtool table compact --rollup --granularity hour events/`,
+  segtool table compact --rollup --granularity hour events/
+  segtool table compact --dry-run --target-rows 100000 events/`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o := table.CompactOptions{TargetRows: target, Rollup: rollup}
@@ -82,6 +83,21 @@ func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
 				if o.Shard, o.Shards, err = parseShard(shard); err != nil {
 					return usagef("table compact: --shard %q: %v", shard, err)
 				}
+			}
+			if dryRun {
+				t, err := openTable(cmd.Context(), args[0], s3)
+				if err != nil {
+					return err
+				}
+				e, err := t.Snapshot(cmd.Context(), 0)
+				if err != nil {
+					return tableErr(err)
+				}
+				p, err := table.PlanCompaction(e, o)
+				if err != nil {
+					return tableErr(err)
+				}
+				return writePlan(cmd.OutOrStdout(), t, p)
 			}
 			t, err := openWriter(cmd.Context(), args[0], s3, singleWriter)
 			if err != nil {
@@ -111,6 +127,7 @@ func newTableCompactCmd(s3 *s3Flags) *cobra.Command {
 	fl.BoolVar(&rollup, "rollup", false, "roll the table up at --granularity: every segment not rolled up at it is rewritten")
 	fl.StringVar(&gran, "granularity", "none", "with --rollup: the rollup granularity (none, second, minute, hour, day)")
 	fl.StringVar(&shard, "shard", "", "I/N: take only the chunks of shard I of N (0 <= I < N)")
+	fl.BoolVar(&dryRun, "dry-run", false, "print the plan of the newest version (splits, then each chunk's groups) and change nothing")
 	addSingleWriterFlag(cmd, &singleWriter)
 	return cmd
 }
@@ -156,4 +173,36 @@ func writeCompact(w io.Writer, t *table.Table, res *table.CompactResult) error {
 // fmtMillis formats ms since the epoch as the log writes times.
 func fmtMillis(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// writePlan prints plan p of table t: the splits, then each chunk's groups, a line a group.
+func writePlan(w io.Writer, t *table.Table, p *table.Plan) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan of %s, version %d:\n", t, p.Version)
+	for _, s := range p.Crossing {
+		fmt.Fprintf(&b, "split %s (%d rows, %s) by chunk\n", s.Name, s.Rows, s.Interval)
+	}
+	if len(p.Crossing) > 0 && len(p.Chunks) > 0 {
+		b.WriteString("then, with the pieces of the splits planned again:\n")
+	}
+	for _, c := range p.Chunks {
+		fmt.Fprintf(&b, "chunk %s/%s: %d segment(s)\n", fmtMillis(c.Interval.Start), fmtMillis(c.Interval.End), len(c.Segments))
+		for _, g := range c.Groups {
+			var rows int64
+			names := make([]string, len(g))
+			for i, pc := range g {
+				rows += pc.Len()
+				names[i] = pc.Name
+				if !pc.Whole() {
+					names[i] += fmt.Sprintf("[%d:%d]", pc.Lo, pc.Hi)
+				}
+			}
+			fmt.Fprintf(&b, "  merge %d rows: %s\n", rows, strings.Join(names, " "))
+		}
+	}
+	if len(p.Crossing) == 0 && len(p.Chunks) == 0 {
+		fmt.Fprintf(&b, "nothing to compact in %s\n", t)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
