@@ -169,3 +169,34 @@ func TestShardsSplitTheirCrossings(t *testing.T) {
 	require.Empty(t, p.Crossing)
 	require.Empty(t, p.Chunks)
 }
+
+// TestSplitConcurrent: compactions racing on a table of crossing segments (some sharded) all
+// succeed; the table ends with exactly its rows, compacted; the pieces of the splits that lost
+// were removed.
+func TestSplitConcurrent(t *testing.T) {
+	stores(t, func(t *testing.T, loc string, o Options, fsys afero.Fs) {
+		ctx := context.Background()
+		tb, err := Create(ctx, loc, o)
+		require.NoError(t, err)
+		require.NoError(t, fsys.MkdirAll("/in", 0o755))
+		var paths []string
+		for i := range 6 {
+			p := filepath.Join("/in", fmt.Sprintf("c%d.seg", i))
+			require.NoError(t, afero.WriteFile(fsys, p, segBytesStep(t, uint64(80+i), 400, day+int64(i)*24*3600_000+7*3600_000, 600_000, false), 0o644))
+			paths = append(paths, p)
+		}
+		_, err = tb.Append(ctx, paths)
+		require.NoError(t, err)
+		want := tableRows(t, tb)
+		const target = 500
+		opts := []CompactOptions{{TargetRows: target}, {TargetRows: target}, {TargetRows: target, Shard: 0, Shards: 2}, {TargetRows: target, Shard: 1, Shards: 2}}
+		errs := make([]error, len(opts))
+		race(len(opts), func(i int) { _, errs[i] = tb.Compact(ctx, opts[i]) })
+		for i, err := range errs {
+			require.NoError(t, err, "compact %d", i)
+		}
+		require.Equal(t, want, tableRows(t, tb))
+		requireCompacted(t, tb, target)
+		require.Empty(t, orphans(t, tb))
+	})
+}
