@@ -185,13 +185,14 @@ func querySegments(ctx context.Context, paths []string, spec query.Spec, s3 *s3F
 			err = errors.Join(err, c())
 		}
 	}()
+	segs, segClosers, err := openInputs(ctx, paths, s3)
+	closers = append(closers, segClosers...)
+	if err != nil {
+		return err
+	}
 	var rows int64
-	for _, p := range paths {
-		sg, closeSeg, err := openInput(ctx, p, s3)
-		if err != nil {
-			return err
-		}
-		qs, closers = append(qs, sg), append(closers, closeSeg)
+	for _, sg := range segs {
+		qs = append(qs, sg)
 		rows += int64(sg.Rows())
 	}
 	spec.InputNames = paths

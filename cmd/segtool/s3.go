@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,6 +126,47 @@ func openInput(ctx context.Context, path string, s3 *s3Flags) (*columns.Segment,
 		s3.gets.Add(g)
 		return seg.Close()
 	}, nil
+}
+
+// openParallel is how many inputs openInputs opens at once: an object's open waits on a GET
+// or two (its footer), so a query of a table of a hundred objects waits on them together.
+const openParallel = 16
+
+// openInputs opens the segments at paths (files, or s3:// objects), up to openParallel at
+// once, and returns them in the order of paths with their close functions. On an error (the
+// first by position) it returns the close functions of the segments it opened, for the
+// caller to call as it does on success.
+func openInputs(ctx context.Context, paths []string, s3 *s3Flags) ([]*columns.Segment, []func() error, error) {
+	segs := make([]*columns.Segment, len(paths))
+	closers := make([]func() error, len(paths))
+	errs := make([]error, len(paths))
+	sem := make(chan struct{}, openParallel)
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		if !strings.HasPrefix(p, "s3://") {
+			// A file opens in microseconds: no goroutine for it.
+			segs[i], closers[i], errs[i] = openInput(ctx, p, s3)
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			segs[i], closers[i], errs[i] = openInput(ctx, p, s3)
+		})
+	}
+	wg.Wait()
+	var opened []func() error
+	for _, c := range closers {
+		if c != nil {
+			opened = append(opened, c)
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, opened, err
+		}
+	}
+	return segs, opened, nil
 }
 
 // newUpload returns the upload of an s3:// output.

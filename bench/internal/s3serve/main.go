@@ -3,16 +3,18 @@
 // that drive segtool against object storage: it prints the endpoint URL on its first line and
 // serves until it is signalled.
 //
-//	go run ./bench/internal/s3serve -bucket seg -bucket other
+//	go run ./bench/internal/s3serve -bucket seg -bucket other [-latency 20ms] [-minio]
 package main
 
 import (
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/writeout/writeout/internal/s3test"
 )
@@ -27,6 +29,7 @@ func main() {
 	var bs buckets
 	flag.Var(&bs, "bucket", "a bucket to create (repeat for more)")
 	minio := flag.Bool("minio", false, "answer as MinIO does (s3test.Server.LikeMinIO)")
+	latency := flag.Duration("latency", 0, "wait this long before answering each request, as a remote service's round trip")
 	flag.Parse()
 	if len(bs) == 0 {
 		bs = buckets{"seg"}
@@ -38,6 +41,9 @@ func main() {
 	}
 	if *minio {
 		srv.LikeMinIO()
+	}
+	if *latency > 0 {
+		srv.OnRequest(func(*http.Request) { time.Sleep(*latency) })
 	}
 	fmt.Println(srv.URL)
 	sig := make(chan os.Signal, 1)
