@@ -275,6 +275,7 @@ func mergeSources(ctx context.Context, ls []level, out columns.Schema, dst targe
 	res.Bytes = st.info.Size
 	res.Info = st.info
 	res.Rollup, res.Granularity = out.Rollup, out.Granularity
+	res.Schema = out.Clone()
 	if syncer != nil {
 		res.Syncs += int(syncer.Syncs() - syncs0)
 	}

@@ -175,6 +175,8 @@ type Result struct {
 	// Rollup and Granularity are the output's (see Options.InheritRollup).
 	Rollup      bool
 	Granularity columns.Granularity
+	// Schema is the output's schema, as its footer holds it.
+	Schema columns.Schema
 	// Syncs counts the fdatasync and fsync calls made publishing the output, and those that
 	// paced writeback where sync_file_range is missing (Durability.TrickleBytes), the staging
 	// medium's included (the default one, or a Medium with a Syncs() int64 method).

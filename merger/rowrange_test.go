@@ -83,6 +83,7 @@ func TestRowRangeOracle(t *testing.T) {
 		msg := fmt.Sprintf("case %d (seed %d): %d pieces rollup=%v gran=%v fanin=%d", c, seed, len(inputs), opts.Rollup, opts.Granularity, opts.MaxFanIn)
 		require.NoError(t, err, msg)
 		merged := openSeg(t, dst)
+		require.True(t, res.Schema.Equal(merged.Schema()), "%s: Result.Schema %+v, the footer's %+v", msg, res.Schema, merged.Schema())
 		want := oracleMerge(schemas, rows, out)
 		got := readRows(t, merged)
 		requireRowsEqual(t, want, got, opts.Rollup && opts.MaxFanIn > 0, msg)

@@ -395,15 +395,7 @@ func (t *Table) mergePieces(ctx context.Context, e *Entry, within columns.Interv
 	if info.Interval.Start < within.Start || info.Interval.End > within.End {
 		return s, fmt.Errorf("table: %s: compact %s: output %s has interval %s, outside the chunk", t, what, name, s.Interval)
 	}
-	seg, closeSeg, err := t.OpenSegment(ctx, s)
-	if err != nil {
-		return s, err
-	}
-	same := seg.Schema().Equal(want)
-	if err := closeSeg(); err != nil {
-		return s, fmt.Errorf("table: %s: compact %s: %w", t, what, err)
-	}
-	if !same {
+	if !mres.Schema.Equal(want) {
 		return s, fmt.Errorf("%w: %s: compact %s: the output's schema differs from the table's columns with %s", ErrSchema, t, what, c)
 	}
 	return s, nil

@@ -453,15 +453,9 @@ func (t *Table) Append(ctx context.Context, paths []string) (int, error) {
 		segs[i] = s.withClass(*schema, classOf(sch))
 	}
 	var put []string
-	cleanup := func(err error) error {
-		for _, n := range put {
-			err = multierr.Join(err, t.st.remove(context.WithoutCancel(ctx), n))
-		}
-		return err
-	}
 	for i := range paths {
 		if err := t.copy(ctx, srcs[i], segs[i]); err != nil {
-			return 0, cleanup(err)
+			return 0, t.removeAll(ctx, put, err)
 		}
 		put = append(put, segs[i].Name)
 	}
@@ -470,7 +464,7 @@ func (t *Table) Append(ctx context.Context, paths []string) (int, error) {
 		if uncertain {
 			return 0, err
 		}
-		return 0, cleanup(err)
+		return 0, t.removeAll(ctx, put, err)
 	}
 	return v, nil
 }

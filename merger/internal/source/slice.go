@@ -117,9 +117,6 @@ func (s *sliceSource) Dim(name string) (DimSource, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d, ok := s.dims[name]; ok {
-		if d == nil {
-			return nil, nil
-		}
 		return d, nil
 	}
 	in, err := s.in.Dim(name)
