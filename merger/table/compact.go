@@ -260,10 +260,8 @@ func chunkPieces(seg *columns.Segment, s Segment, o CompactOptions) ([]chunkPiec
 		if lo != row || hi <= lo {
 			return nil, fmt.Errorf("%w: rows out of time order near row %d", ErrCorrupt, row)
 		}
-		for _, pc := range cut(Segment{Rows: int64(hi)}, o.TargetRows) {
-			if pc.Hi > int64(lo) {
-				out = append(out, chunkPiece{Piece: Piece{Segment: s, Lo: max(pc.Lo, int64(lo)), Hi: pc.Hi}, chunk: c})
-			}
+		for _, pc := range cutRange(s, int64(lo), int64(hi), o.TargetRows) {
+			out = append(out, chunkPiece{Piece: pc, chunk: c})
 		}
 		row = hi
 	}

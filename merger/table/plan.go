@@ -202,13 +202,17 @@ func PlanCompaction(e *Entry, o CompactOptions) (*Plan, error) {
 
 // cut returns s as pieces of at most target rows: itself whole when it fits, else pieces of
 // target rows and a last of the rest.
-func cut(s Segment, target int64) []Piece {
-	if s.Rows <= target {
-		return []Piece{{Segment: s, Lo: 0, Hi: s.Rows}}
+func cut(s Segment, target int64) []Piece { return cutRange(s, 0, s.Rows, target) }
+
+// cutRange returns rows [lo, hi) of s as pieces of target rows and a last of the rest: one
+// piece when they fit.
+func cutRange(s Segment, lo, hi, target int64) []Piece {
+	if hi-lo <= target {
+		return []Piece{{Segment: s, Lo: lo, Hi: hi}}
 	}
 	var ps []Piece
-	for lo := int64(0); lo < s.Rows; lo += target {
-		ps = append(ps, Piece{Segment: s, Lo: lo, Hi: min(lo+target, s.Rows)})
+	for ; lo < hi; lo += target {
+		ps = append(ps, Piece{Segment: s, Lo: lo, Hi: min(lo+target, hi)})
 	}
 	return ps
 }

@@ -252,3 +252,18 @@ func TestRewritesOwn(t *testing.T) {
 	require.NoError(t, rewritesOwn(plan([]Piece{{Segment: own, Lo: 0, Hi: 5}}), res))
 	require.NoError(t, rewritesOwn(plan([]Piece{whole(own)}), &CompactResult{}))
 }
+
+// TestCutRange: a range is cut from its own start into pieces of the target and the rest.
+func TestCutRange(t *testing.T) {
+	s := planSeg("a", day, day+1, 1000)
+	bounds := func(ps []Piece) [][2]int64 {
+		var out [][2]int64
+		for _, p := range ps {
+			out = append(out, [2]int64{p.Lo, p.Hi})
+		}
+		return out
+	}
+	require.Equal(t, [][2]int64{{50, 150}, {150, 250}, {250, 270}}, bounds(cutRange(s, 50, 270, 100)))
+	require.Equal(t, [][2]int64{{50, 150}}, bounds(cutRange(s, 50, 150, 100)))
+	require.Equal(t, [][2]int64{{0, 100}, {100, 200}}, bounds(cut(planSeg("b", day, day+1, 200), 100)))
+}
