@@ -23,6 +23,28 @@ import (
 	"github.com/writeout/writeout/columns"
 )
 
+// killTrials returns the trials and seed of a SIGKILL test: envKillTrials, else 8 (2 with
+// -short); envKillSeed, else the clock.
+func killTrials(t *testing.T) (trials int, seed uint64) {
+	t.Helper()
+	trials = 8
+	if s := os.Getenv(envKillTrials); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err, envKillTrials)
+		trials = n
+	}
+	if testing.Short() && os.Getenv(envKillTrials) == "" {
+		trials = 2
+	}
+	seed = uint64(time.Now().UnixNano())
+	if s := os.Getenv(envKillSeed); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, envKillSeed)
+		seed = n
+	}
+	return trials, seed
+}
+
 // envKillTrials sets the number of trials of TestMergeSIGKILL (default 8); envKillSeed its seed.
 const (
 	envKillTrials = "WRITEOUT_KILL_TRIALS"
@@ -65,21 +87,7 @@ func fsName(t *testing.T, dir string) (string, bool) {
 // WRITEOUT_KILL_NAMED=1 plays a file system without O_TMPFILE: then named temp files may be
 // left, each must be one sweep recognises, and sweep must leave only the output.
 func TestMergeSIGKILL(t *testing.T) {
-	trials := 8
-	if s := os.Getenv(envKillTrials); s != "" {
-		n, err := strconv.Atoi(s)
-		require.NoError(t, err, envKillTrials)
-		trials = n
-	}
-	if testing.Short() && os.Getenv(envKillTrials) == "" {
-		trials = 2
-	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(envKillSeed); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err, envKillSeed)
-		seed = n
-	}
+	trials, seed := killTrials(t)
 	t.Logf("%d trials, seed %d (%s=%d repeats them)", trials, seed, envKillSeed, seed)
 	r := newKillRun(t, seed)
 	configs := killConfigs()

@@ -29,21 +29,7 @@ import (
 // Then another append commits the next version. Files the kill leaves that no version
 // lists are only temp files or whole segments (garbage for vacuum).
 func TestTableAppendSIGKILL(t *testing.T) {
-	trials := 8
-	if s := os.Getenv(envKillTrials); s != "" {
-		n, err := strconv.Atoi(s)
-		require.NoError(t, err, envKillTrials)
-		trials = n
-	}
-	if testing.Short() && os.Getenv(envKillTrials) == "" {
-		trials = 2
-	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(envKillSeed); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err, envKillSeed)
-		seed = n
-	}
+	trials, seed := killTrials(t)
 	t.Logf("%d trials, seed %d", trials, seed)
 	rng := rand.New(rand.NewPCG(seed, 36))
 
@@ -144,21 +130,7 @@ func copyTable(t *testing.T, src string) string {
 // `table vacuum --retain 0 --pending-age 0` then leaves only the files the newest version
 // lists; and another compact ends with one segment of the same rows.
 func TestTableCompactSIGKILL(t *testing.T) {
-	trials := 8
-	if s := os.Getenv(envKillTrials); s != "" {
-		n, err := strconv.Atoi(s)
-		require.NoError(t, err, envKillTrials)
-		trials = n
-	}
-	if testing.Short() && os.Getenv(envKillTrials) == "" {
-		trials = 2
-	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(envKillSeed); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err, envKillSeed)
-		seed = n
-	}
+	trials, seed := killTrials(t)
 	t.Logf("%d trials, seed %d", trials, seed)
 	rng := rand.New(rand.NewPCG(seed, 37))
 

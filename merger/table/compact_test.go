@@ -148,6 +148,18 @@ func TestCompact(t *testing.T) {
 	})
 }
 
+// raceCompactions runs four compactions of tb at once, two of them sharded (0/2 and 1/2),
+// with outputs of at most target rows, and requires each to succeed.
+func raceCompactions(t *testing.T, tb *Table, target int64) {
+	t.Helper()
+	opts := []CompactOptions{{TargetRows: target}, {TargetRows: target}, {TargetRows: target, Shard: 0, Shards: 2}, {TargetRows: target, Shard: 1, Shards: 2}}
+	errs := make([]error, len(opts))
+	race(len(opts), func(i int) { _, errs[i] = tb.Compact(context.Background(), opts[i]) })
+	for i, err := range errs {
+		require.NoError(t, err, "compact %d", i)
+	}
+}
+
 // TestCompactConcurrent: compactions racing on one table, some sharded, all succeed, and the
 // table ends exact and compacted.
 func TestCompactConcurrent(t *testing.T) {
@@ -158,12 +170,7 @@ func TestCompactConcurrent(t *testing.T) {
 		smallSegments(t, tb, fsys, "/in", 40, 4)
 		before := tableTotals(t, tb)
 		const target = 1500
-		opts := []CompactOptions{{TargetRows: target}, {TargetRows: target}, {TargetRows: target, Shard: 0, Shards: 2}, {TargetRows: target, Shard: 1, Shards: 2}}
-		errs := make([]error, len(opts))
-		race(len(opts), func(i int) { _, errs[i] = tb.Compact(ctx, opts[i]) })
-		for i, err := range errs {
-			require.NoError(t, err, "compact %d", i)
-		}
+		raceCompactions(t, tb, target)
 		require.Equal(t, before, tableTotals(t, tb))
 		requireCompacted(t, tb, target)
 		// Outputs of the compactions that lost were removed.

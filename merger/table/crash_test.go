@@ -254,6 +254,25 @@ func TestCreateCrash(t *testing.T) {
 	t.Logf("%d crash points", points)
 }
 
+// crashTable creates a table at /data/t on a new crash file system and commits the segments
+// of data (of schema) as version 2, one append; it returns the file system and the table.
+func crashTable(t *testing.T, schema columns.Schema, data ...[]byte) (*crashfs.FS, *Table) {
+	t.Helper()
+	ctx := context.Background()
+	start := crashfs.New()
+	tb, err := Create(ctx, "/data/t", Options{Fs: start})
+	require.NoError(t, err)
+	segs := make([]Segment, len(data))
+	for i, b := range data {
+		segs[i], err = newStaged(ctx, tb, b)
+		require.NoError(t, err)
+	}
+	v, err := tb.Commit(ctx, 1, Change{Kind: KindAppend, Added: segs, Schema: &schema})
+	require.NoError(t, err)
+	require.Equal(t, 2, v)
+	return start, tb
+}
+
 // crashLoop runs work on clones of start that lose power after each mutating file-system
 // operation in turn (k = 0, 1, ...) until a run finishes before its crash point: a run that
 // crashed must fail wrapping crashfs.ErrCrashed, one that finished must succeed. Each run is
@@ -298,20 +317,8 @@ func crashLoop(t *testing.T, start *crashfs.FS, work func(fsys *crashfs.FS) erro
 // returned nil left version 3; and another Compact ends at one segment with the same totals.
 func TestCompactCrash(t *testing.T) {
 	ctx := context.Background()
-	start := crashfs.New()
-	o := Options{Fs: start}
-	tb, err := Create(ctx, "/data/t", o)
-	require.NoError(t, err)
-	var segs []Segment
-	for i, rows := range []int{40, 30, 20} {
-		s, err := newStaged(ctx, tb, segBytes(t, uint64(20+i), rows, day+int64(i)*3600_000, false))
-		require.NoError(t, err)
-		segs = append(segs, s)
-	}
-	schema := testSchema(false)
-	v, err := tb.Commit(ctx, 1, Change{Kind: KindAppend, Added: segs, Schema: &schema})
-	require.NoError(t, err)
-	require.Equal(t, 2, v)
+	start, tb := crashTable(t, testSchema(false),
+		segBytes(t, 20, 40, day, false), segBytes(t, 21, 30, day+3600_000, false), segBytes(t, 22, 20, day+2*3600_000, false))
 	want := tableTotals(t, tb)
 	require.Equal(t, int64(90), want.rows)
 
@@ -358,19 +365,8 @@ func TestCompactCrash(t *testing.T) {
 // compaction with rollup ends at that one output.
 func TestCompactRollupCrash(t *testing.T) {
 	ctx := context.Background()
-	start := crashfs.New()
-	tb, err := Create(ctx, "/data/t", Options{Fs: start})
-	require.NoError(t, err)
-	var segs []Segment
-	for i, rows := range []int{400, 300, 200} {
-		s, err := newStaged(ctx, tb, countSegBytes(t, uint64(30+i), rows, day+int64(i)*3600_000, 5000, raw))
-		require.NoError(t, err)
-		segs = append(segs, s)
-	}
-	schema := countSchema(raw)
-	v, err := tb.Commit(ctx, 1, Change{Kind: KindAppend, Added: segs, Schema: &schema})
-	require.NoError(t, err)
-	require.Equal(t, 2, v)
+	start, tb := crashTable(t, countSchema(raw), countSegBytes(t, 30, 400, day, 5000, raw),
+		countSegBytes(t, 31, 300, day+3600_000, 5000, raw), countSegBytes(t, 32, 200, day+2*3600_000, 5000, raw))
 	want, rows, _ := readHourTotals(t, tb)
 	require.Equal(t, int64(900), rows)
 	ro := CompactOptions{Rollup: true, RollupGranularity: columns.GranularityHour}
@@ -418,19 +414,9 @@ func TestCompactRollupCrash(t *testing.T) {
 // rows, and a second Vacuum leaves only the newest entry and the segment it lists.
 func TestVacuumCrash(t *testing.T) {
 	ctx := context.Background()
-	start := crashfs.New()
-	tb, err := Create(ctx, "/data/t", Options{Fs: start})
-	require.NoError(t, err)
-	var segs []Segment
-	for i, rows := range []int{40, 30, 20} {
-		s, err := newStaged(ctx, tb, segBytes(t, uint64(30+i), rows, day+int64(i)*3600_000, false))
-		require.NoError(t, err)
-		segs = append(segs, s)
-	}
-	schema := testSchema(false)
-	_, err = tb.Commit(ctx, 1, Change{Kind: KindAppend, Added: segs, Schema: &schema})
-	require.NoError(t, err)
-	_, err = tb.Compact(ctx, CompactOptions{})
+	start, tb := crashTable(t, testSchema(false),
+		segBytes(t, 30, 40, day, false), segBytes(t, 31, 30, day+3600_000, false), segBytes(t, 32, 20, day+2*3600_000, false))
+	_, err := tb.Compact(ctx, CompactOptions{})
 	require.NoError(t, err)
 	_, err = newStaged(ctx, tb, segBytes(t, 40, 5, day, false))
 	require.NoError(t, err)
@@ -472,21 +458,9 @@ func TestVacuumCrash(t *testing.T) {
 // version 4, and another Compact ends compacted with the same rows.
 func TestSplitCrash(t *testing.T) {
 	ctx := context.Background()
-	start := crashfs.New()
-	tb, err := Create(ctx, "/data/t", Options{Fs: start})
-	require.NoError(t, err)
-	var segs []Segment
-	for _, b := range [][]byte{
+	start, tb := crashTable(t, testSchema(false),
 		segBytesStep(t, 50, 50, day+24*3600_000-30*60_000, 60_000, false), // 23:30 to 00:19
-		segBytes(t, 51, 10, day+3600_000, false),
-	} {
-		s, err := newStaged(ctx, tb, b)
-		require.NoError(t, err)
-		segs = append(segs, s)
-	}
-	schema := testSchema(false)
-	_, err = tb.Commit(ctx, 1, Change{Kind: KindAppend, Added: segs, Schema: &schema})
-	require.NoError(t, err)
+		segBytes(t, 51, 10, day+3600_000, false))
 	want := tableRows(t, tb)
 	require.Len(t, want, 60)
 	o := CompactOptions{TargetRows: 100}

@@ -189,12 +189,7 @@ func TestSplitConcurrent(t *testing.T) {
 		require.NoError(t, err)
 		want := tableRows(t, tb)
 		const target = 500
-		opts := []CompactOptions{{TargetRows: target}, {TargetRows: target}, {TargetRows: target, Shard: 0, Shards: 2}, {TargetRows: target, Shard: 1, Shards: 2}}
-		errs := make([]error, len(opts))
-		race(len(opts), func(i int) { _, errs[i] = tb.Compact(ctx, opts[i]) })
-		for i, err := range errs {
-			require.NoError(t, err, "compact %d", i)
-		}
+		raceCompactions(t, tb, target)
 		require.Equal(t, want, tableRows(t, tb))
 		requireCompacted(t, tb, target)
 		require.Empty(t, orphans(t, tb))
