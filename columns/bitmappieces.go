@@ -57,9 +57,9 @@ func (t *rowsTally) add(rows []uint32) (int, bool) {
 // segwrite.DimWriter.WriteBitmapPieces describes, writing the bytes addRows writes for all of
 // them. It checks what checkBitmapRows checks, for a column of nrows rows (nulls: the null
 // rows, for the null id's bitmap, else nil), and returns the number of rows and, with the
-// invariants tag, the sum of pairHash over them.
-func (b *bitmapsWriter) addPieces(id uint32, each func(func([]uint32) error) error, nrows int, nulls *roaring.Bitmap) (int, uint64, error) {
-	s := piecesScan{id: id, nrows: nrows, cs: b.enc.cs[:0]}
+// invariants tag or hash set, the sum of pairHash over them.
+func (b *bitmapsWriter) addPieces(id uint32, each func(func([]uint32) error) error, nrows int, nulls *roaring.Bitmap, hash bool) (int, uint64, error) {
+	s := piecesScan{id: id, nrows: nrows, cs: b.enc.cs[:0], hash: hash}
 	if nulls != nil {
 		s.nulls = nulls.Iterator()
 	}
@@ -96,7 +96,7 @@ func (b *bitmapsWriter) addPieces(id uint32, each func(func([]uint32) error) err
 	}
 	b.v4 = b.v4 || v4
 	b.ends = append(uint64Pool.Grow(b.ends, 1), uint64(b.st.n))
-	return n, s.hash, nil
+	return n, s.sum, nil
 }
 
 // stageBlock stages b.buf and empties it when it holds least bytes or more (and one or more).
@@ -161,7 +161,8 @@ type piecesScan struct {
 	nrows int
 	nulls roaring.IntPeekable // the null rows, for the null id's bitmap
 	tally rowsTally
-	hash  uint64
+	hash  bool   // sum pairHash in every build
+	sum   uint64 // the sum of pairHash over the rows (invariants or hash)
 	cs    []roaringContainer
 }
 
@@ -187,9 +188,9 @@ func (s *piecesScan) add(rows []uint32) error {
 			}
 		}
 	}
-	if invariants {
+	if invariants || s.hash {
 		for _, r := range rows {
-			s.hash += pairHash(r, s.id)
+			s.sum += pairHash(r, s.id)
 		}
 	}
 	for lo := 0; lo < len(rows); {

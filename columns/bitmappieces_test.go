@@ -221,10 +221,10 @@ func TestBitmapPiecesSameBytesAsRows(t *testing.T) {
 			start := a.st.n
 			require.NoError(t, a.addRows(rows))
 			calls := 0
-			n, h, err := b.addPieces(1, eachPieces(rows, cuts, &calls), 1<<32, nil)
+			n, h, err := b.addPieces(1, eachPieces(rows, cuts, &calls), 1<<32, nil, true)
 			require.NoError(t, err)
 			require.Equal(t, len(rows), n)
-			want, _ := checkBitmapRows(1, rows, 1<<32, nil)
+			want, _ := checkBitmapRows(1, rows, 1<<32, nil, true)
 			require.Equal(t, want, h)
 			require.LessOrEqual(t, calls, 3)
 			require.Equal(t, a.ends, b.ends, "set %d (%d rows, compact %v, %d cuts)", i, len(rows), compact, len(cuts))
@@ -563,7 +563,7 @@ func TestBitmapPiecesMemoryBounded(t *testing.T) {
 			runtime.GC()
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			got, _, err := w.addPieces(1, each, 1<<32, nil)
+			got, _, err := w.addPieces(1, each, 1<<32, nil, false)
 			runtime.ReadMemStats(&after)
 			require.NoError(t, err)
 			require.Equal(t, n, got)

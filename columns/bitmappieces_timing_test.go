@@ -24,7 +24,7 @@ func BenchmarkWriteBitmapPieces(b *testing.B) {
 			b.SetBytes(4 * bigRows)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := checkBitmapRows(1, rows, 1<<32, nil); err != nil {
+				if _, err := checkBitmapRows(1, rows, 1<<32, nil, false); err != nil {
 					b.Fatal(err)
 				}
 				if err := w.addRows(rows); err != nil {
@@ -38,7 +38,7 @@ func BenchmarkWriteBitmapPieces(b *testing.B) {
 			b.SetBytes(4 * bigRows)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := w.addPieces(1, each, 1<<32, nil); err != nil {
+				if _, _, err := w.addPieces(1, each, 1<<32, nil, false); err != nil {
 					b.Fatal(err)
 				}
 				w.ends = w.ends[:0]

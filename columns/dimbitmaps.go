@@ -23,7 +23,7 @@ func (d *dimWriter) WriteBitmap(id uint32, bm *roaring.Bitmap) error {
 		return d.fail(fmt.Errorf("bitmap of the null id differs from the null rows: %w", ErrInvalid))
 	}
 	d.bmCard += bm.GetCardinality()
-	if invariants {
+	if invariants || d.derive {
 		h := d.bmHash
 		bm.Iterate(func(row uint32) bool {
 			h += pairHash(row, id)
@@ -47,7 +47,7 @@ func (d *dimWriter) WriteBitmapRows(id uint32, rows []uint32) error {
 	if d.dict.hasNull {
 		nulls = d.nulls
 	}
-	h, err := checkBitmapRows(id, rows, d.rows, nulls)
+	h, err := checkBitmapRows(id, rows, d.rows, nulls, d.derive)
 	if err != nil {
 		return d.fail(err)
 	}
@@ -69,7 +69,7 @@ func (d *dimWriter) WriteBitmapPieces(id uint32, each func(fn func(rows []uint32
 	if id == 0 && d.dict.hasNull {
 		nulls = d.nulls
 	}
-	n, h, err := d.bitmaps.addPieces(id, each, d.rows, nulls)
+	n, h, err := d.bitmaps.addPieces(id, each, d.rows, nulls, d.derive)
 	if err != nil {
 		return d.fail(err)
 	}
@@ -96,6 +96,7 @@ type bitmapRun struct {
 	bmCard      uint64
 	bmHash      uint64
 	v4          bool
+	hash        bool // sum pairHash in every build (the writer derives the ids)
 	name        string
 	err         error
 }
@@ -108,7 +109,7 @@ func (d *dimWriter) NewBitmapRun(first uint32) (segwrite.BitmapRun, error) {
 	if int(first) < d.nextBM || int(first) > d.card {
 		return nil, d.fail(fmt.Errorf("NewBitmapRun(%d): the next bitmap is %d of %d: %w", first, d.nextBM, d.card, ErrState))
 	}
-	r := &bitmapRun{first: first, next: first, card: d.card, rows: d.rows, compact: d.bitmaps.compact, name: d.dim.Name}
+	r := &bitmapRun{first: first, next: first, card: d.card, rows: d.rows, compact: d.bitmaps.compact, hash: d.derive, name: d.dim.Name}
 	if first == 0 && d.dict.hasNull {
 		r.nulls = d.nulls
 	}
@@ -128,7 +129,7 @@ func (r *bitmapRun) AddRows(rows []uint32) error {
 	if id == 0 {
 		nulls = r.nulls
 	}
-	h, err := checkBitmapRows(id, rows, r.rows, nulls)
+	h, err := checkBitmapRows(id, rows, r.rows, nulls, r.hash)
 	if err != nil {
 		return r.fail(err)
 	}
@@ -147,8 +148,8 @@ func (r *bitmapRun) AddRows(rows []uint32) error {
 
 // checkBitmapRows checks the rows of bitmap id, of a column of nrows rows: strictly
 // increasing, below nrows, and for the null id equal to nulls when nulls is not nil. It returns
-// the sum of pairHash over them in builds with the invariants tag, else 0.
-func checkBitmapRows(id uint32, rows []uint32, nrows int, nulls *roaring.Bitmap) (uint64, error) {
+// the sum of pairHash over them in builds with the invariants tag or when hash is set, else 0.
+func checkBitmapRows(id uint32, rows []uint32, nrows int, nulls *roaring.Bitmap, hash bool) (uint64, error) {
 	if k, ok := strictlyIncreasing(rows); !ok {
 		return 0, fmt.Errorf("bitmap %d: rows not strictly increasing at index %d (%d after %d): %w", id, k, rows[k], rows[k-1], ErrInvalid)
 	}
@@ -159,7 +160,7 @@ func checkBitmapRows(id uint32, rows []uint32, nrows int, nulls *roaring.Bitmap)
 		return 0, fmt.Errorf("bitmap of the null id differs from the null rows: %w", ErrInvalid)
 	}
 	var h uint64
-	if invariants {
+	if invariants || hash {
 		for _, row := range rows {
 			h += pairHash(row, id)
 		}
@@ -236,7 +237,7 @@ func (d *dimWriter) WriteBitmapWords(id uint32, words []uint64) error {
 		card += bits.OnesCount64(w)
 	}
 	d.bmCard += uint64(card)
-	if invariants {
+	if invariants || d.derive {
 		h := d.bmHash
 		for k, w := range words {
 			for ; w != 0; w &= w - 1 {

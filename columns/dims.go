@@ -22,6 +22,9 @@ type DimColumn struct {
 	perm  []uint32 // a version 4 or 5 ids part's rank table (perm[rank] is the id), else nil
 	// deltas: a version 5 ids part, whose chunks may also be in the id-deltas form
 	deltas bool
+	// derived: a version 6 ids part (segfmt.EncIDChunksDerived): its chunks hold no bytes, the
+	// ids come from the bitmaps (derive.go)
+	derived bool
 	// The bitmaps' read-path checks (structure.go, checkBitmap): a bit per bitmap that passed,
 	// whether one was found corrupt, and under bmMu how many were checked alone and the first
 	// verdict of corrupt.
@@ -264,6 +267,7 @@ type DimCursor struct {
 	cache map[uint32]string // values already looked up by Values
 	it    blockIter
 	pd    *planeDecoder // a version 4 ids part's
+	dv    *deriver      // a derived ids part's
 }
 
 // maxValueCache bounds the values a DimCursor remembers for Values.
@@ -360,15 +364,22 @@ func (c *DimCursor) load(row int) error {
 	if err == nil {
 		var rest []byte
 		c.ids = uint32Pool.Regrow(c.ids, n)
-		if c.col.dim.MultiValue {
+		switch {
+		case c.col.derived:
+			if len(raw) != 0 {
+				err = corruptf("%d bytes in a chunk of derived ids", len(raw))
+				break
+			}
+			return c.derive(i, n)
+		case c.col.dim.MultiValue:
 			c.offs = uint32Pool.Regrow(c.offs, n+1)
 			c.ids, rest, err = decodeMultiIDs(c.ids[:0], raw, n, card, &c.offs)
-		} else if c.col.perm != nil {
+		case c.col.perm != nil:
 			if c.pd == nil {
 				c.pd = newPlaneDecoder()
 			}
 			c.ids, rest, err = decodeRankedIDs(c.ids[:0], raw, n, c.col.perm, c.col.deltas, c.pd)
-		} else {
+		default:
 			c.ids, rest, err = decodeIDs(c.ids[:0], raw, n, card)
 		}
 		if err == nil && len(rest) != 0 {
@@ -389,12 +400,30 @@ func (c *DimCursor) load(row int) error {
 	return nil
 }
 
+// derive sets chunk i, of n rows, as the current one, its ids derived from the bitmaps: an
+// error there blames the bitmaps part.
+func (c *DimCursor) derive(i, n int) error {
+	c.cr.cur = -1
+	if err := c.col.bms.chk.checkCRC(); err != nil {
+		return err
+	}
+	if c.dv == nil {
+		c.dv = &deriver{}
+	}
+	c.ids = c.ids[:n]
+	if err := c.dv.chunk(c.col, c.ids, c.cr.lo); err != nil {
+		return partError(c.col.dim.Name, segfmt.PartBitmaps, fmt.Errorf("the ids of chunk %d: %w", i, err))
+	}
+	c.cr.cur = i
+	return nil
+}
+
 // Release gives the cursor's buffers back to the package's pools, as Cursor.Release.
 func (c *DimCursor) Release() {
 	c.cr.release()
 	uint32Pool.Put(c.ids)
 	uint32Pool.Put(c.offs)
-	c.ids, c.offs = nil, nil
+	c.ids, c.offs, c.dv = nil, nil, nil
 }
 
 // checkNulls checks that the null id only ever stands alone in a multi-value row.

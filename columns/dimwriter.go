@@ -62,6 +62,11 @@ type dimWriter struct {
 	firstB medium.Bytes
 	staged []stagedChunk
 	freq   []uint32
+	// derive: the ids part stores no ids (segfmt.EncIDChunksDerived): readers derive them from
+	// the bitmaps, which then carry the rows' data, so the pair hashes are checked in every
+	// build (finish). Set by closeDict when deriveIDs allows it.
+	derive   bool
+	storeIDs bool // the writer's StoreIDs option: never derive
 }
 
 // stagedChunk is one bit-packed ids chunk staged in dimWriter.firstB.
@@ -129,6 +134,10 @@ func (d *dimWriter) closeDict() error {
 	if err := d.dict.finish(); err != nil {
 		return d.fail(err)
 	}
+	if d.derive = deriveIDs(d.dim, d.card, d.pc != nil && !d.storeIDs); d.derive {
+		d.chunkRows = maxChunkRows // one window of the readers' derivation a chunk
+		return nil
+	}
 	if d.pc != nil && !d.dim.MultiValue && d.card > 1 && d.med != nil {
 		first, err := d.med.NewChild()
 		if err != nil {
@@ -152,7 +161,7 @@ func (d *dimWriter) AppendID(id uint32) error {
 		if id == 0 && d.dict.hasNull {
 			d.nullRows = append(d.nullRows, uint32(d.rows))
 		}
-		if invariants {
+		if invariants || d.derive {
 			d.pairHash += pairHash(uint32(d.rows), id)
 		}
 		d.vals = append(d.vals, id)
@@ -202,7 +211,7 @@ func (d *dimWriter) AppendSingleIDs(ids []uint32) error {
 				}
 			}
 		}
-		if invariants {
+		if invariants || d.derive {
 			for r, id := range run {
 				d.pairHash += pairHash(uint32(d.rows+r), id)
 			}
@@ -269,7 +278,7 @@ func (d *dimWriter) AppendIDs(ids []uint32) error {
 		}
 	} else {
 		d.pairs++
-		if invariants {
+		if invariants || d.derive {
 			d.pairHash += pairHash(uint32(d.rows), ids[0])
 		}
 	}
@@ -315,9 +324,12 @@ func (d *dimWriter) flush() error {
 	if n == 0 {
 		return d.err
 	}
-	if d.dim.MultiValue {
+	switch {
+	case d.derive:
+		d.raw = d.raw[:0] // a derived chunk holds no bytes
+	case d.dim.MultiValue:
 		d.raw = appendMultiIDs(d.raw[:0], d.counts, d.vals, d.width)
-	} else {
+	default:
 		d.raw = appendIDs(d.raw[:0], d.vals, d.width)
 	}
 	if d.firstB != nil {
@@ -356,6 +368,9 @@ func (d *dimWriter) closeRows() error {
 	}
 	if err := d.ids.finish(); err != nil {
 		return d.fail(err)
+	}
+	if d.derive {
+		d.ids.st.spec.enc = segfmt.EncIDChunksDerived
 	}
 	if perm != nil {
 		if err := d.ids.st.write(appendPacked(nil, perm, d.width)); err != nil {
@@ -458,7 +473,7 @@ func (d *dimWriter) finish() error {
 		if (invariants || !d.dim.MultiValue) && d.bmCard != d.pairs {
 			return d.fail(fmt.Errorf("bitmaps hold %d rows in all, the rows hold %d distinct values: %w", d.bmCard, d.pairs, ErrInvalid))
 		}
-		if invariants && d.bmHash != d.pairHash {
+		if (invariants || d.derive) && d.bmHash != d.pairHash {
 			return d.fail(fmt.Errorf("bitmaps do not hold the rows' ids (pair hashes differ): %w", ErrInvalid))
 		}
 		if err := d.bitmaps.finish(); err != nil {

@@ -14,12 +14,13 @@ import (
 const (
 	magic = "WOSEG"
 	// maxVersion is the newest format version this package writes and reads. A segment is written
-	// as version 5 when some part uses an encoding of version 5 (encodingsV5); else as version 4
+	// as version 6 when some part uses an encoding of version 6 (encodingsV6); else as version 5
+	// when some part uses an encoding of version 5 (encodingsV5); else as version 4
 	// when some part uses an encoding of version 4 (encodingsV4); else as version 3
 	// when some long or double metric has a null row (its segfmt.PartNulls part, see layout); otherwise
 	// as version 2, byte for byte what writers before version 3 wrote. It also reads version 1,
 	// whose layout lacks the metrics' side parts (segfmt.PartTimes, segfmt.PartTails).
-	maxVersion = 5
+	maxVersion = 6
 	minVersion = 1
 	// versionNoNulls is the version of a segment without metric nulls parts.
 	versionNoNulls = 2
@@ -31,7 +32,10 @@ const (
 	versionV4 = 4
 	// versionV5 is the version of a segment with at least one part in a version 5 encoding;
 	// its other parts may use the encodings of version 4 or not.
-	versionV5  = 5
+	versionV5 = 5
+	// versionV6 is the version of a segment with at least one part in a version 6 encoding;
+	// its other parts may use the encodings of versions 4 and 5 or not.
+	versionV6  = 6
 	headerSize = len(magic) + 1
 	// trailer: footer CRC-32C u32 | footer length u32 | magic
 	trailerSize = 4 + 4 + len(magic)
@@ -55,6 +59,23 @@ var encodingsV4 = map[segfmt.Encoding]segfmt.Encoding{
 // exactly when some part uses one.
 var encodingsV5 = map[segfmt.Encoding]segfmt.Encoding{
 	segfmt.EncIDChunks: segfmt.EncIDChunksV5,
+}
+
+// encodingsV6 maps an encoding of version 2 to the encoding a version 6 segment may use instead
+// for the same part, besides those of encodingsV4 and encodingsV5 (see doc.go). The segment is
+// version 6 exactly when some part uses one.
+var encodingsV6 = map[segfmt.Encoding]segfmt.Encoding{
+	segfmt.EncIDChunks: segfmt.EncIDChunksDerived,
+}
+
+// isV6Encoding reports whether e is an encoding of version 6.
+func isV6Encoding(e segfmt.Encoding) bool {
+	for _, v6 := range encodingsV6 {
+		if v6 == e {
+			return true
+		}
+	}
+	return false
 }
 
 // isV5Encoding reports whether e is an encoding of version 5.
@@ -292,7 +313,7 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 	ncols := 1 + len(schema.Dimensions) + len(schema.Metrics)
 	next := int64(headerSize)
 	f.parts = make([]segfmt.PartInfo, 0, np)
-	metricNulls, partsV4, partsV5 := 0, 0, 0
+	metricNulls, partsV4, partsV5, partsV6 := 0, 0, 0, 0
 	seenNulls := map[int]bool{}
 	for i := 0; i < int(np); i++ {
 		c, k := binary.Uvarint(rest)
@@ -330,6 +351,10 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 			enc = p.Encoding
 			partsV5++
 		}
+		if f.version >= versionV6 && p.Encoding != enc && encodingsV6[enc] == p.Encoding {
+			enc = p.Encoding
+			partsV6++
+		}
 		if enc != p.Encoding {
 			return nil, corruptf("columns: column %q part %s: encoding %s, want %s", p.Column, p.Kind, p.Encoding, enc)
 		}
@@ -356,6 +381,9 @@ func decodeFooter(b []byte, footerStart int64) (*footer, error) {
 	}
 	if f.version == versionV5 && partsV5 == 0 {
 		return nil, bad("version %d without a part in a version %d encoding (such a segment is version %d at most)", f.version, versionV5, versionV4)
+	}
+	if f.version == versionV6 && partsV6 == 0 {
+		return nil, bad("version %d without a part in a version %d encoding (such a segment is version %d at most)", f.version, versionV6, versionV5)
 	}
 	if len(rest) != 0 {
 		return nil, bad("%d trailing bytes", len(rest))

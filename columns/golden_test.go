@@ -115,6 +115,13 @@ func seedSegments(t testing.TB) map[string][]byte {
 	sk := Schema{Metrics: []Metric{{Name: "u", Aggregator: agg.HyperUnique}}}
 	out["sketch.seg"] = writeRows(t, sk, gen(sk, 3, 5), writerOptions{})
 	out["v4-zstd.seg"] = v4FlipSegment(t) // the planes form and ranked ids (version 4)
+	// Ids derived from the bitmaps (version 6): Elias-Fano, roaring arrays and runs, nulls.
+	derived := Schema{Dimensions: deriveSchema().Dimensions[:3]}
+	rows := deriveRows(2, 400)
+	for i := range rows {
+		rows[i].Dims, rows[i].Metrics = rows[i].Dims[:3], nil
+	}
+	out["v6-zstd.seg"] = writeRows(t, derived, rows, writerOptions{Compression: CompressionZstd})
 	return out
 }
 

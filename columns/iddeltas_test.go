@@ -106,7 +106,7 @@ func deltaRows(seed uint64, n, run int) (Schema, []Row) {
 func TestSegmentVersion5(t *testing.T) {
 	s, rows := deltaRows(seedFor(t, 0), 20_000, 115)
 	for _, write := range []func(testing.TB, Schema, []Row, writerOptions) []byte{writeRows, writeColumns} {
-		b := write(t, s, rows, writerOptions{Compression: CompressionZstd, ChunkRows: 4096})
+		b := write(t, s, rows, writerOptions{Compression: CompressionZstd, ChunkRows: 4096, StoreIDs: true})
 		seg, err := newSegmentBytes(b)
 		require.NoError(t, err)
 		require.Equal(t, byte(versionV5), seg.f.version)
@@ -131,7 +131,7 @@ func TestSegmentVersion5(t *testing.T) {
 // deliberate change).
 func TestGoldenVersion5(t *testing.T) {
 	s, rows := deltaRows(1, 3000, 100)
-	got := writeRows(t, s, rows, writerOptions{Compression: CompressionZstd, ChunkRows: 500})
+	got := writeRows(t, s, rows, writerOptions{Compression: CompressionZstd, ChunkRows: 500, StoreIDs: true})
 	path := filepath.Join("testdata", "golden-v5.seg")
 	if *update {
 		require.NoError(t, os.WriteFile(path, got, 0o644))

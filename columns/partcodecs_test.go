@@ -13,7 +13,7 @@ import (
 func isChunkedEncoding(e segfmt.Encoding) bool {
 	switch e {
 	case segfmt.EncLongChunks, segfmt.EncDoubleChunks, segfmt.EncBlobChunks, segfmt.EncIDChunks, segfmt.EncMultiIDChunks,
-		segfmt.EncLongChunksV4, segfmt.EncDoubleChunksV4, segfmt.EncIDChunksV4, segfmt.EncIDChunksV5:
+		segfmt.EncLongChunksV4, segfmt.EncDoubleChunksV4, segfmt.EncIDChunksV4, segfmt.EncIDChunksV5, segfmt.EncIDChunksDerived:
 		return true
 	case segfmt.EncFrontCoded, segfmt.EncRoaringTable, segfmt.EncRoaring, segfmt.EncRoaringTableV4:
 		return false
@@ -31,12 +31,15 @@ func TestPartCodecs(t *testing.T) {
 	for i := range rows {
 		rows[i] = g.next()
 	}
-	for _, comp := range []Compression{CompressionNone, CompressionS2, CompressionZstd} {
-		t.Run("compression="+comp.String(), func(t *testing.T) {
-			seg, err := newSegmentBytes(writeRows(t, s, rows, writerOptions{ChunkRows: 256, Compression: comp}))
+	for _, opts := range []writerOptions{{Compression: CompressionNone}, {Compression: CompressionS2},
+		{Compression: CompressionZstd}, {Compression: CompressionZstd, StoreIDs: true}} {
+		comp := opts.Compression
+		opts.ChunkRows = 256
+		t.Run(fmt.Sprintf("compression=%s/store-ids=%v", comp, opts.StoreIDs), func(t *testing.T) {
+			seg, err := newSegmentBytes(writeRows(t, s, rows, opts))
 			require.NoError(t, err)
 			var total ChunkCodecs
-			v4 := false
+			v4, derived := false, false
 			for i, p := range seg.Info().Parts {
 				c, ok, err := seg.PartCodecs(i)
 				require.NoError(t, err, "%s %s", p.Column, p.Kind)
@@ -46,6 +49,7 @@ func TestPartCodecs(t *testing.T) {
 					continue
 				}
 				v4 = v4 || p.Encoding == segfmt.EncIDChunksV4 || p.Encoding == segfmt.EncIDChunksV5
+				derived = derived || p.Encoding == segfmt.EncIDChunksDerived
 				ix := seg.chunkIndexOf(&seg.f.parts[i])
 				require.Equal(t, ix.chunks(), c.Chunks(), "%s %s", p.Column, p.Kind)
 				require.Positive(t, c.Chunks())
@@ -64,7 +68,11 @@ func TestPartCodecs(t *testing.T) {
 			case CompressionZstd:
 				require.Zero(t, total.S2)
 				require.Positive(t, total.Zstd)
-				require.True(t, v4, "no id-chunks-v4 part: the rank table's offset is not exercised")
+				if opts.StoreIDs {
+					require.True(t, v4, "no id-chunks-v4 part: the rank table's offset is not exercised")
+				} else {
+					require.True(t, derived, "no id-chunks-derived part")
+				}
 			}
 			_, _, err = seg.PartCodecs(len(seg.Info().Parts))
 			require.ErrorIs(t, err, ErrInvalid)

@@ -401,7 +401,7 @@ func TestSegmentVersion4(t *testing.T) {
 	rows := v4Rows(3000, 1)
 	sketches := marshalSketches(t, s, rows)
 	for _, comp := range []Compression{CompressionNone, CompressionS2, CompressionZstd} {
-		opts := writerOptions{Compression: comp, ChunkRows: 700}
+		opts := writerOptions{Compression: comp, ChunkRows: 700, StoreIDs: true}
 		byRows := writeRows(t, s, rows, opts)
 		byCols := writeColumns(t, s, rows, opts)
 		require.Equal(t, byRows, byCols, "%s: rows and the column writers write the same bytes", comp)
@@ -475,7 +475,7 @@ func TestSegmentVersion4Ranks(t *testing.T) {
 func TestGoldenVersion4(t *testing.T) {
 	s := v4Schema()
 	rows := v4Rows(600, 2)
-	got := writeRows(t, s, rows, writerOptions{Compression: CompressionZstd, ChunkRows: 200})
+	got := writeRows(t, s, rows, writerOptions{Compression: CompressionZstd, ChunkRows: 200, StoreIDs: true})
 	path := filepath.Join("testdata", "golden-v4.seg")
 	if *update {
 		require.NoError(t, os.WriteFile(path, got, 0o644))
@@ -528,7 +528,7 @@ func v4FlipSegment(t testing.TB) []byte {
 		sk.Insert(fmt.Appendf(nil, "u%d", i%3))
 		rows[i].Metrics[5].Sketch = hllOf(sk)
 	}
-	return writeRows(t, s, rows, writerOptions{ChunkRows: 70, Compression: CompressionZstd})
+	return writeRows(t, s, rows, writerOptions{ChunkRows: 70, Compression: CompressionZstd, StoreIDs: true})
 }
 
 func TestV4FlipSegment(t *testing.T) {

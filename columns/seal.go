@@ -70,8 +70,11 @@ func (w *writer) seal() (*footer, error) {
 		if isV4Encoding(s.spec.enc) && version < versionV4 {
 			version = versionV4
 		}
-		if isV5Encoding(s.spec.enc) {
+		if isV5Encoding(s.spec.enc) && version < versionV5 {
 			version = versionV5
+		}
+		if isV6Encoding(s.spec.enc) {
+			version = versionV6
 		}
 	}
 	f := &footer{version: version, rows: rows, schema: w.schema}

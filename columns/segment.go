@@ -229,6 +229,12 @@ func (s *Segment) parseColumns() error {
 		} else if dc.ix, err = chunked(ip); err != nil {
 			return err
 		}
+		if ip.Encoding == segfmt.EncIDChunksDerived {
+			if d.NoBitmapIndex {
+				return s.openError(ip, corruptf("ids derived from a bitmap index the dimension does not have"))
+			}
+			dc.derived = true
+		}
 		if !d.NoBitmapIndex {
 			p := s.part(c, segfmt.PartBitmaps)
 			if dc.bms, err = parseBitmaps(&s.src, p, card, rows); err != nil {

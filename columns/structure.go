@@ -262,6 +262,9 @@ func (s *rowSums) rows(rs []uint32) error {
 // never reads as a wrong answer through the ids. It reads the ids once, a chunk at a time, and
 // no bitmap's rows: a bitmap's rows are checked against the ids when it is read (checkBitmap).
 func (s *Segment) checkDimRows(c *DimColumn) error {
+	if c.derived {
+		return s.checkDerivedRows(c)
+	}
 	if err := c.ix.chk.checkCRC(); err != nil {
 		return err
 	}
@@ -343,6 +346,66 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 		if n != want {
 			return s.fileError(c.bms.part, corruptf("bitmap %d holds %d rows, %d rows hold id %d", id, n, want, id))
 		}
+	}
+	return nil
+}
+
+// checkDerivedRows is checkDimRows for a dimension whose ids its bitmaps give
+// (segfmt.EncIDChunksDerived): its chunks hold no bytes, every bitmap decodes (checked as
+// EachBitmapRows checks), together they hold each row exactly once (keyed sums of the rows,
+// see rowKey, and their count), and the null rows are exactly the null id's bitmap. It decodes
+// every bitmap once; the chunks' ids, derived as they are read, then hold valid ids.
+func (s *Segment) checkDerivedRows(c *DimColumn) error {
+	for _, pc := range []*partCheck{c.ix.chk, c.nulls, c.bms.chk} {
+		if err := pc.checkCRC(); err != nil {
+			return err
+		}
+	}
+	if c.ix.idxOff != int64(c.ix.chunks()) {
+		return s.fileError(c.ix.part, corruptf("%d chunks of derived ids in %d bytes, one byte each", c.ix.chunks(), c.ix.idxOff))
+	}
+	for i := 0; i < c.ix.chunks(); i++ {
+		fr, err := c.ix.frame(&s.src, i, nil)
+		if err != nil {
+			return s.fileError(c.ix.part, err)
+		}
+		if fr[0] != codecNone {
+			return s.fileError(c.ix.part, corruptf("chunk %d of derived ids: codec %d, want none", i, fr[0]))
+		}
+	}
+	bp := uint32Pool.Get(4096)
+	defer func() { uint32Pool.Put(bp) }()
+	buf := bp[:4096]
+	var all, nullID pairSums
+	for id := 0; id < c.bms.count; id++ {
+		ps, err := s.bitmapSums(c, id, buf)
+		if err != nil {
+			return err
+		}
+		all.sum += ps.sum
+		all.count += ps.count
+		if id == 0 && c.dict.hasNull {
+			nullID = ps
+		}
+	}
+	want := pairSums{count: uint64(s.f.rows)}
+	for r := 0; r < s.f.rows; r++ {
+		want.sum += rowKey(s.pairSeed, uint32(r))
+	}
+	if all != want {
+		return s.fileError(c.bms.part, corruptf("the bitmaps hold %d rows in all, for %d rows (or not each row once)", all.count, want.count))
+	}
+	nulls, err := s.decodeNulls(c.dim.Name, c.nulls)
+	if err != nil {
+		return s.inFile(err)
+	}
+	var got pairSums
+	for it := nulls.Iterator(); it.HasNext(); {
+		got.sum += rowKey(s.pairSeed, it.Next())
+		got.count++
+	}
+	if got != nullID {
+		return s.fileError(c.nulls.part, corruptf("%d null rows, the null id's bitmap holds %d (or other rows)", got.count, nullID.count))
 	}
 	return nil
 }
@@ -431,6 +494,14 @@ func (c *DimColumn) checkBitmap(id uint32) error {
 		return nil
 	}
 	if c.bmChecked[id/64].Load()&(1<<(id%64)) != 0 && !c.bmBad.Load() {
+		return nil
+	}
+	if c.derived {
+		// The bitmaps are the rows' data: checked together, by the ids part's check.
+		if err := c.ix.chk.check(); err != nil {
+			return err
+		}
+		c.markBitmapsPassed()
 		return nil
 	}
 	c.bmMu.Lock()

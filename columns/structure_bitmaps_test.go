@@ -230,7 +230,7 @@ func TestBitmapCheckedWhenRead(t *testing.T) {
 // ErrCorrupt or reads what the intact file reads.
 func TestStructuralFaultsVersion5(t *testing.T) {
 	s, rows := deltaRows(seedFor(t, 0), 2000, 115)
-	good := writeRows(t, s, rows, writerOptions{Compression: CompressionZstd, ChunkRows: 512})
+	good := writeRows(t, s, rows, writerOptions{Compression: CompressionZstd, ChunkRows: 512, StoreIDs: true})
 	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	want, err := readEveryColumn(seg)

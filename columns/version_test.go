@@ -58,7 +58,7 @@ func TestFooterVersion4(t *testing.T) {
 // may be in version 4 encodings or not. A reader of version 4 refuses version 5 (ErrVersion).
 func TestFooterVersion5(t *testing.T) {
 	s, rows := deltaRows(seedFor(t, 0), 3000, 100)
-	good := writeRows(t, s, rows, writerOptions{Compression: CompressionZstd})
+	good := writeRows(t, s, rows, writerOptions{Compression: CompressionZstd, StoreIDs: true})
 	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	require.Equal(t, uint8(versionV5), seg.f.version)

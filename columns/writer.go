@@ -209,6 +209,7 @@ func newWriter(schema Schema, opts writerOptions) (*writer, error) {
 			nulls:     roaring.New(),
 			med:       w.med,
 			pc:        pcs(),
+			storeIDs:  opts.StoreIDs,
 		}
 		if !d.NoBitmapIndex {
 			dw.bitmaps = &bitmapsWriter{st: find(c, segfmt.PartBitmaps), compact: opts.Compression != CompressionNone}

@@ -62,6 +62,10 @@ const (
 	// EncIDChunksV5 is EncIDChunksV4 whose chunks may also take the id-deltas form (doc.go,
 	// "Version 5 encodings"), for ids sorted within runs of rows.
 	EncIDChunksV5 Encoding = 15
+	// EncIDChunksDerived is the version 6 ids part of a single-value dimension with a bitmap
+	// index: chunks that store no ids, each chunk's ids being those its rows' bitmaps give
+	// (doc.go, "Version 6 encodings").
+	EncIDChunksDerived Encoding = 16
 )
 
 func (e Encoding) String() string {
@@ -92,6 +96,8 @@ func (e Encoding) String() string {
 		return "roaring-table-v4"
 	case EncIDChunksV5:
 		return "id-chunks-v5"
+	case EncIDChunksDerived:
+		return "id-chunks-derived"
 	}
 	return fmt.Sprintf("encoding%d", uint8(e))
 }

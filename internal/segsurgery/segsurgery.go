@@ -127,7 +127,8 @@ func (f *File) Assemble() []byte {
 func Chunked(e segfmt.Encoding) bool {
 	switch e {
 	case segfmt.EncLongChunks, segfmt.EncDoubleChunks, segfmt.EncBlobChunks, segfmt.EncIDChunks,
-		segfmt.EncMultiIDChunks, segfmt.EncLongChunksV4, segfmt.EncDoubleChunksV4, segfmt.EncIDChunksV4, segfmt.EncIDChunksV5:
+		segfmt.EncMultiIDChunks, segfmt.EncLongChunksV4, segfmt.EncDoubleChunksV4, segfmt.EncIDChunksV4, segfmt.EncIDChunksV5,
+		segfmt.EncIDChunksDerived:
 		return true
 	case segfmt.EncFrontCoded, segfmt.EncRoaringTable, segfmt.EncRoaring, segfmt.EncRoaringTableV4:
 	}

@@ -30,6 +30,11 @@ type Options[C any] struct {
 	Compression C
 	// ChunkRows is the number of rows per chunk of values and ids: 1 to 65536, default 4096.
 	ChunkRows int
+	// StoreIDs keeps the ids of every dictionary dimension stored. Without it, the zstd
+	// compression leaves out the ids of a single-value dimension with a bitmap index and at most
+	// columns' derivedMaxCard values, which readers derive from its bitmaps (a version 6 segment,
+	// which readers of earlier versions refuse); set it for such readers.
+	StoreIDs bool
 }
 
 // Writer builds one segment: parts are staged in a medium, then Finish publishes them as one
