@@ -398,34 +398,28 @@ func (c *bmCursor) fillEF(ids []uint32, lo int64, id uint32) error {
 	hi := uint64(lo) + uint64(len(ids))
 	l := c.l & 63
 	mask := uint64(1)<<l - 1
-	// The state in locals for the loop, stored back on every way out.
+	// The state in locals for the loop (registers), stored back on every way out.
 	word, i, acc, nacc, prev := c.word, c.i, c.acc, c.nacc, c.prev
-	defer func() { c.word, c.i, c.acc, c.nacc, c.prev = word, i, acc, nacc, prev }()
+	var err error
 	for i < c.n {
 		if word == 0 {
-			c.word = 0
-			if err := c.nextWord(); err != nil {
-				return err
+			c.word, c.i = 0, i
+			if err = c.nextWord(); err != nil {
+				break
 			}
 			word = c.word
 			continue
 		}
-		for nacc < l {
-			b, err := c.a.take(4)
-			if err != nil {
-				return err
+		if nacc < l {
+			c.acc, c.nacc = acc, nacc
+			if err = c.moreLows(); err != nil {
+				break
 			}
-			if len(b) == 0 {
-				return corruptf("elias-fano: truncated lows")
-			}
-			for j, x := range b {
-				acc |= uint64(x) << ((nacc + 8*uint(j)) & 63)
-			}
-			nacc += 8 * uint(len(b))
+			acc, nacc = c.acc, c.nacc
 		}
 		v := (uint64(c.wbase+int64(bits.TrailingZeros64(word)))-uint64(i))<<l | acc&mask
 		if v >= hi {
-			return nil
+			break
 		}
 		word &= word - 1
 		acc >>= l
@@ -433,16 +427,38 @@ func (c *bmCursor) fillEF(ids []uint32, lo int64, id uint32) error {
 		i++
 		row := int64(v)
 		if row <= prev {
-			return corruptf("rows not increasing (%d after %d)", row, prev)
+			err = corruptf("rows not increasing (%d after %d)", row, prev)
+			break
 		}
 		prev = row
 		if row < lo {
 			continue
 		}
 		if ids[row-lo] != unsetID {
-			return corruptf("row %d is in bitmaps %d and %d", row, ids[row-lo], id)
+			err = corruptf("row %d is in bitmaps %d and %d", row, ids[row-lo], id)
+			break
 		}
 		ids[row-lo] = id
+	}
+	c.word, c.i, c.acc, c.nacc, c.prev = word, i, acc, nacc, prev
+	return err
+}
+
+// moreLows reads Elias-Fano lows until at least l bits are at hand, as many whole bytes as
+// fit at a time.
+func (c *bmCursor) moreLows() error {
+	for c.nacc < c.l {
+		b, err := c.a.take(int(64-c.nacc) / 8)
+		if err != nil {
+			return err
+		}
+		if len(b) == 0 {
+			return corruptf("elias-fano: truncated lows")
+		}
+		for j, x := range b {
+			c.acc |= uint64(x) << ((c.nacc + 8*uint(j)) & 63)
+		}
+		c.nacc += 8 * uint(len(b))
 	}
 	return nil
 }
@@ -579,6 +595,9 @@ func (c *bmCursor) done() bool {
 	return true
 }
 
+// derivePiece is how many rows' ids a deriver fills at a time: 32 KiB of them.
+const derivePiece = 8192
+
 // deriver rebuilds the ids of a derived dimension's chunks from its bitmaps (a DimCursor's).
 type deriver struct {
 	cur  []bmCursor
@@ -595,16 +614,20 @@ func (d *deriver) chunk(c *DimColumn, ids []uint32, lo int) error {
 	for i := range ids {
 		ids[i] = unsetID
 	}
-	jump := lo > d.next
-	for id := range d.cur {
-		cur := &d.cur[id]
-		if jump {
-			if err := cur.seek(int64(lo)); err != nil {
+	if lo > d.next {
+		for id := range d.cur {
+			if err := d.cur[id].seek(int64(lo)); err != nil {
 				return fmt.Errorf("bitmap %d: %w", id, err)
 			}
 		}
-		if err := cur.fill(ids, int64(lo), uint32(id)); err != nil {
-			return fmt.Errorf("bitmap %d: %w", id, err)
+	}
+	// In pieces that stay in the CPU's cache while every bitmap scatters its ids into them.
+	for at := 0; at < len(ids); at += derivePiece {
+		piece := ids[at:min(at+derivePiece, len(ids))]
+		for id := range d.cur {
+			if err := d.cur[id].fill(piece, int64(lo+at), uint32(id)); err != nil {
+				return fmt.Errorf("bitmap %d: %w", id, err)
+			}
 		}
 	}
 	for k, id := range ids {

@@ -62,9 +62,10 @@ waited for, so dirty pages stay bounded and the final sync is short; where the c
 the file is fdatasynced every SIZE instead.
 
 --compression is the codec of the output's chunks (values and ids): s2 (the default, the
-fastest to read), zstd (smaller, with the size-oriented encodings of format versions 4 and 5:
-ids by frequency rank or, for ids sorted within time buckets, as differences; numbers as
-entropy-coded byte planes) or none. A chunk is kept compressed only when that makes it
+fastest to read), zstd (smaller, with the size-oriented encodings of format versions 4 to 6:
+ids by frequency rank or, for ids sorted within time buckets, as differences; no ids at all
+for a dimension of at most 1024 values with a bitmap index, whose readers derive them from the
+bitmaps; numbers as entropy-coded byte planes) or none. A chunk is kept compressed only when that makes it
 smaller; readers need no flag, and 'segtool inspect' shows each part's codec.
 
 With --rollup, rows with the same time truncated to --granularity and the same dimensions
