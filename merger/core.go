@@ -78,6 +78,7 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 		Medium:      med,
 		Compression: opts.Compression,
 		ChunkRows:   opts.ChunkRows,
+		StoreIDs:    opts.StoreIDs,
 	})
 	if err != nil {
 		return st, fmt.Errorf("merger: %w", err)

@@ -129,6 +129,10 @@ type Options struct {
 	// Compression and ChunkRows are passed to colwrite.Options.
 	Compression columns.Compression
 	ChunkRows   int
+	// StoreIDs keeps every dictionary dimension's ids stored under CompressionZstd, which
+	// otherwise leaves out those its readers can derive from the bitmaps (format version 6):
+	// for readers of format version 5 and before. colwrite.Options.StoreIDs.
+	StoreIDs bool
 }
 
 // IntermediatePattern is the name pattern of the intermediate segments of a merge in phases
