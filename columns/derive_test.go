@@ -415,21 +415,10 @@ func TestFooterVersion6(t *testing.T) {
 	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	require.Equal(t, uint8(versionV6), seg.f.version)
-	idx := -1
-	for i, p := range seg.f.parts {
-		if p.Encoding == segfmt.EncIDChunksDerived {
-			idx = i
-		}
-	}
-	require.GreaterOrEqual(t, idx, 0)
+	idx := partWith(t, seg, segfmt.EncIDChunksDerived)
+	edited := footerEditor(t, seg)
 	decode := func(edit func(f *footer)) error {
-		f := *seg.f
-		f.parts = append([]segfmt.PartInfo(nil), seg.f.parts...)
-		edit(&f)
-		fb, err := appendFooter(nil, &f)
-		require.NoError(t, err)
-		last := f.parts[len(f.parts)-1]
-		_, err = decodeFooter(fb, last.Offset+last.Length)
+		_, err := edited(edit)
 		return err
 	}
 	require.NoError(t, decode(func(f *footer) {}))
@@ -462,15 +451,7 @@ func TestGoldenVersion6(t *testing.T) {
 	s := deriveSchema()
 	rows := deriveRows(1, 5000)
 	got := writeRows(t, s, rows, writerOptions{Compression: CompressionZstd, ChunkRows: 700})
-	path := filepath.Join("testdata", "golden-v6.seg")
-	if *update {
-		require.NoError(t, os.WriteFile(path, got, 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err)
-	seg, err := Open(path)
-	require.NoError(t, err)
-	defer seg.Close()
+	want, seg := goldenFile(t, "golden-v6.seg", got)
 	require.Equal(t, byte(versionV6), seg.f.version)
 	require.Equal(t, segfmt.EncIDChunksDerived, partEncodings(seg)["zipf/ids"])
 	checkSegment(t, seg, s, rows, marshalSketches(t, s, rows))

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -132,15 +130,7 @@ func TestSegmentVersion5(t *testing.T) {
 func TestGoldenVersion5(t *testing.T) {
 	s, rows := deltaRows(1, 3000, 100)
 	got := writeRows(t, s, rows, writerOptions{Compression: CompressionZstd, ChunkRows: 500, StoreIDs: true})
-	path := filepath.Join("testdata", "golden-v5.seg")
-	if *update {
-		require.NoError(t, os.WriteFile(path, got, 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err)
-	seg, err := Open(path)
-	require.NoError(t, err)
-	defer seg.Close()
+	want, seg := goldenFile(t, "golden-v5.seg", got)
 	require.Equal(t, byte(versionV5), seg.f.version)
 	require.Equal(t, segfmt.EncIDChunksV5, partEncodings(seg)["sorted/ids"])
 	checkSegment(t, seg, s, rows, marshalSketches(t, s, rows))

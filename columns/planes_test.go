@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/axiomhq/hyperloglog"
@@ -476,15 +474,7 @@ func TestGoldenVersion4(t *testing.T) {
 	s := v4Schema()
 	rows := v4Rows(600, 2)
 	got := writeRows(t, s, rows, writerOptions{Compression: CompressionZstd, ChunkRows: 200, StoreIDs: true})
-	path := filepath.Join("testdata", "golden-v4.seg")
-	if *update {
-		require.NoError(t, os.WriteFile(path, got, 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err)
-	seg, err := Open(path)
-	require.NoError(t, err)
-	defer seg.Close()
+	want, seg := goldenFile(t, "golden-v4.seg", got)
 	require.Equal(t, byte(versionV4), seg.f.version)
 	checkSegment(t, seg, s, rows, marshalSketches(t, s, rows))
 	var v4 []string

@@ -1,6 +1,8 @@
 package columns
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,15 +24,7 @@ func TestFooterVersion4(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint8(versionNoNulls), seg.f.version, "no part uses a version 4 encoding")
 
-	decode := func(edit func(f *footer)) (*footer, error) {
-		f := *seg.f
-		f.parts = append([]segfmt.PartInfo(nil), seg.f.parts...)
-		edit(&f)
-		fb, err := appendFooter(nil, &f)
-		require.NoError(t, err)
-		last := f.parts[len(f.parts)-1]
-		return decodeFooter(fb, last.Offset+last.Length)
-	}
+	decode := footerEditor(t, seg)
 	toV4 := func(f *footer) { f.parts[0].Encoding = fake } // __time values
 
 	f, err := decode(func(f *footer) { f.version = versionV4; toV4(f) })
@@ -62,23 +56,9 @@ func TestFooterVersion5(t *testing.T) {
 	seg, err := newSegmentBytes(good)
 	require.NoError(t, err)
 	require.Equal(t, uint8(versionV5), seg.f.version)
-	idx := -1
-	for i, p := range seg.f.parts {
-		if p.Encoding == segfmt.EncIDChunksV5 {
-			idx = i
-		}
-	}
-	require.GreaterOrEqual(t, idx, 0)
+	idx := partWith(t, seg, segfmt.EncIDChunksV5)
 
-	decode := func(edit func(f *footer)) (*footer, error) {
-		f := *seg.f
-		f.parts = append([]segfmt.PartInfo(nil), seg.f.parts...)
-		edit(&f)
-		fb, err := appendFooter(nil, &f)
-		require.NoError(t, err)
-		last := f.parts[len(f.parts)-1]
-		return decodeFooter(fb, last.Offset+last.Length)
-	}
+	decode := footerEditor(t, seg)
 	_, err = decode(func(f *footer) {})
 	require.NoError(t, err)
 
@@ -101,4 +81,46 @@ func TestFooterVersion5(t *testing.T) {
 	fb[0] = maxVersion + 1
 	_, err = decodeFooter(fb, last.Offset+last.Length)
 	require.ErrorIs(t, err, ErrVersion)
+}
+
+// footerEditor returns a function that decodes seg's footer after edit changed a copy of it.
+func footerEditor(t *testing.T, seg *Segment) func(edit func(f *footer)) (*footer, error) {
+	return func(edit func(f *footer)) (*footer, error) {
+		f := *seg.f
+		f.parts = append([]segfmt.PartInfo(nil), seg.f.parts...)
+		edit(&f)
+		fb, err := appendFooter(nil, &f)
+		require.NoError(t, err)
+		last := f.parts[len(f.parts)-1]
+		return decodeFooter(fb, last.Offset+last.Length)
+	}
+}
+
+// goldenFile writes got to testdata/name under -update, and returns the file's bytes and the
+// segment opened from it (closed when the test ends). A golden test then checks what the
+// segment reads and that got is the file's bytes.
+func goldenFile(t *testing.T, name string, got []byte) ([]byte, *Segment) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.WriteFile(path, got, 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err)
+	seg, err := Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = seg.Close() })
+	return want, seg
+}
+
+// partWith returns the index in seg's footer of the last part in encoding enc (one must be).
+func partWith(t *testing.T, seg *Segment, enc segfmt.Encoding) int {
+	idx := -1
+	for i, p := range seg.f.parts {
+		if p.Encoding == enc {
+			idx = i
+		}
+	}
+	require.GreaterOrEqual(t, idx, 0, "no part in %s", enc)
+	return idx
 }
