@@ -400,14 +400,15 @@ func (c *bmCursor) fillEF(ids []uint32, lo int64, id uint32) error {
 	mask := uint64(1)<<l - 1
 	// The state in locals for the loop (registers), stored back on every way out.
 	word, i, acc, nacc, prev := c.word, c.i, c.acc, c.nacc, c.prev
+	n, wbase := c.n, c.wbase
 	var err error
-	for i < c.n {
+	for i < n {
 		if word == 0 {
 			c.word, c.i = 0, i
 			if err = c.nextWord(); err != nil {
 				break
 			}
-			word = c.word
+			word, wbase = c.word, c.wbase
 			continue
 		}
 		if nacc < l {
@@ -417,7 +418,7 @@ func (c *bmCursor) fillEF(ids []uint32, lo int64, id uint32) error {
 			}
 			acc, nacc = c.acc, c.nacc
 		}
-		v := (uint64(c.wbase+int64(bits.TrailingZeros64(word)))-uint64(i))<<l | acc&mask
+		v := (uint64(wbase+int64(bits.TrailingZeros64(word)))-uint64(i))<<l | acc&mask
 		if v >= hi {
 			break
 		}
