@@ -72,10 +72,17 @@ func (e *emitter) run() (int64, error) {
 // step emits rows of the heap's cursors: a step of interleaving windows, or rows of the top
 // cursor, or it loads the top cursor when it is lazy.
 func (e *emitter) step() bool {
-	// Inputs that interleave go a step of windows at a time (see interleave.go).
-	if !e.rollup && !e.withMaps && !interleaveOff && interleaves(e.h.cs) {
-		if stepped, ok := e.interleaved(); !ok || stepped {
-			return ok
+	// Inputs that interleave go a step of windows at a time (see interleave.go), and so do
+	// the pages of slots of streamed groups that a rollup interleaves.
+	if !e.withMaps && !interleaveOff {
+		if !e.rollup && interleaves(e.h.cs) {
+			if stepped, ok := e.interleaved(); !ok || stepped {
+				return ok
+			}
+		} else if e.rollup && slotsInterleave(e.h.cs) {
+			if stepped, ok := e.interleavedSlots(); !ok || stepped {
+				return ok
+			}
 		}
 	}
 	cur := e.h.top()
@@ -106,26 +113,84 @@ func (e *emitter) interleaved() (stepped, ok bool) {
 		e.outRow += int64(n)
 		e.done += int64(n)
 	}
+	return true, e.stepped()
+}
+
+// stepped moves the cursors of an interleaving step past the rows it took, retires those
+// that are done and restores the heap.
+func (e *emitter) stepped() bool {
 	for x, cu := range e.il.cs {
 		if n := e.il.take[x]; n > 0 {
 			cu.cur += n - 1
 			if err := cu.advance(e.ctx); err != nil {
 				e.pl.fail(err)
-				return true, false
+				return false
 			}
 		}
 	}
 	for i := 0; i < e.h.len(); {
 		if cu := e.h.cs[i]; cu.done() {
 			if !e.retire(i) {
-				return true, false
+				return false
 			}
 			continue
 		}
 		i++
 	}
 	e.h.init()
-	return true, e.checks()
+	return e.checks()
+}
+
+// interleavedSlots emits, with rollup, a step of interleaving pages of slots (see
+// slotsInterleave): the step's rows come in key order, and each starts an output row or,
+// of the key of the row before it, combines into it. stepped: the step took rows.
+func (e *emitter) interleavedSlots() (stepped, ok bool) {
+	items := e.il.step(e.h.cs)
+	if len(items) == 0 {
+		return false, true
+	}
+	interleaveSlotRows.Add(int64(len(items)))
+	// The first row may have the key of the batch's last row (a row of the heap loop, or of
+	// the step before, whose bound it tied); the others' keys are words of one step. Each
+	// row is a slot of its window's group (see addRef).
+	cs := e.il.cs
+	prev := items[0].key
+	b := e.b
+	for k, it := range items {
+		cur := cs[it.ref>>32]
+		i := int(uint32(it.ref))
+		var same bool
+		if k > 0 {
+			same = it.key == prev
+		} else {
+			same = b.keys.n > 0 && cmpRows(&cur.w, i, &b.keys, b.keys.n-1) == 0
+		}
+		prev = it.key
+		if !same {
+			if e.full() {
+				if !e.nextBatch() {
+					return true, false
+				}
+				b = e.b
+			}
+			b.keys.appendSingles(&cur.w, i)
+			b.refEnd = append(b.refEnd, 0)
+			e.outRow++
+		}
+		g := cur.aggs[0]
+		if cur.aggSeq != e.batchSeq || cur.aggLast != g {
+			b.aggs = append(b.aggs, g)
+			cur.aggSeq, cur.aggLast = e.batchSeq, g
+		}
+		b.refIn = append(b.refIn, int32(cur.in))
+		b.refRow = append(b.refRow, uint32(cur.slot[i]))
+		b.refLo = append(b.refLo, g.lo)
+		b.refHi = append(b.refHi, g.hi)
+		b.refEnd[len(b.refEnd)-1] = int32(len(b.refIn))
+		e.done += int64(cur.weight[i])
+	}
+	b.runsSet = false // refs come one by one: findRuns
+	return true, e.stepped()
 }
 
 // fromTop emits rows of cur, the loaded top cursor, without touching the heap while its head

@@ -25,10 +25,15 @@ var (
 	interleaveOff  bool
 	interleaveRuns atomic.Int64
 	interleaveRows atomic.Int64
+	// interleaveSlotRows counts the slots of a rollup's steps (see slotsInterleave).
+	interleaveSlotRows atomic.Int64
 )
 
 // ilKeyBits is the bits of a step's key (64); tests lower it to make steps that stop at a time.
 var ilKeyBits = 64
+
+// ilStepRows bounds the rows of a cursor that one interleaving step takes.
+var ilStepRows = 2048
 
 // ilItem is a window row in an interleaving step: its key (its time's offset from the
 // step's least time, shifted above its packed ids; see step) and where it lies (its cursor's
@@ -53,6 +58,27 @@ func ilKey(c *cursor, p int) (t, k uint64) {
 // ilLess reports whether (t1, k1) comes before (t2, k2).
 func ilLess(t1, k1, t2, k2 uint64) bool {
 	return t1 < t2 || t1 == t2 && k1 < k2
+}
+
+// slotsInterleave reports whether the cursors of a rollup can go a step of windows at a time:
+// every one is lazy or holds a page of a streamed group's slots (packed keys in key order, no
+// two of one key), and two or more are not lazy: inputs whose hours overlap, each hour a
+// streamed group of each, whose slots the heap loop would otherwise take a sift a slot.
+func slotsInterleave(h []*cursor) bool {
+	if len(h) < 2 {
+		return false
+	}
+	loaded := 0
+	for _, c := range h {
+		if c.lazy {
+			continue
+		}
+		if !c.paged {
+			return false
+		}
+		loaded++
+	}
+	return loaded >= 2
 }
 
 // interleaves reports whether the cursors can go a step of windows at a time: every one is
@@ -84,7 +110,8 @@ func interleaves(h []*cursor) bool {
 func (il *interleave) step(h []*cursor) []ilItem {
 	il.cs = append(il.cs[:0], h...)
 	slices.SortFunc(il.cs, func(a, b *cursor) int { return a.in - b.in })
-	// The bound: the least (key, input) of the windows' last rows and lazy stand-ins.
+	// The bound: the least (key, input) of the windows' last rows, or of their rows ilStepRows
+	// on (a step's arrays then stay in the cache), and of the lazy stand-ins.
 	var bt, bk uint64
 	bin := -1
 	for _, c := range il.cs {
@@ -92,7 +119,7 @@ func (il *interleave) step(h []*cursor) []ilItem {
 		if c.lazy {
 			t, k = uint64(c.w.time[0])^1<<63, 0 // the stand-in: the least key of its time
 		} else {
-			t, k = ilKey(c, c.npos-1)
+			t, k = ilKey(c, min(c.npos, c.cur+ilStepRows)-1)
 		}
 		if bin < 0 || ilLess(t, k, bt, bk) || t == bt && k == bk && c.in < bin {
 			bt, bk, bin = t, k, c.in

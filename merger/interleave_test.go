@@ -26,9 +26,11 @@ func TestMergeInterleave(t *testing.T) {
 		{Name: "x", Field: "x", Type: columns.MetricDouble, Aggregator: agg.DoubleSum},
 	}
 	const hour = 3600_000
-	defer func() { batchRows, ilKeyBits = defaultBatchRows, 64 }()
+	savedStep := ilStepRows
+	defer func() { batchRows, ilKeyBits, ilStepRows = defaultBatchRows, 64, savedStep }()
 	for c := range 12 {
 		batchRows = []int{defaultBatchRows, 100, 7}[c%3] // steps that fill batches
+		ilStepRows = []int{savedStep, 3, 37}[c/3%3]      // steps bounded inside the windows
 		// Keys of fewer bits: steps that stop at the last time their keys hold (0: each step
 		// takes the rows of the heads' least time only).
 		ilKeyBits = []int{64, 64, 0, 31}[c%4]
