@@ -141,58 +141,6 @@ func (e *emitter) stepped() bool {
 	return e.checks()
 }
 
-// interleavedSlots emits, with rollup, a step of interleaving pages of slots (see
-// slotsInterleave): the step's rows come in key order, and each starts an output row or,
-// of the key of the row before it, combines into it. stepped: the step took rows.
-func (e *emitter) interleavedSlots() (stepped, ok bool) {
-	items := e.il.step(e.h.cs)
-	if len(items) == 0 {
-		return false, true
-	}
-	interleaveSlotRows.Add(int64(len(items)))
-	// The first row may have the key of the batch's last row (a row of the heap loop, or of
-	// the step before, whose bound it tied); the others' keys are words of one step. Each
-	// row is a slot of its window's group (see addRef).
-	cs := e.il.cs
-	prev := items[0].key
-	b := e.b
-	for k, it := range items {
-		cur := cs[it.ref>>32]
-		i := int(uint32(it.ref))
-		var same bool
-		if k > 0 {
-			same = it.key == prev
-		} else {
-			same = b.keys.n > 0 && cmpRows(&cur.w, i, &b.keys, b.keys.n-1) == 0
-		}
-		prev = it.key
-		if !same {
-			if e.full() {
-				if !e.nextBatch() {
-					return true, false
-				}
-				b = e.b
-			}
-			b.keys.appendSingles(&cur.w, i)
-			b.refEnd = append(b.refEnd, 0)
-			e.outRow++
-		}
-		g := cur.aggs[0]
-		if cur.aggSeq != e.batchSeq || cur.aggLast != g {
-			b.aggs = append(b.aggs, g)
-			cur.aggSeq, cur.aggLast = e.batchSeq, g
-		}
-		b.refIn = append(b.refIn, int32(cur.in))
-		b.refRow = append(b.refRow, uint32(cur.slot[i]))
-		b.refLo = append(b.refLo, g.lo)
-		b.refHi = append(b.refHi, g.hi)
-		b.refEnd[len(b.refEnd)-1] = int32(len(b.refIn))
-		e.done += int64(cur.weight[i])
-	}
-	b.runsSet = false // refs come one by one: findRuns
-	return true, e.stepped()
-}
-
 // fromTop emits rows of cur, the loaded top cursor, without touching the heap while its head
 // stays below the rival's (the least of the other cursors: inputs whose times do not overlap
 // then cost one comparison a row, not a sift through the heap); then it restores the heap.

@@ -25,8 +25,6 @@ var (
 	interleaveOff  bool
 	interleaveRuns atomic.Int64
 	interleaveRows atomic.Int64
-	// interleaveSlotRows counts the slots of a rollup's steps (see slotsInterleave).
-	interleaveSlotRows atomic.Int64
 )
 
 // ilKeyBits is the bits of a step's key (64); tests lower it to make steps that stop at a time.
@@ -46,7 +44,9 @@ type interleave struct {
 	take       []int     // the rows each takes in the step
 	items, tmp []ilItem
 	bounds     []int
-	tbase      int64 // the step's least time: a key's time is tbase + key>>idBits
+	starts     []int32 // a rollup step's items that start output rows (see slotsRoom)
+	used       []bool  // per cursor of a rollup step: its slots are in the batch
+	tbase      int64   // the step's least time: a key's time is tbase + key>>idBits
 	idBits     int
 }
 
@@ -58,27 +58,6 @@ func ilKey(c *cursor, p int) (t, k uint64) {
 // ilLess reports whether (t1, k1) comes before (t2, k2).
 func ilLess(t1, k1, t2, k2 uint64) bool {
 	return t1 < t2 || t1 == t2 && k1 < k2
-}
-
-// slotsInterleave reports whether the cursors of a rollup can go a step of windows at a time:
-// every one is lazy or holds a page of a streamed group's slots (packed keys in key order, no
-// two of one key), and two or more are not lazy: inputs whose hours overlap, each hour a
-// streamed group of each, whose slots the heap loop would otherwise take a sift a slot.
-func slotsInterleave(h []*cursor) bool {
-	if len(h) < 2 {
-		return false
-	}
-	loaded := 0
-	for _, c := range h {
-		if c.lazy {
-			continue
-		}
-		if !c.paged {
-			return false
-		}
-		loaded++
-	}
-	return loaded >= 2
 }
 
 // interleaves reports whether the cursors can go a step of windows at a time: every one is

@@ -99,15 +99,6 @@ func (k *keys) appendRow(o *keys, i int) {
 	}
 }
 
-// appendSingles copies row i of o, whose dimensions are all single-value, to the end of k.
-func (k *keys) appendSingles(o *keys, i int) {
-	k.n++
-	k.time = append(k.time, o.time[i])
-	for j := range k.dims {
-		k.dims[j].ids = append(k.dims[j].ids, o.dims[j].ids[i])
-	}
-}
-
 // appendRange copies rows [a, e) of o (whose dimensions are of the same kinds) to the end of k.
 func (k *keys) appendRange(o *keys, a, e int) {
 	k.n += e - a

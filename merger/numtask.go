@@ -355,8 +355,8 @@ func (t *longTask) retire(b *batch) {
 // of each is a slot of a plain pre-aggregated group whose accumulators the task holds, and
 // the metric stores no times: each row's value is its slots' values combined as row does
 // (CombineLong from the identity, in ref order). It stops at a row that row must take: a
-// ref of another kind or of a group not loaded yet, or a carry (a sum past the int64
-// range).
+// ref of another kind, of a group not loaded yet or of a group with a carry, or a row whose
+// sum carries (a sum past the int64 range).
 func (t *longTask) slotRows(b *batch, r int, k int32) (int, int32, error) {
 	kind := t.agg.Kind
 	if t.times != nil || kind.Timed() || t.slots == nil {
@@ -365,23 +365,33 @@ func (t *longTask) slotRows(b *batch, r int, k int32) (int, int32, error) {
 	id := kind.LongIdentity()
 	p := t.pend
 	defer func() { t.pend = p }()
-	for ; r < len(b.refEnd); r++ {
-		end := b.refEnd[r]
+	// What a ref needs of its source's slots, held here a source (direct-mapped: inputs
+	// that interleave take each slot from another source's group).
+	var held [8]heldSlots
+	refIn, refRow, refLo, refHi, refEnd := b.refIn, b.refRow, b.refLo, b.refHi, b.refEnd
+	for ; r < len(refEnd); r++ {
+		end := refEnd[r]
 		v, carry := id, int64(0)
 		for j := k; j < end; j++ {
-			sa := &t.slots[b.refIn[j]]
-			if b.refHi[j] == 0 || !sa.plain || !sa.holds(b, j) {
-				return r, k, nil
+			in := refIn[j]
+			h := &held[in&7]
+			if h.in != in || h.hi == 0 || h.lo != refLo[j] || h.hi != refHi[j] {
+				sa := &t.slots[in]
+				if !sa.holds(b, j) || !sa.plain || len(sa.c) != 0 {
+					return r, k, nil // row takes it (a carry too: rare)
+				}
+				*h = heldSlots{in: in, lo: sa.g.lo, hi: sa.g.hi, v: sa.v, dropped: sa.dropped, nextDrop: sa.nextDrop}
 			}
-			s := b.refRow[j]
-			if err := sa.passed(s); err != nil {
-				return r, k, err
-			}
-			if sa.carry(s) != 0 {
-				return r, k, nil
+			s := refRow[j]
+			if int(s) < h.dropped || int(s) >= h.nextDrop { // else passed does nothing
+				sa := &t.slots[in]
+				if err := sa.passed(s); err != nil {
+					return r, k, err
+				}
+				h.dropped, h.nextDrop = sa.dropped, sa.nextDrop
 			}
 			var c int64
-			v, c = kind.CombineLong(v, sa.v[s])
+			v, c = kind.CombineLong(v, h.v[s])
 			carry += c
 		}
 		if carry != 0 {
@@ -391,6 +401,15 @@ func (t *longTask) slotRows(b *batch, r int, k int32) (int, int32, error) {
 		k = end
 	}
 	return r, k, nil
+}
+
+// heldSlots is what slotRows holds of a source's plain slots: its group's rows [lo, hi) (hi 0:
+// none), the values, and the slots below which passed has something to do.
+type heldSlots struct {
+	in                int32
+	lo, hi            uint32
+	v                 []int64
+	dropped, nextDrop int
 }
 
 func (t *longTask) row(b *batch, r int, start, end int32) error {
