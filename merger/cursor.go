@@ -45,6 +45,9 @@ type window struct {
 	npos int     // emission positions in the window: its rows, or fewer with pre-aggregation
 	// lazy: the window holds one stand-in row, not yet rows of the source (see wait).
 	lazy bool
+	// paged: the window holds a page of a streamed group's slots (see loadPage): one row a
+	// slot of aggs[0], in key order, its keys packed.
+	paged bool
 	// For the rows of re-sorted groups of a source read in row order: the group's source
 	// rows [glo, ghi), so that readers of other columns load the group once, in order,
 	// instead of a chunk per row (ghi 0: not in a re-sorted group).
@@ -285,7 +288,7 @@ func (c *cursor) srcRow(p int) int {
 
 // fill loads the next batch of whole groups.
 func (c *cursor) fill(ctx context.Context) error {
-	c.lazy = false
+	c.lazy, c.paged = false, false
 	c.w.reset()
 	c.perm = nil
 	c.hot = c.hot || c.packed && c.pre == nil

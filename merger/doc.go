@@ -48,7 +48,9 @@
 //     larger than a window streams through it (preaggstream.go); once its keys are numbered,
 //     a goroutine combines its rows for every long metric while the cursor's next group
 //     streams on another and the merge emits this one's slots (preload.go), and each slot
-//     table's pages go back as the slots go out.
+//     table's pages go back as the slots go out. Streamed groups of inputs whose hours
+//     overlap page their slots through a step of windows too, merged on packed keys, each
+//     slot combining into the output row before it when its key is that row's.
 //     A single-value dimension with a bitmap index logs each output row's merged id (1, 2 or
 //     4 bytes a row, by cardinality, in anonymous huge-page mappings pooled for the next merge:
 //     merger/internal/scratch); a multi-value one records each input row's output row in a row
@@ -215,7 +217,8 @@
 //   - packed key: a row's merged ids of every dimension in one uint64, most significant
 //     dimension first (packState, foldKeys); two rows of equal time then compare as words.
 //   - interleave step: inputs whose windows overlap row by row go a step of windows at a time,
-//     merged on packed keys instead of through the heap (interleave.go).
+//     merged on packed keys instead of through the heap (interleave.go); with rollup, so do
+//     pages of streamed groups' slots.
 //   - pre-aggregation: with rollup of long metrics, a re-sorted group emits one position per
 //     distinct key, a slot, instead of one per row (preagg.go).
 //   - slot: a distinct key of a pre-aggregated group (groupAgg); its weight is the rows it

@@ -72,10 +72,17 @@ func (e *emitter) run() (int64, error) {
 // step emits rows of the heap's cursors: a step of interleaving windows, or rows of the top
 // cursor, or it loads the top cursor when it is lazy.
 func (e *emitter) step() bool {
-	// Inputs that interleave go a step of windows at a time (see interleave.go).
-	if !e.rollup && !e.withMaps && !interleaveOff && interleaves(e.h.cs) {
-		if stepped, ok := e.interleaved(); !ok || stepped {
-			return ok
+	// Inputs that interleave go a step of windows at a time (see interleave.go), and so do
+	// the pages of slots of streamed groups that a rollup interleaves.
+	if !e.withMaps && !interleaveOff {
+		if !e.rollup && interleaves(e.h.cs) {
+			if stepped, ok := e.interleaved(); !ok || stepped {
+				return ok
+			}
+		} else if e.rollup && slotsInterleave(e.h.cs) {
+			if stepped, ok := e.interleavedSlots(); !ok || stepped {
+				return ok
+			}
 		}
 	}
 	cur := e.h.top()
@@ -106,26 +113,32 @@ func (e *emitter) interleaved() (stepped, ok bool) {
 		e.outRow += int64(n)
 		e.done += int64(n)
 	}
+	return true, e.stepped()
+}
+
+// stepped moves the cursors of an interleaving step past the rows it took, retires those
+// that are done and restores the heap.
+func (e *emitter) stepped() bool {
 	for x, cu := range e.il.cs {
 		if n := e.il.take[x]; n > 0 {
 			cu.cur += n - 1
 			if err := cu.advance(e.ctx); err != nil {
 				e.pl.fail(err)
-				return true, false
+				return false
 			}
 		}
 	}
 	for i := 0; i < e.h.len(); {
 		if cu := e.h.cs[i]; cu.done() {
 			if !e.retire(i) {
-				return true, false
+				return false
 			}
 			continue
 		}
 		i++
 	}
 	e.h.init()
-	return true, e.checks()
+	return e.checks()
 }
 
 // fromTop emits rows of cur, the loaded top cursor, without touching the heap while its head

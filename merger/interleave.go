@@ -30,6 +30,9 @@ var (
 // ilKeyBits is the bits of a step's key (64); tests lower it to make steps that stop at a time.
 var ilKeyBits = 64
 
+// ilStepRows bounds the rows of a cursor that one interleaving step takes.
+var ilStepRows = 2048
+
 // ilItem is a window row in an interleaving step: its key (its time's offset from the
 // step's least time, shifted above its packed ids; see step) and where it lies (its cursor's
 // place in the step, shifted 32 bits up, then its window position).
@@ -41,7 +44,9 @@ type interleave struct {
 	take       []int     // the rows each takes in the step
 	items, tmp []ilItem
 	bounds     []int
-	tbase      int64 // the step's least time: a key's time is tbase + key>>idBits
+	starts     []int32 // a rollup step's items that start output rows (see slotsRoom)
+	used       []bool  // per cursor of a rollup step: its slots are in the batch
+	tbase      int64   // the step's least time: a key's time is tbase + key>>idBits
 	idBits     int
 }
 
@@ -84,7 +89,8 @@ func interleaves(h []*cursor) bool {
 func (il *interleave) step(h []*cursor) []ilItem {
 	il.cs = append(il.cs[:0], h...)
 	slices.SortFunc(il.cs, func(a, b *cursor) int { return a.in - b.in })
-	// The bound: the least (key, input) of the windows' last rows and lazy stand-ins.
+	// The bound: the least (key, input) of the windows' last rows, or of their rows ilStepRows
+	// on (a step's arrays then stay in the cache), and of the lazy stand-ins.
 	var bt, bk uint64
 	bin := -1
 	for _, c := range il.cs {
@@ -92,7 +98,7 @@ func (il *interleave) step(h []*cursor) []ilItem {
 		if c.lazy {
 			t, k = uint64(c.w.time[0])^1<<63, 0 // the stand-in: the least key of its time
 		} else {
-			t, k = ilKey(c, c.npos-1)
+			t, k = ilKey(c, min(c.npos, c.cur+ilStepRows)-1)
 		}
 		if bin < 0 || ilLess(t, k, bt, bk) || t == bt && k == bk && c.in < bin {
 			bt, bk, bin = t, k, c.in

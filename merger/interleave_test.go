@@ -26,9 +26,11 @@ func TestMergeInterleave(t *testing.T) {
 		{Name: "x", Field: "x", Type: columns.MetricDouble, Aggregator: agg.DoubleSum},
 	}
 	const hour = 3600_000
-	defer func() { batchRows, ilKeyBits = defaultBatchRows, 64 }()
+	savedStep := ilStepRows
+	defer func() { batchRows, ilKeyBits, ilStepRows = defaultBatchRows, 64, savedStep }()
 	for c := range 12 {
 		batchRows = []int{defaultBatchRows, 100, 7}[c%3] // steps that fill batches
+		ilStepRows = []int{savedStep, 3, 37}[c/3%3]      // steps bounded inside the windows
 		// Keys of fewer bits: steps that stop at the last time their keys hold (0: each step
 		// takes the rows of the heads' least time only).
 		ilKeyBits = []int{64, 64, 0, 31}[c%4]
@@ -125,6 +127,29 @@ func TestMerge2(t *testing.T) {
 	require.Equal(t, a, dst[:len(a)])
 	merge2(dst[:len(b)], nil, b)
 	require.Equal(t, b, dst[:len(b)])
+
+	// Runs of few distinct keys, of every length to 40 each: a stable merge's order (a's rows
+	// first on equal keys), whichever end a run runs out at.
+	rng := rand.New(rand.NewPCG(2, 0))
+	run := func(n int, x uint64) []ilItem {
+		s := make([]ilItem, n)
+		k := uint64(rng.IntN(3))
+		for i := range s {
+			k += uint64(rng.IntN(3))
+			s[i] = ilItem{key: k, ref: x<<32 | uint64(i)}
+		}
+		return s
+	}
+	for na := range 40 {
+		for nb := range 40 {
+			a, b := run(na, 0), run(nb, 1)
+			want := append(make([]ilItem, 0, na+nb), slices.Concat(a, b)...)
+			slices.SortStableFunc(want, func(x, y ilItem) int { return cmp.Compare(x.key, y.key) })
+			got := make([]ilItem, na+nb)
+			merge2(got, a, b)
+			require.Equal(t, want, got, "runs of %d and %d", na, nb)
+		}
+	}
 }
 
 // TestInterleavesTwoWindows: a step of windows needs two loaded windows or more. Inputs that

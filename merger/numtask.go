@@ -38,6 +38,10 @@ type numRows interface {
 	// row combines refs [start, end) of b into output row r and appends the result, or adds
 	// it to the task's pend.
 	row(b *batch, r int, start, end int32) error
+	// slotRows appends the values of output rows r.. of b (whose refs start at k) while
+	// each combines only slots of pre-aggregated groups loaded (see longTask.slotRows); it
+	// returns the row it stopped at and that row's first ref.
+	slotRows(b *batch, r int, k int32) (int, int32, error)
 	// retire drops what the rows kept of the sources b retires.
 	retire(b *batch)
 }
@@ -112,6 +116,17 @@ func (t *numTask[T]) write(b *batch) error {
 			}
 			if ok {
 				start = end
+				continue
+			}
+		}
+		if b.refHi[start] > 0 && len(b.aggs) > 0 {
+			// Rows of slots: a rollup's rows of pre-aggregated groups, in one loop.
+			next, k, err := t.rows.slotRows(b, r, start)
+			if err != nil {
+				return err
+			}
+			if next > r {
+				r, start = next-1, k // the row it stopped at goes on above
 				continue
 			}
 		}
@@ -336,6 +351,67 @@ func (t *longTask) retire(b *batch) {
 	t.lastSlots = nil
 }
 
+// slotRows appends the values of output rows r.. of b (whose refs start at k) while every ref
+// of each is a slot of a plain pre-aggregated group whose accumulators the task holds, and
+// the metric stores no times: each row's value is its slots' values combined as row does
+// (CombineLong from the identity, in ref order). It stops at a row that row must take: a
+// ref of another kind, of a group not loaded yet or of a group with a carry, or a row whose
+// sum carries (a sum past the int64 range).
+func (t *longTask) slotRows(b *batch, r int, k int32) (int, int32, error) {
+	kind := t.agg.Kind
+	if t.times != nil || kind.Timed() || t.slots == nil {
+		return r, k, nil
+	}
+	id := kind.LongIdentity()
+	p := t.pend
+	defer func() { t.pend = p }()
+	// What a ref needs of its source's slots, held here a source (direct-mapped: inputs
+	// that interleave take each slot from another source's group).
+	var held [8]heldSlots
+	refIn, refRow, refLo, refHi, refEnd := b.refIn, b.refRow, b.refLo, b.refHi, b.refEnd
+	for ; r < len(refEnd); r++ {
+		end := refEnd[r]
+		v, carry := id, int64(0)
+		for j := k; j < end; j++ {
+			in := refIn[j]
+			h := &held[in&7]
+			if h.in != in || h.hi == 0 || h.lo != refLo[j] || h.hi != refHi[j] {
+				sa := &t.slots[in]
+				if !sa.holds(b, j) || !sa.plain || len(sa.c) != 0 {
+					return r, k, nil // row takes it (a carry too: rare)
+				}
+				*h = heldSlots{in: in, lo: sa.g.lo, hi: sa.g.hi, v: sa.v, dropped: sa.dropped, nextDrop: sa.nextDrop}
+			}
+			s := refRow[j]
+			if int(s) < h.dropped || int(s) >= h.nextDrop { // else passed does nothing
+				sa := &t.slots[in]
+				if err := sa.passed(s); err != nil {
+					return r, k, err
+				}
+				h.dropped, h.nextDrop = sa.dropped, sa.nextDrop
+			}
+			var c int64
+			v, c = kind.CombineLong(v, h.v[s])
+			carry += c
+		}
+		if carry != 0 {
+			return r, k, nil
+		}
+		p = append(p, v)
+		k = end
+	}
+	return r, k, nil
+}
+
+// heldSlots is what slotRows holds of a source's plain slots: its group's rows [lo, hi) (hi 0:
+// none), the values, and the slots below which passed has something to do.
+type heldSlots struct {
+	in                int32
+	lo, hi            uint32
+	v                 []int64
+	dropped, nextDrop int
+}
+
 func (t *longTask) row(b *batch, r int, start, end int32) error {
 	if end-start == 1 && b.refHi[start] > 0 && len(b.aggs) > 0 {
 		// One slot of a plain pre-aggregated group whose sum did not overflow: its value
@@ -422,6 +498,9 @@ type doubleTask struct {
 }
 
 func (t *doubleTask) retire(*batch) {}
+
+// slotRows takes no row: a double metric turns pre-aggregation off.
+func (t *doubleTask) slotRows(_ *batch, r int, k int32) (int, int32, error) { return r, k, nil }
 
 // row combines refs [start, end) into output row r and appends the result.
 func (t *doubleTask) row(b *batch, _ int, start, end int32) error {

@@ -373,6 +373,7 @@ func (c *cursor) loadPage() {
 	}
 	clear(c.same)
 	c.perm = nil // the slots are in key order
+	c.paged = true
 	c.aggs = append(c.aggs[:0], g)
 	g.pos, g.row0 = -pg.s0, -pg.s0
 	c.npos = n

@@ -44,10 +44,10 @@ func TestMergeStreamedGroups(t *testing.T) {
 	const hour = 3600_000
 	const bound = 500
 	saved, savedMem, savedNarrow := maxWindowRows, maxMemGroupRows, narrowSlots
-	savedPreloads, savedAheads := maxPreloads, maxAheads
+	savedPreloads, savedAheads, savedStep := maxPreloads, maxAheads, ilStepRows
 	t.Cleanup(func() {
 		maxWindowRows, maxMemGroupRows, narrowSlots = saved, savedMem, savedNarrow
-		maxPreloads, maxAheads = savedPreloads, savedAheads
+		maxPreloads, maxAheads, ilStepRows = savedPreloads, savedAheads, savedStep
 	})
 	for c := range 6 {
 		seed := uint64(c)
@@ -106,6 +106,7 @@ func TestMergeStreamedGroups(t *testing.T) {
 		name := fmt.Sprintf("case %d (seed %d): %d inputs, interleaved %v, fan-in %d", c, seed, nIn, interleaved, opts.MaxFanIn)
 
 		maxWindowRows = bound
+		ilStepRows = []int{savedStep, 7}[c%2]               // steps of the whole windows, or of a few slots
 		maxMemGroupRows = []int{0, 3 * bound, 1 << 30}[c%3] // keys staged from the start, past a few windows, never
 		narrowSlots = []int{savedNarrow, 0}[c/3%2]          // the slots of groups kept in memory as uint16, or int32
 		if c == 4 {
@@ -115,10 +116,21 @@ func TestMergeStreamedGroups(t *testing.T) {
 		}
 		windowRowsPeak.v.Store(0)
 		before, staged, paged := preAggGroups.Load(), stagedGroups.Load(), pagedGroups.Load()
-		ahead, taken := aheadGroups.Load(), preloadsTaken.Load()
+		ahead, taken, slotSteps := aheadGroups.Load(), preloadsTaken.Load(), interleaveSlotRows.Load()
 		streamed := filepath.Join(dir, "streamed.seg")
 		_, err := Merge(t.Context(), segs, streamed, opts)
 		require.NoError(t, err, name)
+		// Inputs over the same hours (or sharing one) page their slots through steps of
+		// windows (see slotsInterleave); the heap loop alone writes the same bytes.
+		require.Equal(t, nIn > 1, interleaveSlotRows.Load() > slotSteps, "%s: slots interleaved", name)
+		if nIn > 1 {
+			interleaveOff = true
+			heapOnly := filepath.Join(dir, "heaponly.seg")
+			_, err = Merge(t.Context(), segs, heapOnly, opts)
+			interleaveOff = false
+			require.NoError(t, err, name)
+			requireSameFiles(t, heapOnly, streamed, name)
+		}
 		require.Greater(t, preAggGroups.Load(), before, "%s: no group pre-aggregated", name)
 		require.Greater(t, aheadGroups.Load(), ahead, "%s: no group streamed ahead", name)
 		require.Greater(t, preloadsTaken.Load(), taken, "%s: no group combined ahead", name)
