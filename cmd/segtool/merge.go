@@ -37,6 +37,7 @@ type mergeFlags struct {
 	verifyInputs bool
 	memoryLimit  string
 	compression  string
+	storeIDs     bool
 	s3           *s3Flags
 }
 
@@ -65,8 +66,10 @@ the file is fdatasynced every SIZE instead.
 fastest to read), zstd (smaller, with the size-oriented encodings of format versions 4 to 6:
 ids by frequency rank or, for ids sorted within time buckets, as differences; no ids at all
 for a dimension of at most 1024 values with a bitmap index, whose readers derive them from the
-bitmaps; numbers as entropy-coded byte planes) or none. A chunk is kept compressed only when that makes it
-smaller; readers need no flag, and 'segtool inspect' shows each part's codec.
+bitmaps, unless --store-ids; numbers as entropy-coded byte planes) or none. A chunk is kept
+compressed only when that makes it smaller; readers need no flag, and 'segtool inspect' shows
+each part's codec. Readers of format version 5 and before refuse version 6: --store-ids writes
+for them.
 
 With --rollup, rows with the same time truncated to --granularity and the same dimensions
 combine through each metric's aggregator; --granularity alone truncates times. Without either
@@ -125,6 +128,7 @@ progress bar also counts the bytes fetched and uploaded.`,
 	fl.BoolVar(&f.verifyInputs, "verify-inputs", false, "verify every input (checksums and invariants) before merging")
 	fl.StringVar(&f.memoryLimit, "memory-limit", "256MiB", "the merge's memory budget, at least 16MiB: bounds what it keeps of its rows in memory, and the inputs merged at once (more merge in phases); also the Go runtime's soft memory limit unless GOMEMLIMIT is set")
 	addCompressionFlag(cmd, &f.compression)
+	fl.BoolVar(&f.storeIDs, "store-ids", false, "with --compression zstd, store every dimension's ids (format version 5 at most), for readers of earlier versions")
 	addS3UploadFlags(cmd, f.s3)
 	return cmd
 }
@@ -145,6 +149,7 @@ type mergeSettings struct {
 	dimensions  []string
 	parallelism int
 	compression columns.Compression // of the output's chunks; the zero value is s2
+	storeIDs    bool                // merger.Options.StoreIDs
 	progress    func(merger.Progress)
 	// skipChecksums: the inputs were just verified (--verify-inputs).
 	skipChecksums bool
@@ -220,6 +225,7 @@ func mergeFiles(ctx context.Context, inputs []string, dst string, s mergeSetting
 		MemoryLimit:   s.memoryLimit,
 		Parallelism:   s.parallelism,
 		Compression:   s.compression,
+		StoreIDs:      s.storeIDs,
 		Progress:      s.progress,
 
 		SkipChecksums: s.skipChecksums,
@@ -421,7 +427,7 @@ func runMerge(cmd *cobra.Command, f mergeFlags, inputs []string) (err error) {
 
 	s := mergeSettings{mediumName: f.medium, tmpDir: f.tmpDir, durability: dur, replace: f.replace, rollup: f.rollup,
 		granularity: gran, inherit: !cmd.Flags().Changed("rollup") && !cmd.Flags().Changed("granularity"), maxFanIn: f.maxFanIn, memoryLimit: limit, dimensions: splitList(f.dimensions), parallelism: f.parallelism,
-		compression: comp, skipChecksums: f.verifyInputs, s3: f.s3, local: local}
+		compression: comp, storeIDs: f.storeIDs, skipChecksums: f.verifyInputs, s3: f.s3, local: local}
 	var bar *phaseBar
 	if wantProgress(f.progress, f.quiet, cmd.ErrOrStderr(), nil) {
 		bar = newPhaseBar(cmd.ErrOrStderr(), f.s3.transfer)
