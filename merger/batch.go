@@ -60,8 +60,23 @@ type batch struct {
 	retired []int32
 	// aggs: the pre-aggregated groups the batch's refs name (see preagg.go); a ref into one
 	// has the group's rows as refLo, refHi and its slot as refRow.
-	aggs    []*groupAgg
-	pending atomic.Int32
+	aggs []*groupAgg
+	// steps: runs of rows that interleaving steps appended (see appendItems), one ref a row
+	// (outside re-sorted groups), each taking its source rows from the ranges
+	// stepRanges[lo:hi], one a source: a task may read each range in bulk, then pick.
+	steps      []ilStep
+	stepRanges []ilRange
+	pending    atomic.Int32
+}
+
+// ilStep is rows [row, row+n) of a batch, from an interleaving step (see batch.steps), whose
+// refs are [k, k+n).
+type ilStep struct{ row, k, n, lo, hi int32 }
+
+// ilRange is the n consecutive rows of input in from source row row.
+type ilRange struct {
+	in     int32
+	row, n uint32
 }
 
 // appendRun appends rows [a, e) of cur's window (in key order, no re-sorted group) as output
@@ -126,6 +141,7 @@ func (b *batch) reset() {
 	b.keys.reset()
 	b.refIn, b.refRow, b.refEnd = b.refIn[:0], b.refRow[:0], b.refEnd[:0]
 	b.refLo, b.refHi = b.refLo[:0], b.refHi[:0]
+	b.steps, b.stepRanges = b.steps[:0], b.stepRanges[:0]
 	clear(b.aggs)
 	b.aggs = b.aggs[:0]
 }

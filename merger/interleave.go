@@ -20,11 +20,14 @@ import (
 // (no branch on the keys); and the merged rows go to the batch column by column.
 
 // For tests: interleaveOff leaves every row to the heap loop; interleaveRuns counts the
-// steps that merged runs of several cursors, interleaveRows the rows of every step.
+// steps that merged runs of several cursors, interleaveRows the rows of every step,
+// interleaveGathered the rows whose metric values were picked from a step's ranges
+// (numTask.gather).
 var (
-	interleaveOff  bool
-	interleaveRuns atomic.Int64
-	interleaveRows atomic.Int64
+	interleaveOff      bool
+	interleaveRuns     atomic.Int64
+	interleaveRows     atomic.Int64
+	interleaveGathered atomic.Int64
 )
 
 // ilKeyBits is the bits of a step's key (64); tests lower it to make steps that stop at a time.
@@ -44,10 +47,15 @@ type interleave struct {
 	take       []int     // the rows each takes in the step
 	items, tmp []ilItem
 	bounds     []int
-	starts     []int32 // a rollup step's items that start output rows (see slotsRoom)
-	used       []bool  // per cursor of a rollup step: its slots are in the batch
-	tbase      int64   // the step's least time: a key's time is tbase + key>>idBits
-	idBits     int
+	next       []int // per cursor: its first position not yet appended (appendItems)
+	// appendItems': the rows each cursor gives, and per cursor its input and row offset
+	cnt    []int
+	ins    []int32
+	rowOff []uint32
+	starts []int32 // a rollup step's items that start output rows (see slotsRoom)
+	used   []bool  // per cursor of a rollup step: its slots are in the batch
+	tbase  int64   // the step's least time: a key's time is tbase + key>>idBits
+	idBits int
 }
 
 // ilKey returns the key of window position p of c as an ilItem compares it.
@@ -128,8 +136,10 @@ func (il *interleave) step(h []*cursor) []ilItem {
 	}
 	byTime := int64(bt^1<<63) > tcap
 	il.take = slices.Grow(il.take[:0], len(il.cs))[:len(il.cs)]
+	il.next = slices.Grow(il.next[:0], len(il.cs))[:len(il.cs)]
 	total := 0
 	for x, c := range il.cs {
+		il.next[x] = c.cur
 		n := 0
 		if !c.lazy {
 			// The rows up to the bound: the first position past it, by bisection.
@@ -239,11 +249,21 @@ func (b *batch) appendItems(il *interleave, items []ilItem) {
 			ids[i] = uint32(items[i].key >> shift & mask)
 		}
 	}
-	refIn, refRow, refLo, refHi, refEnd := slicesx.Extend(&b.refIn, n), slicesx.Extend(&b.refRow, n), slicesx.Extend(&b.refLo, n), slicesx.Extend(&b.refHi, n), slicesx.Extend(&b.refEnd, n)
-	for i := range items {
-		ref := items[i].ref
-		c := il.cs[ref>>32]
-		refIn[i], refRow[i], refLo[i], refHi[i], refEnd[i] = int32(c.in), c.w.src[uint32(ref)], 0, 0, int32(k0+i+1)
+	refIn, refRow, refEnd := slicesx.Extend(&b.refIn, n), slicesx.Extend(&b.refRow, n), slicesx.Extend(&b.refEnd, n)
+	clear(slicesx.Extend(&b.refLo, n))
+	clear(slicesx.Extend(&b.refHi, n))
+	for i := range refEnd {
+		refEnd[i] = int32(k0 + i + 1)
+	}
+	if !b.appendStep(il, items) {
+		for i := range items {
+			ref := items[i].ref
+			c := il.cs[ref>>32]
+			refIn[i], refRow[i] = int32(c.in), c.w.src[uint32(ref)]
+		}
+	}
+	for x, n := range il.cnt {
+		il.next[x] += n
 	}
 	if b.runsSet { // runs of one row each (rows of one source in a row are rare here)
 		run := slicesx.Extend(&b.run, n)
@@ -251,4 +271,52 @@ func (b *batch) appendItems(il *interleave, items []ilItem) {
 			run[i] = 1
 		}
 	}
+}
+
+// appendStep sets the refs of items, the output rows appendItems appends, and records them
+// as a step of b (see batch.steps), when every cursor's window holds consecutive source rows
+// (read in row order); else it reports false, having set nothing but il.cnt.
+func (b *batch) appendStep(il *interleave, items []ilItem) bool {
+	// The rows each cursor gives: what the step has left of it when items are the rest of
+	// the step (as they mostly are), else counted.
+	il.cnt = sized(il.cnt, len(il.cs))
+	left := 0
+	for x, c := range il.cs {
+		il.cnt[x] = c.cur + il.take[x] - il.next[x]
+		left += il.cnt[x]
+	}
+	if left != len(items) {
+		clear(il.cnt)
+		for i := range items {
+			il.cnt[items[i].ref>>32]++
+		}
+	}
+	for x, c := range il.cs {
+		if n := il.cnt[x]; n > 0 && (c.order != nil || c.w.src[il.next[x]+n-1]-c.w.src[il.next[x]] != uint32(n-1)) {
+			return false
+		}
+	}
+	// Cursor x's rows are source rows from its window position next[x] on, taken in order:
+	// position p is source row p+rowOff[x].
+	il.ins, il.rowOff = sized(il.ins, len(il.cs)), sized(il.rowOff, len(il.cs))
+	k0 := len(b.refIn) - len(items)
+	s := ilStep{row: int32(b.keys.n - len(items)), k: int32(k0), n: int32(len(items)), lo: int32(len(b.stepRanges))}
+	for x, c := range il.cs {
+		p := il.next[x]
+		il.ins[x] = int32(c.in)
+		if n := il.cnt[x]; n > 0 {
+			il.rowOff[x] = c.w.src[p] - uint32(p)
+			b.stepRanges = append(b.stepRanges, ilRange{in: int32(c.in), row: c.w.src[p], n: uint32(n)})
+		}
+	}
+	s.hi = int32(len(b.stepRanges))
+	b.steps = append(b.steps, s)
+	refIn, refRow := b.refIn[k0:], b.refRow[k0:]
+	ins, rowOff := il.ins, il.rowOff
+	for i := range items {
+		ref := items[i].ref
+		x, p := ref>>32, uint32(ref)
+		refIn[i], refRow[i] = ins[x], p+rowOff[x]
+	}
+	return true
 }

@@ -71,6 +71,11 @@ func TestMergeInterleave(t *testing.T) {
 				}
 				row.Metrics[0].Long = int64(i)<<32 | int64(r)
 				row.Metrics[1].Double = float64(r) + float64(i)/8
+				// Input 0 holds null values in a third of the cases: its metric is not
+				// plain, and its rows are no step's values to pick (numTask.gather).
+				if i == 0 && c%3 == 1 && r%5 == 0 {
+					row.Metrics[0] = columns.Value{Null: true}
+				}
 				rs[r] = row
 			}
 			slices.SortStableFunc(rs, func(x, y columns.Row) int {
@@ -92,12 +97,13 @@ func TestMergeInterleave(t *testing.T) {
 		}
 		name := fmt.Sprintf("case %d: %d inputs, by key %v", c, nIn, byKey)
 
-		before := interleaveRuns.Load()
+		before, gathered := interleaveRuns.Load(), interleaveGathered.Load()
 		on := filepath.Join(dir, "on.seg")
 		_, err := Merge(t.Context(), segs, on, opts)
 		require.NoError(t, err, name)
 		if byKey && opts.Granularity == columns.GranularityNone { // else groups re-sort
 			require.Greater(t, interleaveRuns.Load(), before, "%s: no step merged runs of several inputs", name)
+			require.Greater(t, interleaveGathered.Load(), gathered, "%s: no metric picked a step's values", name)
 		}
 		interleaveOff = true
 		off := filepath.Join(dir, "off.seg")

@@ -8,6 +8,7 @@ import (
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/colwrite"
+	"github.com/writeout/writeout/internal/slicesx"
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
@@ -28,8 +29,10 @@ type numTask[T columns.Number] struct {
 	// kernel: always for a long; for a double only a doubleSum's from a source without tails
 	// (Min and Max go through math.Min and math.Max, which change a NaN's bits).
 	asIs  []bool
-	plain []bool // per source: asIs, and its values come as they are (see valReader.plain)
-	pend  []T    // values waiting to be appended in bulk
+	plain []bool   // per source: asIs, and its values come as they are (see valReader.plain)
+	pend  []T      // values waiting to be appended in bulk
+	picks []T      // the values of a step's ranges (see gather)
+	off   []uint32 // per source: where gather holds its rows in picks
 	rows  numRows
 }
 
@@ -81,13 +84,36 @@ func (t *numTask[T]) write(b *batch) error {
 		}
 	}
 	t.pend = t.pend[:0]
-	start := int32(0)
+	start, step := int32(0), 0
 	for r := 0; r < len(b.refEnd); r++ {
+		for step < len(b.steps) && int(b.steps[step].row) < r {
+			step++
+		}
+		if step < len(b.steps) && int(b.steps[step].row) == r {
+			// Rows of an interleaving step: each input's values read in bulk, then picked.
+			s := &b.steps[step]
+			step++
+			if t.times == nil {
+				ok, err := t.gather(b, s)
+				if err != nil {
+					return err
+				}
+				if ok {
+					r += int(s.n) - 1
+					start += s.n
+					continue
+				}
+			}
+		}
+		next := len(b.refEnd) // the next step's first row
+		if step < len(b.steps) {
+			next = int(b.steps[step].row)
+		}
 		if b.run[r] == 1 && t.times == nil && t.plain[b.refIn[start]] {
 			// Rows of one source row each, outside re-sorted groups: their values as they
 			// are, from each source's chunk at hand, in one loop.
 			var err error
-			if r, start, err = t.singles(b, r, start); err != nil {
+			if r, start, err = t.singles(b, r, start, next); err != nil {
 				return err
 			}
 			r-- // the row it stopped at goes on below
@@ -158,14 +184,50 @@ func (t *numTask[T]) single(b *batch, k int32) (bool, error) {
 	return true, nil
 }
 
-// singles appends to pend the values of output rows r.. of b (whose refs start at k) while
-// each is a run of one (one ref, outside a re-sorted group) of a plain source; it returns the
-// row it stopped at and that row's first ref. Each source's chunk at hand is looked at inline;
-// another chunk loads through the cache.
-func (t *numTask[T]) singles(b *batch, r int, k int32) (int, int32, error) {
+// gather appends to pend the values of the rows of s, a step of b, when every source of it
+// is plain (else it reports false, having appended nothing): each source's rows of the step
+// read in bulk, one source after the other, then picked by ref.
+func (t *numTask[T]) gather(b *batch, s *ilStep) (bool, error) {
+	ranges := b.stepRanges[s.lo:s.hi]
+	for _, rg := range ranges {
+		if !t.plain[rg.in] {
+			return false, nil
+		}
+	}
+	// Source in's row r is at picks[r+off[in]].
+	off := sized(t.off, len(t.plain))
+	vals := t.picks[:0]
+	for _, rg := range ranges {
+		off[rg.in] = uint32(len(vals)) - rg.row
+		c := t.vals.r[rg.in]
+		for row, n := int(rg.row), int(rg.n); n > 0; {
+			vs, err := c.Range(row, n)
+			if err != nil {
+				return false, fmt.Errorf("merger: %s: metric %q: %w", t.names[rg.in], t.name, err)
+			}
+			vals = append(vals, vs...)
+			row += len(vs)
+			n -= len(vs)
+		}
+	}
+	t.picks, t.off = vals, off
+	refIn, refRow := b.refIn[s.k:s.k+s.n], b.refRow[s.k:s.k+s.n]
+	out := slicesx.Extend(&t.pend, len(refIn))
+	for i, in := range refIn {
+		out[i] = vals[refRow[i]+off[in]]
+	}
+	interleaveGathered.Add(int64(len(out)))
+	return true, nil
+}
+
+// singles appends to pend the values of output rows r.. of b (whose refs start at k), up to
+// row end, while each is a run of one (one ref, outside a re-sorted group) of a plain source;
+// it returns the row it stopped at and that row's first ref. Each source's chunk at hand is
+// looked at inline; another chunk loads through the cache.
+func (t *numTask[T]) singles(b *batch, r int, k int32, end int) (int, int32, error) {
 	p := t.pend
 	defer func() { t.pend = p }()
-	for ; r < len(b.run) && b.run[r] == 1; r, k = r+1, k+1 {
+	for ; r < end && b.run[r] == 1; r, k = r+1, k+1 {
 		in := b.refIn[k]
 		if !t.plain[in] {
 			break
