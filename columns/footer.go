@@ -69,19 +69,15 @@ var encodingsV6 = map[segfmt.Encoding]segfmt.Encoding{
 }
 
 // isV6Encoding reports whether e is an encoding of version 6.
-func isV6Encoding(e segfmt.Encoding) bool {
-	for _, v6 := range encodingsV6 {
-		if v6 == e {
-			return true
-		}
-	}
-	return false
-}
+func isV6Encoding(e segfmt.Encoding) bool { return replaces(encodingsV6, e) }
 
 // isV5Encoding reports whether e is an encoding of version 5.
-func isV5Encoding(e segfmt.Encoding) bool {
-	for _, v5 := range encodingsV5 {
-		if v5 == e {
+func isV5Encoding(e segfmt.Encoding) bool { return replaces(encodingsV5, e) }
+
+// replaces reports whether e is one of the encodings m maps to.
+func replaces(m map[segfmt.Encoding]segfmt.Encoding, e segfmt.Encoding) bool {
+	for _, to := range m {
+		if to == e {
 			return true
 		}
 	}
@@ -89,14 +85,7 @@ func isV5Encoding(e segfmt.Encoding) bool {
 }
 
 // isV4Encoding reports whether e is an encoding of version 4.
-func isV4Encoding(e segfmt.Encoding) bool {
-	for _, v4 := range encodingsV4 {
-		if v4 == e {
-			return true
-		}
-	}
-	return false
-}
+func isV4Encoding(e segfmt.Encoding) bool { return replaces(encodingsV4, e) }
 
 // Interval is a time range in milliseconds since the epoch, Start inclusive, End exclusive.
 type Interval struct {

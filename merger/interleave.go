@@ -74,6 +74,12 @@ func ilLess(t1, k1, t2, k2 uint64) bool {
 // rows up to the stand-ins go over in runs by the heap loop: a step would take them one by
 // one, and the column writers would too.
 func interleaves(h []*cursor) bool {
+	return stepwise(h, func(c *cursor) bool { return c.packed && c.perm == nil && len(c.ghi) == 0 })
+}
+
+// stepwise reports whether every cursor of h is lazy or satisfies ok, and two or more are not
+// lazy: the test of a step of windows (interleaves, slotsInterleave).
+func stepwise(h []*cursor, ok func(*cursor) bool) bool {
 	if len(h) < 2 {
 		return false
 	}
@@ -82,7 +88,7 @@ func interleaves(h []*cursor) bool {
 		if c.lazy {
 			continue
 		}
-		if !c.packed || c.perm != nil || len(c.ghi) != 0 {
+		if !ok(c) {
 			return false
 		}
 		loaded++

@@ -20,20 +20,7 @@ var interleaveSlotRows atomic.Int64
 // every one is lazy or holds a page of a streamed group's slots (packed keys in key order, no
 // two of one key), and two or more are not lazy.
 func slotsInterleave(h []*cursor) bool {
-	if len(h) < 2 {
-		return false
-	}
-	loaded := 0
-	for _, c := range h {
-		if c.lazy {
-			continue
-		}
-		if !c.paged {
-			return false
-		}
-		loaded++
-	}
-	return loaded >= 2
+	return stepwise(h, func(c *cursor) bool { return c.paged })
 }
 
 // interleavedSlots emits, with rollup, a step of interleaving pages of slots (see

@@ -5,14 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
-	"sync"
 
 	"github.com/spf13/afero"
 
 	"github.com/writeout/writeout/columns"
+	"github.com/writeout/writeout/internal/lockedio"
 	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/medium"
@@ -272,7 +271,7 @@ func writeIntermediateFs(ctx context.Context, srcs []source.Source, names []stri
 			fi, err := rf.Stat()
 			var seg *columns.Segment
 			if err == nil {
-				seg, err = columns.NewSegment(&lockedReaderAt{r: rf}, fi.Size())
+				seg, err = columns.NewSegment(&lockedio.ReaderAt{R: rf}, fi.Size())
 			}
 			if err != nil {
 				return nil, nil, multierr.Join(fmt.Errorf("merger: open %s (%s): %w", name, path, err), rf.Close())
@@ -281,18 +280,4 @@ func writeIntermediateFs(ctx context.Context, srcs []source.Source, names []stri
 		},
 		discard: removePath,
 	}, st, nil
-}
-
-// lockedReaderAt serializes ReadAt calls: the files of an afero.Fs need not allow concurrent
-// ones (afero's MemMapFs moves a shared offset), and a merge reads its sources from several
-// goroutines.
-type lockedReaderAt struct {
-	mu sync.Mutex
-	r  io.ReaderAt
-}
-
-func (l *lockedReaderAt) ReadAt(p []byte, off int64) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r.ReadAt(p, off)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/objstore"
+	"github.com/writeout/writeout/internal/lockedio"
 	"github.com/writeout/writeout/internal/multierr"
 )
 
@@ -61,7 +62,7 @@ func (s *appendSource) open(fsys afero.Fs) (io.ReaderAt, int64, func() error, er
 	}
 	var r io.ReaderAt = f
 	if _, ok := fsys.(*afero.OsFs); !ok {
-		r = &lockedReaderAt{r: f}
+		r = &lockedio.ReaderAt{R: f}
 	}
 	return r, fi.Size(), f.Close, nil
 }

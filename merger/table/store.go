@@ -19,6 +19,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/columns/objstore"
+	"github.com/writeout/writeout/internal/lockedio"
 	"github.com/writeout/writeout/internal/multierr"
 	"github.com/writeout/writeout/internal/sys"
 )
@@ -354,25 +355,11 @@ func (s *localStore) openSegment(_ context.Context, name string) (*columns.Segme
 	if err != nil {
 		return nil, nil, multierr.Join(fmt.Errorf("table: open %s: %w", p, err), f.Close())
 	}
-	seg, err := columns.NewSegmentWith(&lockedReaderAt{r: f}, fi.Size(), columns.OpenOptions{Name: p})
+	seg, err := columns.NewSegmentWith(&lockedio.ReaderAt{R: f}, fi.Size(), columns.OpenOptions{Name: p})
 	if err != nil {
 		return nil, nil, multierr.Join(fmt.Errorf("table: open %s: %w", p, err), f.Close())
 	}
 	return seg, func() error { return multierr.Join(seg.Close(), f.Close()) }, nil
-}
-
-// lockedReaderAt serializes ReadAt calls: the files of an afero.Fs need not allow concurrent
-// ones (afero's MemMapFs moves a shared offset), and a segment is read from several
-// goroutines (a merge's tasks, the checks of its parts).
-type lockedReaderAt struct {
-	mu sync.Mutex
-	r  io.ReaderAt
-}
-
-func (l *lockedReaderAt) ReadAt(p []byte, off int64) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r.ReadAt(p, off)
 }
 
 // ctxReader fails reads once ctx is done.
