@@ -281,6 +281,17 @@ func newChunkReader(src *source, ix *chunkIndex) chunkReader {
 	return chunkReader{src: src, ix: ix, cur: -1}
 }
 
+// forCheck makes c the reader of a structural check (crcOnly). A check reads its part whole,
+// once: a mapped file's part longer than crcViaFileMin it reads through the descriptor, as
+// partCRC checks it, where through the mapping the whole part would count in the RSS at once
+// (until the check released it, see thenRelease).
+func (c *chunkReader) forCheck() {
+	c.crcOnly = true
+	if s := c.src; s.data != nil && s.r != nil && !s.closed && c.ix.chk != nil && c.ix.chk.part.Length > crcViaFileMin {
+		c.src = &source{r: s.r, size: s.size}
+	}
+}
+
 // load returns the raw (decompressed) bytes of chunk i and sets the current range.
 func (c *chunkReader) load(i int, maxRaw int) ([]byte, error) {
 	c.cur = -1
