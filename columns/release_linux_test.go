@@ -2,6 +2,7 @@ package columns
 
 import (
 	"bufio"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -183,4 +184,29 @@ func TestStructuralCheckReadsLargePartsViaFile(t *testing.T) {
 		require.NoError(t, seg.checkTime())
 		require.NoError(t, seg.checkDimRows(dc))
 	}
+
+	// Through the file, it reads many chunks' frames at once.
+	crcViaFileMin = 0
+	tc := seg.time.Cursor()
+	defer tc.Release()
+	tc.cr.forCheck()
+	reads := &countingReaderAt{r: tc.cr.src.r}
+	tc.cr.src.r = reads
+	for r := 0; r < seg.Rows(); {
+		first, vals, err := tc.Chunk(r)
+		require.NoError(t, err)
+		r = first + len(vals)
+	}
+	require.Greater(t, tc.cr.ix.n, 10)
+	require.Less(t, reads.n, tc.cr.ix.n/4, "reads for %d chunks", tc.cr.ix.n)
+}
+
+type countingReaderAt struct {
+	r io.ReaderAt
+	n int
+}
+
+func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	c.n++
+	return c.r.ReadAt(p, off)
 }
