@@ -74,6 +74,20 @@ func (pc *partCheck) checkCRC() error {
 	return pc.checkSlow()
 }
 
+// thenRelease returns a structural check that runs fn and, once it passed, takes the mapped
+// segment's pages out of the resident set (ReleasePages). A structural check reads its parts
+// whole, through the mapping (and a dimension's the header of every bitmap), on their first
+// read: kept, a large column would count in the reader's RSS by its whole size until the
+// reader's next release, if it ever releases. The reader faults back in what it reads next.
+func (s *Segment) thenRelease(fn func() error) func() error {
+	return func() error {
+		if err := fn(); err != nil {
+			return err
+		}
+		return s.ReleasePages()
+	}
+}
+
 func (pc *partCheck) checkSlow() error {
 	st, got := pc.load()
 	if st == checkNone {

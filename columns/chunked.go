@@ -275,24 +275,62 @@ type chunkReader struct {
 	buf   []byte
 	// crcOnly skips the parts' structural checks (the reader of a structural check).
 	crcOnly bool
+	// ahead: frame holds the part's bytes from frameOff, read through the file a window at a
+	// time (see forCheck).
+	ahead    bool
+	frameOff int64
 }
 
 func newChunkReader(src *source, ix *chunkIndex) chunkReader {
 	return chunkReader{src: src, ix: ix, cur: -1}
 }
 
+// forCheck makes c the reader of a structural check (crcOnly). A check reads its part whole,
+// once: a mapped file's part longer than crcViaFileMin it reads through the descriptor, as
+// partCRC checks it, where through the mapping the whole part would count in the RSS at once
+// (until the check released it, see thenRelease). It reads crcPiece at a time (frameAhead):
+// one read for many small frames.
+func (c *chunkReader) forCheck() {
+	c.crcOnly = true
+	if s := c.src; s.data != nil && s.r != nil && !s.closed && c.ix.chk != nil && c.ix.chk.part.Length > crcViaFileMin {
+		c.src, c.ahead = &source{r: s.r, size: s.size}, true
+	}
+}
+
+// frameAhead returns chunk i's frame from the window in c.frame, reading the window anew, from
+// the frame on, when the frame is not in it.
+func (c *chunkReader) frameAhead(i int) ([]byte, error) {
+	lo, hi := c.ix.off(i), c.ix.off(i+1)
+	if lo < c.frameOff || hi > c.frameOff+int64(len(c.frame)) {
+		n := max(hi-lo, min(crcPiece, c.ix.part.Length-lo))
+		c.frame = bytePool.Regrow(c.frame, int(max(n, 0)))
+		b, err := c.src.view(c.ix.part.Offset+lo, n, c.frame)
+		if err != nil {
+			return nil, err
+		}
+		c.frame, c.frameOff = b, lo
+	}
+	return c.frame[lo-c.frameOff : hi-c.frameOff : hi-c.frameOff], nil
+}
+
 // load returns the raw (decompressed) bytes of chunk i and sets the current range.
 func (c *chunkReader) load(i int, maxRaw int) ([]byte, error) {
 	c.cur = -1
-	if c.src.data == nil {
+	var fr []byte
+	var err error
+	switch {
+	case c.ahead:
+		fr, err = c.frameAhead(i)
+	case c.src.data == nil:
 		c.frame = bytePool.Regrow(c.frame, int(c.ix.off(i+1)-c.ix.off(i)))
+		if fr, err = c.ix.frame(c.src, i, c.frame); err == nil {
+			c.frame = fr
+		}
+	default:
+		fr, err = c.ix.frame(c.src, i, nil)
 	}
-	fr, err := c.ix.frame(c.src, i, c.frame)
 	if err != nil {
 		return nil, err
-	}
-	if c.src.data == nil {
-		c.frame = fr
 	}
 	raw, buf, err := decodeChunk(c.buf, fr, maxRaw)
 	c.buf = buf

@@ -2,6 +2,7 @@ package columns
 
 import (
 	"bufio"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -151,4 +152,61 @@ func TestReadCheckOfALargePart(t *testing.T) {
 		}
 		require.NoError(t, seg.Close())
 	}
+}
+
+// TestStructuralCheckReadsLargePartsViaFile: a structural check reads a mapped file's part
+// longer than crcViaFileMin through the descriptor (as its CRC is checked), so that the
+// check, which reads the part whole, does not fault it into the mapping; a shorter part
+// through the mapping. Either way the checks pass.
+func TestStructuralCheckReadsLargePartsViaFile(t *testing.T) {
+	saved := crcViaFileMin
+	t.Cleanup(func() { crcViaFileMin = saved })
+	path, _ := writeReleaseSegment(t, 20_000)
+	seg, err := Open(path)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, seg.Close()) }()
+	require.NotNil(t, seg.src.data, "the segment should be mapped on Linux")
+	dc, err := seg.Dim("page")
+	require.NoError(t, err)
+	for _, large := range []bool{true, false} {
+		crcViaFileMin = 0
+		if !large {
+			crcViaFileMin = seg.src.size
+		}
+		cur := dc.Cursor()
+		cur.cr.forCheck()
+		require.Equal(t, large, cur.cr.src.data == nil, "large %v: read through the file", large)
+		cur.Release()
+		tc := seg.time.Cursor()
+		tc.cr.forCheck()
+		require.Equal(t, large, tc.cr.src.data == nil, "large %v: read through the file", large)
+		tc.Release()
+		require.NoError(t, seg.checkTime())
+		require.NoError(t, seg.checkDimRows(dc))
+	}
+
+	// Through the file, it reads many chunks' frames at once.
+	crcViaFileMin = 0
+	tc := seg.time.Cursor()
+	defer tc.Release()
+	tc.cr.forCheck()
+	reads := &countingReaderAt{r: tc.cr.src.r}
+	tc.cr.src.r = reads
+	for r := 0; r < seg.Rows(); {
+		first, vals, err := tc.Chunk(r)
+		require.NoError(t, err)
+		r = first + len(vals)
+	}
+	require.Greater(t, tc.cr.ix.n, 10)
+	require.Less(t, reads.n, tc.cr.ix.n/4, "reads for %d chunks", tc.cr.ix.n)
+}
+
+type countingReaderAt struct {
+	r io.ReaderAt
+	n int
+}
+
+func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	c.n++
+	return c.r.ReadAt(p, off)
 }

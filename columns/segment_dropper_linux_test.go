@@ -62,6 +62,43 @@ func TestPartCheckDropsPieces(t *testing.T) {
 	}
 	require.NotEmpty(t, d.dropped, "pieces given back")
 	for _, dr := range d.dropped {
+		if dr == [2]int64{0, int64(len(data))} {
+			continue // a structural check's release (TestStructuralCheckReleases)
+		}
 		require.LessOrEqual(t, dr[1], int64(crcPiece))
 	}
+}
+
+// TestStructuralCheckReleases: a column's first read runs its structural check, which reads
+// its parts whole (a dimension's ids, and the header of each of its bitmaps); once passed,
+// the check gives the segment's pages back, once, and the rows still read right.
+func TestStructuralCheckReleases(t *testing.T) {
+	path, rows := writeReleaseSegment(t, 8000)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	d := &dropRecorder{Reader: bytes.NewReader(data)}
+	seg, err := NewSegment(d, int64(len(data)))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, seg.Close()) }()
+	whole := [2]int64{0, int64(len(data))}
+	dc, err := seg.Dim("page") // checks the dictionary
+	require.NoError(t, err)
+	require.Equal(t, [][2]int64{whole}, d.dropped, "released once the dictionary was checked")
+	cur := dc.Cursor()
+	defer cur.Release()
+	_, ids, _, err := cur.Chunk(0)
+	require.NoError(t, err)
+	require.NotEmpty(t, ids)
+	require.Equal(t, [][2]int64{whole, whole}, d.dropped, "released once the ids were checked")
+	_, _, _, err = cur.Chunk(len(rows) - 1)
+	require.NoError(t, err)
+	require.Len(t, d.dropped, 2, "checked and released once")
+
+	rr := seg.RowReader()
+	var r Row
+	for i, want := range rows {
+		require.NoError(t, rr.Read(i, &r))
+		requireRowEqual(t, seg.Schema(), i, want, r)
+	}
+	require.Len(t, d.dropped, len(seg.structs), "one release a structural check")
 }

@@ -113,6 +113,7 @@ func (sc *structCheck) markPassed() {
 func (s *Segment) addStructChecks() {
 	s.pairSeed = rand.Uint64()
 	attach := func(sc *structCheck, ps ...*segfmt.PartInfo) {
+		sc.fn = s.thenRelease(sc.fn)
 		for _, p := range ps {
 			if p != nil {
 				s.checkOf(p).sc = sc
@@ -170,7 +171,7 @@ func (s *Segment) markStructPassed() {
 // checkTime checks the __time column: see verifyTime.
 func (s *Segment) checkTime() error {
 	c := s.time.Cursor()
-	c.cr.crcOnly = true
+	c.cr.forCheck()
 	defer c.Release()
 	err := s.timeRows(c)
 	if err != nil && !strings.HasPrefix(err.Error(), "columns: column ") {
@@ -438,7 +439,7 @@ func distinctRow(row, scratch []uint32) ([]uint32, []uint32) {
 // returns them), reading through the parts' CRC checks only.
 func (s *Segment) eachIDChunk(c *DimColumn, fn func(first int, ids, offs []uint32)) error {
 	cur := c.Cursor()
-	cur.cr.crcOnly = true
+	cur.cr.forCheck()
 	defer cur.Release()
 	for r := 0; r < s.f.rows; {
 		first, ids, offs, err := cur.Chunk(r)

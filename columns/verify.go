@@ -263,7 +263,7 @@ func (s *Segment) eachChunk(ix *chunkIndex, fn func(row int) error) error {
 // times give.
 func (s *Segment) verifyTime() error {
 	c := s.time.Cursor()
-	c.cr.crcOnly = true
+	c.cr.forCheck()
 	defer c.Release()
 	return s.timeRows(c)
 }

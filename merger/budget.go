@@ -9,7 +9,10 @@ package merger
 //     is written a piece at a time), the keys of large pre-aggregated groups (staged past
 //     maxMemGroupRows rows a cursor);
 //   - what grows with the inputs merged at once: each input's cursor decodes a chunk of each
-//     of its columns at a time (inputBytes a column).
+//     of its columns at a time (inputBytes a column);
+//   - the long metrics' slot tables of pre-aggregated groups (one accumulator a distinct key of
+//     an input's group, see slottables.go), which are kept from group to group while they fit
+//     their share, and given back to the system as they are read once they do not.
 //
 // The budget sizes both: the bounds of the first shrink, each to its share, when the limit is
 // small (never below a floor that keeps runs and passes few), and the inputs of one phase are
@@ -27,12 +30,13 @@ const defaultMemoryLimit = 256 << 20
 const minMemoryLimit = 16 << 20
 
 // The shares of the budget, in eighths: the id logs and their runs' sort, the bitmaps step's
-// sort, the pre-aggregated groups' keys, the inputs' cursors.
+// sort, the pre-aggregated groups' keys, the inputs' cursors, the slot tables.
 const (
 	logShare    = 2
 	sortShare   = 1
 	groupShare  = 1
 	inputsShare = 2
+	tableShare  = 1
 )
 
 // inputBytes is what an input's cursor holds a column, about: a decoded chunk and its
@@ -46,6 +50,7 @@ type bounds struct {
 	logIDs       int // ids a log keeps in memory (and a run's rows)
 	sortRows     int // rows the bitmaps step sorts at a time, a goroutine
 	memGroupRows int // a streamed group's rows whose keys stay in memory, a cursor
+	tableBytes   int // what the slot tables may hold before they give read pages back
 }
 
 // boundsFor returns the bounds of a merge of limit bytes (0: defaultMemoryLimit) writing
@@ -63,6 +68,7 @@ func boundsFor(limit int64, dims, par, fan int) bounds {
 		logIDs:       share(logShare, dims, 8, 1<<16, logRunIDs),
 		sortRows:     share(sortShare, par, 4, 1<<16, logSortRows),
 		memGroupRows: share(groupShare, fan, 4, 1<<14, maxMemGroupRows),
+		tableBytes:   share(tableShare, 1, 1, 0, 1<<62),
 	}
 }
 

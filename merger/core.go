@@ -307,6 +307,7 @@ func (c *core) preAgg() *preAgg {
 	}
 	pre := &preAgg{pool: make(chan []int32, 8), pool16: make(chan []uint16, 8), scratch: &c.scratch, memGroupRows: c.bounds.memGroupRows,
 		release: func(in int32) error { return releaseInputs(c.srcs[in:in+1], c.names[in:in+1]) }}
+	pre.tables.budget = int64(c.bounds.tableBytes)
 	for _, m := range c.out.Metrics {
 		if m.Type != columns.MetricLong {
 			return nil

@@ -47,10 +47,11 @@
 //     metric combines the group's values in row order into one accumulator per key. A group
 //     larger than a window streams through it (preaggstream.go); once its keys are numbered,
 //     a goroutine combines its rows for every long metric while the cursor's next group
-//     streams on another and the merge emits this one's slots (preload.go), and each slot
-//     table's pages go back as the slots go out. Streamed groups of inputs whose hours
-//     overlap page their slots through a step of windows too, merged on packed keys, each
-//     slot combining into the output row before it when its key is that row's.
+//     streams on another and the merge emits this one's slots (preload.go); the slot tables
+//     pass from group to group, and once they hold more than their share of the budget each
+//     table's pages go back as the slots go out (slottables.go). Streamed groups of inputs
+//     whose hours overlap page their slots through a step of windows too, merged on packed
+//     keys, each slot combining into the output row before it when its key is that row's.
 //     A single-value dimension with a bitmap index logs each output row's merged id (1, 2 or
 //     4 bytes a row, by cardinality, in anonymous huge-page mappings pooled for the next merge:
 //     merger/internal/scratch); a multi-value one records each input row's output row in a row

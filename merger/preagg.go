@@ -11,7 +11,6 @@ import (
 
 	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/medium"
-	"github.com/writeout/writeout/merger/internal/scratch"
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
@@ -59,6 +58,8 @@ type preAgg struct {
 	release func(in int32) error
 	// loads combines streamed groups ahead for the long tasks (see preload.go).
 	loads preloads
+	// tables is what the long tasks' slot tables hold (see slottables.go).
+	tables tableMem
 }
 
 // releaseEvery calls release for input in once rows passed *last by releaseRows.
@@ -420,8 +421,9 @@ func (t *longTask) startSlots(sa *slotAccs, g *groupAgg) error {
 		sa.g = nil
 	}
 	kind := t.agg.Kind
+	sa.mem.tables = &g.pre.tables
 	if sa.plain = t.plainIn(g.in); sa.plain {
-		v, err := accsFor(&sa.mem.v, g.slots)
+		v, err := accsFor(&sa.mem, &sa.mem.v, g.slots)
 		if err != nil {
 			return err
 		}
@@ -431,7 +433,7 @@ func (t *longTask) startSlots(sa *slotAccs, g *groupAgg) error {
 		}
 		sa.v, sa.c = v, nil
 	} else {
-		accs, err := accsFor(&sa.mem.accs, g.slots)
+		accs, err := accsFor(&sa.mem, &sa.mem.accs, g.slots)
 		if err != nil {
 			return err
 		}
@@ -527,7 +529,7 @@ func (t *longTask) addPlain(sa *slotAccs, vs []int64, gid []int32) error {
 			var k int64
 			if v[s], k = agg.AddLong(v[s], x); k != 0 {
 				if len(sa.c) == 0 { // the group's first carry
-					c, err := accsFor(&sa.mem.c, sa.g.slots)
+					c, err := accsFor(&sa.mem, &sa.mem.c, sa.g.slots)
 					if err != nil {
 						return err
 					}
@@ -611,71 +613,3 @@ func (t *longTask) retireSlots(b *batch) {
 		*sa = slotAccs{}
 	}
 }
-
-// accMem is the memory of a slotAccs' tables, outside the Go heap where it can be (see
-// scratch.New): the tables are read at random and live as long as their group's slots go out,
-// and on the Go heap each byte of them let the collector's heap grow by another (a 300 M-row
-// hour rollup of the peers' events holds some 1.5 MB a table). It passes from a preload to its
-// task, and from a retired source to the next; free gives it back.
-type accMem struct {
-	v, c scratch.Array[int64]
-	accs scratch.Array[agg.LongAcc]
-}
-
-// bytes returns the memory m holds.
-func (m *accMem) bytes() int { return m.v.Bytes() + m.c.Bytes() + m.accs.Bytes() }
-
-// free releases m's memory and returns the first error.
-func (m *accMem) free() error {
-	return errors.Join(m.v.Free(), m.c.Free(), m.accs.Free())
-}
-
-// accsFor returns the first n elements of a, which it makes anew (scratch.NewExact, an
-// eighth more) when a holds fewer.
-func accsFor[T scratch.Elem](a *scratch.Array[T], n int) ([]T, error) {
-	if n > len(a.S) {
-		if err := a.Free(); err != nil {
-			return nil, fmt.Errorf("merger: free a slot table: %w", err)
-		}
-		*a = scratch.NewExact[T](n + n/8)
-	}
-	a.Undrop() // the caller writes every element first
-	return a.S[:n], nil
-}
-
-// dropStep is how many slots a task reads between two releases of its slot tables' pages
-// (see slotAccs.passed): 64 KiB of plain values.
-const dropStep = 1 << 13
-
-// passed notes that the task reads slot s of the group next. A task reads a group's slots
-// once, in order (its rows go out in key order, the slots' order): every dropStep slots the
-// pages of the tables below s go back to the system, so that a group whose slots are half
-// out holds half its tables. Five overlapping inputs of the peers' 300 M events hold five
-// groups' tables at once, about 18 MiB whole.
-func (sa *slotAccs) passed(s uint32) error {
-	if int(s) < sa.dropped {
-		return fmt.Errorf("merger: slot %d of a group read after the pages of its first %d slots were released", s, sa.dropped)
-	}
-	if int(s) < sa.nextDrop {
-		return nil
-	}
-	sa.nextDrop = int(s) + dropStep
-	dropped := -1 // the fewest slots an array dropped (arrays on the heap drop none)
-	for _, drop := range []func(int) (int, error){sa.mem.v.DropBelow, sa.mem.c.DropBelow, sa.mem.accs.DropBelow} {
-		n, err := drop(int(s))
-		if err != nil {
-			return err
-		}
-		if n > 0 && (dropped < 0 || n < dropped) {
-			dropped = n
-		}
-	}
-	if dropped > sa.dropped {
-		sa.dropped = dropped
-		slotDrops.Add(1)
-	}
-	return nil
-}
-
-// For tests: slotDrops counts the releases of slot tables' pages.
-var slotDrops atomic.Int64

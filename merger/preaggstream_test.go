@@ -231,10 +231,13 @@ func TestMergePreloadFailure(t *testing.T) {
 	require.Empty(t, dirNames(t, out))
 }
 
-// TestMergeDropsSlotPages: an hour of 30,000 distinct keys has slot tables past 64 KiB, mapped
-// outside the heap; as its rows go out, the tasks give the tables' pages below them back, and
-// the output is the same as without pre-aggregation.
-func TestMergeDropsSlotPages(t *testing.T) {
+// TestMergeSlotTables: hours of 30,000 distinct keys have slot tables past 64 KiB, mapped
+// outside the heap. Under the default budget they fit their share: no task gives their pages
+// back, and tables pass from group to group, so that the merge makes no more of them than it
+// holds at once, however many hours it reads. Under the smallest budget they do not fit: as
+// its rows go out, a task gives the pages of the slots below them back. Either way the output
+// is the same as without pre-aggregation.
+func TestMergeSlotTables(t *testing.T) {
 	saved := maxWindowRows
 	t.Cleanup(func() { maxWindowRows = saved })
 	maxWindowRows = 1000
@@ -245,26 +248,39 @@ func TestMergeDropsSlotPages(t *testing.T) {
 	s := columns.Schema{Granularity: columns.GranularityNone, Dimensions: []columns.Dimension{{Name: "a"}, {Name: "b"}}, Metrics: ms}
 	rng := rand.New(rand.NewPCG(9, 9))
 	dir := t.TempDir()
+	const inputs, hours, hourRows = 2, 8, 60_000
 	var segs []*columns.Segment
-	for i := range 2 {
-		rs := make([]columns.Row, 60_000)
+	for i := range inputs {
+		rs := make([]columns.Row, hours*hourRows)
 		for r := range rs {
 			k := rng.IntN(30_000)
-			rs[r] = columns.Row{Time: 1_700_000_000_000 + int64(r)*50, Dims: [][]string{{fmt.Sprintf("a%d", k%300)}, {fmt.Sprintf("b%d", k/300)}},
+			rs[r] = columns.Row{Time: 1_700_000_000_000 + int64(r)*3600_000/hourRows, Dims: [][]string{{fmt.Sprintf("a%d", k%300)}, {fmt.Sprintf("b%d", k/300)}},
 				Metrics: []columns.Value{{Long: rng.Int64N(1000)}, {Long: rng.Int64N(1000)}, {Long: rng.Int64N(1000)}}}
 		}
 		segs = append(segs, writeSegment(t, dir, fmt.Sprintf("in%d.seg", i), s, rs))
 	}
 	opts := Options{Rollup: true, Granularity: columns.GranularityHour, Durability: medium.Durability{Sync: medium.SyncNone}}
-	drops := slotDrops.Load()
-	on := filepath.Join(dir, "on.seg")
-	_, err := Merge(t.Context(), segs, on, opts)
-	require.NoError(t, err)
-	require.Greater(t, slotDrops.Load(), drops, "no slot table's pages released")
 	preAggOff = true
 	off := filepath.Join(dir, "off.seg")
-	_, err = Merge(t.Context(), segs, off, opts)
+	_, err := Merge(t.Context(), segs, off, opts)
 	preAggOff = false
 	require.NoError(t, err)
-	requireSameFiles(t, off, on, "pre-aggregated, tables released")
+
+	drops, made := slotDrops.Load(), slotTablesMade.Load()
+	fit := filepath.Join(dir, "fit.seg")
+	_, err = Merge(t.Context(), segs, fit, opts)
+	require.NoError(t, err)
+	require.Equal(t, drops, slotDrops.Load(), "slot tables' pages released under their share")
+	// Held at once, a task's: a group of each input, one of each group combined ahead, and
+	// as many given back for the next.
+	most := int64(len(ms) * (inputs + 2*maxPreloads))
+	require.LessOrEqual(t, slotTablesMade.Load()-made, most, "slot tables made anew for later groups")
+	requireSameFiles(t, off, fit, "pre-aggregated, tables kept")
+
+	opts.MemoryLimit = minMemoryLimit
+	small := filepath.Join(dir, "small.seg")
+	_, err = Merge(t.Context(), segs, small, opts)
+	require.NoError(t, err)
+	require.Greater(t, slotDrops.Load(), drops, "no slot table's pages released past their share")
+	requireSameFiles(t, off, small, "pre-aggregated, tables released")
 }

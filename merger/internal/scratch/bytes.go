@@ -22,3 +22,7 @@ func PoolBytes() int {
 
 // MinMapped is the size from which New maps an array: smaller ones are on the Go heap.
 const MinMapped = minMapped
+
+// Held returns the bytes of Bytes that DropBelow has not given back (those it gave back come
+// back as they are written again, after Undrop).
+func (a *Array[T]) Held() int { return a.Bytes() - a.dropped }
