@@ -279,17 +279,15 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 	seed := s.pairSeed
 	var nullRows pairSums
 	hasNull := c.dict.hasNull
-	var counts []uint64
+	var counts *idCounts
 	if c.bms != nil {
-		counts = make([]uint64, c.bms.count)
+		counts = newIDCounts(c.bms.count)
 	}
 	var scratch []uint32
 	err := s.eachIDChunk(c, func(first int, ids, offs []uint32) {
 		if offs == nil {
 			if counts != nil {
-				for _, id := range ids {
-					counts[id]++ // ids are below the cardinality (the cursor checks them)
-				}
+				counts.add(ids) // ids are below the cardinality (the cursor checks them)
 			}
 			if hasNull {
 				var nsum, ncount uint64
@@ -314,9 +312,7 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 				continue
 			}
 			row, scratch = distinctRow(row, scratch)
-			for _, id := range row {
-				counts[id]++
-			}
+			counts.add(row)
 		}
 	})
 	if err != nil {
@@ -334,7 +330,8 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 	if got != nullRows {
 		return s.fileError(c.nulls.part, corruptf("%d null rows, %d rows hold the null id (or other rows)", got.count, nullRows.count))
 	}
-	for id, want := range counts {
+	for id := 0; counts != nil && id < c.bms.count; id++ {
+		want := counts.total(id)
 		raw, err := c.bms.raw(id)
 		if err != nil {
 			return s.fileError(c.bms.part, err)
