@@ -30,6 +30,10 @@ type partCheck struct {
 	// sc is the structural check the part's first read runs once its CRC matches (see
 	// structure.go); nil for a part without one. Parts checked together share it.
 	sc *structCheck
+	// readWhole says that sc reads every byte of the part through the segment's source
+	// (the __time values, a dimension's ids): a mapped part is then hashed through the
+	// mapping, however long, since the check makes it resident anyway (see checkSlow).
+	readWhole bool
 }
 
 // checkState is what a part's check found.
@@ -80,8 +84,11 @@ func (pc *partCheck) checkSlow() error {
 		var err error
 		// A large part is read through the descriptor: through the mapping, its whole length
 		// would be resident at once (every input's, when inputs interleave), where its
-		// reader faults in and releases (Segment.ReleasePages) a chunk at a time.
-		if st, got, err = pc.compute(context.Background(), pc.part.Length > crcViaFileMin); err != nil {
+		// reader faults in and releases (Segment.ReleasePages) a chunk at a time. Not a part
+		// its structural check reads whole through the mapping next: the descriptor's copy
+		// would be one more pass over its bytes, and spare no page.
+		viaFile := pc.part.Length > crcViaFileMin && (!pc.readWhole || pc.seg.src.data == nil)
+		if st, got, err = pc.compute(context.Background(), viaFile); err != nil {
 			// A read error or a closed segment: not a verdict on the bytes, so not remembered.
 			return pc.seg.fileError(pc.part, err)
 		}

@@ -121,6 +121,7 @@ func (s *Segment) addStructChecks() {
 		s.structs = append(s.structs, sc)
 	}
 	attach(newStructCheck(s.checkTime), s.time.ix.part)
+	s.time.ix.chk.readWhole = true
 	for i, d := range s.f.schema.Dimensions {
 		c := 1 + i
 		if d.Raw {
@@ -131,6 +132,7 @@ func (s *Segment) addStructChecks() {
 		dc := s.dims[i]
 		attach(newStructCheck(func() error { return s.checkDict(dc) }), dc.dict.part)
 		attach(newStructCheck(func() error { return s.checkDimRows(dc) }), s.part(c, segfmt.PartIDs), s.part(c, segfmt.PartNulls))
+		dc.ix.chk.readWhole = !dc.derived
 		if dc.bms != nil {
 			dc.bmChecked = make([]atomic.Uint64, (dc.bms.count+63)/64)
 		}
