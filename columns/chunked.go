@@ -275,6 +275,10 @@ type chunkReader struct {
 	buf   []byte
 	// crcOnly skips the parts' structural checks (the reader of a structural check).
 	crcOnly bool
+	// fused, when set (by a structural check that reads the part whole, see fusedCRC), takes
+	// the frames as they are loaded, and the part's CRC is not checked first: the check
+	// computes it.
+	fused *fusedCRC
 }
 
 func newChunkReader(src *source, ix *chunkIndex) chunkReader {
@@ -293,6 +297,9 @@ func (c *chunkReader) load(i int, maxRaw int) ([]byte, error) {
 	}
 	if c.src.data == nil {
 		c.frame = fr
+	}
+	if c.fused != nil {
+		c.fused.add(i, fr)
 	}
 	raw, buf, err := decodeChunk(c.buf, fr, maxRaw)
 	c.buf = buf
