@@ -30,6 +30,11 @@ type partCheck struct {
 	// sc is the structural check the part's first read runs once its CRC matches (see
 	// structure.go); nil for a part without one. Parts checked together share it.
 	sc *structCheck
+	// readWhole says that sc reads every chunk of the part, in order (the __time values, a
+	// dimension's ids). On a mapped part, the first check lets sc compute the CRC as it reads
+	// (fusedCRC): one pass over the part's bytes, through the mapping or, for a large part,
+	// the descriptor (forCheck).
+	readWhole bool
 }
 
 // checkState is what a part's check found.
@@ -56,6 +61,13 @@ func (pc *partCheck) check() error {
 	if st == checkTrusted || st == checkGood && (pc.sc == nil || pc.sc.passed()) {
 		return nil
 	}
+	if pc.sc != nil && pc.fusable() {
+		// The structural check computes the part's CRC as it reads it, and judges the CRC
+		// before anything it found.
+		if err := pc.sc.run(); err != nil {
+			return err
+		}
+	}
 	if err := pc.checkCRC(); err != nil {
 		return err
 	}
@@ -63,6 +75,67 @@ func (pc *partCheck) check() error {
 		return pc.sc.run()
 	}
 	return nil
+}
+
+// fusedCRC is the CRC of a part whose structural check reads every chunk of it (readWhole),
+// computed from the frames as the check's reader loads them, so that the part's bytes are
+// read once (a CRC pass first would read them all, then the check again). The check hands
+// out nothing, and the part's first read gets nothing, before the CRC is judged
+// (finishFused); the check judges it before anything it found, so that damaged bytes read as
+// a bad CRC, as when the CRC comes first.
+type fusedCRC struct {
+	crc    uint32
+	next   int  // the chunk expected next
+	broken bool // a chunk came out of order: the CRC is computed again (finishFused)
+}
+
+// add hashes frame, the bytes of chunk i.
+func (f *fusedCRC) add(i int, frame []byte) {
+	if i != f.next || f.broken {
+		f.broken = true
+		return
+	}
+	f.crc = crc32.Update(f.crc, castagnoli, frame)
+	f.next++
+}
+
+// fusable reports whether the part's structural check is to compute its CRC (fuse).
+func (pc *partCheck) fusable() bool {
+	return pc.readWhole && pc.seg.src.data != nil && checkState(pc.state.Load()>>32) == checkNone
+}
+
+// fuse returns the fusedCRC a structural check reading the part whole fills as it reads, or
+// nil when the part is checked already, or trusted, or not mapped: then the check calls
+// checkCRC first.
+func (pc *partCheck) fuse() *fusedCRC {
+	if !pc.fusable() {
+		return nil
+	}
+	return &fusedCRC{}
+}
+
+// finishFused judges the CRC fc computed over the chunks of ix, the part's index, with the
+// index and trailer after them, and records it as compute does; when fc did not take every
+// chunk in order (the check stopped early), it computes the CRC alone. It returns checkCRC's
+// verdict.
+func (pc *partCheck) finishFused(fc *fusedCRC, ix *chunkIndex) error {
+	if fc.broken || fc.next != ix.n || pc.seg.src.closed {
+		return pc.checkCRC()
+	}
+	tail, err := pc.seg.src.view(pc.part.Offset+ix.idxOff, pc.part.Length-ix.idxOff, nil)
+	if err != nil {
+		return pc.seg.fileError(pc.part, err)
+	}
+	got := crc32.Update(fc.crc, castagnoli, tail)
+	pc.seg.crcPasses.Add(1)
+	pc.seg.fusedCRCs.Add(1)
+	st := checkGood
+	if got != pc.part.CRC {
+		st = checkBad
+	}
+	// Unless a concurrent reader recorded it first (the same verdict) or trustChecksums ran.
+	pc.state.CompareAndSwap(uint64(checkNone)<<32, uint64(st)<<32|uint64(got))
+	return pc.checkCRC()
 }
 
 // checkCRC is check without the structural check: for the structural checks themselves,
@@ -94,8 +167,10 @@ func (pc *partCheck) checkSlow() error {
 		var err error
 		// A large part is read through the descriptor: through the mapping, its whole length
 		// would be resident at once (every input's, when inputs interleave), where its
-		// reader faults in and releases (Segment.ReleasePages) a chunk at a time.
-		if st, got, err = pc.compute(context.Background(), pc.part.Length > crcViaFileMin); err != nil {
+		// reader faults in and releases (Segment.ReleasePages) a chunk at a time (a structural
+		// check reads it through the descriptor too, see forCheck).
+		viaFile := pc.part.Length > crcViaFileMin
+		if st, got, err = pc.compute(context.Background(), viaFile); err != nil {
 			// A read error or a closed segment: not a verdict on the bytes, so not remembered.
 			return pc.seg.fileError(pc.part, err)
 		}

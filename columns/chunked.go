@@ -279,6 +279,10 @@ type chunkReader struct {
 	// time (see forCheck).
 	ahead    bool
 	frameOff int64
+	// fused, when set (by a structural check that reads the part whole, see fusedCRC), takes
+	// the frames as they are loaded, and the part's CRC is not checked first: the check
+	// computes it.
+	fused *fusedCRC
 }
 
 func newChunkReader(src *source, ix *chunkIndex) chunkReader {
@@ -331,6 +335,9 @@ func (c *chunkReader) load(i int, maxRaw int) ([]byte, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if c.fused != nil {
+		c.fused.add(i, fr)
 	}
 	raw, buf, err := decodeChunk(c.buf, fr, maxRaw)
 	c.buf = buf

@@ -198,6 +198,38 @@ func TestFloat64s(t *testing.T) {
 	}
 }
 
+// TestCheckIDs: an id not below the cardinality is found wherever it is (each of the four
+// maxima checkIDs keeps, and the tail past a multiple of four), and the error names the first.
+func TestCheckIDs(t *testing.T) {
+	f := func(ids []uint32, card int, bad string) {
+		t.Helper()
+		err := checkIDs(ids, card)
+		if bad == "" {
+			require.NoError(t, err, "ids %v, cardinality %d", ids, card)
+			return
+		}
+		require.ErrorIs(t, err, ErrCorrupt, "ids %v, cardinality %d", ids, card)
+		require.ErrorContains(t, err, bad)
+	}
+	f(nil, 0, "")
+	f([]uint32{}, 5, "")
+	f([]uint32{0}, 0, "id 0 not below the cardinality 0")
+	f([]uint32{4, 4, 4, 4, 4, 4, 4, 4, 4}, 5, "")
+	for n := 1; n <= 11; n++ {
+		for at := 0; at < n; at++ {
+			ids := make([]uint32, n)
+			for i := range ids {
+				ids[i] = uint32(i % 5)
+			}
+			ids[at] = 6
+			if at+1 < n {
+				ids[n-1] = 7 // a second culprit, after the first
+			}
+			f(ids, 5, "id 6 not below the cardinality 5")
+		}
+	}
+}
+
 func TestIDs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seedFor(t, 4), 0))
 	for c := 0; c < 500; c++ {

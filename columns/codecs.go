@@ -229,9 +229,24 @@ func decodeRankTable(src []byte, cardinality int) ([]uint32, error) {
 	return perm, nil
 }
 
+// checkIDs checks that every id is below the cardinality; the error names the first that is
+// not. It takes the largest id four at a time (four maxima, without a branch an id), and
+// looks for the culprit only when that is too large.
 func checkIDs(ids []uint32, cardinality int) error {
 	if cardinality > 0 && 1<<idWidth(cardinality) == cardinality {
 		return nil // every value of the width is a valid id
+	}
+	var m0, m1, m2, m3 uint32
+	k := 0
+	for ; k+4 <= len(ids); k += 4 {
+		q := ids[k : k+4 : k+4]
+		m0, m1, m2, m3 = max(m0, q[0]), max(m1, q[1]), max(m2, q[2]), max(m3, q[3])
+	}
+	for _, id := range ids[k:] {
+		m0 = max(m0, id)
+	}
+	if len(ids) == 0 || int64(max(m0, m1, m2, m3)) < int64(cardinality) {
+		return nil
 	}
 	for _, id := range ids {
 		if int64(id) >= int64(cardinality) {

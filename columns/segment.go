@@ -41,8 +41,9 @@ type Segment struct {
 	f       *footer
 	checks  []partCheck // read-path checksum state, one per part of f.parts
 	// crcPasses counts the parts whose CRC was computed (for tests: each once), fileCRCs those
-	// of a mapped file read through its descriptor.
-	crcPasses, fileCRCs atomic.Int64
+	// of a mapped file read through its descriptor, fusedCRCs those a structural check
+	// computed as it read (fusedCRC).
+	crcPasses, fileCRCs, fusedCRCs atomic.Int64
 
 	time     *Column[int64]
 	dims     []*DimColumn // nil for raw dimensions
@@ -426,6 +427,9 @@ func (c *chunkReader) seg(row int) error {
 	}
 	if rows := c.ix.rows; row < 0 || row >= rows {
 		return rowErr(row, rows)
+	}
+	if c.fused != nil {
+		return nil // the structural check reading the part computes its CRC
 	}
 	if c.crcOnly {
 		return c.ix.chk.checkCRC()

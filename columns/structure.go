@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,7 +50,9 @@ import (
 // every dimension of every row together, where a read touches only the columns it asks for);
 // a metric's values and times, and raw strings, have no invariant to check.
 //
-// Each check reads its parts through checkCRC, never check, so that it does not run itself.
+// Each check reads its parts through checkCRC, never check, so that it does not run itself;
+// a check that reads a mapped part whole (the times, a dimension's ids) and runs before its
+// CRC is known computes the CRC as it reads, and judges it before anything else (fusedCRC).
 // One goroutine runs a check while others wait for its verdict (a mutex): the checks of
 // different parts nest only one way (a dimension's check reads its dictionary, checked first).
 // An error that is no verdict on the bytes (a closed segment, a read error) is not remembered.
@@ -122,6 +123,7 @@ func (s *Segment) addStructChecks() {
 		s.structs = append(s.structs, sc)
 	}
 	attach(newStructCheck(s.checkTime), s.time.ix.part)
+	s.time.ix.chk.readWhole = true
 	for i, d := range s.f.schema.Dimensions {
 		c := 1 + i
 		if d.Raw {
@@ -132,6 +134,7 @@ func (s *Segment) addStructChecks() {
 		dc := s.dims[i]
 		attach(newStructCheck(func() error { return s.checkDict(dc) }), dc.dict.part)
 		attach(newStructCheck(func() error { return s.checkDimRows(dc) }), s.part(c, segfmt.PartIDs), s.part(c, segfmt.PartNulls))
+		dc.ix.chk.readWhole = !dc.derived
 		if dc.bms != nil {
 			dc.bmChecked = make([]atomic.Uint64, (dc.bms.count+63)/64)
 		}
@@ -172,8 +175,14 @@ func (s *Segment) markStructPassed() {
 func (s *Segment) checkTime() error {
 	c := s.time.Cursor()
 	c.cr.forCheck()
+	c.cr.fused = s.time.ix.chk.fuse()
 	defer c.Release()
 	err := s.timeRows(c)
+	if c.cr.fused != nil {
+		if cerr := s.time.ix.chk.finishFused(c.cr.fused, s.time.ix); cerr != nil {
+			return cerr
+		}
+	}
 	if err != nil && !strings.HasPrefix(err.Error(), "columns: column ") {
 		// The interval's error names no part: the footer's interval is checked against the
 		// times, so name theirs.
@@ -266,31 +275,38 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 	if c.derived {
 		return s.checkDerivedRows(c)
 	}
-	if err := c.ix.chk.checkCRC(); err != nil {
-		return err
+	fc := c.ix.chk.fuse() // nil: the ids' CRC first
+	if fc == nil {
+		if err := c.ix.chk.checkCRC(); err != nil {
+			return err
+		}
 	}
-	if err := c.nulls.checkCRC(); err != nil {
-		return err
-	}
+	pcs := []*partCheck{c.nulls}
 	if c.bms != nil {
-		if err := c.bms.chk.checkCRC(); err != nil {
+		pcs = append(pcs, c.bms.chk)
+	}
+	for _, pc := range pcs {
+		if err := pc.checkCRC(); err != nil {
+			if fc != nil {
+				if ierr := c.ix.chk.checkCRC(); ierr != nil {
+					return ierr // the ids' CRC comes first
+				}
+			}
 			return err
 		}
 	}
 	seed := s.pairSeed
 	var nullRows pairSums
 	hasNull := c.dict.hasNull
-	var counts []uint64
+	var counts *idCounts
 	if c.bms != nil {
-		counts = make([]uint64, c.bms.count)
+		counts = newIDCounts(c.bms.count)
 	}
 	var scratch []uint32
-	err := s.eachIDChunk(c, func(first int, ids, offs []uint32) {
+	err := s.eachIDChunk(c, fc, func(first int, ids, offs []uint32) {
 		if offs == nil {
 			if counts != nil {
-				for _, id := range ids {
-					counts[id]++ // ids are below the cardinality (the cursor checks them)
-				}
+				counts.add(ids) // ids are below the cardinality (the cursor checks them)
 			}
 			if hasNull {
 				var nsum, ncount uint64
@@ -315,11 +331,14 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 				continue
 			}
 			row, scratch = distinctRow(row, scratch)
-			for _, id := range row {
-				counts[id]++
-			}
+			counts.add(row)
 		}
 	})
+	if fc != nil {
+		if cerr := c.ix.chk.finishFused(fc, c.ix); cerr != nil {
+			return cerr
+		}
+	}
 	if err != nil {
 		return s.inFile(err)
 	}
@@ -335,7 +354,8 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 	if got != nullRows {
 		return s.fileError(c.nulls.part, corruptf("%d null rows, %d rows hold the null id (or other rows)", got.count, nullRows.count))
 	}
-	for id, want := range counts {
+	for id := 0; counts != nil && id < c.bms.count; id++ {
+		want := counts.total(id)
 		raw, err := c.bms.raw(id)
 		if err != nil {
 			return s.fileError(c.bms.part, err)
@@ -411,35 +431,13 @@ func (s *Segment) checkDerivedRows(c *DimColumn) error {
 	return nil
 }
 
-// distinctRow returns the distinct ids of a multi-value row: row itself when they are
-// distinct (the usual case), else a sorted, compacted copy in scratch.
-func distinctRow(row, scratch []uint32) ([]uint32, []uint32) {
-	if len(row) <= 16 {
-		// A short row: a loop the compiler keeps inline, where slices.Contains costs a call.
-		dup := false
-		for j := 1; j < len(row) && !dup; j++ {
-			for i := 0; i < j; i++ {
-				if row[i] == row[j] {
-					dup = true
-					break
-				}
-			}
-		}
-		if !dup {
-			return row, scratch
-		}
-	}
-	scratch = append(scratch[:0], row...)
-	slices.Sort(scratch)
-	scratch = slices.Compact(scratch)
-	return scratch, scratch
-}
-
 // eachIDChunk hands fn every chunk of a dimension's ids in row order (as DimCursor.Chunk
-// returns them), reading through the parts' CRC checks only.
-func (s *Segment) eachIDChunk(c *DimColumn, fn func(first int, ids, offs []uint32)) error {
+// returns them), reading through the parts' CRC checks only, or, with fc, hashing the ids'
+// chunks into fc instead (see fusedCRC).
+func (s *Segment) eachIDChunk(c *DimColumn, fc *fusedCRC, fn func(first int, ids, offs []uint32)) error {
 	cur := c.Cursor()
 	cur.cr.forCheck()
+	cur.cr.fused = fc
 	defer cur.Release()
 	for r := 0; r < s.f.rows; {
 		first, ids, offs, err := cur.Chunk(r)
@@ -541,7 +539,7 @@ func (c *DimColumn) markBitmapsPassed() {
 func (s *Segment) checkOneBitmap(c *DimColumn, id uint32) error {
 	seed := s.pairSeed
 	var want pairSums
-	err := s.eachIDChunk(c, func(first int, ids, offs []uint32) {
+	err := s.eachIDChunk(c, nil, func(first int, ids, offs []uint32) {
 		if offs == nil {
 			var sum, n uint64
 			for k, v := range ids {
@@ -603,7 +601,7 @@ func (s *Segment) checkAllBitmaps(c *DimColumn) error {
 	seed := s.pairSeed
 	var pairs pairSums
 	var scratch []uint32
-	err := s.eachIDChunk(c, func(first int, ids, offs []uint32) {
+	err := s.eachIDChunk(c, nil, func(first int, ids, offs []uint32) {
 		if offs == nil {
 			var sum uint64
 			for k, id := range ids {

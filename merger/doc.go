@@ -97,7 +97,8 @@
 // or none set) it is one phase. Result.FanIn says what was used; the bytes are the same.
 //
 // Memory: mapped inputs (columns.Open maps a segment file) do not stay resident (the checksum
-// pass reads through the file, not the mapping). Each step
+// of a large part is read through the file, not the mapping, but for the times and the ids,
+// which their structural check reads whole, hashing them as it goes). Each step
 // reads its parts of the inputs once, and the merge takes the inputs' pages out of its resident
 // set behind it (columns.Segment.ReleasePages: every 4 MiB of parts checked, after the
 // dictionaries, every 131,072 rows an input's cursor reads and when it is done, every 2^20
