@@ -387,6 +387,10 @@ func region(parts []segfmt.PartInfo, i int) int {
 // it cannot parse a damaged part's index). Nothing may panic, and a read that does not fail
 // must give what the intact file gives (it never happens here: every part is read).
 func TestFlipEveryByteReadPath(t *testing.T) {
+	saved := crcViaFileMin
+	t.Cleanup(func() { crcViaFileMin = saved })
+	crcViaFileMin = 0
+	path := filepath.Join(t.TempDir(), "flip.seg")
 	for name, good := range flipSegments(t) {
 		seg, err := newSegmentBytes(good)
 		require.NoError(t, err)
@@ -407,9 +411,17 @@ func TestFlipEveryByteReadPath(t *testing.T) {
 			x := []byte{0x01, 0x80, 0xff, 0x10}[i%4]
 			b[i] ^= x
 			var s *Segment
-			if i%2 == 0 {
+			segName := "unnamed segment"
+			switch {
+			case i%2 == 0:
 				s, err = newSegmentBytes(b)
-			} else {
+			case i%4 == 1:
+				// A mapped file whose parts all count as large: the structural checks read them
+				// through the descriptor and compute their CRCs as they go (forCheck, fusedCRC).
+				segName = path
+				require.NoError(t, os.WriteFile(path, b, 0o644))
+				s, err = Open(path)
+			default:
 				s, err = NewSegment(bytes.NewReader(b), int64(len(b)))
 			}
 			k := region(parts, i)
@@ -429,7 +441,7 @@ func TestFlipEveryByteReadPath(t *testing.T) {
 					require.Equal(t, want, got, "%s: a read without an error must give the intact answer", what)
 					require.Fail(t, "every part is read", "%s in column %q part %s: read without an error", what, p.Column, p.Kind)
 				}
-				require.Contains(t, err.Error(), "unnamed segment: ", what)
+				require.Contains(t, err.Error(), segName+": ", what)
 				readFails++
 			} else {
 				openFails++
@@ -437,6 +449,9 @@ func TestFlipEveryByteReadPath(t *testing.T) {
 			require.ErrorIs(t, err, ErrCorrupt, what)
 			require.ErrorContains(t, err, fmt.Sprintf("column %q part %s: CRC ", p.Column, p.Kind), what)
 			byKind[p.Kind]++
+			if s != nil {
+				require.NoError(t, s.Close(), what)
+			}
 			b[i] ^= x
 		}
 		t.Logf("%s: %d bytes: %d flips in the header, footer or trailer failed at Open; %d in parts failed at Open, %d at the first read; by part kind %v",
