@@ -1,7 +1,5 @@
 package columns
 
-import "slices"
-
 // idCounts counts the rows holding each id of a dimension (checkDimRows), in idLanes arrays of
 // counts: the k-th id of a chunk goes to array k mod idLanes, and an id's count is the sum over
 // the arrays. With one array, an id that repeats within a few rows (a small dictionary, a
@@ -59,28 +57,4 @@ func (c *idCounts) total(id int) uint64 {
 		}
 	}
 	return n
-}
-
-// distinctRow returns the distinct ids of a multi-value row: row itself when they are
-// distinct (the usual case), else a sorted, compacted copy in scratch.
-func distinctRow(row, scratch []uint32) ([]uint32, []uint32) {
-	if len(row) <= 16 {
-		// A short row: a loop the compiler keeps inline, where slices.Contains costs a call.
-		dup := false
-		for j := 1; j < len(row) && !dup; j++ {
-			for i := 0; i < j; i++ {
-				if row[i] == row[j] {
-					dup = true
-					break
-				}
-			}
-		}
-		if !dup {
-			return row, scratch
-		}
-	}
-	scratch = append(scratch[:0], row...)
-	slices.Sort(scratch)
-	scratch = slices.Compact(scratch)
-	return scratch, scratch
 }

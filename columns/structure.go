@@ -12,6 +12,7 @@ import (
 
 	"github.com/writeout/writeout/internal/mix"
 	"github.com/writeout/writeout/internal/segfmt"
+	"github.com/writeout/writeout/internal/slicesx"
 )
 
 // Read-path structural checks. A part's CRC says its bytes are the ones written, not that the
@@ -330,7 +331,7 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 			if counts == nil {
 				continue
 			}
-			row, scratch = distinctRow(row, scratch)
+			row, scratch = slicesx.Distinct(row, scratch)
 			counts.add(row)
 		}
 	})
@@ -614,7 +615,7 @@ func (s *Segment) checkAllBitmaps(c *DimColumn) error {
 		for k := 0; k+1 < len(offs); k++ {
 			key := rowKey(seed, uint32(first+k))
 			var row []uint32
-			row, scratch = distinctRow(ids[offs[k]:offs[k+1]], scratch)
+			row, scratch = slicesx.Distinct(ids[offs[k]:offs[k+1]], scratch)
 			for _, id := range row {
 				pairs.sum += key * (2*uint64(id) + 1)
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/mix"
+	"github.com/writeout/writeout/internal/slicesx"
 )
 
 // What a merge checks of its inputs (every source of every phase, intermediate segments
@@ -34,37 +35,10 @@ func pairHash(seed uint64, row, id uint32) uint64 {
 // distinctIDs returns the distinct ids of a row: ids itself when they are distinct (the
 // usual case), else a sorted, compacted copy in scratch. An empty row is null: the null id.
 func distinctIDs(ids, scratch []uint32) ([]uint32, []uint32) {
-	switch len(ids) {
-	case 0:
+	if len(ids) == 0 {
 		return append(scratch[:0], 0), scratch
-	case 1:
-		return ids, scratch
-	case 2:
-		if ids[0] != ids[1] {
-			return ids, scratch
-		}
-		return ids[:1], scratch
 	}
-	increasing := true
-	for k := 1; k < len(ids) && increasing; k++ {
-		increasing = ids[k-1] < ids[k]
-	}
-	if increasing {
-		return ids, scratch
-	}
-	if len(ids) <= 8 {
-		dup := false
-		for k := 1; k < len(ids) && !dup; k++ {
-			dup = slices.Contains(ids[:k], ids[k])
-		}
-		if !dup {
-			return ids, scratch
-		}
-	}
-	scratch = append(scratch[:0], ids...)
-	slices.Sort(scratch)
-	scratch = slices.Compact(scratch)
-	return scratch, scratch
+	return slicesx.Distinct(ids, scratch)
 }
 
 // addDistinctPairs adds to h the pairHash of (row, id) for every distinct id of the row.

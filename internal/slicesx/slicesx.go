@@ -2,6 +2,7 @@
 package slicesx
 
 import (
+	"cmp"
 	"slices"
 	"unsafe"
 )
@@ -27,4 +28,45 @@ func AsBytes[T Number](s []T) []byte {
 	}
 	var zero T
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(zero)))
+}
+
+// Distinct returns the distinct values of row (a multi-value row's ids, say): row itself when
+// they are distinct (the usual case), else a sorted, compacted copy in scratch, which it
+// returns too (grown) for the next call.
+func Distinct[T cmp.Ordered](row, scratch []T) ([]T, []T) {
+	switch len(row) {
+	case 0, 1:
+		return row, scratch
+	case 2:
+		if row[0] != row[1] {
+			return row, scratch
+		}
+		return row[:1], scratch
+	}
+	increasing := true
+	for k := 1; k < len(row) && increasing; k++ {
+		increasing = row[k-1] < row[k]
+	}
+	if increasing {
+		return row, scratch
+	}
+	if len(row) <= 16 {
+		// A short row: a loop the compiler keeps inline, where slices.Contains costs a call.
+		dup := false
+		for j := 1; j < len(row) && !dup; j++ {
+			for i := 0; i < j; i++ {
+				if row[i] == row[j] {
+					dup = true
+					break
+				}
+			}
+		}
+		if !dup {
+			return row, scratch
+		}
+	}
+	scratch = append(scratch[:0], row...)
+	slices.Sort(scratch)
+	scratch = slices.Compact(scratch)
+	return scratch, scratch
 }
