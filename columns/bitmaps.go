@@ -304,3 +304,54 @@ func (b *bitmapsReader) bitmap(id int) (*roaring.Bitmap, error) {
 	}
 	return bm, nil
 }
+
+// headers reads the bitmaps' headers for a structural check (storedCount), which needs no
+// more of each. A mapped file's part longer than crcViaFileMin it reads through the
+// descriptor, a bound on a header's bytes at a time: touched through the mapping, each header
+// faults in the pages around it, and a dimension of a thousand values at 60 M rows held some
+// 60 MiB of an input resident until the check's release.
+type headers struct {
+	b    *bitmapsReader
+	file *source // nil: through b.src
+	max  int64   // the most bytes a header takes (roaringHeader, an Elias-Fano count)
+	buf  []byte
+}
+
+func (b *bitmapsReader) headers() *headers {
+	h := &headers{b: b}
+	if s := b.src; s.data != nil && s.r != nil && !s.closed && b.part.Length > crcViaFileMin {
+		n := int64(b.rows>>16 + 1) // containers: one a 65,536 rows
+		h.file, h.max = &source{r: s.r, size: s.size}, 8+(n+7)/8+4*n
+	}
+	return h
+}
+
+// count returns the rows bitmap id holds, from its header (storedCount). A header read in part
+// that does not parse is read again whole, for the verdict (and the error) the whole bitmap
+// gives.
+func (h *headers) count(id int) (uint64, error) {
+	if h.file == nil {
+		raw, err := h.b.raw(id)
+		if err != nil {
+			return 0, err
+		}
+		return storedCount(raw, h.b.v4)
+	}
+	start, end, err := h.b.span(id)
+	if err != nil {
+		return 0, err
+	}
+	raw, err := h.file.view(h.b.part.Offset+start, min(end-start, h.max), h.buf)
+	if err != nil {
+		return 0, err
+	}
+	h.buf = raw
+	n, err := storedCount(raw, h.b.v4)
+	if err != nil && int64(len(raw)) < end-start {
+		if raw, err = h.b.raw(id); err != nil {
+			return 0, err
+		}
+		return storedCount(raw, h.b.v4)
+	}
+	return n, err
+}

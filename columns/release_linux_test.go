@@ -219,3 +219,42 @@ func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	c.n++
 	return c.r.ReadAt(p, off)
 }
+
+// TestBitmapHeadersViaFile: the structural check of a mapped file's large bitmaps part reads
+// each bitmap's header through the descriptor, a bounded prefix, and counts what the whole
+// bitmap's header says; a prefix too short to parse is read again whole.
+func TestBitmapHeadersViaFile(t *testing.T) {
+	saved := crcViaFileMin
+	t.Cleanup(func() { crcViaFileMin = saved })
+	path, _ := writeReleaseSegment(t, 200_000)
+	seg, err := Open(path)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, seg.Close()) }()
+	require.NotNil(t, seg.src.data, "the segment should be mapped on Linux")
+	dc, err := seg.Dim("page")
+	require.NoError(t, err)
+	require.NotNil(t, dc.bms)
+	for _, large := range []bool{false, true} {
+		crcViaFileMin = seg.src.size
+		if large {
+			crcViaFileMin = 0
+		}
+		for _, short := range []bool{false, true} {
+			hs := dc.bms.headers()
+			require.Equal(t, large, hs.file != nil, "large %v: through the file", large)
+			if short && large {
+				hs.max = 5 // every roaring header cut: read again whole
+			}
+			for id := range dc.bms.count {
+				raw, err := dc.bms.raw(id)
+				require.NoError(t, err)
+				want, err := storedCount(raw, dc.bms.v4)
+				require.NoError(t, err)
+				got, err := hs.count(id)
+				require.NoError(t, err, "bitmap %d", id)
+				require.Equal(t, want, got, "bitmap %d", id)
+			}
+		}
+		require.NoError(t, seg.checkDimRows(dc))
+	}
+}

@@ -355,13 +355,13 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 	if got != nullRows {
 		return s.fileError(c.nulls.part, corruptf("%d null rows, %d rows hold the null id (or other rows)", got.count, nullRows.count))
 	}
+	var hs *headers
+	if counts != nil {
+		hs = c.bms.headers()
+	}
 	for id := 0; counts != nil && id < c.bms.count; id++ {
 		want := counts.total(id)
-		raw, err := c.bms.raw(id)
-		if err != nil {
-			return s.fileError(c.bms.part, err)
-		}
-		n, err := storedCount(raw, c.bms.v4)
+		n, err := hs.count(id)
 		if err != nil {
 			return s.fileError(c.bms.part, fmt.Errorf("bitmap %d: %w", id, err))
 		}
