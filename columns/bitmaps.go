@@ -319,9 +319,9 @@ type headers struct {
 
 func (b *bitmapsReader) headers() *headers {
 	h := &headers{b: b}
-	if s := b.src; s.data != nil && s.r != nil && !s.closed && b.part.Length > crcViaFileMin {
+	if f := b.src.file(); f != nil && b.part.Length > crcViaFileMin {
 		n := int64(b.rows>>16 + 1) // containers: one a 65,536 rows
-		h.file, h.max = &source{r: s.r, size: s.size}, 8+(n+7)/8+4*n
+		h.file, h.max = f, 8+(n+7)/8+4*n
 	}
 	return h
 }

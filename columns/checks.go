@@ -209,9 +209,9 @@ func (s *Segment) partCRC(ctx context.Context, p *segfmt.PartInfo, viaFile bool)
 	var crc uint32
 	var buf []byte
 	src := &s.src
-	if viaFile && src.data != nil && src.r != nil && !src.closed {
+	if f := src.file(); viaFile && f != nil {
 		s.fileCRCs.Add(1)
-		src = &source{r: src.r, size: src.size}
+		src = f
 	}
 	// A ReaderAt that holds what it read (a PageDropper: an object store reader's mapped
 	// cache) gives each piece back once hashed, as the descriptor would have: else a large

@@ -40,6 +40,16 @@ type source struct {
 	closed bool
 }
 
+// file returns the source that reads a mapped file's bytes through its descriptor, for a
+// pass over a large part that should leave no page of the mapping resident (a copy out of the
+// page cache, see partCRC); nil when s is not a mapped file still open.
+func (s *source) file() *source {
+	if s.data == nil || s.r == nil || s.closed {
+		return nil
+	}
+	return &source{r: s.r, size: s.size}
+}
+
 // view returns the n bytes at off. A mapped source returns a view of the mapping, valid until
 // the segment is closed; otherwise the bytes are read into buf (grown when too small). The range
 // is checked against the size first, so nothing outside the file is ever read.
@@ -296,8 +306,8 @@ func newChunkReader(src *source, ix *chunkIndex) chunkReader {
 // one read for many small frames.
 func (c *chunkReader) forCheck() {
 	c.crcOnly = true
-	if s := c.src; s.data != nil && s.r != nil && !s.closed && c.ix.chk != nil && c.ix.chk.part.Length > crcViaFileMin {
-		c.src, c.ahead = &source{r: s.r, size: s.size}, true
+	if f := c.src.file(); f != nil && c.ix.chk != nil && c.ix.chk.part.Length > crcViaFileMin {
+		c.src, c.ahead = f, true
 	}
 }
 

@@ -168,15 +168,7 @@ func TestReadCheckOfALargePart(t *testing.T) {
 // check, which reads the part whole, does not fault it into the mapping; a shorter part
 // through the mapping. Either way the checks pass.
 func TestStructuralCheckReadsLargePartsViaFile(t *testing.T) {
-	saved := crcViaFileMin
-	t.Cleanup(func() { crcViaFileMin = saved })
-	path, _ := writeReleaseSegment(t, 20_000)
-	seg, err := Open(path)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, seg.Close()) }()
-	require.NotNil(t, seg.src.data, "the segment should be mapped on Linux")
-	dc, err := seg.Dim("page")
-	require.NoError(t, err)
+	seg, dc := openMappedPages(t, 20_000)
 	for _, large := range []bool{true, false} {
 		crcViaFileMin = 0
 		if !large {
@@ -224,15 +216,7 @@ func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 // each bitmap's header through the descriptor, a bounded prefix, and counts what the whole
 // bitmap's header says; a prefix too short to parse is read again whole.
 func TestBitmapHeadersViaFile(t *testing.T) {
-	saved := crcViaFileMin
-	t.Cleanup(func() { crcViaFileMin = saved })
-	path, _ := writeReleaseSegment(t, 200_000)
-	seg, err := Open(path)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, seg.Close()) }()
-	require.NotNil(t, seg.src.data, "the segment should be mapped on Linux")
-	dc, err := seg.Dim("page")
-	require.NoError(t, err)
+	seg, dc := openMappedPages(t, 200_000)
 	require.NotNil(t, dc.bms)
 	for _, large := range []bool{false, true} {
 		crcViaFileMin = seg.src.size
@@ -257,4 +241,22 @@ func TestBitmapHeadersViaFile(t *testing.T) {
 		}
 		require.NoError(t, seg.checkDimRows(dc))
 	}
+}
+
+// openMappedPages opens a mapped segment of rows rows (writeReleaseSegment) and its dimension
+// "page" until the test ends, and restores crcViaFileMin then, for a test that changes it.
+func openMappedPages(t *testing.T, rows int) (*Segment, *DimColumn) {
+	t.Helper()
+	saved := crcViaFileMin
+	path, _ := writeReleaseSegment(t, rows)
+	seg, err := Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		crcViaFileMin = saved
+		require.NoError(t, seg.Close())
+	})
+	require.NotNil(t, seg.src.data, "the segment should be mapped on Linux")
+	dc, err := seg.Dim("page")
+	require.NoError(t, err)
+	return seg, dc
 }

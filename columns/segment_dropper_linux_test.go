@@ -23,12 +23,7 @@ func (d *dropRecorder) DropPages(off, n int64) error {
 // (columns.PageDropper, an object store reader's mapped cache) releases them through it:
 // ReleasePages drops the whole range; over a plain ReaderAt it does nothing.
 func TestNewSegmentPageDropper(t *testing.T) {
-	path, _ := writeReleaseSegment(t, 1000)
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	d := &dropRecorder{Reader: bytes.NewReader(data)}
-	seg, err := NewSegment(d, int64(len(data)))
-	require.NoError(t, err)
+	seg, d, data, _ := dropperSegment(t, 1000)
 	require.NoError(t, seg.ReleasePages())
 	require.Equal(t, [][2]int64{{0, int64(len(data))}}, d.dropped)
 	require.NoError(t, seg.verifyChecksums())
@@ -47,12 +42,7 @@ func TestPartCheckDropsPieces(t *testing.T) {
 	saved := crcViaFileMin
 	crcViaFileMin = 1 << 10 // every part past 1 KiB is large
 	t.Cleanup(func() { crcViaFileMin = saved })
-	path, rows := writeReleaseSegment(t, 8000)
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	d := &dropRecorder{Reader: bytes.NewReader(data)}
-	seg, err := NewSegment(d, int64(len(data)))
-	require.NoError(t, err)
+	seg, d, data, rows := dropperSegment(t, 8000)
 	defer func() { require.NoError(t, seg.Close()) }()
 	rr := seg.RowReader()
 	var r Row
@@ -73,12 +63,7 @@ func TestPartCheckDropsPieces(t *testing.T) {
 // its parts whole (a dimension's ids, and the header of each of its bitmaps); once passed,
 // the check gives the segment's pages back, once, and the rows still read right.
 func TestStructuralCheckReleases(t *testing.T) {
-	path, rows := writeReleaseSegment(t, 8000)
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	d := &dropRecorder{Reader: bytes.NewReader(data)}
-	seg, err := NewSegment(d, int64(len(data)))
-	require.NoError(t, err)
+	seg, d, data, rows := dropperSegment(t, 8000)
 	defer func() { require.NoError(t, seg.Close()) }()
 	whole := [2]int64{0, int64(len(data))}
 	dc, err := seg.Dim("page") // checks the dictionary
@@ -101,4 +86,17 @@ func TestStructuralCheckReleases(t *testing.T) {
 		requireRowEqual(t, seg.Schema(), i, want, r)
 	}
 	require.Len(t, d.dropped, len(seg.structs), "one release a structural check")
+}
+
+// dropperSegment writes a segment of n rows (writeReleaseSegment) and opens it over a
+// dropRecorder holding its bytes: the segment, the recorder, the bytes and the rows written.
+func dropperSegment(t *testing.T, n int) (*Segment, *dropRecorder, []byte, []Row) {
+	t.Helper()
+	path, rows := writeReleaseSegment(t, n)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	d := &dropRecorder{Reader: bytes.NewReader(data)}
+	seg, err := NewSegment(d, int64(len(data)))
+	require.NoError(t, err)
+	return seg, d, data, rows
 }

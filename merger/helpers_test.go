@@ -268,6 +268,16 @@ func mustMerge(t testing.TB, inputs []*columns.Segment, dst string, opts Options
 	return res
 }
 
+// mergeWithout merges inputs into dst with *off set (a path of the merge turned off, as
+// interleaveOff or preAggOff), and unsets it after.
+func mergeWithout(t testing.TB, off *bool, inputs []*columns.Segment, dst string, opts Options) error {
+	t.Helper()
+	*off = true
+	defer func() { *off = false }()
+	_, err := Merge(t.Context(), inputs, dst, opts)
+	return err
+}
+
 // requireSameFiles requires the files want and got to hold the same bytes (msg names the case).
 func requireSameFiles(t testing.TB, want, got, msg string) {
 	t.Helper()

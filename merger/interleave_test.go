@@ -105,11 +105,8 @@ func TestMergeInterleave(t *testing.T) {
 			require.Greater(t, interleaveRuns.Load(), before, "%s: no step merged runs of several inputs", name)
 			require.Greater(t, interleaveGathered.Load(), gathered, "%s: no metric picked a step's values", name)
 		}
-		interleaveOff = true
 		off := filepath.Join(dir, "off.seg")
-		_, err = Merge(t.Context(), segs, off, opts)
-		interleaveOff = false
-		require.NoError(t, err, name)
+		require.NoError(t, mergeWithout(t, &interleaveOff, segs, off, opts), name)
 		requireSameFiles(t, off, on, name)
 
 		out, err := outputSchema(schemas, opts.inputName, nil, false, opts.Granularity)

@@ -124,11 +124,8 @@ func TestMergeStreamedGroups(t *testing.T) {
 		// windows (see slotsInterleave); the heap loop alone writes the same bytes.
 		require.Equal(t, nIn > 1, interleaveSlotRows.Load() > slotSteps, "%s: slots interleaved", name)
 		if nIn > 1 {
-			interleaveOff = true
 			heapOnly := filepath.Join(dir, "heaponly.seg")
-			_, err = Merge(t.Context(), segs, heapOnly, opts)
-			interleaveOff = false
-			require.NoError(t, err, name)
+			require.NoError(t, mergeWithout(t, &interleaveOff, segs, heapOnly, opts), name)
 			requireSameFiles(t, heapOnly, streamed, name)
 		}
 		require.Greater(t, preAggGroups.Load(), before, "%s: no group pre-aggregated", name)
@@ -170,11 +167,8 @@ func TestMergeStreamedGroups(t *testing.T) {
 		require.Greater(t, windowRowsPeak.v.Load(), int64(4*bound), "%s: the reference loads whole hours", name)
 		requireSameFiles(t, whole, streamed, name)
 
-		preAggOff = true
 		off := filepath.Join(dir, "off.seg")
-		_, err = Merge(t.Context(), segs, off, opts)
-		preAggOff = false
-		require.NoError(t, err, name)
+		require.NoError(t, mergeWithout(t, &preAggOff, segs, off, opts), name)
 		requireSameFiles(t, off, streamed, name)
 
 		if c%2 == 1 {
@@ -260,15 +254,12 @@ func TestMergeSlotTables(t *testing.T) {
 		segs = append(segs, writeSegment(t, dir, fmt.Sprintf("in%d.seg", i), s, rs))
 	}
 	opts := Options{Rollup: true, Granularity: columns.GranularityHour, Durability: medium.Durability{Sync: medium.SyncNone}}
-	preAggOff = true
 	off := filepath.Join(dir, "off.seg")
-	_, err := Merge(t.Context(), segs, off, opts)
-	preAggOff = false
-	require.NoError(t, err)
+	require.NoError(t, mergeWithout(t, &preAggOff, segs, off, opts))
 
 	drops, made := slotDrops.Load(), slotTablesMade.Load()
 	fit := filepath.Join(dir, "fit.seg")
-	_, err = Merge(t.Context(), segs, fit, opts)
+	_, err := Merge(t.Context(), segs, fit, opts)
 	require.NoError(t, err)
 	require.Equal(t, drops, slotDrops.Load(), "slot tables' pages released under their share")
 	// Held at once, a task's: a group of each input, one of each group combined ahead, and
