@@ -17,7 +17,9 @@ import (
 // every chunked part, the table of every bitmap index and the trailer of every dictionary from
 // unchecked bytes, but hands out nothing derived from them before the part is checked: a
 // dictionary's cardinality and null flag (DimColumn.Cardinality, HasNull) are reached through
-// Segment.Dim, which checks the dictionary part first.
+// Segment.Dim, which checks the dictionary part first. The one exception is a cursor taken
+// with a Deferral (a merge's): it may compute its part's CRC from the frames it decodes, and
+// its reader publishes nothing before Deferral.Judge gives the verdict.
 
 // partCheck is the read-path checksum state of one part of an open segment. It is safe for
 // concurrent use: two first reads may both compute the CRC, and store the same result.

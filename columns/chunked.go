@@ -293,6 +293,8 @@ type chunkReader struct {
 	// the frames as they are loaded, and the part's CRC is not checked first: the check
 	// computes it.
 	fused *fusedCRC
+	// df, when set, is the part's structural check this reader put off (see Deferral).
+	df *deferred
 }
 
 func newChunkReader(src *source, ix *chunkIndex) chunkReader {

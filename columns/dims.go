@@ -268,6 +268,8 @@ type DimCursor struct {
 	it    blockIter
 	pd    *planeDecoder // a version 4 ids part's
 	dv    *deriver      // a derived ids part's
+	// rows: what the ids' structural check gathers, when put off (see Deferral).
+	rows *dimRowsState
 }
 
 // maxValueCache bounds the values a DimCursor remembers for Values.
@@ -394,7 +396,14 @@ func (c *DimCursor) load(row int) error {
 	}
 	if err != nil {
 		c.cr.cur = -1
-		return partError(c.col.dim.Name, segfmt.PartIDs, err)
+		return c.cr.readErr(partError(c.col.dim.Name, segfmt.PartIDs, err))
+	}
+	if c.cr.df != nil && c.cr.df.took(i) {
+		var offs []uint32
+		if c.col.dim.MultiValue {
+			offs = c.offs
+		}
+		c.rows.chunk(c.cr.lo, c.ids, offs)
 	}
 	c.cr.cur = i
 	return nil

@@ -71,6 +71,8 @@ type Cursor[T Number] struct {
 	// them; pd decodes the planes form of a version 4 part (nil for other parts).
 	decode func(dst []T, src []byte, n int, scratch *[]int64, pd *planeDecoder) ([]T, []byte, error)
 	pd     *planeDecoder
+	// times: what the __time column's structural check gathers, when put off (see Deferral).
+	times *timeRowsState
 }
 
 // At returns the value of row.
@@ -114,7 +116,18 @@ func (c *Cursor[T]) load(row int) error {
 	}
 	if err != nil {
 		c.cr.cur = -1
-		return partError(c.name, partOr(c.part), err)
+		return c.cr.readErr(partError(c.name, partOr(c.part), err))
+	}
+	if df := c.cr.df; df != nil && df.took(i) {
+		// The times' deferred check (see Deferral): a chunk that breaks it fails the read.
+		if err := c.times.chunk(c.cr.lo, any(c.vals).([]int64)); err != nil {
+			c.cr.cur = -1
+			err = c.cr.ix.chk.seg.timeErr(err)
+			if rerr := c.cr.readErr(err); rerr != err {
+				return rerr // the part's CRC: the bytes are not the ones written
+			}
+			return df.fail(err)
+		}
 	}
 	c.cr.cur = i
 	return nil

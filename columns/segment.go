@@ -428,6 +428,9 @@ func (c *chunkReader) seg(row int) error {
 	if rows := c.ix.rows; row < 0 || row >= rows {
 		return rowErr(row, rows)
 	}
+	if c.df != nil {
+		return c.df.seg(c)
+	}
 	if c.fused != nil {
 		return nil // the structural check reading the part computes its CRC
 	}

@@ -54,6 +54,8 @@ import (
 // Each check reads its parts through checkCRC, never check, so that it does not run itself;
 // a check that reads a mapped part whole (the times, a dimension's ids) and runs before its
 // CRC is known computes the CRC as it reads, and judges it before anything else (fusedCRC).
+// A reader that reads those parts whole itself (a merge) may put the check off and have it
+// computed from its own reads (Deferral).
 // One goroutine runs a check while others wait for its verdict (a mutex): the checks of
 // different parts nest only one way (a dimension's check reads its dictionary, checked first).
 // An error that is no verdict on the bytes (a closed segment, a read error) is not remembered.
@@ -78,7 +80,10 @@ func newStructCheck(fn func() error) *structCheck { return &structCheck{fn: fn} 
 func (sc *structCheck) passed() bool { return sc.state.Load() == structGood }
 
 // run runs the check unless it ran already, and returns its verdict.
-func (sc *structCheck) run() error {
+func (sc *structCheck) run() error { return sc.runWith(sc.fn) }
+
+// runWith is run with fn computing the verdict (a deferred check's, see Deferral).
+func (sc *structCheck) runWith(fn func() error) error {
 	if sc.passed() {
 		return nil
 	}
@@ -90,7 +95,7 @@ func (sc *structCheck) run() error {
 	case structBad:
 		return sc.err
 	}
-	err := sc.fn()
+	err := fn()
 	switch {
 	case err == nil:
 		sc.state.Store(structGood)
@@ -184,6 +189,11 @@ func (s *Segment) checkTime() error {
 			return cerr
 		}
 	}
+	return s.timeErr(err)
+}
+
+// timeErr is err, an error of the __time column's check, naming the file and the part.
+func (s *Segment) timeErr(err error) error {
 	if err != nil && !strings.HasPrefix(err.Error(), "columns: column ") {
 		// The interval's error names no part: the footer's interval is checked against the
 		// times, so name theirs.
@@ -296,45 +306,8 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 			return err
 		}
 	}
-	seed := s.pairSeed
-	var nullRows pairSums
-	hasNull := c.dict.hasNull
-	var counts *idCounts
-	if c.bms != nil {
-		counts = newIDCounts(c.bms.count)
-	}
-	var scratch []uint32
-	err := s.eachIDChunk(c, fc, func(first int, ids, offs []uint32) {
-		if offs == nil {
-			if counts != nil {
-				counts.add(ids) // ids are below the cardinality (the cursor checks them)
-			}
-			if hasNull {
-				var nsum, ncount uint64
-				for k, id := range ids {
-					if id == 0 {
-						nsum += rowKey(seed, uint32(first+k))
-						ncount++
-					}
-				}
-				nullRows.sum += nsum
-				nullRows.count += ncount
-			}
-			return
-		}
-		for k := 0; k+1 < len(offs); k++ {
-			row := ids[offs[k]:offs[k+1]]
-			if hasNull && row[0] == 0 {
-				nullRows.sum += rowKey(seed, uint32(first+k))
-				nullRows.count++
-			}
-			if counts == nil {
-				continue
-			}
-			row, scratch = slicesx.Distinct(row, scratch)
-			counts.add(row)
-		}
-	})
+	dr := s.newDimRows(c)
+	err := s.eachIDChunk(c, fc, dr.chunk)
 	if fc != nil {
 		if cerr := c.ix.chk.finishFused(fc, c.ix); cerr != nil {
 			return cerr
@@ -343,33 +316,7 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 	if err != nil {
 		return s.inFile(err)
 	}
-	nulls, err := s.decodeNulls(c.dim.Name, c.nulls)
-	if err != nil {
-		return s.inFile(err)
-	}
-	var got pairSums
-	for it := nulls.Iterator(); it.HasNext(); {
-		got.sum += rowKey(seed, it.Next())
-		got.count++
-	}
-	if got != nullRows {
-		return s.fileError(c.nulls.part, corruptf("%d null rows, %d rows hold the null id (or other rows)", got.count, nullRows.count))
-	}
-	var hs *headers
-	if counts != nil {
-		hs = c.bms.headers()
-	}
-	for id := 0; counts != nil && id < c.bms.count; id++ {
-		want := counts.total(id)
-		n, err := hs.count(id)
-		if err != nil {
-			return s.fileError(c.bms.part, fmt.Errorf("bitmap %d: %w", id, err))
-		}
-		if n != want {
-			return s.fileError(c.bms.part, corruptf("bitmap %d holds %d rows, %d rows hold id %d", id, n, want, id))
-		}
-	}
-	return nil
+	return dr.judge()
 }
 
 // checkDerivedRows is checkDimRows for a dimension whose ids its bitmaps give

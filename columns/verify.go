@@ -270,45 +270,67 @@ func (s *Segment) verifyTime() error {
 
 // timeRows is verifyTime through the cursor c over the __time column.
 func (s *Segment) timeRows(c *Cursor[int64]) error {
-	prev, first := int64(0), int64(0)
-	iv := s.f.interval
-	g := s.f.schema.Granularity
+	tr := s.newTimeRows()
 	err := s.eachChunk(c.cr.ix, func(row int) error {
 		start, vals, err := c.Chunk(row)
 		if err != nil {
 			return err
 		}
-		if len(vals) > 0 && timesGood(vals, start, prev, iv, g) {
-			if start == 0 {
-				first = vals[0]
-			}
-			prev = vals[len(vals)-1]
-			return nil
-		}
-		for k, v := range vals {
-			r := start + k
-			if r > 0 && v < prev {
-				return partError(TimeColumn, segfmt.PartValues, corruptf("row %d: time %d before the previous row's %d", r, v, prev))
-			}
-			if !g.validTime(v) {
-				return partError(TimeColumn, segfmt.PartValues, corruptf("row %d: time %d outside the times a segment can hold, [%d, %d]", r, v, g.Truncate(MinTime), MaxTime))
-			}
-			if !iv.Contains(v) {
-				return partError(TimeColumn, segfmt.PartValues, corruptf("row %d: time %d outside the interval [%d, %d)", r, v, iv.Start, iv.End))
-			}
-			if g.Truncate(v) != v {
-				return partError(TimeColumn, segfmt.PartValues, corruptf("row %d: time %d not truncated to the granularity %s", r, v, g))
-			}
-			if r == 0 {
-				first = v
-			}
-			prev = v
-		}
-		return nil
+		return tr.chunk(start, vals)
 	})
 	if err != nil {
 		return err
 	}
+	return tr.judge()
+}
+
+// timeRowsState is what timeRows keeps from chunk to chunk of the __time column, read in row
+// order: the first time and the one before the next chunk.
+type timeRowsState struct {
+	s           *Segment
+	prev, first int64
+}
+
+func (s *Segment) newTimeRows() *timeRowsState { return &timeRowsState{s: s} }
+
+// chunk checks the times vals of the chunk starting at row start, the chunk after the one
+// chunk saw last (row 0 for the first).
+func (t *timeRowsState) chunk(start int, vals []int64) error {
+	iv, g := t.s.f.interval, t.s.f.schema.Granularity
+	if len(vals) > 0 && timesGood(vals, start, t.prev, iv, g) {
+		if start == 0 {
+			t.first = vals[0]
+		}
+		t.prev = vals[len(vals)-1]
+		return nil
+	}
+	for k, v := range vals {
+		r := start + k
+		if r > 0 && v < t.prev {
+			return partError(TimeColumn, segfmt.PartValues, corruptf("row %d: time %d before the previous row's %d", r, v, t.prev))
+		}
+		if !g.validTime(v) {
+			return partError(TimeColumn, segfmt.PartValues, corruptf("row %d: time %d outside the times a segment can hold, [%d, %d]", r, v, g.Truncate(MinTime), MaxTime))
+		}
+		if !iv.Contains(v) {
+			return partError(TimeColumn, segfmt.PartValues, corruptf("row %d: time %d outside the interval [%d, %d)", r, v, iv.Start, iv.End))
+		}
+		if g.Truncate(v) != v {
+			return partError(TimeColumn, segfmt.PartValues, corruptf("row %d: time %d not truncated to the granularity %s", r, v, g))
+		}
+		if r == 0 {
+			t.first = v
+		}
+		t.prev = v
+	}
+	return nil
+}
+
+// judge checks, once chunk saw every time, the footer's interval against the first and last
+// times.
+func (t *timeRowsState) judge() error {
+	s, iv, g := t.s, t.s.f.interval, t.s.f.schema.Granularity
+	first, prev := t.first, t.prev
 	if s.f.rows == 0 {
 		if iv != (Interval{}) {
 			return corruptf("columns: interval [%d, %d) of a segment without rows, want the zero interval", iv.Start, iv.End)

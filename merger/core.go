@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +65,16 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 		st.rowsIn += int64(s.Rows())
 	}
 	c.rowsIn = st.rowsIn
+	// The merge reads the inputs' times and ids whole: their structural checks are computed
+	// from the chunks it decodes, and judged before it publishes (see judgeInputs).
+	for _, s := range srcs {
+		source.DeferChecks(s)
+	}
+	defer func() {
+		if err != nil {
+			err = c.judgeAfter(err)
+		}
+	}()
 	logs := 0
 	for _, d := range out.Dimensions {
 		if !d.MultiValue && !d.Raw && !d.NoBitmapIndex {
@@ -126,6 +137,9 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 		return st, err
 	}
 	t3 := time.Now()
+	if err := c.judgeInputs(); err != nil {
+		return st, err
+	}
 	if phase == phases && opts.verifyInputs != nil {
 		// The inputs' parts the merge did not read (Options.SkipChecksums), before anything is
 		// published (its time counts as the publication's).
@@ -145,6 +159,34 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 	st.dictionaries, st.rows, st.bitmaps, st.publish = t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), t4.Sub(t3)
 	st.info = info
 	return st, nil
+}
+
+// judgeInputs returns the verdict of the inputs' structural checks the merge put off
+// (source.DeferChecks): the first failure, naming the input, or nil.
+func (c *core) judgeInputs() error {
+	var first error
+	for i, s := range c.srcs {
+		if err := source.JudgeChecks(s); err != nil && first == nil {
+			first = fmt.Errorf("merger: %s: %w", c.names[i], err)
+		}
+	}
+	return first
+}
+
+// judgeAfter returns the error of a merge that failed with err. A damaged input part that
+// agrees with its CRC, whose structural check the merge put off, can make a merge fail on
+// what it read (a writer's check: ErrInvalid, or ErrCorrupt not naming the part): when err is
+// such an error and an input fails its check, that failure comes first, err joined behind
+// it. Other errors (a full disk, a cancelled merge) do not make it read the inputs again.
+func (c *core) judgeAfter(err error) error {
+	if c.ctx.Err() != nil || !errors.Is(err, columns.ErrCorrupt) && !errors.Is(err, columns.ErrInvalid) && !errors.Is(err, ErrInvalid) {
+		return err
+	}
+	jerr := c.judgeInputs()
+	if jerr == nil || !errors.Is(jerr, columns.ErrCorrupt) || strings.Contains(err.Error(), strings.TrimPrefix(jerr.Error(), "merger: ")) {
+		return err
+	}
+	return errors.Join(jerr, err)
 }
 
 // publish finishes w into dst: a file published per pub, or dst.out, which receives the

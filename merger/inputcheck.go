@@ -22,6 +22,10 @@ import (
 //     of a keyed hash over the pairs, computed as the ids are written and again as the
 //     bitmaps are, must agree (core.go); when it does not, checkInputBitmaps finds the input
 //     whose bitmaps disagree with its ids and names it.
+//   - the read path's structural checks of the times and of each dimension's ids (columns,
+//     structure.go), put off to the merge's own reads (source.DeferChecks, columns.Deferral):
+//     computed from the chunks the merge decodes, so that each is read and decoded once, and
+//     judged before the merge publishes (core.judgeInputs), or after it failed (judgeAfter).
 // An input's fault is an error wrapping columns.ErrCorrupt that names the input.
 
 // pairHash mixes a (row, id) pair into 64 bits under a key (the splitmix64 finalizer of the

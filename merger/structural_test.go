@@ -421,6 +421,7 @@ func TestMergeStructuralFaults(t *testing.T) {
 	for made := 0; made < inputs; made++ {
 		fault := structuralFaults[made%len(structuralFaults)]
 		var path string
+		var base *columns.Segment
 		var clean []*columns.Segment
 		for try := 0; ; try++ {
 			require.Less(t, try, 200, "no case for fault %q", fault.name)
@@ -429,7 +430,7 @@ func TestMergeStructuralFaults(t *testing.T) {
 				continue
 			}
 			file++
-			base := writeSegment(t, dir, fmt.Sprintf("base-%d.seg", file), rc.Schemas[0], rc.Rows[0])
+			base = writeSegment(t, dir, fmt.Sprintf("base-%d.seg", file), rc.Schemas[0], rc.Rows[0])
 			m := readModel(t, base)
 			if !fault.apply(rng, m, m.file) {
 				continue
@@ -449,6 +450,12 @@ func TestMergeStructuralFaults(t *testing.T) {
 			count(fault.name, "Open fails")
 			continue
 		}
+		// Whether Verify refuses the faulty input (on a segment of its own: a verdict found
+		// counts for every reader of the one merged).
+		vs, err := columns.Open(path)
+		require.NoError(t, err)
+		corrupt := vs.Verify() != nil
+		require.NoError(t, vs.Close())
 		type scenario struct {
 			name string
 			ins  []*columns.Segment
@@ -485,6 +492,17 @@ func TestMergeStructuralFaults(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, out.Verify(), "%s, %s: the output fails Verify (input %s)", fault.name, sc.name, path)
 				require.NoError(t, out.Close())
+				if corrupt {
+					// A merge of an input Verify refuses that publishes wrote what the input
+					// held before the fault: never an output that verifies and differs.
+					ins := slices.Clone(sc.ins)
+					ins[slices.Index(ins, bad)] = base
+					cleanDst := dst + ".clean"
+					_, err := Merge(t.Context(), ins, cleanDst, sc.opts)
+					require.NoError(t, err)
+					requireSameFiles(t, cleanDst, dst, fmt.Sprintf("%s, %s: an output that verifies, from a faulty input, must be the merge of the input before the fault", fault.name, sc.name))
+					require.NoError(t, os.Remove(cleanDst))
+				}
 				require.NoError(t, os.Remove(dst))
 				count(fault.name, sc.name+": verified")
 			}

@@ -199,6 +199,44 @@ func IDMap(d DimSource, n int) []uint32 {
 	return m
 }
 
+// DeferChecks makes the __time and ids readers src hands out from now on put off their
+// parts' structural checks to a columns.Deferral, for a reader that publishes nothing before
+// JudgeChecks (a merge): the check is computed from the chunks the reader decodes, not by a
+// read of its own first. Sources other than segments are left as they are.
+func DeferChecks(src Source) {
+	if sl, ok := src.(*sliceSource); ok {
+		DeferChecks(sl.in)
+		return
+	}
+	if s, ok := src.(*segSource); ok {
+		s.mu.Lock()
+		if s.deferral == nil {
+			s.deferral = &columns.Deferral{}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// JudgeChecks returns the verdict of the structural checks src's readers put off since
+// DeferChecks (columns.Deferral.Judge), and makes later readers check first again.
+func JudgeChecks(src Source) error {
+	if sl, ok := src.(*sliceSource); ok {
+		return JudgeChecks(sl.in)
+	}
+	s, ok := src.(*segSource)
+	if !ok {
+		return nil
+	}
+	s.mu.Lock()
+	d := s.deferral
+	s.deferral = nil
+	s.mu.Unlock()
+	if d == nil {
+		return nil
+	}
+	return d.Judge()
+}
+
 // releaser is a columns cursor, whose buffers Release gives back.
 type releaser interface{ Release() }
 
@@ -210,6 +248,14 @@ type segSource struct {
 	mu           sync.Mutex   // readers are taken from several goroutines
 	readers      []releaser
 	idMaps       [][]uint32
+	deferral     *columns.Deferral // see DeferChecks
+}
+
+// deferralOf returns the Deferral of s's readers, nil when they check first.
+func (s *segSource) deferralOf() *columns.Deferral {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deferral
 }
 
 // track remembers r for Release and returns it.
@@ -223,7 +269,9 @@ func track[R releaser](s *segSource, r R) R {
 func (s *segSource) Schema() columns.Schema { return s.seg.Schema() }
 func (s *segSource) Rows() int              { return s.seg.Rows() }
 func (s *segSource) TimeOrder() []uint32    { return nil }
-func (s *segSource) Times() LongChunker     { return track(s, s.seg.Time().Cursor()) }
+func (s *segSource) Times() LongChunker {
+	return track(s, s.seg.Time().DeferredCursor(s.deferralOf()))
+}
 
 func (s *segSource) Dim(name string) (DimSource, error) {
 	c, err := s.seg.Dim(name)
@@ -312,7 +360,7 @@ type segDim struct {
 func (d segDim) HasNull() bool            { return d.c.HasNull() }
 func (d segDim) Cardinality() int         { return d.c.Cardinality() }
 func (d segDim) Dictionary() DictIterator { return d.c.Dictionary() }
-func (d segDim) Cursor() IDChunker        { return track(d.src, d.c.Cursor()) }
+func (d segDim) Cursor() IDChunker        { return track(d.src, d.c.DeferredCursor(d.src.deferralOf())) }
 func (d segDim) HasBitmaps() bool         { return d.c.HasBitmaps() }
 
 // EachRows decodes the rows straight from the bitmap's stored bytes (a view of the mapping
