@@ -55,6 +55,10 @@ type core struct {
 	// seed keys the hashes; dimTasks[d] sums them over the rows' ids of dimension d.
 	seed     uint64
 	dimTasks []*dimTask
+	// judged is closed once the goroutine judgeStart started has judged the inputs' deferred
+	// checks, judgeErr its verdict.
+	judged   chan struct{}
+	judgeErr error
 }
 
 func runCore(ctx context.Context, srcs []source.Source, names []string, out columns.Schema, dst target, med medium.Medium,
@@ -126,6 +130,9 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 	if err := c.mergeRows(w); err != nil {
 		return st, err
 	}
+	// The rows phase read the inputs' times and ids: their deferred checks are judged while
+	// the bitmaps are built.
+	c.judgeStart()
 	t2 := time.Now()
 	if err := releaseInputs(c.srcs, c.names); err != nil {
 		return st, err
@@ -137,7 +144,7 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 		return st, err
 	}
 	t3 := time.Now()
-	if err := c.judgeInputs(); err != nil {
+	if err := c.judgeWait(); err != nil {
 		return st, err
 	}
 	if phase == phases && opts.verifyInputs != nil {
@@ -162,15 +169,42 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 }
 
 // judgeInputs returns the verdict of the inputs' structural checks the merge put off
-// (source.DeferChecks): the first failure, naming the input, or nil.
+// (source.DeferChecks), judged an input a goroutine: the failure of the first input that
+// fails, naming it, or nil.
 func (c *core) judgeInputs() error {
-	var first error
-	for i, s := range c.srcs {
-		if err := source.JudgeChecks(s); err != nil && first == nil {
-			first = fmt.Errorf("merger: %s: %w", c.names[i], err)
+	errs := make([]error, len(c.srcs))
+	_ = parallel.Run(len(c.srcs), c.opts.Parallelism, func(i int) error {
+		if err := source.JudgeChecks(c.srcs[i]); err != nil {
+			errs[i] = fmt.Errorf("merger: %s: %w", c.names[i], err)
+		}
+		return nil
+	})
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
-	return first
+	return nil
+}
+
+// judgeStart starts judgeInputs on a goroutine of its own; judgeWait returns its verdict.
+func (c *core) judgeStart() {
+	done := make(chan struct{})
+	c.judged = done
+	go func() {
+		defer close(done)
+		c.judgeErr = c.judgeInputs()
+	}()
+}
+
+// judgeWait returns the verdict of the judgeInputs judgeStart started, once it is done, or
+// judges the inputs now when none was started.
+func (c *core) judgeWait() error {
+	if c.judged == nil {
+		return c.judgeInputs()
+	}
+	<-c.judged
+	return c.judgeErr
 }
 
 // judgeAfter returns the error of a merge that failed with err. A damaged input part that
@@ -182,7 +216,7 @@ func (c *core) judgeAfter(err error) error {
 	if c.ctx.Err() != nil || !errors.Is(err, columns.ErrCorrupt) && !errors.Is(err, columns.ErrInvalid) && !errors.Is(err, ErrInvalid) {
 		return err
 	}
-	jerr := c.judgeInputs()
+	jerr := c.judgeWait()
 	if jerr == nil || !errors.Is(jerr, columns.ErrCorrupt) || strings.Contains(err.Error(), strings.TrimPrefix(jerr.Error(), "merger: ")) {
 		return err
 	}
