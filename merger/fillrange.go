@@ -108,7 +108,26 @@ func (c *cursor) fillTimes(ctx context.Context, limit, minRows int) (p int, cut 
 		full := false
 		// A window holds at most pLimit-p0 rows (unless minRows is more).
 		times = grownTo(times, len(vals)-(p-first), max(pLimit-p0, minRows))
-		for _, t := range vals[p-first:] {
+		rest := vals[p-first:]
+		if width == 1 {
+			// Times not truncated (no granularity): the rows before the window's minRows-th
+			// can end it only by an error, so a run of them in order and within [tlo, thi]
+			// goes over at once; the loop below takes the rest (and says what is wrong).
+			k := min(len(rest), minRows-(p-p0), pLimit-p)
+			if k > 0 && timesInOrder(rest[:k], lastT, fresh, tlo, thi) {
+				times = append(times, rest[:k]...)
+				lastT, fresh = rest[k-1], false
+				bucket, bucketEnd = lastT, lastT+1
+				if (p-p0)>>16 != (p+k-p0)>>16 {
+					if err := ctx.Err(); err != nil {
+						return 0, false, fmt.Errorf("merger: %w", err)
+					}
+				}
+				p += k
+				rest = rest[k:]
+			}
+		}
+		for _, t := range rest {
 			if t < tlo || t > thi {
 				return 0, false, c.badTime(p, t)
 			}
@@ -150,6 +169,20 @@ func (c *cursor) fillTimes(ctx context.Context, limit, minRows int) (p int, cut 
 	}
 	c.lastT, c.fresh, w.time = lastT, fresh, times
 	return p, cut, nil
+}
+
+// timesInOrder reports whether the times ts are in order, the first not before last (unless
+// fresh), and all within [tlo, thi].
+func timesInOrder(ts []int64, last int64, fresh bool, tlo, thi int64) bool {
+	if ts[0] < tlo || ts[len(ts)-1] > thi || !fresh && ts[0] < last {
+		return false
+	}
+	for i := 1; i < len(ts); i++ {
+		if ts[i] < ts[i-1] { // in order, the ends within the bounds hold the rest
+			return false
+		}
+	}
+	return true
 }
 
 // fillIDs appends the merged ids of dictionary dimension j of source rows [p0, p) to the

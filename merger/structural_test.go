@@ -565,3 +565,41 @@ func TestMergeNamesInputFiles(t *testing.T) {
 	f([]*columns.Segment{good, noPath}, nil, "input 1")
 	f([]*columns.Segment{good, noPath}, []string{"", "input 1"}, "input 1")
 }
+
+// TestMergeChecksTimesTrusted: an input opened with TrustChecksums gets no structural check
+// from columns, so the merge's own check of the times (cursor.fillTimes, whose runs of rows in
+// order go over at once) is what refuses times out of order or outside the interval: every
+// such merge fails with an error wrapping columns.ErrCorrupt that names the input.
+func TestMergeChecksTimesTrusted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 41))
+	dir := t.TempDir()
+	var faults []structuralFault
+	for _, f := range structuralFaults {
+		if f.name == "times out of order" || f.name == "time outside the interval" {
+			faults = append(faults, f)
+		}
+	}
+	require.Len(t, faults, 2)
+	for k := range 40 {
+		fault := faults[k%len(faults)]
+		rc := newRandCase(rng, 1, 5000)
+		if len(rc.Rows[0]) < 2 {
+			continue
+		}
+		base := writeSegment(t, dir, fmt.Sprintf("base-%d.seg", k), rc.Schemas[0], rc.Rows[0])
+		m := readModel(t, base)
+		if !fault.apply(rng, m, m.file) {
+			continue
+		}
+		path := filepath.Join(dir, fmt.Sprintf("fault-%d.seg", k))
+		require.NoError(t, os.WriteFile(path, m.file.assemble(), 0o644))
+		bad, err := columns.OpenWith(path, columns.OpenOptions{TrustChecksums: true})
+		require.NoError(t, err)
+		_, err = Merge(t.Context(), []*columns.Segment{bad}, filepath.Join(dir, fmt.Sprintf("out-%d.seg", k)),
+			Options{Durability: medium.Durability{Sync: medium.SyncNone}, ChunkRows: 64})
+		require.Error(t, err, "%s: case %d", fault.name, k)
+		require.ErrorIs(t, err, columns.ErrCorrupt, fault.name)
+		require.ErrorContains(t, err, path, fault.name)
+		require.NoError(t, bad.Close())
+	}
+}
