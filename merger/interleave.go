@@ -47,6 +47,8 @@ type interleave struct {
 	take       []int     // the rows each takes in the step
 	items, tmp []ilItem
 	bounds     []int
+	runs       []ilRun // step's sorted runs, and the next level's (runs2)
+	runs2      []ilRun
 	next       []int // per cursor: its first position not yet appended (appendItems)
 	// appendItems': the rows each cursor gives, and per cursor its input and row offset
 	cnt    []int
@@ -196,25 +198,56 @@ func (il *interleave) step(h []*cursor) []ilItem {
 	if len(bounds) > 2 {
 		interleaveRuns.Add(1)
 	}
-	src, dst := il.items, il.tmp
-	for len(bounds) > 2 {
-		next := bounds[:1]
-		for r := 0; r+1 < len(bounds); r += 2 {
-			lo := bounds[r]
-			if r+2 >= len(bounds) { // an odd run out: copied as it is
-				copy(dst[lo:bounds[r+1]], src[lo:bounds[r+1]])
-				next = append(next, bounds[r+1])
+	// Runs merge pairwise, level by level. A run is in items or in tmp; two in the same one
+	// merge into the other, and a run in tmp merges with the run after it in items into
+	// items in place (and the reverse): its writes never pass the second run's next row. An
+	// odd run out stays where it is, the longest one that leaves adjacent pairs: five equal
+	// runs then move 12 fifths of the rows, not 15 (three levels, two copies).
+	runs := il.runs[:0]
+	for r := 0; r+1 < len(bounds); r++ {
+		runs = append(runs, ilRun{lo: bounds[r], hi: bounds[r+1]})
+	}
+	bufs := [2][]ilItem{il.items, il.tmp}
+	for len(runs) > 1 {
+		out := 0
+		if len(runs)%2 == 1 {
+			for c := 2; c < len(runs); c += 2 {
+				if runs[c].hi-runs[c].lo > runs[out].hi-runs[out].lo {
+					out = c
+				}
+			}
+		} else {
+			out = -1
+		}
+		next := il.runs2[:0]
+		for r := 0; r < len(runs); {
+			if r == out {
+				next = append(next, runs[r])
+				r++
 				continue
 			}
-			mid, hi := bounds[r+1], bounds[r+2]
-			merge2(dst[lo:hi], src[lo:mid], src[mid:hi])
-			next = append(next, hi)
+			a, b := runs[r], runs[r+1]
+			to := 1 - a.buf
+			if a.buf != b.buf {
+				to = b.buf
+			}
+			merge2(bufs[to][a.lo:b.hi], bufs[a.buf][a.lo:a.hi], bufs[b.buf][b.lo:b.hi])
+			next = append(next, ilRun{lo: a.lo, hi: b.hi, buf: to})
+			r += 2
 		}
-		bounds = next
-		src, dst = dst, src
+		runs, il.runs2 = next, runs
 	}
-	il.items, il.tmp, il.bounds = src, dst, bounds
-	return src
+	if runs[0].buf == 1 {
+		bufs[0], bufs[1] = bufs[1], bufs[0]
+	}
+	il.items, il.tmp, il.bounds, il.runs = bufs[0], bufs[1], bounds, runs
+	return il.items[:total]
+}
+
+// ilRun is a sorted run of a step's items: items[lo:hi] of il.items (buf 0) or il.tmp (1).
+type ilRun struct {
+	lo, hi int
+	buf    int
 }
 
 // merge2 merges the runs a and b (each in key order; a's rows come first on equal keys) into
