@@ -28,13 +28,21 @@ import (
 // than the buffer, ids holding none), for each width of the log, with the log in memory or
 // mostly written to the medium, with no idle core and with one or three (the ids handed to
 // other goroutines, in parts of a few rows): every bitmap holds exactly the rows of its id.
+// With mem 1<<16, 600,000 rows go to runs of up to 262,144 rows.
 func TestIDLogBitmaps(t *testing.T) {
 	defer func(n int) { splitRows = n }(splitRows)
 	splitRows = 5
 	for _, card := range []int{3, 200, 300, 70_000} {
 		for _, bound := range []int{1, 7, 64, 0} {
 			for _, idle := range []int{0, 1, 3} {
-				for _, mem := range []int{0, 1, 37} {
+				for _, mem := range []int{0, 1, 37, 1 << 16} {
+					rows, runMax := 500, (mem+1)/2
+					if mem == 1<<16 {
+						if raceEnabled || testing.Short() || idle == 1 || bound == 1 && card == 70_000 {
+							continue
+						}
+						rows, runMax = 600_000, 1<<20
+					}
 					if raceEnabled && card == 70_000 && (idle != 1 || mem != 37) {
 						// Under the race detector the 70,000-value dictionaries cost most of the
 						// test (43 s of CI's race step): one combination of idle and mem is
@@ -43,7 +51,6 @@ func TestIDLogBitmaps(t *testing.T) {
 					}
 					t.Run(fmt.Sprintf("card=%d/bound=%d/idle=%d/mem=%d", card, bound, idle, mem), func(t *testing.T) {
 						rng := rand.New(rand.NewPCG(uint64(card), uint64(bound)))
-						rows := 500
 						ids := make([]uint32, rows)
 						for r := range ids {
 							switch r % 3 {
@@ -75,16 +82,19 @@ func TestIDLogBitmaps(t *testing.T) {
 						log := newIDLog(card, func() (medium.Medium, error) { return med, nil }, bounds{}, nil)
 						switch l := log.(type) {
 						case *typedLog[uint8]:
-							l.sortRows, l.memIDs, l.runMax = bound, mem, (mem+1)/2
+							l.sortRows, l.memIDs, l.runMax = bound, mem, runMax
 						case *typedLog[uint16]:
-							l.sortRows, l.memIDs, l.runMax = bound, mem, (mem+1)/2
+							l.sortRows, l.memIDs, l.runMax = bound, mem, runMax
 						case *typedLog[uint32]:
-							l.sortRows, l.memIDs, l.runMax = bound, mem, (mem+1)/2
+							l.sortRows, l.memIDs, l.runMax = bound, mem, runMax
 						}
 						log.reserve(rows / (1 + bound%3)) // half the rows for some: the log grows past its reserve
 						for lo := 0; lo < rows; lo += 100 {
 							require.NoError(t, dw.AppendSingleIDs(ids[lo:lo+100]))
 							require.NoError(t, log.add(ids[lo:lo+100]))
+						}
+						if mem == 1<<16 {
+							require.Greater(t, logRuns(log), 2, "runs of many rows")
 						}
 						var done atomic.Int64
 						sc := &sortScratch{counts: []uint32{9, 9}, rows: scratch.New[uint32](3)}
@@ -110,15 +120,14 @@ func TestIDLogBitmaps(t *testing.T) {
 						require.NoError(t, seg.Verify())
 						col, err := seg.Dim("d")
 						require.NoError(t, err)
+						wants := make([][]uint32, card)
+						for r, id := range ids {
+							wants[id] = append(wants[id], uint32(r))
+						}
 						for v := range card {
 							bm, err := col.Bitmap(uint32(v))
 							require.NoError(t, err)
-							var want []uint32
-							for r, id := range ids {
-								if id == uint32(v) {
-									want = append(want, uint32(r))
-								}
-							}
+							want := wants[v]
 							got := bm.ToArray()
 							if len(want) == 0 {
 								require.Empty(t, got, "id %d", v)
@@ -131,6 +140,19 @@ func TestIDLogBitmaps(t *testing.T) {
 			}
 		}
 	}
+}
+
+// logRuns returns the runs log wrote so far.
+func logRuns(log idLog) int {
+	switch l := log.(type) {
+	case *typedLog[uint8]:
+		return len(l.runs)
+	case *typedLog[uint16]:
+		return len(l.runs)
+	case *typedLog[uint32]:
+		return len(l.runs)
+	}
+	return 0
 }
 
 // TestMergePopulatesLogs: a merge without rollup, whose id logs fill to the rows in, has their
