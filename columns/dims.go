@@ -275,6 +275,15 @@ type DimCursor struct {
 // maxValueCache bounds the values a DimCursor remembers for Values.
 const maxValueCache = 1 << 12
 
+// Sequential is Cursor.Sequential for the ids: a large ids part of a mapped file is read
+// through the descriptor. Call it before the first read; it returns c.
+func (c *DimCursor) Sequential() *DimCursor {
+	if c.cr.cur < 0 && c.cr.frame == nil {
+		c.cr.sequential()
+	}
+	return c
+}
+
 // IDs returns the ids of row (the null id alone for a null row), valid until the cursor's next
 // call. Every id is below the cardinality.
 func (c *DimCursor) IDs(row int) ([]uint32, error) {

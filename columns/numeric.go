@@ -75,6 +75,17 @@ type Cursor[T Number] struct {
 	times *timeRowsState
 }
 
+// Sequential makes c a cursor for a reader that reads the column front to back once (a
+// merge): a large part of a mapped file is read through the descriptor, a window at a time,
+// and its pages do not count in the reader's resident set. Call it before the first read; it
+// returns c.
+func (c *Cursor[T]) Sequential() *Cursor[T] {
+	if c.cr.cur < 0 && c.cr.frame == nil {
+		c.cr.sequential()
+	}
+	return c
+}
+
 // At returns the value of row.
 func (c *Cursor[T]) At(row int) (T, error) {
 	if row < c.cr.lo || row >= c.cr.hi || c.cr.cur < 0 {

@@ -2,6 +2,7 @@ package columns
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -259,4 +260,101 @@ func openMappedPages(t *testing.T, rows int) (*Segment, *DimColumn) {
 	dc, err := seg.Dim("page")
 	require.NoError(t, err)
 	return seg, dc
+}
+
+// TestSequentialCursorsReadViaFile: Sequential cursors (a merge's) read a mapped file's large
+// parts through the descriptor, a window at a time: they read what plain cursors read, with a
+// deferred check too (its CRC computed from the windows' frames); their frames come from the
+// descriptor, not the mapping (which a page cache's large folios map 2 MiB at a time: the 300 M
+// merge's figures in bench/RESULTS.md show what that saves). Small parts are read through the
+// mapping.
+func TestSequentialCursorsReadViaFile(t *testing.T) {
+	seg, dc := openMappedPages(t, 60_000)
+	crcViaFileMin = 0
+	plain, err := newSegmentBytes(seg.src.data) // the same mapping's bytes
+	require.NoError(t, err)
+	want, err := readTimesIDs(plain, nil)
+	require.NoError(t, err)
+	require.NoError(t, seg.ReleasePages())
+
+	// The times and ids through deferred Sequential cursors, as a merge reads them.
+	d := &Deferral{}
+	tc := seg.Time().DeferredCursor(d).Sequential()
+	require.Nil(t, tc.cr.src.data, "the times through the file")
+	reads := &countingReaderAt{r: tc.cr.src.r}
+	tc.cr.src.r = reads
+	var b strings.Builder
+	for r := 0; r < seg.Rows(); {
+		first, vals, err := tc.Chunk(r)
+		require.NoError(t, err)
+		fmt.Fprintf(&b, "t%d %v\n", first, vals)
+		r = first + len(vals)
+	}
+	tc.Release()
+	require.Greater(t, tc.cr.ix.n, 10)
+	require.Less(t, reads.n, tc.cr.ix.n, "a window holds many chunks' frames")
+	for _, dim := range seg.Schema().Dimensions {
+		if dim.Raw {
+			continue
+		}
+		c, err := seg.Dim(dim.Name)
+		require.NoError(t, err)
+		cur := c.DeferredCursor(d).Sequential()
+		require.Nil(t, cur.cr.src.data, "%s: the ids through the file", dim.Name)
+		for r := 0; r < seg.Rows(); {
+			first, ids, offs, err := cur.Chunk(r)
+			require.NoError(t, err)
+			fmt.Fprintf(&b, "%s%d %v %v\n", dim.Name, first, ids, offs)
+			if offs != nil {
+				r = first + len(offs) - 1
+			} else {
+				r = first + len(ids)
+			}
+		}
+		cur.Release()
+	}
+	require.Equal(t, want, b.String())
+	require.NoError(t, d.Judge())
+	require.Positive(t, seg.fusedCRCs.Load(), "CRCs computed from the windows' frames")
+
+	// The metrics through Sequential cursors.
+	var metrics [][]int64
+	for _, m := range seg.Schema().Metrics {
+		lc, err := seg.Long(m.Name)
+		if err != nil {
+			continue
+		}
+		cur := lc.Cursor().Sequential()
+		require.Nil(t, cur.cr.src.data, "%s: through the file", m.Name)
+		vals := make([]int64, seg.Rows())
+		for r := range vals {
+			vals[r], err = cur.At(r)
+			require.NoError(t, err)
+		}
+		metrics = append(metrics, vals)
+		cur.Release()
+	}
+	require.NotEmpty(t, metrics)
+	// The same values through plain cursors.
+	k := 0
+	for _, m := range seg.Schema().Metrics {
+		pc, err := plain.Long(m.Name)
+		if err != nil {
+			continue
+		}
+		cur := pc.Cursor()
+		for r := range seg.Rows() {
+			v, err := cur.At(r)
+			require.NoError(t, err)
+			require.Equal(t, v, metrics[k][r], "%s row %d", m.Name, r)
+		}
+		k++
+		cur.Release()
+	}
+
+	// A part below crcViaFileMin is read through the mapping.
+	crcViaFileMin = seg.src.size
+	small := dc.Cursor().Sequential()
+	require.NotNil(t, small.cr.src.data)
+	small.Release()
 }

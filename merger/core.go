@@ -73,6 +73,7 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 	// from the chunks it decodes, and judged before it publishes (see judgeInputs).
 	for _, s := range srcs {
 		source.DeferChecks(s)
+		source.ReadSequentially(s)
 	}
 	defer func() {
 		if err != nil {

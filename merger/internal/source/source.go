@@ -217,6 +217,23 @@ func DeferChecks(src Source) {
 	}
 }
 
+// ReadSequentially makes the __time, ids and metric readers src hands out from now on read
+// their columns front to back (columns' Sequential cursors: a large part of a mapped file
+// through the descriptor, so that its pages do not count in the process's resident set), for
+// a reader that reads each column once, in row order (a merge). Sources other than segments
+// are left as they are.
+func ReadSequentially(src Source) {
+	if sl, ok := src.(*sliceSource); ok {
+		ReadSequentially(sl.in)
+		return
+	}
+	if s, ok := src.(*segSource); ok {
+		s.mu.Lock()
+		s.sequential = true
+		s.mu.Unlock()
+	}
+}
+
 // JudgeChecks returns the verdict of the structural checks src's readers put off since
 // DeferChecks (columns.Deferral.Judge), and makes later readers check first again.
 func JudgeChecks(src Source) error {
@@ -249,6 +266,22 @@ type segSource struct {
 	readers      []releaser
 	idMaps       [][]uint32
 	deferral     *columns.Deferral // see DeferChecks
+	sequential   bool              // see ReadSequentially
+}
+
+// isSequential reports whether s's readers read their columns front to back.
+func (s *segSource) isSequential() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sequential
+}
+
+// seqNum makes c a sequential cursor when s's readers are (see ReadSequentially).
+func seqNum[T columns.Number](s *segSource, c *columns.Cursor[T]) *columns.Cursor[T] {
+	if s.isSequential() {
+		c.Sequential()
+	}
+	return c
 }
 
 // deferralOf returns the Deferral of s's readers, nil when they check first.
@@ -270,7 +303,7 @@ func (s *segSource) Schema() columns.Schema { return s.seg.Schema() }
 func (s *segSource) Rows() int              { return s.seg.Rows() }
 func (s *segSource) TimeOrder() []uint32    { return nil }
 func (s *segSource) Times() LongChunker {
-	return track(s, s.seg.Time().DeferredCursor(s.deferralOf()))
+	return track(s, seqNum(s, s.seg.Time().DeferredCursor(s.deferralOf())))
 }
 
 func (s *segSource) Dim(name string) (DimSource, error) {
@@ -297,7 +330,7 @@ func (s *segSource) Long(name string) LongChunker {
 	if err != nil {
 		return nil
 	}
-	return track(s, c.Cursor())
+	return track(s, seqNum(s, c.Cursor()))
 }
 
 func (s *segSource) Double(name string) DoubleChunker {
@@ -305,15 +338,15 @@ func (s *segSource) Double(name string) DoubleChunker {
 	if err != nil {
 		return nil
 	}
-	return track(s, c.Cursor())
+	return track(s, seqNum(s, c.Cursor()))
 }
 
 func (s *segSource) MetricTimes(name string) LongChunker {
 	if c, err := s.seg.Long(name); err == nil && c.Times() != nil {
-		return track(s, c.Times().Cursor())
+		return track(s, seqNum(s, c.Times().Cursor()))
 	}
 	if c, err := s.seg.Double(name); err == nil && c.Times() != nil {
-		return track(s, c.Times().Cursor())
+		return track(s, seqNum(s, c.Times().Cursor()))
 	}
 	return nil
 }
@@ -360,8 +393,14 @@ type segDim struct {
 func (d segDim) HasNull() bool            { return d.c.HasNull() }
 func (d segDim) Cardinality() int         { return d.c.Cardinality() }
 func (d segDim) Dictionary() DictIterator { return d.c.Dictionary() }
-func (d segDim) Cursor() IDChunker        { return track(d.src, d.c.DeferredCursor(d.src.deferralOf())) }
-func (d segDim) HasBitmaps() bool         { return d.c.HasBitmaps() }
+func (d segDim) Cursor() IDChunker {
+	c := d.c.DeferredCursor(d.src.deferralOf())
+	if d.src.isSequential() {
+		c.Sequential()
+	}
+	return track(d.src, c)
+}
+func (d segDim) HasBitmaps() bool { return d.c.HasBitmaps() }
 
 // EachRows decodes the rows straight from the bitmap's stored bytes (a view of the mapping
 // for an opened segment) with columns' checked decoder: no roaring.Bitmap is built.
