@@ -16,8 +16,16 @@ import (
 // back, a chunk at a time, as a merge does, through cursors taken with d (plain cursors when
 // d is nil), and describes what it read; the first error stops it.
 func readTimesIDs(seg *Segment, d *Deferral) (string, error) {
+	return readTimesIDsWith(seg, d, false)
+}
+
+// readTimesIDsWith is readTimesIDs through Sequential cursors when seq.
+func readTimesIDsWith(seg *Segment, d *Deferral, seq bool) (string, error) {
 	var b strings.Builder
 	tc := seg.Time().DeferredCursor(d)
+	if seq {
+		tc.Sequential()
+	}
 	defer tc.Release()
 	for r := 0; r < seg.Rows(); {
 		first, vals, err := tc.Chunk(r)
@@ -36,6 +44,9 @@ func readTimesIDs(seg *Segment, d *Deferral) (string, error) {
 			return b.String(), err
 		}
 		cur := c.DeferredCursor(d)
+		if seq {
+			cur.Sequential()
+		}
 		for r := 0; r < seg.Rows(); {
 			first, ids, offs, err := cur.Chunk(r)
 			if err != nil {

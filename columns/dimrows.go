@@ -67,14 +67,9 @@ func (dr *dimRowsState) chunk(first int, ids, offs []uint32) {
 // checked (checkDimRows checked them before reading the ids).
 func (dr *dimRowsState) judge() error {
 	s, c := dr.s, dr.c
-	nulls, err := s.decodeNulls(c.dim.Name, c.nulls)
+	got, err := s.nullRowSums(c)
 	if err != nil {
-		return s.inFile(err)
-	}
-	var got pairSums
-	for it := nulls.Iterator(); it.HasNext(); {
-		got.sum += rowKey(s.pairSeed, it.Next())
-		got.count++
+		return err
 	}
 	if got != dr.nullRows {
 		return s.fileError(c.nulls.part, corruptf("%d null rows, %d rows hold the null id (or other rows)", got.count, dr.nullRows.count))
@@ -97,4 +92,19 @@ func (dr *dimRowsState) judge() error {
 		}
 	}
 	return nil
+}
+
+// nullRowSums returns the keyed sum (rowKey) and the count of a dictionary dimension's null
+// rows (its nulls part, CRC checked).
+func (s *Segment) nullRowSums(c *DimColumn) (pairSums, error) {
+	nulls, err := s.decodeNulls(c.dim.Name, c.nulls)
+	if err != nil {
+		return pairSums{}, s.inFile(err)
+	}
+	var got pairSums
+	for it := nulls.Iterator(); it.HasNext(); {
+		got.sum += rowKey(s.pairSeed, it.Next())
+		got.count++
+	}
+	return got, nil
 }

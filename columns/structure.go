@@ -364,14 +364,9 @@ func (s *Segment) checkDerivedRows(c *DimColumn) error {
 	if all != want {
 		return s.fileError(c.bms.part, corruptf("the bitmaps hold %d rows in all, for %d rows (or not each row once)", all.count, want.count))
 	}
-	nulls, err := s.decodeNulls(c.dim.Name, c.nulls)
+	got, err := s.nullRowSums(c)
 	if err != nil {
-		return s.inFile(err)
-	}
-	var got pairSums
-	for it := nulls.Iterator(); it.HasNext(); {
-		got.sum += rowKey(s.pairSeed, it.Next())
-		got.count++
+		return err
 	}
 	if got != nullID {
 		return s.fileError(c.nulls.part, corruptf("%d null rows, the null id's bitmap holds %d (or other rows)", got.count, nullID.count))
