@@ -328,8 +328,10 @@ func phaseProgress(progress func(Progress), rowsBefore, phaseRows int64) func(Pr
 // and 97 MiB of RSS; at 4 MiB, at 14 and 85, in the same time. At 2 MiB (since the merge's
 // other memory shrank) its peak RSS went from 67.6 to 62.9 MiB and the 30 M-row hour rollup's
 // from 79.5 to 76.7 (contiguous) and 89.1 to 87.3 (overlapping), medians of 3, walls within
-// noise.
-const defaultBufferBudget = 2 << 20
+// noise. Back at 4 MiB once the rows phase had sped up (the merge's 2,355 pwrites of 32 KiB
+// a run of 3 M rows then cost it): the 3 M overlapping merge 0.195 -> 0.1875 s, peak RSS
+// 63.4 -> 66.7 MiB (medians of 6 pairs).
+const defaultBufferBudget = 4 << 20
 
 // lstat describes name without following a final symbolic link where fsys (nil: the OS) can.
 func lstat(fsys afero.Fs, name string) (fs.FileInfo, error) {
