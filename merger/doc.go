@@ -6,9 +6,12 @@
 // Merge streams N segments into one through a staging medium.Medium, the way Druid's
 // IndexMergerV9 does:
 //
-//  0. Inputs: the CRC-32C of every part of every input is checked first (one read of the
-//     inputs, unless Options.SkipChecksums): a merge rewrites what it reads under new
-//     checksums, so damage must stop it here.
+//  0. Inputs: the CRC-32C of every part of every input is checked before the merge publishes
+//     (unless Options.SkipChecksums): a merge rewrites what it reads under new checksums, so
+//     damage must stop it here. A part it reads is checked as it first reads it; the times and
+//     each dimension's ids, with their structural checks, from the chunks the merge decodes
+//     (columns.Deferral), judged before it publishes; the parts it never reads, in a pass
+//     before it publishes.
 //  1. Schemas: the output's dimensions are Options.Dimensions, or the union of the inputs'
 //     (first seen first); its metrics the union of theirs. A dimension an input lacks reads as
 //     null there, a long or double metric an input lacks as null (an empty sketch for
@@ -96,9 +99,9 @@
 // keep a descriptor, fewer, so that those waiting fit too). Without a limit to read (off Unix,
 // or none set) it is one phase. Result.FanIn says what was used; the bytes are the same.
 //
-// Memory: mapped inputs (columns.Open maps a segment file) do not stay resident (the checksum
-// of a large part is read through the file, not the mapping, but for the times and the ids,
-// which their structural check reads whole, hashing them as it goes). Each step
+// Memory: mapped inputs (columns.Open maps a segment file) do not stay resident: a part over
+// 4 MiB is read through the file, 64 KiB at a time, not the mapping (columns' Sequential
+// cursors), and its checksum computed from what was read. Each step
 // reads its parts of the inputs once, and the merge takes the inputs' pages out of its resident
 // set behind it (columns.Segment.ReleasePages: every 4 MiB of parts checked, after the
 // dictionaries, every 131,072 rows an input's cursor reads and when it is done, every 2^20
@@ -109,7 +112,7 @@
 // and writes a value with more rows a piece at a time, large pre-aggregated groups stage their
 // keys. The row maps of multi-value dimensions (4 bytes an input row) and the dictionaries
 // still grow with the data. The default staging medium keeps the output in its file's page
-// cache, with at most 2 MiB of buffers.
+// cache, with at most 4 MiB of buffers.
 //
 // A cancelled context stops a merge within milliseconds: every loop checks it at least every
 // few thousand rows or values. The error wraps ctx.Err(), and nothing is left in dst's
