@@ -33,8 +33,10 @@ var (
 // ilKeyBits is the bits of a step's key (64); tests lower it to make steps that stop at a time.
 var ilKeyBits = 64
 
-// ilStepRows bounds the rows of a cursor that one interleaving step takes.
-var ilStepRows = 2048
+// ilStepRows bounds the rows of a cursor that one interleaving step takes. At 4,096 rather
+// than 2,048, the peers' 3 M-row overlapping merge took 0.169 s, not 0.178 (6 pairs; 8,192
+// the same), and the 30 M one the same time (paired 0.992, 10 pairs), with the same bytes.
+var ilStepRows = 4096
 
 // ilItem is a window row in an interleaving step: its key (its time's offset from the
 // step's least time, shifted above its packed ids; see step) and where it lies (its cursor's
