@@ -319,6 +319,9 @@ func (c *chunkReader) forCheck() {
 // cache's large folios map whole (a 300 M-row merge of five interleaved inputs held 85 MiB of
 // them between releases every 2^17 rows, where its reads spanned a few).
 func (c *chunkReader) sequential() {
+	if c.cur >= 0 || c.frame != nil {
+		return // it has read: its source stays
+	}
 	if f := c.src.file(); f != nil && c.ix.chk != nil && c.ix.chk.part.Length > crcViaFileMin {
 		c.src, c.ahead, c.window = f, true, seqWindow
 	}

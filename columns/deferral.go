@@ -172,7 +172,7 @@ func (c *DimColumn) DeferredCursor(d *Deferral) *DimCursor {
 	if d == nil || c.derived || !c.ix.chk.deferrable() || c.dict.cardinality() > deferMaxCard {
 		return cur
 	}
-	dr := c.seg.newDimRows(c)
+	dr := newDimRows(c)
 	cur.rows = dr
 	cur.cr.deferTo(d, dr.judge)
 	return cur

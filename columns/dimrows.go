@@ -10,7 +10,6 @@ import (
 // row order: the keyed sum of the rows holding the null id, and with a bitmap index, the
 // number of rows holding each id.
 type dimRowsState struct {
-	s        *Segment
 	c        *DimColumn
 	hasNull  bool
 	nullRows pairSums
@@ -18,8 +17,8 @@ type dimRowsState struct {
 	scratch  []uint32
 }
 
-func (s *Segment) newDimRows(c *DimColumn) *dimRowsState {
-	dr := &dimRowsState{s: s, c: c, hasNull: c.dict.hasNull}
+func newDimRows(c *DimColumn) *dimRowsState {
+	dr := &dimRowsState{c: c, hasNull: c.dict.hasNull}
 	if c.bms != nil {
 		dr.counts = newIDCounts(c.bms.count)
 	}
@@ -30,7 +29,7 @@ func (s *Segment) newDimRows(c *DimColumn) *dimRowsState {
 // the chunk after the one chunk saw last (row 0 for the first). The ids are below the
 // cardinality: the cursor's decoder checks them.
 func (dr *dimRowsState) chunk(first int, ids, offs []uint32) {
-	seed := dr.s.pairSeed
+	seed := dr.c.seg.pairSeed
 	if offs == nil {
 		if dr.counts != nil {
 			dr.counts.add(ids)
@@ -66,7 +65,8 @@ func (dr *dimRowsState) chunk(first int, ids, offs []uint32) {
 // and each bitmap's count with the rows holding its id. The nulls' and bitmaps' CRCs are
 // checked (checkDimRows checked them before reading the ids).
 func (dr *dimRowsState) judge() error {
-	s, c := dr.s, dr.c
+	c := dr.c
+	s := c.seg
 	got, err := s.nullRowSums(c)
 	if err != nil {
 		return err

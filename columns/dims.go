@@ -278,9 +278,7 @@ const maxValueCache = 1 << 12
 // Sequential is Cursor.Sequential for the ids: a large ids part of a mapped file is read
 // through the descriptor. Call it before the first read; it returns c.
 func (c *DimCursor) Sequential() *DimCursor {
-	if c.cr.cur < 0 && c.cr.frame == nil {
-		c.cr.sequential()
-	}
+	c.cr.sequential()
 	return c
 }
 

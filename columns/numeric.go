@@ -80,9 +80,7 @@ type Cursor[T Number] struct {
 // and its pages do not count in the reader's resident set. Call it before the first read; it
 // returns c.
 func (c *Cursor[T]) Sequential() *Cursor[T] {
-	if c.cr.cur < 0 && c.cr.frame == nil {
-		c.cr.sequential()
-	}
+	c.cr.sequential()
 	return c
 }
 

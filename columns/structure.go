@@ -306,7 +306,7 @@ func (s *Segment) checkDimRows(c *DimColumn) error {
 			return err
 		}
 	}
-	dr := s.newDimRows(c)
+	dr := newDimRows(c)
 	err := s.eachIDChunk(c, fc, dr.chunk)
 	if fc != nil {
 		if cerr := c.ix.chk.finishFused(fc, c.ix); cerr != nil {

@@ -135,11 +135,8 @@ func OfSegmentPages(seg *columns.Segment, release func() error) Source {
 // columns.Segment.ReleasePages, or the function given to OfSegmentPages. Other sources (a
 // Builder's rows) have none; for them it does nothing.
 func ReleasePages(src Source) error {
-	if sl, ok := src.(*sliceSource); ok {
-		return ReleasePages(sl.in)
-	}
-	s, ok := src.(*segSource)
-	if !ok {
+	s := segOf(src)
+	if s == nil {
 		return nil
 	}
 	if s.releasePages != nil {
@@ -204,11 +201,7 @@ func IDMap(d DimSource, n int) []uint32 {
 // JudgeChecks (a merge): the check is computed from the chunks the reader decodes, not by a
 // read of its own first. Sources other than segments are left as they are.
 func DeferChecks(src Source) {
-	if sl, ok := src.(*sliceSource); ok {
-		DeferChecks(sl.in)
-		return
-	}
-	if s, ok := src.(*segSource); ok {
+	if s := segOf(src); s != nil {
 		s.mu.Lock()
 		if s.deferral == nil {
 			s.deferral = &columns.Deferral{}
@@ -223,11 +216,7 @@ func DeferChecks(src Source) {
 // a reader that reads each column once, in row order (a merge). Sources other than segments
 // are left as they are.
 func ReadSequentially(src Source) {
-	if sl, ok := src.(*sliceSource); ok {
-		ReadSequentially(sl.in)
-		return
-	}
-	if s, ok := src.(*segSource); ok {
+	if s := segOf(src); s != nil {
 		s.mu.Lock()
 		s.sequential = true
 		s.mu.Unlock()
@@ -237,11 +226,8 @@ func ReadSequentially(src Source) {
 // JudgeChecks returns the verdict of the structural checks src's readers put off since
 // DeferChecks (columns.Deferral.Judge), and makes later readers check first again.
 func JudgeChecks(src Source) error {
-	if sl, ok := src.(*sliceSource); ok {
-		return JudgeChecks(sl.in)
-	}
-	s, ok := src.(*segSource)
-	if !ok {
+	s := segOf(src)
+	if s == nil {
 		return nil
 	}
 	s.mu.Lock()
@@ -252,6 +238,16 @@ func JudgeChecks(src Source) error {
 		return nil
 	}
 	return d.Judge()
+}
+
+// segOf returns the segment source src reads, through a slice of one, or nil (a Builder's
+// rows).
+func segOf(src Source) *segSource {
+	if sl, ok := src.(*sliceSource); ok {
+		return segOf(sl.in)
+	}
+	s, _ := src.(*segSource)
+	return s
 }
 
 // releaser is a columns cursor, whose buffers Release gives back.
