@@ -115,6 +115,7 @@ type preAggState struct {
 	ahead         slotPages // the next group, streamed while pages' went out (see streamAhead)
 	job           *aheadJob // the next group streaming, nil: none
 	step          int       // the rows a window loads at a time as it streams; 0: maxWindowRows
+	stageNext     bool      // the last group streamed was staged: the next is, from its first row
 	freeBits      []keyBits // bitmaps of groups paged out
 }
 

@@ -100,13 +100,14 @@ func toPool[T any](pool chan []T, g []T) {
 
 // narrowSlots is the most slots of a streamed group held in memory whose rows' slots are kept
 // as uint16, not int32 (a variable for tests): a group's slots are held until every metric
-// task has read them, while its cursor streams the next group, so each cursor holds two such
-// arrays; narrow, five overlapping inputs of 30 M rows held 2.5 MiB less.
+// task has combined its rows, while its cursor streams the next group; narrow, five
+// overlapping inputs of 30 M rows held 2.5 MiB less.
 var narrowSlots = 1 << 16
 
 // groupAgg is a pre-aggregated group: source rows [lo, hi) of input in, row lo+i in slot
-// gid[i] (or gid16[i]), slots slots. The cursor writes it before the batch that first refers to it is sent;
-// each of the users reads it and calls release once done with it.
+// gid[i] (or gid16[i]), slots slots. The cursor writes it before the batch that first refers
+// to it is sent. Each of the users combines its rows into accumulators (reading their slots
+// with slotsAt) and says so with rowsRead, then calls release once done with the group.
 type groupAgg struct {
 	in     int32
 	lo, hi uint32
@@ -122,32 +123,66 @@ type groupAgg struct {
 	slots  int
 	pos    int // the cursor's emission position of slot 0, at window row row0 (slot s: pos+s, row0+s)
 	row0   int
-	users  atomic.Int32
-	pre    *preAgg
+	// users are those not done with the group (release), readers those that have not
+	// combined its rows yet (rowsRead); rowsGone is set once the rows' slots are given back.
+	users, readers atomic.Int32
+	rowsGone       atomic.Bool
+	pre            *preAgg
 	// loads: per long task, its accumulators combined ahead (see preloads.start); nil: none.
 	loads []*preload
 }
 
-// release ends one user's use; the last gives the slot array back to the pool.
+// setUsers makes every one of n users a user and a reader of g.
+func (g *groupAgg) setUsers(n int32) {
+	g.users.Store(n)
+	g.readers.Store(n)
+}
+
+// rowsRead says that n users have combined g's rows: once every one has, the rows' slots go
+// back (the slot array to the pool, the staged keys to the medium), long before the group's
+// slots are all out. In a rollup of five overlapping inputs each input's group is paged out
+// while the others' are, so each held its rows' slots for as long as the merge took to emit
+// the hour: five inputs of 30 M rows held 8 MiB of them.
+func (g *groupAgg) rowsRead(n int32) {
+	if g.readers.Add(-n) == 0 && g.dropRows() {
+		rowsReadGroups.Add(1)
+	}
+}
+
+// For tests: rowsReadGroups counts the groups whose rows' slots went back once every user had
+// combined them (rowsRead), not with the group.
+var rowsReadGroups atomic.Int64
+
+// release ends one user's use; the last gives back the rows' slots if no rowsRead has (a
+// user that failed does not say it read them).
 func (g *groupAgg) release() {
 	if g.users.Add(-1) == 0 {
-		if g.staged != nil {
-			// A failed discard leaves the bytes to the medium's Close, which releases them
-			// and reports its own error.
-			if d, ok := g.staged.(medium.Discarder); ok {
-				_ = d.Discard()
-			}
-			g.staged = nil
-			return
-		}
-		if g.gid16 != nil {
-			toPool(g.pre.pool16, g.gid16)
-			g.gid16 = nil
-			return
-		}
-		toPool(g.pre.pool, g.gid)
-		g.gid = nil
+		g.dropRows()
 	}
+}
+
+// dropRows gives back what holds the slots of g's rows, once: it reports whether it did.
+func (g *groupAgg) dropRows() bool {
+	if !g.rowsGone.CompareAndSwap(false, true) {
+		return false
+	}
+	if g.staged != nil {
+		// A failed discard leaves the bytes to the medium's Close, which releases them
+		// and reports its own error.
+		if d, ok := g.staged.(medium.Discarder); ok {
+			_ = d.Discard()
+		}
+		g.staged, g.seen, g.rank = nil, nil, nil
+		return true
+	}
+	if g.gid16 != nil {
+		toPool(g.pre.pool16, g.gid16)
+		g.gid16 = nil
+		return true
+	}
+	toPool(g.pre.pool, g.gid)
+	g.gid = nil
+	return true
 }
 
 // slotOf returns the slot of packed key k in a group whose keys are the bits of seen: its
@@ -241,7 +276,7 @@ func (c *cursor) preAggregate(start, end, q int) int {
 		}
 	}
 	g := &groupAgg{in: int32(c.in), lo: w.src[start], hi: w.src[end-1] + 1, gid: c.pre.get(n), slots: slots, pos: q, row0: start, pre: c.pre}
-	g.users.Store(c.pre.users)
+	g.setUsers(c.pre.users)
 	count := sized(c.count, slots) // per slot: its rows
 	clear(count)
 	gid := g.gid
@@ -410,6 +445,7 @@ func (t *longTask) loadSlots(sa *slotAccs, g *groupAgg, src slotSrc) error {
 		}
 		r += len(gid)
 	}
+	g.rowsRead(1)
 	return nil
 }
 

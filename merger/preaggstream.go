@@ -32,9 +32,10 @@ var maxWindowRows = 1 << 14
 // them back (a variable for tests).
 var maxMemGroupRows = 1 << 18
 
-// For tests: stagedGroups counts the groups whose keys were staged, pagedGroups those whose
-// slots went through the window in more than one page, aheadGroups those streamed ahead.
-var stagedGroups, pagedGroups, aheadGroups atomic.Int64
+// For tests: stagedGroups counts the groups whose keys were staged (stagedFromStart those
+// from their first row, as the group before), pagedGroups those whose slots went through the
+// window in more than one page, aheadGroups those streamed ahead.
+var stagedGroups, stagedFromStart, pagedGroups, aheadGroups atomic.Int64
 
 // For tests: windowRowsPeak is the most rows a window of a source read in row order loaded at
 // once.
@@ -159,7 +160,7 @@ func (c *cursor) streamer() *cursor {
 	}
 	sh := &cursor{in: c.in, name: c.name, window: window{w: newKeys(kinds), rollup: c.rollup},
 		packState: packState{packBits: c.packBits, idBits: c.idBits}, segCheck: c.segCheck}
-	sh.pre, sh.step = c.pre, min(max(maxWindowRows, 1), aheadStep)
+	sh.pre, sh.step, sh.stageNext = c.pre, min(max(maxWindowRows, 1), aheadStep), c.stageNext
 	sh.sourceReader = c.sourceReader
 	// Two clear bitmaps: one the group marks (and its pages take), one left clear for the next.
 	for range 2 {
@@ -188,7 +189,7 @@ func (c *cursor) joinAhead() error {
 		return job.err
 	}
 	sh := job.sh
-	c.sourceReader = sh.sourceReader
+	c.sourceReader, c.stageNext = sh.sourceReader, sh.stageNext
 	// The clear bitmaps come back (the group's went with its pages).
 	c.freeBits = append(c.freeBits, sh.freeBits...)
 	if sh.seen != nil {
@@ -212,7 +213,18 @@ func (c *cursor) streamInto(ctx context.Context, p0, p int) (slotPages, error) {
 		c.rank = make([]int32, words)
 	}
 	seen, sum, rank := c.seen, c.seenSum, c.rank
-	st := groupStage{c: c, gid: c.pre.get(0)[:0]}
+	st := groupStage{c: c}
+	if c.stageNext {
+		// The cursor's last group was staged: so is this one, from its first row, rather than
+		// after its first memGroupRows rows' keys filled an array (each input's, at once, in a
+		// rollup of overlapping inputs: five held 5-10 MiB of them).
+		if err := st.stage(); err != nil {
+			return slotPages{}, err
+		}
+		stagedFromStart.Add(1)
+	} else {
+		st.gid = c.pre.get(0)[:0]
+	}
 	released := p0
 	for lo, cut := p0, true; ; {
 		if err := c.loadDims(lo, p); err != nil {
@@ -246,6 +258,7 @@ func (c *cursor) streamInto(ctx context.Context, p0, p int) (slotPages, error) {
 		}
 	}
 	preAggGroups.Add(1)
+	c.stageNext = st.staged != nil
 	slots := 0
 	for si, x := range sum {
 		for ; x != 0; x &= x - 1 {
@@ -270,7 +283,7 @@ func (c *cursor) streamInto(ctx context.Context, p0, p int) (slotPages, error) {
 		}
 		g.gid = gid
 	}
-	g.users.Store(c.pre.users)
+	g.setUsers(c.pre.users)
 	if slots > max(maxWindowRows, 1) {
 		pagedGroups.Add(1)
 	}
@@ -447,7 +460,9 @@ func (st *groupStage) stage() error {
 		}
 		gid = gid[n:]
 	}
-	toPool(c.pre.pool, st.gid[:0])
+	if st.gid != nil {
+		toPool(c.pre.pool, st.gid[:0])
+	}
 	st.gid = nil
 	return nil
 }

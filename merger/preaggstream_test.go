@@ -117,6 +117,7 @@ func TestMergeStreamedGroups(t *testing.T) {
 		windowRowsPeak.v.Store(0)
 		before, staged, paged := preAggGroups.Load(), stagedGroups.Load(), pagedGroups.Load()
 		ahead, taken, slotSteps := aheadGroups.Load(), preloadsTaken.Load(), interleaveSlotRows.Load()
+		fromStart, rowsRead := stagedFromStart.Load(), rowsReadGroups.Load()
 		streamed := filepath.Join(dir, "streamed.seg")
 		_, err := Merge(t.Context(), segs, streamed, opts)
 		require.NoError(t, err, name)
@@ -129,6 +130,11 @@ func TestMergeStreamedGroups(t *testing.T) {
 			requireSameFiles(t, heapOnly, streamed, name)
 		}
 		require.Greater(t, preAggGroups.Load(), before, "%s: no group pre-aggregated", name)
+		// Every group's rows' slots went back once every task had combined them.
+		require.Equal(t, preAggGroups.Load()-before, rowsReadGroups.Load()-rowsRead, "%s: groups whose rows went back once read", name)
+		// A cursor's first staged group is staged as it grows (past a few windows, or from
+		// the start with no keys in memory), and its next ones from their first rows.
+		require.Equal(t, c%3 != 2, stagedFromStart.Load() > fromStart, "%s: groups staged from the start after one was", name)
 		require.Greater(t, aheadGroups.Load(), ahead, "%s: no group streamed ahead", name)
 		require.Greater(t, preloadsTaken.Load(), taken, "%s: no group combined ahead", name)
 
@@ -226,7 +232,7 @@ func TestMergePreloadFailure(t *testing.T) {
 }
 
 // TestMergeSlotTables: hours of 30,000 distinct keys have slot tables past 64 KiB, mapped
-// outside the heap. Under the default budget they fit their share: no task gives their pages
+// outside the heap. Under a budget of 1 GiB they fit their share: no task gives their pages
 // back, and tables pass from group to group, so that the merge makes no more of them than it
 // holds at once, however many hours it reads. Under the smallest budget they do not fit: as
 // its rows go out, a task gives the pages of the slots below them back. Either way the output
@@ -259,6 +265,7 @@ func TestMergeSlotTables(t *testing.T) {
 
 	drops, made := slotDrops.Load(), slotTablesMade.Load()
 	fit := filepath.Join(dir, "fit.seg")
+	opts.MemoryLimit = 1 << 30
 	_, err := Merge(t.Context(), segs, fit, opts)
 	require.NoError(t, err)
 	require.Equal(t, drops, slotDrops.Load(), "slot tables' pages released under their share")

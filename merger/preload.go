@@ -185,6 +185,7 @@ func (ps *preloads) combine(g *groupAgg, loads []*preload, srcs []slotSrc) error
 		}
 		r += len(gid)
 	}
+	g.rowsRead(int32(len(ps.tasks)))
 	return nil
 }
 
