@@ -3,6 +3,7 @@ package merger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -124,4 +125,30 @@ func cancelRounds(t testing.TB, rows, rounds int) ([]time.Duration, int) {
 	slices.Sort(lat)
 	t.Logf("%d cancelled, %d completed before the cancel took effect", cancelled, completed)
 	return lat, cancelled
+}
+
+// TestMergeCancelWhileJudging: a merge cancelled while it builds the bitmaps, as its inputs'
+// deferred checks are judged on a goroutine of its own, returns once that goroutine is done:
+// the caller closes the inputs (here those of a first phase, intermediate segments) as soon
+// as Merge returns, and the judging reads them.
+func TestMergeCancelWhileJudging(t *testing.T) {
+	dir := t.TempDir()
+	var segs []*columns.Segment
+	for i := range 4 {
+		segs = append(segs, genSegment(t, dir, gen.BasicSeed+int64(i), 20_000))
+	}
+	for _, fan := range []int{0, 2} {
+		ctx, cancel := context.WithCancel(t.Context())
+		_, err := Merge(ctx, segs, filepath.Join(dir, fmt.Sprintf("out%d.seg", fan)), Options{
+			MaxFanIn: fan, Durability: medium.Durability{Sync: medium.SyncNone},
+			Progress: func(p Progress) {
+				if p.Step == StepBitmaps {
+					cancel()
+				}
+			},
+		})
+		cancel()
+		require.ErrorIs(t, err, context.Canceled, "fan-in %d", fan)
+		require.Zero(t, judgesRunning.Load(), "fan-in %d: a judging goroutine outlived the merge", fan)
+	}
 }

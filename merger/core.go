@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/writeout/writeout/columns"
@@ -132,8 +133,10 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 		return st, err
 	}
 	// The rows phase read the inputs' times and ids: their deferred checks are judged while
-	// the bitmaps are built.
+	// the bitmaps are built. Whatever becomes of the merge, the judging ends before it
+	// returns: its caller closes the inputs (a phase's, at once), which the judging reads.
 	c.judgeStart()
+	defer func() { <-c.judged }()
 	t2 := time.Now()
 	if err := releaseInputs(c.srcs, c.names); err != nil {
 		return st, err
@@ -192,11 +195,16 @@ func (c *core) judgeInputs() error {
 func (c *core) judgeStart() {
 	done := make(chan struct{})
 	c.judged = done
+	judgesRunning.Add(1)
 	go func() {
 		defer close(done)
+		defer judgesRunning.Add(-1)
 		c.judgeErr = c.judgeInputs()
 	}()
 }
+
+// For tests: judgesRunning counts the judgeStart goroutines not done.
+var judgesRunning atomic.Int32
 
 // judgeWait returns the verdict of the judgeInputs judgeStart started, once it is done, or
 // judges the inputs now when none was started.
