@@ -6,8 +6,8 @@ package merger
 //   - what grows with the rows, which the merge keeps out of memory past fixed bounds: the id
 //     logs of the bitmap indexes (runs on the scratch medium past logIDs ids a dimension),
 //     the bitmaps step's counting sort (logSortRows rows a goroutine; a value with more rows
-//     is written a piece at a time), the keys of large pre-aggregated groups (staged past
-//     maxMemGroupRows rows a cursor);
+//     is written a piece at a time), the keys of large pre-aggregated groups (kept to
+//     maxMemGroupRows rows a cursor, then read again from the inputs, see rekey.go);
 //   - what grows with the inputs merged at once: each input's cursor decodes a chunk of each
 //     of its columns at a time (inputBytes a column);
 //   - the long metrics' slot tables of pre-aggregated groups (one accumulator a distinct key of

@@ -329,6 +329,7 @@ func (c *core) mergeRows(w colwrite.Writer) (err error) {
 	}
 	if pre != nil {
 		c.addPreloads(pre, tasks)
+		pre.loads.setReady()
 	}
 	rawPerRow := make([]int, len(c.kinds)) // a raw dimension's bytes a row, as the windows hold them
 	for _, cur := range cursors {
@@ -390,8 +391,10 @@ func (c *core) preAgg() *preAgg {
 			return nil
 		}
 	}
-	pre := &preAgg{pool: make(chan []int32, 8), pool16: make(chan []uint16, 8), scratch: &c.scratch, memGroupRows: c.bounds.memGroupRows,
-		release: func(in int32) error { return releaseInputs(c.srcs[in:in+1], c.names[in:in+1]) }}
+	packBits, _ := packing(c.kinds, c.card)
+	pre := &preAgg{pool: make(chan []int32, 8), pool16: make(chan []uint16, 8), memGroupRows: c.bounds.memGroupRows,
+		openKeys: func(in int32) *keyReader { return c.openKeys(in, packBits) },
+		release:  func(in int32) error { return releaseInputs(c.srcs[in:in+1], c.names[in:in+1]) }}
 	pre.tables.budget = int64(c.bounds.tableBytes)
 	for _, m := range c.out.Metrics {
 		if m.Type != columns.MetricLong {

@@ -110,12 +110,11 @@ type preAggState struct {
 	aggLast       *groupAgg
 	aggSeq        int64   // the batch aggLast was last added to
 	count         []int32 // preAggregate's memory
-	kbytes        []byte  // a streamed group's keys as they are staged
 	pages         slotPages
 	ahead         slotPages // the next group, streamed while pages' went out (see streamAhead)
 	job           *aheadJob // the next group streaming, nil: none
 	step          int       // the rows a window loads at a time as it streams; 0: maxWindowRows
-	stageNext     bool      // the last group streamed was staged: the next is, from its first row
+	rekeyNext     bool      // the last group streamed kept no keys: nor does the next, from its first row
 	freeBits      []keyBits // bitmaps of groups paged out
 }
 

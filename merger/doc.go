@@ -48,9 +48,11 @@
 //     is pre-aggregated when its dimensions are single-value and its metrics long (see
 //     preagg.go): the cursor numbers the group's distinct keys and sorts only those, and each
 //     metric combines the group's values in row order into one accumulator per key. A group
-//     larger than a window streams through it (preaggstream.go); once its keys are numbered,
-//     a goroutine combines its rows for every long metric while the cursor's next group
-//     streams on another and the merge emits this one's slots (preload.go); the slot tables
+//     larger than a window streams through it (preaggstream.go), and past a bound keeps no
+//     key of its rows: whoever combines them reads their ids again (rekey.go); once its keys
+//     are numbered, a goroutine combines its rows for every long metric while the cursor's
+//     next group streams on another and the merge emits this one's slots, and one group
+//     streamed ahead combines at once, beside the cursor's (preload.go); the slot tables
 //     pass from group to group, and once they hold more than their share of the budget each
 //     table's pages go back as the slots go out (slottables.go). Streamed groups of inputs
 //     whose hours overlap page their slots through a step of windows too, merged on packed
@@ -109,8 +111,8 @@
 // a few MiB, not by their size; the bytes stay in the page cache. What grows with the rows is
 // kept out of memory past bounds sized to Options.MemoryLimit (see budget.go): the id logs
 // write runs to the scratch medium, the bitmaps step sorts a bounded range of rows at a time
-// and writes a value with more rows a piece at a time, large pre-aggregated groups stage their
-// keys. The row maps of multi-value dimensions (4 bytes an input row) and the dictionaries
+// and writes a value with more rows a piece at a time, large pre-aggregated groups keep no
+// key a row (their rows' ids are read again). The row maps of multi-value dimensions (4 bytes an input row) and the dictionaries
 // still grow with the data. The default staging medium keeps the output in its file's page
 // cache, with at most 4 MiB of buffers.
 //

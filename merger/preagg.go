@@ -1,16 +1,12 @@
 package merger
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math/bits"
-	"sync"
 	"sync/atomic"
 
 	"github.com/writeout/writeout/columns/agg"
-	"github.com/writeout/writeout/medium"
 	"github.com/writeout/writeout/merger/internal/source"
 )
 
@@ -46,9 +42,9 @@ type preAgg struct {
 	users  int32
 	pool   chan []int32
 	pool16 chan []uint16 // streamed groups' narrow slot arrays (see narrowSlots)
-	// scratch is where large streamed groups stage their rows' keys (the merge's scratch
-	// medium, released at its end); nil: in memory.
-	scratch *scratchMedium
+	// openKeys opens a reader of input in's rows' packed keys, for the groups keyed again
+	// (see rekey.go); nil: every group keeps its keys in memory.
+	openKeys func(in int32) *keyReader
 	// memGroupRows is maxMemGroupRows, or less (the merge's bounds); 0: maxMemGroupRows.
 	memGroupRows int
 	// release takes an input's mapped pages out of the resident set (releaseInputs): a
@@ -113,23 +109,24 @@ type groupAgg struct {
 	lo, hi uint32
 	gid    []int32
 	gid16  []uint16
-	// A streamed group's rows' packed keys, 4 bytes a row little-endian, staged on the
-	// merge's medium instead of gid (read under mu: a Bytes is read by one goroutine at a
-	// time), and the map of a key to its slot: rank[k>>6] plus the bits of seen[k>>6] below k.
-	staged medium.Bytes
-	mu     sync.Mutex
-	seen   []uint64
-	rank   []int32
-	slots  int
-	pos    int // the cursor's emission position of slot 0, at window row row0 (slot s: pos+s, row0+s)
-	row0   int
+	// rekey: the group keeps no slot of its rows (gid); its consumers read their keys again
+	// (keyReader) and map a key to its slot through seen and rank: rank[k>>6] plus the bits of
+	// seen[k>>6] below k.
+	rekey bool
+	seen  []uint64
+	rank  []int32
+	slots int
+	pos   int // the cursor's emission position of slot 0, at window row row0 (slot s: pos+s, row0+s)
+	row0  int
 	// users are those not done with the group (release), readers those that have not
 	// combined its rows yet (rowsRead); rowsGone is set once the rows' slots are given back.
 	users, readers atomic.Int32
 	rowsGone       atomic.Bool
 	pre            *preAgg
 	// loads: per long task, its accumulators combined ahead (see preloads.start); nil: none.
+	// early: combined as soon as it was streamed (preloads.startEarly).
 	loads []*preload
+	early bool
 }
 
 // setUsers makes every one of n users a user and a reader of g.
@@ -139,7 +136,7 @@ func (g *groupAgg) setUsers(n int32) {
 }
 
 // rowsRead says that n users have combined g's rows: once every one has, the rows' slots go
-// back (the slot array to the pool, the staged keys to the medium), long before the group's
+// back (the slot array to the pool, or the map of keys to slots), long before the group's
 // slots are all out. In a rollup of five overlapping inputs each input's group is paged out
 // while the others' are, so each held its rows' slots for as long as the merge took to emit
 // the hour: five inputs of 30 M rows held 8 MiB of them.
@@ -166,13 +163,8 @@ func (g *groupAgg) dropRows() bool {
 	if !g.rowsGone.CompareAndSwap(false, true) {
 		return false
 	}
-	if g.staged != nil {
-		// A failed discard leaves the bytes to the medium's Close, which releases them
-		// and reports its own error.
-		if d, ok := g.staged.(medium.Discarder); ok {
-			_ = d.Discard()
-		}
-		g.staged, g.seen, g.rank = nil, nil, nil
+	if g.rekey {
+		g.seen, g.rank = nil, nil
 		return true
 	}
 	if g.gid16 != nil {
@@ -191,17 +183,14 @@ func slotOf(seen []uint64, rank []int32, k uint64) int32 {
 	return rank[k>>6] + int32(bits.OnesCount64(seen[k>>6]&(1<<(k&63)-1)))
 }
 
-// stagedReadRows is how many rows' slots a group's load takes at a time: it reads a staged
-// group's keys back that many at a time (64 KiB), in one read of the medium.
-const stagedReadRows = 1 << 14
+// slotsReadRows is how many rows' slots a group's load takes at a time.
+const slotsReadRows = 1 << 14
 
-// slotBuf is where slotsAt puts the slots of a group's rows, and reads a staged group's keys
-// back ahead of them.
+// slotBuf is where slotsAt puts the slots of a group's rows, and the keyReader it reads a
+// group keyed again through (of the group's input; nil until one is read).
 type slotBuf struct {
-	g    *groupAgg // the group kb holds keys of
-	kb   []byte    // keys of g's rows kbLo.., 4 bytes each
-	kbLo int
-	kg   []int32
+	kg []int32
+	kr *keyReader
 }
 
 // slotsAt returns the slots of the group's rows [r, r+n) (source rows), made in sb (valid
@@ -215,28 +204,21 @@ func (g *groupAgg) slotsAt(r, n int, sb *slotBuf) ([]int32, error) {
 		}
 		return sb.kg, nil
 	}
-	if g.staged == nil {
+	if !g.rekey {
 		return g.gid[k : k+n], nil
 	}
-	if sb.g != g || k < sb.kbLo || k+n > sb.kbLo+len(sb.kb)/4 {
-		// Read ahead: stagedReadRows rows at a time.
-		m := min(max(n, stagedReadRows), int(g.hi-g.lo)-k)
-		sb.kb = sized(sb.kb, 4*m)
-		g.mu.Lock()
-		got, err := g.staged.ReadAt(sb.kb, int64(4*k))
-		g.mu.Unlock()
-		if err != nil && !(errors.Is(err, io.EOF) && got == len(sb.kb)) {
-			sb.g = nil
-			return nil, fmt.Errorf("merger: read back a group's keys: %w", err)
-		}
-		sb.g, sb.kbLo = g, k
+	if sb.kr == nil || sb.kr.in != g.in {
+		sb.kr.release()
+		sb.kr = g.pre.openKeys(g.in)
 	}
-	kb := sb.kb[4*(k-sb.kbLo):]
+	keys, err := sb.kr.keysAt(r, n)
+	if err != nil {
+		return nil, err
+	}
 	sb.kg = sized(sb.kg, n)
 	seen, rank := g.seen, g.rank
-	for i := range sb.kg {
-		key := binary.LittleEndian.Uint32(kb[4*i:])
-		sb.kg[i] = slotOf(seen, rank, uint64(key))
+	for i, key := range keys {
+		sb.kg[i] = slotOf(seen, rank, key)
 	}
 	return sb.kg, nil
 }
@@ -436,7 +418,7 @@ func (t *longTask) loadSlots(sa *slotAccs, g *groupAgg, src slotSrc) error {
 		if err := g.pre.releaseEvery(g.in, r, &released); err != nil {
 			return err
 		}
-		gid, err := g.slotsAt(r, min(stagedReadRows, int(g.hi)-r), &sa.buf)
+		gid, err := g.slotsAt(r, min(slotsReadRows, int(g.hi)-r), &sa.buf)
 		if err != nil {
 			return t.failIn(g.in, err)
 		}
@@ -445,6 +427,10 @@ func (t *longTask) loadSlots(sa *slotAccs, g *groupAgg, src slotSrc) error {
 		}
 		r += len(gid)
 	}
+	// A task combines few groups itself (most are combined ahead): its reader of the keys
+	// goes, rather than hold its buffers for the next.
+	sa.buf.kr.release()
+	sa.buf.kr = nil
 	g.rowsRead(1)
 	return nil
 }
@@ -604,7 +590,9 @@ func (t *longTask) slotsOf(b *batch, k int32) (*slotAccs, error) {
 					sa.g.release()
 				}
 				t.pre.giveBack(sa.mem)
+				buf := sa.buf // the task's reader of the source's keys stays the task's
 				*sa = l.sa
+				sa.buf = buf
 				return sa, nil
 			}
 			if sa.g == nil && sa.mem.bytes() == 0 {
@@ -646,6 +634,7 @@ func (t *longTask) retireSlots(b *batch) {
 			m, *sp = *sp, m
 		}
 		t.freeErr = errors.Join(t.freeErr, m.free())
+		sa.buf.kr.release()
 		*sa = slotAccs{}
 	}
 }

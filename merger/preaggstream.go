@@ -2,7 +2,6 @@ package merger
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/bits"
@@ -10,16 +9,14 @@ import (
 	"sync/atomic"
 
 	"github.com/writeout/writeout/columns"
-	"github.com/writeout/writeout/medium"
 )
 
 // Streamed pre-aggregation. A group (rows of one truncated time) of more than maxWindowRows
 // rows does not load into the window whole: it goes through it maxWindowRows rows at a time,
 // each chunk's packed keys marking the group's bitmap of keys (as preAggregate's do) and kept
-// for the metric tasks: in memory (4 bytes a row), or, past maxMemGroupRows rows, staged on
-// the merge's scratch medium. Once the group ends, the keys kept in memory become slots
-// (their rank in the bitmap) in place (staged ones are mapped so as the tasks read them
-// back), and the window holds the group's slots, one row per distinct key in key order, as
+// for the metric tasks in memory (4 bytes a row), or, past maxMemGroupRows rows, not kept: the
+// tasks read them again (see rekey.go). Once the group ends, the keys kept in memory become
+// slots (their rank in the bitmap), and the window holds the group's slots, one row per distinct key in key order, as
 // preAggregate leaves them, a page of at most maxWindowRows slots at a time. What a cursor
 // holds then is bounded whatever the group's rows and distinct keys (at most 2^maxSlotBits).
 
@@ -28,14 +25,13 @@ import (
 var maxWindowRows = 1 << 14
 
 // maxMemGroupRows bounds the rows of a streamed group whose keys stay in memory (4 bytes a
-// row): a larger group stages them on the merge's scratch medium, and the metric tasks read
-// them back (a variable for tests).
+// row): the metric tasks read a larger group's keys again (a variable for tests).
 var maxMemGroupRows = 1 << 18
 
-// For tests: stagedGroups counts the groups whose keys were staged (stagedFromStart those
-// from their first row, as the group before), pagedGroups those whose slots went through the
-// window in more than one page, aheadGroups those streamed ahead.
-var stagedGroups, stagedFromStart, pagedGroups, aheadGroups atomic.Int64
+// For tests: rekeyedGroups counts the groups whose keys were not kept (rekeyedFromStart those
+// not from their first row, as the group before), pagedGroups those whose slots went through
+// the window in more than one page, aheadGroups those streamed ahead.
+var rekeyedGroups, rekeyedFromStart, pagedGroups, aheadGroups atomic.Int64
 
 // For tests: windowRowsPeak is the most rows a window of a source read in row order loaded at
 // once.
@@ -123,7 +119,9 @@ func (c *cursor) streamAhead(ctx context.Context) error {
 		case !cut: // sorted times between two of one bucket are all of it (and more than a step)
 			job.err = fmt.Errorf("merger: %s: __time: rows %d to %d are not in order: %w", c.name, p0, p0+k, columns.ErrCorrupt)
 		default:
-			job.pg, job.err = sh.streamInto(ctx, p0, p)
+			if job.pg, job.err = sh.streamInto(ctx, p0, p); job.err == nil {
+				c.pre.loads.startEarly(job.pg.g)
+			}
 		}
 	}()
 	return nil
@@ -160,7 +158,7 @@ func (c *cursor) streamer() *cursor {
 	}
 	sh := &cursor{in: c.in, name: c.name, window: window{w: newKeys(kinds), rollup: c.rollup},
 		packState: packState{packBits: c.packBits, idBits: c.idBits}, segCheck: c.segCheck}
-	sh.pre, sh.step, sh.stageNext = c.pre, min(max(maxWindowRows, 1), aheadStep), c.stageNext
+	sh.pre, sh.step, sh.rekeyNext = c.pre, min(max(maxWindowRows, 1), aheadStep), c.rekeyNext
 	sh.sourceReader = c.sourceReader
 	// Two clear bitmaps: one the group marks (and its pages take), one left clear for the next.
 	for range 2 {
@@ -189,7 +187,7 @@ func (c *cursor) joinAhead() error {
 		return job.err
 	}
 	sh := job.sh
-	c.sourceReader, c.stageNext = sh.sourceReader, sh.stageNext
+	c.sourceReader, c.rekeyNext = sh.sourceReader, sh.rekeyNext
 	// The clear bitmaps come back (the group's went with its pages).
 	c.freeBits = append(c.freeBits, sh.freeBits...)
 	if sh.seen != nil {
@@ -214,38 +212,30 @@ func (c *cursor) streamInto(ctx context.Context, p0, p int) (slotPages, error) {
 	}
 	seen, sum, rank := c.seen, c.seenSum, c.rank
 	st := groupStage{c: c}
-	if c.stageNext {
-		// The cursor's last group was staged: so is this one, from its first row, rather than
-		// after its first memGroupRows rows' keys filled an array (each input's, at once, in a
-		// rollup of overlapping inputs: five held 5-10 MiB of them).
-		if err := st.stage(); err != nil {
-			return slotPages{}, err
-		}
-		stagedFromStart.Add(1)
+	if c.rekeyNext {
+		// The cursor's last group kept no keys: neither does this one, from its first row,
+		// rather than after its first memGroupRows rows' keys filled an array (each input's,
+		// at once, in a rollup of overlapping inputs: five held 5-10 MiB of them).
+		st.rekey = true
+		rekeyedFromStart.Add(1)
 	} else {
 		st.gid = c.pre.get(0)[:0]
 	}
 	released := p0
 	for lo, cut := p0, true; ; {
 		if err := c.loadDims(lo, p); err != nil {
-			st.discard()
 			return slotPages{}, err
 		}
 		windowRowsPeak.note(int64(w.n))
-		if err := st.add(c.wkeys[:w.n]); err != nil {
-			st.discard()
-			return slotPages{}, err
-		}
+		st.add(c.wkeys[:w.n])
 		c.next = p
 		if !cut { // the group's last rows
 			break
 		}
 		if err := ctx.Err(); err != nil {
-			st.discard()
 			return slotPages{}, fmt.Errorf("merger: %w", err)
 		}
 		if err := c.pre.releaseEvery(int32(c.in), p, &released); err != nil {
-			st.discard()
 			return slotPages{}, err
 		}
 		w.reset()
@@ -253,12 +243,11 @@ func (c *cursor) streamInto(ctx context.Context, p0, p int) (slotPages, error) {
 		var err error
 		// The group's next rows, up to its end (minRows 0) or the limit.
 		if p, cut, err = c.fillTimes(ctx, c.streamRows(), 0); err != nil {
-			st.discard()
 			return slotPages{}, err
 		}
 	}
 	preAggGroups.Add(1)
-	c.stageNext = st.staged != nil
+	c.rekeyNext = st.rekey
 	slots := 0
 	for si, x := range sum {
 		for ; x != 0; x &= x - 1 {
@@ -268,8 +257,9 @@ func (c *cursor) streamInto(ctx context.Context, p0, p int) (slotPages, error) {
 		}
 	}
 	g := &groupAgg{in: int32(c.in), lo: uint32(p0), hi: uint32(p0 + st.rows), slots: slots, pre: c.pre}
-	if st.staged != nil {
-		g.staged, g.seen, g.rank = st.staged, slices.Clone(seen), slices.Clone(rank)
+	if st.rekey {
+		rekeyedGroups.Add(1)
+		g.rekey, g.seen, g.rank = true, slices.Clone(seen), slices.Clone(rank)
 	} else if gid := st.gid; slots <= narrowSlots {
 		g16 := c.pre.get16(len(gid))
 		for i, k := range gid {
@@ -398,18 +388,18 @@ func (c *cursor) loadPage() {
 	}
 }
 
-// groupStage is where a streamed group's rows' keys go as they load: appended to gid, or,
-// past maxMemGroupRows rows, staged on the merge's scratch medium.
+// groupStage is where a streamed group's rows' keys go as they load: appended to gid, up to
+// maxMemGroupRows rows (or the merge's bound); past them, nowhere (rekey).
 type groupStage struct {
-	c      *cursor
-	staged medium.Bytes
-	gid    []int32
-	rows   int
+	c     *cursor
+	gid   []int32
+	rows  int
+	rekey bool
 }
 
 // add marks keys, the packed keys of the group's next rows, in the cursor's bitmap of the
-// group's keys and keeps them.
-func (st *groupStage) add(keys []uint64) error {
+// group's keys and keeps them while the group's rows are within the bound.
+func (st *groupStage) add(keys []uint64) {
 	c := st.c
 	seen, sum := c.seen, c.seenSum
 	for _, k := range keys {
@@ -417,77 +407,21 @@ func (st *groupStage) add(keys []uint64) error {
 		sum[k>>12] |= 1 << (k >> 6 & 63)
 	}
 	limit := math.MaxInt // the keys kept in memory
-	if c.pre.scratch != nil {
+	if c.pre.openKeys != nil {
 		limit = min(orDefault(c.pre.memGroupRows, maxMemGroupRows), maxMemGroupRows)
 	}
-	if st.staged == nil && st.rows+len(keys) > limit {
-		if err := st.stage(); err != nil {
-			return err
-		}
+	if !st.rekey && st.rows+len(keys) > limit {
+		st.rekey = true
+		toPool(c.pre.pool, st.gid[:0])
+		st.gid = nil
 	}
 	st.rows += len(keys)
-	if st.staged == nil {
-		gid := grownTo(st.gid, len(keys), limit)
-		for _, k := range keys {
-			gid = append(gid, int32(k)) // the key (of at most maxSlotBits bits), its slot later
-		}
-		st.gid = gid
-		return nil
+	if st.rekey {
+		return
 	}
-	return st.write(keys)
-}
-
-// stage moves the keys kept in memory to a Bytes of the merge's medium.
-func (st *groupStage) stage() error {
-	c := st.c
-	med, err := c.pre.scratch.get()
-	if err == nil {
-		st.staged, err = med.NewBytes()
+	gid := grownTo(st.gid, len(keys), limit)
+	for _, k := range keys {
+		gid = append(gid, int32(k)) // the key (of at most maxSlotBits bits), its slot later
 	}
-	if err != nil {
-		return fmt.Errorf("merger: %s: stage a group: %w", c.name, err)
-	}
-	stagedGroups.Add(1)
-	keys := sized(c.kbuf, min(len(st.gid), max(maxWindowRows, 1)))
-	c.kbuf = keys
-	for gid := st.gid; len(gid) > 0; {
-		n := min(len(gid), len(keys))
-		for i, k := range gid[:n] {
-			keys[i] = uint64(k)
-		}
-		if err := st.write(keys[:n]); err != nil {
-			return err
-		}
-		gid = gid[n:]
-	}
-	if st.gid != nil {
-		toPool(c.pre.pool, st.gid[:0])
-	}
-	st.gid = nil
-	return nil
-}
-
-// write appends keys to the stage.
-func (st *groupStage) write(keys []uint64) error {
-	c := st.c
-	buf := sized(c.kbytes, 4*len(keys))
-	for i, k := range keys {
-		binary.LittleEndian.PutUint32(buf[4*i:], uint32(k))
-	}
-	c.kbytes = buf
-	if _, err := st.staged.Write(buf); err != nil {
-		return fmt.Errorf("merger: %s: stage a group: %w", c.name, err)
-	}
-	return nil
-}
-
-// discard gives back what the stage holds after a failure (a failed discard leaves the bytes
-// to the medium's Close); the merge ends with the failure.
-func (st *groupStage) discard() {
-	if st.staged != nil {
-		if d, ok := st.staged.(medium.Discarder); ok {
-			_ = d.Discard()
-		}
-		st.staged = nil
-	}
+	st.gid = gid
 }

@@ -25,9 +25,9 @@ import (
 // of a few rows or not), and writes
 // the bytes of the same rollup with windows of whole hours and of the rollup without
 // pre-aggregation; its rows are those of the naive merge (where it models the metrics). The
-// streamed groups' keys go through the default medium (a temp file) or the heap medium, from
-// their first rows or past a few windows, or stay in memory; hours of more distinct keys than
-// a window's rows load their slots a page at a time.
+// streamed groups' keys are read again by the metric tasks from their first rows or past a
+// few windows, or stay in memory; hours of more distinct keys than a window's rows load their
+// slots a page at a time.
 func TestMergeStreamedGroups(t *testing.T) {
 	metrics := []columns.Metric{
 		{Name: "rows", Aggregator: agg.Count},
@@ -107,17 +107,17 @@ func TestMergeStreamedGroups(t *testing.T) {
 
 		maxWindowRows = bound
 		ilStepRows = []int{savedStep, 7}[c%2]               // steps of the whole windows, or of a few slots
-		maxMemGroupRows = []int{0, 3 * bound, 1 << 30}[c%3] // keys staged from the start, past a few windows, never
+		maxMemGroupRows = []int{0, 3 * bound, 1 << 30}[c%3] // keys read again from the start, past a few windows, never
 		narrowSlots = []int{savedNarrow, 0}[c/3%2]          // the slots of groups kept in memory as uint16, or int32
 		if c == 4 {
-			med := medium.NewHeap() // staged on the Go heap
+			med := medium.NewHeap() // the merge's scratch on the Go heap
 			t.Cleanup(func() { require.NoError(t, med.Close()) })
 			opts.Medium = med
 		}
 		windowRowsPeak.v.Store(0)
-		before, staged, paged := preAggGroups.Load(), stagedGroups.Load(), pagedGroups.Load()
+		before, rekeyed, paged := preAggGroups.Load(), rekeyedGroups.Load(), pagedGroups.Load()
 		ahead, taken, slotSteps := aheadGroups.Load(), preloadsTaken.Load(), interleaveSlotRows.Load()
-		fromStart, rowsRead := stagedFromStart.Load(), rowsReadGroups.Load()
+		fromStart, rowsRead, early := rekeyedFromStart.Load(), rowsReadGroups.Load(), earlyPreloads.Load()
 		streamed := filepath.Join(dir, "streamed.seg")
 		_, err := Merge(t.Context(), segs, streamed, opts)
 		require.NoError(t, err, name)
@@ -132,11 +132,12 @@ func TestMergeStreamedGroups(t *testing.T) {
 		require.Greater(t, preAggGroups.Load(), before, "%s: no group pre-aggregated", name)
 		// Every group's rows' slots went back once every task had combined them.
 		require.Equal(t, preAggGroups.Load()-before, rowsReadGroups.Load()-rowsRead, "%s: groups whose rows went back once read", name)
-		// A cursor's first staged group is staged as it grows (past a few windows, or from
-		// the start with no keys in memory), and its next ones from their first rows.
-		require.Equal(t, c%3 != 2, stagedFromStart.Load() > fromStart, "%s: groups staged from the start after one was", name)
+		// A cursor's first group keyed again keeps its keys until it grows past the bound
+		// (a few windows, or none), and its next ones keep none from their first rows.
+		require.Equal(t, c%3 != 2, rekeyedFromStart.Load() > fromStart, "%s: groups keyed again from the start after one was", name)
 		require.Greater(t, aheadGroups.Load(), ahead, "%s: no group streamed ahead", name)
 		require.Greater(t, preloadsTaken.Load(), taken, "%s: no group combined ahead", name)
+		require.Greater(t, earlyPreloads.Load(), early, "%s: no group combined as soon as streamed ahead", name)
 
 		// Without preloads the tasks combine every group, and with one at a time some;
 		// without groups streamed ahead each streams when the merge reaches it.
@@ -158,7 +159,7 @@ func TestMergeStreamedGroups(t *testing.T) {
 		require.NoError(t, err, name)
 		require.Equal(t, ahead, aheadGroups.Load(), "%s: groups streamed ahead", name)
 		requireSameFiles(t, noAhead, streamed, name)
-		require.Equal(t, c%3 != 2, stagedGroups.Load() > staged, "%s: groups staged", name)
+		require.Equal(t, c%3 != 2, rekeyedGroups.Load() > rekeyed, "%s: groups keyed again", name)
 		// Even cases' hours hold more distinct keys than a window's rows: their slots load a
 		// page at a time.
 		require.Equal(t, c%2 == 0, pagedGroups.Load() > paged, "%s: groups paged", name)
@@ -192,7 +193,7 @@ func TestMergeStreamedGroups(t *testing.T) {
 func TestMergePreloadFailure(t *testing.T) {
 	saved, savedMem := maxWindowRows, maxMemGroupRows
 	t.Cleanup(func() { maxWindowRows, maxMemGroupRows, preloadFault = saved, savedMem, nil })
-	maxWindowRows, maxMemGroupRows = 200, 0 // every hour streamed, its keys staged
+	maxWindowRows, maxMemGroupRows = 200, 0 // every hour streamed, its keys read again
 	ms := []columns.Metric{{Name: "sum", Aggregator: agg.LongSum}, {Name: "max", Aggregator: agg.LongMax}}
 	for i := range ms {
 		ms[i].Type, ms[i].Field = columns.MetricLong, ms[i].Name

@@ -187,14 +187,14 @@ func TestRollupReleasesMappedInputs(t *testing.T) {
 			}
 		}
 	}()
-	groups0 := stagedGroups.Load() + preAggGroups.Load()
+	groups0 := rekeyedGroups.Load() + preAggGroups.Load()
 	res := mustMerge(t, []*columns.Segment{seg}, filepath.Join(dir, "out.seg"), Options{
 		Durability: medium.Durability{Sync: medium.SyncNone}, Rollup: true, Granularity: columns.GranularityHour,
 		Progress: func(p Progress) { sampling.Store(p.Step == StepRows) },
 	})
 	close(stop)
 	<-done
-	require.Greater(t, stagedGroups.Load()+preAggGroups.Load(), groups0, "pre-aggregated")
+	require.Greater(t, rekeyedGroups.Load()+preAggGroups.Load(), groups0, "pre-aggregated")
 	require.Equal(t, int64(groups*rows), res.RowsIn)
 	t.Logf("values %d bytes (a group's %d); resident during the row merge at most %d", values, values/groups, peak.Load())
 	// Without the releases within a group its values stay resident until the next group's

@@ -180,15 +180,21 @@ func (c *cursor) pack() {
 // setPacking makes groups re-sort on packed keys when every output dimension is single-value:
 // cards[j] is dimension j's merged cardinality.
 func (c *cursor) setPacking(kinds []dimKind, cards []int) {
-	c.packBits = make([]uint8, len(kinds))
+	c.packBits, c.idBits = packing(kinds, cards)
+}
+
+// packing returns the bits of each dimension in a packed key and their sum, or nil when a
+// dimension is not single-value.
+func packing(kinds []dimKind, cards []int) ([]uint8, int) {
+	packBits, idBits := make([]uint8, len(kinds)), 0
 	for j, k := range kinds {
 		if k != kindSingle {
-			c.packBits, c.idBits = nil, 0
-			return
+			return nil, 0
 		}
-		c.packBits[j] = uint8(bits.Len(uint(max(cards[j]-1, 0))))
-		c.idBits += int(c.packBits[j])
+		packBits[j] = uint8(bits.Len(uint(max(cards[j]-1, 0))))
+		idBits += int(packBits[j])
 	}
+	return packBits, idBits
 }
 
 // sortPacked sorts perm[start:end] (the group's rows, in position order) by the rows' ids and
