@@ -365,3 +365,29 @@ func TestMergeLogRunsFail(t *testing.T) {
 	_, err = Merge(context.Background(), inputs, dst, Options{Medium: &failingChildren{Medium: heap}})
 	require.NoError(t, err)
 }
+
+// TestIDLogSealFreesToSystem: a log whose ids outgrow its memory writes them as runs, and the
+// mapped array they were in goes back to the system, not to the scratch pool (where no later
+// array of the merge takes it, and it stays resident).
+func TestIDLogSealFreesToSystem(t *testing.T) {
+	med := medium.NewHeap()
+	defer med.Close()
+	const mem = scratch.MinMapped // ids of 4 bytes: a mapped array of 4 MiB
+	log := newIDLog(1<<20, func() (medium.Medium, error) { return med, nil }, bounds{}, nil)
+	l, ok := log.(*typedLog[uint32])
+	require.True(t, ok)
+	l.memIDs, l.runMax = mem, mem/8
+	log.reserve(2 * mem)
+	if l.arr.Bytes() < mem || len(l.arr.S) != mem {
+		t.Skip("the log's array is not mapped here")
+	}
+	before := scratch.PoolBytes()
+	ids := make([]uint32, mem+10)
+	for i := range ids {
+		ids[i] = uint32(i * 7 % (1 << 20))
+	}
+	require.NoError(t, log.add(ids))
+	require.Positive(t, logRuns(log), "runs written")
+	require.Equal(t, before, scratch.PoolBytes(), "the array before the runs went to the pool")
+	require.NoError(t, log.free())
+}

@@ -234,8 +234,14 @@ func PopulatedBytes() int64 { return populated.Load() }
 
 // Free releases the array's memory, once Populate's goroutine is stopped; S must not be used
 // after.
-func (a *Array[T]) Free() error {
-	m, p, exact := a.mapped, a.filler, a.exact
+func (a *Array[T]) Free() error { return a.free(false) }
+
+// FreeToSystem is Free for an array whose size no later array of the process is likely to
+// take: a mapping goes back to the system, not to the pool, where it would stay resident.
+func (a *Array[T]) FreeToSystem() error { return a.free(true) }
+
+func (a *Array[T]) free(toSystem bool) error {
+	m, p, exact := a.mapped, a.filler, a.exact || toSystem
 	a.S, a.mapped, a.filler, a.exact, a.dropped = nil, nil, nil, false, 0
 	if p != nil {
 		p.stop.Store(true)

@@ -52,6 +52,26 @@ func TestArray(t *testing.T) {
 	require.LessOrEqual(t, pool.bytes, PoolLimit)
 }
 
+// TestFreeToSystem: an array freed to the system leaves the pool as it was (its mapping is
+// unmapped, not kept resident), where Free pools it.
+func TestFreeToSystem(t *testing.T) {
+	a := New[uint32](minMapped)
+	if a.mapped == nil {
+		t.Skip("no mappings here")
+	}
+	clear(a.S)
+	before := PoolBytes()
+	require.NoError(t, a.FreeToSystem())
+	require.Nil(t, a.S)
+	require.Equal(t, before, PoolBytes(), "freed to the system: not pooled")
+	require.NoError(t, a.FreeToSystem())
+
+	b := New[uint32](minMapped)
+	before = PoolBytes()
+	require.NoError(t, b.Free())
+	require.Greater(t, PoolBytes(), before, "freed: pooled")
+}
+
 // TestGrow grows arrays of each kind across the mapping threshold: the kept elements stay,
 // the length at least doubles, and a large enough array is mapped.
 func TestGrow(t *testing.T) {
