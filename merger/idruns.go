@@ -97,13 +97,19 @@ func writeLargeID(dw colwrite.DimWriter, id int, readers []runReader, buf []uint
 }
 
 // runReader reads a run on, sequentially: its ids and counts, and their rows.
+// runIDsBuf is the buffer a run's ids are read through.
+const runIDsBuf = 1 << 10
+
 type runReader struct {
-	run       logRun
-	buf       int // bytes of the rows' buffer
-	ids       chunkReader
-	rows      chunkReader
-	id, count int // the id read last (0 before the first), and its rows not read yet
-	done      bool
+	run logRun
+	buf int // bytes of the rows' buffer
+	// rowsBuf and idsBuf are the buffers' memory (empty, of capacity buf and runIDsBuf);
+	// nil: made on first use.
+	rowsBuf, idsBuf []byte
+	ids             chunkReader
+	rows            chunkReader
+	id, count       int // the id read last (0 before the first), and its rows not read yet
+	done            bool
 }
 
 // gather reads the run's ids below hi and puts each one's rows at pos[id] of rows, advancing
@@ -131,8 +137,11 @@ func (rr *runReader) gather(hi int, rows, pos []uint32) error {
 func (rr *runReader) next() error {
 	if rr.ids.b == nil {
 		// A merge of 300 M rows reads 300 runs a dimension at once: runReadBytes in all.
-		rr.ids = chunkReader{b: rr.run.ids, off: rr.run.idsOff, end: rr.run.idsEnd, buf: make([]byte, 0, 1<<10)}
-		rr.rows = chunkReader{b: rr.run.rows, off: rr.run.rowsOff, end: rr.run.rowsEnd, buf: make([]byte, 0, rr.buf)}
+		if rr.rowsBuf == nil {
+			rr.rowsBuf, rr.idsBuf = make([]byte, 0, rr.buf), make([]byte, 0, runIDsBuf)
+		}
+		rr.ids = chunkReader{b: rr.run.ids, off: rr.run.idsOff, end: rr.run.idsEnd, buf: rr.idsBuf}
+		rr.rows = chunkReader{b: rr.run.rows, off: rr.run.rowsOff, end: rr.run.rowsEnd, buf: rr.rowsBuf}
 	}
 	if rr.count > 0 || rr.done {
 		return nil
