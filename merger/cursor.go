@@ -417,7 +417,12 @@ func (c *cursor) load(p int) error {
 }
 
 func (c *cursor) badID(j int, id uint32, card int) error {
-	return fmt.Errorf("merger: %s: dimension %q: id %d not below the cardinality %d: %w", c.name, c.dimName(j), id, card, columns.ErrCorrupt)
+	return badID(c.name, c.dimName(j), id, card)
+}
+
+// badID is the error of an id of input name's dimension dim past the dictionary's card ids.
+func badID(name, dim string, id uint32, card int) error {
+	return fmt.Errorf("merger: %s: dimension %q: id %d not below the cardinality %d: %w", name, dim, id, card, columns.ErrCorrupt)
 }
 
 func (c *cursor) dimName(j int) string {

@@ -361,7 +361,7 @@ func (l *typedLog[T]) writeBitmaps(ctx context.Context, dw colwrite.DimWriter, c
 	defer func() { err = errors.Join(err, bufs.Free()) }()
 	for i, run := range l.runs {
 		b := bufs.S[i*(buf+runIDsBuf) : (i+1)*(buf+runIDsBuf)]
-		readers = append(readers, runReader{run: run, buf: buf, rowsBuf: b[:0:buf], idsBuf: b[buf : buf : buf+runIDsBuf]})
+		readers = append(readers, runReader{run: run, rowsBuf: b[:0:buf], idsBuf: b[buf : buf : buf+runIDsBuf]})
 	}
 	for _, rg := range ranges {
 		lo, hi := rg[0], rg[1]

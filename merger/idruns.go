@@ -96,15 +96,14 @@ func writeLargeID(dw colwrite.DimWriter, id int, readers []runReader, buf []uint
 	return err
 }
 
-// runReader reads a run on, sequentially: its ids and counts, and their rows.
 // runIDsBuf is the buffer a run's ids are read through.
 const runIDsBuf = 1 << 10
 
+// runReader reads a run on, sequentially: its ids and counts, and their rows.
 type runReader struct {
 	run logRun
-	buf int // bytes of the rows' buffer
-	// rowsBuf and idsBuf are the buffers' memory (empty, of capacity buf and runIDsBuf);
-	// nil: made on first use.
+	// rowsBuf and idsBuf are the memory (empty, of their capacity) the rows and the ids are
+	// read through.
 	rowsBuf, idsBuf []byte
 	ids             chunkReader
 	rows            chunkReader
@@ -137,9 +136,6 @@ func (rr *runReader) gather(hi int, rows, pos []uint32) error {
 func (rr *runReader) next() error {
 	if rr.ids.b == nil {
 		// A merge of 300 M rows reads 300 runs a dimension at once: runReadBytes in all.
-		if rr.rowsBuf == nil {
-			rr.rowsBuf, rr.idsBuf = make([]byte, 0, rr.buf), make([]byte, 0, runIDsBuf)
-		}
 		rr.ids = chunkReader{b: rr.run.ids, off: rr.run.idsOff, end: rr.run.idsEnd, buf: rr.idsBuf}
 		rr.rows = chunkReader{b: rr.run.rows, off: rr.run.rowsOff, end: rr.run.rowsEnd, buf: rr.rowsBuf}
 	}

@@ -67,20 +67,12 @@ type readerSet struct {
 func (rs *readerSet) release() {
 	for _, src := range rs.srcs {
 		for _, c := range []*source.ChunkCache[int64]{src.vals, src.times} {
-			if r, ok := chunker(c).(interface{ Release() }); ok {
-				r.Release()
+			if c != nil {
+				releaseReader(c.C)
 			}
 		}
 	}
 	rs.kr.release()
-}
-
-// chunker returns c's reader, or nil.
-func chunker(c *source.ChunkCache[int64]) any {
-	if c == nil {
-		return nil
-	}
-	return c.C
 }
 
 // slotSrc is where loadSlots reads a source's values: a long task's own readers, or a
@@ -212,7 +204,7 @@ func (ps *preloads) start(g *groupAgg) bool {
 			default:
 			}
 		}
-		err := ps.combine(g, loads, rs.srcs, &rs.kr)
+		err := ps.combine(g, loads, rs)
 		for i := range loads {
 			loads[i].err = err
 		}
@@ -226,8 +218,8 @@ func (ps *preloads) start(g *groupAgg) bool {
 }
 
 // combine combines g's rows into the accumulators of loads, one a task, reading the values
-// through srcs and the keys of a group keyed again through *kr (which it opens when nil).
-func (ps *preloads) combine(g *groupAgg, loads []*preload, srcs []slotSrc, kr **keyReader) error {
+// and the keys of a group keyed again through rs (its reader of the keys opened when nil).
+func (ps *preloads) combine(g *groupAgg, loads []*preload, rs *readerSet) error {
 	if preloadFault != nil {
 		if err := preloadFault(g); err != nil {
 			return err
@@ -243,9 +235,9 @@ func (ps *preloads) combine(g *groupAgg, loads []*preload, srcs []slotSrc, kr **
 	case sb = <-ps.bufs:
 	default:
 	}
-	sb.kr = *kr
+	sb.kr = rs.kr
 	defer func() {
-		*kr = sb.kr
+		rs.kr = sb.kr
 		select {
 		case ps.bufs <- slotBuf{kg: sb.kg[:0]}:
 		default:
@@ -261,7 +253,7 @@ func (ps *preloads) combine(g *groupAgg, loads []*preload, srcs []slotSrc, kr **
 			return ps.tasks[0].t.failIn(g.in, err)
 		}
 		for i, p := range ps.tasks {
-			if err := p.t.addSlots(&loads[i].sa, r, gid, srcs[i]); err != nil {
+			if err := p.t.addSlots(&loads[i].sa, r, gid, rs.srcs[i]); err != nil {
 				return err
 			}
 		}

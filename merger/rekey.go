@@ -26,7 +26,6 @@ type keyReader struct {
 	maps     [][]uint32         // per dimension: the input's id -> merged id
 	bits     []uint8            // per dimension: its bits in a packed key (cursor.packBits)
 	keys     []uint64           // keysAt's memory
-	readers  []interface{ Release() }
 }
 
 // openKeys returns a keyReader of input in of c (the merge's readers of its dimensions).
@@ -35,11 +34,7 @@ func (c *core) openKeys(in int32, bits []uint8) *keyReader {
 		ids: make([]source.IDChunker, len(c.dims)), maps: make([][]uint32, len(c.dims))}
 	for d := range c.dims {
 		if ds := c.dims[d][in]; ds != nil {
-			r := ds.Cursor()
-			kr.ids[d], kr.maps[d] = r, c.maps[d][in]
-			if rel, ok := r.(interface{ Release() }); ok {
-				kr.readers = append(kr.readers, rel)
-			}
+			kr.ids[d], kr.maps[d] = ds.Cursor(), c.maps[d][in]
 		}
 	}
 	return kr
@@ -51,10 +46,18 @@ func (kr *keyReader) release() {
 	if kr == nil {
 		return
 	}
-	for _, r := range kr.readers {
-		r.Release()
+	for _, r := range kr.ids {
+		releaseReader(r)
 	}
-	kr.readers, kr.keys = nil, nil
+	kr.keys = nil
+}
+
+// releaseReader gives back the buffers of r, a reader of a source, when it has any (a
+// columns cursor); r is not used after.
+func releaseReader(r any) {
+	if rel, ok := r.(interface{ Release() }); ok {
+		rel.Release()
+	}
 }
 
 // keysAt returns the packed keys of the input's rows [r, r+n) (valid until the next call):
@@ -118,7 +121,7 @@ func (kr *keyReader) fold(j int, keys []uint64, ids []uint32, m []uint32, b uint
 	if j == 0 {
 		for i, id := range ids {
 			if int(id) >= len(m) {
-				return kr.badID(j, id, len(m))
+				return badID(kr.name, kr.dimNames[j], id, len(m))
 			}
 			keys[i] = uint64(m[id])
 		}
@@ -126,13 +129,9 @@ func (kr *keyReader) fold(j int, keys []uint64, ids []uint32, m []uint32, b uint
 	}
 	for i, id := range ids {
 		if int(id) >= len(m) {
-			return kr.badID(j, id, len(m))
+			return badID(kr.name, kr.dimNames[j], id, len(m))
 		}
 		keys[i] = keys[i]<<b | uint64(m[id])
 	}
 	return nil
-}
-
-func (kr *keyReader) badID(j int, id uint32, card int) error {
-	return fmt.Errorf("merger: %s: dimension %q: id %d not below the cardinality %d: %w", kr.name, kr.dimNames[j], id, card, columns.ErrCorrupt)
 }
