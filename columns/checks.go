@@ -128,9 +128,14 @@ func (pc *partCheck) finishFused(fc *fusedCRC, ix *chunkIndex) error {
 	if err != nil {
 		return pc.seg.fileError(pc.part, err)
 	}
-	got := crc32.Update(fc.crc, castagnoli, tail)
+	return pc.settle(crc32.Update(fc.crc, castagnoli, tail), &pc.seg.fusedCRCs)
+}
+
+// settle records got, the part's CRC computed from what its readers read (counted in how as
+// well as in crcPasses), as compute does, and returns checkCRC's verdict.
+func (pc *partCheck) settle(got uint32, how *atomic.Int64) error {
 	pc.seg.crcPasses.Add(1)
-	pc.seg.fusedCRCs.Add(1)
+	how.Add(1)
 	st := checkGood
 	if got != pc.part.CRC {
 		st = checkBad

@@ -296,6 +296,10 @@ type chunkReader struct {
 	fused *fusedCRC
 	// df, when set, is the part's structural check this reader put off (see Deferral).
 	df *deferred
+	// runs, when set, takes the frames as they are loaded, for a part whose CRC this reader
+	// put off to a Deferral (see partRuns), run is its current run.
+	runs *partRuns
+	run  *crcRun
 }
 
 func newChunkReader(src *source, ix *chunkIndex) chunkReader {
@@ -369,6 +373,9 @@ func (c *chunkReader) load(i int, maxRaw int) ([]byte, error) {
 	}
 	if c.fused != nil {
 		c.fused.add(i, fr)
+	}
+	if c.runs != nil {
+		c.runs.took(&c.run, i, fr)
 	}
 	raw, buf, err := decodeChunk(c.buf, fr, maxRaw)
 	c.buf = buf

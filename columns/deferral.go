@@ -1,7 +1,10 @@
 package columns
 
 import (
+	"cmp"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -29,6 +32,7 @@ import (
 type Deferral struct {
 	mu     sync.Mutex
 	checks []*deferred
+	crcs   map[*partCheck]*partRuns // the parts whose CRC cursors put off (Column.DeferredCursor)
 }
 
 // deferred is a structural check one cursor put off.
@@ -81,7 +85,7 @@ func (x *deferred) seg(c *chunkReader) error {
 // when the bytes do not match it, so that damaged bytes read as a bad CRC, as when the CRC
 // is checked first.
 func (c *chunkReader) readErr(err error) error {
-	if c.df == nil || c.fused == nil || c.src.closed {
+	if c.df == nil && c.runs == nil || c.df != nil && c.fused == nil || c.src.closed {
 		return err
 	}
 	if cerr := c.ix.chk.checkCRC(); cerr != nil {
@@ -108,6 +112,8 @@ func (d *Deferral) Judge() error {
 	d.mu.Lock()
 	checks := d.checks
 	d.checks = nil
+	crcs := d.crcs
+	d.crcs = nil
 	d.mu.Unlock()
 	judged := make(map[*structCheck]bool, len(checks))
 	var first error
@@ -115,6 +121,10 @@ func (d *Deferral) Judge() error {
 		if err != nil && first == nil {
 			first = err
 		}
+	}
+	// The CRCs first: a part's bad bytes are the cause of whatever else they break.
+	for _, r := range sortedRuns(crcs) {
+		keep(r.judge())
 	}
 	for _, x := range checks {
 		if !judged[x.sc] && x.next == x.chunks {
@@ -147,14 +157,18 @@ const deferMaxCard = 1 << 18
 
 // DeferredCursor is Cursor for a reader that publishes nothing it derives from the column
 // before d.Judge returns nil (see Deferral): for the __time column, the times' structural
-// check is put off to d. Other columns have no such check, and their cursor is Cursor's; so is
-// it with d nil.
+// check is put off to d; for another column, the check of its part's CRC (see partRuns). So
+// is it with d nil, or when the part is checked already, or trusted, or not mapped.
 func (c *Column[T]) DeferredCursor(d *Deferral) *Cursor[T] {
 	cur := c.Cursor()
-	if d == nil || !c.ix.chk.deferrable() {
+	if d == nil {
 		return cur
 	}
 	if any(c) != any(c.seg.time) {
+		cur.cr.runs = d.runsOf(c.ix)
+		return cur
+	}
+	if !c.ix.chk.deferrable() {
 		return cur
 	}
 	tr := c.seg.newTimeRows()
@@ -198,4 +212,44 @@ func (c *chunkReader) deferTo(d *Deferral, judge func() error) {
 		}
 		return judge()
 	}))
+}
+
+// runsOf returns the runs the deferred cursors of ix's part record, made on the first call,
+// or nil when the part's CRC is not to be put off: it is checked already or trusted, or the
+// file is not mapped (as fusedCRC).
+func (d *Deferral) runsOf(ix *chunkIndex) *partRuns {
+	if ix == nil || ix.chk == nil {
+		return nil
+	}
+	pc := ix.chk
+	if pc.seg.src.data == nil {
+		return nil
+	}
+	if st, _ := pc.load(); st != checkNone {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r := d.crcs[pc]; r != nil {
+		return r
+	}
+	if d.crcs == nil {
+		d.crcs = make(map[*partCheck]*partRuns)
+	}
+	r := &partRuns{pc: pc, ix: ix}
+	d.crcs[pc] = r
+	return r
+}
+
+// sortedRuns returns the values of m in the parts' order in their files (a map's order is
+// random; the first failure Judge returns is then always the same).
+func sortedRuns(m map[*partCheck]*partRuns) []*partRuns {
+	rs := make([]*partRuns, 0, len(m))
+	for _, r := range m {
+		rs = append(rs, r)
+	}
+	slices.SortFunc(rs, func(a, b *partRuns) int {
+		return cmp.Or(strings.Compare(a.pc.seg.name, b.pc.seg.name), cmp.Compare(a.pc.part.Offset, b.pc.part.Offset))
+	})
+	return rs
 }

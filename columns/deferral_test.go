@@ -210,12 +210,7 @@ func TestDeferredChecksBadCRC(t *testing.T) {
 				b[off] ^= 0x10
 				what := fmt.Sprintf("%s: column %s part %s: byte %d", name, p.Column, p.Kind, off-p.Offset)
 				for _, mapped := range []bool{true, false} {
-					var s *Segment
-					if mapped {
-						s, err = newSegmentBytes(b)
-					} else {
-						s, err = NewSegment(bytes.NewReader(b), int64(len(b)))
-					}
+					s, err := segmentOver(b, mapped)
 					if err != nil {
 						require.ErrorIs(t, err, ErrCorrupt, what)
 						continue
@@ -229,4 +224,13 @@ func TestDeferredChecksBadCRC(t *testing.T) {
 			}
 		}
 	}
+}
+
+// segmentOver opens a segment over b: as over a mapping (newSegmentBytes) when mapped, else
+// through ReadAt.
+func segmentOver(b []byte, mapped bool) (*Segment, error) {
+	if mapped {
+		return newSegmentBytes(b)
+	}
+	return NewSegment(bytes.NewReader(b), int64(len(b)))
 }

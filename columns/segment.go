@@ -42,8 +42,9 @@ type Segment struct {
 	checks  []partCheck // read-path checksum state, one per part of f.parts
 	// crcPasses counts the parts whose CRC was computed (for tests: each once), fileCRCs those
 	// of a mapped file read through its descriptor, fusedCRCs those a structural check
-	// computed as it read (fusedCRC).
-	crcPasses, fileCRCs, fusedCRCs atomic.Int64
+	// computed as it read (fusedCRC), runCRCs those put together from deferred cursors' runs
+	// (partRuns).
+	crcPasses, fileCRCs, fusedCRCs, runCRCs atomic.Int64
 
 	time     *Column[int64]
 	dims     []*DimColumn // nil for raw dimensions
@@ -313,6 +314,27 @@ func (s *Segment) Close() error {
 // or newSegmentBytes.
 func (s *Segment) Name() string { return s.name }
 
+// ChecksumStats says how the CRCs of a Segment's parts were computed so far (see
+// Segment.ChecksumStats).
+type ChecksumStats struct {
+	// Computed counts the CRC computations: a part's on its first read, once per open
+	// Segment, and every part's again on each Verify.
+	Computed int64
+	// ViaFile counts those of a mapped file's parts read through its descriptor (a large
+	// part's first read, a pass over the parts a merge did not read).
+	ViaFile int64
+	// Fused counts the CRCs a structural check computed from the chunks it decoded, and
+	// FromRuns those put together from the chunks that cursors taken with a Deferral loaded:
+	// the part was read once, not once more for its CRC.
+	Fused, FromRuns int64
+}
+
+// ChecksumStats returns the counts of the segment's CRC computations so far: what reading it
+// cost beyond the reads themselves.
+func (s *Segment) ChecksumStats() ChecksumStats {
+	return ChecksumStats{Computed: s.crcPasses.Load(), ViaFile: s.fileCRCs.Load(), Fused: s.fusedCRCs.Load(), FromRuns: s.runCRCs.Load()}
+}
+
 // Schema returns the segment's schema.
 func (s *Segment) Schema() Schema { return s.f.schema.Clone() }
 
@@ -430,6 +452,14 @@ func (c *chunkReader) seg(row int) error {
 	}
 	if c.df != nil {
 		return c.df.seg(c)
+	}
+	if c.runs != nil {
+		// The CRC is put together from the frames read (partRuns): only a verdict found
+		// already stops the read.
+		if st, _ := c.ix.chk.load(); st == checkBad {
+			return c.ix.chk.checkCRC()
+		}
+		return nil
 	}
 	if c.fused != nil {
 		return nil // the structural check reading the part computes its CRC

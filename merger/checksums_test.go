@@ -114,3 +114,36 @@ func TestMergeChecksUnreadParts(t *testing.T) {
 	require.ErrorContains(t, err, fmt.Sprintf("column %q part %s: CRC ", dim, segfmt.PartBitmaps))
 	require.Equal(t, before, dirNames(t, dir), "nothing written")
 }
+
+// TestMergeMetricCRCsFromReads: a merge reads its mapped inputs' numeric metrics' parts (values,
+// and the times of first/last) once: their CRCs are put together from the chunks its cursors
+// load (columns.Deferral), not computed by a read of their own first; every other part's CRC
+// is computed once too (the times' and ids' by their structural checks, the parts it does not
+// read in the pass before it publishes). Rolled up or not.
+func TestMergeMetricCRCsFromReads(t *testing.T) {
+	for _, rollup := range []bool{false, true} {
+		dir := t.TempDir()
+		ins := []*columns.Segment{genSegment(t, dir, 1, 20_000), genSegment(t, dir, 2, 20_000)}
+		opts := Options{Rollup: rollup, Granularity: columns.GranularityHour}
+		_, err := Merge(t.Context(), ins, filepath.Join(dir, "out.seg"), opts)
+		require.NoError(t, err)
+		for _, in := range ins {
+			numeric := 0
+			parts := in.Info().Parts
+			for _, p := range parts {
+				if p.Kind != segfmt.PartValues && p.Kind != segfmt.PartTimes || p.Column == columns.TimeColumn {
+					continue
+				}
+				_, lerr := in.Long(p.Column)
+				_, derr := in.Double(p.Column)
+				if lerr == nil || derr == nil {
+					numeric++
+				}
+			}
+			require.Positive(t, numeric)
+			st := in.ChecksumStats()
+			require.Equal(t, int64(numeric), st.FromRuns, "rollup %v: %s: the numeric parts' CRCs from the merge's reads", rollup, in.Name())
+			require.Equal(t, int64(len(parts)), st.Computed, "rollup %v: %s: every part's CRC computed once", rollup, in.Name())
+		}
+	}
+}

@@ -71,7 +71,8 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 	}
 	c.rowsIn = st.rowsIn
 	// The merge reads the inputs' times and ids whole: their structural checks are computed
-	// from the chunks it decodes, and judged before it publishes (see judgeInputs).
+	// from the chunks it decodes, and so are the CRCs of the numeric metrics' parts it reads,
+	// all judged before it publishes (see judgeInputs).
 	for _, s := range srcs {
 		source.DeferChecks(s)
 		source.ReadSequentially(s)

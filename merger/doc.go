@@ -9,9 +9,9 @@
 //  0. Inputs: the CRC-32C of every part of every input is checked before the merge publishes
 //     (unless Options.SkipChecksums): a merge rewrites what it reads under new checksums, so
 //     damage must stop it here. A part it reads is checked as it first reads it; the times and
-//     each dimension's ids, with their structural checks, from the chunks the merge decodes
-//     (columns.Deferral), judged before it publishes; the parts it never reads, in a pass
-//     before it publishes.
+//     each dimension's ids, with their structural checks, and the numeric metrics' parts, from
+//     the chunks the merge decodes (columns.Deferral), judged before it publishes; the parts
+//     it never reads, in a pass before it publishes.
 //  1. Schemas: the output's dimensions are Options.Dimensions, or the union of the inputs'
 //     (first seen first); its metrics the union of theirs. A dimension an input lacks reads as
 //     null there, a long or double metric an input lacks as null (an empty sketch for

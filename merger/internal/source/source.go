@@ -197,9 +197,10 @@ func IDMap(d DimSource, n int) []uint32 {
 }
 
 // DeferChecks makes the __time and ids readers src hands out from now on put off their
-// parts' structural checks to a columns.Deferral, for a reader that publishes nothing before
-// JudgeChecks (a merge): the check is computed from the chunks the reader decodes, not by a
-// read of its own first. Sources other than segments are left as they are.
+// parts' structural checks to a columns.Deferral, and its numeric metrics' readers their
+// parts' CRC checks, for a reader that publishes nothing before JudgeChecks (a merge): the
+// check is computed from the chunks the readers decode, not by a read of its own first.
+// Sources other than segments are left as they are.
 func DeferChecks(src Source) {
 	if s := segOf(src); s != nil {
 		s.mu.Lock()
@@ -223,7 +224,7 @@ func ReadSequentially(src Source) {
 	}
 }
 
-// JudgeChecks returns the verdict of the structural checks src's readers put off since
+// JudgeChecks returns the verdict of the checks src's readers put off since
 // DeferChecks (columns.Deferral.Judge), and makes later readers check first again.
 func JudgeChecks(src Source) error {
 	s := segOf(src)
@@ -326,7 +327,7 @@ func (s *segSource) Long(name string) LongChunker {
 	if err != nil {
 		return nil
 	}
-	return track(s, seqNum(s, c.Cursor()))
+	return track(s, seqNum(s, c.DeferredCursor(s.deferralOf())))
 }
 
 func (s *segSource) Double(name string) DoubleChunker {
@@ -334,15 +335,15 @@ func (s *segSource) Double(name string) DoubleChunker {
 	if err != nil {
 		return nil
 	}
-	return track(s, seqNum(s, c.Cursor()))
+	return track(s, seqNum(s, c.DeferredCursor(s.deferralOf())))
 }
 
 func (s *segSource) MetricTimes(name string) LongChunker {
 	if c, err := s.seg.Long(name); err == nil && c.Times() != nil {
-		return track(s, seqNum(s, c.Times().Cursor()))
+		return track(s, seqNum(s, c.Times().DeferredCursor(s.deferralOf())))
 	}
 	if c, err := s.seg.Double(name); err == nil && c.Times() != nil {
-		return track(s, seqNum(s, c.Times().Cursor()))
+		return track(s, seqNum(s, c.Times().DeferredCursor(s.deferralOf())))
 	}
 	return nil
 }
