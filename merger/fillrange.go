@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/slicesx"
@@ -96,6 +97,9 @@ func (c *cursor) fillTimes(ctx context.Context, limit, minRows int) (p int, cut 
 	// stored them.
 	pLimit := p0 + min(limit, c.n-p0)
 	lastT, fresh, tlo, thi := c.lastT, c.fresh, c.tlo, c.thi
+	if !fresh && width > 1 {
+		bucket, bucketEnd = lastT, lastT+width // lastT is truncated: the last row's bucket
+	}
 	times := w.time
 	for p < c.n {
 		first, vals, err := c.times.C.Chunk(p)
@@ -118,6 +122,22 @@ func (c *cursor) fillTimes(ctx context.Context, limit, minRows int) (p int, cut 
 				times = append(times, rest[:k]...)
 				lastT, fresh = rest[k-1], false
 				bucket, bucketEnd = lastT, lastT+1
+				if (p-p0)>>16 != (p+k-p0)>>16 {
+					if err := ctx.Err(); err != nil {
+						return 0, false, fmt.Errorf("merger: %w", err)
+					}
+				}
+				p += k
+				rest = rest[k:]
+			}
+		}
+		if width > 1 && bucketEnd > bucket {
+			// Rows of a truncated time mostly follow one another in the last row's bucket:
+			// when every one of a run of them is in it (and within [tlo, thi]), the run goes
+			// over at once, as the loop below would take it row by row.
+			k := min(len(rest), pLimit-p)
+			if k > 0 && allWithin(rest[:k], max(bucket, tlo), min(bucketEnd-1, thi)) {
+				times = appendRepeat(times, bucket, k)
 				if (p-p0)>>16 != (p+k-p0)>>16 {
 					if err := ctx.Err(); err != nil {
 						return 0, false, fmt.Errorf("merger: %w", err)
@@ -169,6 +189,27 @@ func (c *cursor) fillTimes(ctx context.Context, limit, minRows int) (p int, cut 
 	}
 	c.lastT, c.fresh, w.time = lastT, fresh, times
 	return p, cut, nil
+}
+
+// allWithin reports whether every t of ts is within [lo, hi]: its least and its greatest,
+// without a branch a row.
+func allWithin(ts []int64, lo, hi int64) bool {
+	a, b := ts[0], ts[0]
+	for _, t := range ts[1:] {
+		a, b = min(a, t), max(b, t)
+	}
+	return a >= lo && b <= hi
+}
+
+// appendRepeat appends n copies of t to ts.
+func appendRepeat(ts []int64, t int64, n int) []int64 {
+	ts = slices.Grow(ts, n)
+	k := len(ts)
+	ts = ts[:k+n]
+	for i := range ts[k:] {
+		ts[k+i] = t
+	}
+	return ts
 }
 
 // timesInOrder reports whether the times ts are in order, the first not before last (unless
