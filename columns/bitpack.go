@@ -146,17 +146,20 @@ func decodePacked[T unsigned](dst []T, src []byte, n, width int) ([]T, []byte, e
 	start := len(dst)
 	dst = grow(dst, n)
 	out := dst[start : start+n]
-	unpack(out, src[:size], uint(width))
+	unpack(out, src[:size], uint(width), 0)
 	return dst, src[size:], nil
 }
 
-// unpack decodes len(out) values of width w from src, which holds exactly packedSize bytes.
-// Values are read from the word at their first byte (and the byte after that word, for widths
+// unpack decodes len(out) values of width w from src, which holds exactly packedSize bytes,
+// each plus base (modulo 2^64, then converted to T: a frame of reference's base is added in
+// the loop that writes the values, not in a pass after it). Values are read from the word at their first byte (and the byte after that word, for widths
 // over 57), several at once when they fit, so the loop carries no state from one step to the
 // next; the last few values, whose word would run past src, are read a byte at a time.
-func unpack[T word](out []T, src []byte, w uint) {
+func unpack[T word](out []T, src []byte, w uint, base uint64) {
 	if w == 0 {
-		clear(out)
+		for i := range out {
+			out[i] = T(base)
+		}
 		return
 	}
 	mask := ^uint64(0) >> (64 - w)
@@ -168,41 +171,41 @@ func unpack[T word](out []T, src []byte, w uint) {
 		for ; i+8 <= len(out) && int(bit>>3)+8 <= len(src); i += 8 {
 			x := binary.LittleEndian.Uint64(src[bit>>3:]) >> (bit & 7)
 			o := out[i : i+8 : i+8]
-			o[0], o[1], o[2], o[3] = T(x&mask), T(x>>w&mask), T(x>>(2*w)&mask), T(x>>(3*w)&mask)
-			o[4], o[5], o[6], o[7] = T(x>>(4*w)&mask), T(x>>(5*w)&mask), T(x>>(6*w)&mask), T(x>>(7*w)&mask)
+			o[0], o[1], o[2], o[3] = T(x&mask+base), T(x>>w&mask+base), T(x>>(2*w)&mask+base), T(x>>(3*w)&mask+base)
+			o[4], o[5], o[6], o[7] = T(x>>(4*w)&mask+base), T(x>>(5*w)&mask+base), T(x>>(6*w)&mask+base), T(x>>(7*w)&mask+base)
 			bit += 8 * w
 		}
 	case w <= 14:
 		for ; i+4 <= len(out) && int(bit>>3)+8 <= len(src); i += 4 {
 			x := binary.LittleEndian.Uint64(src[bit>>3:]) >> (bit & 7)
 			o := out[i : i+4 : i+4]
-			o[0], o[1], o[2], o[3] = T(x&mask), T(x>>w&mask), T(x>>(2*w)&mask), T(x>>(3*w)&mask)
+			o[0], o[1], o[2], o[3] = T(x&mask+base), T(x>>w&mask+base), T(x>>(2*w)&mask+base), T(x>>(3*w)&mask+base)
 			bit += 4 * w
 		}
 	case w <= 28:
 		for ; i+2 <= len(out) && int(bit>>3)+8 <= len(src); i += 2 {
 			x := binary.LittleEndian.Uint64(src[bit>>3:]) >> (bit & 7)
 			o := out[i : i+2 : i+2]
-			o[0], o[1] = T(x&mask), T(x>>w&mask)
+			o[0], o[1] = T(x&mask+base), T(x>>w&mask+base)
 			bit += 2 * w
 		}
 	}
 	if w <= 57 {
 		for ; i < len(out) && int(bit>>3)+8 <= len(src); i++ {
-			out[i] = T(binary.LittleEndian.Uint64(src[bit>>3:]) >> (bit & 7) & mask)
+			out[i] = T(binary.LittleEndian.Uint64(src[bit>>3:])>>(bit&7)&mask + base)
 			bit += w
 		}
 	} else {
 		for ; i < len(out) && int(bit>>3)+9 <= len(src); i++ {
 			k, s := bit>>3, bit&7
-			out[i] = T((binary.LittleEndian.Uint64(src[k:])>>s | uint64(src[k+8])<<(64-s)) & mask)
+			out[i] = T((binary.LittleEndian.Uint64(src[k:])>>s|uint64(src[k+8])<<(64-s))&mask + base)
 			bit += w
 		}
 	}
 	for ; i < len(out); i++ {
 		k, s := int(bit>>3), bit&7
 		lo := loadTail(src, k)
-		out[i] = T((lo>>s | loadTail(src, k+8)<<(64-s)) & mask)
+		out[i] = T((lo>>s|loadTail(src, k+8)<<(64-s))&mask + base)
 		bit += w
 	}
 }

@@ -301,14 +301,16 @@ func decodeInt64sV(dst []int64, src []byte, want int, pd *planeDecoder) ([]int64
 			dst = grow(dst, count)
 			out = dst[start:]
 			if enc == intFOR {
-				unpack(out, rest[:size], uint(w))
+				unpack(out, rest[:size], uint(w), uint64(base))
 			} else {
-				unpack(out[1:], rest[:size], uint(w))
+				unpack(out[1:], rest[:size], uint(w), 0)
 			}
 		}
 		if enc == intFOR {
-			for i := range out {
-				out[i] = int64(uint64(out[i]) + uint64(base))
+			if planes {
+				for i := range out {
+					out[i] = int64(uint64(out[i]) + uint64(base))
+				}
 			}
 		} else {
 			out[0] = base

@@ -166,7 +166,7 @@ func TestPackedMatchesReference(t *testing.T) {
 				require.Equal(t, u32, o32, "w=%d n=%d uint32", w, n)
 			}
 			i64 := make([]int64, n)
-			unpack(i64, got[1:], uint(w))
+			unpack(i64, got[1:], uint(w), 0)
 			for i, v := range vals {
 				require.Equal(t, v, uint64(i64[i]), "w=%d n=%d value %d", w, n, i)
 			}
