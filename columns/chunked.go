@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
@@ -38,6 +39,9 @@ type source struct {
 	size int64
 	// closed is set by Segment.Close, which must not run concurrently with reads.
 	closed bool
+	// viewed, when set (a segment's mapped source), is set by every view of the mapping
+	// (see Segment.ReleasePages).
+	viewed *atomic.Bool
 }
 
 // file returns the source that reads a mapped file's bytes through its descriptor, for a
@@ -61,6 +65,9 @@ func (s *source) view(off, n int64, buf []byte) ([]byte, error) {
 		return nil, corruptf("range [%d, %d+%d) outside the file of %d bytes", off, off, n, s.size)
 	}
 	if s.data != nil {
+		if v := s.viewed; v != nil && !v.Load() {
+			v.Store(true)
+		}
 		return s.data[off : off+n : off+n], nil
 	}
 	if int64(cap(buf)) < n {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/writeout/writeout/columns/agg"
 	"github.com/writeout/writeout/internal/segfmt"
 	"github.com/writeout/writeout/medium"
 )
@@ -101,6 +102,56 @@ func TestReleasePagesDropsTheMappingsResidentPages(t *testing.T) {
 	before := mappingRss(t, data)
 	require.NoError(t, seg.verifyChecksums())
 	require.GreaterOrEqual(t, mappingRss(t, data), before)
+}
+
+// TestReleasePagesSkipsWhatNothingViewed: a release after which nothing viewed the mapping is
+// skipped from the second on (a view taken just before a release may be read after it), but
+// every releaseForceEvery-th is done; a view makes the next two releases drop the pages again.
+func TestReleasePagesSkipsWhatNothingViewed(t *testing.T) {
+	path, _ := writeReleaseSegment(t, 8000)
+	seg, err := Open(path)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, seg.Close()) }()
+	data := seg.src.data
+	require.NotNil(t, data, "the segment should be mapped on Linux")
+	col, err := seg.Long(string(agg.LongSum) + "_m")
+	require.NoError(t, err)
+	touch := func() { // a read of every row through the mapping
+		t.Helper()
+		cur := col.Cursor()
+		for r := range seg.Rows() {
+			_, err := cur.At(r)
+			require.NoError(t, err)
+		}
+	}
+	skipped := func(f func() error) int64 {
+		t.Helper()
+		n := releasesSkipped.Load()
+		require.NoError(t, f())
+		return releasesSkipped.Load() - n
+	}
+	touch()
+	require.Positive(t, mappingRss(t, data))
+	require.Zero(t, skipped(seg.ReleasePages), "viewed since the last release")
+	require.Zero(t, mappingRss(t, data))
+	require.Zero(t, skipped(seg.ReleasePages), "viewed before the last release")
+	for i := 1; i < releaseForceEvery; i++ {
+		require.Equal(t, int64(1), skipped(seg.ReleasePages), "release %d with nothing viewed", i)
+	}
+	require.Zero(t, skipped(seg.ReleasePages), "the releaseForceEvery-th is done")
+
+	// A view, then a release, then the read of the view's bytes: the release after drops them.
+	cur := col.Cursor()
+	_, err = cur.At(0)
+	require.NoError(t, err)
+	require.Zero(t, skipped(seg.ReleasePages))
+	for r := range seg.Rows() {
+		_, err := cur.At(r)
+		require.NoError(t, err)
+	}
+	require.Positive(t, mappingRss(t, data))
+	require.Zero(t, skipped(seg.ReleasePages), "viewed before the last release")
+	require.Zero(t, mappingRss(t, data))
 }
 
 func TestReleasePagesLeavesUnmappedBytesAlone(t *testing.T) {

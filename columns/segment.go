@@ -45,6 +45,7 @@ type Segment struct {
 	// computed as it read (fusedCRC), runCRCs those put together from deferred cursors' runs
 	// (partRuns).
 	crcPasses, fileCRCs, fusedCRCs, runCRCs atomic.Int64
+	release                                 releaseState
 
 	time     *Column[int64]
 	dims     []*DimColumn // nil for raw dimensions
@@ -129,6 +130,9 @@ func newSegmentBytes(b []byte) (*Segment, error) {
 
 func newSegment(src source, name string, closeFn func() error, o OpenOptions) (*Segment, error) {
 	s := &Segment{name: name, src: src, closeFn: closeFn}
+	if src.data != nil {
+		s.src.viewed = &s.release.viewed
+	}
 	f, err := readFooter(src)
 	if err != nil {
 		return nil, err
