@@ -36,7 +36,9 @@ func (p *runSorts) get(n int) (scratch.Array[uint32], error) {
 	if len(a.S) >= n {
 		return a, nil
 	}
-	err := a.Free()
+	// Too small: to the system, not the scratch pool, whose mappings stay resident, where no
+	// later array of the merge would take it (the sorts only grow).
+	err := a.FreeToSystem()
 	return scratch.New[uint32](n), err
 }
 
