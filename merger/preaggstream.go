@@ -248,6 +248,7 @@ func (c *cursor) streamInto(ctx context.Context, p0, p int) (slotPages, error) {
 	}
 	preAggGroups.Add(1)
 	c.rekeyNext = st.rekey
+	summarize(seen, sum)
 	slots := 0
 	for si, x := range sum {
 		for ; x != 0; x &= x - 1 {
@@ -397,15 +398,26 @@ type groupStage struct {
 	rekey bool
 }
 
+// summarize sets the bit of every word of seen that is not zero in sum, its summary, once
+// a streamed group's keys are all marked: a group streams more rows than seen has words
+// (2^14 at least, against 2^14 words at maxSlotBits), and each row marked the summary too.
+func summarize(seen, sum []uint64) {
+	for wi, x := range seen {
+		if x != 0 {
+			sum[wi>>6] |= 1 << (wi & 63)
+		}
+	}
+}
+
 // add marks keys, the packed keys of the group's next rows, in the cursor's bitmap of the
-// group's keys and keeps them while the group's rows are within the bound.
+// group's keys (not in its summary: see summarize) and keeps them while the group's rows are
+// within the bound.
 func (st *groupStage) add(keys []uint64) {
-	c := st.c
-	seen, sum := c.seen, c.seenSum
+	seen := st.c.seen
 	for _, k := range keys {
 		seen[k>>6] |= 1 << (k & 63)
-		sum[k>>12] |= 1 << (k >> 6 & 63)
 	}
+	c := st.c
 	limit := math.MaxInt // the keys kept in memory
 	if c.pre.openKeys != nil {
 		limit = min(orDefault(c.pre.memGroupRows, maxMemGroupRows), maxMemGroupRows)
