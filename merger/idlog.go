@@ -139,14 +139,14 @@ type logRun struct {
 
 // The bounds (variables for tests).
 var (
-	// logMemIDs bounds the ids a log keeps in memory before its first run (4 MiB to 16 MiB):
-	// a merge of up to 4 Mi rows keeps its logs in memory, as it would without the bound.
+	// logMemIDs bounds the ids a log keeps in memory before its first run (1 MiB to 4 MiB):
+	// a merge of up to 1 Mi rows keeps its logs in memory, as it would without the bound.
 	logMemIDs = 1 << 20
 	// logRunIDs bounds a run's rows (the run's sort takes 4 MiB) and the ids a log keeps in
 	// memory once it has runs (see runLen).
 	logRunIDs = 1 << 20
-	// logSortRows bounds the rows the bitmaps phase places at a time (16 MiB of rows), unless
-	// a single id holds more. A merge of up to 4 Mi rows sorts each log in one pass.
+	// logSortRows bounds the rows the bitmaps phase places at a time (4 MiB of rows), unless
+	// a single id holds more. A merge of up to 1 Mi rows sorts each log in one pass.
 	logSortRows = 1 << 20
 )
 
