@@ -11,7 +11,7 @@ import (
 // through one cursor: a rollup combines each hour of an input on whichever goroutine is free,
 // through readers of its own, so the part's chunks come in several runs, each in order, some
 // at once. Checking the part's CRC before the first read (checkSlow) read every byte of it
-// once more, through the descriptor: at 300 M rows, a tenth of a rollup's CPU.
+// once more, through the descriptor: 0.37 s of the 9.7 s of CPU of a 300 M-row rollup.
 //
 // A cursor taken with a Deferral (Column.DeferredCursor) of a part no reader checked yet
 // instead hashes the frames it loads, a run of consecutive chunks at a time (crcRun), and

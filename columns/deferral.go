@@ -81,11 +81,12 @@ func (x *deferred) seg(c *chunkReader) error {
 }
 
 // readErr is err, an error decoding or checking a chunk of c's part: for a reader that
-// computes the part's CRC from the frames it loads (a deferred check's), the part's CRC error
-// when the bytes do not match it, so that damaged bytes read as a bad CRC, as when the CRC
-// is checked first.
+// computes the part's CRC from the frames it loads (a deferred check's, or runs: see
+// partRuns), the part's CRC error when the bytes do not match it, so that damaged bytes read
+// as a bad CRC, as when the CRC is checked first.
 func (c *chunkReader) readErr(err error) error {
-	if c.df == nil && c.runs == nil || c.df != nil && c.fused == nil || c.src.closed {
+	fromFrames := c.runs != nil || c.df != nil && c.fused != nil
+	if !fromFrames || c.src.closed {
 		return err
 	}
 	if cerr := c.ix.chk.checkCRC(); cerr != nil {

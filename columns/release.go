@@ -34,14 +34,15 @@ func (s *Segment) ReleasePages() error {
 	return s.dropFn(0, s.src.size)
 }
 
-// releaseState is what ReleasePages knows of a mapped segment's use of its mapping (one
-// read through ReadAt that drops pages, an object store's, releases each time). A release is a madvise over
-// the whole mapping and a TLB flush on every CPU the process ran on, and a merge releases its
-// inputs every 2^17 rows while it reads their large parts through the descriptor, not the
-// mapping (a 300 M-row rollup spent 3% of its CPU releasing nothing). So a release is skipped
-// when nothing viewed the mapping since the one before the last (a view taken just before a
-// release may be read after it), except every releaseForceEvery-th: a view held long, read
-// again and again, faults its pages back in without a new view.
+// releaseState is what ReleasePages knows of a mapped segment's use of its mapping (a
+// segment read through ReadAt that drops pages, an object store's, releases each time). A
+// release is a madvise over the whole mapping and a TLB flush on every CPU the process ran
+// on, and a merge releases its inputs every 2^17 rows while it reads their large parts
+// through the descriptor, not the mapping (a 300 M-row rollup spent 3% of its CPU releasing
+// nothing). So a release is skipped when nothing viewed the mapping since the one before the
+// last (a view taken just before a release may be read after it), except every
+// releaseForceEvery-th: a view held long, read again and again, faults its pages back in
+// without a new view.
 type releaseState struct {
 	viewed  atomic.Bool   // set by a view of the mapping (source.viewed)
 	before  atomic.Bool   // viewed, as the last release found it

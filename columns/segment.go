@@ -45,7 +45,8 @@ type Segment struct {
 	// computed as it read (fusedCRC), runCRCs those put together from deferred cursors' runs
 	// (partRuns).
 	crcPasses, fileCRCs, fusedCRCs, runCRCs atomic.Int64
-	release                                 releaseState
+	// release is what ReleasePages knows of the mapping's use.
+	release releaseState
 
 	time     *Column[int64]
 	dims     []*DimColumn // nil for raw dimensions
