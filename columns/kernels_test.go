@@ -170,6 +170,11 @@ func TestPackedMatchesReference(t *testing.T) {
 			for i, v := range vals {
 				require.Equal(t, v, uint64(i64[i]), "w=%d n=%d value %d", w, n, i)
 			}
+			base := uint64(rng.Int64())
+			unpack(i64, got[1:], uint(w), base)
+			for i, v := range vals {
+				require.Equal(t, v+base, uint64(i64[i]), "w=%d n=%d value %d plus %d", w, n, i, base)
+			}
 		}
 	}
 }

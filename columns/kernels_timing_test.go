@@ -31,7 +31,7 @@ func kernelLoop(b *testing.B, values int, f func()) {
 
 func BenchmarkKernelPacked(b *testing.B) {
 	rng := rand.New(rand.NewPCG(14, 1))
-	for _, w := range []int{1, 7, 12, 17, 20, 32} {
+	for _, w := range []int{1, 7, 8, 10, 12, 17, 20, 32} {
 		vals := make([]uint32, benchChunk)
 		for i := range vals {
 			vals[i] = uint32(rng.Uint64() >> (64 - w))
