@@ -449,9 +449,12 @@ func (t *longTask) startSlots(sa *slotAccs, g *groupAgg) error {
 		if err != nil {
 			return err
 		}
-		id := kind.LongIdentity()
-		for i := range v {
-			v[i] = id
+		if id := kind.LongIdentity(); id == 0 {
+			clear(v) // a sum's: memclr, not a store a slot
+		} else {
+			for i := range v {
+				v[i] = id
+			}
 		}
 		sa.v, sa.c = v, nil
 	} else {
