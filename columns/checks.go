@@ -213,11 +213,17 @@ func (pc *partCheck) compute(ctx context.Context, viaFile bool) (checkState, uin
 // goes through the mapping, which it then finds ready.
 func (s *Segment) partCRC(ctx context.Context, p *segfmt.PartInfo, viaFile bool) (uint32, error) {
 	s.crcPasses.Add(1)
-	var crc uint32
+	if viaFile && s.src.file() != nil {
+		s.fileCRCs.Add(1)
+	}
+	return s.crcRange(ctx, 0, p, 0, p.Length, viaFile)
+}
+
+// crcRange returns crc extended by the bytes [lo, hi) of part p, read as partCRC reads them.
+func (s *Segment) crcRange(ctx context.Context, crc uint32, p *segfmt.PartInfo, lo, hi int64, viaFile bool) (uint32, error) {
 	var buf []byte
 	src := &s.src
 	if f := src.file(); viaFile && f != nil {
-		s.fileCRCs.Add(1)
 		src = f
 	}
 	// A ReaderAt that holds what it read (a PageDropper: an object store reader's mapped
@@ -225,7 +231,7 @@ func (s *Segment) partCRC(ctx context.Context, p *segfmt.PartInfo, viaFile bool)
 	// part's whole length stays resident until its reader releases it (an s3:// merge's peak
 	// held 50 MB of one).
 	dropEach := viaFile && s.src.data == nil && s.dropFn != nil
-	if src.data == nil && p.Length > 0 {
+	if src.data == nil && hi > lo {
 		// Read through a buffer: one from the pool, so that checking a whole file (Verify,
 		// VerifyChecksumsContext, a publish's read-back) costs one buffer (crcPiece), not one
 		// per part.
@@ -233,11 +239,11 @@ func (s *Segment) partCRC(ctx context.Context, p *segfmt.PartInfo, viaFile bool)
 		defer crcBuffers.Put(bp)
 		buf = *bp
 	}
-	for off := int64(0); off < p.Length; off += crcPiece {
+	for off := lo; off < hi; off += crcPiece {
 		if err := ctx.Err(); err != nil {
 			return 0, fmt.Errorf("columns: verify checksums: %w", err)
 		}
-		n := min(crcPiece, p.Length-off)
+		n := min(crcPiece, hi-off)
 		b, err := src.view(p.Offset+off, n, buf)
 		if err != nil {
 			return 0, err

@@ -2,6 +2,7 @@ package columns
 
 import (
 	"cmp"
+	"context"
 	"hash/crc32"
 	"slices"
 	"sync"
@@ -135,35 +136,13 @@ func (r *partRuns) combine(runs []*crcRun) (uint32, error) {
 
 // hashChunks returns crc extended by the bytes of chunks [a, b), read from the file.
 func (r *partRuns) hashChunks(crc uint32, a, b int) (uint32, error) {
-	if a >= b {
-		return crc, nil
-	}
 	return r.hashBytes(crc, r.ix.off(a), r.ix.off(b))
 }
 
-// hashBytes returns crc extended by the part's bytes [lo, hi), read through the descriptor
-// crcPiece at a time (as partCRC reads a part it does not map).
+// hashBytes returns crc extended by the part's bytes [lo, hi), read through the descriptor (as
+// partCRC reads a part it does not read otherwise).
 func (r *partRuns) hashBytes(crc uint32, lo, hi int64) (uint32, error) {
-	s := r.pc.seg
-	src := &s.src
-	if f := src.file(); f != nil {
-		src = f
-	}
-	var buf []byte
-	if src.data == nil && hi > lo {
-		bp := crcBuffers.Get().(*[]byte)
-		defer crcBuffers.Put(bp)
-		buf = *bp
-	}
-	for off := lo; off < hi; off += crcPiece {
-		n := min(crcPiece, hi-off)
-		b, err := src.view(r.pc.part.Offset+off, n, buf)
-		if err != nil {
-			return 0, err
-		}
-		crc = crc32.Update(crc, castagnoli, b)
-	}
-	return crc, nil
+	return r.pc.seg.crcRange(context.Background(), crc, r.pc.part, lo, hi, true)
 }
 
 // crcCombine returns the CRC-32C of the bytes A then B from a, A's CRC, b, B's, and n, B's

@@ -3,6 +3,7 @@ package columns
 import (
 	"cmp"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -245,10 +246,7 @@ func (d *Deferral) runsOf(ix *chunkIndex) *partRuns {
 // sortedRuns returns the values of m in the parts' order in their files (a map's order is
 // random; the first failure Judge returns is then always the same).
 func sortedRuns(m map[*partCheck]*partRuns) []*partRuns {
-	rs := make([]*partRuns, 0, len(m))
-	for _, r := range m {
-		rs = append(rs, r)
-	}
+	rs := slices.Collect(maps.Values(m))
 	slices.SortFunc(rs, func(a, b *partRuns) int {
 		return cmp.Or(strings.Compare(a.pc.seg.name, b.pc.seg.name), cmp.Compare(a.pc.part.Offset, b.pc.part.Offset))
 	})

@@ -413,11 +413,11 @@ func summarize(seen, sum []uint64) {
 // group's keys (not in its summary: see summarize) and keeps them while the group's rows are
 // within the bound.
 func (st *groupStage) add(keys []uint64) {
-	seen := st.c.seen
+	c := st.c
+	seen := c.seen
 	for _, k := range keys {
 		seen[k>>6] |= 1 << (k & 63)
 	}
-	c := st.c
 	limit := math.MaxInt // the keys kept in memory
 	if c.pre.openKeys != nil {
 		limit = min(orDefault(c.pre.memGroupRows, maxMemGroupRows), maxMemGroupRows)
