@@ -12,7 +12,8 @@ package merger
 //     of its columns at a time (inputBytes a column);
 //   - the long metrics' slot tables of pre-aggregated groups (one accumulator a distinct key of
 //     an input's group, see slottables.go), which are kept from group to group while they fit
-//     their share, and given back to the system as they are read once they do not.
+//     their share, and given back to the system as they are read once they do not; groups
+//     combined ahead past maxPreloads take tables only while they hold less than aheadShare.
 //
 // The budget sizes both: the bounds of the first shrink, each to its share, when the limit is
 // small (never below a floor that keeps runs and passes few), and the inputs of one phase are
@@ -38,6 +39,11 @@ const (
 	inputsShare = 2
 )
 
+// aheadShare is the budget's share, in eighths, that slot tables may hold for more groups
+// combined ahead than maxPreloads (see preloads.most): the 300 M-row hour rollup of five
+// overlapping inputs peaked at 27 MiB of tables with six groups.
+const aheadShare = 1
+
 // tableKeep is the part of the budget (1/tableKeep) the slot tables may hold before they give
 // the pages of the slots read back, and free the tables of groups done rather than keep them
 // for the next groups: the tables in use are what their groups need (an accumulator a
@@ -59,6 +65,7 @@ type bounds struct {
 	sortRows     int // rows the bitmaps step sorts at a time, a goroutine
 	memGroupRows int // a streamed group's rows whose keys stay in memory, a cursor
 	tableBytes   int // what the slot tables may hold before they give read pages back
+	aheadBytes   int // what they may hold for more groups combined ahead than maxPreloads
 }
 
 // boundsFor returns the bounds of a merge of limit bytes (0: defaultMemoryLimit) writing
@@ -77,6 +84,7 @@ func boundsFor(limit int64, dims, par, fan int) bounds {
 		sortRows:     share(sortShare, par, 4, 1<<16, logSortRows),
 		memGroupRows: share(groupShare, fan, 4, 1<<14, maxMemGroupRows),
 		tableBytes:   int(limit / tableKeep),
+		aheadBytes:   int(limit * aheadShare / 8),
 	}
 }
 

@@ -15,16 +15,16 @@ import (
 func TestBoundsFor(t *testing.T) {
 	// The default budget gives every bound its largest value.
 	def := boundsFor(0, 3, 2, 5)
-	assert.Equal(t, bounds{logIDs: logRunIDs, sortRows: logSortRows, memGroupRows: maxMemGroupRows, tableBytes: defaultMemoryLimit / tableKeep}, def)
+	assert.Equal(t, bounds{logIDs: logRunIDs, sortRows: logSortRows, memGroupRows: maxMemGroupRows, tableBytes: defaultMemoryLimit / tableKeep, aheadBytes: defaultMemoryLimit / 8}, def)
 	assert.Equal(t, def, boundsFor(defaultMemoryLimit, 3, 2, 5))
 
 	// 16 MiB: a quarter for 3 logs of 8 bytes an id, an eighth for 2 sorts and for 5 cursors'
-	// keys of 4 bytes, a 64th for the slot tables.
+	// keys of 4 bytes, a 64th for the slot tables, an eighth for more groups combined ahead.
 	small := boundsFor(16<<20, 3, 2, 5)
-	assert.Equal(t, bounds{logIDs: (4 << 20) / 3 / 8, sortRows: (2 << 20) / 2 / 4, memGroupRows: (2 << 20) / 5 / 4, tableBytes: 256 << 10}, small)
+	assert.Equal(t, bounds{logIDs: (4 << 20) / 3 / 8, sortRows: (2 << 20) / 2 / 4, memGroupRows: (2 << 20) / 5 / 4, tableBytes: 256 << 10, aheadBytes: 2 << 20}, small)
 
 	// Many dimensions, goroutines and inputs: the floors.
-	assert.Equal(t, bounds{logIDs: 1 << 16, sortRows: 1 << 16, memGroupRows: 1 << 14, tableBytes: 256 << 10}, boundsFor(16<<20, 100, 64, 1000))
+	assert.Equal(t, bounds{logIDs: 1 << 16, sortRows: 1 << 16, memGroupRows: 1 << 14, tableBytes: 256 << 10, aheadBytes: 2 << 20}, boundsFor(16<<20, 100, 64, 1000))
 	// No dimension: the share is whole, never a division by 0.
 	assert.Equal(t, (4<<20)/8, boundsFor(16<<20, 0, 0, 0).logIDs)
 }

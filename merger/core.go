@@ -396,7 +396,7 @@ func (c *core) preAgg() *preAgg {
 	pre := &preAgg{pool: make(chan []int32, 8), pool16: make(chan []uint16, 8), memGroupRows: c.bounds.memGroupRows,
 		openKeys: func(in int32) *keyReader { return c.openKeys(in, packBits) },
 		release:  func(in int32) error { return releaseInputs(c.srcs[in:in+1], c.names[in:in+1]) }}
-	pre.tables.budget = int64(c.bounds.tableBytes)
+	pre.tables.budget, pre.tables.ahead = int64(c.bounds.tableBytes), int64(c.bounds.aheadBytes)
 	for _, m := range c.out.Metrics {
 		if m.Type != columns.MetricLong {
 			return nil

@@ -124,9 +124,12 @@ type groupAgg struct {
 	rowsGone       atomic.Bool
 	pre            *preAgg
 	// loads: per long task, its accumulators combined ahead (see preloads.start); nil: none.
-	// early: combined as soon as it was streamed (preloads.startEarly).
-	loads []*preload
-	early bool
+	// early: combined as soon as it was streamed (preloads.startEarly); claimed: combined by
+	// the first task that needed it (preloads.claim). loads and claimed are guarded by the
+	// preloads' mu.
+	loads   []*preload
+	early   bool
+	claimed bool
 }
 
 // setUsers makes every one of n users a user and a reader of g.
@@ -585,6 +588,16 @@ func (t *longTask) slotsOf(b *batch, k int32) (*slotAccs, error) {
 	}
 	for _, g := range b.aggs {
 		if g.in == in && g.lo == lo && g.hi == hi {
+			if g.rekey && t.pre != nil {
+				// The task's tables of its last group go to the claim (or back).
+				if sa.g != nil {
+					sa.g.release()
+				}
+				if !t.pre.ps.claim(g, t.pre.ti, sa.mem) {
+					t.pre.giveBack(sa.mem)
+				}
+				*sa = slotAccs{buf: sa.buf}
+			}
 			if l, err := t.pre.take(g); l != nil || err != nil {
 				if err != nil {
 					return nil, err

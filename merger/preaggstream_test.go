@@ -139,16 +139,24 @@ func TestMergeStreamedGroups(t *testing.T) {
 		require.Greater(t, preloadsTaken.Load(), taken, "%s: no group combined ahead", name)
 		require.Greater(t, earlyPreloads.Load(), early, "%s: no group combined as soon as streamed ahead", name)
 
-		// Without preloads the tasks combine every group, and with one at a time some;
+		// Without preloads the tasks combine every group, the first task a group keyed again
+		// for every task (a claim) unless claims are off, and with one preload at a time some;
 		// without groups streamed ahead each streams when the merge reaches it.
-		for _, n := range []int{0, 1} {
-			maxPreloads = n
-			taken := preloadsTaken.Load()
-			noPre := filepath.Join(dir, fmt.Sprintf("preloads%d.seg", n))
+		for _, v := range []struct {
+			preloads int
+			claims   bool
+		}{{0, true}, {0, false}, {1, true}} {
+			maxPreloads, claimsOff = v.preloads, !v.claims
+			taken, claimed := preloadsTaken.Load(), claimsTaken.Load()
+			noPre := filepath.Join(dir, fmt.Sprintf("preloads%d-%v.seg", v.preloads, v.claims))
 			_, err = Merge(t.Context(), segs, noPre, opts)
-			maxPreloads = savedPreloads
+			maxPreloads, claimsOff = savedPreloads, false
 			require.NoError(t, err, name)
-			require.Equal(t, n > 0, preloadsTaken.Load() > taken, "%s: preloads at most %d", name, n)
+			require.Equal(t, v.preloads > 0, preloadsTaken.Load() > taken, "%s: preloads at most %d", name, v.preloads)
+			if v.preloads == 0 {
+				// Every group keyed again is claimed, one claim taken by each long task.
+				require.Equal(t, v.claims && c%3 != 2, claimsTaken.Load() > claimed, "%s: claims %v", name, v.claims)
+			}
 			requireSameFiles(t, noPre, streamed, name)
 		}
 		maxAheads = 0
@@ -270,9 +278,9 @@ func TestMergeSlotTables(t *testing.T) {
 	_, err := Merge(t.Context(), segs, fit, opts)
 	require.NoError(t, err)
 	require.Equal(t, drops, slotDrops.Load(), "slot tables' pages released under their share")
-	// Held at once, a task's: a group of each input, one of each group combined ahead, and
-	// as many given back for the next.
-	most := int64(len(ms) * (inputs + 2*maxPreloads))
+	// Held at once, a task's: a group of each input, one of each group combined ahead (up to
+	// one an input and one more), and maxPreloads given back for the next.
+	most := int64(len(ms) * (inputs + max(maxPreloads, inputs+1) + maxPreloads))
 	require.LessOrEqual(t, slotTablesMade.Load()-made, most, "slot tables made anew for later groups")
 	requireSameFiles(t, off, fit, "pre-aggregated, tables kept")
 
@@ -282,4 +290,22 @@ func TestMergeSlotTables(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, slotDrops.Load(), drops, "no slot table's pages released past their share")
 	requireSameFiles(t, off, small, "pre-aggregated, tables released")
+}
+
+// TestPreloadsMost: up to one group a source and one more combined ahead, at least
+// maxPreloads, none with preloads off; past maxPreloads only while the tables hold less than
+// their share for it.
+func TestPreloadsMost(t *testing.T) {
+	saved := maxPreloads
+	t.Cleanup(func() { maxPreloads = saved })
+	for _, c := range []struct{ preloads, sources, most int }{{4, 1, 4}, {4, 3, 4}, {4, 5, 6}, {4, 40, 41}, {1, 2, 3}, {0, 5, 0}} {
+		maxPreloads = c.preloads
+		ps := preloads{sources: c.sources}
+		require.Equal(t, c.most, ps.most(), "%d preloads, %d sources", c.preloads, c.sources)
+	}
+	m := tableMem{budget: 1 << 10, ahead: 4 << 10}
+	m.add(4<<10 - 1)
+	require.False(t, m.aheadFull())
+	m.add(1)
+	require.True(t, m.aheadFull())
 }

@@ -24,11 +24,16 @@ import (
 // tableMem is what a merge's slot tables hold, against their share of the budget.
 type tableMem struct {
 	budget int64        // bounds.tableBytes
+	ahead  int64        // bounds.aheadBytes
 	held   atomic.Int64 // the tables' bytes not given back (accMem.held), every table
 }
 
 // over reports whether the tables hold more than their share (or there is no account: m nil).
 func (m *tableMem) over() bool { return m == nil || m.held.Load() > m.budget }
+
+// aheadFull reports whether the tables hold their share for groups combined ahead past
+// maxPreloads (see preloads.most).
+func (m *tableMem) aheadFull() bool { return m.held.Load() >= m.ahead }
 
 // add counts n bytes more held (n < 0: fewer).
 func (m *tableMem) add(n int) {
