@@ -389,8 +389,10 @@ type slotAccs struct {
 	// dropped: the tables' slots below it are released (see passed), and nextDrop is the
 	// slot from which passed releases the next.
 	dropped, nextDrop int
-	tmp               agg.LongAcc
-	buf               slotBuf
+	// bound, for a plain sum, is at least every |v[s]| while below sumBound (see addPlain).
+	bound uint64
+	tmp   agg.LongAcc
+	buf   slotBuf
 }
 
 // at returns slot s's accumulator (for plain, valid until the next call).
@@ -459,7 +461,7 @@ func (t *longTask) startSlots(sa *slotAccs, g *groupAgg) error {
 				v[i] = id
 			}
 		}
-		sa.v, sa.c = v, nil
+		sa.v, sa.c, sa.bound = v, nil, 0
 	} else {
 		accs, err := accsFor(&sa.mem, &sa.mem.accs, g.slots)
 		if err != nil {
@@ -536,6 +538,21 @@ func (t *longTask) addAccs(sa *slotAccs, r int, vs []int64, gid []int32, tc *sou
 	return nil
 }
 
+// sumBound bounds slotAccs.bound: at or past it a sum might leave the int64 range, and its
+// adds are checked for a carry.
+const sumBound = 1 << 62
+
+// addBound returns bound plus n values of magnitude at most 2^bits.Len64(or) (or: the OR of
+// the values' |x| for x >= 0, |x| - 1 for x < 0), and whether it stays below sumBound.
+func addBound(bound uint64, n int, or uint64) (uint64, bool) {
+	l := bits.Len64(or)
+	if l+bits.Len(uint(n)) >= 62 {
+		return 0, false
+	}
+	bound += uint64(n) << l
+	return bound, bound < sumBound
+}
+
 // addPlain combines vs into the plain accumulators of slots gid: the rows all have a value,
 // and the metric stores no times.
 func (t *longTask) addPlain(sa *slotAccs, vs []int64, gid []int32) error {
@@ -552,6 +569,24 @@ func (t *longTask) addPlain(sa *slotAccs, vs []int64, gid []int32) error {
 			v[s] = max(v[s], x)
 		}
 	case agg.Sum, agg.First, agg.Last, agg.Union: // the sum, as CombineLong takes them
+		gid = gid[:len(vs)]
+		if sa.bound < sumBound {
+			// Unchecked adds while no sum can have left the int64 range: 9% of a 300 M-row
+			// rollup's time went to checking every add for a carry.
+			var or uint64
+			for j, x := range vs {
+				v[gid[j]] += x
+				or |= uint64(x ^ x>>63) // |x| - 1 for x < 0
+			}
+			if b, ok := addBound(sa.bound, len(vs), or); ok {
+				sa.bound = b
+				return nil
+			}
+			for j, x := range vs { // undone (wrapped adds undo exactly), then checked
+				v[gid[j]] -= x
+			}
+			sa.bound = sumBound
+		}
 		for j, x := range vs {
 			s := gid[j]
 			var k int64

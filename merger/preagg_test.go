@@ -3,6 +3,7 @@ package merger
 import (
 	"cmp"
 	"fmt"
+	"math/big"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -136,5 +137,55 @@ func TestMergePreAggregate(t *testing.T) {
 			require.NoError(t, err)
 			requireRowsEqual(t, oracleMerge(schemas, rows, out), readRows(t, openSeg(t, on)), false, name)
 		}
+	}
+}
+
+// TestAddPlainSumBound: a plain sum's adds go unchecked while its bound shows no sum can
+// leave the int64 range, and checked for a carry past it (values that pass the bound after
+// some chunks, then sums that overflow), with exact sums (v plus carries) all along.
+func TestAddPlainSumBound(t *testing.T) {
+	const slots = 4
+	// 2^52, all positive: chunks pass the per-chunk check (2^53 by 255 rows), and the last
+	// slot's sum leaves the int64 range after some 2^11 of them.
+	for c, mag := range []int64{1 << 20, 1 << 50, 1 << 52, 1 << 61} {
+		rng := rand.New(rand.NewPCG(uint64(c), 62))
+		task := &longTask{}
+		task.agg.Kind = agg.Sum
+		g := &groupAgg{slots: slots, pre: &preAgg{}}
+		sa := &slotAccs{g: g, plain: true}
+		sa.mem.tables = &g.pre.tables
+		v, err := accsFor(&sa.mem, &sa.mem.v, slots)
+		require.NoError(t, err)
+		clear(v)
+		sa.v = v
+		want := make([]*big.Int, slots)
+		for s := range want {
+			want[s] = new(big.Int)
+		}
+		checked := false
+		overflowed := false
+		for range 80 {
+			n := 1 + rng.IntN(255)
+			vs, gid := make([]int64, n), make([]int32, n+rng.IntN(3)) // gid may hold more
+			for j := range vs {
+				vs[j] = rng.Int64N(mag) + mag/2
+				if mag != 1<<52 && rng.IntN(3) == 0 {
+					vs[j] = -vs[j]
+				}
+				gid[j] = int32(min(rng.IntN(slots+2), slots-1)) // the last slot most
+				want[gid[j]].Add(want[gid[j]], big.NewInt(vs[j]))
+			}
+			require.NoError(t, task.addPlain(sa, vs, gid))
+			checked = checked || sa.bound >= sumBound
+			overflowed = overflowed || len(sa.c) > 0
+			for s := range slots {
+				got := new(big.Int).Lsh(big.NewInt(sa.carry(uint32(s))), 64)
+				got.Add(got, big.NewInt(sa.v[s]))
+				require.Zero(t, want[s].Cmp(got), "magnitude %d, slot %d: sum %s, want %s", mag, s, got, want[s])
+			}
+		}
+		require.Equal(t, mag >= 1<<50, checked, "magnitude %d: adds checked", mag)
+		require.Equal(t, mag >= 1<<52, overflowed, "magnitude %d: a sum carried", mag)
+		require.NoError(t, sa.mem.free())
 	}
 }
