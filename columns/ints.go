@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/writeout/writeout/internal/segfmt"
 )
@@ -534,4 +535,72 @@ func numEncoder[T Number]() (func(dst []byte, vals []T, scratch *[]int64, pc *pl
 // encodeLongChunk is appendInt64sV in the shape of numWriter.encode.
 func encodeLongChunk(dst []byte, vals []int64, _ *[]int64, pc *planeCoder) ([]byte, bool) {
 	return appendInt64sV(dst, vals, pc)
+}
+
+// int64Bound returns m with |v| <= m for every value of the int64 chunk raw (its encoded
+// bytes), read off its header: a constant, a frame of reference's base and width, a delta
+// chain's first value, least delta, width and count. ok is false for plain values, for a
+// bound that would pass 2^62, and for a header that does not parse (the chunk's decode says
+// why). The bound holds for the values a decode of raw gives, whatever they were written as:
+// it follows from the fields the decode reads.
+func int64Bound(raw []byte) (m uint64, ok bool) {
+	if len(raw) < 1 {
+		return 0, false
+	}
+	enc := raw[0]
+	n, k := binary.Uvarint(raw[1:])
+	if k <= 0 {
+		return 0, false
+	}
+	rest := raw[1+k:]
+	if enc == intPlanes {
+		if len(rest) < 1 {
+			return 0, false
+		}
+		enc, rest = rest[0], rest[1:]
+	}
+	const most = 1 << 62
+	abs := func(v int64) (uint64, bool) {
+		if v < -most || v > most {
+			return 0, false
+		}
+		if v < 0 {
+			return uint64(-v), true
+		}
+		return uint64(v), true
+	}
+	base, k := binary.Varint(rest)
+	if k <= 0 || (enc != intConstant && enc != intFOR && enc != intDelta) {
+		return 0, false
+	}
+	m, ok = abs(base)
+	if !ok || enc == intConstant {
+		return m, ok
+	}
+	rest = rest[k:]
+	var dmin uint64
+	if enc == intDelta {
+		d, k := binary.Varint(rest)
+		if k <= 0 {
+			return 0, false
+		}
+		if dmin, ok = abs(d); !ok {
+			return 0, false
+		}
+		rest = rest[k:]
+	}
+	if len(rest) < 1 || rest[0] > 60 {
+		return 0, false
+	}
+	step := uint64(1) << rest[0] // a value past the base, or a delta past dmin, is below it
+	if enc == intFOR {
+		m += step
+		return m, m < most
+	}
+	step += dmin // each of the n-1 deltas is at most this in magnitude
+	if n > maxChunkValues || bits.Len64(step)+bits.Len64(n) >= 62 {
+		return 0, false
+	}
+	m += step * n
+	return m, m < most
 }

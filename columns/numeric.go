@@ -73,7 +73,16 @@ type Cursor[T Number] struct {
 	pd     *planeDecoder
 	// times: what the __time column's structural check gathers, when put off (see Deferral).
 	times *timeRowsState
+	// bound, when bounded, is at least the magnitude of every value in vals (see Bound).
+	bound   uint64
+	bounded bool
 }
+
+// Bound returns m with |v| <= m for every value of the chunk the cursor read last, when the
+// chunk's encoding gives one from its header (an int64 chunk of a constant, a frame of
+// reference or a delta chain, with m below 2^62); ok is false otherwise. A sum of n such
+// values cannot leave the int64 range while n*m does not.
+func (c *Cursor[T]) Bound() (m uint64, ok bool) { return c.bound, c.bounded }
 
 // Sequential makes c a cursor for a reader that reads the column front to back once (a
 // merge): a large part of a mapped file is read through the descriptor, a window at a time,
@@ -118,6 +127,10 @@ func (c *Cursor[T]) load(row int) error {
 		c.vals, rest, err = c.decode(c.vals, raw, n, &c.ints, c.pd)
 		if err == nil && len(rest) != 0 {
 			err = corruptf("%d trailing bytes", len(rest))
+		}
+		c.bounded = false
+		if _, ints := any(c.vals).([]int64); ints && err == nil {
+			c.bound, c.bounded = int64Bound(raw)
 		}
 		if err != nil {
 			err = fmt.Errorf("chunk %d: %w", i, err)

@@ -604,6 +604,13 @@ func FuzzDecodeInt64sV(f *testing.F) {
 			}
 			return
 		}
+		if m, ok := int64Bound(b); ok { // the header's bound holds for what decodes
+			for i, v := range got {
+				if a := uint64(v); (v >= 0 && a > m) || (v < 0 && -a > m) {
+					t.Fatalf("value %d (%d) past the header's bound %d", i, v, m)
+				}
+			}
+		}
 		b2, _ := appendInt64sV(nil, got, newPlaneCoder())
 		again, rest, err := decodeInt64sV(nil, b2, len(got), newPlaneDecoder())
 		if err != nil || len(rest) != 0 || !slicesEqual(again, got) {
@@ -640,4 +647,52 @@ func FuzzDecodeRankedIDs(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestInt64Bound: a chunk's header bounds its values' magnitudes (Cursor.Bound) for constant,
+// frame of reference and delta chunks, plain or in planes, and gives no bound for plain values
+// or past 2^62.
+func TestInt64Bound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(62, 64))
+	pc := newPlaneCoder()
+	shapes := map[string]func(i int) int64{
+		"constant": func(int) int64 { return -77 },
+		"small":    func(int) int64 { return rng.Int64N(1000) },
+		"signed":   func(int) int64 { return rng.Int64N(1<<40) - 1<<39 },
+		"rising":   func(i int) int64 { return 1_700_000_000_000 + int64(i)*1000 + rng.Int64N(10) },
+		"falling":  func(i int) int64 { return -int64(i) * (1 << 40) },
+		"huge":     func(int) int64 { return rng.Int64() },
+		"edge":     func(i int) int64 { return []int64{math.MinInt64, math.MaxInt64, 0}[i%3] },
+	}
+	for name, gen := range shapes {
+		for _, n := range []int{1, 2, 100, 5000} {
+			vals := make([]int64, n)
+			var most uint64
+			for i := range vals {
+				vals[i] = gen(i)
+				a := uint64(vals[i])
+				if vals[i] < 0 {
+					a = -a
+				}
+				most = max(most, a)
+			}
+			for _, planes := range []bool{false, true} {
+				b := appendInt64s(nil, vals)
+				if planes {
+					b, _ = appendInt64sV(nil, vals, pc)
+				}
+				m, ok := int64Bound(b)
+				what := fmt.Sprintf("%s, %d values, planes %v, encoding %d", name, n, planes, b[0])
+				if name != "huge" && name != "edge" {
+					require.True(t, ok, what)
+				} else if n > 1 {
+					require.False(t, ok, what) // plain, or of 64 bits
+				}
+				if ok {
+					require.GreaterOrEqual(t, m, most, what)
+					require.Less(t, m, uint64(1)<<62, what)
+				}
+			}
+		}
+	}
 }

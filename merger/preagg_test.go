@@ -142,7 +142,8 @@ func TestMergePreAggregate(t *testing.T) {
 
 // TestAddPlainSumBound: a plain sum's adds go unchecked while its bound shows no sum can
 // leave the int64 range, and checked for a carry past it (values that pass the bound after
-// some chunks, then sums that overflow), with exact sums (v plus carries) all along.
+// some chunks, then sums that overflow), with exact sums (v plus carries) all along; the
+// values' magnitudes come from their chunk's bound or from the values.
 func TestAddPlainSumBound(t *testing.T) {
 	const slots = 4
 	// 2^52, all positive: chunks pass the per-chunk check (2^53 by 255 rows), and the last
@@ -175,7 +176,16 @@ func TestAddPlainSumBound(t *testing.T) {
 				gid[j] = int32(min(rng.IntN(slots+2), slots-1)) // the last slot most
 				want[gid[j]].Add(want[gid[j]], big.NewInt(vs[j]))
 			}
-			require.NoError(t, task.addPlain(sa, vs, gid))
+			// A chunk's bound from its header (the values' largest magnitude, or more), or none.
+			var mag uint64
+			for _, x := range vs {
+				mag = max(mag, uint64(max(x, -x)))
+			}
+			bounded := rng.IntN(2) == 0
+			if bounded && rng.IntN(2) == 0 {
+				mag *= 2
+			}
+			require.NoError(t, task.addPlain(sa, vs, gid, mag, bounded))
 			checked = checked || sa.bound >= sumBound
 			overflowed = overflowed || len(sa.c) > 0
 			for s := range slots {

@@ -18,7 +18,20 @@ type ChunkCache[T columns.Number] struct {
 	C     Chunker[T]
 	first int
 	vals  []T
+	// bound, when bounded, is the magnitude bound of vals' chunk (see Bound).
+	bound   uint64
+	bounded bool
 }
+
+// Bounder is a Chunker that bounds the magnitudes of the values of the chunk it returned last
+// (columns.Cursor.Bound).
+type Bounder interface {
+	Bound() (m uint64, ok bool)
+}
+
+// Bound returns m with |v| <= m for every value the cache holds (the values Range returned
+// last), when its Chunker is a Bounder that gives one; ok is false otherwise.
+func (l *ChunkCache[T]) Bound() (m uint64, ok bool) { return l.bound, l.bounded }
 
 // At returns the value of row.
 func (l *ChunkCache[T]) At(row int) (T, error) {
@@ -33,6 +46,10 @@ func (l *ChunkCache[T]) At(row int) (T, error) {
 		return 0, fmt.Errorf("merger: chunk at %d does not hold row %d: %w", first, row, columns.ErrCorrupt)
 	}
 	l.first, l.vals = first, vals
+	l.bounded = false
+	if b, ok := l.C.(Bounder); ok {
+		l.bound, l.bounded = b.Bound()
+	}
 	return vals[row-first], nil
 }
 
