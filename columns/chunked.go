@@ -42,6 +42,9 @@ type source struct {
 	// viewed, when set (a segment's mapped source), is set by every view of the mapping
 	// (see Segment.ReleasePages).
 	viewed *atomic.Bool
+	// willNeed, when set (a file's), asks the kernel to read [off, off+n) ahead (see
+	// chunkReader.readAhead).
+	willNeed func(off, n int64)
 }
 
 // file returns the source that reads a mapped file's bytes through its descriptor, for a
@@ -51,7 +54,7 @@ func (s *source) file() *source {
 	if s.data == nil || s.r == nil || s.closed {
 		return nil
 	}
-	return &source{r: s.r, size: s.size}
+	return &source{r: s.r, size: s.size, willNeed: s.willNeed}
 }
 
 // view returns the n bytes at off. A mapped source returns a view of the mapping, valid until
@@ -297,6 +300,7 @@ type chunkReader struct {
 	ahead    bool
 	frameOff int64
 	window   int64
+	hinted   int64 // the part's bytes below it were asked for ahead (readAhead)
 	// fused, when set (by a structural check that reads the part whole, see fusedCRC), takes
 	// the frames as they are loaded, and the part's CRC is not checked first: the check
 	// computes it.
@@ -355,8 +359,34 @@ func (c *chunkReader) frameAhead(i int) ([]byte, error) {
 			return nil, err
 		}
 		c.frame, c.frameOff = b, lo
+		c.readAhead(lo + n)
 	}
 	return c.frame[lo-c.frameOff : hi-c.frameOff : hi-c.frameOff], nil
+}
+
+// Read-ahead of a part read through the descriptor: the kernel's own read-ahead follows one
+// sequential reader of a file, and a merge reads each input's columns at once, each its own
+// part (and goroutines share the descriptor), so that from a file not in the page cache each
+// window was read when asked for. Once a reader has read to within readAheadLead bytes of
+// what it asked for ahead, it asks for the next readAheadSpan bytes of its part (variables for
+// tests; the lead is at least a window, of a check's reader too). A 300 M-row hour rollup of five overlapping inputs not in the page cache took 8.6-9.6
+// s without, 6.1-6.2 s with (4.4 s warm; at 700 MB/s, reading the inputs whole, as the check of
+// the parts it does not read does, takes 5.2 s); 4 MiB ahead, 6.9-8.5 s.
+var (
+	readAheadSpan int64 = 16 << 20
+	readAheadLead int64 = 8 << 20
+)
+
+// readAhead asks for the part's bytes ahead of end (a part offset c has read to), when the
+// source takes such hints.
+func (c *chunkReader) readAhead(end int64) {
+	if c.src.willNeed == nil || c.hinted >= c.ix.part.Length || end+readAheadLead <= c.hinted {
+		return
+	}
+	from := max(c.hinted, end)
+	to := min(from+readAheadSpan, c.ix.part.Length)
+	c.src.willNeed(c.ix.part.Offset+from, to-from)
+	c.hinted = to
 }
 
 // load returns the raw (decompressed) bytes of chunk i and sets the current range.

@@ -61,7 +61,8 @@ func openFileWith(f *os.File, name string, calls *sys.Calls, o OpenOptions) (*Se
 		}
 		return multierr.Join(err, f.Close())
 	}
-	s, err := newSegment(source{data: data, r: f, size: size}, name, unmap, o)
+	willNeed := func(off, n int64) { _ = calls.WillNeed(f, off, n) } // a hint: nothing to do if it fails
+	s, err := newSegment(source{data: data, r: f, size: size, willNeed: willNeed}, name, unmap, o)
 	if err != nil {
 		return nil, multierr.Join(fmt.Errorf("columns: open %s: %w", name, err), unmap())
 	}

@@ -391,3 +391,64 @@ func TestSequentialCursorsReadViaFile(t *testing.T) {
 	require.NotNil(t, small.cr.src.data)
 	small.Release()
 }
+
+// TestSequentialReadAhead: a Sequential cursor reading a large part through the descriptor
+// asks for the part's bytes ahead of its reads (posix_fadvise WILLNEED, see readAhead), a span
+// at a time, once it has read to within the lead of what it asked for: every byte it reads
+// past its first window was asked for before, the spans follow one another, and none passes
+// the part's end.
+func TestSequentialReadAhead(t *testing.T) {
+	seg, _ := openMappedPages(t, 200_000)
+	crcViaFileMin = 0
+	savedSpan, savedLead := readAheadSpan, readAheadLead
+	t.Cleanup(func() { readAheadSpan, readAheadLead = savedSpan, savedLead })
+	readAheadSpan, readAheadLead = 3*seqWindow, seqWindow // a lead of a window at least
+	require.NotNil(t, seg.src.willNeed, "a mapped file's source asks for read-ahead")
+	type event struct {
+		hint   bool
+		off, n int64
+	}
+	var log []event
+	seg.src.willNeed = func(off, n int64) { log = append(log, event{true, off, n}) }
+	var col *Column[int64] // the long metric of the largest part
+	for _, m := range seg.Schema().Metrics {
+		if c, err := seg.Long(m.Name); err == nil && (col == nil || c.ix.part.Length > col.ix.part.Length) {
+			col = c
+		}
+	}
+	require.NotNil(t, col)
+	tc := col.Cursor().Sequential()
+	require.Nil(t, tc.cr.src.data, "the values through the file")
+	tc.cr.src.r = readerFunc(func(p []byte, off int64) (int, error) {
+		log = append(log, event{false, off, int64(len(p))})
+		return seg.src.r.ReadAt(p, off)
+	})
+	for r := 0; r < seg.Rows(); {
+		first, vals, err := tc.Chunk(r)
+		require.NoError(t, err)
+		r = first + len(vals)
+	}
+	tc.Release()
+	part := tc.cr.ix.part
+	require.Greater(t, part.Length, 4*readAheadSpan, "a part of many spans")
+	var hinted int64 // the end of what was asked for
+	hints := 0
+	for i, e := range log {
+		if e.hint {
+			require.True(t, hinted == 0 || e.off == hinted, "event %d: a span from %d, the last ended at %d", i, e.off, hinted)
+			require.LessOrEqual(t, e.off+e.n, part.Offset+part.Length, "event %d: past the part", i)
+			hinted = e.off + e.n
+			hints++
+			continue
+		}
+		if i > 0 { // the first window is read before any hint
+			require.LessOrEqual(t, e.off+e.n, hinted, "event %d: a read of [%d, %d) not asked for ahead", i, e.off, e.off+e.n)
+		}
+	}
+	require.Equal(t, part.Offset+part.Length, hinted, "the spans reach the part's end")
+	require.Greater(t, hints, 3)
+}
+
+type readerFunc func(p []byte, off int64) (int, error)
+
+func (f readerFunc) ReadAt(p []byte, off int64) (int, error) { return f(p, off) }

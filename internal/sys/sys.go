@@ -53,6 +53,10 @@ type Calls struct {
 	// POSIX_FADV_DONTNEED), so that the next reads of the range come from the device; dirty
 	// pages stay. ErrUnsupported off Linux.
 	DropCache func(f *os.File, off, n int64) error
+	// WillNeed asks the kernel to read [off, off+n) of a file into the page cache in the
+	// background (posix_fadvise with POSIX_FADV_WILLNEED): a hint, which does nothing off
+	// Linux.
+	WillNeed func(f *os.File, off, n int64) error
 	// OpenTmpfile opens an unnamed temp file in dir (O_TMPFILE); ErrUnsupported where the
 	// platform or file system has none.
 	OpenTmpfile func(dir string) (*os.File, error)

@@ -62,6 +62,9 @@ func defaultCalls() Calls {
 		DropCache: func(f *os.File, off, n int64) error {
 			return fdCall(f, "posix_fadvise", func(fd int) error { return unix.Fadvise(fd, off, n, unix.FADV_DONTNEED) })
 		},
+		WillNeed: func(f *os.File, off, n int64) error {
+			return fdCall(f, "posix_fadvise", func(fd int) error { return unix.Fadvise(fd, off, n, unix.FADV_WILLNEED) })
+		},
 		OpenTmpfile: func(dir string) (*os.File, error) {
 			f, err := os.OpenFile(dir, unix.O_TMPFILE|os.O_RDWR, 0o600)
 			if err != nil {

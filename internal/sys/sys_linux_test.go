@@ -36,10 +36,15 @@ func TestSyncs(t *testing.T) {
 	defer dir.Close()
 	require.NoError(t, sys.Default.Fsync(dir), "fsync of a directory")
 
+	// Read-ahead asked for, of a range and past the end.
+	require.NoError(t, sys.Default.WillNeed(f, 0, 4))
+	require.NoError(t, sys.Default.WillNeed(f, 1<<20, 1<<20))
+
 	// A closed file is an error, not a panic.
 	require.NoError(t, f.Close())
 	require.Error(t, sys.Default.Fdatasync(f))
 	require.Error(t, sys.Default.Fsync(f))
+	require.Error(t, sys.Default.WillNeed(f, 0, 4))
 }
 
 func TestFallocate(t *testing.T) {

@@ -46,6 +46,7 @@ func defaultCalls() Calls {
 		Msync:       func([]byte, int) error { return unsupported("msync") },
 		Madvise:     func([]byte, int) error { return nil },
 		DropCache:   func(*os.File, int64, int64) error { return unsupported("posix_fadvise") },
+		WillNeed:    func(*os.File, int64, int64) error { return nil },
 		OpenTmpfile: func(string) (*os.File, error) { return nil, unsupported("O_TMPFILE") },
 		// Without these, callers fall back to a hard link (Link) then an unlink.
 		Linkat:    func(*os.File, string) error { return unsupported("linkat") },
