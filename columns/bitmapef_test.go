@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -524,4 +525,45 @@ func TestGoldenV4Bitmaps(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, n) // page and tags; country has no bitmap index
+}
+
+// TestBitmapsWriterMappedSameBytes: a large bitmap encoded in a buffer outside the Go heap
+// (mapBuf) gives the part the heap's encoding gives, byte for byte, in both forms.
+func TestBitmapsWriterMappedSameBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(seedFor(t, 44), 44))
+	sets := efShapes()
+	for range 30 {
+		sets = append(sets, randomRows(rng))
+	}
+	dense := make([]uint32, 300_000) // roaring's bitmap containers
+	for i := range dense {
+		dense[i] = uint32(i + i/7)
+	}
+	sets = append(sets, dense)
+	saved := mappedBitmapRows
+	t.Cleanup(func() { mappedBitmapRows = saved })
+	for _, compact := range []bool{false, true} {
+		parts := map[bool][]byte{}
+		ends := map[bool][]uint64{}
+		for _, mapped := range []bool{false, true} {
+			mappedBitmapRows = map[bool]int{false: 1 << 40, true: 0}[mapped]
+			before := mappedBitmaps.Load()
+			b, err := medium.NewHeap().NewBytes()
+			require.NoError(t, err)
+			w := &bitmapsWriter{st: &stage{b: b, spec: partSpec{1, segfmt.PartBitmaps, segfmt.EncRoaringTable}}, compact: compact}
+			for _, vals := range sets {
+				require.NoError(t, w.addRows(vals))
+			}
+			require.NoError(t, w.finish())
+			var buf bytes.Buffer
+			_, err = w.st.b.WriteTo(&buf)
+			require.NoError(t, err)
+			parts[mapped], ends[mapped] = buf.Bytes(), w.ends
+			if runtime.GOOS == "linux" {
+				require.Equal(t, mapped, mappedBitmaps.Load() > before, "compact %v, mapped %v", compact, mapped)
+			}
+		}
+		require.Equal(t, ends[false], ends[true], "compact %v", compact)
+		require.Equal(t, parts[false], parts[true], "compact %v", compact)
+	}
 }

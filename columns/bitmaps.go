@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/writeout/writeout/internal/segfmt"
+	"github.com/writeout/writeout/internal/sys"
 )
 
 // A bitmap index part holds one bitmap per dictionary id, back to back, then a table of where
@@ -38,10 +40,52 @@ type bitmapsWriter struct {
 
 // addRows adds the bitmap of rows, strictly increasing.
 func (b *bitmapsWriter) addRows(rows []uint32) error {
+	if len(rows) >= mappedBitmapRows {
+		if buf, unmap := mapBuf(bitmapRowsBound(&b.enc, rows, b.compact)); buf != nil {
+			enc, v4 := b.enc.appendBitmapRows(buf, rows, b.compact)
+			b.v4 = b.v4 || v4
+			mappedBitmaps.Add(1)
+			err := b.st.write(enc)
+			if err == nil {
+				b.ends = append(uint64Pool.Grow(b.ends, 1), uint64(b.st.n))
+			}
+			unmap()
+			return err
+		}
+	}
 	var v4 bool
 	b.buf, v4 = b.enc.appendBitmapRows(b.buf[:0], rows, b.compact)
 	b.v4 = b.v4 || v4
 	return b.addEncoded()
+}
+
+// mappedBitmapRows is the fewest rows of a bitmap encoded outside the Go heap (mapBuf; a
+// variable for tests): a 300 M-row merge encodes hundreds of bitmaps of up to a million rows, a
+// few MB each, which on the heap let the collector's goal grow by as much again. Its peak RSS
+// went from 81.2 to 73.4 MiB (contiguous) and 77.6 to 73.4 (overlapping), 3 M rows' unchanged.
+var mappedBitmapRows = 1 << 18
+
+// For tests: mappedBitmaps counts the bitmaps encoded outside the Go heap.
+var mappedBitmaps atomic.Int64
+
+// bitmapRowsBound returns at least the bytes appendBitmapRows appends for rows.
+func bitmapRowsBound(e *roaringEncoder, rows []uint32, compact bool) int {
+	n := roaringSize(e.rowsContainers(rows))
+	if compact && len(rows) > 0 {
+		n = max(n, efSize(len(rows), rows[len(rows)-1])+8)
+	}
+	return n + 64
+}
+
+// mapBuf returns an empty buffer of n bytes' room in an anonymous private mapping, outside the
+// Go heap, and the function that unmaps it (the buffer is invalid after); nil when there is no
+// mapping here.
+func mapBuf(n int) ([]byte, func()) {
+	m, err := sys.Default.Mmap(-1, 0, n, sys.ProtRead|sys.ProtWrite, sys.MapPrivate|sys.MapAnon)
+	if err != nil {
+		return nil, nil
+	}
+	return m[:0], func() { _ = sys.Default.Munmap(m) }
 }
 
 // appendBitmapRows appends the bitmap of rows, strictly increasing, in the form a bitmap index
