@@ -40,21 +40,19 @@ type bitmapsWriter struct {
 
 // addRows adds the bitmap of rows, strictly increasing.
 func (b *bitmapsWriter) addRows(rows []uint32) error {
+	cs := b.enc.rowsContainers(rows)
 	if len(rows) >= mappedBitmapRows {
-		if buf, unmap := mapBuf(bitmapRowsBound(&b.enc, rows, b.compact)); buf != nil {
-			enc, v4 := b.enc.appendBitmapRows(buf, rows, b.compact)
+		if buf, unmap := mapBuf(bitmapRowsBound(cs, rows, b.compact)); buf != nil {
+			enc, v4 := b.enc.appendBitmapRowsOf(buf, rows, cs, b.compact)
 			b.v4 = b.v4 || v4
 			mappedBitmaps.Add(1)
-			err := b.st.write(enc)
-			if err == nil {
-				b.ends = append(uint64Pool.Grow(b.ends, 1), uint64(b.st.n))
-			}
+			err := b.write(enc)
 			unmap()
 			return err
 		}
 	}
 	var v4 bool
-	b.buf, v4 = b.enc.appendBitmapRows(b.buf[:0], rows, b.compact)
+	b.buf, v4 = b.enc.appendBitmapRowsOf(b.buf[:0], rows, cs, b.compact)
 	b.v4 = b.v4 || v4
 	return b.addEncoded()
 }
@@ -68,9 +66,10 @@ var mappedBitmapRows = 1 << 18
 // For tests: mappedBitmaps counts the bitmaps encoded outside the Go heap.
 var mappedBitmaps atomic.Int64
 
-// bitmapRowsBound returns at least the bytes appendBitmapRows appends for rows.
-func bitmapRowsBound(e *roaringEncoder, rows []uint32, compact bool) int {
-	n := roaringSize(e.rowsContainers(rows))
+// bitmapRowsBound returns at least the bytes appendBitmapRowsOf appends for rows, of
+// containers cs.
+func bitmapRowsBound(cs []roaringContainer, rows []uint32, compact bool) int {
+	n := roaringSize(cs)
 	if compact && len(rows) > 0 {
 		n = max(n, efSize(len(rows), rows[len(rows)-1])+8)
 	}
@@ -92,10 +91,14 @@ func mapBuf(n int) ([]byte, func()) {
 // part stores it: with compact, the smallest of the version 4 forms and the roaring
 // serialization (v4 reports a version 4 form); else the roaring serialization.
 func (e *roaringEncoder) appendBitmapRows(dst []byte, rows []uint32, compact bool) (_ []byte, v4 bool) {
+	return e.appendBitmapRowsOf(dst, rows, e.rowsContainers(rows), compact)
+}
+
+// appendBitmapRowsOf is appendBitmapRows of rows whose containers (rowsContainers) are cs.
+func (e *roaringEncoder) appendBitmapRowsOf(dst []byte, rows []uint32, cs []roaringContainer, compact bool) (_ []byte, v4 bool) {
 	if compact && len(rows) == 0 {
 		return dst, true
 	}
-	cs := e.rowsContainers(rows)
 	if compact && efSize(len(rows), rows[len(rows)-1]) < roaringSize(cs) {
 		return appendEFRows(dst, rows), true
 	}
@@ -135,13 +138,21 @@ func (b *bitmapsWriter) addWords(words []uint64) error {
 }
 
 func (b *bitmapsWriter) addEncoded() error {
-	if err := b.st.write(b.buf); err != nil {
+	if err := b.write(b.buf); err != nil {
 		return err
 	}
-	b.ends = append(uint64Pool.Grow(b.ends, 1), uint64(b.st.n))
 	if cap(b.buf) > 1<<20 {
 		b.buf = nil // a rare large bitmap: do not keep its buffer
 	}
+	return nil
+}
+
+// write writes one encoded bitmap to the stage and notes where it ends.
+func (b *bitmapsWriter) write(enc []byte) error {
+	if err := b.st.write(enc); err != nil {
+		return err
+	}
+	b.ends = append(uint64Pool.Grow(b.ends, 1), uint64(b.st.n))
 	return nil
 }
 

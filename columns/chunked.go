@@ -368,10 +368,11 @@ func (c *chunkReader) frameAhead(i int) ([]byte, error) {
 // sequential reader of a file, and a merge reads each input's columns at once, each its own
 // part (and goroutines share the descriptor), so that from a file not in the page cache each
 // window was read when asked for. Once a reader has read to within readAheadLead bytes of
-// what it asked for ahead, it asks for the next readAheadSpan bytes of its part (variables for
-// tests; the lead is at least a window, of a check's reader too). A 300 M-row hour rollup of five overlapping inputs not in the page cache took 8.6-9.6
-// s without, 6.1-6.2 s with (4.4 s warm; at 700 MB/s, reading the inputs whole, as the check of
-// the parts it does not read does, takes 5.2 s); 4 MiB ahead, 6.9-8.5 s.
+// what it asked for ahead, it asks for the next readAheadSpan bytes of its part (variables
+// for tests; the lead is at least a window, of a check's reader too). A 300 M-row hour rollup
+// of five overlapping inputs not in the page cache took 8.6-9.6 s without, 6.1-6.2 s with
+// (4.4 s warm; at 700 MB/s, reading the inputs whole, as the check of the parts it does not
+// read does, takes 5.2 s); 4 MiB ahead, 6.9-8.5 s.
 var (
 	readAheadSpan int64 = 16 << 20
 	readAheadLead int64 = 8 << 20

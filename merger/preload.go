@@ -360,9 +360,7 @@ func (p *preloader) take(g *groupAgg) (*preload, error) {
 	g.loads[p.ti] = nil
 	p.ps.mu.Unlock()
 	<-l.done
-	if g.claimed {
-		claimsTaken.Add(1)
-	} else {
+	if !g.claimed {
 		p.ps.pending.Add(-1)
 	}
 	if g.early {
@@ -374,7 +372,9 @@ func (p *preloader) take(g *groupAgg) (*preload, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
-	if !g.claimed {
+	if g.claimed {
+		claimsTaken.Add(1)
+	} else {
 		preloadsTaken.Add(1)
 	}
 	return l, nil
