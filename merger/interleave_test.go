@@ -151,6 +151,9 @@ func TestMerge2(t *testing.T) {
 			got := make([]ilItem, na+nb)
 			merge2(got, a, b)
 			require.Equal(t, want, got, "runs of %d and %d", na, nb)
+			clear(got)
+			merge2Apart(got, a, b)
+			require.Equal(t, want, got, "runs of %d and %d, merged from both ends", na, nb)
 		}
 	}
 }
