@@ -303,36 +303,43 @@ func merge2Apart(dst, a, b []ilItem) {
 }
 
 // appendItems appends the rows of items (from il's cursors) as output rows, one source row
-// each.
+// each. A row's time and refs are written in one pass over items (each its own pass, with the
+// refs', was 6 passes over the rows of a step with 3 dimensions, not 4).
 func (b *batch) appendItems(il *interleave, items []ilItem) {
 	n := len(items)
 	k0 := len(b.refIn)
 	b.keys.n += n
 	times := slicesx.Extend(&b.keys.time, n)
-	for i := range items {
-		times[i] = il.tbase + int64(items[i].key>>il.idBits)
+	refIn, refRow, refEnd := slicesx.Extend(&b.refIn, n), slicesx.Extend(&b.refRow, n), slicesx.Extend(&b.refEnd, n)
+	clear(slicesx.Extend(&b.refLo, n))
+	clear(slicesx.Extend(&b.refHi, n))
+	tbase, idBits := il.tbase, il.idBits
+	if b.appendStep(il, items) {
+		// Cursor x's rows are source rows from its window position next[x] on, in order:
+		// position p is source row p+rowOff[x].
+		ins, rowOff := il.ins, il.rowOff
+		for i := range items {
+			key, ref := items[i].key, items[i].ref
+			x, p := ref>>32, uint32(ref)
+			times[i] = tbase + int64(key>>idBits)
+			refIn[i], refRow[i], refEnd[i] = ins[x], p+rowOff[x], int32(k0+i+1)
+		}
+	} else {
+		for i := range items {
+			key, ref := items[i].key, items[i].ref
+			c := il.cs[ref>>32]
+			times[i] = tbase + int64(key>>idBits)
+			refIn[i], refRow[i], refEnd[i] = int32(c.in), c.w.src[uint32(ref)], int32(k0+i+1)
+		}
 	}
 	// The ids are read off the keys (packed most significant dimension first).
-	packBits, shift := il.cs[0].packBits, il.idBits
+	packBits, shift := il.cs[0].packBits, idBits
 	for j := range b.keys.dims {
 		shift -= int(packBits[j])
 		mask := uint64(1)<<packBits[j] - 1
 		ids := slicesx.Extend(&b.keys.dims[j].ids, n)
 		for i := range items {
 			ids[i] = uint32(items[i].key >> shift & mask)
-		}
-	}
-	refIn, refRow, refEnd := slicesx.Extend(&b.refIn, n), slicesx.Extend(&b.refRow, n), slicesx.Extend(&b.refEnd, n)
-	clear(slicesx.Extend(&b.refLo, n))
-	clear(slicesx.Extend(&b.refHi, n))
-	for i := range refEnd {
-		refEnd[i] = int32(k0 + i + 1)
-	}
-	if !b.appendStep(il, items) {
-		for i := range items {
-			ref := items[i].ref
-			c := il.cs[ref>>32]
-			refIn[i], refRow[i] = int32(c.in), c.w.src[uint32(ref)]
 		}
 	}
 	for x, n := range il.cnt {
@@ -346,9 +353,10 @@ func (b *batch) appendItems(il *interleave, items []ilItem) {
 	}
 }
 
-// appendStep sets the refs of items, the output rows appendItems appends, and records them
-// as a step of b (see batch.steps), when every cursor's window holds consecutive source rows
-// (read in row order); else it reports false, having set nothing but il.cnt.
+// appendStep records items, the output rows appendItems appends, as a step of b (see
+// batch.steps), when every cursor's window holds consecutive source rows (read in row order),
+// and sets il.ins and il.rowOff for their refs (see appendItems); else it reports false,
+// having set nothing but il.cnt.
 func (b *batch) appendStep(il *interleave, items []ilItem) bool {
 	// The rows each cursor gives: what the step has left of it when items are the rest of
 	// the step (as they mostly are), else counted.
@@ -369,8 +377,6 @@ func (b *batch) appendStep(il *interleave, items []ilItem) bool {
 			return false
 		}
 	}
-	// Cursor x's rows are source rows from its window position next[x] on, taken in order:
-	// position p is source row p+rowOff[x].
 	il.ins, il.rowOff = sized(il.ins, len(il.cs)), sized(il.rowOff, len(il.cs))
 	k0 := len(b.refIn) - len(items)
 	s := ilStep{row: int32(b.keys.n - len(items)), k: int32(k0), n: int32(len(items)), lo: int32(len(b.stepRanges))}
@@ -384,12 +390,5 @@ func (b *batch) appendStep(il *interleave, items []ilItem) bool {
 	}
 	s.hi = int32(len(b.stepRanges))
 	b.steps = append(b.steps, s)
-	refIn, refRow := b.refIn[k0:], b.refRow[k0:]
-	ins, rowOff := il.ins, il.rowOff
-	for i := range items {
-		ref := items[i].ref
-		x, p := ref>>32, uint32(ref)
-		refIn[i], refRow[i] = ins[x], p+rowOff[x]
-	}
 	return true
 }
