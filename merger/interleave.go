@@ -332,15 +332,40 @@ func (b *batch) appendItems(il *interleave, items []ilItem) {
 			refIn[i], refRow[i], refEnd[i] = int32(c.in), c.w.src[uint32(ref)], int32(k0+i+1)
 		}
 	}
-	// The ids are read off the keys (packed most significant dimension first).
+	// The ids are read off the keys (packed most significant dimension first), three
+	// dimensions a pass.
 	packBits, shift := il.cs[0].packBits, idBits
-	for j := range b.keys.dims {
-		shift -= int(packBits[j])
-		mask := uint64(1)<<packBits[j] - 1
-		ids := slicesx.Extend(&b.keys.dims[j].ids, n)
-		for i := range items {
-			ids[i] = uint32(items[i].key >> shift & mask)
+	dims := b.keys.dims
+	for len(dims) > 0 {
+		k := min(len(dims), 3)
+		var ids [3][]uint32
+		var shifts [3]int
+		var masks [3]uint64
+		for j := range k {
+			shift -= int(packBits[j])
+			shifts[j], masks[j] = shift, uint64(1)<<packBits[j]-1
+			ids[j] = slicesx.Extend(&dims[j].ids, n)
 		}
+		switch k {
+		case 3:
+			x, y, z := ids[0][:n], ids[1][:n], ids[2][:n]
+			for i := range items {
+				key := items[i].key
+				x[i], y[i], z[i] = uint32(key>>shifts[0]&masks[0]), uint32(key>>shifts[1]&masks[1]), uint32(key>>shifts[2]&masks[2])
+			}
+		case 2:
+			x, y := ids[0][:n], ids[1][:n]
+			for i := range items {
+				key := items[i].key
+				x[i], y[i] = uint32(key>>shifts[0]&masks[0]), uint32(key>>shifts[1]&masks[1])
+			}
+		default:
+			x := ids[0][:n]
+			for i := range items {
+				x[i] = uint32(items[i].key >> shifts[0] & masks[0])
+			}
+		}
+		dims, packBits = dims[k:], packBits[k:]
 	}
 	for x, n := range il.cnt {
 		il.next[x] += n
