@@ -313,7 +313,12 @@ func (b *batch) appendItems(il *interleave, items []ilItem) {
 	refIn, refRow, refEnd := slicesx.Extend(&b.refIn, n), slicesx.Extend(&b.refRow, n), slicesx.Extend(&b.refEnd, n)
 	clear(slicesx.Extend(&b.refLo, n))
 	clear(slicesx.Extend(&b.refHi, n))
-	tbase, idBits := il.tbase, il.idBits
+	// Shift counts below 64 (& 63) spare each shift the compiler's test for 64 or more. A key
+	// of 64 id bits holds no time (the step's rows share tbase): its time mask is 0.
+	tbase, tshift, tmask := il.tbase, uint(il.idBits)&63, ^uint64(0)
+	if il.idBits >= 64 {
+		tmask = 0
+	}
 	if b.appendStep(il, items) {
 		// Cursor x's rows are source rows from its window position next[x] on, in order:
 		// position p is source row p+rowOff[x].
@@ -321,29 +326,30 @@ func (b *batch) appendItems(il *interleave, items []ilItem) {
 		for i := range items {
 			key, ref := items[i].key, items[i].ref
 			x, p := ref>>32, uint32(ref)
-			times[i] = tbase + int64(key>>idBits)
+			times[i] = tbase + int64(key>>tshift&tmask)
 			refIn[i], refRow[i], refEnd[i] = ins[x], p+rowOff[x], int32(k0+i+1)
 		}
 	} else {
 		for i := range items {
 			key, ref := items[i].key, items[i].ref
 			c := il.cs[ref>>32]
-			times[i] = tbase + int64(key>>idBits)
+			times[i] = tbase + int64(key>>tshift&tmask)
 			refIn[i], refRow[i], refEnd[i] = int32(c.in), c.w.src[uint32(ref)], int32(k0+i+1)
 		}
 	}
 	// The ids are read off the keys (packed most significant dimension first), three
 	// dimensions a pass.
-	packBits, shift := il.cs[0].packBits, idBits
+	// A dimension's shift is below 64 unless it packs no bits, and then its mask is 0.
+	packBits, shift := il.cs[0].packBits, il.idBits
 	dims := b.keys.dims
 	for len(dims) > 0 {
 		k := min(len(dims), 3)
 		var ids [3][]uint32
-		var shifts [3]int
+		var shifts [3]uint
 		var masks [3]uint64
 		for j := range k {
 			shift -= int(packBits[j])
-			shifts[j], masks[j] = shift, uint64(1)<<packBits[j]-1
+			shifts[j], masks[j] = uint(shift)&63, uint64(1)<<packBits[j]-1
 			ids[j] = slicesx.Extend(&dims[j].ids, n)
 		}
 		switch k {
@@ -351,18 +357,18 @@ func (b *batch) appendItems(il *interleave, items []ilItem) {
 			x, y, z := ids[0][:n], ids[1][:n], ids[2][:n]
 			for i := range items {
 				key := items[i].key
-				x[i], y[i], z[i] = uint32(key>>shifts[0]&masks[0]), uint32(key>>shifts[1]&masks[1]), uint32(key>>shifts[2]&masks[2])
+				x[i], y[i], z[i] = uint32(key>>(shifts[0]&63)&masks[0]), uint32(key>>(shifts[1]&63)&masks[1]), uint32(key>>(shifts[2]&63)&masks[2])
 			}
 		case 2:
 			x, y := ids[0][:n], ids[1][:n]
 			for i := range items {
 				key := items[i].key
-				x[i], y[i] = uint32(key>>shifts[0]&masks[0]), uint32(key>>shifts[1]&masks[1])
+				x[i], y[i] = uint32(key>>(shifts[0]&63)&masks[0]), uint32(key>>(shifts[1]&63)&masks[1])
 			}
 		default:
 			x := ids[0][:n]
 			for i := range items {
-				x[i] = uint32(items[i].key >> shifts[0] & masks[0])
+				x[i] = uint32(items[i].key >> (shifts[0] & 63) & masks[0])
 			}
 		}
 		dims, packBits = dims[k:], packBits[k:]

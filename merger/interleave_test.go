@@ -117,6 +117,45 @@ func TestMergeInterleave(t *testing.T) {
 	}
 }
 
+// TestMergeInterleaveIDsFillKey: four dimensions of 65,536 ids each pack into all 64 bits of
+// a step's key, which then holds no time (every row of a step shares one): the step's rows
+// are those the heap loop gives, with their times.
+func TestMergeInterleaveIDsFillKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 131,070 rows of four dimensions of 65,535 values")
+	}
+	s := columns.Schema{Granularity: columns.GranularityNone,
+		Dimensions: []columns.Dimension{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}},
+		Metrics:    []columns.Metric{{Name: "n", Field: "n", Type: columns.MetricLong, Aggregator: agg.LongSum}}}
+	dir := t.TempDir()
+	const per = 65_535 // values of a dimension, each input holding every one: with null, 65,536 ids
+	var segs []*columns.Segment
+	var rows [][]columns.Row
+	for i := range 2 {
+		rs := make([]columns.Row, per)
+		for r := range rs {
+			v := func(d int) []string { return []string{fmt.Sprintf("%c%05d", 'a'+d, (r*(d+1)+i)%per)} }
+			rs[r] = columns.Row{Time: int64(r / 7 * 1000), Dims: [][]string{v(0), v(1), v(2), v(3)},
+				Metrics: []columns.Value{{Long: int64(i)<<32 | int64(r)}}}
+		}
+		slices.SortStableFunc(rs, cmpOracle)
+		rows = append(rows, rs)
+		segs = append(segs, writeSegment(t, dir, fmt.Sprintf("in%d.seg", i), s, rs))
+	}
+	opts := Options{Durability: medium.Durability{Sync: medium.SyncNone}}
+	before := interleaveRows.Load()
+	on := filepath.Join(dir, "on.seg")
+	_, err := Merge(t.Context(), segs, on, opts)
+	require.NoError(t, err)
+	require.Greater(t, interleaveRows.Load(), before, "no step took a row")
+	off := filepath.Join(dir, "off.seg")
+	require.NoError(t, mergeWithout(t, &interleaveOff, segs, off, opts))
+	requireSameFiles(t, off, on, "ids of 64 bits")
+	out, err := outputSchema([]columns.Schema{s, s}, opts.inputName, nil, false, opts.Granularity)
+	require.NoError(t, err)
+	requireRowsEqual(t, oracleMerge([]columns.Schema{s, s}, rows, out), readRows(t, openSeg(t, on)), false, "ids of 64 bits")
+}
+
 func TestMerge2(t *testing.T) {
 	a := []ilItem{{5, 0}, {6, 1}, {6, 2}, {1 << 63, 3}}
 	b := []ilItem{{4, 10}, {6, 11}, {7, 12}, {1<<63 - 1, 13}, {^uint64(0), 14}}
