@@ -352,23 +352,27 @@ func (b *batch) appendItems(il *interleave, items []ilItem) {
 			shifts[j], masks[j] = uint(shift)&63, uint64(1)<<packBits[j]-1
 			ids[j] = slicesx.Extend(&dims[j].ids, n)
 		}
+		// Scalars, not the arrays: the compiler keeps an array of more than one element in
+		// memory, and loaded the shifts and masks again for every key.
+		s0, s1, s2 := shifts[0]&63, shifts[1]&63, shifts[2]&63
+		m0, m1, m2 := masks[0], masks[1], masks[2]
 		switch k {
 		case 3:
 			x, y, z := ids[0][:n], ids[1][:n], ids[2][:n]
 			for i := range items {
 				key := items[i].key
-				x[i], y[i], z[i] = uint32(key>>(shifts[0]&63)&masks[0]), uint32(key>>(shifts[1]&63)&masks[1]), uint32(key>>(shifts[2]&63)&masks[2])
+				x[i], y[i], z[i] = uint32(key>>s0&m0), uint32(key>>s1&m1), uint32(key>>s2&m2)
 			}
 		case 2:
 			x, y := ids[0][:n], ids[1][:n]
 			for i := range items {
 				key := items[i].key
-				x[i], y[i] = uint32(key>>(shifts[0]&63)&masks[0]), uint32(key>>(shifts[1]&63)&masks[1])
+				x[i], y[i] = uint32(key>>s0&m0), uint32(key>>s1&m1)
 			}
 		default:
 			x := ids[0][:n]
 			for i := range items {
-				x[i] = uint32(items[i].key >> (shifts[0] & 63) & masks[0])
+				x[i] = uint32(items[i].key >> s0 & m0)
 			}
 		}
 		dims, packBits = dims[k:], packBits[k:]
