@@ -262,16 +262,21 @@ type ilRun struct {
 func merge2(dst, a, b []ilItem) {
 	i, j, o := 0, 0, 0
 	for i < len(a) && j < len(b) {
-		x, y := &a[i], &b[j]
-		_, takeB := bits.Sub64(y.key, x.key, 0) // 1 when y's key is below x's
-		heads := [2]*ilItem{x, y}
-		dst[o] = *heads[takeB]
+		i, j = takeLesser(dst, a, b, i, j, o)
 		o++
-		j += int(takeB)
-		i += int(1 - takeB)
 	}
 	o += copy(dst[o:], a[i:])
 	copy(dst[o:], b[j:])
+}
+
+// takeLesser copies the lesser of a[i] and b[j] (a's on equal keys) to dst[o] and returns the
+// next i and j: the comparison is the borrow of a subtraction, which picks the row copied.
+func takeLesser(dst, a, b []ilItem, i, j, o int) (int, int) {
+	x, y := &a[i], &b[j]
+	_, takeB := bits.Sub64(y.key, x.key, 0) // 1 when y's key is below x's
+	heads := [2]*ilItem{x, y}
+	dst[o] = *heads[takeB]
+	return i + int(1-takeB), j + int(takeB)
 }
 
 // merge2Apart is merge2 for a dst that overlaps neither run: it merges from both ends at
@@ -284,13 +289,8 @@ func merge2Apart(dst, a, b []ilItem) {
 	i, j, o := 0, 0, 0
 	ie, je, oe := len(a), len(b), len(dst)
 	for ie-i >= 2 && je-j >= 2 {
-		x, y := &a[i], &b[j]
-		_, takeB := bits.Sub64(y.key, x.key, 0) // 1 when y's key is below x's
-		heads := [2]*ilItem{x, y}
-		dst[o] = *heads[takeB]
+		i, j = takeLesser(dst, a, b, i, j, o)
 		o++
-		j += int(takeB)
-		i += int(1 - takeB)
 		u, v := &a[ie-1], &b[je-1]
 		_, takeA := bits.Sub64(v.key, u.key, 0) // 1 when u's key is above v's
 		tails := [2]*ilItem{v, u}
