@@ -438,15 +438,11 @@ func (c *cores) idle() int {
 // splitRows is the fewest rows of bitmaps encodeIDs hands to another goroutine.
 var splitRows = 1 << 16
 
-// For tests: idSplits counts the parts encodeIDs handed to other goroutines.
-var idSplits atomic.Int64
-
 // encodeIDs writes the bitmaps of ids [lo, hi), whose rows (counts[v] of id v) lie back to
-// back in rows, sorted by id. Before each id but the first it asks cs whether cores fell
-// idle; if k did, it cuts the ids left into k+1 parts of about as many rows, keeps the first
-// and starts a goroutine for each other, which encodes its bitmaps apart
-// (colwrite.BitmapRun); the parts are written in id order when this goroutine is done with
-// its own.
+// back in rows, sorted by id. Every 64 ids it asks cs whether cores fell idle; if k did, it
+// cuts the ids left into k+1 parts of about as many rows, keeps the first and starts a
+// goroutine for each other, which encodes its bitmaps apart (colwrite.BitmapRun); the parts
+// are written in id order when this goroutine is done with its own.
 func encodeIDs(dw colwrite.DimWriter, rows, counts []uint32, lo, hi int, cs *cores, done *atomic.Int64) (err error) {
 	var helpers []split
 	defer func() {
@@ -464,10 +460,7 @@ func encodeIDs(dw colwrite.DimWriter, rows, counts []uint32, lo, hi int, cs *cor
 	}()
 	off, end := uint32(0), hi
 	for v := lo; v < end; v++ {
-		// Asked at every id (two atomic loads, against encoding its rows): a dimension of a
-		// few hundred ids of thousands of rows each, asked every 64 ids, was left to encode
-		// its last dozens alone while a core stood idle.
-		if v > lo {
+		if (v-lo)&63 == 63 {
 			if k := cs.idle(); k > 0 {
 				hs, err := splitIDs(dw, rows, counts, v, end, off, k, cs, done)
 				helpers = append(helpers, hs...)
@@ -533,7 +526,6 @@ func splitIDs(dw colwrite.DimWriter, rows, counts []uint32, v, end int, off uint
 		}
 		parts[i].run, parts[i].err = r, make(chan error, 1)
 		cs.busy.Add(1)
-		idSplits.Add(1)
 		go func(p split, a, e int, at uint32) {
 			var err error
 			for u := a; u < e && err == nil; u++ {

@@ -27,8 +27,7 @@ import (
 // counting sort's buffer smaller than the rows (several buckets of ids, an id holding more rows
 // than the buffer, ids holding none), for each width of the log, with the log in memory or
 // mostly written to the medium, with no idle core and with one or three (the ids handed to
-// other goroutines, in parts of a few rows, from the first ids on): every bitmap holds
-// exactly the rows of its id.
+// other goroutines, in parts of a few rows): every bitmap holds exactly the rows of its id.
 // With mem 1<<16, 600,000 rows go to runs of up to 262,144 rows.
 func TestIDLogBitmaps(t *testing.T) {
 	defer func(n int) { splitRows = n }(splitRows)
@@ -104,15 +103,9 @@ func TestIDLogBitmaps(t *testing.T) {
 							cs = &cores{par: int32(1 + idle)}
 							cs.busy.Store(1) // this goroutine
 						}
-						splits := idSplits.Load()
 						require.NoError(t, log.writeBitmaps(context.Background(), dw, card, cs, &done, sc))
 						if cs != nil {
 							require.Equal(t, int32(1), cs.busy.Load(), "every helper done")
-						}
-						if idle > 0 && bound == 0 {
-							// One range of every id, a core idle from its first: the ids are
-							// shared out at once, however few (3, asked every 64 ids, never were).
-							require.Greater(t, idSplits.Load(), splits, "no ids handed to an idle core")
 						}
 						require.NoError(t, log.free())
 						require.NoError(t, log.free(), "a second free")
