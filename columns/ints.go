@@ -48,19 +48,92 @@ func bits64Len(v uint64) int  { return bitWidth(v) }
 
 func planInt64s(vals []int64) intPlan {
 	n := len(vals)
-	head := 1 + uvarintLen(uint64(n))
-	best := intPlan{enc: intPlain, size: head + 8*n}
 	if n == 0 {
-		return best
+		return planOf(vals, 0, 0, 0, 0, false)
 	}
-	lo, hi := vals[0], vals[0]
-	dlo, dhi := int64(math.MaxInt64), int64(math.MinInt64)
+	if n >= planSampleMin {
+		// Deltas wider than the values in the first planSample (a metric's, mostly): the
+		// values' range may leave the delta encoding no chance.
+		slo, shi, sdlo, sdhi := int64Ranges(vals[:planSample+1])
+		if dw := bitWidth(uint64(sdhi) - uint64(sdlo)); dw > bitWidth(uint64(shi)-uint64(slo)) {
+			lo, hi := minMax(vals)
+			if lo != hi && dw > bitWidth(uint64(hi)-uint64(lo)) {
+				return planOf(vals, lo, hi, 0, 0, false)
+			}
+			dlo, dhi := deltaRange(vals[planSample:])
+			return planOf(vals, lo, hi, min(sdlo, dlo), max(sdhi, dhi), true)
+		}
+	}
+	lo, hi, dlo, dhi := int64Ranges(vals)
+	return planOf(vals, lo, hi, dlo, dhi, true)
+}
+
+// A chunk of at least planSampleMin values whose first planSample deltas span more bits than
+// all its values is planned without its other deltas: the delta encoding cannot be the
+// smallest, and they are not read. Its plan is the same: the deltas' width over all of them
+// is at least the sample's, so the delta encoding would pack n-1 values of at least w+1 bits
+// where the frame of reference packs n of w, (n-w-1)/8 >= 119 bytes more, which its head (a
+// varint more, and its first value's, against the least value's, at most 9 bytes shorter)
+// cannot make up. The values' range alone (minMax) takes half the time of the values' and
+// deltas' (int64Ranges).
+const (
+	planSample    = 256
+	planSampleMin = 1024
+)
+
+// minMax returns the least and greatest of vals (at least one), four values a step: each
+// running least and greatest waits for the one before, and four of each wait less.
+func minMax(vals []int64) (lo, hi int64) {
+	l0, h0 := vals[0], vals[0]
+	l1, h1, l2, h2, l3, h3 := l0, h0, l0, h0, l0, h0
+	i := 0
+	for ; i+4 <= len(vals); i += 4 {
+		v := vals[i : i+4 : i+4]
+		l0, h0 = min(l0, v[0]), max(h0, v[0])
+		l1, h1 = min(l1, v[1]), max(h1, v[1])
+		l2, h2 = min(l2, v[2]), max(h2, v[2])
+		l3, h3 = min(l3, v[3]), max(h3, v[3])
+	}
+	for ; i < len(vals); i++ {
+		l0, h0 = min(l0, vals[i]), max(h0, vals[i])
+	}
+	return min(l0, l1, l2, l3), max(h0, h1, h2, h3)
+}
+
+// int64Ranges returns the least and greatest of vals (at least one), and of their deltas
+// (math.MaxInt64 and math.MinInt64 for one value), in one pass.
+func int64Ranges(vals []int64) (lo, hi, dlo, dhi int64) {
+	lo, hi = vals[0], vals[0]
+	dlo, dhi = int64(math.MaxInt64), int64(math.MinInt64)
 	prev := vals[0]
 	for _, v := range vals[1:] {
 		d := v - prev
 		prev = v
 		lo, hi = min(lo, v), max(hi, v)
 		dlo, dhi = min(dlo, d), max(dhi, d)
+	}
+	return lo, hi, dlo, dhi
+}
+
+// deltaRange returns the least and greatest delta of vals (math.MaxInt64 and math.MinInt64
+// for fewer than two values).
+func deltaRange(vals []int64) (dlo, dhi int64) {
+	dlo, dhi = int64(math.MaxInt64), int64(math.MinInt64)
+	for i := 1; i < len(vals); i++ {
+		d := vals[i] - vals[i-1]
+		dlo, dhi = min(dlo, d), max(dhi, d)
+	}
+	return dlo, dhi
+}
+
+// planOf returns the plan of vals whose values lie in [lo, hi] and deltas in [dlo, dhi]
+// (withDelta false: the delta encoding is not among the candidates).
+func planOf(vals []int64, lo, hi, dlo, dhi int64, withDelta bool) intPlan {
+	n := len(vals)
+	head := 1 + uvarintLen(uint64(n))
+	best := intPlan{enc: intPlain, size: head + 8*n}
+	if n == 0 {
+		return best
 	}
 	if lo == hi {
 		return intPlan{enc: intConstant, base: lo, size: head + varintLen(lo)}
@@ -69,7 +142,7 @@ func planInt64s(vals []int64) intPlan {
 	if s := head + varintLen(lo) + 1 + packedSize(n, w); s < best.size {
 		best = intPlan{enc: intFOR, base: lo, width: w, size: s}
 	}
-	if n >= 2 {
+	if withDelta && n >= 2 {
 		w := bitWidth(uint64(dhi) - uint64(dlo))
 		if s := head + varintLen(vals[0]) + varintLen(dlo) + 1 + packedSize(n-1, w); s < best.size {
 			best = intPlan{enc: intDelta, base: vals[0], dmin: dlo, width: w, size: s}

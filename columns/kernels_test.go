@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -220,6 +221,75 @@ func TestInt64sMatchReference(t *testing.T) {
 		require.NoError(t, err, "chunk %d", k)
 		require.Equal(t, []byte{0xcc}, rest)
 		require.Equal(t, append([]int64{5}, vals...), dec, "chunk %d", k)
+	}
+}
+
+// TestPlanInt64sSample: a chunk of planSampleMin values or more whose first planSample deltas
+// span more bits than its values is planned without the other deltas; the plan is the one
+// from every delta (and the bytes the reference encoder's), at and around the sizes where the
+// sample starts, for values narrow and wide, deltas wide only in the sample or only after it,
+// and a least value far below the first (whose varint the delta head saves).
+func TestPlanInt64sSample(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 4))
+	full := func(vals []int64) intPlan {
+		if len(vals) == 0 {
+			return planOf(vals, 0, 0, 0, 0, false)
+		}
+		lo, hi, dlo, dhi := int64Ranges(vals)
+		return planOf(vals, lo, hi, dlo, dhi, true)
+	}
+	skipped := 0
+	for _, n := range []int{planSampleMin - 1, planSampleMin, planSampleMin + 1, planSample + planSampleMin, 16384} {
+		for w := 1; w <= 63; w += 2 {
+			shapes := map[string][]int64{}
+			mk := func(name string, f func(i int) int64) {
+				v := make([]int64, n)
+				for i := range v {
+					v[i] = f(i)
+				}
+				shapes[name] = v
+			}
+			span := int64(1) << (w - 1)
+			mk("random", func(int) int64 { return rng.Int64N(span) - span/2 })
+			mk("sorted", func(i int) int64 { return int64(i)*3 + rng.Int64N(3) })
+			mk("wide sample, then sorted", func(i int) int64 {
+				if i <= planSample {
+					return rng.Int64N(span)
+				}
+				return span + int64(i)
+			})
+			mk("sorted sample, then wide", func(i int) int64 {
+				if i <= planSample {
+					return int64(i)
+				}
+				return rng.Int64N(span)
+			})
+			mk("least far below the first", func(i int) int64 {
+				switch i {
+				case 0:
+					return 0
+				case n / 2:
+					return math.MinInt64 / 2
+				}
+				return rng.Int64N(span)
+			})
+			for name, vals := range shapes {
+				got, want := planInt64s(vals), full(vals)
+				require.Equal(t, want, got, "%s: n %d, w %d", name, n, w)
+				require.Equal(t, refInt64s(nil, vals), appendInt64s(nil, vals), "%s: n %d, w %d", name, n, w)
+				if n >= planSampleMin {
+					if dlo, dhi := deltaRange(vals[:planSample+1]); want.enc != intConstant &&
+						bitWidth(uint64(dhi)-uint64(dlo)) > bitWidth(uint64(slices.Max(vals))-uint64(slices.Min(vals))) {
+						skipped++
+					}
+				}
+			}
+		}
+	}
+	require.Greater(t, skipped, 50, "chunks planned from the sample")
+	for _, vals := range [][]int64{{5}, {5, 6, 5, 9, 1}, {3, 4, -7, 2, 8, 1, 0, 9}, make([]int64, 1027)} {
+		lo, hi := minMax(vals)
+		require.Equal(t, [2]int64{slices.Min(vals), slices.Max(vals)}, [2]int64{lo, hi})
 	}
 }
 
