@@ -141,10 +141,25 @@ func (w *numWriter[T]) timesOK(vs []T) bool {
 		last = w.last
 	}
 	lo, hi := w.gran.Truncate(MinTime), MaxTime
-	none := w.gran == GranularityNone
+	if w.gran == GranularityNone {
+		// In order after last, every value lies between the first and the last: one
+		// comparison a value, and the range checked at the ends.
+		if int64(vs[0]) < max(last, lo) || int64(vs[len(vs)-1]) > hi {
+			return false
+		}
+		last = int64(vs[0])
+		for _, x := range vs[1:] {
+			v := int64(x)
+			if v < last {
+				return false
+			}
+			last = v
+		}
+		return true
+	}
 	for _, x := range vs {
 		v := int64(x)
-		if v < last || v < lo || v > hi || !none && w.gran.Truncate(v) != v {
+		if v < last || v < lo || v > hi || w.gran.Truncate(v) != v {
 			return false
 		}
 		last = v

@@ -750,6 +750,8 @@ func TestAppendValuesTimeChecks(t *testing.T) {
 	}{
 		{"order within a call", GranularityNone, [][]int64{{1, 2, 5, 4}}, "row 3:"},
 		{"order across calls", GranularityNone, [][]int64{{1, 2}, {2, 3}, {1}}, "row 4:"},
+		{"order within a later call", GranularityNone, [][]int64{{1, 2}, {10, 5}}, "row 3:"},
+		{"past MaxTime at a later call's end", GranularityNone, [][]int64{{1, 2}, {3, 4, MaxTime + 1}}, "row 4:"},
 		{"not truncated", GranularityHour, [][]int64{{0, hour}, {2*hour + 1}}, "row 2:"},
 		{"before MinTime", GranularityNone, [][]int64{{MinTime - 1}}, "row 0:"},
 		{"after MaxTime", GranularityNone, [][]int64{{0}, {MaxTime, MaxTime + 1}}, "row 2:"},
