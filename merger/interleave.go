@@ -338,44 +338,40 @@ func (b *batch) appendItems(il *interleave, items []ilItem) {
 		}
 	}
 	// The ids are read off the keys (packed most significant dimension first), three
-	// dimensions a pass.
-	// A dimension's shift is below 64 unless it packs no bits, and then its mask is 0.
+	// dimensions a pass. Each one's shift and mask are scalars of the loop (an array of them
+	// the compiler keeps in memory, loaded again for every key); its shift is below 64 unless
+	// it packs no bits, and then its mask is 0.
 	packBits, shift := il.cs[0].packBits, il.idBits
-	dims := b.keys.dims
-	for len(dims) > 0 {
-		k := min(len(dims), 3)
-		var ids [3][]uint32
-		var shifts [3]uint
-		var masks [3]uint64
-		for j := range k {
-			shift -= int(packBits[j])
-			shifts[j], masks[j] = uint(shift)&63, uint64(1)<<packBits[j]-1
-			ids[j] = slicesx.Extend(&dims[j].ids, n)
-		}
-		// Scalars, not the arrays: the compiler keeps an array of more than one element in
-		// memory, and loaded the shifts and masks again for every key.
-		s0, s1, s2 := shifts[0]&63, shifts[1]&63, shifts[2]&63
-		m0, m1, m2 := masks[0], masks[1], masks[2]
-		switch k {
-		case 3:
-			x, y, z := ids[0][:n], ids[1][:n], ids[2][:n]
+	field := func(j int) ([]uint32, uint, uint64) {
+		shift -= int(packBits[j])
+		return slicesx.Extend(&b.keys.dims[j].ids, n)[:n], uint(shift) & 63, uint64(1)<<packBits[j] - 1
+	}
+	for j := 0; j < len(b.keys.dims); {
+		switch len(b.keys.dims) - j {
+		case 1:
+			x, s0, m0 := field(j)
 			for i := range items {
-				key := items[i].key
-				x[i], y[i], z[i] = uint32(key>>s0&m0), uint32(key>>s1&m1), uint32(key>>s2&m2)
+				x[i] = uint32(items[i].key >> s0 & m0)
 			}
+			j++
 		case 2:
-			x, y := ids[0][:n], ids[1][:n]
+			x, s0, m0 := field(j)
+			y, s1, m1 := field(j + 1)
 			for i := range items {
 				key := items[i].key
 				x[i], y[i] = uint32(key>>s0&m0), uint32(key>>s1&m1)
 			}
+			j += 2
 		default:
-			x := ids[0][:n]
+			x, s0, m0 := field(j)
+			y, s1, m1 := field(j + 1)
+			z, s2, m2 := field(j + 2)
 			for i := range items {
-				x[i] = uint32(items[i].key >> s0 & m0)
+				key := items[i].key
+				x[i], y[i], z[i] = uint32(key>>s0&m0), uint32(key>>s1&m1), uint32(key>>s2&m2)
 			}
+			j += 3
 		}
-		dims, packBits = dims[k:], packBits[k:]
 	}
 	for x, n := range il.cnt {
 		il.next[x] += n
