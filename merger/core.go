@@ -110,6 +110,9 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 		med = medium.NewHeap()
 	}
 	c.scratch.parent = med
+	if opts.scratch != nil {
+		c.scratch.parent = opts.scratch
+	}
 	defer func() {
 		if cerr := errors.Join(c.runSorts.close(), c.scratch.close()); cerr != nil && err == nil {
 			err = fmt.Errorf("merger: scratch: %w", cerr)

@@ -84,7 +84,8 @@
 // merge ends, the group's checksum pass (step 0) included; an intermediate segment, once
 // written, is mapped and its descriptor closed (on Linux; elsewhere it keeps one until read).
 // So at most MaxFanIn inputs are open at once, plus a few descriptors of the merge's own (the
-// staging medium's file, the segment being written, its directory while it is synced).
+// default staging and scratch media's files, the segment being written, its directory while
+// it is synced).
 // Before the first phase MergeInputs opens every input once, one at a time, for its schema and
 // row count, so that an input that does not open or whose schema conflicts fails the merge
 // before anything is written. In one phase the inputs open once and stay open to its end.
@@ -114,7 +115,9 @@
 // and writes a value with more rows a piece at a time, large pre-aggregated groups keep no
 // key a row (their rows' ids are read again). The row maps of multi-value dimensions (4 bytes an input row) and the dictionaries
 // still grow with the data. The default staging medium keeps the output in its file's page
-// cache, with at most 4 MiB of buffers.
+// cache, with at most 4 MiB of buffers, and the id logs' runs in a second file (1 MiB of
+// buffers): a file takes one write at a time, and punching the space of what was read back
+// (a TRIM the punch waits for, on a file system mounted with discard) holds it too.
 //
 // A cancelled context stops a merge within milliseconds: every loop checks it at least every
 // few thousand rows or values. The error wraps ctx.Err(), and nothing is left in dst's
@@ -132,7 +135,7 @@
 //
 // Merge writes, in dst's directory, only: the output, written as an unnamed file and linked to
 // dst at the end; intermediate segments (with MaxFanIn), unnamed files too; and the default
-// staging medium's file, unnamed too. A killed merge leaves nothing on Linux with a file system
+// staging and scratch media's files, unnamed too. A killed merge leaves nothing on Linux with a file system
 // that has O_TMPFILE (ext4, XFS, btrfs, tmpfs), except, with Replace, if it dies between
 // the two calls that name the output (a complete segment under columns.TempPattern). Elsewhere
 // these are named temp files (columns.TempPattern, IntermediatePattern, tmpfile's pattern),

@@ -9,7 +9,7 @@ import (
 )
 
 // fdReserve is how many descriptors a merge keeps for itself besides its inputs' when it picks
-// a fan-in: the staging medium's file, the segment being written, its directory (opened to
+// a fan-in: the staging and scratch media's files, the segment being written, its directory (opened to
 // sync it), the Go runtime's poller, connections to object storage, and room to spare.
 const fdReserve = 16
 

@@ -36,8 +36,9 @@ var ErrInvalid = invalid.Sentinel("merger: invalid argument")
 // dimensions first seen first, every input in one phase, GOMAXPROCS workers, no progress.
 type Options struct {
 	// Medium stages the output's column parts (and those of intermediate segments). Nil means a
-	// tmpfile medium in dst's directory, created for the merge and closed at its end. A medium
-	// given here stays the caller's: Merge only takes children of it.
+	// tmpfile medium in dst's directory, created for the merge and closed at its end, with a
+	// second one beside it for the id logs' runs (its own file: see the package doc). A medium
+	// given here stays the caller's: Merge only takes children of it, for both.
 	Medium medium.Medium
 	// Durability of the published output (see medium.SyncMode: with SyncAll the output is also
 	// read back from the disk and checked before it is named). Intermediate segments and stages
@@ -125,6 +126,10 @@ type Options struct {
 
 	// verifyInputs, when set, is the pass above: runCore calls it before the final publish.
 	verifyInputs func(context.Context) error
+
+	// scratch, when set, is the medium of what a merge keeps per row (the id logs' runs): with
+	// the default staging medium, a file of its own beside it. Nil means children of Medium.
+	scratch medium.Medium
 
 	// Compression and ChunkRows are passed to colwrite.Options.
 	Compression columns.Compression

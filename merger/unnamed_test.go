@@ -153,3 +153,72 @@ func TestMergeRace(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeScratchFile: with the default staging medium, the id logs' runs go to a file of
+// their own, not the parts' file (a file takes one write at a time, and a punch holds it, see
+// the package doc): when the output is about to be named, the merge holds three unnamed files
+// in dst's directory, the parts' stages, the runs (written) and the output; they are
+// closed when Merge returns, and the output's bytes are those of a merge through one medium
+// (a heap medium, whose children hold both). Breaking the split (runCore ignoring
+// Options.scratch, or Merge not making it) leaves two files: the test fails.
+func TestMergeScratchFile(t *testing.T) {
+	if !sys.CanLinkUnnamed() {
+		t.Skip("no unnamed files here")
+	}
+	defer func(m int, b int64) { logMemIDs, scratchBufferBudget = m, b }(logMemIDs, scratchBufferBudget)
+	logMemIDs = 64             // the id logs write runs from their 65th row on
+	scratchBufferBudget = 4096 // and the runs leave the buffers for the file
+	inDir := t.TempDir()
+	var segs []*columns.Segment
+	for i := range 3 {
+		segs = append(segs, genSegment(t, inDir, int64(300+i), 2000))
+	}
+	noSync := medium.Durability{Sync: medium.SyncNone}
+	one := filepath.Join(t.TempDir(), "one.seg")
+	mustMerge(t, segs, one, Options{Durability: noSync, Medium: medium.NewHeap()})
+	want, err := os.ReadFile(one)
+	require.NoError(t, err)
+
+	outDir := t.TempDir()
+	dst := filepath.Join(outDir, "out.seg")
+	var files []*os.File
+	var mu sync.Mutex
+	saved := sys.Default
+	open := saved.OpenTmpfile
+	sys.Default.OpenTmpfile = func(dir string) (*os.File, error) {
+		f, err := open(dir)
+		if err == nil && dir == outDir {
+			mu.Lock()
+			files = append(files, f)
+			mu.Unlock()
+		}
+		return f, err
+	}
+	defer func() { sys.Default = saved }()
+	var sizes []int64
+	defer testhook.SetBeforePublish(func(d string) {
+		if d != dst {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, f := range files {
+			fi, err := f.Stat()
+			require.NoError(t, err)
+			sizes = append(sizes, fi.Size())
+		}
+	})()
+	mustMerge(t, segs, dst, Options{Durability: noSync})
+	// Made in this order: the parts' file (empty here: the parts fit in its buffers), the
+	// runs' file, the output.
+	require.Len(t, sizes, 3, "the parts' file, the runs' file and the output, all in dst's directory")
+	require.Positive(t, sizes[1], "the id logs' runs are in their own file")
+	require.Positive(t, sizes[2], "the output")
+	for _, f := range files {
+		_, err := f.Stat()
+		require.ErrorIs(t, err, os.ErrClosed, "every file the merge made is closed when it returns")
+	}
+	got, err := os.ReadFile(dst)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}
