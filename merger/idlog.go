@@ -145,9 +145,12 @@ var (
 	// logRunIDs bounds a run's rows (the run's sort takes 4 MiB) and the ids a log keeps in
 	// memory once it has runs (see runLen).
 	logRunIDs = 1 << 20
-	// logSortRows bounds the rows the bitmaps phase places at a time (4 MiB of rows), unless
-	// a single id holds more. A merge of up to 1 Mi rows sorts each log in one pass.
-	logSortRows = 1 << 20
+	// logSortRows bounds the rows the bitmaps phase places at a time (2 MiB of rows a
+	// goroutine), unless a single id holds more. A merge of up to 512 Ki rows sorts each log
+	// in one pass. At 1 Mi rows (4 MiB) the 30 M-row contiguous hour rollup peaked at 67.2
+	// MiB of RSS against 63.3 at 512 Ki, and the 3 M- and 30 M-row merges 3.5-4.4 MiB higher,
+	// with walls the same (the 300 M merges' bitmaps steps too: bench/RESULTS.md).
+	logSortRows = 1 << 19
 )
 
 // runReadBytes bounds the buffers a log's bitmaps phase reads its runs through (16 KiB a run
