@@ -185,13 +185,14 @@ func mergeSources(ctx context.Context, ls []level, out columns.Schema, dst targe
 		// other. A file takes one write at a time (its inode's lock), and punching its
 		// discarded space (with the discard mount option, a TRIM the punch waits for) holds
 		// that lock: in one file, the scratch's writes and punches stalled the parts' writers.
-		tm, err := tmpfile.New(tmpfile.Options{Fs: opts.Fs, Dir: dir, Durability: opts.Durability, BufferBudget: defaultBufferBudget})
-		if err != nil {
-			return res, fmt.Errorf("merger: staging medium: %w", err)
+		// The deferred Close below sets the result err: no err declared in this block.
+		tm, terr := tmpfile.New(tmpfile.Options{Fs: opts.Fs, Dir: dir, Durability: opts.Durability, BufferBudget: defaultBufferBudget})
+		if terr != nil {
+			return res, fmt.Errorf("merger: staging medium: %w", terr)
 		}
-		sm, err := tmpfile.New(tmpfile.Options{Fs: opts.Fs, Dir: dir, Durability: opts.Durability, BufferBudget: scratchBufferBudget})
-		if err != nil {
-			return res, multierr.Join(fmt.Errorf("merger: scratch medium: %w", err), tm.Close())
+		sm, serr := tmpfile.New(tmpfile.Options{Fs: opts.Fs, Dir: dir, Durability: opts.Durability, BufferBudget: scratchBufferBudget})
+		if serr != nil {
+			return res, multierr.Join(fmt.Errorf("merger: scratch medium: %w", serr), tm.Close())
 		}
 		med, opts.scratch = tm, sm
 		defer func() {

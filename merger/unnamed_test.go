@@ -2,6 +2,7 @@ package merger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -11,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/afero"
 	"github.com/stretchr/testify/require"
 
 	"github.com/writeout/writeout/columns"
 	"github.com/writeout/writeout/internal/sys"
 	"github.com/writeout/writeout/internal/testhook"
 	"github.com/writeout/writeout/medium"
+	"github.com/writeout/writeout/tmpfile"
 )
 
 // noTmpfile makes O_TMPFILE unsupported for the intermediate segments (sysCalls) and, when
@@ -221,4 +224,36 @@ func TestMergeScratchFile(t *testing.T) {
 	got, err := os.ReadFile(dst)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
+}
+
+// closeFailFs is an afero.Fs whose files named by tmpfile's pattern fail to close (after closing).
+type closeFailFs struct{ afero.Fs }
+
+type closeFailFile struct{ afero.File }
+
+var errCloseTest = errors.New("test: close fails")
+
+func (f closeFailFile) Close() error { return errors.Join(f.File.Close(), errCloseTest) }
+
+func (fs closeFailFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
+	f, err := fs.Fs.OpenFile(name, flag, perm)
+	if err == nil && tmpfile.IsTempName(filepath.Base(name)) {
+		return closeFailFile{f}, nil
+	}
+	return f, err
+}
+
+// TestMergeMediumCloseFails: a default medium whose file fails to close fails the merge, with
+// an error that names the medium and wraps the close's.
+func TestMergeMediumCloseFails(t *testing.T) {
+	inDir := t.TempDir()
+	var segs []*columns.Segment
+	for i := range 2 {
+		segs = append(segs, genSegment(t, inDir, int64(400+i), 500))
+	}
+	mem := closeFailFs{afero.NewMemMapFs()}
+	require.NoError(t, mem.MkdirAll("/out", 0o755))
+	_, err := Merge(t.Context(), segs, "/out/o.seg", Options{Fs: mem, Durability: medium.Durability{Sync: medium.SyncNone}})
+	require.ErrorIs(t, err, errCloseTest)
+	require.ErrorContains(t, err, "merger: staging medium")
 }
