@@ -9,8 +9,9 @@ import (
 )
 
 // fdReserve is how many descriptors a merge keeps for itself besides its inputs' when it picks
-// a fan-in: the staging and scratch media's files, the segment being written, its directory (opened to
-// sync it), the Go runtime's poller, connections to object storage, and room to spare.
+// a fan-in: the staging and scratch media's files, the segment being written, its directory
+// (opened to sync it), the Go runtime's poller, connections to object storage, and room to
+// spare.
 const fdReserve = 16
 
 // fdLimit and fdOpen read the process's descriptor limit and count; tests replace them.

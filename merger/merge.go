@@ -185,30 +185,32 @@ func mergeSources(ctx context.Context, ls []level, out columns.Schema, dst targe
 		// other. A file takes one write at a time (its inode's lock), and punching its
 		// discarded space (with the discard mount option, a TRIM the punch waits for) holds
 		// that lock: in one file, the scratch's writes and punches stalled the parts' writers.
-		// The deferred Close below sets the result err: no err declared in this block.
-		tm, terr := tmpfile.New(tmpfile.Options{Fs: opts.Fs, Dir: dir, Durability: opts.Durability, BufferBudget: defaultBufferBudget})
+		newMedium := func(budget int64) (*tmpfile.Medium, error) {
+			return tmpfile.New(tmpfile.Options{Fs: opts.Fs, Dir: dir, Durability: opts.Durability, BufferBudget: budget})
+		}
+		// Sets the result err: no err is declared in this block.
+		closeMedium := func(what string, m *tmpfile.Medium) {
+			if cerr := m.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("merger: %s medium: %w", what, cerr)
+			}
+			// Counted once closed: its pacer's goroutine is done then.
+			if err == nil {
+				res.Syncs += int(m.Syncs())
+				res.Trickles += int(m.Trickles())
+			}
+		}
+		tm, terr := newMedium(defaultBufferBudget)
 		if terr != nil {
 			return res, fmt.Errorf("merger: staging medium: %w", terr)
 		}
-		sm, serr := tmpfile.New(tmpfile.Options{Fs: opts.Fs, Dir: dir, Durability: opts.Durability, BufferBudget: scratchBufferBudget})
+		sm, serr := newMedium(scratchBufferBudget)
 		if serr != nil {
 			return res, multierr.Join(fmt.Errorf("merger: scratch medium: %w", serr), tm.Close())
 		}
 		med, opts.scratch = tm, sm
 		defer func() {
-			for _, m := range []struct {
-				what string
-				m    *tmpfile.Medium
-			}{{"staging", tm}, {"scratch", sm}} {
-				if cerr := m.m.Close(); cerr != nil && err == nil {
-					err = fmt.Errorf("merger: %s medium: %w", m.what, cerr)
-				}
-				// Counted once closed: its pacer's goroutine is done then.
-				if err == nil {
-					res.Syncs += int(m.m.Syncs())
-					res.Trickles += int(m.m.Trickles())
-				}
-			}
+			closeMedium("staging", tm)
+			closeMedium("scratch", sm)
 		}()
 	} else {
 		syncer, _ = med.(interface{ Syncs() int64 })
