@@ -111,7 +111,7 @@
 // rows read from bitmaps, after the bitmaps), so they count in its RSS by what it read since,
 // a few MiB, not by their size; the bytes stay in the page cache. What grows with the rows is
 // kept out of memory past bounds sized to Options.MemoryLimit (see budget.go): the id logs
-// write runs to the scratch medium, the bitmaps step sorts a bounded range of rows at a time
+// write runs to the scratch medium (2 bytes a row and a few an id: idlog.go), the bitmaps step sorts a bounded range of rows at a time
 // and writes a value with more rows a piece at a time, large pre-aggregated groups keep no
 // key a row (their rows' ids are read again). The row maps of multi-value dimensions (4 bytes an input row) and the dictionaries
 // still grow with the data. The default staging medium keeps the output in its file's page

@@ -391,3 +391,87 @@ func TestIDLogSealFreesToSystem(t *testing.T) {
 	require.Equal(t, before, scratch.PoolBytes(), "the array before the runs went to the pool")
 	require.NoError(t, log.free())
 }
+
+// TestLogRunsRoundTrip writes runs of several lengths (one block of 65,536 rows or less, one
+// past it, many blocks) with ids of every kind (one of few values, of many, ids with a row or
+// two in blocks far apart, ids absent) through both ways a run finds its rows' blocks (the
+// placed ends of a small cardinality, the scan of a large one), and reads them back as the
+// bitmaps phase does: every id gets exactly its rows, in order.
+func TestLogRunsRoundTrip(t *testing.T) {
+	for _, card := range []int{1, 3, 4000, 70_000} {
+		for _, runLen := range []int{1, 1000, 65_536, 65_537, 200_000, 1 << 20} {
+			t.Run(fmt.Sprintf("card=%d/run=%d", card, runLen), func(t *testing.T) {
+				if runLen == 1<<20 && (testing.Short() || raceEnabled) {
+					t.Skip("a run of 1 Mi rows: not in short or race runs")
+				}
+				rng := rand.New(rand.NewPCG(uint64(card), uint64(runLen)))
+				rows := 2*runLen + runLen/3 // two whole runs and a part
+				ids := make([]uint32, rows)
+				for r := range ids {
+					switch k := rng.IntN(10); {
+					case k < 4:
+						ids[r] = uint32(card - 1) // a large id
+					case k < 9:
+						ids[r] = uint32(rng.IntN(min(card, 8)))
+					default:
+						ids[r] = uint32(rng.IntN(card)) // rare, with rows in blocks apart
+					}
+				}
+				log := newIDLog(card, func() (medium.Medium, error) { return medium.NewHeap(), nil }, bounds{}, nil)
+				var runs func() ([]runReader, []uint32)
+				switch l := log.(type) {
+				case *typedLog[uint8]:
+					l.memIDs, l.runMax = runLen, 4*runLen // runs of a quarter of runMax first (runLen)
+					runs = func() ([]runReader, []uint32) { require.NoError(t, l.seal()); return readersOf(l.runs), l.counts }
+				case *typedLog[uint16]:
+					l.memIDs, l.runMax = runLen, 4*runLen // runs of a quarter of runMax first (runLen)
+					runs = func() ([]runReader, []uint32) { require.NoError(t, l.seal()); return readersOf(l.runs), l.counts }
+				case *typedLog[uint32]:
+					l.memIDs, l.runMax = runLen, 4*runLen // runs of a quarter of runMax first (runLen)
+					runs = func() ([]runReader, []uint32) { require.NoError(t, l.seal()); return readersOf(l.runs), l.counts }
+				}
+				log.reserve(rows)
+				require.NoError(t, log.add(ids))
+				readers, counts := runs()
+				require.GreaterOrEqual(t, len(readers), 2)
+				wants := make([][]uint32, card)
+				for r, id := range ids {
+					wants[id] = append(wants[id], uint32(r))
+				}
+				// Gather the ids a few ranges at a time.
+				got := make([]uint32, rows)
+				pos := make([]uint32, card)
+				for lo := 0; lo < card; {
+					hi := min(card, lo+1+rng.IntN(card))
+					off := uint32(0)
+					for v := lo; v < hi; v++ {
+						pos[v] = off
+						off += counts[v]
+					}
+					for i := range readers {
+						require.NoError(t, readers[i].gather(hi, got, pos))
+					}
+					off = 0
+					for v := lo; v < hi; v++ {
+						require.Equal(t, len(wants[v]), int(counts[v]), "id %d", v)
+						if counts[v] > 0 {
+							require.Equal(t, wants[v], got[off:off+counts[v]], "id %d", v)
+						}
+						off += counts[v]
+					}
+					lo = hi
+				}
+				require.NoError(t, log.free())
+			})
+		}
+	}
+}
+
+// readersOf returns a runReader of each run, with buffers of 4 KiB.
+func readersOf(runs []logRun) []runReader {
+	var rs []runReader
+	for _, run := range runs {
+		rs = append(rs, runReader{run: run, rowsBuf: make([]byte, 0, 4<<10), idsBuf: make([]byte, 0, runIDsBuf)})
+	}
+	return rs
+}
