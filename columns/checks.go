@@ -239,12 +239,16 @@ func (s *Segment) crcRange(ctx context.Context, crc uint32, p *segfmt.PartInfo, 
 		defer crcBuffers.Put(bp)
 		buf = *bp
 	}
+	hinted := lo // the part's bytes below it were asked for ahead (readAhead)
 	for off := lo; off < hi; off += crcPiece {
 		if err := ctx.Err(); err != nil {
 			return 0, fmt.Errorf("columns: verify checksums: %w", err)
 		}
 		n := min(crcPiece, hi-off)
 		b, err := src.view(p.Offset+off, n, buf)
+		if src.data == nil {
+			hinted = readAhead(src, p.Offset, off+n, hi, hinted)
+		}
 		if err != nil {
 			return 0, err
 		}

@@ -2,6 +2,7 @@ package columns
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -404,6 +405,9 @@ func TestSequentialReadAhead(t *testing.T) {
 		hint   bool
 		off, n int64
 	}
+	// The parts' checks first: a check through the descriptor asks for read-ahead too
+	// (TestChecksumPassReadAhead), and the cursor's own requests are the point here.
+	require.NoError(t, seg.VerifyChecksumsContext(context.Background()))
 	var log []event
 	seg.src.willNeed = func(off, n int64) { log = append(log, event{true, off, n}) }
 	var col *Column[int64] // the long metric of the largest part
@@ -443,6 +447,71 @@ func TestSequentialReadAhead(t *testing.T) {
 	}
 	require.Equal(t, part.Offset+part.Length, hinted, "the spans reach the part's end")
 	require.Greater(t, hints, 3)
+}
+
+// TestChecksumPassReadAhead: the checksum pass over a mapped file's parts, which reads them
+// through the descriptor (VerifyChecksumsContext, a merge's pass over the parts it did not
+// read), asks for each part's bytes ahead of its reads as a Sequential cursor does: every read
+// of a part but its first was asked for before, the requests follow one another and stay
+// within the part, and every byte of the large parts was asked for.
+func TestChecksumPassReadAhead(t *testing.T) {
+	seg, _ := openMappedPages(t, 200_000)
+	savedSpan, savedLead := readAheadSpan, readAheadLead
+	t.Cleanup(func() { readAheadSpan, readAheadLead = savedSpan, savedLead })
+	readAheadSpan, readAheadLead = 2*crcPiece, crcPiece // a lead of a piece at least
+	type event struct {
+		hint   bool
+		off, n int64
+	}
+	var log []event
+	seg.src.willNeed = func(off, n int64) { log = append(log, event{true, off, n}) }
+	r := seg.src.r
+	seg.src.r = readerFunc(func(p []byte, off int64) (int, error) {
+		log = append(log, event{false, off, int64(len(p))})
+		return r.ReadAt(p, off)
+	})
+	require.NoError(t, seg.VerifyChecksumsContext(context.Background()))
+	large := 0
+	for i := range seg.checks {
+		p := seg.checks[i].part
+		var reads, hints []event
+		for _, e := range log {
+			if e.off >= p.Offset && e.off < p.Offset+p.Length {
+				if e.hint {
+					hints = append(hints, e)
+				} else {
+					reads = append(reads, e)
+				}
+			}
+		}
+		if len(reads) == 0 {
+			continue // read through the mapping, or empty
+		}
+		hinted := reads[0].off + reads[0].n // read before any request
+		for k, h := range hints {
+			require.Equal(t, hinted, h.off, "part %d, request %d: a span from %d, the last ended at %d", i, k, h.off, hinted)
+			require.LessOrEqual(t, h.off+h.n, p.Offset+p.Length, "part %d, request %d: past the part", i, k)
+			hinted = h.off + h.n
+		}
+		for k, e := range log {
+			if e.hint || e.off < p.Offset || e.off >= p.Offset+p.Length || e == reads[0] {
+				continue
+			}
+			// Every later read lies within what was asked for before it.
+			var asked int64
+			for _, h := range log[:k] {
+				if h.hint && h.off >= p.Offset && h.off < p.Offset+p.Length {
+					asked = h.off + h.n
+				}
+			}
+			require.LessOrEqual(t, e.off+e.n, asked, "part %d: a read of [%d, %d) not asked for ahead", i, e.off, e.off+e.n)
+		}
+		if len(reads) > 2 {
+			require.Equal(t, p.Offset+p.Length, hinted, "part %d: the requests reach its end", i)
+			large++
+		}
+	}
+	require.Positive(t, large, "parts of several pieces")
 }
 
 type readerFunc func(p []byte, off int64) (int, error)
