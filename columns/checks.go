@@ -246,11 +246,11 @@ func (s *Segment) crcRange(ctx context.Context, crc uint32, p *segfmt.PartInfo, 
 		}
 		n := min(crcPiece, hi-off)
 		b, err := src.view(p.Offset+off, n, buf)
-		if src.data == nil {
-			hinted = readAhead(src, p.Offset, off+n, hi, hinted)
-		}
 		if err != nil {
 			return 0, err
+		}
+		if src.data == nil {
+			hinted = readAhead(src, p.Offset, off+n, hi, hinted)
 		}
 		crc = crc32.Update(crc, castagnoli, b)
 		if dropEach {

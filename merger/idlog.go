@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/writeout/writeout/internal/colwrite"
 	"github.com/writeout/writeout/internal/slicesx"
@@ -295,7 +294,7 @@ func (l *typedLog[T]) sealRun(ids []T) error {
 			return err
 		}
 		defer l.sorts.put(sort)
-		lows = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(sort.S))), len(ids))
+		lows = asUint16s(sort.S)[:len(ids)]
 		if nb == 1 {
 			placeLows(ids, lows, cnt)
 			l.runIDs = appendRunIDs(l.runIDs[:0], cnt, 1, l.card)
@@ -354,7 +353,7 @@ func (l *typedLog[T]) sealRun(ids []T) error {
 func packRun(ids []byte, rows, ends []uint32) ([]byte, []uint16) {
 	// lows[i] takes bytes [2i, 2i+2) of rows' memory, which no row not read yet (rows[j],
 	// bytes [4j, 4j+4), j >= i) shares.
-	lows := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(rows))), len(rows))
+	lows := asUint16s(rows)[:len(rows)]
 	var counts [maxRunBlocks]uint32
 	prev, lo := 0, uint32(0)
 	for v, hi := range ends {
