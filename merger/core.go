@@ -400,6 +400,7 @@ func (c *core) preAgg() *preAgg {
 		openKeys: func(in int32) *keyReader { return c.openKeys(in, packBits) },
 		release:  func(in int32) error { return releaseInputs(c.srcs[in:in+1], c.names[in:in+1]) }}
 	pre.tables.budget, pre.tables.ahead = int64(c.bounds.tableBytes), int64(c.bounds.aheadBytes)
+	pre.loads.par = c.opts.Parallelism
 	for _, m := range c.out.Metrics {
 		if m.Type != columns.MetricLong {
 			return nil

@@ -309,3 +309,59 @@ func TestPreloadsMost(t *testing.T) {
 	m.add(1)
 	require.True(t, m.aheadFull())
 }
+
+// TestMergeSplitCombine: with Parallelism above 1, a group combined ahead while no other is
+// combines on two goroutines, the first half of the long tasks on the preload's and the rest
+// on a helper's, and the rollup writes the bytes of one combined on one goroutine
+// (Parallelism 1); the tasks' errors come in row order (splitCombine.stop).
+func TestMergeSplitCombine(t *testing.T) {
+	saved, savedMem := maxWindowRows, maxMemGroupRows
+	t.Cleanup(func() { maxWindowRows, maxMemGroupRows = saved, savedMem })
+	ms := []columns.Metric{{Name: "sum", Aggregator: agg.LongSum}, {Name: "min", Aggregator: agg.LongMin},
+		{Name: "max", Aggregator: agg.LongMax}}
+	for i := range ms {
+		ms[i].Type, ms[i].Field = columns.MetricLong, ms[i].Name
+	}
+	s := columns.Schema{Granularity: columns.GranularityNone, Dimensions: []columns.Dimension{{Name: "a"}, {Name: "b"}}, Metrics: ms}
+	rng := rand.New(rand.NewPCG(8, 34))
+	rs := make([]columns.Row, 3*slotsReadRows+5000) // hours of a few pieces each
+	for r := range rs {
+		rs[r] = columns.Row{Time: 1_700_000_000_000 + int64(r)*100, Dims: [][]string{{fmt.Sprintf("v%d", rng.IntN(40))}, {fmt.Sprintf("w%d", rng.IntN(300))}},
+			Metrics: []columns.Value{{Long: rng.Int64N(1000)}, {Long: rng.Int64N(1000) - 500}, {Long: rng.Int64N(1 << 40)}}}
+	}
+	dir := t.TempDir()
+	seg := writeSegment(t, dir, "in.seg", s, rs)
+	for _, memRows := range []int{0, 1 << 30} { // keys read again, or slots kept in memory
+		maxWindowRows, maxMemGroupRows = 2000, memRows
+		var outs []string
+		for _, par := range []int{1, 2} {
+			opts := Options{Rollup: true, Granularity: columns.GranularityHour, Durability: medium.Durability{Sync: medium.SyncNone}, Parallelism: par}
+			before := splitCombines.Load()
+			out := filepath.Join(dir, fmt.Sprintf("out-%d-%d.seg", memRows, par))
+			_, err := Merge(t.Context(), []*columns.Segment{seg}, out, opts)
+			require.NoError(t, err)
+			require.Equal(t, par > 1, splitCombines.Load() > before, "Parallelism %d, memory rows %d: groups split", par, memRows)
+			outs = append(outs, out)
+		}
+		requireSameFiles(t, outs[0], outs[1], fmt.Sprintf("memory rows %d", memRows))
+	}
+
+	// The error of the first piece that failed; on one piece, the preload goroutine's (its
+	// tasks come first).
+	mine, helpers := errors.New("the preload's"), errors.New("the helper's")
+	for _, c := range []struct {
+		mine, helper int // the pieces that failed, -1: none
+		want         error
+	}{{-1, -1, nil}, {3, -1, mine}, {-1, 3, helpers}, {5, 3, helpers}, {3, 5, mine}, {4, 4, mine}} {
+		s := &splitCombine{jobs: make(chan splitJob), free: make(chan []int32, splitBuffers), done: make(chan struct{}), pool: make(chan [][]int32, 1)}
+		close(s.done)
+		var err error
+		if c.mine >= 0 {
+			err = mine
+		}
+		if c.helper >= 0 {
+			s.errPiece, s.err = c.helper, helpers
+		}
+		require.Equal(t, c.want, s.stop(c.mine, err), "preload's piece %d, helper's %d", c.mine, c.helper)
+	}
+}

@@ -43,6 +43,7 @@ var (
 	preloadsTaken atomic.Int64
 	earlyPreloads atomic.Int64 // groups combined as soon as streamed ahead (startEarly)
 	claimsTaken   atomic.Int64 // accumulators tasks took from a claim
+	splitCombines atomic.Int64 // groups combined on two goroutines (splitCombine)
 	preloadFault  func(g *groupAgg) error
 )
 
@@ -108,6 +109,11 @@ type preloads struct {
 	// ready is set once every task is added (setReady): the cursors stream groups ahead
 	// before, on goroutines of their own, and startEarly reads the tasks.
 	ready atomic.Bool
+	// par is the merge's Parallelism: above 1, a group's combining is split between two
+	// goroutines (see splitCombine).
+	par       int
+	splitBufs chan [][]int32 // the buffers of split combines (see splitCombine), for the next
+	combining atomic.Int32   // groups being combined (combine)
 }
 
 // maxAheads bounds the groups that stream ahead at once, each on a goroutine with a window
@@ -143,6 +149,7 @@ func (ps *preloads) addTask(t *longTask, sources int, open func(in int) slotSrc)
 	ps.tasks = append(ps.tasks, p)
 	if ps.bufs == nil {
 		ps.bufs = make(chan slotBuf, 2)
+		ps.splitBufs = make(chan [][]int32, 2)
 		ps.readers = make([]chan *readerSet, sources)
 		for i := range ps.readers {
 			ps.readers[i] = make(chan *readerSet, 1)
@@ -325,24 +332,141 @@ func (ps *preloads) combine(g *groupAgg, loads []*preload, rs *readerSet) error 
 		default:
 		}
 	}()
+	own := ps.tasks // the tasks this goroutine combines; a helper has the others
+	var help *splitCombine
+	alone := ps.combining.Add(1) == 1
+	defer ps.combining.Add(-1)
+	if alone && ps.par > 1 && len(ps.tasks) > 1 {
+		h := len(ps.tasks) / 2
+		own, help = ps.tasks[:h], ps.startSplit(loads, rs, h)
+		splitCombines.Add(1)
+		kg := sb.kg
+		defer func() { sb.kg = kg }() // the pool's buffer goes back to it, the helper's to theirs
+	}
+	piece, err := ps.combineRows(g, loads, own, rs, &sb, help)
+	if help != nil {
+		err = help.stop(piece, err)
+	}
+	if err != nil {
+		return err
+	}
+	g.rowsRead(int32(len(ps.tasks)))
+	return nil
+}
+
+// combineRows combines g's rows, a slotsReadRows piece at a time, into the accumulators of
+// loads for the tasks own (ps.tasks[:len(own)]), reading the values through rs and the
+// pieces' slots through sb, and hands each piece to help (nil: none) for the other tasks. On
+// failure it returns the piece that failed.
+func (ps *preloads) combineRows(g *groupAgg, loads []*preload, own []*preloader, rs *readerSet, sb *slotBuf, help *splitCombine) (int, error) {
 	released := int(g.lo)
-	for r := int(g.lo); r < int(g.hi); {
+	piece := 0
+	for r := int(g.lo); r < int(g.hi); piece++ {
 		if err := g.pre.releaseEvery(g.in, r, &released); err != nil {
-			return err
+			return piece, err
 		}
-		gid, err := g.slotsAt(r, min(slotsReadRows, int(g.hi)-r), &sb)
+		if help != nil {
+			sb.kg = <-help.free // a buffer the helper is done with
+		}
+		gid, err := g.slotsAt(r, min(slotsReadRows, int(g.hi)-r), sb)
 		if err != nil {
-			return ps.tasks[0].t.failIn(g.in, err)
+			return piece, ps.tasks[0].t.failIn(g.in, err)
 		}
-		for i, p := range ps.tasks {
+		help.give(splitJob{piece: piece, r: r, gid: gid, buf: sb.kg})
+		for i, p := range own {
 			if err := p.t.addSlots(&loads[i].sa, r, gid, rs.srcs[i]); err != nil {
-				return err
+				return piece, err
 			}
 		}
 		r += len(gid)
 	}
-	g.rowsRead(int32(len(ps.tasks)))
-	return nil
+	return piece, nil
+}
+
+// splitCombine combines a group's rows for the tasks from on, on a goroutine of its own,
+// while the preload's goroutine reads the rows' slots and combines them for the tasks before.
+// A group's combining was the longest step of a 300 M-row hour rollup of inputs that follow
+// one another in time (4.0 s of goroutine time against the cursors' 2.2 s), and ran on one
+// core while the other had little to do.
+//
+// The rows go a slotsReadRows piece at a time, their slots in one of splitBuffers buffers:
+// the preload's goroutine may read up to splitBuffers-1 pieces ahead of the helper, so that
+// neither waits for the other at each piece when a third goroutine (a cursor streaming the
+// next group) shares the cores. The combining of each task is in row order, as on one
+// goroutine, and the error returned is the one of the first piece that failed.
+type splitCombine struct {
+	jobs chan splitJob
+	free chan []int32 // the buffers of slots no one reads
+	done chan struct{}
+	pool chan [][]int32
+	// errPiece is the first piece the helper failed on, err its error (set by the helper,
+	// read once done is closed).
+	errPiece int
+	err      error
+}
+
+// splitJob is a piece of rows for the helper: rows r.., their slots gid (in buf, or in the
+// group's own array).
+type splitJob struct {
+	piece, r int
+	gid, buf []int32
+}
+
+// splitBuffers is how many buffers of slots a split combine reads through.
+const splitBuffers = 4
+
+// startSplit starts the helper of tasks from.. of a combine into loads through rs.
+func (ps *preloads) startSplit(loads []*preload, rs *readerSet, from int) *splitCombine {
+	s := &splitCombine{jobs: make(chan splitJob, splitBuffers), free: make(chan []int32, splitBuffers),
+		done: make(chan struct{}), pool: ps.splitBufs}
+	var bufs [][]int32
+	select {
+	case bufs = <-ps.splitBufs:
+	default:
+		bufs = make([][]int32, splitBuffers)
+	}
+	for _, b := range bufs {
+		s.free <- b
+	}
+	go func() {
+		defer close(s.done)
+		for j := range s.jobs {
+			for i := from; i < len(ps.tasks) && s.err == nil; i++ {
+				if err := ps.tasks[i].t.addSlots(&loads[i].sa, j.r, j.gid, rs.srcs[i]); err != nil {
+					s.errPiece, s.err = j.piece, err
+				}
+			}
+			s.free <- j.buf
+		}
+	}()
+	return s
+}
+
+// give hands the helper a piece (no-op when s is nil: no helper).
+func (s *splitCombine) give(j splitJob) {
+	if s != nil {
+		s.jobs <- j
+	}
+}
+
+// stop waits for the helper to combine the pieces it was given and returns the error of the
+// first piece that failed: the helper's, or err, the preload goroutine's on piece piece (on
+// the same piece, err: its tasks come first). The buffers go back to the pool.
+func (s *splitCombine) stop(piece int, err error) error {
+	close(s.jobs)
+	<-s.done
+	bufs := make([][]int32, 0, splitBuffers)
+	for len(s.free) > 0 {
+		bufs = append(bufs, <-s.free)
+	}
+	select {
+	case s.pool <- bufs:
+	default:
+	}
+	if s.err != nil && (err == nil || s.errPiece < piece) {
+		return s.err
+	}
+	return err
 }
 
 // take returns the task's preload of g, waiting for it, or nil when g was not combined ahead
