@@ -86,15 +86,15 @@ func (pc *partCheck) check() error {
 // (finishFused); the check judges it before anything it found, so that damaged bytes read as
 // a bad CRC, as when the CRC comes first.
 type fusedCRC struct {
-	crc    uint32
-	next   int  // the chunk expected next
-	broken bool // a chunk came out of order: the CRC is computed again (finishFused)
+	crc  uint32
+	next int // the chunk expected next
 }
 
-// add hashes frame, the bytes of chunk i.
+// add hashes frame, the bytes of chunk i, when it is the chunk expected next. A chunk out of
+// order (a reader that looks ahead, then goes back) is not hashed: the CRC goes on from the
+// next one when it comes, and is computed again (finishFused) when not every chunk did.
 func (f *fusedCRC) add(i int, frame []byte) {
-	if i != f.next || f.broken {
-		f.broken = true
+	if i != f.next {
 		return
 	}
 	f.crc = crc32.Update(f.crc, castagnoli, frame)
@@ -121,7 +121,7 @@ func (pc *partCheck) fuse() *fusedCRC {
 // chunk in order (the check stopped early), it computes the CRC alone. It returns checkCRC's
 // verdict.
 func (pc *partCheck) finishFused(fc *fusedCRC, ix *chunkIndex) error {
-	if fc.broken || fc.next != ix.n || pc.seg.src.closed {
+	if fc.next != ix.n || pc.seg.src.closed {
 		return pc.checkCRC()
 	}
 	tail, err := pc.seg.src.view(pc.part.Offset+ix.idxOff, pc.part.Length-ix.idxOff, nil)

@@ -40,14 +40,16 @@ type Deferral struct {
 type deferred struct {
 	sc     *structCheck
 	chunks int          // the part's chunks
-	next   int          // the chunk expected next; -1 once one came out of order
+	next   int          // the chunk expected next
 	judge  func() error // the check's verdict from the chunks gathered, when all came in order
 }
 
-// took reports whether chunk i is the part's next in row order, and counts it.
+// took reports whether chunk i is the part's next in row order, and counts it. A chunk out of
+// order is not gathered, and the gathering goes on from the next one when it comes: a merge's
+// cursor looks at a time ahead of its rows (cursor.streamAhead), then goes back, and its
+// times were all checked again after the rows (0.54 s of a 300 M-row hour rollup's CPU).
 func (x *deferred) took(i int) bool {
 	if x.next != i {
-		x.next = -1
 		return false
 	}
 	x.next++

@@ -21,12 +21,33 @@ func readTimesIDs(seg *Segment, d *Deferral) (string, error) {
 
 // readTimesIDsWith is readTimesIDs through Sequential cursors when seq.
 func readTimesIDsWith(seg *Segment, d *Deferral, seq bool) (string, error) {
+	return readTimesIDsPeek(seg, d, seq, false)
+}
+
+// readTimesIDsPeek is readTimesIDsWith where, when peek, each cursor first reads the chunks of
+// its last row and of a row in the middle (as a merge's cursor looks at a time ahead), then
+// goes back to row 0; what it peeked at is not described.
+func readTimesIDsPeek(seg *Segment, d *Deferral, seq, peek bool) (string, error) {
 	var b strings.Builder
+	peeks := func(chunk func(r int) error) error {
+		if !peek || seg.Rows() == 0 {
+			return nil
+		}
+		for _, r := range []int{seg.Rows() - 1, seg.Rows() / 2} {
+			if err := chunk(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	tc := seg.Time().DeferredCursor(d)
 	if seq {
 		tc.Sequential()
 	}
 	defer tc.Release()
+	if err := peeks(func(r int) error { _, _, err := tc.Chunk(r); return err }); err != nil {
+		return b.String(), err
+	}
 	for r := 0; r < seg.Rows(); {
 		first, vals, err := tc.Chunk(r)
 		if err != nil {
@@ -46,6 +67,10 @@ func readTimesIDsWith(seg *Segment, d *Deferral, seq bool) (string, error) {
 		cur := c.DeferredCursor(d)
 		if seq {
 			cur.Sequential()
+		}
+		if err := peeks(func(r int) error { _, _, _, err := cur.Chunk(r); return err }); err != nil {
+			cur.Release()
+			return b.String(), err
 		}
 		for r := 0; r < seg.Rows(); {
 			first, ids, offs, err := cur.Chunk(r)
@@ -68,8 +93,14 @@ func readTimesIDsWith(seg *Segment, d *Deferral, seq bool) (string, error) {
 // deferredOutcome reads seg as readTimesIDs does with a Deferral and judges it: what it read,
 // and the first error of the reads and Judge.
 func deferredOutcome(seg *Segment) (string, error) {
+	return deferredOutcomePeek(seg, false)
+}
+
+// deferredOutcomePeek is deferredOutcome through cursors that peek ahead first when peek (see
+// readTimesIDsPeek).
+func deferredOutcomePeek(seg *Segment, peek bool) (string, error) {
 	d := &Deferral{}
-	got, err := readTimesIDs(seg, d)
+	got, err := readTimesIDsPeek(seg, d, false, peek)
 	if jerr := d.Judge(); err == nil {
 		err = jerr
 	}
@@ -128,6 +159,21 @@ func TestDeferredChecksWholeRead(t *testing.T) {
 		require.Equal(t, want, got, name)
 		require.Zero(t, ra.fusedCRCs.Load())
 
+		// Cursors that peek at chunks ahead, then read every chunk in order: judged from what
+		// they gathered in order, the CRCs from the frames, as without the peeks.
+		peeked, err := newSegmentBytes(good)
+		require.NoError(t, err)
+		d = &Deferral{}
+		got, err = readTimesIDsPeek(peeked, d, false, true)
+		require.NoError(t, err, name)
+		require.Equal(t, want, got, name)
+		for _, x := range d.checks {
+			require.Equal(t, x.chunks, x.next, "%s: every chunk gathered in order, the peeks aside", name)
+		}
+		require.NoError(t, d.Judge(), name)
+		require.Equal(t, int64(deferredParts), peeked.fusedCRCs.Load(), "%s: each part's CRC from the frames read", name)
+		require.True(t, peeked.time.ix.chk.sc.passed(), name)
+
 		// A cursor that read some rows only: Judge runs the whole check.
 		part, err := newSegmentBytes(good)
 		require.NoError(t, err)
@@ -174,15 +220,23 @@ func TestDeferredChecksStructuralFaults(t *testing.T) {
 				seg, err := newSegmentBytes(b)
 				require.NoError(t, err)
 				got, derr := deferredOutcome(seg)
+				pseg, err := newSegmentBytes(b)
+				require.NoError(t, err)
+				pgot, pderr := deferredOutcomePeek(pseg, true) // cursors that look ahead first
 				if perr == nil {
 					require.NoError(t, derr, what)
 					require.Equal(t, want, got, what)
+					require.NoError(t, pderr, what)
+					require.Equal(t, want, pgot, what)
 					continue
 				}
 				failed++
 				require.Error(t, derr, "%s: the plain read fails with %v", what, perr)
 				require.ErrorIs(t, derr, ErrCorrupt, what)
 				require.ErrorContains(t, derr, "part ", what)
+				require.Error(t, pderr, "%s: peeking: the plain read fails with %v", what, perr)
+				require.ErrorIs(t, pderr, ErrCorrupt, what)
+				require.ErrorContains(t, pderr, "part ", what)
 				_, again := readTimesIDs(seg, nil)
 				require.Error(t, again, "%s: the verdict stays", what)
 				require.ErrorIs(t, again, ErrCorrupt, what)
