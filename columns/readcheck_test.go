@@ -2,6 +2,7 @@ package columns
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -730,4 +731,42 @@ func TestReadCheckEveryEntry(t *testing.T) {
 	f("tags", segfmt.PartBitmaps, "DimColumn.EachBitmapRows", func(s *Segment) error {
 		return dim(s, "tags").EachBitmapRows(2, nil, func([]uint32) error { return nil })
 	})
+}
+
+// TestVerifyIndexChecksums: VerifyIndexChecksumsContext checks the bitmap index of the named
+// dimensions and nothing else: a flipped byte in page's index fails it for page (ErrCorrupt,
+// naming the column and part), not for tags or a name the segment lacks; a flipped byte in a
+// metric's values passes it and fails VerifyChecksumsContext.
+func TestVerifyIndexChecksums(t *testing.T) {
+	good := flipSegments(t)["none"]
+	intact, err := newSegmentBytes(good)
+	require.NoError(t, err)
+	part := func(col string, kind segfmt.PartKind) segfmt.PartInfo {
+		for _, p := range intact.Info().Parts {
+			if p.Column == col && p.Kind == kind {
+				return p
+			}
+		}
+		t.Fatalf("no part %s %s", col, kind)
+		return segfmt.PartInfo{}
+	}
+	ctx := context.Background()
+
+	seg, err := newSegmentBytes(flipped(good, part("page", segfmt.PartBitmaps)))
+	require.NoError(t, err)
+	require.NoError(t, seg.VerifyIndexChecksumsContext(ctx, "tags", "nope"))
+	err = seg.VerifyIndexChecksumsContext(ctx, "page")
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, fmt.Sprintf("column %q part %s", "page", segfmt.PartBitmaps))
+	require.Equal(t, int64(2), seg.crcPasses.Load(), "page's and tags' indexes")
+	err = seg.VerifyChecksumsContext(ctx)
+	require.ErrorContains(t, err, fmt.Sprintf("column %q part %s", "page", segfmt.PartBitmaps))
+
+	seg, err = newSegmentBytes(flipped(good, part("added", segfmt.PartValues)))
+	require.NoError(t, err)
+	require.NoError(t, seg.VerifyIndexChecksumsContext(ctx, "page", "tags"))
+	require.Equal(t, int64(2), seg.crcPasses.Load(), "the two indexes")
+	err = seg.VerifyChecksumsContext(ctx)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, fmt.Sprintf("column %q part %s", "added", segfmt.PartValues))
 }

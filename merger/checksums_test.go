@@ -149,3 +149,70 @@ func TestMergeMetricCRCsFromReads(t *testing.T) {
 		}
 	}
 }
+
+// TestInputVerifierEarly: the checksum pass's early part (the inputs' bitmap indexes the merge
+// never reads, checked beside its rows) finds a flipped byte in such an index and run returns
+// it, naming the input and the part; an index the merge reads (named in read) is left to the
+// pass after the rows, and so is damage elsewhere: the early part passes and the whole pass
+// fails; stop ends an early part that runs and waits for it, and a second stop does nothing.
+func TestInputVerifierEarly(t *testing.T) {
+	dir := t.TempDir()
+	a := genSegment(t, dir, 1, 5000)
+	bad := genSegment(t, dir, 2, 5000)
+	path := filepath.Join(dir, "basic-2-5000.seg")
+	var dims []string
+	for _, d := range bad.Schema().Dimensions {
+		if !d.MultiValue && !d.Raw && !d.NoBitmapIndex {
+			dims = append(dims, d.Name)
+		}
+	}
+	require.NotEmpty(t, dims)
+	require.NoError(t, bad.Close())
+	flipInPart(t, path, dims[0], segfmt.PartBitmaps)
+	bad = openSeg(t, path)
+	ctx := context.Background()
+
+	v := &inputVerifier{inputs: []*columns.Segment{a, bad}, names: []string{"a.seg", "bad.seg"}, par: 2}
+	v.start(ctx, nil)
+	err := <-v.early
+	require.ErrorIs(t, err, columns.ErrCorrupt, "found by the early part")
+	v.early <- err // as it was
+	err = v.run(ctx)
+	require.ErrorIs(t, err, columns.ErrCorrupt)
+	require.ErrorContains(t, err, "bad.seg")
+	require.ErrorContains(t, err, fmt.Sprintf("column %q part %s", dims[0], segfmt.PartBitmaps))
+	v.stop()
+
+	// The damaged index is one the merge reads: the pass after the rows finds it.
+	require.NoError(t, bad.Close())
+	bad = openSeg(t, path)
+	v = &inputVerifier{inputs: []*columns.Segment{a, bad}, names: []string{"a.seg", "bad.seg"}, par: 2}
+	v.start(ctx, dims[:1])
+	require.NoError(t, <-v.early, "not the early part's")
+	v.early <- nil // as it was
+	err = v.run(ctx)
+	require.ErrorIs(t, err, columns.ErrCorrupt)
+	require.ErrorContains(t, err, fmt.Sprintf("column %q part %s", dims[0], segfmt.PartBitmaps))
+
+	// Damage in a metric's values: not the early part's.
+	require.NoError(t, bad.Close())
+	bad = genSegment(t, dir, 3, 5000)
+	path = filepath.Join(dir, "basic-3-5000.seg")
+	require.NoError(t, bad.Close())
+	flipInPart(t, path, "sumLongSequential", segfmt.PartValues)
+	bad = openSeg(t, path)
+	v = &inputVerifier{inputs: []*columns.Segment{bad}, names: []string{"bad.seg"}, par: 1}
+	v.start(ctx, nil)
+	require.NoError(t, <-v.early, "the indexes are intact")
+	v.early <- nil // as it was
+	err = v.run(ctx)
+	require.ErrorIs(t, err, columns.ErrCorrupt)
+	require.ErrorContains(t, err, `"sumLongSequential"`)
+
+	// stop: the early part cancelled and waited for, whatever it found.
+	v = &inputVerifier{inputs: []*columns.Segment{openSeg(t, path)}, names: []string{"bad.seg"}, par: 1}
+	v.start(ctx, nil)
+	v.stop()
+	require.Nil(t, v.early)
+	v.stop()
+}

@@ -125,6 +125,18 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 			}
 		}
 	}()
+	if v := opts.verifyInputs; v != nil && phase == phases {
+		// The inputs' bitmap indexes are never read by the merge but those of the output's
+		// multi-value dimensions (rebuilt from the inputs'): checked beside the rows.
+		var read []string
+		for _, d := range out.Dimensions {
+			if d.MultiValue {
+				read = append(read, d.Name)
+			}
+		}
+		v.start(ctx, read)
+		defer v.stop()
+	}
 	t0 := time.Now()
 	if err := c.dictionaries(w); err != nil {
 		return st, err
@@ -158,7 +170,7 @@ func runCore(ctx context.Context, srcs []source.Source, names []string, out colu
 	if phase == phases && opts.verifyInputs != nil {
 		// The inputs' parts the merge did not read (Options.SkipChecksums), before anything is
 		// published (its time counts as the publication's).
-		if err := opts.verifyInputs(ctx); err != nil {
+		if err := opts.verifyInputs.run(ctx); err != nil {
 			return st, err
 		}
 	}

@@ -122,7 +122,7 @@ func sourcesOf(ls []level) ([]source.Source, []string) {
 
 // verifierOf returns the checksum pass (Options.SkipChecksums) over the open inputs of ls that
 // ask for it, or nil when none does.
-func verifierOf(ls []level, par int) func(context.Context) error {
+func verifierOf(ls []level, par int) *inputVerifier {
 	var segs []*columns.Segment
 	var names []string
 	for _, l := range ls {
@@ -133,7 +133,7 @@ func verifierOf(ls []level, par int) func(context.Context) error {
 	if len(segs) == 0 {
 		return nil
 	}
-	return verifier(segs, names, par)
+	return &inputVerifier{inputs: segs, names: names, par: par}
 }
 
 // writeIntermediate merges one group of sources into an intermediate segment in dir and

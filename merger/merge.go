@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/spf13/afero"
@@ -136,20 +137,82 @@ func outputSchemaOf(ls []level, schemas []columns.Schema, opts *Options) (column
 	return outputSchema(schemas, func(i int) string { return ls[i].name }, opts.Dimensions, opts.Rollup, opts.Granularity)
 }
 
-// verifier returns the pass of Options.SkipChecksums over inputs (named names in errors): the
-// CRC-32C of every part the read path has not checked.
-func verifier(inputs []*columns.Segment, names []string, par int) func(context.Context) error {
-	return func(ctx context.Context) error {
-		return parallel.Run(len(inputs), par, func(i int) error {
-			if err := inputs[i].VerifyChecksumsContext(ctx); err != nil {
-				if ctx.Err() != nil {
-					return fmt.Errorf("merger: %w", ctx.Err())
-				}
-				return fmt.Errorf("merger: %s: %w", names[i], err)
-			}
-			return nil
-		})
+// inputVerifier is the pass of Options.SkipChecksums over inputs (named names in errors): the
+// CRC-32C of every part the read path has not checked. Its first part, the inputs' bitmap
+// indexes that the merge never reads (all but those of the output's multi-value dimensions,
+// which it rebuilds from them), runs early, beside the rows (start): after the rows, the
+// pass and the judging of the inputs' structural checks (which checks the indexes it needs)
+// took 0.6 s of a 300 M-row hour rollup's 4.8, on one core of two for most of it.
+type inputVerifier struct {
+	inputs []*columns.Segment
+	names  []string
+	par    int
+
+	cancel context.CancelFunc // the early part's, while it may run
+	early  chan error         // its verdict
+}
+
+// start checks the bitmap indexes of every input's dimensions but those named read, on a
+// goroutine of its own (one: the rows beside it take the cores); stop or run waits for it.
+func (v *inputVerifier) start(ctx context.Context, read []string) {
+	if v.early != nil {
+		return
 	}
+	ctx, v.cancel = context.WithCancel(ctx)
+	v.early = make(chan error, 1)
+	go func() {
+		for i, seg := range v.inputs {
+			var dims []string
+			for _, d := range seg.Schema().Dimensions {
+				if !d.NoBitmapIndex && !slices.Contains(read, d.Name) {
+					dims = append(dims, d.Name)
+				}
+			}
+			if err := seg.VerifyIndexChecksumsContext(ctx, dims...); err != nil {
+				v.early <- v.failed(ctx, i, err)
+				return
+			}
+		}
+		v.early <- nil
+	}()
+}
+
+// stop ends the early check, if it runs, and waits for it (a merge that failed: its caller
+// closes the inputs the check reads).
+func (v *inputVerifier) stop() {
+	if v.early == nil {
+		return
+	}
+	v.cancel()
+	err := <-v.early
+	v.early = nil
+	_ = err // the merge failed already: its error is the one returned
+}
+
+// run waits for the early check, then checks every part the read path has not checked.
+func (v *inputVerifier) run(ctx context.Context) error {
+	if v.early != nil {
+		err := <-v.early
+		v.cancel()
+		v.early = nil
+		if err != nil {
+			return err
+		}
+	}
+	return parallel.Run(len(v.inputs), v.par, func(i int) error {
+		if err := v.inputs[i].VerifyChecksumsContext(ctx); err != nil {
+			return v.failed(ctx, i, err)
+		}
+		return nil
+	})
+}
+
+// failed returns the error of input i's check.
+func (v *inputVerifier) failed(ctx context.Context, i int, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("merger: %w", ctx.Err())
+	}
+	return fmt.Errorf("merger: %s: %w", v.names[i], err)
 }
 
 // mergeSources runs the phases of a merge of ls: while there are more of them than MaxFanIn,
@@ -317,7 +380,7 @@ func mergeGroup(ctx context.Context, group []level, out columns.Schema, name, di
 	}
 	if verify := verifierOf(group, opts.Parallelism); verify != nil {
 		t0 := time.Now()
-		if err := verify(ctx); err != nil {
+		if err := verify.run(ctx); err != nil {
 			return level{}, st, multierr.Join(err, l.drop())
 		}
 		st.publish += time.Since(t0)

@@ -1,7 +1,6 @@
 package merger
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -119,13 +118,15 @@ type Options struct {
 	// fails the merge rather than become a valid-looking output. The pass covers the rest (the
 	// bitmap indexes of single-value dimensions, say, which a merge rebuilds from the ids), so
 	// that a merge fails on any damage in its inputs, as a copy would; it reads only those
-	// parts, can be cancelled, runs after the row merge and before the output is published,
-	// and counts in Result.Publish. The default (false) runs it; skip it for inputs just
-	// verified.
+	// parts and can be cancelled. The inputs' bitmap indexes the merge never reads are checked
+	// on a goroutine of their own beside the row merge; the rest after it, before the output is
+	// published, counting in Result.Publish. The default (false) runs it; skip it for inputs
+	// just verified.
 	SkipChecksums bool
 
-	// verifyInputs, when set, is the pass above: runCore calls it before the final publish.
-	verifyInputs func(context.Context) error
+	// verifyInputs, when set, is the pass above: runCore starts its early part before the
+	// rows and runs it before the final publish.
+	verifyInputs *inputVerifier
 
 	// scratch, when set, is the medium of what a merge keeps per row (the id logs' runs): with
 	// the default staging medium, a file of its own beside it. Nil means children of Medium.
