@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -733,11 +734,12 @@ func TestReadCheckEveryEntry(t *testing.T) {
 	})
 }
 
-// TestVerifyIndexChecksums: VerifyIndexChecksumsContext checks the bitmap index of the named
-// dimensions and nothing else: a flipped byte in page's index fails it for page (ErrCorrupt,
-// naming the column and part), not for tags or a name the segment lacks; a flipped byte in a
-// metric's values passes it and fails VerifyChecksumsContext.
-func TestVerifyIndexChecksums(t *testing.T) {
+// TestVerifyUnreadChecksums: VerifyUnreadChecksumsContext checks the parts a reader of some
+// columns does not read and nothing else: a flipped byte in page's index fails it for page
+// (ErrCorrupt, naming the column and part) unless page's index is one the reader reads; a
+// flipped byte in a metric's values fails it only when the metric is not one of the columns
+// read; VerifyChecksumsContext fails either way.
+func TestVerifyUnreadChecksums(t *testing.T) {
 	good := flipSegments(t)["none"]
 	intact, err := newSegmentBytes(good)
 	require.NoError(t, err)
@@ -750,12 +752,21 @@ func TestVerifyIndexChecksums(t *testing.T) {
 		t.Fatalf("no part %s %s", col, kind)
 		return segfmt.PartInfo{}
 	}
+	all := []string{TimeColumn, "nope"}
+	for _, d := range intact.Schema().Dimensions {
+		all = append(all, d.Name)
+	}
+	for _, m := range intact.Schema().Metrics {
+		all = append(all, m.Name)
+	}
+	require.Contains(t, all, "added")
 	ctx := context.Background()
 
 	seg, err := newSegmentBytes(flipped(good, part("page", segfmt.PartBitmaps)))
 	require.NoError(t, err)
-	require.NoError(t, seg.VerifyIndexChecksumsContext(ctx, "tags", "nope"))
-	err = seg.VerifyIndexChecksumsContext(ctx, "page")
+	require.NoError(t, seg.VerifyUnreadChecksumsContext(ctx, all, []string{"page"}))
+	require.Equal(t, int64(1), seg.crcPasses.Load(), "tags' index")
+	err = seg.VerifyUnreadChecksumsContext(ctx, all, nil)
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.ErrorContains(t, err, fmt.Sprintf("column %q part %s", "page", segfmt.PartBitmaps))
 	require.Equal(t, int64(2), seg.crcPasses.Load(), "page's and tags' indexes")
@@ -764,8 +775,11 @@ func TestVerifyIndexChecksums(t *testing.T) {
 
 	seg, err = newSegmentBytes(flipped(good, part("added", segfmt.PartValues)))
 	require.NoError(t, err)
-	require.NoError(t, seg.VerifyIndexChecksumsContext(ctx, "page", "tags"))
+	require.NoError(t, seg.VerifyUnreadChecksumsContext(ctx, all, nil))
 	require.Equal(t, int64(2), seg.crcPasses.Load(), "the two indexes")
+	err = seg.VerifyUnreadChecksumsContext(ctx, slices.DeleteFunc(slices.Clone(all), func(c string) bool { return c == "added" }), nil)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, fmt.Sprintf("column %q part %s", "added", segfmt.PartValues))
 	err = seg.VerifyChecksumsContext(ctx)
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.ErrorContains(t, err, fmt.Sprintf("column %q part %s", "added", segfmt.PartValues))

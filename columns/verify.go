@@ -189,13 +189,17 @@ func (s *Segment) VerifyChecksumsContext(ctx context.Context) error {
 	return s.verifyParts(ctx, nil)
 }
 
-// VerifyIndexChecksumsContext is VerifyChecksumsContext over the bitmap indexes of the named
-// dimensions only (a name the segment lacks is no error): a merge that rebuilds those indexes
-// from the ids checks the inputs' ones early, beside its rows, and its pass over the parts it
-// did not read then finds them checked. It may run while the segment is read.
-func (s *Segment) VerifyIndexChecksumsContext(ctx context.Context, dims ...string) error {
+// VerifyUnreadChecksumsContext is VerifyChecksumsContext over the parts that a reader of the
+// columns named in cols, which reads the bitmap indexes of those named in indexes only, does
+// not read: every part of the other columns, and the other bitmap indexes of cols (a name the
+// segment lacks is no error). A merge checks them early, beside its rows, and its pass over
+// the parts it did not read then finds them checked. It may run while the segment is read.
+func (s *Segment) VerifyUnreadChecksumsContext(ctx context.Context, cols, indexes []string) error {
 	return s.verifyParts(ctx, func(p *segfmt.PartInfo) bool {
-		return p.Kind == segfmt.PartBitmaps && slices.Contains(dims, p.Column)
+		if !slices.Contains(cols, p.Column) {
+			return true
+		}
+		return p.Kind == segfmt.PartBitmaps && !slices.Contains(indexes, p.Column)
 	})
 }
 

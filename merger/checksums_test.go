@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -150,10 +151,11 @@ func TestMergeMetricCRCsFromReads(t *testing.T) {
 	}
 }
 
-// TestInputVerifierEarly: the checksum pass's early part (the inputs' bitmap indexes the merge
-// never reads, checked beside its rows) finds a flipped byte in such an index and run returns
-// it, naming the input and the part; an index the merge reads (named in read) is left to the
-// pass after the rows, and so is damage elsewhere: the early part passes and the whole pass
+// TestInputVerifierEarly: the checksum pass's early part (the inputs' parts a merge never
+// reads, checked beside its rows) finds a flipped byte in a bitmap index of a single-value
+// dimension, or in a metric the output drops, and run returns it, naming the input and the
+// part; an index the merge reads (a multi-value dimension's) is left to the pass after the
+// rows, and so is damage in a column the output has: the early part passes and the whole pass
 // fails; stop ends an early part that runs and waits for it, and a second stop does nothing.
 func TestInputVerifierEarly(t *testing.T) {
 	dir := t.TempDir()
@@ -167,13 +169,14 @@ func TestInputVerifierEarly(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, dims)
+	out := bad.Schema()
 	require.NoError(t, bad.Close())
 	flipInPart(t, path, dims[0], segfmt.PartBitmaps)
 	bad = openSeg(t, path)
 	ctx := context.Background()
 
 	v := &inputVerifier{inputs: []*columns.Segment{a, bad}, names: []string{"a.seg", "bad.seg"}, par: 2}
-	v.start(ctx, nil)
+	v.start(ctx, out)
 	err := <-v.early
 	require.ErrorIs(t, err, columns.ErrCorrupt, "found by the early part")
 	v.early <- err // as it was
@@ -183,18 +186,27 @@ func TestInputVerifierEarly(t *testing.T) {
 	require.ErrorContains(t, err, fmt.Sprintf("column %q part %s", dims[0], segfmt.PartBitmaps))
 	v.stop()
 
-	// The damaged index is one the merge reads: the pass after the rows finds it.
+	// The damaged index is one the merge reads (a multi-value dimension's in the output): the
+	// pass after the rows finds it.
 	require.NoError(t, bad.Close())
 	bad = openSeg(t, path)
+	multi := out
+	multi.Dimensions = slices.Clone(out.Dimensions)
+	for k := range multi.Dimensions {
+		if multi.Dimensions[k].Name == dims[0] {
+			multi.Dimensions[k].MultiValue = true
+		}
+	}
 	v = &inputVerifier{inputs: []*columns.Segment{a, bad}, names: []string{"a.seg", "bad.seg"}, par: 2}
-	v.start(ctx, dims[:1])
+	v.start(ctx, multi)
 	require.NoError(t, <-v.early, "not the early part's")
 	v.early <- nil // as it was
 	err = v.run(ctx)
 	require.ErrorIs(t, err, columns.ErrCorrupt)
 	require.ErrorContains(t, err, fmt.Sprintf("column %q part %s", dims[0], segfmt.PartBitmaps))
 
-	// Damage in a metric's values: not the early part's.
+	// Damage in a metric's values: not the early part's while the output has the metric, its
+	// when the output drops it.
 	require.NoError(t, bad.Close())
 	bad = genSegment(t, dir, 3, 5000)
 	path = filepath.Join(dir, "basic-3-5000.seg")
@@ -202,16 +214,28 @@ func TestInputVerifierEarly(t *testing.T) {
 	flipInPart(t, path, "sumLongSequential", segfmt.PartValues)
 	bad = openSeg(t, path)
 	v = &inputVerifier{inputs: []*columns.Segment{bad}, names: []string{"bad.seg"}, par: 1}
-	v.start(ctx, nil)
-	require.NoError(t, <-v.early, "the indexes are intact")
+	v.start(ctx, out)
+	require.NoError(t, <-v.early, "the early part's parts are intact")
 	v.early <- nil // as it was
 	err = v.run(ctx)
 	require.ErrorIs(t, err, columns.ErrCorrupt)
 	require.ErrorContains(t, err, `"sumLongSequential"`)
+	require.NoError(t, bad.Close())
+	bad = openSeg(t, path)
+	dropped := out
+	dropped.Metrics = slices.DeleteFunc(slices.Clone(out.Metrics), func(m columns.Metric) bool { return m.Name == "sumLongSequential" })
+	require.Len(t, dropped.Metrics, len(out.Metrics)-1)
+	v = &inputVerifier{inputs: []*columns.Segment{bad}, names: []string{"bad.seg"}, par: 1}
+	v.start(ctx, dropped)
+	err = <-v.early
+	require.ErrorIs(t, err, columns.ErrCorrupt, "a metric the output drops: the early part's")
+	require.ErrorContains(t, err, `"sumLongSequential"`)
+	v.early <- err
+	v.stop()
 
 	// stop: the early part cancelled and waited for, whatever it found.
 	v = &inputVerifier{inputs: []*columns.Segment{openSeg(t, path)}, names: []string{"bad.seg"}, par: 1}
-	v.start(ctx, nil)
+	v.start(ctx, out)
 	v.stop()
 	require.Nil(t, v.early)
 	v.stop()
