@@ -619,6 +619,18 @@ func TestReadCheckConcurrent(t *testing.T) {
 	}
 }
 
+// partOf returns seg's part kind of column col.
+func partOf(t *testing.T, seg *Segment, col string, kind segfmt.PartKind) segfmt.PartInfo {
+	t.Helper()
+	for _, p := range seg.Info().Parts {
+		if p.Column == col && p.Kind == kind {
+			return p
+		}
+	}
+	t.Fatalf("no part %s of %s", kind, col)
+	return segfmt.PartInfo{}
+}
+
 func flipped(good []byte, p segfmt.PartInfo) []byte {
 	b := append([]byte(nil), good...)
 	b[p.Offset] ^= 0x04
@@ -631,15 +643,7 @@ func TestReadCheckEveryEntry(t *testing.T) {
 	good := flipSegments(t)["s2"]
 	intact, err := newSegmentBytes(good)
 	require.NoError(t, err)
-	part := func(col string, kind segfmt.PartKind) segfmt.PartInfo {
-		for _, p := range intact.Info().Parts {
-			if p.Column == col && p.Kind == kind {
-				return p
-			}
-		}
-		t.Fatalf("no part %s of %s", kind, col)
-		return segfmt.PartInfo{}
-	}
+	part := func(col string, kind segfmt.PartKind) segfmt.PartInfo { return partOf(t, intact, col, kind) }
 	dim := func(s *Segment, name string) *DimColumn {
 		c, err := s.Dim(name)
 		require.NoError(t, err)
@@ -743,15 +747,7 @@ func TestVerifyUnreadChecksums(t *testing.T) {
 	good := flipSegments(t)["none"]
 	intact, err := newSegmentBytes(good)
 	require.NoError(t, err)
-	part := func(col string, kind segfmt.PartKind) segfmt.PartInfo {
-		for _, p := range intact.Info().Parts {
-			if p.Column == col && p.Kind == kind {
-				return p
-			}
-		}
-		t.Fatalf("no part %s %s", col, kind)
-		return segfmt.PartInfo{}
-	}
+	part := func(col string, kind segfmt.PartKind) segfmt.PartInfo { return partOf(t, intact, col, kind) }
 	all := []string{TimeColumn, "nope"}
 	for _, d := range intact.Schema().Dimensions {
 		all = append(all, d.Name)
