@@ -11,8 +11,8 @@
 //     damage must stop it here. A part it reads is checked as it first reads it; the times and
 //     each dimension's ids, with their structural checks, and the numeric metrics' parts, from
 //     the chunks the merge decodes (columns.Deferral), judged before it publishes; the parts
-//     it never reads, in a pass before it publishes (the bitmap indexes it does not rebuild
-//     from, beside the rows).
+//     it never reads, beside the rows (the bitmap indexes it does not rebuild from, the
+//     columns the output drops), and the rest it did not read, in a pass before it publishes.
 //  1. Schemas: the output's dimensions are Options.Dimensions, or the union of the inputs'
 //     (first seen first); its metrics the union of theirs. A dimension an input lacks reads as
 //     null there, a long or double metric an input lacks as null (an empty sketch for

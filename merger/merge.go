@@ -184,24 +184,16 @@ func (v *inputVerifier) start(ctx context.Context, out columns.Schema) {
 // stop ends the early check, if it runs, and waits for it (a merge that failed: its caller
 // closes the inputs the check reads).
 func (v *inputVerifier) stop() {
-	if v.early == nil {
-		return
+	if v.cancel != nil {
+		v.cancel()
 	}
-	v.cancel()
-	err := <-v.early
-	v.early = nil
-	_ = err // the merge failed already: its error is the one returned
+	_ = v.wait() // the merge failed already: its error is the one returned
 }
 
 // run waits for the early check, then checks every part the read path has not checked.
 func (v *inputVerifier) run(ctx context.Context) error {
-	if v.early != nil {
-		err := <-v.early
-		v.cancel()
-		v.early = nil
-		if err != nil {
-			return err
-		}
+	if err := v.wait(); err != nil {
+		return err
 	}
 	return parallel.Run(len(v.inputs), v.par, func(i int) error {
 		if err := v.inputs[i].VerifyChecksumsContext(ctx); err != nil {
@@ -209,6 +201,18 @@ func (v *inputVerifier) run(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// wait waits for the early check, if one was started and not waited for, and returns its
+// verdict.
+func (v *inputVerifier) wait() error {
+	if v.early == nil {
+		return nil
+	}
+	err := <-v.early
+	v.cancel()
+	v.early = nil
+	return err
 }
 
 // failed returns the error of input i's check.

@@ -118,10 +118,10 @@ type Options struct {
 	// fails the merge rather than become a valid-looking output. The pass covers the rest (the
 	// bitmap indexes of single-value dimensions, say, which a merge rebuilds from the ids), so
 	// that a merge fails on any damage in its inputs, as a copy would; it reads only those
-	// parts and can be cancelled. The inputs' bitmap indexes the merge never reads are checked
-	// on a goroutine of their own beside the row merge; the rest after it, before the output is
-	// published, counting in Result.Publish. The default (false) runs it; skip it for inputs
-	// just verified.
+	// parts and can be cancelled. The parts the merge never reads (the bitmap indexes it does
+	// not rebuild from, every part of a column the output drops) are checked on a goroutine of
+	// their own beside the row merge; the rest after it, before the output is published,
+	// counting in Result.Publish. The default (false) runs it; skip it for inputs just verified.
 	SkipChecksums bool
 
 	// verifyInputs, when set, is the pass above: runCore starts its early part before the
