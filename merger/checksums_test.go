@@ -190,8 +190,7 @@ func TestInputVerifierEarly(t *testing.T) {
 	// pass after the rows finds it.
 	require.NoError(t, bad.Close())
 	bad = openSeg(t, path)
-	multi := out
-	multi.Dimensions = slices.Clone(out.Dimensions)
+	multi := out.Clone()
 	for k := range multi.Dimensions {
 		if multi.Dimensions[k].Name == dims[0] {
 			multi.Dimensions[k].MultiValue = true
@@ -222,8 +221,8 @@ func TestInputVerifierEarly(t *testing.T) {
 	require.ErrorContains(t, err, `"sumLongSequential"`)
 	require.NoError(t, bad.Close())
 	bad = openSeg(t, path)
-	dropped := out
-	dropped.Metrics = slices.DeleteFunc(slices.Clone(out.Metrics), func(m columns.Metric) bool { return m.Name == "sumLongSequential" })
+	dropped := out.Clone()
+	dropped.Metrics = slices.DeleteFunc(dropped.Metrics, func(m columns.Metric) bool { return m.Name == "sumLongSequential" })
 	require.Len(t, dropped.Metrics, len(out.Metrics)-1)
 	v = &inputVerifier{inputs: []*columns.Segment{bad}, names: []string{"bad.seg"}, par: 1}
 	v.start(ctx, dropped)

@@ -184,7 +184,7 @@ func (v *inputVerifier) start(ctx context.Context, out columns.Schema) {
 // stop ends the early check, if it runs, and waits for it (a merge that failed: its caller
 // closes the inputs the check reads).
 func (v *inputVerifier) stop() {
-	if v.cancel != nil {
+	if v.early != nil {
 		v.cancel()
 	}
 	_ = v.wait() // the merge failed already: its error is the one returned
