@@ -25,6 +25,10 @@ type recordedBytes struct {
 	read      int64 // the end of the furthest ReadAt
 	discarded bool
 	readAtEnd int64 // read when Discard came
+	// DiscardPrefix: the prefixes given back, in order, what had been read by each, and
+	// the reads that started before a prefix given back.
+	prefixes, readAtPrefix []int64
+	readsBelow             int
 }
 
 func newRecordingMedium() recordingMedium {
@@ -55,8 +59,19 @@ func (b *recordedBytes) ReadAt(p []byte, off int64) (int, error) {
 	n, err := b.Bytes.ReadAt(p, off)
 	b.mu.Lock()
 	b.read = max(b.read, off+int64(n))
+	if k := len(b.prefixes); k > 0 && off < b.prefixes[k-1] {
+		b.readsBelow++
+	}
 	b.mu.Unlock()
 	return n, err
+}
+
+func (b *recordedBytes) DiscardPrefix(n int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.prefixes = append(b.prefixes, n)
+	b.readAtPrefix = append(b.readAtPrefix, b.read)
+	return nil
 }
 
 func (b *recordedBytes) Discard() error {
@@ -98,4 +113,50 @@ func TestFinishDiscardsStages(t *testing.T) {
 		require.Equal(t, b.Size(), b.readAtEnd, "%s: discarded before it was copied whole", what)
 	}
 	require.Greater(t, staged, 10, "the schema stages parts")
+}
+
+// TestFinishGivesBackStagesAsItCopies: publication gives back each staged part's bytes every
+// emitGiveBack bytes it has read of it (medium.PrefixDiscarder), never past what it has read,
+// never reading below what it gave back, and the segment is the one a plain medium gives.
+func TestFinishGivesBackStagesAsItCopies(t *testing.T) {
+	defer func(n int64) { emitGiveBack = n }(emitGiveBack)
+	emitGiveBack = 4 << 10
+	s := allSchema()
+	gen := newRowGen(11, s)
+	rows := make([]Row, 40000)
+	for i := range rows {
+		rows[i] = gen.next()
+	}
+	plain := medium.NewHeap()
+	defer func() { require.NoError(t, plain.Close()) }()
+	want := writeRows(t, s, rows, writerOptions{Medium: plain, ChunkRows: 1000, Compression: CompressionNone})
+
+	m := newRecordingMedium()
+	defer func() { require.NoError(t, m.Close()) }()
+	got := writeRows(t, s, rows, writerOptions{Medium: m, ChunkRows: 1000, Compression: CompressionNone})
+	require.True(t, bytes.Equal(want, got), "giving back stages changed the segment")
+
+	large := 0
+	for i, b := range *m.all {
+		what := fmt.Sprintf("stage %d of %d bytes", i, b.Size())
+		require.Zero(t, b.readsBelow, "%s: read below a prefix given back", what)
+		for k, n := range b.prefixes {
+			require.LessOrEqual(t, n, b.readAtPrefix[k], "%s: gave back %d bytes, %d read", what, n, b.readAtPrefix[k])
+			require.Less(t, n, b.Size(), "%s: gave back the whole stage as a prefix", what)
+			if k > 0 {
+				require.GreaterOrEqual(t, n-b.prefixes[k-1], emitGiveBack, "%s: prefixes %d then %d", what, b.prefixes[k-1], n)
+			}
+		}
+		if b.Size() > emitBuf+emitGiveBack {
+			// Reads take up to emitBuf bytes: the last prefix is at most a read and a step
+			// from the end.
+			large++
+			require.NotEmpty(t, b.prefixes, "%s: nothing given back before the end", what)
+			require.GreaterOrEqual(t, b.prefixes[len(b.prefixes)-1], b.Size()-emitBuf-emitGiveBack, "%s: prefixes given back %v", what, b.prefixes)
+		}
+		if b.Size() > 0 {
+			require.True(t, b.discarded, "%s: not discarded", what)
+		}
+	}
+	require.GreaterOrEqual(t, large, 5, "stages of several reads")
 }

@@ -164,6 +164,12 @@ const (
 	emitBufs = 3
 )
 
+// emitGiveBack is how many bytes of a part emit reads between two DiscardPrefix calls of its
+// stage (a variable for tests). A 300 M-row merge of the peers' events published in 4.14-4.50 s
+// giving back every 16 MiB, against 4.88-5.21 s giving a part back only once it was read whole
+// (bench/RESULTS.md).
+var emitGiveBack int64 = 16 << 20
+
 // emit writes the whole segment to out: the header, every part read out of its stage and
 // checked against the CRC and size computed when it was staged, the footer and the trailer.
 // A goroutine reads the header and the parts, back to back, into buffers of emitBuf bytes
@@ -171,7 +177,9 @@ const (
 // back (a copy out of a temp file's cache, say) and writing the segment (a copy into the
 // output's) take turns on two cores, and every write but the last is a whole buffer, which a
 // bufio.Writer of that size passes on without copying it (the parts' own WriteTo, a part at a
-// time, left a buffered writer copying every byte).
+// time, left a buffered writer copying every byte). The reading goroutine gives each stage's
+// bytes back as it reads them: every emitGiveBack bytes where the stage can give back a prefix
+// (medium.PrefixDiscarder), and the whole stage once its CRC is checked (medium.Discarder).
 func (w *writer) emit(out io.Writer, f *footer) (int64, error) {
 	type filled struct {
 		b   []byte
@@ -209,6 +217,8 @@ func (w *writer) emit(out io.Writer, f *footer) (int64, error) {
 				return
 			}
 			crc := uint32(0)
+			pd, _ := s.b.(medium.PrefixDiscarder)
+			given := int64(0) // the part's bytes given back (pd)
 			for off := int64(0); off < s.n; {
 				if len(buf) == emitBuf {
 					if !send(filled{b: buf}) {
@@ -234,6 +244,12 @@ func (w *writer) emit(out io.Writer, f *footer) (int64, error) {
 				crc = crc32.Update(crc, castagnoli, p)
 				buf = buf[:len(buf)+len(p)]
 				off += int64(len(p))
+				if pd != nil && off-given >= emitGiveBack && off < s.n {
+					// Read, so given back as the copy goes (see medium.PrefixDiscarder). A
+					// failure loses nothing: the bytes go with the stage.
+					_ = pd.DiscardPrefix(off)
+					given = off
+				}
 			}
 			if crc != s.crc {
 				send(filled{err: corruptf("columns: column %q part %s: copied %d bytes with CRC %08x, staged %d bytes with CRC %08x",

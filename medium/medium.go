@@ -69,6 +69,19 @@ type Discarder interface {
 	Discard() error
 }
 
+// PrefixDiscarder is a Bytes that gives back the storage of its first bytes while it is still
+// read from there on. DiscardPrefix(n) releases what the backend can of [0, n) (a temp file's
+// space and pages up to n); afterwards a read that starts before n, and WriteTo, fail with an
+// error wrapping ErrClosed, while reads from n on, Size and writes work as before. An n at or
+// below an earlier one does nothing; n past Size fails with an error wrapping ErrInvalid.
+// Discard (the Bytes is then a Discarder too) releases the rest. A writer that copies a Bytes
+// out front to back gives back what it has copied as it goes: a segment's publication does,
+// every few MiB of a part, so that the output file's next pages are the ones the part held a
+// moment before, not memory the machine has to hand out afresh.
+type PrefixDiscarder interface {
+	DiscardPrefix(n int64) error
+}
+
 // Medium hands out Bytes and releases everything they hold when it is closed.
 // Its methods are safe for concurrent use.
 type Medium interface {

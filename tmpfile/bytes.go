@@ -27,15 +27,18 @@ type tmpBytes struct {
 	flushed int64  // bytes in extents
 	buf     []byte // bytes flushed..size
 	size    int64
+	dropped int64 // DiscardPrefix gave back the bytes before it: reads there fail
 	err     error // sticky first write error
 	// discarded: Discard gave b's buffer and space back; every call but Size fails.
 	discarded bool
 }
 
 var (
-	_ medium.Bytes  = (*tmpBytes)(nil)
-	_ io.WriterTo   = (*tmpBytes)(nil)
-	_ io.ReaderFrom = (*tmpBytes)(nil)
+	_ medium.Bytes           = (*tmpBytes)(nil)
+	_ medium.Discarder       = (*tmpBytes)(nil)
+	_ medium.PrefixDiscarder = (*tmpBytes)(nil)
+	_ io.WriterTo            = (*tmpBytes)(nil)
+	_ io.ReaderFrom          = (*tmpBytes)(nil)
 )
 
 // backendIO names this backend in the errors of the ReadAt, ReadFrom and WriteTo steps every
@@ -77,6 +80,53 @@ func (b *tmpBytes) Discard() error {
 	b.buf = nil
 	b.st.punch(b.extents)
 	b.extents = nil
+	return nil
+}
+
+// DiscardPrefix gives back the file space of b's bytes before n (medium.PrefixDiscarder): the
+// part of each extent below n is punched out and freed as Discard does with all of them, on the
+// store's punching goroutine, and reads before n fail from now on. Bytes of the buffer stay
+// until Discard. A publication calls it every few MiB of a part it copies out: the pages it
+// gives back are then taken by the output's next writes at once, while the machine still holds
+// them (on a virtual machine that reports free memory to its host, pages left free for a second
+// or two go back to the host, and the output's next writes fault in fresh ones, several times
+// slower), and the part's dirty pages not written back yet are dropped before the kernel
+// writes them.
+func (b *tmpBytes) DiscardPrefix(n int64) error {
+	if err := b.check("discard prefix"); err != nil {
+		return err
+	}
+	if n < 0 || n > b.size {
+		return fmt.Errorf("tmpfile: discard prefix of %d bytes, %d written: %w", n, b.size, medium.ErrInvalid)
+	}
+	if n <= b.dropped {
+		return nil
+	}
+	b.dropped = n
+	var gone []extent
+	k := 0
+	for ; k < len(b.extents); k++ {
+		e := &b.extents[k]
+		if e.start >= n {
+			break
+		}
+		cut := min(e.n, n-e.start)
+		gone = append(gone, extent{start: e.start, off: e.off, n: cut})
+		if cut < e.n {
+			e.start, e.off, e.n = e.start+cut, e.off+cut, e.n-cut
+			break
+		}
+	}
+	b.extents = b.extents[k:]
+	b.st.punch(gone)
+	return nil
+}
+
+// checkDropped fails a read from off of what DiscardPrefix gave back.
+func (b *tmpBytes) checkDropped(op string, off int64) error {
+	if off < b.dropped {
+		return fmt.Errorf("tmpfile: %s at %d: %w (discarded before %d)", op, off, medium.ErrClosed, b.dropped)
+	}
 	return nil
 }
 
@@ -260,6 +310,9 @@ func (b *tmpBytes) WriteTo(w io.Writer) (int64, error) {
 	if err := b.check("write to"); err != nil {
 		return 0, err
 	}
+	if err := b.checkDropped("write to", 0); err != nil {
+		return 0, err
+	}
 	var total int64
 	if len(b.extents) > 0 {
 		if err := b.st.beforeRead(); err != nil {
@@ -370,6 +423,9 @@ func (b *tmpBytes) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	if done, err := backendIO.ReadAtBounds(p, off, b.size); done {
+		return 0, err
+	}
+	if err := b.checkDropped("read", off); err != nil {
 		return 0, err
 	}
 	n := 0

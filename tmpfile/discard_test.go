@@ -202,3 +202,78 @@ func TestDiscardThenClose(t *testing.T) {
 	require.Less(t, n, 64, "Close waited for every hole")
 	require.ErrorIs(t, bs[1].(medium.Discarder).Discard(), medium.ErrClosed)
 }
+
+// TestDiscardPrefixPunchesWhatIsBelow: DiscardPrefix punches out exactly the Bytes' file
+// ranges below the prefix (the part of an extent the prefix cuts too), frees them for the
+// next extents, and leaves the rest readable, the Bytes written beside it untouched.
+func TestDiscardPrefixPunchesWhatIsBelow(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("hole punching is Linux's")
+	}
+	type span struct{ off, n int64 }
+	var mu sync.Mutex
+	var holes []span
+	m := osMedium(t, punchCalls(func(off, n int64) error {
+		mu.Lock()
+		holes = append(holes, span{off, n})
+		mu.Unlock()
+		return nil
+	}))
+	given, err := m.NewBytes()
+	require.NoError(t, err)
+	kept, err := m.NewBytes()
+	require.NoError(t, err)
+	var want, wantKept []byte
+	for i := range 8 { // interleaved extents of 4 KiB: given's at 0, 8 KiB, 16 KiB, ...
+		p := bytes.Repeat([]byte{byte('a' + i)}, 4<<10)
+		_, err = given.Write(p)
+		require.NoError(t, err)
+		want = append(want, p...)
+		q := bytes.Repeat([]byte{byte('A' + i)}, 4<<10)
+		_, err = kept.Write(q)
+		require.NoError(t, err)
+		wantKept = append(wantKept, q...)
+	}
+	_, err = given.Write([]byte("tail")) // to the buffer
+	require.NoError(t, err)
+	want = append(want, "tail"...)
+	before := allocated(t, m)
+
+	pd := given.(medium.PrefixDiscarder)
+	// Two extents and 1,000 bytes of the third.
+	require.NoError(t, pd.DiscardPrefix(8<<10+1000))
+	waitFree(t, m, 8<<10+1000)
+	mu.Lock()
+	require.Equal(t, []span{{0, 4 << 10}, {8 << 10, 4 << 10}, {16 << 10, 1000}}, holes)
+	holes = nil
+	mu.Unlock()
+	require.LessOrEqual(t, allocated(t, m), before-8<<10, "the extents' blocks were not given back")
+	rest := make([]byte, len(want)-(8<<10+1000))
+	_, err = given.ReadAt(rest, 8<<10+1000)
+	require.NoError(t, err)
+	require.Equal(t, want[8<<10+1000:], rest)
+	_, err = given.ReadAt(make([]byte, 1), 8<<10+999)
+	require.ErrorIs(t, err, medium.ErrClosed)
+
+	// The rest of the cut extent, then up to the buffer: punched from where the cut was.
+	require.NoError(t, pd.DiscardPrefix(int64(len(want))-2))
+	waitFree(t, m, 32<<10)
+	mu.Lock()
+	require.Equal(t, []span{{16<<10 + 1000, 4<<10 - 1000}, {24 << 10, 4 << 10}, {32 << 10, 4 << 10}, {40 << 10, 4 << 10}, {48 << 10, 4 << 10}, {56 << 10, 4 << 10}}, holes)
+	mu.Unlock()
+	p := make([]byte, 2)
+	_, err = given.ReadAt(p, int64(len(want))-2)
+	require.NoError(t, err)
+	require.Equal(t, "il", string(p))
+	readBack(t, kept, wantKept)
+
+	// The next writes take the space given back; Discard gives back the buffer.
+	size := m.FileBytes()
+	next, err := m.NewBytes()
+	require.NoError(t, err)
+	_, err = next.Write(bytes.Repeat([]byte{'n'}, 4<<10))
+	require.NoError(t, err)
+	require.Equal(t, size, m.FileBytes(), "the file grew past the freed space")
+	require.NoError(t, given.(medium.Discarder).Discard())
+	readBack(t, kept, wantKept)
+}

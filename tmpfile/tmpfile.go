@@ -17,7 +17,9 @@
 // The file space of a closed child's Bytes is reused by later extents before the file grows. A
 // Bytes is a medium.Discarder: Discard gives its buffer and space back at once, the space
 // punched out of the file first (its pages leave the page cache), which is what a segment's
-// publication does with each part it has copied.
+// publication does with each part it has copied. It is a medium.PrefixDiscarder too:
+// DiscardPrefix gives back the space of its bytes before an offset the same way, which a
+// publication does every few MiB of a part as it copies it.
 //
 // # No litter
 //

@@ -288,3 +288,108 @@ func testDiscard[T tb[T]](t T, open Open[T]) {
 	require.NoError(t, m.Close())
 	require.ErrorIs(t, last.(medium.Discarder).Discard(), medium.ErrClosed, "Discard after Close")
 }
+
+// testDiscardPrefix runs where the backend's Bytes are medium.PrefixDiscarders: after
+// DiscardPrefix(n), Size is unchanged, reads from n on (random ones and one to the end) return
+// the bytes written, a read that starts before n and WriteTo fail with ErrClosed, writes go on
+// and read back, a smaller n does nothing, an n past Size fails with ErrInvalid, the other Bytes
+// (written in turns, on the medium and a child) keep their bytes while new writes take the space
+// given back, and Discard then gives back the rest.
+func testDiscardPrefix[T tb[T]](t T, open Open[T]) {
+	r := rand.New(rand.NewPCG(seed(t), 10))
+	m := openMedium(t, open)
+	if _, ok := newBytes(t, m).(medium.PrefixDiscarder); !ok {
+		t.Skip("the backend's Bytes are not PrefixDiscarders")
+	}
+	child, err := m.NewChild()
+	require.NoError(t, err)
+	type staged struct {
+		b     medium.Bytes
+		model bytes.Buffer
+		given int64
+	}
+	var all []*staged
+	for i := range 6 {
+		on := m
+		if i == 5 {
+			on = child
+		}
+		all = append(all, &staged{b: newBytes(t, on)})
+	}
+	check := func(s *staged, what string) {
+		t.Helper()
+		want := s.model.Bytes()
+		require.Equal(t, int64(len(want)), s.b.Size(), "%s: Size", what)
+		if s.given == 0 {
+			checkContents(t, r, s.b, want)
+			return
+		}
+		_, err := s.b.WriteTo(io.Discard)
+		require.ErrorIs(t, err, medium.ErrClosed, "%s: WriteTo after a prefix of %d was given back", what, s.given)
+		_, err = s.b.ReadAt(make([]byte, 1), s.given-1)
+		require.ErrorIs(t, err, medium.ErrClosed, "%s: ReadAt(1 byte, %d), prefix %d given back", what, s.given-1, s.given)
+		rest := make([]byte, int64(len(want))-s.given)
+		if len(rest) > 0 {
+			k, err := s.b.ReadAt(rest, s.given)
+			require.NoError(t, err, "%s: ReadAt of the rest", what)
+			require.Equal(t, len(rest), k)
+			if !bytes.Equal(want[s.given:], rest) {
+				require.Failf(t, "ReadAt differs", "%s: the rest after %d: %s", what, s.given, firstDiff(want[s.given:], rest))
+			}
+		}
+		for range 10 {
+			if len(rest) == 0 {
+				break
+			}
+			off := s.given + r.Int64N(int64(len(rest)))
+			p := make([]byte, r.Int64N(int64(len(want))-off)+1)
+			k, err := s.b.ReadAt(p, off)
+			require.NoError(t, err, "%s: ReadAt(%d bytes, %d)", what, len(p), off)
+			require.Equal(t, want[off:off+int64(k)], p[:k], "%s: ReadAt(%d bytes, %d)", what, len(p), off)
+		}
+		if s.given <= int64(len(want))-3 { // checkReadAtEnd reads from 3 bytes before the end
+			checkReadAtEnd(t, s.b, want)
+		}
+	}
+	for round := range 4 {
+		// Write in turns, so that the Bytes' bytes interleave wherever the backend puts them.
+		for range scaled(4) {
+			for _, s := range all {
+				appendRandom(t, r, s.b, &s.model)
+			}
+		}
+		for i, s := range all {
+			if (i+round)%2 == 0 {
+				continue
+			}
+			what := fmt.Sprintf("round %d, Bytes %d", round, i)
+			size := s.b.Size()
+			pd := s.b.(medium.PrefixDiscarder)
+			n := s.given + r.Int64N(size-s.given+1)
+			if round == 3 {
+				n = size // all of it
+			}
+			require.NoError(t, pd.DiscardPrefix(n), "%s: DiscardPrefix(%d) of %d", what, n, size)
+			require.NoError(t, pd.DiscardPrefix(n/2), "%s: a smaller prefix", what)
+			require.ErrorIs(t, pd.DiscardPrefix(size+1), medium.ErrInvalid, "%s: a prefix past Size", what)
+			s.given = n
+		}
+		for i, s := range all {
+			check(s, fmt.Sprintf("round %d, Bytes %d", round, i))
+		}
+	}
+	// Discard gives back the rest; the medium's other Bytes and new ones are untouched.
+	for _, s := range all[:3] {
+		require.NoError(t, s.b.(medium.Discarder).Discard())
+		requireGone(t, s.b, "discarded after a prefix")
+	}
+	fresh := &staged{b: newBytes(t, m)}
+	for range scaled(3) {
+		appendRandom(t, r, fresh.b, &fresh.model)
+	}
+	for i, s := range append(all[3:], fresh) {
+		check(s, fmt.Sprintf("after Discard, Bytes %d", i))
+	}
+	require.NoError(t, m.Close())
+	require.ErrorIs(t, fresh.b.(medium.PrefixDiscarder).DiscardPrefix(0), medium.ErrClosed, "DiscardPrefix after Close")
+}

@@ -54,6 +54,7 @@ func Run[T tb[T]](t T, open Open[T]) {
 	t.Run("OnClose", func(t T) { testOnClose(t, open) })
 	t.Run("Concurrent", func(t T) { testConcurrent(t, open) })
 	t.Run("Discard", func(t T) { testDiscard(t, open) })
+	t.Run("DiscardPrefix", func(t T) { testDiscardPrefix(t, open) })
 }
 
 func seed[T tb[T]](t T) uint64 {
