@@ -126,7 +126,10 @@ func (st *store) reserve(n int64) (off, k int64) {
 	return off, k
 }
 
-// release returns the file space of extents to the free space.
+// release returns the file space of extents to the free space. Each extent goes in its place
+// by a binary search, coalesced with its neighbours: a publication releases its parts a MiB at
+// a time, and sorting the whole list for each (as before) cost the punching goroutine 2% of a
+// 300 M-row merge's publication in perf.
 func (st *store) release(extents []extent) {
 	if len(extents) == 0 {
 		return
@@ -135,20 +138,22 @@ func (st *store) release(extents []extent) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, e := range extents {
-		f.spans = append(f.spans, span{off: e.off, n: e.n})
 		f.bytes += e.n
-	}
-	slices.SortFunc(f.spans, func(a, b span) int { return cmp.Compare(a.off, b.off) })
-	out := f.spans[:1]
-	for _, s := range f.spans[1:] {
-		last := &out[len(out)-1]
-		if last.off+last.n == s.off {
-			last.n += s.n
-		} else {
-			out = append(out, s)
+		i, _ := slices.BinarySearchFunc(f.spans, e.off, func(s span, off int64) int { return cmp.Compare(s.off, off) })
+		before := i > 0 && f.spans[i-1].off+f.spans[i-1].n == e.off
+		after := i < len(f.spans) && e.off+e.n == f.spans[i].off
+		switch {
+		case before && after:
+			f.spans[i-1].n += e.n + f.spans[i].n
+			f.spans = slices.Delete(f.spans, i, i+1)
+		case before:
+			f.spans[i-1].n += e.n
+		case after:
+			f.spans[i].off, f.spans[i].n = e.off, f.spans[i].n+e.n
+		default:
+			f.spans = slices.Insert(f.spans, i, span{off: e.off, n: e.n})
 		}
 	}
-	f.spans = out
 }
 
 // freeBytes returns how many bytes of the medium's file are free: held by Bytes of closed child

@@ -3,6 +3,7 @@ package tmpfile
 import (
 	"bytes"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -424,4 +425,48 @@ func TestCloseReleasesAll(t *testing.T) {
 	_, err = ob.Write([]byte("x"))
 	require.ErrorIs(t, err, medium.ErrClosed)
 	require.NoError(t, m.Close())
+}
+
+// TestReleaseCoalesces: extents released in any order, one or several at a time, leave the
+// free space as sorted, disjoint spans with no two adjacent, holding exactly their bytes.
+func TestReleaseCoalesces(t *testing.T) {
+	for seed := range uint64(50) {
+		r := rand.New(rand.NewPCG(seed, 3))
+		// Cut [0, 4096) into pieces; release a random subset of them in a random order.
+		var pieces []extent
+		for off := int64(0); off < 4096; {
+			n := min(1+r.Int64N(64), 4096-off)
+			pieces = append(pieces, extent{off: off, n: n})
+			off += n
+		}
+		r.Shuffle(len(pieces), func(i, j int) { pieces[i], pieces[j] = pieces[j], pieces[i] })
+		pieces = pieces[:1+r.IntN(len(pieces))]
+		st := &store{}
+		free := make([]bool, 4096)
+		for len(pieces) > 0 {
+			k := 1 + r.IntN(min(3, len(pieces)))
+			st.release(pieces[:k])
+			for _, e := range pieces[:k] {
+				for b := e.off; b < e.off+e.n; b++ {
+					free[b] = true
+				}
+			}
+			pieces = pieces[k:]
+			var want []span
+			var held int64
+			for b := range free {
+				if !free[b] {
+					continue
+				}
+				held++
+				if l := len(want); l > 0 && want[l-1].off+want[l-1].n == int64(b) {
+					want[l-1].n++
+				} else {
+					want = append(want, span{off: int64(b), n: 1})
+				}
+			}
+			require.Equal(t, want, st.free.spans, "seed %d", seed)
+			require.Equal(t, held, st.free.bytes, "seed %d", seed)
+		}
+	}
 }
