@@ -88,11 +88,7 @@ func (b *recordedBytes) Discard() error {
 // Discard gives.
 func TestFinishDiscardsStages(t *testing.T) {
 	s := allSchema()
-	gen := newRowGen(7, s)
-	rows := make([]Row, 3000)
-	for i := range rows {
-		rows[i] = gen.next()
-	}
+	rows := genRows(s, 3000, 7)
 	plain := medium.NewHeap()
 	defer func() { require.NoError(t, plain.Close()) }()
 	want := writeRows(t, s, rows, writerOptions{Medium: plain, ChunkRows: 100})
@@ -122,11 +118,7 @@ func TestFinishGivesBackStagesAsItCopies(t *testing.T) {
 	defer func(n int64) { emitGiveBack = n }(emitGiveBack)
 	emitGiveBack = 4 << 10
 	s := allSchema()
-	gen := newRowGen(11, s)
-	rows := make([]Row, 40000)
-	for i := range rows {
-		rows[i] = gen.next()
-	}
+	rows := genRows(s, 40000, 11)
 	plain := medium.NewHeap()
 	defer func() { require.NoError(t, plain.Close()) }()
 	want := writeRows(t, s, rows, writerOptions{Medium: plain, ChunkRows: 1000, Compression: CompressionNone})
